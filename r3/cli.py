@@ -1,0 +1,38 @@
+"""The `r3` command line: one entry point, one sub-command per job.
+
+Each sub-command lives next to the code it drives and is imported only when it runs, so
+`r3 --help` stays fast and an optional dependency (torch, rclpy) is needed only by the
+commands that use it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: sub-command -> (module, function, one-line help). The function takes argv (list[str]).
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "doctor": ("r3.doctor", "main", "report which optional parts this machine has"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(
+        prog="r3",
+        description="r3: robot reasoners in natural language over ROS 2.",
+        epilog="Run 'r3 COMMAND --help' for the options of one command.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_, _, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        parser.parse_args(argv or ["--help"])
+        return 2
+    module, function, _ = COMMANDS[argv[0]]
+    return int(getattr(importlib.import_module(module), function)(argv[1:]) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""MuJoCo scenes and Gymnasium environments with exact snapshot / restore."""

@@ -1,0 +1,264 @@
+"""Reward functions with TRL's contract, and a composer of named, unscaled terms.
+
+Every reward function here is a picklable callable class (so it survives dataloader and
+generation workers) with ``__call__(self, completions, **kwargs) -> list[float | None]``; dataset
+columns arrive as keyword lists, read by name; ``None`` marks a sample the function cannot score
+(TRL then ignores that function for the sample). ``__name__`` is set on the instance because TRL
+logs each function as ``rewards/<__name__>``.
+
+Completions are plain strings or chat messages (``[{"role": "assistant", "content": ...}]`` with
+string or multi-part content). A response reads "Reasoning: ... Instruction: ...".
+
+Columns read, by function:
+
+==================  =====================================================================
+JudgeReward         ``expert_instruction`` (str), optional ``suite`` (default
+                    "language_table"), ``snapshot`` (bytes or file path), ``judge_image``
+                    (PNG/JPEG bytes, for the VLM backend)
+LengthPenaltyReward none
+PlanFormatReward    ``action_dictionary`` ({id: name}, str ids accepted)
+PlanLCSReward       ``reference_plan`` (list of action names)
+==================  =====================================================================
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from r3.reasoning.parsing import ResponseError, parse_response
+from r3.rewards.judge import SUITES, RuleJudge
+from r3.rewards.plan import PLAN_WEIGHTS, plan_actions, plan_format_reward
+from r3.rewards.terms import TARGET_WORDS, lcs_reward, length_penalty
+from r3.rewards.vlm import JudgeFailure, VLMJudge
+
+RewardFn = Callable[..., list]
+
+def completion_text(completion) -> str:
+    """The text of one completion: a string, one message, or a conversation (last assistant turn).
+
+    >>> completion_text([{"role": "assistant", "content": [{"type": "text", "text": "Instruction: touch the red moon"}]}])
+    'Instruction: touch the red moon'
+    """
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Mapping):
+        content = completion.get("content", "")
+    elif isinstance(completion, list) and completion:
+        replies = [m for m in completion if m.get("role") == "assistant"] or completion
+        content = replies[-1].get("content", "")
+    else:
+        raise TypeError(f"expected a string or chat messages, got {type(completion).__name__}")
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping) and p.get("type") == "text")
+    return content or ""
+
+
+def _column(kwargs: dict, name: str, n: int, default=None) -> list:
+    values = kwargs.get(name)
+    if values is None:
+        return [default] * n
+    if len(values) != n:
+        raise ValueError(f"column {name!r} has {len(values)} values for {n} completions")
+    return list(values)
+
+
+class JudgeReward:
+    """Rubric-judge score of the response's instruction against ``expert_instruction``.
+
+    The response is read by ``r3.reasoning.parsing.parse_response``; one without a single valid
+    "Instruction:" section scores 0.0 (R^3 has no format reward, only zero accuracy). Missing
+    reasoning is left to the length penalty. The judge sees the grammar's canonical text of the
+    parsed instruction (R^3 compares the *parsed* instruction, for packing too). Samples with a snapshot go to the rule judge and its simulator; without one, to the
+    VLM judge when one is configured, else to the rule judge's linguistic tiers. A VLM failure is
+    never a 0: ``on_failure="skip"`` warns and returns None for the sample, ``"raise"`` stops.
+
+    >>> reward = JudgeReward()
+    >>> reward(["Reasoning: it is low. Instruction: push the red moon upwards", "Instruction: touch it"],
+    ...        expert_instruction=["move the red moon up"] * 2)
+    [1.0, 0.0]
+    """
+
+    def __init__(
+        self,
+        judge: RuleJudge | None = None,
+        vlm: VLMJudge | None = None,
+        on_failure: str = "skip",
+        name: str = "judge",
+    ):
+        if on_failure not in ("skip", "raise"):
+            raise ValueError(f"on_failure must be 'skip' or 'raise', got {on_failure!r}")
+        self.judge = judge if judge is not None else RuleJudge()
+        self.vlm = vlm
+        self.on_failure = on_failure
+        self.__name__ = name
+
+    def __call__(self, completions, **kwargs) -> list[float | None]:
+        n = len(completions)
+        references = _column(kwargs, "expert_instruction", n)
+        suites = _column(kwargs, "suite", n, "language_table")
+        snapshots = _column(kwargs, "snapshot", n)
+        images = _column(kwargs, "judge_image", n)
+        return [
+            self._score(c, r, s or "language_table", snap, img)
+            for c, r, s, snap, img in zip(completions, references, suites, snapshots, images)
+        ]
+
+    def _score(self, completion, reference, suite, snapshot, image) -> float | None:
+        if reference is None:
+            raise ValueError("JudgeReward needs the 'expert_instruction' column")
+        if suite not in SUITES:
+            raise ValueError(f"unknown suite {suite!r}; expected one of {SUITES}")
+        parsed = parse_response(completion_text(completion), suite, mode="instruction_only")
+        if isinstance(parsed, ResponseError):
+            return 0.0
+        instruction = parsed.instruction_text
+        try:
+            if self.vlm is not None and snapshot is None and suite == "language_table":
+                return self.vlm.judge(instruction, reference, image).score
+            return self.judge.judge(instruction, reference, suite=suite, snapshot=snapshot).score
+        except JudgeFailure as err:
+            if self.on_failure == "raise":
+                raise
+            warnings.warn(f"{self.__name__}: sample skipped, {err}", RuntimeWarning, stacklevel=3)
+        except ValueError as err:  # a reference outside the grammar: a data bug, not a 0
+            warnings.warn(f"{self.__name__}: sample skipped, {err}", RuntimeWarning, stacklevel=3)
+        return None
+
+
+class LengthPenaltyReward:
+    """``clip(log2(clip(n, 1, T) / T), -1, 0)`` over the whole response (R^3 Appendix A.4).
+
+    >>> LengthPenaltyReward(target_words=4)(["Reasoning: short. Instruction: touch the red moon", "Instruction: x"])
+    [0.0, -1.0]
+    """
+
+    def __init__(self, target_words: int = TARGET_WORDS, name: str = "length"):
+        if target_words < 1:
+            raise ValueError(f"target_words must be >= 1, got {target_words}")
+        self.target_words = target_words
+        self.__name__ = name
+
+    def __call__(self, completions, **kwargs) -> list[float | None]:
+        return [length_penalty(completion_text(c), self.target_words) for c in completions]
+
+
+class PlanFormatReward:
+    """RoboGPT-R1 format reward of a JSON plan (see :mod:`r3.rewards.plan`).
+
+    >>> PlanFormatReward()(["not a plan"], action_dictionary=[{1: "pick up"}])
+    [0.0]
+    """
+
+    def __init__(self, name: str = "plan_format"):
+        self.__name__ = name
+
+    def __call__(self, completions, **kwargs) -> list[float | None]:
+        dictionaries = _column(kwargs, "action_dictionary", len(completions))
+        if any(d is None for d in dictionaries):
+            raise ValueError("PlanFormatReward needs the 'action_dictionary' column")
+        return [plan_format_reward(completion_text(c), d) for c, d in zip(completions, dictionaries)]
+
+
+class PlanLCSReward:
+    """LCS of the plan's action names with ``reference_plan``, over the reference length.
+
+    >>> PlanLCSReward()(['{"executable_plan": [{"action_id": 1, "action_name": "pick up"}]}'],
+    ...                 reference_plan=[["pick up", "put down"]])
+    [0.5]
+    """
+
+    def __init__(self, name: str = "plan_lcs"):
+        self.__name__ = name
+
+    def __call__(self, completions, **kwargs) -> list[float | None]:
+        references = _column(kwargs, "reference_plan", len(completions))
+        if any(r is None for r in references):
+            raise ValueError("PlanLCSReward needs the 'reference_plan' column")
+        return [lcs_reward(plan_actions(completion_text(c)), r) for c, r in zip(completions, references)]
+
+
+@dataclass(frozen=True)
+class ComposedReward:
+    """One sample's weighted total and its raw, unscaled terms (None: the sample is skipped)."""
+
+    total: float | None
+    terms: dict[str, float | None]
+
+
+class RewardComposer:
+    """Named reward terms plus weights from config; itself a TRL reward function for the total.
+
+    To let TRL log every term, pass ``trl_reward_funcs()`` and ``trl_reward_weights()`` to
+    ``GRPOTrainer(reward_funcs=...)`` / ``GRPOConfig(reward_weights=...)``. Used directly, a term
+    that returns None makes the whole total None: a skipped judge must not leave the length
+    penalty alone to pass as the reward.
+
+    >>> composer = RewardComposer({"judge": JudgeReward(), "length": LengthPenaltyReward(10)},
+    ...                           {"judge": 1.0, "length": 1.0})
+    >>> composer.evaluate(["Instruction: touch the red moon"], expert_instruction=["touch the red moon"])
+    [ComposedReward(total=0.0, terms={'judge': 1.0, 'length': -1.0})]
+    """
+
+    def __init__(self, terms: Mapping[str, RewardFn], weights: Mapping[str, float], name: str = "reward"):
+        if not terms:
+            raise ValueError("RewardComposer needs at least one term")
+        if set(terms) != set(weights):
+            raise ValueError(f"weights must name exactly the terms {sorted(terms)}, got {sorted(weights)}")
+        for key, w in weights.items():
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w):
+                raise ValueError(f"weight {key!r} must be a finite number, got {w!r}")
+            if not callable(terms[key]):
+                raise ValueError(f"term {key!r} is not callable")
+        self.terms = dict(terms)
+        self.weights = {k: float(weights[k]) for k in self.terms}
+        self.__name__ = name
+
+    def evaluate(self, completions, **kwargs) -> list[ComposedReward]:
+        values = {}
+        for key, fn in self.terms.items():
+            values[key] = list(fn(completions, **kwargs))
+            if len(values[key]) != len(completions):
+                raise ValueError(f"term {key!r} returned {len(values[key])} values for {len(completions)} completions")
+        out = []
+        for i in range(len(completions)):
+            terms = {k: v[i] for k, v in values.items()}
+            total = None if any(v is None for v in terms.values()) else sum(
+                self.weights[k] * v for k, v in terms.items()
+            )
+            out.append(ComposedReward(total, terms))
+        return out
+
+    def __call__(self, completions, **kwargs) -> list[float | None]:
+        return [r.total for r in self.evaluate(completions, **kwargs)]
+
+    def trl_reward_funcs(self) -> list[RewardFn]:
+        for key, fn in self.terms.items():
+            fn.__name__ = key  # TRL logs rewards/<__name__>; keep it equal to the term's key
+        return list(self.terms.values())
+
+    def trl_reward_weights(self) -> list[float]:
+        return list(self.weights.values())
+
+
+def instruction_rewards(
+    judge: RuleJudge | None = None,
+    vlm: VLMJudge | None = None,
+    target_words: int = TARGET_WORDS,
+    weights: Mapping[str, float] | None = None,
+) -> RewardComposer:
+    """R^3's single-step RL reward, ``R = R_acc + R_len`` (Appendix A.4), as named terms."""
+    return RewardComposer(
+        {"judge": JudgeReward(judge, vlm), "length": LengthPenaltyReward(target_words)},
+        weights or {"judge": 1.0, "length": 1.0},
+    )
+
+
+def plan_rewards(weights: Mapping[str, float] | None = None) -> RewardComposer:
+    """RoboGPT-R1's plan reward, ``0.2 * format + 0.8 * LCS``, as named terms."""
+    return RewardComposer(
+        {"plan_format": PlanFormatReward(), "plan_lcs": PlanLCSReward()},
+        weights or {"plan_format": PLAN_WEIGHTS["format"], "plan_lcs": PLAN_WEIGHTS["lcs"]},
+    )

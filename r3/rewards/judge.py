@@ -1,0 +1,105 @@
+"""The rubric judge (R^3 Appendix D.2) with rule-based linguistic tiers and a simulated semantic tier.
+
+Tiers, checked in order (``r3.instructions.language_table.compare`` owns the paraphrase rules):
+
+- 1.0 linguistic match: same instruction type and components; only the rubric's paraphrases
+  differ (verb among move/place/slide/push, wording of places and directions, articles and
+  equivalent prepositions). "slightly" and "a bit" are one adverb class.
+- 0.5 adverb mismatch: as above, except that one side carries an adverb and the other does not.
+- 0.25 semantic match: given a simulator snapshot, both instructions executed by the low-level
+  policy move the same block and leave every block within a tolerance of the other outcome
+  (:mod:`r3.rewards.semantic`).
+- 0.0 otherwise, and for a candidate outside the grammar (the reason carries the parse error).
+
+The packing suite has a closed grammar and uses exact string match instead (R^3 Appendix A.4).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+from r3.instructions import language_table
+from r3.rewards.result import JudgeResult, Tier
+from r3.rewards.semantic import OutcomeSimulator, load_snapshot
+from r3.rewards.terms import exact_match
+
+SUITES = ("language_table", "packing")
+
+
+class RuleJudge:
+    """Grammar plus simulator judge; picklable, and cheap to build (the env starts on first use).
+
+    >>> judge = RuleJudge()
+    >>> judge.judge("Slide the blue cube to the right", "move the blue cube right").to_dict()
+    {'score': 1.0, 'tier': 'linguistic_match', 'reason': "same instruction: 'move the blue cube right'"}
+    >>> judge.judge("move the blue cube slightly right", "move the blue cube right").score
+    0.5
+    """
+
+    def __init__(self, simulator: OutcomeSimulator | None = None):
+        self.simulator = simulator if simulator is not None else OutcomeSimulator()
+
+    def judge(
+        self,
+        candidate: str,
+        reference: str,
+        suite: str = "language_table",
+        snapshot: bytes | str | os.PathLike | None = None,
+    ) -> JudgeResult:
+        """Score ``candidate`` against the expert's ``reference``; see the module docstring.
+
+        Raises ValueError for an unknown suite or a reference outside the grammar: that is a data
+        bug, not something to reward or punish the model for.
+        """
+        if suite == "packing":
+            if exact_match(candidate, reference):
+                return JudgeResult(Tier.LINGUISTIC, "exact match")
+            return JudgeResult(Tier.NO_MATCH, f"'{candidate}' differs from '{reference}'")
+        if suite != "language_table":
+            raise ValueError(f"unknown suite {suite!r}; expected one of {SUITES}")
+        ref = language_table.parse(reference)
+        if isinstance(ref, language_table.ParseError):
+            raise ValueError(f"reference {reference!r} does not parse: {ref.reason}")
+        cand = language_table.parse(candidate)
+        if isinstance(cand, language_table.ParseError):
+            return JudgeResult(Tier.INVALID, f"candidate does not parse: {cand.reason}")
+        verdict = language_table.compare(cand, ref)
+        if verdict == language_table.MATCH:
+            return JudgeResult(Tier.LINGUISTIC, f"same instruction: '{language_table.format_instruction(ref)}'")
+        if verdict == language_table.ADVERB_MISMATCH:
+            return JudgeResult(
+                Tier.ADVERB_MISMATCH,
+                f"same instruction apart from the adverb: candidate {cand.adverb or 'none'}, "
+                f"reference {ref.adverb or 'none'}",
+            )
+        words = (
+            f"'{language_table.format_instruction(cand)}' and "
+            f"'{language_table.format_instruction(ref)}' differ linguistically"
+        )
+        if snapshot is None:
+            return JudgeResult(Tier.NO_MATCH, f"{words}; no snapshot to compare outcomes")
+        same, why = self.simulator.same_outcome(load_snapshot(snapshot), cand, ref)
+        return JudgeResult(Tier.SEMANTIC if same else Tier.NO_MATCH, f"{words}; {why}")
+
+
+@functools.lru_cache(maxsize=1)
+def default_judge() -> RuleJudge:
+    """The process-wide judge behind :func:`judge_instruction` (one env, built on first use)."""
+    return RuleJudge()
+
+
+def judge_instruction(
+    candidate: str,
+    reference: str,
+    suite: str = "language_table",
+    snapshot: bytes | str | os.PathLike | None = None,
+) -> JudgeResult:
+    """Judge one instruction with the process-wide :class:`RuleJudge`.
+
+    >>> judge_instruction("push the red moon into the blue cube", "push the blue cube into the red moon").tier.value
+    'no_match'
+    >>> judge_instruction("move the red block up", "move the red moon up").reason
+    "candidate does not parse: ambiguous block 'the red block': name blocks by colour and shape, e.g. 'red moon'"
+    """
+    return default_judge().judge(candidate, reference, suite=suite, snapshot=snapshot)

@@ -1,0 +1,141 @@
+"""Multi-step plan rewards after RoboGPT-R1 (section 3.4): format reward, LCS reward, their mix.
+
+Plan text format
+----------------
+A plan is one JSON object, optionally wrapped in a single Markdown code fence (```json ... ```),
+with exactly these four sections, in the order perception -> reasoning -> plan -> actions::
+
+    {
+      "visual_state_description": "<non-empty string: what the scene shows>",
+      "reasoning_and_reflection": "<non-empty string: why this plan>",
+      "language_plan": "<non-empty string: the plan in words>",
+      "executable_plan": [
+        {"action_id": <int>, "action_name": "<non-empty string>"},
+        ...
+      ]
+    }
+
+``action_id`` indexes an action dictionary given per sample (ids may change between tasks, so the
+model cannot memorise them); ``action_name`` must equal the dictionary's name for that id after
+lower-casing and collapsing whitespace. Booleans are not integers here, although Python says so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+
+from r3.rewards.terms import normalise_action, lcs_reward
+
+#: Section name -> expected JSON type (the section reward checks presence and type).
+PLAN_SECTIONS: dict[str, type] = {
+    "visual_state_description": str,
+    "reasoning_and_reflection": str,
+    "language_plan": str,
+    "executable_plan": list,
+}
+#: Weights of the three format checks (RoboGPT-R1 eq. 4).
+FORMAT_WEIGHTS: dict[str, float] = {"section": 0.3, "type": 0.3, "validity": 0.4}
+#: Weights of format and LCS in the overall plan reward (RoboGPT-R1 eq. 10).
+PLAN_WEIGHTS: dict[str, float] = {"format": 0.2, "lcs": 0.8}
+
+_FENCE = re.compile(r"^```(?:json)?\s*\n(.*)\n\s*```$", re.DOTALL)
+
+
+def parse_plan(plan: str) -> dict | None:
+    """The plan's JSON object, or None when the text is not one (see the module docstring)."""
+    text = plan.strip()
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1)
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _typed(value, expected: type) -> bool:
+    if expected is str:
+        return isinstance(value, str) and bool(value.strip())
+    return isinstance(value, expected)
+
+
+def _step_well_formed(step) -> bool:
+    return (
+        isinstance(step, dict)
+        and isinstance(step.get("action_id"), int)
+        and not isinstance(step.get("action_id"), bool)
+        and _typed(step.get("action_name"), str)
+    )
+
+
+def _dictionary(action_dictionary: Mapping) -> dict[int, str]:
+    """Accept str keys too: a dictionary that went through JSON (a dataset column) has them."""
+    return {int(k): normalise_action(v) for k, v in action_dictionary.items()}
+
+
+def plan_format_terms(plan: str, action_dictionary: Mapping) -> dict[str, float]:
+    """The three unscaled format checks of a plan: ``section``, ``type`` and ``validity``.
+
+    ``validity`` averages over every step, so an invented id counts as invalid; RoboGPT-R1 averages
+    only over steps whose id is in the dictionary, which lets an invented id cost nothing.
+
+    >>> d = {1: "pick up", 2: "put down"}
+    >>> plan = ('{"visual_state_description": "a cup", "reasoning_and_reflection": "grab it", '
+    ...         '"language_plan": "pick, then place", "executable_plan": '
+    ...         '[{"action_id": 1, "action_name": "pick up"}, {"action_id": 9, "action_name": "fly"}]}')
+    >>> plan_format_terms(plan, d)
+    {'section': 1.0, 'type': 1.0, 'validity': 0.5}
+    """
+    obj = parse_plan(plan)
+    if obj is None:
+        return {"section": 0.0, "type": 0.0, "validity": 0.0}
+    section = sum(_typed(obj.get(k), t) for k, t in PLAN_SECTIONS.items()) / len(PLAN_SECTIONS)
+    steps = obj.get("executable_plan")
+    if not isinstance(steps, list) or not steps:
+        return {"section": section, "type": 0.0, "validity": 0.0}
+    known = _dictionary(action_dictionary)
+    well_formed = [_step_well_formed(s) for s in steps]
+    valid = [
+        ok and known.get(s["action_id"]) == normalise_action(s["action_name"])
+        for ok, s in zip(well_formed, steps)
+    ]
+    return {
+        "section": section,
+        "type": sum(well_formed) / len(steps),
+        "validity": sum(valid) / len(steps),
+    }
+
+
+def plan_format_reward(plan: str, action_dictionary: Mapping) -> float:
+    """``0.3 * section + 0.3 * type + 0.4 * validity`` (RoboGPT-R1 eq. 4); 0.0 for non-JSON text.
+
+    >>> plan_format_reward("first I pick, then I place", {1: "pick up"})
+    0.0
+    """
+    terms = plan_format_terms(plan, action_dictionary)
+    return sum(FORMAT_WEIGHTS[k] * v for k, v in terms.items())
+
+
+def plan_actions(plan: str) -> list[str]:
+    """Action names of the plan's executable steps, in order; [] when there is no readable plan."""
+    obj = parse_plan(plan)
+    steps = obj.get("executable_plan") if obj else None
+    if not isinstance(steps, list):
+        return []
+    return [s["action_name"] for s in steps if isinstance(s, dict) and _typed(s.get("action_name"), str)]
+
+
+def plan_reward(plan: str, reference_actions: Sequence[str], action_dictionary: Mapping) -> float:
+    """``0.2 * format + 0.8 * LCS`` (RoboGPT-R1 eq. 10); the LCS runs over action names.
+
+    >>> plan = ('{"visual_state_description": "a cup", "reasoning_and_reflection": "grab it", '
+    ...         '"language_plan": "pick it up", "executable_plan": [{"action_id": 1, "action_name": "pick up"}]}')
+    >>> round(plan_reward(plan, ["pick up", "put down"], {1: "pick up", 2: "put down"}), 6)
+    0.6
+    """
+    fmt = plan_format_reward(plan, action_dictionary)
+    lcs = lcs_reward(plan_actions(plan), reference_actions)
+    return PLAN_WEIGHTS["format"] * fmt + PLAN_WEIGHTS["lcs"] * lcs

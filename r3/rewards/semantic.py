@@ -1,0 +1,142 @@
+"""The simulator-verified semantic tier: execute both instructions and compare the outcomes.
+
+R^3 asks a VLM to *imagine* whether two differently worded instructions end the same way. When a
+state was recorded in our simulator we can instead restore it, let the low-level policy carry out
+each instruction, and compare the final boards. The rubric's two conditions become:
+
+1. the same block moved: the block with the largest displacement is the same in both rollouts,
+   and it moved at least :data:`MOVED_THRESHOLD_M`. A rollout that moves no block (touch, arm
+   moves, a push that misses) never matches, since the rubric asks for the same block moved;
+2. the same final positions: every block ends within :data:`SEMANTIC_TOLERANCE_M` of its position
+   in the other rollout (Euclidean, in the board plane; yaw is ignored).
+
+Reverse instructions ("push A into B" / "push B into A") fail condition 1 by construction.
+
+The policy runs noise-free by default (:data:`JUDGE_POLICY_CONFIG`) with a fixed seed: the judge
+compares what the instructions *ask for*, and a noisy push would make the verdict depend on luck.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from r3.instructions.language_table import Instruction, format_instruction
+from r3.lowlevel.pushing import PushingPolicyConfig, ScriptedPushingPolicy
+from r3.tasks.language_table.board import BLOCKS
+
+#: Largest per-block distance (m) between the two final boards that still counts as "the same
+#: place": about two thirds of a block's footprint (circumscribed radius 0.022 m), well under the
+#: 0.04 m push of "slightly", so a slight push and a full push never match each other.
+SEMANTIC_TOLERANCE_M = 0.03
+#: A block displaced less than this (m) did not move (contact jitter, a nudge by the pusher).
+MOVED_THRESHOLD_M = 0.01
+#: Seed of the policy's generator in every rollout, so a verdict is a function of its inputs.
+POLICY_SEED = 0
+#: The low-level policy as the judge runs it: its nominal behaviour, without injected mistakes.
+JUDGE_POLICY_CONFIG = PushingPolicyConfig(action_noise_std=0.0, overshoot_std=0.0, sloppy_approach_prob=0.0)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Final block positions of one rollout (``(len(BLOCKS), 2)``, BLOCKS order) and what moved."""
+
+    positions: np.ndarray
+    moved: str | None
+    displacement: float
+    steps: int
+
+
+def load_snapshot(snapshot: bytes | str | os.PathLike) -> bytes:
+    """Snapshot bytes from bytes or a file path (dataset columns and the CLI carry paths)."""
+    if isinstance(snapshot, (bytes, bytearray, memoryview)):
+        return bytes(snapshot)
+    with open(snapshot, "rb") as f:
+        return f.read()
+
+
+class OutcomeSimulator:
+    """Runs instructions from snapshots in one private env, created on first use and reused.
+
+    Outcomes are cached per (snapshot, instruction): in GRPO the K candidates of one prompt share
+    the snapshot and the reference, so the reference runs once per prompt, and repeated candidates
+    run once. Pickling drops the env and the cache (MuJoCo objects do not pickle); the copy builds
+    its own on first use.
+    """
+
+    def __init__(
+        self,
+        tolerance_m: float = SEMANTIC_TOLERANCE_M,
+        moved_threshold_m: float = MOVED_THRESHOLD_M,
+        policy_config: PushingPolicyConfig = JUDGE_POLICY_CONFIG,
+        seed: int = POLICY_SEED,
+        cache_size: int = 1024,
+    ):
+        if not tolerance_m > 0 or not moved_threshold_m > 0:
+            raise ValueError(f"tolerances must be > 0, got {tolerance_m=} {moved_threshold_m=}")
+        self.tolerance_m = tolerance_m
+        self.moved_threshold_m = moved_threshold_m
+        self.policy_config = policy_config
+        self.seed = seed
+        self.cache_size = cache_size
+        self._env = None
+        self._cache: OrderedDict = OrderedDict()
+
+    def __getstate__(self):
+        return {**self.__dict__, "_env": None, "_cache": OrderedDict()}
+
+    def _get_env(self):
+        if self._env is None:
+            from r3.sim.language_table.env import LanguageTableEnv  # MuJoCo only when needed
+
+            self._env = LanguageTableEnv(task=None, render_mode=None)
+        return self._env
+
+    def outcome(self, snapshot: bytes, instruction: Instruction) -> Outcome:
+        """Restore ``snapshot``, run the policy on ``instruction`` to completion, read the board."""
+        key = (hashlib.blake2b(snapshot, digest_size=16).digest(), instruction)
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        env = self._get_env()
+        env.restore(snapshot)
+        start = env.state()
+        policy = ScriptedPushingPolicy(self.policy_config)
+        policy.reset(instruction, start, np.random.default_rng(self.seed))
+        steps = 0
+        while (action := policy.act(env.state())) is not None:
+            env.step(action)
+            steps += 1
+        positions = env.state().positions()
+        moves = np.linalg.norm(positions - start.positions(), axis=1)
+        i = int(np.argmax(moves))
+        moved = BLOCKS[i] if moves[i] >= self.moved_threshold_m else None
+        result = Outcome(positions, moved, float(moves[i]), steps)
+        self._cache[key] = result
+        if len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return result
+
+    def same_outcome(self, snapshot: bytes, candidate: Instruction, reference: Instruction) -> tuple[bool, str]:
+        """Whether both instructions end the same way from ``snapshot``, and why (see module doc)."""
+        a, b = self.outcome(snapshot, candidate), self.outcome(snapshot, reference)
+        for who, instr, out in (("candidate", candidate, a), ("reference", reference, b)):
+            if out.moved is None:
+                return False, f"the {who} '{format_instruction(instr)}' moves no block in the simulator"
+        if a.moved != b.moved:
+            return False, f"the candidate moves the {a.moved}, the reference moves the {b.moved}"
+        gaps = np.linalg.norm(a.positions - b.positions, axis=1)
+        worst = int(np.argmax(gaps))
+        if gaps[worst] > self.tolerance_m:
+            return False, (
+                f"both move the {a.moved}, but the {BLOCKS[worst]} ends {gaps[worst]:.3f} m apart "
+                f"(tolerance {self.tolerance_m:.3f} m)"
+            )
+        return True, (
+            f"both move the {a.moved} and every block ends within {gaps[worst]:.3f} m of the other "
+            f"outcome (tolerance {self.tolerance_m:.3f} m)"
+        )

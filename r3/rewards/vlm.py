@@ -1,0 +1,190 @@
+"""The VLM-judge backend, for data recorded without a simulator snapshot (real robots).
+
+The judge sends our rubric prompt (:func:`build_judge_prompt`) and, when there is one, the scene
+image to any OpenAI-compatible ``/chat/completions`` endpoint (vLLM, SGLang, a hosted API), then
+parses and validates the JSON verdict. Every way this can go wrong raises :class:`JudgeFailure`
+with a ``kind``; a failure is never turned into a score of 0, because a silent 0 would teach the
+policy that a correct instruction was wrong.
+
+It speaks HTTP through the standard library so that ``r3.rewards`` stays importable with the core
+requirements only (the ``openai`` client is an ML extra).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import urllib.error
+import urllib.request
+
+from r3.instructions import language_table
+from r3.rewards.result import SCORE_CLASSES, JudgeResult, Tier
+from r3.tasks.language_table.board import BLOCKS
+
+_SCORE_TIERS = {1.0: Tier.LINGUISTIC, 0.5: Tier.ADVERB_MISMATCH, 0.25: Tier.SEMANTIC, 0.0: Tier.NO_MATCH}
+
+_PROMPT = """\
+You grade instructions for a robot that pushes blocks around a table with a small round pusher.
+Compare the CANDIDATE instruction with the REFERENCE instruction, which an expert chose for the
+same moment, and score the candidate.
+
+Blocks are always named by colour and shape: {blocks}.
+
+The robot follows only these forms of instruction:
+  A. a block to a place on the board: "move the <block> to the <place>"
+     (places: the four corners, top/bottom center, center left/right, the center)
+  B. a block beside another block: "move the <block> to the <left|right|top|bottom> side of the <block>"
+  C. a block into another block: "push the <block> into the <block>"
+  D. a block in a direction: "move the <block> <direction>" (up, down, left, right or a diagonal
+     such as "up and left"), possibly softened with "slightly" or "a bit"
+  E. "separate the <block> from the <block>"
+  F. "touch the <block>"
+  G. "move your arm to the <place>"
+
+How to score:
+Step 1, the wording. Find each instruction's form and its parts: the blocks, the place, the side or
+direction, and the adverb. The two agree in wording when the form and every part are the same.
+These differences do not count:
+  - the verb, provided it is one of move, push, slide, place;
+  - other ways to say the same place or direction ("up" / "upwards", "left" / "to the left" /
+    "towards the left side", "top left corner" / "left top of the board");
+  - articles, and prepositions with the same meaning here ("to" / "into" / "towards").
+If they agree in wording and carry the same adverb, or neither carries one, the score is 1.0.
+"Slightly", "a bit" and "a little" count as the same adverb. If they agree except that one
+carries an adverb and the other does not, the score is 0.5. In both cases stop here.
+Step 2, the outcome. Only when the wording does not agree: picture the result of each instruction
+in the scene (use the image when one is attached). Score 0.25 when both would push the same block
+and leave every block in the same place on the board, even though they say it differently;
+otherwise 0.0. Instructions that swap the roles of two blocks ("push X into Y" against "push Y
+into X") move different blocks and score 0.0. Without an image, give 0.25 only when the outcomes
+would be the same in any scene.
+A candidate that fits none of the forms scores 0.0.
+
+Reply with one JSON object and nothing else:
+{{"analysis": "<your step-by-step comparison>", "score": <1.0, 0.5, 0.25 or 0.0>}}
+
+CANDIDATE: {candidate}
+REFERENCE: {reference}
+"""
+
+
+class JudgeFailure(RuntimeError):
+    """The VLM judge gave no usable verdict.
+
+    ``kind`` is one of ``"transport"`` (no answer from the server), ``"http"`` (an error status),
+    ``"protocol"`` (not a chat-completions response) or ``"answer"`` (no valid JSON verdict).
+    """
+
+    def __init__(self, kind: str, detail: str):
+        super().__init__(f"VLM judge failure ({kind}): {detail}")
+        self.kind = kind
+        self.detail = detail
+
+
+def build_judge_prompt(candidate: str, reference: str) -> str:
+    """The rubric prompt for one pair (our wording of R^3 Appendix D.2)."""
+    return _PROMPT.format(blocks=", ".join(BLOCKS), candidate=candidate, reference=reference)
+
+
+def _image_url(image: bytes) -> str:
+    mime = "image/png" if image.startswith(b"\x89PNG") else "image/jpeg"
+    return f"data:{mime};base64,{base64.b64encode(image).decode('ascii')}"
+
+
+def parse_verdict(text: str) -> tuple[float, str]:
+    """``(score, analysis)`` from the model's reply; the last JSON object with a ``score`` wins.
+
+    Tolerates a ``<think>`` block, a code fence or prose around the object, since reasoning
+    models add them; rejects scores outside the rubric.
+
+    >>> parse_verdict('<think>hmm</think> ```json\\n{"analysis": "same block", "score": 0.25}\\n```')
+    (0.25, 'same block')
+    """
+    text = re.sub(r"<think>.*?</think>", "", text, flags=re.DOTALL)
+    decoder = json.JSONDecoder()
+    verdict = None
+    for match in re.finditer(r"\{", text):
+        try:
+            obj, _ = decoder.raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict) and "score" in obj:
+            verdict = obj
+    if verdict is None:
+        raise JudgeFailure("answer", f"no JSON object with a 'score' in the reply: {text[:200]!r}")
+    raw = verdict["score"]
+    try:
+        score = float(raw)
+    except (TypeError, ValueError):
+        raise JudgeFailure("answer", f"score is not a number: {raw!r}") from None
+    if isinstance(raw, bool) or score not in SCORE_CLASSES:
+        raise JudgeFailure("answer", f"score {raw!r} is not one of {SCORE_CLASSES}")
+    return score, str(verdict.get("analysis", "")).strip()
+
+
+class VLMJudge:
+    """Rubric judge backed by an OpenAI-compatible chat server.
+
+    Picklable (it holds only settings), so a TRL reward function can carry it into workers.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
+        max_tokens: int = 1024,
+    ):
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+        if not model:
+            raise ValueError("model must name the served model")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api_key = api_key
+        self.timeout_s = timeout_s
+        self.max_tokens = max_tokens
+
+    def _complete(self, prompt: str, image: bytes | None) -> str:
+        content: list[dict] = [{"type": "text", "text": prompt}]
+        if image is not None:
+            content.insert(0, {"type": "image_url", "image_url": {"url": _image_url(image)}})
+        body = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": content}],
+            "temperature": 0.0,
+            "max_tokens": self.max_tokens,
+        }
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(
+            f"{self.base_url}/chat/completions", json.dumps(body).encode(), headers, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                payload = response.read()
+        except urllib.error.HTTPError as err:
+            raise JudgeFailure("http", f"status {err.code}: {err.read()[:200]!r}") from err
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as err:
+            raise JudgeFailure("transport", str(err)) from err
+        try:
+            message = json.loads(payload)["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError) as err:
+            raise JudgeFailure("protocol", f"not a chat completion: {payload[:200]!r}") from err
+        if not isinstance(message, str):
+            raise JudgeFailure("protocol", f"message content is not text: {message!r}")
+        return message
+
+    def judge(self, candidate: str, reference: str, image: bytes | None = None) -> JudgeResult:
+        """Score ``candidate`` against ``reference`` (Language Table); raises :class:`JudgeFailure`.
+
+        A candidate outside the grammar scores 0.0 without a server call, as in the rule judge.
+        """
+        parsed = language_table.parse(candidate)
+        if isinstance(parsed, language_table.ParseError):
+            return JudgeResult(Tier.INVALID, f"candidate does not parse: {parsed.reason}")
+        score, analysis = parse_verdict(self._complete(build_judge_prompt(candidate, reference), image))
+        return JudgeResult(_SCORE_TIERS[score], f"VLM judge: {analysis}" if analysis else "VLM judge")

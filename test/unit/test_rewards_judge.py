@@ -1,0 +1,117 @@
+"""Rule judge tiers, the simulated semantic tier, and the ``r3 judge`` command (table-driven)."""
+
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+
+import r3.rewards as rw
+from r3.instructions.language_table import parse
+from r3.rewards.cli import judge_main
+from r3.rewards.judge import RuleJudge, judge_instruction
+from r3.rewards.result import Tier
+
+SNAPSHOTS = Path(rw.__file__).parent / "data" / "snapshots"
+# Blue moon at the origin-ish with the blue cube 0.14 m to its right (see make_semantic_cases.py).
+INTO = next(SNAPSHOTS.glob("000_into.npz"))
+
+
+def _case(path):
+    for line in (Path(rw.__file__).parent / "data" / "judge_cases.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if row.get("snapshot") == f"snapshots/{path.name}" and row["human_score"] == 0.25:
+            return row
+    raise LookupError(path)
+
+
+@pytest.mark.parametrize("candidate, reference, suite, tier", [
+    ("Slide the blue cube to the right.", "move the blue cube right", "language_table", Tier.LINGUISTIC),
+    ("move the blue cube a bit right", "move the blue cube slightly right", "language_table", Tier.LINGUISTIC),
+    ("move the blue cube right", "move the blue cube right slightly", "language_table", Tier.ADVERB_MISMATCH),
+    ("push the blue cube into the red moon", "push the red moon into the blue cube", "language_table", Tier.NO_MATCH),
+    ("move the blue cube left", "move the blue cube right", "language_table", Tier.NO_MATCH),
+    ("move the blue block left", "move the blue cube left", "language_table", Tier.INVALID),
+    ("", "touch the red moon", "language_table", Tier.INVALID),
+    ("pack the soup can into the small tray", "Pack the soup can into the small tray.", "packing", Tier.LINGUISTIC),
+    ("Pack the soup can into the large tray.", "Pack the soup can into the small tray.", "packing", Tier.NO_MATCH),
+])
+def test_rule_tiers(candidate, reference, suite, tier):
+    result = judge_instruction(candidate, reference, suite=suite)
+    assert result.tier is tier
+    assert result.score == {Tier.LINGUISTIC: 1.0, Tier.ADVERB_MISMATCH: 0.5}.get(tier, 0.0)
+    assert result.reason
+
+
+def test_parse_error_is_the_reason():
+    result = judge_instruction("move the red block up", "move the red moon up")
+    assert result.score == 0.0 and "ambiguous block" in result.reason
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"candidate": "touch the red moon", "reference": "move the red block"}, "reference"),
+    ({"candidate": "touch the red moon", "reference": "touch the red moon", "suite": "chess"}, "unknown suite"),
+])
+def test_bad_reference_or_suite_raises(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        judge_instruction(**kwargs)
+
+
+def test_semantic_tier_from_snapshot():
+    row = _case(INTO)
+    judge = RuleJudge()
+    same = judge.judge(row["candidate"], row["reference"], snapshot=INTO)
+    assert same.tier is Tier.SEMANTIC and "tolerance 0.030 m" in same.reason
+    block, other = parse(row["candidate"]).block, parse(row["candidate"]).other
+    reverse = judge.judge(f"push the {other} into the {block}", row["candidate"], snapshot=INTO.read_bytes())
+    assert reverse.tier is Tier.NO_MATCH and f"moves the {other}" in reverse.reason
+    touch = judge.judge(f"touch the {block}", row["candidate"], snapshot=INTO)
+    assert touch.tier is Tier.NO_MATCH and "moves no block" in touch.reason
+    # Linguistic tiers come first, with or without a snapshot.
+    assert judge.judge(row["candidate"], row["candidate"], snapshot=INTO).tier is Tier.LINGUISTIC
+
+
+def test_simulator_is_deterministic_cached_and_picklable():
+    sim = rw.OutcomeSimulator()
+    snap, instr = INTO.read_bytes(), parse(_case(INTO)["reference"])
+    first = sim.outcome(snap, instr)
+    assert sim.outcome(snap, instr) is first  # cached
+    copy = pickle.loads(pickle.dumps(RuleJudge(sim))).simulator
+    assert copy._env is None and not copy._cache
+    again = copy.outcome(snap, instr)
+    assert again.moved == first.moved and (again.positions == first.positions).all()
+
+
+@pytest.mark.parametrize("kwargs", [{"tolerance_m": 0.0}, {"moved_threshold_m": -1.0}])
+def test_simulator_validates_tolerances(kwargs):
+    with pytest.raises(ValueError):
+        rw.OutcomeSimulator(**kwargs)
+
+
+def test_cli_prints_json(capsys):
+    row = _case(INTO)
+    assert judge_main(["--candidate", row["candidate"], "--reference", row["reference"], "--snapshot", str(INTO)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["score"] == 0.25 and out["tier"] == "semantic_match" and out["reason"]
+    assert judge_main(["--candidate", "touch the red moon", "--reference", "touch the red moon"]) == 0
+    assert json.loads(capsys.readouterr().out)["score"] == 1.0
+
+
+def test_cli_help_describes_every_option(capsys):
+    with pytest.raises(SystemExit):
+        judge_main(["--help"])
+    text = capsys.readouterr().out
+    for option in ("--candidate", "--reference", "--snapshot", "--backend", "--suite", "--image", "--vlm-url"):
+        assert option in text
+
+
+@pytest.mark.parametrize("argv", [
+    ["--candidate", "touch the red moon", "--reference", "move the red block"],
+    ["--candidate", "touch the red moon", "--reference", "touch the red moon", "--snapshot", "/nonexistent.npz",
+     "--candidate", "move the red moon up"],
+    ["--candidate", "a", "--reference", "b", "--backend", "vlm", "--vlm-model", ""],
+])
+def test_cli_bad_input_exits_2(argv):
+    with pytest.raises(SystemExit) as exc:
+        judge_main(argv)
+    assert exc.value.code == 2

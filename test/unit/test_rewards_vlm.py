@@ -1,0 +1,130 @@
+"""The VLM judge against a real OpenAI-compatible HTTP server on 127.0.0.1 with canned answers."""
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+
+from r3.rewards import JudgeFailure, JudgeReward, VLMJudge
+from r3.rewards.cli import judge_main
+from r3.rewards.result import Tier
+
+
+def _chat(content):
+    return 200, json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]})
+
+
+class _Server:
+    """Serves the next canned (status, body) on every POST and records the requests."""
+
+    def __init__(self):
+        self.reply = _chat('{"analysis": "ok", "score": 1.0}')
+        self.requests = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                outer.requests.append((self.path, dict(self.headers), json.loads(body)))
+                status, text = outer.reply
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(text.encode())
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = _Server()
+    yield s
+    s.httpd.shutdown()
+    s.httpd.server_close()
+
+
+@pytest.mark.parametrize("content, tier", [
+    ('{"analysis": "same words", "score": 1.0}', Tier.LINGUISTIC),
+    ('{"analysis": "adverb", "score": 0.5}', Tier.ADVERB_MISMATCH),
+    ('<think>picture it</think>```json\n{"analysis": "same block, same place", "score": 0.25}\n```', Tier.SEMANTIC),
+    ('Step 1 ... {"analysis": "different blocks", "score": "0.0"}', Tier.NO_MATCH),
+])
+def test_valid_verdicts(server, content, tier):
+    server.reply = _chat(content)
+    result = VLMJudge(server.url, "judge", api_key="k").judge("push the red moon up", "move the red moon up")
+    assert result.tier is tier and result.reason.startswith("VLM judge")
+    path, headers, body = server.requests[-1]
+    assert path == "/v1/chat/completions" and headers["Authorization"] == "Bearer k"
+    assert body["model"] == "judge" and "push the red moon up" in body["messages"][0]["content"][-1]["text"]
+
+
+def test_image_is_sent_as_data_url(server):
+    server.reply = _chat('{"analysis": "x", "score": 0.0}')
+    VLMJudge(server.url, "judge").judge("touch the red moon", "touch the blue cube", image=b"\x89PNG\r\n fake")
+    content = server.requests[-1][2]["messages"][0]["content"]
+    assert content[0]["image_url"]["url"].startswith("data:image/png;base64,")
+
+
+@pytest.mark.parametrize("reply, kind", [
+    (_chat('{"analysis": "x", "score": 0.75}'), "answer"),
+    (_chat('{"analysis": "x", "score": true}'), "answer"),
+    (_chat('{"analysis": "x", "score": "high"}'), "answer"),
+    (_chat("I think they match."), "answer"),
+    ((200, '{"id": "no choices"}'), "protocol"),
+    ((200, "not json"), "protocol"),
+    ((500, '{"error": "overloaded"}'), "http"),
+])
+def test_failures_are_typed_never_zero(server, reply, kind):
+    server.reply = reply
+    with pytest.raises(JudgeFailure) as err:
+        VLMJudge(server.url, "judge").judge("push the red moon up", "move the red moon up")
+    assert err.value.kind == kind
+
+
+def test_transport_failure():
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(JudgeFailure) as err:
+        VLMJudge(f"http://127.0.0.1:{port}/v1", "judge", timeout_s=2).judge("touch the red moon", "touch the red moon")
+    assert err.value.kind == "transport"
+
+
+def test_unparseable_candidate_needs_no_server(server):
+    before = len(server.requests)
+    result = VLMJudge(server.url, "judge").judge("move the red block", "move the red moon up")
+    assert result.tier is Tier.INVALID and len(server.requests) == before
+
+
+@pytest.mark.parametrize("kwargs", [{"base_url": "127.0.0.1:8000", "model": "m"}, {"base_url": "http://x", "model": ""}])
+def test_settings_are_validated(kwargs):
+    with pytest.raises(ValueError):
+        VLMJudge(**kwargs)
+
+
+def test_reward_function_skips_or_raises_on_failure(server):
+    server.reply = (500, "{}")
+    completions = ["Reasoning: it is low.\nInstruction: push the red moon up"]
+    reward = JudgeReward(vlm=VLMJudge(server.url, "judge"))
+    with pytest.warns(RuntimeWarning, match="sample skipped"):
+        assert reward(completions, expert_instruction=["move the red moon up"]) == [None]
+    with pytest.raises(JudgeFailure):
+        JudgeReward(vlm=VLMJudge(server.url, "judge"), on_failure="raise")(completions, expert_instruction=["x"])
+    server.reply = _chat('{"analysis": "same", "score": 0.25}')
+    assert reward(completions, expert_instruction=["move the red moon up"]) == [0.25]
+
+
+def test_cli_vlm_backend(server, capsys):
+    argv = ["--candidate", "push the red moon up", "--reference", "move the red moon up", "--backend", "vlm",
+            "--vlm-url", server.url, "--vlm-model", "judge"]
+    server.reply = _chat('{"analysis": "same", "score": 1.0}')
+    assert judge_main(argv) == 0 and json.loads(capsys.readouterr().out)["tier"] == "linguistic_match"
+    server.reply = (503, "{}")
+    assert judge_main(argv) == 1 and json.loads(capsys.readouterr().out)["error"] == "http"

@@ -1,0 +1,158 @@
+"""The reasoner backend contract, and reasoning budgets implemented once for every backend.
+
+A backend only has to implement :meth:`ReasonerBackend._generate` (one generation from chat
+messages plus an optional assistant prefix); :meth:`ReasonerBackend.decide` turns that into one
+decision step under a :class:`ReasoningBudget`.
+
+Budgets (R^3 Table 3: full reasoning, trunc@100, trunc@50, no reasoning): with a cap of N tokens
+the model writes at most N reasoning tokens (stopping early at "Instruction:"); then the
+truncated reasoning plus "\\nInstruction:" becomes an assistant prefix and a short continuation
+(``instruction_tokens``) produces the instruction. N = 0 skips the reasoning stage entirely.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from r3.reasoning.prompts import INSTRUCTION_HEADER, ReasonerInput, build_messages
+
+OnText = Callable[[str], None]
+
+
+class BackendError(RuntimeError):
+    """A backend cannot load or cannot reach its model; the message names what and where."""
+
+
+@dataclass(frozen=True)
+class ReasoningBudget:
+    """How many tokens the reasoning may take: None = unlimited (up to the backend's
+    ``max_new_tokens``), 0 = instruction only, N = truncate at N tokens."""
+
+    max_reasoning_tokens: int | None = None
+    instruction_tokens: int = 40
+
+    def __post_init__(self) -> None:
+        if self.max_reasoning_tokens is not None and self.max_reasoning_tokens < 0:
+            raise ValueError(f"max_reasoning_tokens={self.max_reasoning_tokens}: must be >= 0 or None")
+        if self.instruction_tokens < 1:
+            raise ValueError(f"instruction_tokens={self.instruction_tokens}: must be >= 1")
+
+
+#: The default budget: reason as long as the backend allows.
+FULL_REASONING = ReasoningBudget()
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One call to the model. Token counts are None when the server does not report them."""
+
+    text: str
+    finish_reason: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    model_s: float
+
+
+@dataclass(frozen=True)
+class BackendOutput:
+    """One decision step's raw answer and its costs.
+
+    ``raw_text`` is the whole answer as the parser should see it (forced "Instruction:" header
+    included). ``reasoning_tokens`` is the reasoning stage's completion tokens under a budget
+    (None without one). ``model_s`` is time inside the model calls; ``latency_s`` the whole step.
+    """
+
+    raw_text: str
+    finish_reason: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    reasoning_tokens: int | None
+    latency_s: float
+    model_s: float
+    model_id: str
+    stages: int
+    reasoning_truncated: bool
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else a + b
+
+
+class ReasonerBackend(ABC):
+    """A VLM that answers reasoner prompts. Construct cheaply; :meth:`load` at configure time;
+    :meth:`close` at cleanup."""
+
+    model_id: str = ""
+
+    def load(self) -> None:
+        """Load weights or connect; raise :class:`BackendError` with a clear message on failure."""
+
+    def close(self) -> None:
+        """Release the model or connection."""
+
+    @abstractmethod
+    def _generate(
+        self,
+        messages: list[dict],
+        prefix: str,
+        max_tokens: int | None,
+        stop: list[str] | None,
+        on_text: OnText | None,
+    ) -> Generation:
+        """Generate the assistant's answer, continuing after ``prefix`` when it is not empty.
+
+        ``text`` excludes the prefix and ends before the first stop string. ``max_tokens`` None
+        means the backend's own cap.
+        """
+
+    def decide(
+        self, inp: ReasonerInput, budget: ReasoningBudget = FULL_REASONING, on_text: OnText | None = None
+    ) -> BackendOutput:
+        """One decision step: prompt for ``inp``, generate under ``budget``, report costs."""
+        start = time.perf_counter()
+        messages = build_messages(inp)
+        n = budget.max_reasoning_tokens
+        if inp.mode == "instruction_only" or n is None:
+            g = self._generate(messages, "", None, None, on_text)
+            return BackendOutput(
+                g.text,
+                g.finish_reason,
+                g.prompt_tokens,
+                g.completion_tokens,
+                None,
+                time.perf_counter() - start,
+                g.model_s,
+                self.model_id,
+                1,
+                False,
+            )
+        prefix, stages, prompt_tokens, reasoning_tokens, model_s, truncated = "", 0, 0, 0, 0.0, True
+        if n > 0:
+            first = self._generate(messages, "", n, [INSTRUCTION_HEADER], on_text)
+            prefix = first.text.rstrip() + "\n"
+            stages, prompt_tokens, reasoning_tokens, model_s = (
+                1,
+                first.prompt_tokens,
+                first.completion_tokens,
+                first.model_s,
+            )
+            truncated = first.finish_reason == "length"
+        prefix += INSTRUCTION_HEADER
+        if on_text is not None:
+            on_text(prefix[len(prefix) - len(INSTRUCTION_HEADER) - (1 if n > 0 else 0) :])
+        second = self._generate(messages, prefix, budget.instruction_tokens, None, on_text)
+        return BackendOutput(
+            raw_text=prefix + second.text,
+            finish_reason=second.finish_reason,
+            prompt_tokens=_add(prompt_tokens, second.prompt_tokens),
+            completion_tokens=_add(reasoning_tokens, second.completion_tokens),
+            reasoning_tokens=reasoning_tokens,
+            latency_s=time.perf_counter() - start,
+            model_s=model_s + second.model_s,
+            model_id=self.model_id,
+            stages=stages + 1,
+            reasoning_truncated=truncated,
+        )

@@ -1,0 +1,175 @@
+"""Reasoner backend that runs a local model directory with transformers (spec "transformers:DIR").
+
+Loads with ``local_files_only=True`` always: the reasoner never downloads weights. The prompt is
+rendered with the model's own chat template (thinking switched off where the template knows
+``enable_thinking``), an assistant prefix is appended to the rendered text, and the processor
+turns text + images into model inputs.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from r3.reasoning.backends.base import BackendError, Generation, OnText, ReasonerBackend
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+class TransformersBackend(ReasonerBackend):
+    """``device``: "cpu" (default), "auto" (cuda when available) or a torch device string.
+    ``dtype``: one of :data:`DTYPES` ("auto" = float32 on cpu, bfloat16 on cuda).
+    ``temperature`` 0 means greedy decoding; ``seed`` makes sampling repeatable per call."""
+
+    def __init__(
+        self,
+        model_dir: str | Path,
+        device: str = "cpu",
+        dtype: str = "auto",
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        max_new_tokens: int = 1024,
+        seed: int | None = 0,
+        thinking: bool = False,
+    ) -> None:
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype={dtype!r}: expected one of {DTYPES}")
+        if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1:
+            raise ValueError(
+                f"bad sampling options: temperature={temperature}, top_p={top_p}, max_new_tokens={max_new_tokens}"
+            )
+        self.model_dir = Path(model_dir)
+        self.model_id = str(self.model_dir)
+        self.device, self.dtype = device, dtype
+        self.temperature, self.top_p, self.max_new_tokens, self.seed = (
+            temperature,
+            top_p,
+            max_new_tokens,
+            seed,
+        )
+        self.thinking = thinking
+        self.model = self.processor = None
+
+    @classmethod
+    def from_spec(cls, rest: str, **options) -> TransformersBackend:
+        if not rest:
+            raise ValueError("transformers backend spec: expected 'transformers:DIR'")
+        return cls(rest, **options)
+
+    def load(self) -> None:
+        import torch
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        if not self.model_dir.is_dir():
+            raise BackendError(f"model directory not found: {self.model_dir}")
+        if not (self.model_dir / "config.json").is_file():
+            raise BackendError(f"not a model directory (no config.json): {self.model_dir}")
+        device = self.device
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        dtype = self.dtype
+        if dtype == "auto":
+            dtype = "bfloat16" if device.startswith("cuda") else "float32"
+        try:
+            processor = AutoProcessor.from_pretrained(self.model_dir, local_files_only=True)
+        except Exception as exc:
+            raise BackendError(
+                f"cannot load the processor of {self.model_dir}: {type(exc).__name__}: {exc}"
+            ) from exc
+        if getattr(processor, "image_processor", None) is None:
+            raise BackendError(
+                f"{self.model_dir} has no image processor; the reasoner needs a vision-language model"
+            )
+        try:
+            model = AutoModelForImageTextToText.from_pretrained(
+                self.model_dir, local_files_only=True, dtype=getattr(torch, dtype)
+            )
+        except Exception as exc:
+            raise BackendError(
+                f"cannot load the model in {self.model_dir}: {type(exc).__name__}: {exc}"
+            ) from exc
+        self.processor, self.model = processor, model.to(device).eval()
+
+    def close(self) -> None:
+        self.model = self.processor = None
+
+    def _generate(self, messages, prefix, max_tokens, stop, on_text: OnText | None) -> Generation:
+        import torch
+
+        if self.model is None:
+            raise BackendError(f"backend for {self.model_dir} is not loaded: call load() first")
+        template_kwargs = {} if self.thinking else {"enable_thinking": False}
+        text = self.processor.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False, **template_kwargs
+        )
+        images = [
+            c["image"]
+            for m in messages
+            if isinstance(m["content"], list)
+            for c in m["content"]
+            if c["type"] == "image"
+        ]
+        inputs = self.processor(
+            text=[text + prefix], images=[images] if images else None, return_tensors="pt"
+        )
+        inputs = inputs.to(self.model.device)
+        max_new = self.max_new_tokens if max_tokens is None else max_tokens
+        kwargs = {"max_new_tokens": max_new, "do_sample": self.temperature > 0}
+        if self.temperature > 0:
+            kwargs.update(temperature=self.temperature, top_p=self.top_p)
+        if stop:
+            kwargs.update(stop_strings=stop, tokenizer=self.processor.tokenizer)
+        if on_text is not None:
+            kwargs["streamer"] = _CallbackStreamer(self.processor.tokenizer, on_text, stop)
+        if self.seed is not None:
+            torch.manual_seed(self.seed)
+        start = time.perf_counter()
+        with torch.inference_mode():
+            out = self.model.generate(**inputs, **kwargs)
+        model_s = time.perf_counter() - start
+        prompt_len = inputs["input_ids"].shape[1]
+        new = out[0, prompt_len:]
+        eos = self.model.generation_config.eos_token_id
+        eos = set(eos if isinstance(eos, list) else [eos])
+        ended = len(new) > 0 and int(new[-1]) in eos
+        answer = self.processor.tokenizer.decode(new, skip_special_tokens=True)
+        cut = _cut(answer, stop)
+        finish = "stop" if ended or cut != answer or len(new) < max_new else "length"
+        return Generation(cut, finish, int(prompt_len), len(new), model_s)
+
+
+def _cut(text: str, stop: list[str] | None) -> str:
+    """``text`` up to the first stop string (transformers keeps the stop string; the API does not)."""
+    for s in stop or ():
+        i = text.find(s)
+        if i >= 0:
+            text = text[:i]
+    return text
+
+
+class _CallbackStreamer:
+    """Feeds decoded text to ``on_text`` as tokens arrive, holding back a possible stop string."""
+
+    def __init__(self, tokenizer, on_text: OnText, stop: list[str] | None) -> None:
+        self.tokenizer, self.on_text, self.stop = tokenizer, on_text, stop
+        self.ids: list[int] = []
+        self.sent = 0
+        self.prompt_seen = False
+
+    def put(self, value) -> None:
+        if not self.prompt_seen:  # generate() first passes the prompt
+            self.prompt_seen = True
+            return
+        self.ids.extend(int(v) for v in value.reshape(-1))
+        text = _cut(self.tokenizer.decode(self.ids, skip_special_tokens=True), self.stop)
+        hold = max((len(s) for s in self.stop or ()), default=0)
+        ready = len(text) - hold if len(text) >= hold else 0
+        if ready > self.sent:
+            self.on_text(text[self.sent : ready])
+            self.sent = ready
+
+    def end(self) -> None:
+        text = _cut(self.tokenizer.decode(self.ids, skip_special_tokens=True), self.stop)
+        if len(text) > self.sent:
+            self.on_text(text[self.sent :])
+        self.sent = len(text)

@@ -1,0 +1,40 @@
+"""`r3 model tiny`: build a tiny random VLM directory for tests and demos (no network)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from r3.reasoning.tiny import ARCHS, NEEDS_TORCHVISION
+
+
+def tiny_model_main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="r3 model tiny",
+        description="Build a tiny randomly initialised vision-language model on disk, with a tokenizer "
+        "trained on r3's own prompts. It loads with transformers (local_files_only) and can be served "
+        "with 'transformers serve DIR'. Its answers are random: use it to test plumbing, not quality.",
+    )
+    parser.add_argument(
+        "--arch",
+        choices=ARCHS,
+        default="idefics3",
+        help="architecture (default: idefics3, the SmolVLM v1 family). The Qwen archs "
+        f"({', '.join(sorted(NEEDS_TORCHVISION))}) need torchvision to load their processor.",
+    )
+    parser.add_argument("--out", required=True, help="output directory (created if missing)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random weights (default: 0)")
+    parser.add_argument(
+        "--hidden", type=int, default=64, help="hidden size of the language model (default: 64)"
+    )
+    parser.add_argument("--vocab-size", type=int, default=1024, help="BPE vocabulary size (default: 1024)")
+    args = parser.parse_args(argv)
+    from r3.reasoning.tiny import build_tiny_model
+
+    start = time.perf_counter()
+    out = build_tiny_model(
+        args.arch, args.out, seed=args.seed, hidden=args.hidden, vocab_size=args.vocab_size
+    )
+    size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
+    print(f"{args.arch} tiny model in {out} ({size / 1e6:.1f} MB, {time.perf_counter() - start:.1f} s)")
+    return 0

@@ -1,0 +1,154 @@
+"""Parse a reasoner's answer ("Reasoning: ... Instruction: ...") into a typed instruction.
+
+:func:`parse_response` never raises: every input gives either a :class:`ParsedResponse` or a
+:class:`ResponseError` whose ``kind`` says what went wrong (see :class:`ErrorKind`), so the
+reasoner node can publish an invalid step as data and the RL reward can score it as zero.
+
+What counts as a section header: "Reasoning:" / "Instruction:" in any case, optionally wrapped
+in markdown bold or preceded by "#", "-", ">" markers, at the start of a line or after the end
+of a sentence (". Instruction: ..."). "the previous instruction: ..." in the middle of a
+sentence is not a header. The instruction is the first non-empty line after its header; quotes,
+markdown emphasis and a trailing period around it are dropped, then the suite's grammar decides.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import re
+from dataclasses import dataclass
+
+from r3.instructions.language_table import ParseError
+
+#: Suite -> module with ``parse(text)`` and ``format_instruction(instr)``.
+GRAMMARS: dict[str, str] = {
+    "language_table": "r3.instructions.language_table",
+    "packing": "r3.instructions.packing",
+}
+#: Longer instruction lines are rejected before the grammar sees them (no instruction is this long).
+MAX_INSTRUCTION_CHARS = 300
+
+
+class ErrorKind(str, enum.Enum):
+    NOT_TEXT = "not_text"  # the response is not a str
+    TRUNCATED = "truncated"  # generation stopped at its token limit (finish_reason "length")
+    NO_INSTRUCTION = "no_instruction"  # no "Instruction:" section, or it is empty
+    MULTIPLE_INSTRUCTIONS = "multiple_instructions"  # more than one "Instruction:" section
+    EMPTY_REASONING = "empty_reasoning"  # reason mode, but nothing before the instruction
+    INSTRUCTION_OUTSIDE_GRAMMAR = "instruction_outside_grammar"  # the grammar rejected it
+
+
+@dataclass(frozen=True)
+class ParsedResponse:
+    """A valid answer. ``instruction_text`` is the grammar's canonical phrasing."""
+
+    reasoning: str
+    instruction: object
+    instruction_text: str
+    raw: str
+
+
+@dataclass(frozen=True)
+class ResponseError:
+    """An invalid answer: ``kind`` for counting, ``reason`` for people, and what could be read."""
+
+    kind: ErrorKind
+    reason: str
+    raw: str
+    reasoning: str = ""
+    instruction_text: str = ""
+
+
+_MARK = r"(?:\*\*|__|\*|_|`)?"
+#: Where a header may start: text start, line start, or right after the end of a sentence.
+_BOUNDARY = r"(?:^|(?<=\n)|(?<=[.!?)\]])|(?<=[.!?)\]]\s))[ \t]*(?:[#>\-*]+[ \t]*)?"
+
+
+def _header(word: str) -> re.Pattern:
+    """Any case at a boundary, or the capitalised word after any whitespace ("... Instruction: x")."""
+    cap = word.capitalize() + "|" + word.upper()
+    return re.compile(
+        rf"{_BOUNDARY}{_MARK}(?i:{word}){_MARK}[ \t]*:{_MARK}|(?<=\s){_MARK}(?:{cap}){_MARK}[ \t]*:{_MARK}"
+    )
+
+
+_INSTRUCTION_RE = _header("instruction")
+_REASONING_RE = _header("reasoning")
+_WRAPPERS = "\"'`*_“”‘’«» \t"
+
+
+def _clean_instruction(line: str) -> str:
+    s = line.strip()
+    previous = None
+    while s != previous:
+        previous = s
+        s = s.strip(_WRAPPERS).rstrip(".").strip()
+    return s
+
+
+def parse_response(text, suite: str, mode: str = "reason", finish_reason: str | None = None):
+    """``text`` -> :class:`ParsedResponse` or :class:`ResponseError`; never raises.
+
+    ``mode`` "reason" requires non-empty reasoning before the instruction; "instruction_only"
+    does not. ``finish_reason`` "length" (the generation ran out of tokens) makes the answer
+    truncated, since its last section cannot be trusted to be complete.
+
+    >>> parse_response("Reasoning: it is left.\\nInstruction: **touch the red moon.**", "language_table").instruction_text
+    'touch the red moon'
+    >>> parse_response("Instruction: fly away", "language_table").kind.value
+    'empty_reasoning'
+    """
+    if not isinstance(text, str):
+        return ResponseError(
+            ErrorKind.NOT_TEXT, f"expected a str, got {type(text).__name__}", repr(text)[:200]
+        )
+    if suite not in GRAMMARS:
+        return ResponseError(ErrorKind.INSTRUCTION_OUTSIDE_GRAMMAR, f"unknown suite {suite!r}", text)
+    headers = list(_INSTRUCTION_RE.finditer(text))
+    reasoning = _REASONING_RE.sub("", text[: headers[0].start()] if headers else text, count=1).strip()
+    if finish_reason == "length":
+        return ResponseError(
+            ErrorKind.TRUNCATED, "generation hit its token limit before finishing", text, reasoning
+        )
+    if not headers:
+        return ResponseError(ErrorKind.NO_INSTRUCTION, "no 'Instruction:' section", text, reasoning)
+    if len(headers) > 1:
+        return ResponseError(
+            ErrorKind.MULTIPLE_INSTRUCTIONS,
+            f"{len(headers)} 'Instruction:' sections, expected one",
+            text,
+            reasoning,
+        )
+    body = text[headers[0].end() :]
+    line = next((ln for ln in body.splitlines() if ln.strip(_WRAPPERS)), "")
+    instruction_text = _clean_instruction(line)
+    if not instruction_text:
+        return ResponseError(ErrorKind.NO_INSTRUCTION, "the 'Instruction:' section is empty", text, reasoning)
+    if mode == "reason" and not reasoning:
+        return ResponseError(
+            ErrorKind.EMPTY_REASONING, "no reasoning before the instruction", text, "", instruction_text
+        )
+    if len(instruction_text) > MAX_INSTRUCTION_CHARS:
+        return ResponseError(
+            ErrorKind.INSTRUCTION_OUTSIDE_GRAMMAR,
+            f"instruction is {len(instruction_text)} characters long (at most {MAX_INSTRUCTION_CHARS})",
+            text,
+            reasoning,
+            instruction_text[:MAX_INSTRUCTION_CHARS],
+        )
+    grammar = importlib.import_module(GRAMMARS[suite])
+    try:
+        instruction = grammar.parse(instruction_text)
+    except Exception as exc:  # noqa: BLE001 - a grammar bug must not take the reasoner down; report it as data
+        return ResponseError(
+            ErrorKind.INSTRUCTION_OUTSIDE_GRAMMAR,
+            f"grammar error: {type(exc).__name__}: {exc}",
+            text,
+            reasoning,
+            instruction_text,
+        )
+    if isinstance(instruction, ParseError):
+        return ResponseError(
+            ErrorKind.INSTRUCTION_OUTSIDE_GRAMMAR, instruction.reason, text, reasoning, instruction_text
+        )
+    return ParsedResponse(reasoning, instruction, grammar.format_instruction(instruction), text)

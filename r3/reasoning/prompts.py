@@ -1,0 +1,306 @@
+"""Prompts for the high-level reasoner, per suite, and the chat messages built from them.
+
+The structure follows R^3 Appendix D.1 (Language Table) and D.4 (grocery packing): scene image(s),
+goal, optional task note, interaction history, the instruction grammar with examples, reasoning
+rules and the answer format "Reasoning: ... Instruction: ...". Every sentence here is our own.
+
+Variants (both studied in R^3): ``history`` is what the model sees of the previous step
+("response": its whole previous answer, "instruction": only the previous instruction, "none"),
+and ``mode`` is "reason" or "instruction_only" (no-think: the answer is just "Instruction: ...").
+
+Messages use the chat format that transformers' ``apply_chat_template`` and (after
+:func:`to_openai_content`) OpenAI-compatible servers accept.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from r3.tasks.language_table.board import BLOCKS, DIRECTIONS, LOCATIONS
+
+SUITES: tuple[str, ...] = ("language_table", "packing")
+HISTORY_MODES: tuple[str, ...] = ("response", "instruction", "none")
+MODES: tuple[str, ...] = ("reason", "instruction_only")
+#: What each suite conditions on by default (R^3: full previous response for Language Table,
+#: previous instruction for packing).
+DEFAULT_HISTORY: dict[str, str] = {"language_table": "response", "packing": "instruction"}
+#: Packing camera names by number of images: one base view plus zero, one or two wrist views.
+DEFAULT_VIEWS: dict[int, tuple[str, ...]] = {
+    1: ("base",),
+    2: ("base", "wrist"),
+    3: ("base", "left wrist", "right wrist"),
+}
+#: Header that starts the instruction section of an answer (the parser and budgets use it too).
+INSTRUCTION_HEADER = "Instruction:"
+REASONING_HEADER = "Reasoning:"
+
+
+@dataclass
+class ReasonerInput:
+    """Everything the reasoner sees at one decision step.
+
+    ``images`` are HxWx3 uint8 RGB arrays: one top-down view for Language Table; for packing the
+    base view first, then the wrist views named by ``view_names`` (default from
+    :data:`DEFAULT_VIEWS`). ``history_text`` is the previous response or previous instruction
+    (per ``history``; ignored for "none"); empty at the first step. ``step`` is the decision
+    index (for seeding and logs); ``extra`` carries inputs only some backends read (the expert's
+    privileged view); neither enters the prompt.
+    """
+
+    suite: str
+    goal: str
+    images: list[np.ndarray]
+    note: str = ""
+    history_text: str = ""
+    history: str | None = None
+    mode: str = "reason"
+    view_names: tuple[str, ...] | None = None
+    step: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.suite not in SUITES:
+            raise ValueError(f"suite={self.suite!r}: expected one of {SUITES}")
+        if self.history is None:
+            self.history = DEFAULT_HISTORY[self.suite]
+        if self.history not in HISTORY_MODES:
+            raise ValueError(f"history={self.history!r}: expected one of {HISTORY_MODES}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode={self.mode!r}: expected one of {MODES}")
+        if not self.images:
+            raise ValueError("images: at least one image is required")
+        for i, image in enumerate(self.images):
+            a = np.asarray(image)
+            if a.ndim != 3 or a.shape[2] != 3 or a.dtype != np.uint8:
+                raise ValueError(f"images[{i}]: expected HxWx3 uint8, got shape {a.shape} dtype {a.dtype}")
+        if self.suite == "language_table" and len(self.images) != 1:
+            raise ValueError(f"images: language_table takes one top-down image, got {len(self.images)}")
+        if self.view_names is None and self.suite == "packing":
+            if len(self.images) not in DEFAULT_VIEWS:
+                raise ValueError(
+                    f"images: packing takes 1-3 views without view_names, got {len(self.images)}"
+                )
+            self.view_names = DEFAULT_VIEWS[len(self.images)]
+        if self.view_names is not None and len(self.view_names) != len(self.images):
+            raise ValueError(f"view_names: {len(self.view_names)} names for {len(self.images)} images")
+
+
+# --- Language Table ---------------------------------------------------------------------------
+
+#: One example per instruction type, in the canonical phrasing of our grammar.
+LANGUAGE_TABLE_EXAMPLES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("move <block> to <absolute location>", ("move the blue moon to the bottom right corner",)),
+    (
+        "move <block> to the <side> side of <other block>",
+        ("move the red moon to the right side of the green cube",),
+    ),
+    ("push <block> into <other block>", ("push the yellow star into the blue cube",)),
+    ("move <block> <direction>", ("move the green star down and left", "move the red pentagon up slightly")),
+    ("separate <block> from <other block>", ("separate the blue cube from the yellow pentagon",)),
+    ("touch <block>", ("touch the red moon",)),
+    ("move your arm to <absolute location>", ("move your arm to the top center",)),
+)
+
+
+def _language_table_text(inp: ReasonerInput) -> str:
+    reason = inp.mode == "reason"
+    given = ["the current top-down image of the board", "the long-horizon goal"]
+    if inp.history == "response":
+        given.append("your own answer from the previous step")
+    elif inp.history == "instruction":
+        given.append("the instruction you gave at the previous step")
+    parts = [
+        "A robot pushes coloured blocks around a board in a simulator, working towards a "
+        "long-horizon arrangement. Its arm ends in a grey cylindrical pusher that slides over the "
+        "board. The robot can only carry out short instructions, one at a time. "
+        + (
+            "Study the current scene, reason honestly about what you can actually see, and finish "
+            "with exactly one short instruction for the robot."
+            if reason
+            else "Study the current scene and give exactly one short instruction for the robot."
+        ),
+        "You receive:\n" + "\n".join(f"{i}. {g}" for i, g in enumerate(given, 1)),
+        f"## Goal\n{inp.goal.strip()}" + (f"\nNote: {inp.note.strip()}" if inp.note.strip() else ""),
+    ]
+    parts += _history_section(inp)
+    lines = [
+        "## Instructions the robot can follow",
+        "The robot understands these seven kinds of instruction and nothing else:",
+    ]
+    for form, examples in LANGUAGE_TABLE_EXAMPLES:
+        lines.append(f"- {form}, for example " + " or ".join(f'"{e}"' for e in examples))
+    lines += [
+        "Blocks: " + ", ".join(BLOCKS) + ".",
+        "Absolute locations: " + ", ".join(LOCATIONS) + ".",
+        "Directions: " + ", ".join(DIRECTIONS) + "; sides: up, down, left, right.",
+        "Notes:",
+        "- The examples only show the wording; they say nothing about the current scene.",
+        '- Add "slightly" or "a bit" when a smaller push is wanted.',
+        (
+            '- Always name a block by colour and shape, such as "the green star"; '
+            '"the red block" or "the cube" could mean more than one block.'
+        ),
+    ]
+    parts.append("\n".join(lines))
+    if reason:
+        parts.append(_reasoning_rules(image_word="image", history=inp.history))
+    parts.append(_answer_format(reason))
+    return "\n\n".join(parts)
+
+
+# --- Grocery packing --------------------------------------------------------------------------
+
+
+def _packing_vocabulary() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Items and tray sizes, from the packing grammar so the prompt and the parser never disagree."""
+    from r3.instructions import packing
+
+    return tuple(packing.ITEMS), tuple(packing.TRAYS)
+
+
+def _packing_text(inp: ReasonerInput) -> str:
+    reason = inp.mode == "reason"
+    items, trays = _packing_vocabulary()
+    views = "\n".join(f"   - image {i}: the {name} camera view" for i, name in enumerate(inp.view_names, 1))
+    given = [
+        f"{len(inp.images)} camera image(s) taken just now, in this order:\n{views}",
+        "the long-horizon goal",
+    ]
+    if inp.history == "response":
+        given.append("your own answer from the previous step")
+    elif inp.history == "instruction":
+        given.append("the instruction you gave at the previous step")
+    parts = [
+        "A robot is packing groceries into trays, a task that takes many steps. The robot can only "
+        "carry out short instructions, one at a time. "
+        + (
+            "Study the current images, reason honestly about what you can actually see, and finish "
+            "with exactly one short instruction for the robot."
+            if reason
+            else "Study the current images and give exactly one short instruction for the robot."
+        ),
+        "You receive:\n" + "\n".join(f"{i}. {g}" for i, g in enumerate(given, 1)),
+        f"## Goal\n{inp.goal.strip()}" + (f"\nNote: {inp.note.strip()}" if inp.note.strip() else ""),
+    ]
+    parts += _history_section(inp)
+    parts.append(
+        "\n".join(
+            [
+                "## Instructions the robot can follow",
+                "Use exactly one of these three forms:",
+                '- Pack the <item> into the <size> tray. For example: "Pack the soup can into the small tray."',
+                '- Remove the <item> from the <size> tray. For example: "Remove the cracker box from the large tray."',
+                (
+                    "- Transfer the <item> from the <size> tray to the <size> tray. For example: "
+                    '"Transfer the foam brick from the small tray to the medium tray."'
+                ),
+                "<item> is one of: " + ", ".join(items) + ".",
+                "<size> is one of: " + ", ".join(trays) + ".",
+            ]
+        )
+    )
+    if reason:
+        parts.append(_reasoning_rules(image_word="images", history=inp.history))
+    parts.append(_answer_format(reason))
+    return "\n\n".join(parts)
+
+
+# --- Shared sections --------------------------------------------------------------------------
+
+
+def _history_section(inp: ReasonerInput) -> list[str]:
+    if inp.history == "none":
+        return []
+    title = "## Your previous answer" if inp.history == "response" else "## Your previous instruction"
+    body = inp.history_text.strip() or "None: this is the first step."
+    return [f"{title}\n{body}"]
+
+
+def _reasoning_rules(image_word: str, history: str) -> str:
+    rules = [
+        "## How to reason",
+        "Rules:",
+        f"- Rely only on what the {image_word} show{'s' if image_word == 'image' else ''} or what is written above.",
+        (
+            "- Never make up object positions, contacts, finished subgoals or outcomes. When part of the "
+            "scene is unclear or hidden, say so and pick the most sensible action anyway."
+        ),
+    ]
+    if history != "none":
+        rules.append(
+            "- The previous step describes an earlier moment and may be wrong, stale or a poor plan. "
+            f"When it disagrees with the current {image_word}, believe the {image_word}; do not just repeat it."
+        )
+    rules += [
+        "Style:",
+        "- Think in short, explicit steps.",
+        "- Let the instruction follow from the reasoning: describe and weigh the scene first, decide last.",
+        '- Do not announce a choice ("I will ...", "the best move is ...") without the reasons that lead to it.',
+    ]
+    return "\n".join(rules)
+
+
+def _answer_format(reason: bool) -> str:
+    if reason:
+        return (
+            "## Answer format\n"
+            f"{REASONING_HEADER} <your reasoning>\n{INSTRUCTION_HEADER} <one instruction>\n"
+            "Write nothing after the instruction."
+        )
+    return (
+        "## Answer format\n"
+        f"{INSTRUCTION_HEADER} <one instruction>\n"
+        "Answer with this single line and nothing else."
+    )
+
+
+_BUILDERS = {"language_table": _language_table_text, "packing": _packing_text}
+
+
+def prompt_text(inp: ReasonerInput) -> str:
+    """The text part of the prompt for ``inp`` (images are separate chat content items)."""
+    return _BUILDERS[inp.suite](inp)
+
+
+def build_messages(inp: ReasonerInput) -> list[dict]:
+    """Chat messages for ``inp``: one user turn, images first (in view order), then the text.
+
+    Images are PIL images under the "image" key, which transformers' chat templates and
+    processors accept; :func:`to_openai_content` rewrites them as data URLs for HTTP servers.
+    """
+    from PIL import Image
+
+    content = [{"type": "image", "image": Image.fromarray(np.asarray(a))} for a in inp.images]
+    content.append({"type": "text", "text": prompt_text(inp)})
+    return [{"role": "user", "content": content}]
+
+
+def image_data_url(image) -> str:
+    """A PIL image or HxWx3 uint8 array as a base64 PNG data URL (lossless, so tests are exact)."""
+    from PIL import Image
+
+    if not isinstance(image, Image.Image):
+        image = Image.fromarray(np.asarray(image))
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def to_openai_content(messages: list[dict]) -> list[dict]:
+    """The same messages in the OpenAI chat-completions format (images as ``image_url`` items)."""
+    out = []
+    for message in messages:
+        content = message["content"]
+        if isinstance(content, list):
+            content = [
+                {"type": "image_url", "image_url": {"url": image_data_url(c["image"])}}
+                if c["type"] == "image"
+                else c
+                for c in content
+            ]
+        out.append({"role": message["role"], "content": content})
+    return out

@@ -1,0 +1,116 @@
+"""The transformers backend on tiny random models built on disk: plumbing, costs, typed errors.
+
+A random model writes gibberish, so these tests assert the pipeline (image in, tokens counted,
+latency split, invalid text reported as a typed error), never the quality of the instruction.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from r3.reasoning import BackendError, ReasonerInput, ReasoningBudget, ResponseError, decide, make_backend
+from r3.reasoning.tiny import NEEDS_TORCHVISION, build_tiny_model
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return build_tiny_model("idefics3", tmp_path_factory.mktemp("tiny") / "idefics3", seed=0)
+
+
+@pytest.fixture(scope="module")
+def backend(tiny_dir):
+    b = make_backend(f"transformers:{tiny_dir}", max_new_tokens=24, seed=0)
+    b.load()
+    yield b
+    b.close()
+
+
+def _scene() -> np.ndarray:
+    """A rendered board when the simulator is installed, else a synthetic RGB frame."""
+    if importlib.util.find_spec("mujoco") is not None:
+        from r3.sim.language_table.env import LanguageTableEnv
+
+        env = LanguageTableEnv(width=160, height=120)
+        try:
+            env.reset(seed=0)
+            return env.render()
+        finally:
+            env.close()
+    return np.random.default_rng(0).integers(0, 256, (120, 160, 3), dtype=np.uint8)
+
+
+def test_decision_step_end_to_end(backend, tiny_dir):
+    inp = ReasonerInput("language_table", "make a vertical line with the blue blocks", [_scene()])
+    chunks: list[str] = []
+    step = decide(backend, inp, ReasoningBudget(None), on_text=chunks.append)
+    out = step.output
+    assert out.prompt_tokens > 100 and 0 < out.completion_tokens <= 24
+    assert 0 < out.model_s <= out.latency_s and out.model_id == str(tiny_dir)
+    assert out.finish_reason in ("stop", "length") and "".join(chunks) == out.raw_text
+    assert step.valid or (isinstance(step.parsed, ResponseError) and step.parsed.reason)
+
+
+def test_same_seed_same_answer(backend):
+    inp = ReasonerInput("packing", "pack the soup can into the small tray", [_scene()] * 2)
+    assert backend.decide(inp).raw_text == backend.decide(inp).raw_text
+
+
+@pytest.mark.parametrize("n", [0, 8, 16])
+def test_budgets_cap_reasoning_tokens(backend, n):
+    inp = ReasonerInput("language_table", "make a line", [_scene()])
+    step = decide(backend, inp, ReasoningBudget(n, instruction_tokens=6))
+    out = step.output
+    assert out.reasoning_tokens <= n and out.completion_tokens <= n + 6
+    assert out.raw_text.count("\nInstruction:") + out.raw_text.startswith("Instruction:") >= 1
+    assert isinstance(step.parsed, ResponseError) or step.valid
+
+
+def test_missing_directory_names_the_path(tmp_path):
+    missing = tmp_path / "no-such-model"
+    with pytest.raises(BackendError, match=str(missing)):
+        make_backend(f"transformers:{missing}").load()
+
+
+def test_text_only_model_is_refused(tmp_path, tiny_dir):
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    text_only = tmp_path / "text-only"
+    shutil.copytree(tiny_dir, text_only)
+    for name in ("processor_config.json", "preprocessor_config.json"):
+        (text_only / name).unlink(missing_ok=True)
+    AutoTokenizer.from_pretrained(text_only, local_files_only=True)  # still a loadable tokenizer
+    with pytest.raises(BackendError, match="image processor"):
+        make_backend(f"transformers:{text_only}").load()
+
+
+@pytest.mark.parametrize("arch", sorted(NEEDS_TORCHVISION))
+def test_qwen_tiny_models_build_and_generate(tmp_path, arch):
+    """The Qwen archs build anywhere; their processor needs torchvision, so without it only
+    the language side is exercised here."""
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoTokenizer
+
+    out = build_tiny_model(arch, tmp_path / arch)
+    assert sum(p.stat().st_size for p in out.iterdir()) < 20e6
+    model = AutoModelForImageTextToText.from_pretrained(out, local_files_only=True)
+    tok = AutoTokenizer.from_pretrained(out, local_files_only=True)
+    chat = [{"role": "user", "content": "touch the red moon"}]
+    assert tok.apply_chat_template(
+        chat, add_generation_prompt=True, tokenize=False, enable_thinking=False
+    ).endswith("<think>\n\n</think>\n\n")
+    ids = tok.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    with torch.inference_mode():
+        gen = model.generate(**ids, max_new_tokens=5, do_sample=False)
+    assert gen.shape[1] > ids["input_ids"].shape[1]
+    if importlib.util.find_spec("torchvision") is not None:
+        backend = make_backend(f"transformers:{out}", max_new_tokens=8)
+        backend.load()
+        step = decide(backend, ReasonerInput("language_table", "make a line", [_scene()]))
+        assert step.output.prompt_tokens > 100

@@ -38,3 +38,12 @@ def tiny_model_main(argv: list[str] | None = None) -> int:
     size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
     print(f"{args.arch} tiny model in {out} ({size / 1e6:.1f} MB, {time.perf_counter() - start:.1f} s)")
     return 0
+
+
+def model_main(argv: list[str] | None = None) -> int:
+    """`r3 model SUBCOMMAND`: model utilities (today: `tiny`)."""
+    argv = list(argv or [])
+    if not argv or argv[0] in ("-h", "--help") or argv[0] != "tiny":
+        print("usage: r3 model tiny [--help]\n\n  tiny   build a tiny random VLM directory (no network)")
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    return tiny_model_main(argv[1:])

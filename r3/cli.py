@@ -14,6 +14,11 @@ import sys
 #: sub-command -> (module, function, one-line help). The function takes argv (list[str]).
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "doctor": ("r3.doctor", "main", "report which optional parts this machine has"),
+    "sim": ("r3.sim.cli", "main", "in-process simulated episodes: demo (one episode, video) and table (success rates)"),
+    "judge": ("r3.rewards.cli", "judge_main", "score a candidate instruction against a reference"),
+    "launch": ("r3.graph.cli", "launch_main", "start a graph profile's nodes and supervise them"),
+    "model": ("r3.reasoning.cli", "model_main", "build tiny test models (r3 model tiny)"),
+    "run": ("r3_ros.run_cli", "main", "run one episode through the ROS graph (the main job)"),
 }
 
 

@@ -102,7 +102,8 @@ import os; p = '$PREFIX/lib'; l = os.environ.get('LD_LIBRARY_PATH', ''); p in l.
 PTH
 
 # --- r3 itself ---------------------------------------------------------------------------------
-setup_hash="$(hash_of "$ROOT/setup.py" "$ROOT/package.xml")"
+# Node folders are part of the stamp: each one gets a console script when r3 is (re)installed.
+setup_hash="$( (cat "$ROOT/setup.py" "$ROOT/package.xml"; cd "$ROOT" && ls -d r3_*_node 2>/dev/null) | sha256sum | cut -d' ' -f1)"
 if ! stamp_ok "$VENV/.r3-editable" "$setup_hash"; then
   say "installing r3 (editable)"
   "${PIP[@]}" install --no-deps --no-build-isolation -e "$ROOT" >"$VENV/pip-install.log" 2>&1 \

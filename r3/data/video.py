@@ -1,0 +1,80 @@
+"""Episode videos: frames with the current instruction written under each, as GIF or MP4."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import imageio.v3 as iio
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+CAPTION_LINES = 3
+
+
+def caption_frame(frame: np.ndarray, caption: str) -> np.ndarray:
+    """The frame with a dark caption band of up to CAPTION_LINES wrapped lines under it."""
+    height, width = frame.shape[:2]
+    font = ImageFont.load_default()
+    line_height = 12
+    chars = max(20, width // 6)
+    lines = textwrap.wrap(caption, chars)[:CAPTION_LINES] or [""]
+    band = line_height * CAPTION_LINES + 6
+    canvas = Image.new("RGB", (width, height + band), (20, 20, 20))
+    canvas.paste(Image.fromarray(np.ascontiguousarray(frame[..., :3])), (0, 0))
+    draw = ImageDraw.Draw(canvas)
+    for i, line in enumerate(lines):
+        draw.text((4, height + 3 + i * line_height), line, fill=(240, 240, 240), font=font)
+    return np.asarray(canvas)
+
+
+def write_episode_video(frames: list[np.ndarray], captions: list[str], path: str | Path, fps: float = 2.0) -> Path:
+    """Write captioned frames to ``path``; the suffix (.gif or .mp4) picks the format."""
+    if len(frames) != len(captions):
+        raise ValueError(f"{len(frames)} frames but {len(captions)} captions")
+    if not frames:
+        raise ValueError("an episode video needs at least one frame")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    images = [caption_frame(f, c) for f, c in zip(frames, captions)]
+    if path.suffix == ".gif":
+        iio.imwrite(path, images, duration=1000.0 / fps, loop=0)
+    elif path.suffix == ".mp4":
+        # H.264 encoders work on 16-pixel macro blocks; pad rather than let the writer rescale.
+        h, w = images[0].shape[:2]
+        padded = [np.pad(im, ((0, -h % 16), (0, -w % 16), (0, 0))) for im in images]
+        iio.imwrite(path, padded, fps=fps, codec="libx264")
+    else:
+        raise ValueError(f"unsupported video format {path.suffix!r}: use .gif or .mp4")
+    return path
+
+
+
+def episode_video_from_bag(bag: str | Path, path: str | Path, fps: float = 2.0) -> Path:
+    """Video of a recorded episode: every camera frame, captioned with the instruction in force.
+
+    A frame is captioned with the instruction decided on it (same stamp) or, between decisions,
+    with the instruction being executed; the last frame says how the episode ended.
+    """
+    from r3.data.bags import read_episode_info, read_messages
+    from r3.graph import names
+
+    frames, stamps, decisions = [], [], []
+    for topic, _, _, msg in read_messages(bag, {names.CAMERA_IMAGE, names.REASONER_STEPS}):
+        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        if topic == names.CAMERA_IMAGE:
+            rgb = np.frombuffer(msg.data.tobytes(), np.uint8).reshape(msg.height, msg.step)[:, : msg.width * 3]
+            frames.append(rgb.reshape(msg.height, msg.width, 3))
+            stamps.append(stamp)
+        else:
+            text = msg.instruction if msg.valid else f"refused: {msg.error}"
+            decisions.append((stamp, f"step {msg.step}: {text}"))
+    if not frames:
+        raise ValueError(f"{bag} holds no camera images")
+    captions = []
+    for stamp in stamps:
+        current = [text for t, text in decisions if t <= stamp]
+        captions.append(current[-1] if current else "")
+    info = read_episode_info(bag)
+    captions[-1] = f"end: {'success' if info.success else 'no success'} ({info.reason}), progress {info.progress:.0%}"
+    return write_episode_video(frames, captions, path, fps)

@@ -1,0 +1,80 @@
+"""What each r3 node publishes, subscribes, serves and calls, under its default names.
+
+The nodes create exactly these interfaces (an integration test compares this table with the
+running graph), so profiles can be checked for wiring without starting anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from r3.graph import names
+
+
+@dataclass
+class NodeInterface:
+    publishes: dict[str, str] = field(default_factory=dict)  # topic -> type
+    subscribes: dict[str, str] = field(default_factory=dict)
+    services: list[str] = field(default_factory=list)  # served
+    service_clients: list[str] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)  # served
+    action_clients: list[str] = field(default_factory=list)
+
+    def remapped(self, remappings: dict[str, str]) -> "NodeInterface":
+        """The interface after ROS remapping rules ``from:=to`` on fully qualified names."""
+        def r(name: str) -> str:
+            return remappings.get(name, name)
+
+        return NodeInterface(
+            publishes={r(t): v for t, v in self.publishes.items()},
+            subscribes={r(t): v for t, v in self.subscribes.items()},
+            services=[r(s) for s in self.services],
+            service_clients=[r(s) for s in self.service_clients],
+            actions=[r(a) for a in self.actions],
+            action_clients=[r(a) for a in self.action_clients],
+        )
+
+
+HEARTBEAT = {names.HEARTBEAT: "r3_msgs/msg/Heartbeat"}
+
+NODE_INTERFACES: dict[str, NodeInterface] = {
+    "r3_sim_node": NodeInterface(
+        publishes={
+            names.CAMERA_IMAGE: "sensor_msgs/msg/Image",
+            names.CAMERA_INFO: "sensor_msgs/msg/CameraInfo",
+            names.JOINT_STATES: "sensor_msgs/msg/JointState",
+            names.CLOCK: "rosgraph_msgs/msg/Clock",
+            names.PRIVILEGED_STATE: "r3_msgs/msg/PrivilegedState",
+            names.SCENE_SNAPSHOT: "r3_msgs/msg/SceneSnapshot",
+            **HEARTBEAT,
+        },
+        subscribes={names.PUSHER_COMMAND: "geometry_msgs/msg/Vector3Stamped"},
+        services=[names.RESET_SCENE],
+    ),
+    "r3_lowlevel_node": NodeInterface(
+        publishes={names.PUSHER_COMMAND: "geometry_msgs/msg/Vector3Stamped", **HEARTBEAT},
+        subscribes={names.PRIVILEGED_STATE: "r3_msgs/msg/PrivilegedState", names.CLOCK: "rosgraph_msgs/msg/Clock"},
+        actions=[names.FOLLOW_INSTRUCTION],
+    ),
+    "r3_reasoner_node": NodeInterface(
+        publishes={
+            names.REASONER_STEPS: "r3_msgs/msg/ReasonerStep",
+            names.INSTRUCTION_OUTCOMES: "r3_msgs/msg/InstructionOutcome",
+            names.EPISODE_EVENTS: "r3_msgs/msg/EpisodeEvent",
+            **HEARTBEAT,
+        },
+        subscribes={
+            names.CAMERA_IMAGE: "sensor_msgs/msg/Image",
+            names.PRIVILEGED_STATE: "r3_msgs/msg/PrivilegedState",
+            names.HEARTBEAT: "r3_msgs/msg/Heartbeat",
+            names.CLOCK: "rosgraph_msgs/msg/Clock",
+        },
+        service_clients=[names.RESET_SCENE],
+        actions=[names.RUN_TASK],
+        action_clients=[names.FOLLOW_INSTRUCTION],
+    ),
+    "r3_recorder_node": NodeInterface(
+        publishes=dict(HEARTBEAT),
+        subscribes={names.EPISODE_EVENTS: "r3_msgs/msg/EpisodeEvent"},  # plus the configured topics
+    ),
+}

@@ -1,0 +1,24 @@
+"""Default topic, service and action names of the r3 graph, in one place.
+
+Camera names follow the RealSense ROS driver (``/camera/camera/...``), so a real camera's topics
+need no remapping. The privileged topics say so in their names: only the expert reasoner, the
+evaluator and the simulator-only scripted policy read them.
+"""
+
+CAMERA_IMAGE = "/camera/camera/color/image_raw"
+CAMERA_INFO = "/camera/camera/color/camera_info"
+CAMERA_DEPTH = "/camera/camera/aligned_depth_to_color/image_raw"
+JOINT_STATES = "/joint_states"
+CLOCK = "/clock"
+PUSHER_COMMAND = "/pusher/command"
+
+PRIVILEGED_STATE = "/sim/privileged/state"
+SCENE_SNAPSHOT = "/sim/snapshot"
+RESET_SCENE = "/sim/reset_scene"
+
+FOLLOW_INSTRUCTION = "/r3/follow_instruction"
+RUN_TASK = "/r3/run_task"
+REASONER_STEPS = "/r3/reasoner/steps"
+INSTRUCTION_OUTCOMES = "/r3/reasoner/outcomes"
+EPISODE_EVENTS = "/r3/episode_events"
+HEARTBEAT = "/r3/heartbeat"

@@ -1,0 +1,147 @@
+"""Start a profile's nodes as processes, watch them, and bring them all down together.
+
+This is what ``r3 launch`` runs on machines without launch_ros. Policy, as with a lifecycle
+manager: the graph is one unit. When a member exits on its own, the supervisor reports which one
+and how (exit code or signal), gives the others ``grace_s`` to finish what they were doing (the
+reasoner ends its episode with an error naming the member), then stops them: SIGINT, then SIGTERM,
+then SIGKILL. Children die with the supervisor even if it is killed (PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from r3.graph.description import Member, Profile
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
+
+
+def ros_arguments(member: Member, params_file: Path) -> list[str]:
+    """The ``--ros-args`` a member's process gets: its node name, parameters file and remappings."""
+    args = ["--ros-args", "-r", f"__node:={member.name}", "--params-file", str(params_file)]
+    for src, dst in member.remappings.items():
+        args += ["-r", f"{src}:={dst}"]
+    return args
+
+
+def resolve_executable(member: Member) -> list[str]:
+    """The command that starts a member: the console script next to this Python, or ``python -m``."""
+    if not member.is_r3_node:
+        found = shutil.which(member.executable)
+        if found is None:
+            raise FileNotFoundError(f"{member.name}: executable {member.executable!r} ({member.package}) "
+                                    f"is not on PATH; this profile needs a full ROS 2 install")
+        return [found]
+    script = Path(sys.executable).parent / member.executable
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-m", f"{member.executable}.main"]
+
+
+@dataclass
+class Exit:
+    member: str
+    code: int
+
+    def __str__(self) -> str:
+        return f"{self.member} {describe_exit(self.code)}"
+
+
+class Supervisor:
+    """Runs the members of one profile. Use as a context manager or call start()/stop()."""
+
+    def __init__(self, profile: Profile, log_dir: str | Path, env: dict[str, str] | None = None,
+                 grace_s: float = 2.0, echo: Callable[[str], None] | None = None):
+        self.profile = profile
+        self.log_dir = Path(log_dir)
+        self.env = dict(os.environ if env is None else env)
+        self.grace_s = grace_s
+        self.echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.first_exit: Exit | None = None
+        self._params_dir = tempfile.TemporaryDirectory(prefix="r3-params-")
+
+    def __enter__(self) -> "Supervisor":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        for member in self.profile.members:
+            params_file = Path(self._params_dir.name) / f"{member.name}.yaml"
+            params_file.write_text(yaml.safe_dump({member.name: {"ros__parameters": member.parameters}}))
+            cmd = resolve_executable(member) + ros_arguments(member, params_file)
+            log = open(self.log_dir / f"{member.name}.log", "w")
+            self.processes[member.name] = subprocess.Popen(
+                cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, preexec_fn=_die_with_parent)
+            log.close()
+            self.echo(f"[r3 launch] started {member.name} (pid {self.processes[member.name].pid})")
+
+    def poll(self) -> Exit | None:
+        """The first member that has exited, if any (remembered once seen)."""
+        if self.first_exit is None:
+            for name, proc in self.processes.items():
+                code = proc.poll()
+                if code is not None:
+                    self.first_exit = Exit(name, code)
+                    self.echo(f"[r3 launch] {self.first_exit}; see {self.log_dir / (name + '.log')}")
+                    break
+        return self.first_exit
+
+    def wait(self, stop_requested: Callable[[], bool] = lambda: False, period_s: float = 0.1) -> Exit | None:
+        """Block until a member exits or ``stop_requested()``; then stop every member."""
+        try:
+            while not stop_requested() and self.poll() is None:
+                time.sleep(period_s)
+            if self.first_exit is not None:
+                deadline = time.monotonic() + self.grace_s
+                while time.monotonic() < deadline and any(p.poll() is None for p in self.processes.values()):
+                    time.sleep(period_s)
+        finally:
+            self.stop()
+        return self.first_exit
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """SIGINT every running member, then SIGTERM, then SIGKILL, each after ``timeout_s``."""
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            running = [p for p in self.processes.values() if p.poll() is None]
+            if not running:
+                break
+            for proc in running:
+                try:
+                    os.killpg(proc.pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline and any(p.poll() is None for p in running):
+                time.sleep(0.05)
+        self._params_dir.cleanup()
+
+    def running(self) -> list[str]:
+        return [name for name, p in self.processes.items() if p.poll() is None]

@@ -1,0 +1,1 @@
+"""r3_lowlevel_node: the language-conditioned low-level policy as a FollowInstruction action."""

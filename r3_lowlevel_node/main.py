@@ -1,0 +1,137 @@
+"""r3_lowlevel_node: executes one instruction closed-loop as the FollowInstruction action.
+
+Each control step: act on the latest state, publish the pusher command, wait for the state that
+command produced. Parse failures, unknown policies and a silent simulator end as ordinary results
+with a reason. One goal at a time: a new goal aborts the running one (single-goal server).
+
+The ``scripted`` policy reads the privileged simulator state; it stands in for R^3's learned
+Language Table policy, which would act from camera images instead.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+from geometry_msgs.msg import Vector3Stamped
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.node import Node
+from rclpy.qos import QoSDurabilityPolicy, QoSProfile
+
+from r3.graph import names
+from r3.instructions.language_table import ParseError, parse
+from r3.lowlevel.pushing import PushingPolicyConfig, ScriptedPushingPolicy
+from r3_msgs.action import FollowInstruction
+from r3_msgs.msg import PrivilegedState
+from r3_ros.conversions import msg_to_board_state
+from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.spin import run_node
+
+LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
+
+
+class LowLevelNode(Node):
+    def __init__(self):
+        super().__init__("r3_lowlevel_node")
+        self.declare_parameter("policy", "scripted")
+        self.declare_parameter("default_max_steps", 20)
+        self.declare_parameter("state_timeout_s", 2.0)
+        policy = self.get_parameter("policy").value
+        if policy != "scripted":
+            raise ValueError(f"r3_lowlevel_node: unknown policy {policy!r} (known: scripted)")
+        self.default_max_steps = int(self.get_parameter("default_max_steps").value)
+        self.state_timeout_s = float(self.get_parameter("state_timeout_s").value)
+        self.policy = ScriptedPushingPolicy(PushingPolicyConfig())
+
+        self.state_cv = threading.Condition()
+        self.state: PrivilegedState | None = None
+        self.goal_lock = threading.Lock()
+        self.active_goal = None
+        self.command_pub = self.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
+        self.create_subscription(PrivilegedState, names.PRIVILEGED_STATE, self.on_state, LATCHED,
+                                 callback_group=MutuallyExclusiveCallbackGroup())
+        self.server = ActionServer(
+            self, FollowInstruction, names.FOLLOW_INSTRUCTION, execute_callback=self.execute,
+            goal_callback=lambda _: GoalResponse.ACCEPT, handle_accepted_callback=self.on_accepted,
+            cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=ReentrantCallbackGroup())
+        self.heartbeat = HeartbeatPublisher(self)
+
+    def on_state(self, msg: PrivilegedState) -> None:
+        with self.state_cv:
+            self.state = msg
+            self.state_cv.notify_all()
+
+    def on_accepted(self, handle) -> None:
+        with self.goal_lock:
+            if self.active_goal is not None and self.active_goal.is_active:
+                self.get_logger().info("a new instruction preempts the running one")
+                self.active_goal.abort()
+            self.active_goal = handle
+        handle.execute()
+
+    def wait_for_state_after(self, control_step: int) -> PrivilegedState | None:
+        """The first state newer than ``control_step`` (-1: any), or None after the timeout."""
+        deadline = time.monotonic() + self.state_timeout_s
+        with self.state_cv:
+            while self.state is None or self.state.control_step <= control_step:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self.state_cv.wait(left)
+            return self.state
+
+    def execute(self, handle) -> FollowInstruction.Result:
+        goal = handle.request
+        result = FollowInstruction.Result()
+        parsed = parse(goal.instruction)
+        if isinstance(parsed, ParseError):
+            return self._finish(handle, result, False, f"parse_error: {parsed.reason}")
+        state_msg = self.wait_for_state_after(-1)
+        if state_msg is None:
+            return self._finish(handle, result, False, "error: no state from the simulator")
+        max_steps = goal.max_steps or self.default_max_steps
+        self.heartbeat.state = "busy"
+        self.policy.reset(parsed, msg_to_board_state(state_msg), np.random.default_rng(goal.seed))
+        reason = "step_budget"
+        try:
+            for step in range(max_steps):
+                if not handle.is_active:
+                    return result  # preempted by a newer goal
+                if handle.is_cancel_requested:
+                    handle.canceled()
+                    result.reason = "canceled"
+                    return result
+                action = self.policy.act(msg_to_board_state(state_msg))
+                if action is None:
+                    reason = "done"
+                    break
+                command = Vector3Stamped()
+                command.header.stamp, command.header.frame_id = state_msg.header.stamp, "board"
+                command.vector.x, command.vector.y = float(action[0]), float(action[1])
+                self.command_pub.publish(command)
+                state_msg = self.wait_for_state_after(state_msg.control_step)
+                if state_msg is None:
+                    return self._finish(handle, result, False, "error: the simulator stopped publishing state")
+                result.steps = step + 1
+                handle.publish_feedback(FollowInstruction.Feedback(step=result.steps))
+        finally:
+            self.heartbeat.state = "idle"
+        result.finished = state_msg.header.stamp
+        return self._finish(handle, result, True, reason)
+
+    @staticmethod
+    def _finish(handle, result, success: bool, reason: str) -> FollowInstruction.Result:
+        result.success, result.reason = success, reason
+        if handle.is_active:
+            handle.succeed() if success else handle.abort()
+        return result
+
+
+def main(args=None) -> None:
+    run_node(LowLevelNode, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""r3_reasoner_node: the high-level reasoner as the RunTask action."""

@@ -1,0 +1,284 @@
+"""r3_reasoner_node: runs episodes as the RunTask action, one decision step at a time.
+
+Each step mirrors ``r3.episode.run_episode``: wait for the settled state and image, stop on
+success, build the reasoner input, call the backend, publish a ReasonerStep, send the instruction to
+the low-level policy (FollowInstruction), publish its outcome. Every wait has a timeout, and the
+low-level and simulator nodes are watched through their heartbeats, so a dead node ends the
+episode with an error naming it instead of a hang. The backend is a parameter (``backend``):
+``expert``, ``transformers:DIR`` or ``openai:URL,model=NAME``; it is loaded once, at start-up.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.node import Node
+from rclpy.qos import QoSDurabilityPolicy, QoSProfile
+from sensor_msgs.msg import Image
+
+from r3.episode import policy_seed
+from r3.graph import names
+from r3.reasoning import BackendError, ReasonerInput, ReasoningBudget, decide, make_backend
+from r3.reasoning.expert import ExpertView
+from r3_msgs.action import FollowInstruction, RunTask
+from r3_msgs.msg import EpisodeEvent, InstructionOutcome, PrivilegedState, ReasonerStep
+from r3_msgs.srv import ResetScene
+from r3_ros.conversions import msg_to_board_state, msg_to_image, stamp_to_ns, task_instance_from_msg
+from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
+from r3_ros.spin import run_node
+
+LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
+EVENTS_QOS = QoSProfile(depth=10, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
+
+
+class EpisodeError(RuntimeError):
+    """Ends an episode with ``error: <message>``; the message names the node or part at fault."""
+
+
+@dataclass
+class Observation:
+    state: PrivilegedState
+    image: Image
+
+
+class ReasonerNode(Node):
+    def __init__(self):
+        super().__init__("r3_reasoner_node")
+        p = {
+            "backend": "expert", "history": "response", "default_max_steps": 20, "steps_per_instruction": 20,
+            "heartbeat_timeout_s": 1.0, "observation_timeout_s": 5.0, "service_timeout_s": 10.0,
+            "lowlevel_node": "/r3_lowlevel_node", "sim_node": "/r3_sim_node",
+        }
+        for key, default in p.items():
+            self.declare_parameter(key, default)
+        self.param = {key: self.get_parameter(key).value for key in p}
+        self.backend = make_backend(self.param["backend"])
+        self.backend.load()
+
+        self.obs_cv = threading.Condition()
+        self.state: PrivilegedState | None = None
+        self.image: Image | None = None
+        self.goal_lock = threading.Lock()
+        self.active_goal = None
+        sensors = MutuallyExclusiveCallbackGroup()
+        self.create_subscription(PrivilegedState, names.PRIVILEGED_STATE, self.on_state, LATCHED,
+                                 callback_group=sensors)
+        self.create_subscription(Image, names.CAMERA_IMAGE, self.on_image, 5, callback_group=sensors)
+        self.monitor = HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup())
+        self.heartbeat = HeartbeatPublisher(self)
+        self.steps_pub = self.create_publisher(ReasonerStep, names.REASONER_STEPS, 50)
+        self.outcome_pub = self.create_publisher(InstructionOutcome, names.INSTRUCTION_OUTCOMES, 50)
+        self.event_pub = self.create_publisher(EpisodeEvent, names.EPISODE_EVENTS, EVENTS_QOS)
+        clients = ReentrantCallbackGroup()
+        self.reset_client = self.create_client(ResetScene, names.RESET_SCENE, callback_group=clients)
+        self.follow_client = ActionClient(self, FollowInstruction, names.FOLLOW_INSTRUCTION, callback_group=clients)
+        self.server = ActionServer(
+            self, RunTask, names.RUN_TASK, execute_callback=self.execute,
+            goal_callback=lambda _: GoalResponse.ACCEPT, handle_accepted_callback=self.on_accepted,
+            cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=ReentrantCallbackGroup())
+        self.get_logger().info(f"reasoner ready with backend {self.backend.model_id}")
+
+    def shutdown(self) -> None:
+        self.backend.close()
+
+    # -- inputs ----------------------------------------------------------------------------------
+    def on_state(self, msg: PrivilegedState) -> None:
+        with self.obs_cv:
+            self.state = msg
+            self.obs_cv.notify_all()
+
+    def on_image(self, msg: Image) -> None:
+        with self.obs_cv:
+            self.image = msg
+            self.obs_cv.notify_all()
+
+    def on_accepted(self, handle) -> None:
+        with self.goal_lock:
+            if self.active_goal is not None and self.active_goal.is_active:
+                self.get_logger().info("a new RunTask goal preempts the running episode")
+                self.active_goal.abort()
+            self.active_goal = handle
+        handle.execute()
+
+    # -- waiting, always bounded -------------------------------------------------------------------
+    def check_alive(self) -> None:
+        timeout = self.param["heartbeat_timeout_s"]
+        for node in self.monitor.dead([self.param["lowlevel_node"], self.param["sim_node"]], timeout):
+            raise EpisodeError(f"{node} stopped responding (no heartbeat for {timeout:.1f} s)")
+
+    def observe(self, episode_id: str, not_before_ns: int) -> Observation:
+        """The settled state of this episode at or after ``not_before_ns`` and the image of it."""
+        deadline = time.monotonic() + self.param["observation_timeout_s"]
+        with self.obs_cv:
+            while True:
+                s, im = self.state, self.image
+                if (s is not None and s.episode_id == episode_id and stamp_to_ns(s.header.stamp) >= not_before_ns
+                        and im is not None and stamp_to_ns(im.header.stamp) >= stamp_to_ns(s.header.stamp)):
+                    return Observation(s, im)
+                if time.monotonic() > deadline:
+                    raise EpisodeError(f"{self.param['sim_node']} sent no state and image for this episode within "
+                                       f"{self.param['observation_timeout_s']:.1f} s")
+                self.obs_cv.wait(0.05)
+                self.check_alive()
+
+    def wait_future(self, future, what: str, handle, timeout_s: float | None = None):
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while not future.done():
+            if handle.is_cancel_requested or not handle.is_active:
+                return None
+            if deadline is not None and time.monotonic() > deadline:
+                raise EpisodeError(f"{what} did not answer within {timeout_s:.1f} s")
+            self.check_alive()
+            time.sleep(0.01)
+        return future.result()
+
+    # -- the episode -------------------------------------------------------------------------------
+    def execute(self, handle) -> RunTask.Result:
+        goal = handle.request
+        episode_id = f"{goal.task}-s{goal.seed}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+        result = RunTask.Result(episode_id=episode_id)
+        started = False
+        try:
+            goal_text = self.reset(goal, episode_id, handle)
+            if goal_text is None:
+                return self.finish(handle, result, "canceled")
+            self.publish_event(EpisodeEvent.START, episode_id, goal, goal_text)
+            started = True
+            self.run_steps(goal, episode_id, handle, result)
+        except EpisodeError as exc:
+            result.reason = f"error: {exc}"
+        except BackendError as exc:
+            result.reason = f"error: reasoner backend: {exc}"
+        if not result.reason:
+            result.reason = "success" if result.success else ("canceled" if handle.is_cancel_requested else "step_budget")
+        if started:
+            self.publish_event(EpisodeEvent.END, episode_id, goal, "", result)
+        return self.finish(handle, result, result.reason)
+
+    def reset(self, goal, episode_id: str, handle) -> str | None:
+        timeout = self.param["service_timeout_s"]
+        if not self.reset_client.wait_for_service(timeout_sec=timeout):
+            raise EpisodeError(f"{self.param['sim_node']} does not offer {names.RESET_SCENE}")
+        request = ResetScene.Request(suite=goal.suite or "language_table", task=goal.task, seed=goal.seed,
+                                     episode_id=episode_id)
+        response = self.wait_future(self.reset_client.call_async(request), names.RESET_SCENE, handle, timeout)
+        if response is None:
+            return None
+        if not response.ok:
+            raise EpisodeError(f"{self.param['sim_node']} refused the reset: {response.reason}")
+        return response.goal
+
+    def run_steps(self, goal, episode_id: str, handle, result: RunTask.Result) -> None:
+        max_steps = goal.max_steps or self.param["default_max_steps"]
+        budget = ReasoningBudget(None if goal.reasoning_budget < 0 else goal.reasoning_budget)
+        history_mode = self.param["history"]
+        history_text, not_before = "", 0
+        for step in range(max_steps):
+            obs = self.observe(episode_id, not_before)
+            result.success, result.progress = obs.state.success, obs.state.progress
+            if obs.state.success or handle.is_cancel_requested or not handle.is_active:
+                return
+            instance = task_instance_from_msg(obs.state)
+            state = msg_to_board_state(obs.state)
+            t0 = time.perf_counter()
+            inp = ReasonerInput("language_table", goal.goal or instance.goal, [msg_to_image(obs.image)],
+                                note=instance.note, history_text=history_text, history=history_mode, step=step,
+                                extra={"privileged": ExpertView(state, instance), "seed": goal.seed})
+            t1 = time.perf_counter()
+            self.heartbeat.state = "busy"
+            decision = decide(self.backend, inp, budget)
+            self.heartbeat.state = "idle"
+            t2 = time.perf_counter()
+            out, parsed = decision.output, decision.parsed
+            instruction = parsed.instruction_text if decision.valid else ""
+            self.publish_step(episode_id, step, goal, instance, inp, decision, instruction,
+                              latencies=(t1 - t0, out.model_s, t2 - t1 - out.model_s))
+            result.steps = step + 1
+            result.instructions.append(instruction)
+            history_text = out.raw_text if history_mode == "response" else (
+                instruction if history_mode == "instruction" else "")
+            if decision.valid:
+                follow = self.follow(instruction, policy_seed(goal.seed, step), handle)
+                if follow is None:
+                    return
+                not_before = stamp_to_ns(follow.finished)
+                self.publish_outcome(episode_id, step, instruction, follow)
+            handle.publish_feedback(RunTask.Feedback(step=step, reasoning=parsed.reasoning, instruction=instruction,
+                                                     progress=self.state.progress if self.state else 0.0))
+        obs = self.observe(episode_id, not_before)
+        result.success, result.progress = obs.state.success, obs.state.progress
+
+    def follow(self, instruction: str, seed: int, handle):
+        """Send one instruction to the low-level policy; its result, or None when the episode was canceled."""
+        if not self.follow_client.wait_for_server(timeout_sec=self.param["service_timeout_s"]):
+            raise EpisodeError(f"{self.param['lowlevel_node']} does not offer {names.FOLLOW_INSTRUCTION}")
+        goal = FollowInstruction.Goal(instruction=instruction, suite="language_table",
+                                      max_steps=self.param["steps_per_instruction"], seed=seed)
+        sent = self.wait_future(self.follow_client.send_goal_async(goal), names.FOLLOW_INSTRUCTION, handle,
+                                self.param["service_timeout_s"])
+        if sent is None:
+            return None
+        if not sent.accepted:
+            raise EpisodeError(f"{self.param['lowlevel_node']} rejected the instruction {instruction!r}")
+        try:
+            done = self.wait_future(sent.get_result_async(), names.FOLLOW_INSTRUCTION, handle)
+        except EpisodeError:
+            sent.cancel_goal_async()
+            raise
+        if done is None:  # RunTask canceled: stop the motion too
+            sent.cancel_goal_async()
+            return None
+        return done.result
+
+    def finish(self, handle, result: RunTask.Result, reason: str) -> RunTask.Result:
+        result.reason = reason
+        if handle.is_active:
+            if reason == "canceled" and handle.is_cancel_requested:
+                handle.canceled()
+            elif reason.startswith("error"):
+                handle.abort()
+            else:
+                handle.succeed()
+        self.get_logger().info(f"episode {result.episode_id}: {reason}, {result.steps} steps")
+        return result
+
+    # -- publishing ------------------------------------------------------------------------------
+    def publish_step(self, episode_id, step, goal, instance, inp, decision, instruction, latencies) -> None:
+        out, parsed = decision.output, decision.parsed
+        msg = ReasonerStep(episode_id=episode_id, step=step, suite="language_table", task=goal.task,
+                           goal=inp.goal, history=inp.history_text, reasoning=parsed.reasoning or "",
+                           instruction=instruction, raw_response=out.raw_text, valid=decision.valid,
+                           error="" if decision.valid else f"{parsed.kind.value}: {parsed.reason}",
+                           model_id=out.model_id)
+        msg.latency_prompt_s, msg.latency_model_s, msg.latency_parse_s = (max(0.0, v) for v in latencies)
+        msg.prompt_tokens, msg.completion_tokens = out.prompt_tokens or 0, out.completion_tokens or 0
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.steps_pub.publish(msg)
+
+    def publish_outcome(self, episode_id, step, instruction, follow) -> None:
+        msg = InstructionOutcome(episode_id=episode_id, step=step, instruction=instruction, success=follow.success,
+                                 reason=follow.reason, control_steps=follow.steps,
+                                 progress=self.state.progress if self.state else 0.0)
+        msg.header.stamp = follow.finished
+        self.outcome_pub.publish(msg)
+
+    def publish_event(self, event, episode_id, goal, goal_text, result=None) -> None:
+        msg = EpisodeEvent(episode_id=episode_id, event=event, suite=goal.suite or "language_table", task=goal.task,
+                           seed=goal.seed, goal=goal_text, backend=self.backend.model_id)
+        if result is not None:
+            msg.success, msg.progress, msg.steps, msg.reason = result.success, result.progress, result.steps, result.reason
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.event_pub.publish(msg)
+
+
+def main(args=None) -> None:
+    run_node(ReasonerNode, args)
+
+
+if __name__ == "__main__":
+    main()

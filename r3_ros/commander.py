@@ -1,0 +1,78 @@
+"""A task-handle facade over RunTask for callers (the `r3 run` command, tests, notebooks).
+
+Shaped after nav2's BasicNavigator: start a task, poll it, read the result, or cancel it. The
+caller owns the node and spins it through :meth:`TaskHandle.spin_once`.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from typing import Callable
+
+import rclpy
+from rclpy.action import ActionClient
+from rclpy.node import Node
+
+from r3.graph import names
+from r3_msgs.action import RunTask
+from r3_msgs.msg import ReasonerStep
+
+
+class TaskStatus(enum.Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    REJECTED = "rejected"
+
+
+class TaskHandle:
+    def __init__(self, node: Node, send_future):
+        self._node = node
+        self._send_future = send_future
+        self._goal_handle = None
+        self._result_future = None
+        self.result: RunTask.Result | None = None
+        self.status = TaskStatus.PENDING
+
+    def spin_once(self, timeout_s: float = 0.05) -> TaskStatus:
+        rclpy.spin_once(self._node, timeout_sec=timeout_s)
+        if self.status is TaskStatus.PENDING and self._send_future.done():
+            self._goal_handle = self._send_future.result()
+            if not self._goal_handle.accepted:
+                self.status = TaskStatus.REJECTED
+            else:
+                self.status = TaskStatus.RUNNING
+                self._result_future = self._goal_handle.get_result_async()
+        if self.status is TaskStatus.RUNNING and self._result_future.done():
+            self.result = self._result_future.result().result
+            self.status = TaskStatus.DONE
+        return self.status
+
+    def cancel(self) -> None:
+        if self._goal_handle is not None and self.status is TaskStatus.RUNNING:
+            self._goal_handle.cancel_goal_async()
+
+
+class R3Commander:
+    """Sends RunTask goals and relays ReasonerStep messages and feedback to callbacks."""
+
+    def __init__(self, node: Node, on_step: Callable[[ReasonerStep], None] | None = None):
+        self.node = node
+        self.client = ActionClient(node, RunTask, names.RUN_TASK)
+        if on_step is not None:
+            node.create_subscription(ReasonerStep, names.REASONER_STEPS, on_step, 50)
+
+    def wait_until_ready(self, timeout_s: float, still_waiting: Callable[[], bool] = lambda: True) -> bool:
+        """True once the RunTask server is up; False after ``timeout_s`` or when ``still_waiting()`` is False."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and still_waiting():
+            if self.client.wait_for_server(timeout_sec=0.2):
+                return True
+        return False
+
+    def start_task(self, goal: RunTask.Goal, on_feedback: Callable[[RunTask.Feedback], None] | None = None
+                   ) -> TaskHandle:
+        future = self.client.send_goal_async(
+            goal, feedback_callback=None if on_feedback is None else lambda f: on_feedback(f.feedback))
+        return TaskHandle(self.node, future)

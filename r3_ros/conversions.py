@@ -1,0 +1,81 @@
+"""Messages <-> core types, done once at the node boundary (the core never sees a message)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import Point, Pose
+from sensor_msgs.msg import CameraInfo, Image
+
+from r3.tasks.language_table.board import BoardState
+from r3_msgs.msg import BoardObject, PrivilegedState
+
+
+def stamp_to_ns(stamp: Time) -> int:
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def ns_to_stamp(ns: int) -> Time:
+    return Time(sec=int(ns // 1_000_000_000), nanosec=int(ns % 1_000_000_000))
+
+
+def image_to_msg(rgb: np.ndarray, stamp: Time, frame_id: str) -> Image:
+    """HxWx3 uint8 RGB -> sensor_msgs/Image (rgb8)."""
+    h, w = rgb.shape[:2]
+    msg = Image(height=h, width=w, encoding="rgb8", is_bigendian=0, step=w * 3)
+    msg.header.stamp, msg.header.frame_id = stamp, frame_id
+    msg.data = np.ascontiguousarray(rgb, dtype=np.uint8).tobytes()
+    return msg
+
+
+def msg_to_image(msg: Image) -> np.ndarray:
+    """sensor_msgs/Image (rgb8 or bgr8) -> HxWx3 uint8 RGB; other encodings are refused."""
+    if msg.encoding not in ("rgb8", "bgr8"):
+        raise ValueError(f"unsupported image encoding {msg.encoding!r}: expected rgb8 or bgr8")
+    rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
+    rgb = rows[:, : msg.width * 3].reshape(msg.height, msg.width, 3)
+    return rgb[..., ::-1].copy() if msg.encoding == "bgr8" else rgb.copy()
+
+
+def camera_info_msg(k: np.ndarray, width: int, height: int, stamp: Time, frame_id: str) -> CameraInfo:
+    """Pinhole camera_info without distortion from a 3x3 intrinsic matrix."""
+    info = CameraInfo(width=width, height=height, distortion_model="plumb_bob")
+    info.header.stamp, info.header.frame_id = stamp, frame_id
+    info.d = [0.0] * 5
+    info.k = [float(v) for v in np.asarray(k).reshape(9)]
+    info.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    info.p = [info.k[0], 0.0, info.k[2], 0.0, 0.0, info.k[4], info.k[5], 0.0, 0.0, 0.0, 1.0, 0.0]
+    return info
+
+
+def board_state_to_msg(state: BoardState, msg: PrivilegedState) -> PrivilegedState:
+    """Fill ``msg.objects`` and ``msg.effector`` from a board state (positions are exact float64)."""
+    objects = []
+    for name, (x, y, yaw) in state.blocks.items():
+        pose = Pose()
+        pose.position.x, pose.position.y = float(x), float(y)
+        pose.orientation.z, pose.orientation.w = math.sin(yaw / 2.0), math.cos(yaw / 2.0)
+        objects.append(BoardObject(name=name, pose=pose))
+    msg.objects = objects
+    msg.effector = Point(x=float(state.pusher[0]), y=float(state.pusher[1]), z=0.0)
+    return msg
+
+
+def msg_to_board_state(msg: PrivilegedState) -> BoardState:
+    blocks = {}
+    for obj in msg.objects:
+        q = obj.pose.orientation
+        blocks[obj.name] = (obj.pose.position.x, obj.pose.position.y, 2.0 * math.atan2(q.z, q.w))
+    return BoardState(blocks=blocks, pusher=(msg.effector.x, msg.effector.y))
+
+
+def task_instance_from_msg(msg: PrivilegedState):
+    """The task instance the simulator is checking, rebuilt from its JSON (None between episodes)."""
+    if not msg.task_instance_json:
+        return None
+    from r3.tasks.language_table.tasks import get_task
+
+    return get_task(msg.task).from_dict(json.loads(msg.task_instance_json))

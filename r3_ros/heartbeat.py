@@ -1,0 +1,60 @@
+"""Heartbeats: every r3 node says it is alive at a fixed wall-clock rate; watchers notice silence.
+
+DDS discovery takes many seconds to drop a killed participant, so liveness is decided here, from
+heartbeats received on the watcher's wall clock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+from r3.graph import names
+from r3_msgs.msg import Heartbeat
+
+QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
+
+
+class HeartbeatPublisher:
+    """Publishes ``node``'s heartbeat every ``period_s`` of wall time, even under sim time."""
+
+    def __init__(self, node: Node, period_s: float = 0.1):
+        self.state = "idle"
+        self._node = node
+        self._pub = node.create_publisher(Heartbeat, names.HEARTBEAT, QOS)
+        self._wall = Clock(clock_type=ClockType.STEADY_TIME)
+        self._timer = node.create_timer(period_s, self._beat, clock=self._wall)
+
+    def _beat(self) -> None:
+        msg = Heartbeat(node=self._node.get_fully_qualified_name(), state=self.state)
+        msg.header.stamp = Clock(clock_type=ClockType.SYSTEM_TIME).now().to_msg()
+        self._pub.publish(msg)
+
+
+class HeartbeatMonitor:
+    """Tracks when each node was last heard from (wall clock of this process)."""
+
+    def __init__(self, node: Node, callback_group=None):
+        self._last: dict[str, float] = {}
+        self._lock = threading.Lock()
+        node.create_subscription(Heartbeat, names.HEARTBEAT, self._on_beat, QOS, callback_group=callback_group)
+
+    def _on_beat(self, msg: Heartbeat) -> None:
+        with self._lock:
+            self._last[msg.node] = time.monotonic()
+
+    def silent_for(self, node_name: str) -> float:
+        """Seconds since ``node_name`` (fully qualified) was last heard; inf if never."""
+        with self._lock:
+            last = self._last.get(node_name)
+        return float("inf") if last is None else time.monotonic() - last
+
+    def dead(self, node_names: list[str], timeout_s: float) -> list[str]:
+        """Nodes heard from before whose heartbeat has been silent longer than ``timeout_s``."""
+        with self._lock:
+            now = time.monotonic()
+            return [n for n in node_names if n in self._last and now - self._last[n] > timeout_s]

@@ -1,0 +1,188 @@
+"""`r3 run`: run one episode through the ROS graph, with a live view of the reasoning.
+
+Uses a graph that is already running (``r3 launch`` or ``ros2 launch``), or starts the profile's
+nodes itself and stops them afterwards. Exit status: 0 when the episode ran to an end (success or
+not), 1 on errors (a node died, a backend could not load, the graph never came up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from r3.data.bags import read_episode_info
+from r3.data.video import episode_video_from_bag
+from r3.graph.description import DEFAULT_GRAPH, load_profile
+from r3.graph.supervisor import Supervisor
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="r3 run",
+        description="Run one episode through the r3 ROS graph: reset the simulated scene, let the reasoner "
+        "observe, reason and instruct the low-level policy until the task succeeds or the step budget is "
+        "spent, and record the episode as a rosbag2 bag. Prints the reasoning live and ends with the "
+        "outcome, the bag path and a video.",
+    )
+    p.add_argument("--suite", default="language_table", help="task suite (default: %(default)s)")
+    p.add_argument("--task", default="V", help="task id, e.g. V, line, clear_qtr (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=3, help="scene seed; same seed, same episode (default: %(default)s)")
+    p.add_argument("--reasoner", default=None, metavar="SPEC",
+                   help="reasoner backend: expert (default), transformers:DIR or openai:URL,model=NAME; only "
+                   "used when r3 run starts the graph itself")
+    p.add_argument("--max-steps", type=int, default=0, help="decision steps; 0 = the suite's default (20)")
+    p.add_argument("--reasoning-budget", type=int, default=-1,
+                   help="reasoning tokens per step: -1 unlimited (default), 0 instruction only, N truncate at N")
+    p.add_argument("--profile", default="sim_language_table", help="graph profile to start (default: %(default)s)")
+    p.add_argument("--graph", default=str(DEFAULT_GRAPH), help="graph description YAML (default: %(default)s)")
+    p.add_argument("--out", default="runs", help="folder for bags, logs and videos (default: %(default)s)")
+    p.add_argument("--video", choices=("gif", "mp4", "none"), default="gif", help="episode video (default: gif)")
+    p.add_argument("--use-running-graph", action="store_true",
+                   help="do not start nodes; fail if no graph is running")
+    p.add_argument("--startup-timeout", type=float, default=60.0,
+                   help="seconds to wait for the graph to come up (default: %(default)s)")
+    p.add_argument("--quiet", action="store_true", help="no live view, only the final summary")
+    return p
+
+
+class LiveView:
+    """Prints each decision step readably: header, wrapped reasoning, instruction, progress."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.width = min(100, shutil.get_terminal_size((100, 20)).columns)
+        self.bold = "\033[1m" if sys.stdout.isatty() else ""
+        self.reset = "\033[0m" if sys.stdout.isatty() else ""
+
+    def step(self, msg) -> None:
+        if self.quiet:
+            return
+        title = f" step {msg.step} "
+        print(f"{self.bold}{title.center(self.width, '-')}{self.reset}")
+        if msg.reasoning:
+            for line in textwrap.wrap(msg.reasoning, self.width - 2):
+                print(f"  {line}")
+        if msg.valid:
+            print(f"{self.bold}Instruction:{self.reset} {msg.instruction}")
+        else:
+            print(f"{self.bold}Refused:{self.reset} {msg.error} (no motion commanded)")
+        print(f"  [{msg.model_id}, {msg.latency_model_s * 1000:.0f} ms]", flush=True)
+
+    def feedback(self, fb) -> None:
+        if not self.quiet:
+            print(f"  progress after step {fb.step}: {fb.progress:.0%}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    import rclpy
+    from rclpy.node import Node
+
+    from r3_msgs.action import RunTask
+    from r3_ros.commander import R3Commander, TaskStatus
+
+    out = Path(args.out)
+    rclpy.init()
+    node = Node("r3_run")
+    view = LiveView(args.quiet)
+    commander = R3Commander(node, on_step=view.step)
+    supervisor = None
+    interrupted = {"count": 0}
+    signal.signal(signal.SIGINT, lambda *_: interrupted.update(count=interrupted["count"] + 1))
+    try:
+        if not commander.wait_until_ready(1.0):
+            if args.use_running_graph:
+                return _fail("no running r3 graph offers /r3/run_task")
+            overrides = {"r3_recorder_node": {"output_dir": str((out / "bags").resolve())}}
+            if args.reasoner:
+                overrides["r3_reasoner_node"] = {"backend": args.reasoner}
+            profile = load_profile(args.profile, args.graph, overrides)
+            log_dir = out / "logs" / time.strftime("%Y%m%d-%H%M%S")
+            supervisor = Supervisor(profile, log_dir, echo=(lambda _: None) if args.quiet else None)
+            supervisor.start()
+            ready = commander.wait_until_ready(
+                args.startup_timeout, lambda: supervisor.poll() is None and not interrupted["count"])
+            if not ready:
+                return _fail(_startup_failure(supervisor, args.startup_timeout))
+        goal = RunTask.Goal(suite=args.suite, task=args.task, seed=args.seed, max_steps=args.max_steps,
+                            reasoning_budget=args.reasoning_budget, reset_scene=True)
+        print(f"r3 run: {args.suite} task {args.task}, seed {args.seed}", flush=True)
+        handle = commander.start_task(goal, on_feedback=view.feedback)
+        canceled = False
+        while handle.spin_once() not in (TaskStatus.DONE, TaskStatus.REJECTED):
+            if interrupted["count"] and not canceled:
+                print("r3 run: canceling the episode (Ctrl-C again to stop at once)", flush=True)
+                handle.cancel()
+                canceled = True
+            if interrupted["count"] > 1:
+                return _fail("interrupted")
+            if supervisor is not None and supervisor.poll() is not None:
+                # A member died: the reasoner ends the episode with an error naming it within its
+                # heartbeat timeout; give it that long before giving up on the result.
+                deadline = time.monotonic() + 3.0
+                while time.monotonic() < deadline and handle.spin_once() is not TaskStatus.DONE:
+                    pass
+                if handle.status is not TaskStatus.DONE:
+                    return _fail(f"{supervisor.first_exit} and the episode did not report an end")
+                break
+        if handle.status is TaskStatus.REJECTED:
+            return _fail("the reasoner rejected the RunTask goal")
+        return _summarise(handle.result, out, args.video)
+    finally:
+        if supervisor is not None:
+            supervisor.stop()
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+def _summarise(result, out: Path, video: str) -> int:
+    bag = out / "bags" / result.episode_id
+    print("-" * 60)
+    print(f"outcome:  {'success' if result.success else 'no success'} ({result.reason})")
+    print(f"progress: {result.progress:.0%} after {result.steps} decision steps")
+    if bag.is_dir():
+        _wait_for_bag(bag)
+        print(f"bag:      {bag}")
+        if video != "none":
+            try:
+                path = episode_video_from_bag(bag, bag.with_suffix(f".{video}"))
+                print(f"video:    {path}")
+            except (ValueError, OSError) as exc:
+                print(f"video:    not written ({exc})")
+    if result.reason.startswith("error"):
+        print(f"error: {result.reason[len('error: '):]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _wait_for_bag(bag: Path, timeout_s: float = 3.0) -> None:
+    """The recorder closes the bag shortly after the episode ends; wait for it (bounded)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (bag / "metadata.yaml").is_file() and read_episode_info(bag).reason:
+            return
+        time.sleep(0.05)
+
+
+def _startup_failure(supervisor: Supervisor, timeout_s: float) -> str:
+    exit_ = supervisor.poll()
+    if exit_ is None:
+        return f"the graph did not offer /r3/run_task within {timeout_s:.0f} s (logs in {supervisor.log_dir})"
+    log = supervisor.log_dir / f"{exit_.member}.log"
+    lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()] if log.is_file() else []
+    cause = next((line for line in reversed(lines) if "Error" in line or "error" in line), lines[-1] if lines else "")
+    return f"{exit_}: {cause.strip()}"
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

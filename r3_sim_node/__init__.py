@@ -1,0 +1,1 @@
+"""r3_sim_node: the MuJoCo simulator behind the topics a real cell publishes."""

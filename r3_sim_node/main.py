@@ -1,0 +1,165 @@
+"""r3_sim_node: the Language Table simulator, publishing what a real cell publishes.
+
+Lock-step: one pusher command advances the simulation by one 0.1 s control step and publishes the
+new state, so the simulation runs as fast as its consumers (faster than real time when nothing
+waits). The camera renders at ``camera_rate_hz`` of simulated time and, whatever that rate, once
+the robot has been idle for ``settle_s`` of wall time (so the reasoner always sees the state it
+decides on); a snapshot is published at the same idle points. /clock is simulated time and never
+goes back, across resets too.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import numpy as np
+from geometry_msgs.msg import Vector3Stamped
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+from rclpy.qos import QoSDurabilityPolicy, QoSProfile
+from rosgraph_msgs.msg import Clock as ClockMsg
+from sensor_msgs.msg import CameraInfo, Image, JointState
+
+from r3.graph import names
+from r3.sim.language_table.env import LanguageTableEnv
+from r3.sim.language_table.scene import CONTROL_DT
+from r3_msgs.msg import PrivilegedState, SceneSnapshot
+from r3_msgs.srv import ResetScene
+from r3_ros.conversions import board_state_to_msg, camera_info_msg, image_to_msg, ns_to_stamp
+from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.spin import run_node
+
+SNAPSHOT_FORMAT = "r3-language-table-snapshot/1"
+LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
+STEP_NS = round(CONTROL_DT * 1e9)
+
+
+class SimNode(Node):
+    def __init__(self):
+        super().__init__("r3_sim_node")
+        self.declare_parameter("suite", "language_table")
+        self.declare_parameter("image_width", 320)
+        self.declare_parameter("image_height", 240)
+        self.declare_parameter("camera_rate_hz", 0.0)  # of simulated time; 0 = only at idle points
+        self.declare_parameter("settle_s", 0.02)
+        self.declare_parameter("camera_frame", "camera_color_optical_frame")
+        suite = self.get_parameter("suite").value
+        if suite != "language_table":
+            raise ValueError(f"r3_sim_node: suite {suite!r} is not simulated yet (language_table only)")
+        width, height = self.get_parameter("image_width").value, self.get_parameter("image_height").value
+        rate = float(self.get_parameter("camera_rate_hz").value)
+        self.camera_period_ns = 0 if rate <= 0 else round(1e9 / rate)
+        self.settle_s = float(self.get_parameter("settle_s").value)
+        self.camera_frame = self.get_parameter("camera_frame").value
+
+        self.env = LanguageTableEnv(width=width, height=height)
+        self.env.reset(seed=0)
+        self.lock = threading.Lock()
+        self.episode_id = ""
+        self.clock_ns = 0
+        self.last_image_ns = -1
+        self.last_command_wall = 0.0
+        self.idle_published = False
+
+        self.image_pub = self.create_publisher(Image, names.CAMERA_IMAGE, 5)
+        self.info_pub = self.create_publisher(CameraInfo, names.CAMERA_INFO, 5)
+        self.joint_pub = self.create_publisher(JointState, names.JOINT_STATES, 10)
+        self.clock_pub = self.create_publisher(ClockMsg, names.CLOCK, 10)
+        self.state_pub = self.create_publisher(PrivilegedState, names.PRIVILEGED_STATE, LATCHED)
+        self.snapshot_pub = self.create_publisher(SceneSnapshot, names.SCENE_SNAPSHOT, 10)
+        group = MutuallyExclusiveCallbackGroup()
+        self.create_subscription(Vector3Stamped, names.PUSHER_COMMAND, self.on_command, 10, callback_group=group)
+        self.create_service(ResetScene, names.RESET_SCENE, self.on_reset, callback_group=group)
+        self.create_timer(0.01, self.on_idle_check, callback_group=group,
+                          clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self.heartbeat = HeartbeatPublisher(self)
+        self.publish_state()
+        self.get_logger().info(f"simulating {suite} at {width}x{height}, camera {rate or 'at idle points'}")
+
+    # -- callbacks -----------------------------------------------------------------------------
+    def on_reset(self, request: ResetScene.Request, response: ResetScene.Response) -> ResetScene.Response:
+        with self.lock:
+            if request.suite not in ("", "language_table"):
+                response.ok, response.reason = False, f"suite {request.suite!r} is not simulated by this node"
+                return response
+            try:
+                _, info = self.env.reset(seed=int(request.seed), options={"task": request.task})
+            except (KeyError, ValueError) as exc:
+                response.ok, response.reason = False, f"cannot reset task {request.task!r}: {exc}"
+                return response
+            self.episode_id = request.episode_id
+            self.clock_ns += STEP_NS  # time moves on across a reset, so every stamp is unique
+            response.ok, response.goal = True, info["goal"]
+            response.task_instance_json = json.dumps(self.env.task_instance.to_dict())
+            self.publish_state()
+            self.publish_settled()
+        self.get_logger().info(f"reset {request.task} seed {request.seed}: {info['goal']}")
+        return response
+
+    def on_command(self, msg: Vector3Stamped) -> None:
+        action = np.array([msg.vector.x, msg.vector.y])
+        with self.lock:
+            try:
+                self.env.step(action)
+            except ValueError as exc:
+                self.get_logger().error(f"refused pusher command: {exc}")
+                return
+            self.clock_ns += STEP_NS
+            self.last_command_wall = time.monotonic()
+            self.idle_published = False
+            self.publish_state()
+            if self.camera_period_ns and self.clock_ns - self.last_image_ns >= self.camera_period_ns:
+                self.publish_image()
+
+    def on_idle_check(self) -> None:
+        with self.lock:
+            if not self.idle_published and time.monotonic() - self.last_command_wall >= self.settle_s:
+                self.publish_settled()
+
+    # -- publishing (called with the lock held) ------------------------------------------------
+    def publish_settled(self) -> None:
+        """The robot is idle: publish the current image and a snapshot (decision points)."""
+        if self.last_image_ns != self.clock_ns:
+            self.publish_image()
+        snap = SceneSnapshot(episode_id=self.episode_id, control_step=self.env.elapsed_steps,
+                             format=SNAPSHOT_FORMAT)
+        snap.header.stamp = ns_to_stamp(self.clock_ns)
+        snap.data = self.env.snapshot()
+        self.snapshot_pub.publish(snap)
+        self.idle_published = True
+
+    def publish_image(self) -> None:
+        stamp = ns_to_stamp(self.clock_ns)
+        self.image_pub.publish(image_to_msg(self.env.render(), stamp, self.camera_frame))
+        self.info_pub.publish(camera_info_msg(self.env.camera_intrinsics(), self.env.width, self.env.height,
+                                              stamp, self.camera_frame))
+        self.last_image_ns = self.clock_ns
+
+    def publish_state(self) -> None:
+        stamp = ns_to_stamp(self.clock_ns)
+        self.clock_pub.publish(ClockMsg(clock=stamp))
+        state = self.env.state()
+        joints = JointState(name=["pusher_x", "pusher_y"], position=[float(v) for v in state.pusher])
+        joints.header.stamp = stamp
+        self.joint_pub.publish(joints)
+        instance = self.env.task_instance
+        msg = PrivilegedState(episode_id=self.episode_id, control_step=self.env.elapsed_steps,
+                              suite="language_table", task=instance.spec.name if instance else "",
+                              goal=instance.goal if instance else "")
+        msg.header.stamp, msg.header.frame_id = stamp, "board"
+        if instance is not None:
+            msg.task_instance_json = json.dumps(instance.to_dict())
+            msg.progress = float(instance.progress(state))
+            msg.success = bool(instance.success(state))
+        self.state_pub.publish(board_state_to_msg(state, msg))
+
+
+def main(args=None) -> None:
+    run_node(SimNode, args)
+
+
+if __name__ == "__main__":
+    main()

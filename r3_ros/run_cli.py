@@ -20,6 +20,9 @@ from r3.data.video import episode_video_from_bag
 from r3.graph.description import DEFAULT_GRAPH, load_profile
 from r3.graph.supervisor import Supervisor
 
+#: How long `r3 run` looks for an already running graph before starting one (DDS discovery time).
+RUNNING_GRAPH_DISCOVERY_S = 2.0
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -95,9 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     interrupted = {"count": 0}
     signal.signal(signal.SIGINT, lambda *_: interrupted.update(count=interrupted["count"] + 1))
     try:
-        if not commander.wait_until_ready(1.0):
-            if args.use_running_graph:
-                return _fail("no running r3 graph offers /r3/run_task")
+        if args.use_running_graph:
+            if not commander.wait_until_ready(args.startup_timeout):
+                return _fail(f"no running r3 graph offered /r3/run_task within {args.startup_timeout:.0f} s")
+        elif not commander.wait_until_ready(RUNNING_GRAPH_DISCOVERY_S):
             overrides = {"r3_recorder_node": {"output_dir": str((out / "bags").resolve())}}
             if args.reasoner:
                 overrides["r3_reasoner_node"] = {"backend": args.reasoner}
@@ -143,8 +147,9 @@ def main(argv: list[str] | None = None) -> int:
 def _summarise(result, out: Path, video: str) -> int:
     bag = out / "bags" / result.episode_id
     print("-" * 60)
-    print(f"outcome:  {'success' if result.success else 'no success'} ({result.reason})")
+    print(f"outcome:  {'success' if result.success else 'no success'} ({result.reason})", flush=True)
     print(f"progress: {result.progress:.0%} after {result.steps} decision steps")
+    print(f"instructions: {list(result.instructions)}")
     if bag.is_dir():
         _wait_for_bag(bag)
         print(f"bag:      {bag}")

@@ -1,0 +1,163 @@
+"""The closed loop over ROS 2: the sim_language_table graph as separate processes, checked from outside.
+
+A module-scoped `r3 launch` graph serves the interface check and the recorded episode (`r3 run`
+against a running graph); the kill test starts its own graph through `r3 run`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from r3.data.bags import COMPLETE, INCOMPLETE, read_episode_info, read_messages
+from r3.graph import names
+from r3.graph.description import load_profile, unmatched_subscriptions
+from r3.graph.interfaces import NODE_INTERFACES
+from r3.instructions.language_table import Instruction, parse
+
+pytestmark = pytest.mark.ros
+R3 = [sys.executable, "-m", "r3.cli"]
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory):
+    out = tmp_path_factory.mktemp("graph")
+    proc = subprocess.Popen(R3 + ["launch", "sim_language_table", "--logs", str(out / "logs"),
+                                  "--set", f"r3_recorder_node.output_dir={out / 'bags'}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    yield out
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def run_episode_cli(args: list[str], timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run(R3 + ["run", "--quiet"] + args, capture_output=True, text=True, timeout=timeout)
+
+
+def instructions_from(stdout: str) -> list[str]:
+    match = re.search(r"^instructions: (\[.*\])$", stdout, re.M)
+    assert match, stdout
+    return eval(match.group(1))  # the list's repr, printed by r3 run
+
+
+def test_profile_is_wired():
+    assert unmatched_subscriptions(load_profile("sim_language_table")) == []
+
+
+def test_nodes_offer_their_declared_interfaces(graph):
+    import rclpy
+    from rclpy.node import Node
+
+    rclpy.init()
+    node = Node("r3_test_introspection")
+    try:
+        deadline = time.monotonic() + 30
+        missing = ["not checked yet"]
+        while missing and time.monotonic() < deadline:
+            rclpy.spin_once(node, timeout_sec=0.2)
+            missing = []
+            for name, interface in NODE_INTERFACES.items():
+                try:
+                    pubs = dict(node.get_publisher_names_and_types_by_node(name, "/"))
+                    subs = dict(node.get_subscriber_names_and_types_by_node(name, "/"))
+                except Exception as exc:  # the node is not discovered yet
+                    missing.append(f"{name}: {exc}")
+                    continue
+                missing += [f"{name} publishes {t}" for t in interface.publishes if t not in pubs]
+                missing += [f"{name} subscribes {t}" for t, ty in interface.subscribes.items()
+                            if ty != "*" and t not in subs]
+        assert missing == []
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+
+
+def test_episode_through_the_graph_is_recorded_and_matches_in_process(graph):
+    run = run_episode_cli(["--use-running-graph", "--task", "V", "--seed", "3", "--out", str(graph)])
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "outcome:" in run.stdout
+    bag = Path(re.search(r"^bag:\s+(\S+)$", run.stdout, re.M).group(1))
+    info = read_episode_info(bag)
+    assert info.status == COMPLETE and info.task == "V" and info.seed == 3
+
+    by_topic: dict[str, list] = {}
+    for topic, _, _, msg in read_messages(bag):
+        by_topic.setdefault(topic, []).append(msg)
+    assert len(by_topic[names.CAMERA_IMAGE]) >= info.steps + 1
+    image = by_topic[names.CAMERA_IMAGE][0]
+    assert (image.width, image.height, image.encoding) == (320, 240, "rgb8")
+    steps = by_topic[names.REASONER_STEPS]
+    assert [s.step for s in steps] == list(range(info.steps))
+    for s in steps:
+        assert s.valid and s.reasoning.strip() and isinstance(parse(s.instruction), Instruction)
+    assert len(by_topic[names.INSTRUCTION_OUTCOMES]) == info.steps
+    assert all(o.reason in ("done", "step_budget") for o in by_topic[names.INSTRUCTION_OUTCOMES])
+    assert len(by_topic[names.SCENE_SNAPSHOT]) >= info.steps
+    assert by_topic[names.SCENE_SNAPSHOT][0].format == "r3-language-table-snapshot/1"
+
+    # The same bag through the independent mcap reader.
+    from mcap.reader import make_reader
+
+    (mcap_file,) = bag.glob("*.mcap")
+    with open(mcap_file, "rb") as f:
+        topics = {channel.topic for _, channel, _ in make_reader(f).iter_messages()}
+    assert {names.CAMERA_IMAGE, names.REASONER_STEPS, names.SCENE_SNAPSHOT} <= topics
+
+    # Same seed in-process: identical instructions and outcome.
+    from r3.episode import run_episode
+    from r3.reasoning import make_backend
+
+    trajectory = run_episode("V", 3, make_backend("expert"), render=False)
+    assert [s.instruction for s in steps] == trajectory.instructions == instructions_from(run.stdout)
+    assert (info.success, info.steps) == (trajectory.success, len(trajectory.steps))
+    assert info.progress == pytest.approx(trajectory.progress)
+
+
+def test_killing_the_lowlevel_node_ends_the_episode_with_an_error_naming_it(tmp_path):
+    # A domain of its own, so that r3 run starts (and supervises) its own graph.
+    env = dict(os.environ, ROS_DOMAIN_ID=str((int(os.environ["ROS_DOMAIN_ID"]) + 50) % 101))
+    proc = subprocess.Popen(R3 + ["run", "--task", "T", "--seed", "5", "--out", str(tmp_path), "--video", "none"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    lines: list[tuple[float, str]] = []
+    reader = threading.Thread(target=lambda: [lines.append((time.monotonic(), line)) for line in proc.stdout])
+    reader.start()
+    try:
+        deadline = time.monotonic() + 90
+        pids: dict[str, int] = {}
+        while time.monotonic() < deadline and not any("step 1" in line for _, line in lines):
+            time.sleep(0.05)
+        for _, line in lines:
+            if m := re.search(r"started (\S+) \(pid (\d+)\)", line):
+                pids[m.group(1)] = int(m.group(2))
+        assert "r3_lowlevel_node" in pids, "".join(line for _, line in lines)
+        killed_at = time.monotonic()
+        os.kill(pids["r3_lowlevel_node"], signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        reader.join(timeout=5)
+    text = "".join(line for _, line in lines)
+    assert proc.returncode == 1, text
+    outcome = [(t, line) for t, line in lines if line.startswith("outcome:")]
+    assert outcome and "error" in outcome[0][1] and "r3_lowlevel_node" in outcome[0][1], text
+    assert outcome[0][0] - killed_at < 2.0, f"the episode ended {outcome[0][0] - killed_at:.2f} s after the kill"
+    for name, pid in pids.items():
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text().lower(), \
+            f"{name} (pid {pid}) is still running"
+    (bag,) = [p for p in (tmp_path / "bags").iterdir() if p.is_dir()]
+    info = read_episode_info(bag)
+    assert info.status == INCOMPLETE and "r3_lowlevel_node" in info.reason
+    assert sum(1 for _ in read_messages(bag)) == info.message_count > 0

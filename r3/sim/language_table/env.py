@@ -35,6 +35,8 @@ from r3.sim.language_table import scene
 from r3.tasks.language_table.board import BLOCKS, BOARD_HALF_EXTENTS, BoardState
 
 SNAPSHOT_VERSION = 1
+#: Layouts drawn per reset before giving up on finding one where the task is not already solved.
+LAYOUT_TRIES = 20
 _STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
 
 
@@ -142,11 +144,21 @@ class LanguageTableEnv(gym.Env):
         options = options or {}
         if "task" in options:
             self._task_spec = _resolve_task(options["task"])
-        mujoco.mj_resetData(self.model, self.data)
         self._steps = 0
-        self.set_state(BoardState(scene.sample_layout(self.np_random), scene.PUSHER_START))
-        state = self.state()
-        self._instance = None if self._task_spec is None else self._task_spec.sample(self.np_random, state)
+        for _ in range(LAYOUT_TRIES):
+            mujoco.mj_resetData(self.model, self.data)
+            self.set_state(BoardState(scene.sample_layout(self.np_random), scene.PUSHER_START))
+            state = self.state()
+            if self._task_spec is None:
+                self._instance = None
+                break
+            try:
+                self._instance = self._task_spec.sample(self.np_random, state)
+                break
+            except RuntimeError:  # this layout already satisfies every variant of the task: draw again
+                continue
+        else:
+            raise RuntimeError(f"no layout with an unsolved {self._task_spec.name!r} task in {LAYOUT_TRIES} draws")
         return self._obs(), self._info(state)
 
     def step(self, action):

@@ -1,0 +1,1 @@
+"""Task specifications, goal phrasings and success / progress checkers per suite."""

@@ -18,7 +18,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "judge": ("r3.rewards.cli", "judge_main", "score a candidate instruction against a reference"),
     "launch": ("r3.graph.cli", "launch_main", "start a graph profile's nodes and supervise them"),
     "model": ("r3.reasoning.cli", "model_main", "build tiny test models (r3 model tiny)"),
+    "train": ("r3.train.cli", "train_main", "train the reasoner: sft, rl (Dr. GRPO), impute, export"),
     "run": ("r3_ros.run_cli", "main", "run one episode through the ROS graph (the main job)"),
+    "collect": ("r3.data.cli", "collect_main", "expert episodes in-process, one rosbag2 bag each (resumable)"),
+    "dataset": ("r3.data.cli", "dataset_main", "bags -> sft / rl datasets, their stats, LeRobot export"),
+    "eval": ("r3.eval.cli", "eval_main", "evaluate a reasoner on held-out scenes; compare two evaluations"),
 }
 
 

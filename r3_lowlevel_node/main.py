@@ -30,6 +30,8 @@ from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.spin import run_node
 
 LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
+#: Heartbeat state until the first simulator state arrives: the node cannot act yet.
+WAITING_FOR_STATE = "waiting_for_state"
 
 
 class LowLevelNode(Node):
@@ -56,12 +58,14 @@ class LowLevelNode(Node):
             self, FollowInstruction, names.FOLLOW_INSTRUCTION, execute_callback=self.execute,
             goal_callback=lambda _: GoalResponse.ACCEPT, handle_accepted_callback=self.on_accepted,
             cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=ReentrantCallbackGroup())
-        self.heartbeat = HeartbeatPublisher(self)
+        self.heartbeat = HeartbeatPublisher(self, state=WAITING_FOR_STATE)
 
     def on_state(self, msg: PrivilegedState) -> None:
         with self.state_cv:
             self.state = msg
             self.state_cv.notify_all()
+        if self.heartbeat.state == WAITING_FOR_STATE:
+            self.heartbeat.state = "idle"
 
     def on_accepted(self, handle) -> None:
         with self.goal_lock:

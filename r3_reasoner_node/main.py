@@ -52,7 +52,7 @@ class ReasonerNode(Node):
         p = {
             "backend": "expert", "history": "response", "default_max_steps": 20, "steps_per_instruction": 20,
             "heartbeat_timeout_s": 1.0, "observation_timeout_s": 5.0, "service_timeout_s": 10.0,
-            "lowlevel_node": "/r3_lowlevel_node", "sim_node": "/r3_sim_node",
+            "lowlevel_node": "/r3_lowlevel_node", "sim_node": "/r3_sim_node", "recorder_node": "/r3_recorder_node",
         }
         for key, default in p.items():
             self.declare_parameter(key, default)
@@ -142,14 +142,18 @@ class ReasonerNode(Node):
         goal = handle.request
         episode_id = f"{goal.task}-s{goal.seed}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
         result = RunTask.Result(episode_id=episode_id)
-        started = False
+        started, goal_text = False, goal.goal
         try:
-            goal_text = self.reset(goal, episode_id, handle)
-            if goal_text is None:
-                return self.finish(handle, result, "canceled")
+            self.wait_until_lowlevel_ready()
+            # START goes out before the reset, so that the recording holds the first scene.
             self.publish_event(EpisodeEvent.START, episode_id, goal, goal_text)
             started = True
-            self.run_steps(goal, episode_id, handle, result)
+            self.wait_for_recorder(episode_id)
+            goal_text = self.reset(goal, episode_id, handle)
+            if goal_text is None:
+                result.reason = "canceled"
+            else:
+                self.run_steps(goal, episode_id, handle, result)
         except EpisodeError as exc:
             result.reason = f"error: {exc}"
         except BackendError as exc:
@@ -157,8 +161,30 @@ class ReasonerNode(Node):
         if not result.reason:
             result.reason = "success" if result.success else ("canceled" if handle.is_cancel_requested else "step_budget")
         if started:
-            self.publish_event(EpisodeEvent.END, episode_id, goal, "", result)
+            self.publish_event(EpisodeEvent.END, episode_id, goal, goal_text or "", result)
         return self.finish(handle, result, result.reason)
+
+    def wait_until_lowlevel_ready(self) -> None:
+        """The low-level node must be up and have seen the simulator before it gets an instruction."""
+        node, timeout = self.param["lowlevel_node"], self.param["service_timeout_s"]
+        deadline = time.monotonic() + timeout
+        while self.monitor.state(node) in (None, "waiting_for_state"):
+            if time.monotonic() > deadline:
+                what = "is not running" if self.monitor.state(node) is None else "has no simulator state"
+                raise EpisodeError(f"{node} {what} after {timeout:.1f} s")
+            time.sleep(0.02)
+
+    def wait_for_recorder(self, episode_id: str, timeout_s: float = 2.0) -> None:
+        """If a recorder is running, wait (bounded) until it has opened this episode's bag."""
+        node = self.param["recorder_node"]
+        if self.monitor.silent_for(node) > self.param["heartbeat_timeout_s"]:
+            return  # no recorder in this graph
+        deadline = time.monotonic() + timeout_s
+        while self.monitor.state(node) != f"recording:{episode_id}":
+            if time.monotonic() > deadline:
+                self.get_logger().warning(f"{node} did not open a bag for {episode_id}; continuing")
+                return
+            time.sleep(0.01)
 
     def reset(self, goal, episode_id: str, handle) -> str | None:
         timeout = self.param["service_timeout_s"]
@@ -233,6 +259,8 @@ class ReasonerNode(Node):
         if done is None:  # RunTask canceled: stop the motion too
             sent.cancel_goal_async()
             return None
+        if done.result.reason.startswith("error"):
+            raise EpisodeError(f"{self.param['lowlevel_node']}: {done.result.reason[len('error: '):]}")
         return done.result
 
     def finish(self, handle, result: RunTask.Result, reason: str) -> RunTask.Result:

@@ -30,6 +30,11 @@ RECORD_QOS = QoSProfile(depth=200)
 EVENTS_TYPE = "r3_msgs/msg/EpisodeEvent"
 
 
+def recording_state(episode_id: str) -> str:
+    """Heartbeat state while an episode's bag is open."""
+    return f"recording:{episode_id}"
+
+
 def message_class(msgtype: str):
     """'sensor_msgs/msg/Image' -> the rclpy message class."""
     package, kind, name = msgtype.split("/")
@@ -81,6 +86,7 @@ class RecorderNode(Node):
                                    goal=msg.goal, backend=msg.backend)
                 self.writer = EpisodeBagWriter(self.output_dir, info)
                 self.writer.write(names.EPISODE_EVENTS, EVENTS_TYPE, time.time_ns(), serialize_message(msg))
+            self.heartbeat.state = recording_state(msg.episode_id)  # the reasoner waits for this
             self.get_logger().info(f"recording episode {msg.episode_id}")
         elif msg.event == EpisodeEvent.END:
             self.record_to(names.EPISODE_EVENTS, EVENTS_TYPE)(serialize_message(msg))
@@ -92,6 +98,7 @@ class RecorderNode(Node):
                 with self.lock:
                     if self.writer is not None and self.writer.info.episode_id == msg.episode_id:
                         complete = not msg.reason.startswith("error")
+                        self.writer.info.goal = msg.goal or self.writer.info.goal
                         self.close_current(complete, msg.reason, msg.success, msg.progress, msg.steps)
 
             timer = self.create_timer(self.close_delay_s, close, clock=Clock(clock_type=ClockType.STEADY_TIME))
@@ -102,6 +109,7 @@ class RecorderNode(Node):
         path = self.writer.close(success=success, progress=progress, steps=steps, reason=reason, complete=complete)
         self.get_logger().info(f"bag {path} closed ({'complete' if complete else 'incomplete'}: {reason})")
         self.writer = None
+        self.heartbeat.state = "idle"
 
     def shutdown(self) -> None:
         with self.lock:

@@ -22,15 +22,26 @@ QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
 class HeartbeatPublisher:
     """Publishes ``node``'s heartbeat every ``period_s`` of wall time, even under sim time."""
 
-    def __init__(self, node: Node, period_s: float = 0.1):
-        self.state = "idle"
+    def __init__(self, node: Node, period_s: float = 0.1, state: str = "idle"):
+        self._state = state
         self._node = node
         self._pub = node.create_publisher(Heartbeat, names.HEARTBEAT, QOS)
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
         self._timer = node.create_timer(period_s, self._beat, clock=self._wall)
 
+    @property
+    def state(self) -> str:
+        return self._state
+
+    @state.setter
+    def state(self, value: str) -> None:
+        """A new state is announced at once, not at the next period (watchers may be waiting on it)."""
+        changed, self._state = value != self._state, value
+        if changed:
+            self._beat()
+
     def _beat(self) -> None:
-        msg = Heartbeat(node=self._node.get_fully_qualified_name(), state=self.state)
+        msg = Heartbeat(node=self._node.get_fully_qualified_name(), state=self._state)
         msg.header.stamp = Clock(clock_type=ClockType.SYSTEM_TIME).now().to_msg()
         self._pub.publish(msg)
 
@@ -40,12 +51,19 @@ class HeartbeatMonitor:
 
     def __init__(self, node: Node, callback_group=None):
         self._last: dict[str, float] = {}
+        self._states: dict[str, str] = {}
         self._lock = threading.Lock()
         node.create_subscription(Heartbeat, names.HEARTBEAT, self._on_beat, QOS, callback_group=callback_group)
 
     def _on_beat(self, msg: Heartbeat) -> None:
         with self._lock:
             self._last[msg.node] = time.monotonic()
+            self._states[msg.node] = msg.state
+
+    def state(self, node_name: str) -> str | None:
+        """The state ``node_name`` last announced (None if never heard)."""
+        with self._lock:
+            return self._states.get(node_name)
 
     def silent_for(self, node_name: str) -> float:
         """Seconds since ``node_name`` (fully qualified) was last heard; inf if never."""

@@ -180,7 +180,8 @@ def _startup_failure(supervisor: Supervisor, timeout_s: float) -> str:
         return f"the graph did not offer /r3/run_task within {timeout_s:.0f} s (logs in {supervisor.log_dir})"
     log = supervisor.log_dir / f"{exit_.member}.log"
     lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()] if log.is_file() else []
-    cause = next((line for line in reversed(lines) if "Error" in line or "error" in line), lines[-1] if lines else "")
+    fatal = [line for line in lines if line.startswith("fatal: ")]
+    cause = fatal[-1][len("fatal: "):] if fatal else (lines[-1] if lines else "no output")
     return f"{exit_}: {cause.strip()}"
 
 

@@ -1,6 +1,12 @@
-"""The main() every r3 node shares: init, spin a multi-threaded executor, shut down cleanly."""
+"""The main() every r3 node shares: init, spin a multi-threaded executor, shut down cleanly.
+
+A node that cannot configure itself (a model path that does not exist, a server that does not
+answer, a bad parameter) prints one ``fatal:`` line naming the problem and exits with status 1.
+"""
 
 from __future__ import annotations
+
+import sys
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
@@ -16,8 +22,15 @@ def run_node(node_class, args=None) -> None:
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except Exception as exc:  # configuration failed: one line, then a non-zero exit
+        if node is not None:
+            raise
+        print(f"fatal: {exc}", file=sys.stderr, flush=True)
+        rclpy.try_shutdown()
+        sys.exit(1)
     finally:
         if node is not None:
-            node.shutdown() if hasattr(node, "shutdown") else None
+            if hasattr(node, "shutdown"):
+                node.shutdown()
             node.destroy_node()
         rclpy.try_shutdown()

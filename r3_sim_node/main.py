@@ -44,7 +44,7 @@ class SimNode(Node):
         self.declare_parameter("image_width", 320)
         self.declare_parameter("image_height", 240)
         self.declare_parameter("camera_rate_hz", 0.0)  # of simulated time; 0 = only at idle points
-        self.declare_parameter("settle_s", 0.02)
+        self.declare_parameter("settle_s", 0.05)
         self.declare_parameter("camera_frame", "camera_color_optical_frame")
         suite = self.get_parameter("suite").value
         if suite != "language_table":

@@ -6,78 +6,18 @@ the positional argument preloads the local directory, and requests name it as th
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from pathlib import Path
 
 import numpy as np
 import pytest
+from serving import free_port
 
 from r3.reasoning import BackendError, ReasonerInput, ReasoningBudget, ResponseError, decide, make_backend
-from r3.reasoning.tiny import build_tiny_model
 
 pytestmark = pytest.mark.slow
 
 IMAGE = np.random.default_rng(0).integers(0, 256, (96, 128, 3), dtype=np.uint8)
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _serve_command() -> list[str]:
-    exe = Path(sys.executable).with_name("transformers")
-    return [str(exe)] if exe.exists() else [shutil.which("transformers") or "transformers"]
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    model_dir = build_tiny_model("idefics3", tmp_path_factory.mktemp("serve") / "idefics3")
-    port = _free_port()
-    with open(tmp_path_factory.mktemp("serve-log") / "serve.log", "w+") as log:
-        proc = subprocess.Popen(
-            [
-                *_serve_command(),
-                "serve",
-                str(model_dir),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--device",
-                "cpu",
-                "--dtype",
-                "float32",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        )
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                urllib.request.urlopen(url + "/health", timeout=1).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    proc.kill()
-                    log.seek(0)
-                    pytest.fail(f"transformers serve did not start:\n{log.read()[-3000:]}")
-                time.sleep(0.5)
-        yield f"{url}/v1", str(model_dir)
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +53,7 @@ def test_budgets_over_http(backend, n):
 
 
 def test_unreachable_url_fails_fast_with_one_clear_line():
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     b = make_backend(f"openai:http://127.0.0.1:{port}/v1,model=x", timeout_s=1, attempts=3)
     start = time.monotonic()
     with pytest.raises(BackendError) as info:

@@ -1,0 +1,64 @@
+"""Fixtures shared by integration tests: a real `transformers serve` process on loopback."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from serving import free_port
+
+from r3.reasoning.tiny import build_tiny_model
+
+
+def _serve_command() -> list[str]:
+    exe = Path(sys.executable).with_name("transformers")
+    return [str(exe)] if exe.exists() else [shutil.which("transformers") or "transformers"]
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    model_dir = build_tiny_model("idefics3", tmp_path_factory.mktemp("serve") / "idefics3")
+    port = free_port()
+    with open(tmp_path_factory.mktemp("serve-log") / "serve.log", "w+") as log:
+        proc = subprocess.Popen(
+            [
+                *_serve_command(),
+                "serve",
+                str(model_dir),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--device",
+                "cpu",
+                "--dtype",
+                "float32",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                urllib.request.urlopen(url + "/health", timeout=1).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    proc.kill()
+                    log.seek(0)
+                    pytest.fail(f"transformers serve did not start:\n{log.read()[-3000:]}")
+                time.sleep(0.5)
+        yield f"{url}/v1", str(model_dir)
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

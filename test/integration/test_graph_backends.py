@@ -1,0 +1,88 @@
+"""Real VLM backends through the ROS graph (`r3 run --reasoner ...`), and their failures.
+
+Tiny random models answer nonsense, so these tests check the plumbing: the graph runs, every step
+is published and recorded, refused answers command no motion, and a backend that cannot start
+gives one clear error line before anything moves.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from r3.data.bags import read_episode_info, read_messages
+from r3.graph import names
+from r3.reasoning.tiny import build_tiny_model
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+R3 = [sys.executable, "-m", "r3.cli", "run", "--quiet", "--task", "V", "--seed", "3", "--video", "none"]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    return build_tiny_model("idefics3", tmp_path_factory.mktemp("tiny") / "idefics3")
+
+
+def run(args: list[str], out: Path, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(R3 + ["--out", str(out)] + args, capture_output=True, text=True, timeout=timeout)
+
+
+def assert_refusals_commanded_no_motion(bag: Path) -> None:
+    steps, outcomes, commands = [], [], 0
+    for topic, _, _, msg in read_messages(bag):
+        if topic == names.REASONER_STEPS:
+            steps.append(msg)
+        elif topic == names.INSTRUCTION_OUTCOMES:
+            outcomes.append(msg)
+        elif topic == names.PUSHER_COMMAND:
+            commands += 1
+    assert steps, "no ReasonerStep recorded"
+    for s in steps:
+        assert s.raw_response and s.latency_model_s > 0 and s.completion_tokens > 0
+        assert s.valid or (s.error and s.instruction == "")
+    assert len(outcomes) == sum(s.valid for s in steps)
+    assert commands == sum(o.control_steps for o in outcomes)
+
+
+def test_transformers_backend_runs_an_episode_through_the_graph(tiny_model, tmp_path):
+    result = run(["--reasoner", f"transformers:{tiny_model}", "--max-steps", "2", "--reasoning-budget", "8"], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (bag,) = [p for p in (tmp_path / "bags").iterdir() if p.is_dir()]
+    info = read_episode_info(bag)
+    assert info.steps == 2 and info.backend == str(tiny_model)
+    assert_refusals_commanded_no_motion(bag)
+
+
+def test_openai_backend_runs_an_episode_through_the_graph(server, tmp_path):
+    url, model = server
+    result = run(["--reasoner", f"openai:{url},model={model}", "--max-steps", "1", "--reasoning-budget", "8"],
+                 tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (bag,) = [p for p in (tmp_path / "bags").iterdir() if p.is_dir()]
+    assert read_episode_info(bag).steps == 1
+    assert_refusals_commanded_no_motion(bag)
+
+
+def _no_image_processor(tiny_model: Path, tmp_path: Path) -> Path:
+    broken = tmp_path / "text_only"
+    shutil.copytree(tiny_model, broken)
+    (broken / "processor_config.json").unlink()
+    return broken
+
+
+@pytest.mark.parametrize("make_spec, expected", [
+    (lambda model, tmp: f"transformers:{tmp / 'missing'}", "model directory not found: {tmp}/missing"),
+    (lambda model, tmp: "openai:http://127.0.0.1:9/v1,model=m", "cannot reach http://127.0.0.1:9/v1"),
+    (lambda model, tmp: f"transformers:{_no_image_processor(model, tmp)}", "cannot load the processor of {tmp}/text_only"),
+])
+def test_a_backend_that_cannot_start_gives_one_error_line_and_no_motion(tiny_model, tmp_path, make_spec, expected):
+    result = run(["--reasoner", make_spec(tiny_model, tmp_path)], tmp_path / "out", timeout=120)
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "r3_reasoner_node" in errors[0], result.stderr
+    assert expected.format(tmp=tmp_path) in errors[0]
+    assert not (tmp_path / "out" / "bags").exists()  # no episode started, nothing moved

@@ -1,0 +1,249 @@
+"""Episode bags -> an r3 dataset (layout and columns in :mod:`r3.data.schema`).
+
+Each bag is read whole, with ``rosbags``, before anything of it is written, so a corrupted,
+truncated or incomplete bag is skipped (and named in the report and the manifest) while the
+others still build. A decision step's image and snapshot are the latest ones stamped after the
+previous decision and no later than this one (on the graph, the reasoner decides on the settled
+state); a step without an image is dropped and counted. Output is a function of the bags alone:
+rows in episode-id then step order, fixed PNG settings, no times or absolute paths, so rebuilding
+from the same bags gives byte-identical Parquet files.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from rosbags.rosbag2 import Reader
+
+from r3.data import schema as S
+from r3.data.bags import COMPLETE, EPISODE_FILE, read_episode_info
+from r3.data.bagtypes import typestore
+from r3.graph import names
+
+ROWS_PER_SHARD = 20_000
+PNG_COMPRESS_LEVEL = 3
+_TOPICS = {names.REASONER_STEPS, names.CAMERA_IMAGE, names.SCENE_SNAPSHOT}
+
+
+@dataclass
+class StepRecord:
+    """One decision step as read from a bag."""
+
+    step: int
+    reasoning: str
+    instruction: str
+    raw_response: str
+    valid: bool
+    images: list[np.ndarray]
+    snapshot: bytes | None
+
+
+@dataclass
+class EpisodeRecord:
+    """One episode as read from a bag: its info (r3_episode.yaml), task note and steps."""
+
+    info: object
+    note: str
+    steps: list[StepRecord]
+
+
+@dataclass
+class BuildReport:
+    rows: int = 0
+    episodes: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (bag name, why)
+    dropped: dict[str, int] = field(default_factory=lambda: {"invalid": 0, "repeated": 0, "no_image": 0})
+    bytes_read: int = 0
+    seconds: float = 0.0
+
+
+def find_bags(paths: list[str | Path]) -> list[Path]:
+    """Bag directories named by ``paths``: each path is a bag or a folder of bags (sorted by name)."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            raise FileNotFoundError(f"{path} is not a directory (expected a bag or a folder of bags)")
+        if _is_bag(path):
+            found.append(path)
+        else:
+            found.extend(p for p in sorted(path.iterdir()) if p.is_dir() and _is_bag(p))
+    return sorted(set(found), key=lambda p: (p.name, str(p)))
+
+
+def _is_bag(path: Path) -> bool:
+    return (path / EPISODE_FILE).is_file() or (path / "metadata.yaml").is_file() or any(path.glob("*.mcap"))
+
+
+def _ns(header) -> int:
+    return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
+
+
+def read_episode(bag: str | Path) -> EpisodeRecord:
+    """Read one bag; raises (ValueError or the reader's error) when it is incomplete or unreadable."""
+    info = read_episode_info(bag)
+    if info.status != COMPLETE:
+        raise ValueError(f"episode is {info.status} ({info.reason or 'never closed'})")
+    steps, images, snapshots, instance_json = [], [], [], ""
+    store = typestore()
+    with Reader(Path(bag)) as reader:  # opened once: parsing metadata.yaml is most of a small bag's cost
+        wanted = [c for c in reader.connections if c.topic in _TOPICS]
+        for conn, _, raw in reader.messages(connections=wanted):
+            msg = store.deserialize_cdr(raw, conn.msgtype)
+            if conn.topic == names.REASONER_STEPS:
+                steps.append(msg)
+            else:
+                (images if conn.topic == names.CAMERA_IMAGE else snapshots).append((_ns(msg.header), msg))
+        # The task instance is the same in every privileged state: the first one is enough.
+        states = [c for c in reader.connections if c.topic == names.PRIVILEGED_STATE]
+        for conn, _, raw in reader.messages(connections=states):
+            instance_json = store.deserialize_cdr(raw, conn.msgtype).task_instance_json
+            break
+    images.sort(key=lambda x: x[0])
+    snapshots.sort(key=lambda x: x[0])
+    records, previous = [], -1
+    for msg in sorted(steps, key=lambda m: m.step):
+        at = _ns(msg.header)
+        image = _latest(images, previous, at)
+        snap = _latest(snapshots, previous, at)
+        records.append(StepRecord(msg.step, msg.reasoning, msg.instruction, msg.raw_response, msg.valid,
+                                  [] if image is None else [_rgb(image)],
+                                  None if snap is None else bytes(snap.data)))
+        previous = at
+    return EpisodeRecord(info, _note(info.task, instance_json), records)
+
+
+def _latest(stamped: list, after: int, at: int):
+    hits = [m for t, m in stamped if after < t <= at]
+    return hits[-1] if hits else None
+
+
+def _rgb(msg) -> np.ndarray:
+    if msg.encoding not in ("rgb8", "bgr8"):
+        raise ValueError(f"unsupported image encoding {msg.encoding!r}: expected rgb8 or bgr8")
+    rows = np.frombuffer(msg.data.tobytes(), np.uint8).reshape(msg.height, msg.step)
+    rgb = rows[:, : msg.width * 3].reshape(msg.height, msg.width, 3)
+    return rgb[..., ::-1] if msg.encoding == "bgr8" else rgb
+
+
+def _note(task: str, instance_json: str) -> str:
+    if not instance_json:
+        return ""
+    from r3.tasks.language_table.tasks import get_task
+
+    return get_task(task).from_dict(json.loads(instance_json)).note
+
+
+def _split_of(task: str) -> str:
+    from r3.tasks.language_table.tasks import SPLITS
+
+    return next((split for split, tasks in SPLITS.items() if task in tasks), "")
+
+
+def build_dataset(bags: list[str | Path], out: str | Path, kind: str, *, history: str | None = None,
+                  overwrite: bool = False, on_bag=None) -> BuildReport:
+    """Build a ``kind`` (sft | rl) dataset in ``out`` from episode bags; ``on_bag(path)`` after each bag.
+
+    ``history`` is what the HISTORY column holds: the previous step's raw response ("response",
+    default for sft), its instruction ("instruction", default for rl) or nothing ("none").
+    """
+    if kind not in S.KINDS:
+        raise ValueError(f"kind must be one of {S.KINDS}, got {kind!r}")
+    history = history or ("response" if kind == "sft" else "instruction")
+    if history not in S.HISTORY_KINDS:
+        raise ValueError(f"history must be one of {S.HISTORY_KINDS}, got {history!r}")
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        if not overwrite:
+            raise FileExistsError(f"{out} is not empty (pass overwrite=True / --overwrite to replace it)")
+        shutil.rmtree(out)
+    (out / S.DATA_DIR).mkdir(parents=True)
+    started = time.perf_counter()
+    report, rows, used = BuildReport(), [], []
+    for bag in map(Path, bags):
+        try:
+            episode = read_episode(bag)
+        except Exception as exc:  # noqa: BLE001 - any unreadable bag is reported and skipped
+            report.skipped.append((bag.name, f"{type(exc).__name__}: {exc}".strip()))
+        else:
+            report.bytes_read += sum(f.stat().st_size for f in bag.rglob("*") if f.is_file())
+            rows.extend(_episode_rows(episode, kind, history, out, report))
+            report.episodes += 1
+            used.append(bag.name)
+        if on_bag is not None:
+            on_bag(bag)
+    rows.sort(key=lambda r: (r[S.EPISODE_ID], r[S.STEP]))
+    _write_parquet(rows, out / S.DATA_DIR, kind)
+    report.rows = len(rows)
+    manifest = {"format": "r3-dataset/1", "kind": kind, "history": history, "columns": list(S.COLUMNS[kind]),
+                "rows": report.rows, "episodes": report.episodes, "bags": used,
+                "skipped": [{"bag": b, "reason": r} for b, r in report.skipped], "dropped_steps": report.dropped}
+    (out / S.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _episode_rows(episode: EpisodeRecord, kind: str, history: str, out: Path, report: BuildReport) -> list[dict]:
+    from PIL import Image
+
+    info, rows, previous = episode.info, [], None
+    split = _split_of(info.task)
+    for s in episode.steps:
+        prev, previous = previous, s
+        if not s.valid or not s.instruction:
+            report.dropped["invalid"] += 1
+            continue
+        if kind == "rl" and prev is not None and prev.instruction == s.instruction:
+            report.dropped["repeated"] += 1
+            continue
+        if not s.images:
+            report.dropped["no_image"] += 1
+            continue
+        paths = []
+        for view, rgb in enumerate(s.images):
+            rel = f"{S.IMAGES_DIR}/{info.episode_id}/step_{s.step:03d}_{view}.png"
+            buffer = io.BytesIO()
+            Image.fromarray(rgb).save(buffer, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
+            _write(out / rel, buffer.getvalue())
+            paths.append(rel)
+        snapshot = ""
+        if s.snapshot is not None:
+            snapshot = f"{S.SNAPSHOTS_DIR}/{info.episode_id}/step_{s.step:03d}.npz"
+            _write(out / snapshot, s.snapshot)
+        if prev is None or history == "none":
+            hist, hist_kind = "", "none"
+        else:
+            hist, hist_kind = (prev.raw_response if history == "response" else prev.instruction), history
+        row = {S.IMAGES: paths, S.GOAL: info.goal, S.NOTE: episode.note, S.TASK: info.task, S.SPLIT: split,
+               S.SUITE: info.suite, S.HISTORY: hist, S.HISTORY_KIND: hist_kind, S.INSTRUCTION: s.instruction,
+               S.STEP: s.step, S.EPISODE_ID: info.episode_id, S.EPISODE_SUCCESS: bool(info.success),
+               S.EPISODE_PROGRESS: float(info.progress), S.SNAPSHOT: snapshot, S.SEED: int(info.seed)}
+        if kind == "sft":
+            row[S.REASONING] = s.reasoning
+            row[S.RESPONSE] = S.format_response(s.reasoning, s.instruction)
+        else:
+            row[S.EXPERT_INSTRUCTION] = s.instruction
+        rows.append(row)
+    return rows
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def _write_parquet(rows: list[dict], folder: Path, kind: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrow_schema = S.features(kind).arrow_schema
+    shards = max(1, -(-len(rows) // ROWS_PER_SHARD))
+    for i in range(shards):
+        chunk = rows[i * ROWS_PER_SHARD:(i + 1) * ROWS_PER_SHARD]
+        table = pa.Table.from_pylist(chunk, schema=arrow_schema)
+        pq.write_table(table, folder / f"train-{i:05d}-of-{shards:05d}.parquet", compression="zstd")

@@ -1,0 +1,189 @@
+"""Expert episode collection: many in-process episodes, one rosbag2 bag each, resumable.
+
+``collect(config)`` plans every (task, scene, trial) of the split, skips the episodes whose bag is
+already complete in the output folder, and runs the rest in worker processes (or on a Ray
+cluster), each writing its bag in the recorder node's format (:mod:`r3.data.episode_bag`).
+Successful and failed episodes are both kept. A bag is written under ``OUT/.partial`` and moved
+into ``OUT`` once closed, so an interrupted run leaves no half-written bag where a finished one
+is expected; the next run clears ``.partial`` and carries on. Seeds: :mod:`r3.data.seeds`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+from r3.data.bags import COMPLETE, read_episode_info
+from r3.data.seeds import MAX_SCENES, MAX_TRIALS, collection_seed
+
+PARTIAL = ".partial"
+
+
+@dataclass(frozen=True)
+class CollectConfig:
+    """What to collect and how; every value is checked on construction."""
+
+    out: str
+    suite: str = "language_table"
+    split: str = "T_M"
+    scenes: int = 64
+    trials: int = 4
+    workers: int = 1
+    ray_address: str | None = None
+    backend: str = "expert"
+    history: str = "response"
+    max_steps: int = 20
+    steps_per_instruction: int = 20
+    width: int = 320
+    height: int = 240
+    frame_every: int = 0
+
+    def __post_init__(self):
+        from r3.tasks.language_table.tasks import SPLITS
+
+        if self.suite != "language_table":
+            raise ValueError(f"CollectConfig.suite: only 'language_table' is simulated, got {self.suite!r}")
+        if self.split not in SPLITS:
+            raise ValueError(f"CollectConfig.split must be one of {sorted(SPLITS)}, got {self.split!r}")
+        if not 1 <= self.scenes <= MAX_SCENES:
+            raise ValueError(f"CollectConfig.scenes must be in [1, {MAX_SCENES}], got {self.scenes}")
+        if not 1 <= self.trials <= MAX_TRIALS:
+            raise ValueError(f"CollectConfig.trials must be in [1, {MAX_TRIALS}], got {self.trials}")
+        if self.workers < 1:
+            raise ValueError(f"CollectConfig.workers must be >= 1, got {self.workers}")
+        if self.history not in ("response", "instruction", "none"):
+            raise ValueError(f"CollectConfig.history must be response, instruction or none, got {self.history!r}")
+        for name in ("max_steps", "steps_per_instruction", "width", "height"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"CollectConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.frame_every < 0:
+            raise ValueError(f"CollectConfig.frame_every must be >= 0, got {self.frame_every}")
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    task: str
+    scene: int
+    trial: int
+    seed: int
+
+    @property
+    def episode_id(self) -> str:
+        return f"{self.task}-sc{self.scene:04d}-t{self.trial}-s{self.seed}"
+
+
+@dataclass
+class CollectReport:
+    planned: int
+    skipped: int  # already complete before this run
+    succeeded: int = 0
+    failed: int = 0
+
+
+def plan(config: CollectConfig) -> list[EpisodeSpec]:
+    """Every episode of the collection, task by task, scene by scene, trial by trial."""
+    from r3.tasks.language_table.tasks import SPLITS
+
+    return [EpisodeSpec(task, scene, trial, collection_seed(task, scene, trial))
+            for task in SPLITS[config.split] for scene in range(config.scenes) for trial in range(config.trials)]
+
+
+def is_complete(out: str | Path, spec: EpisodeSpec) -> bool:
+    try:
+        return read_episode_info(Path(out) / spec.episode_id).status == COMPLETE
+    except (OSError, TypeError, ValueError):
+        return False
+
+
+_WORKER: dict = {}
+
+
+def run_one(spec: EpisodeSpec, config: CollectConfig) -> tuple[str, bool]:
+    """Run one episode and move its bag into ``config.out``; (episode id, success). Runs in a worker."""
+    from r3.data.episode_bag import record_episode
+
+    key = (config.backend, config.width, config.height)
+    if _WORKER.get("key") != key:
+        from r3.reasoning import make_backend
+        from r3.sim.language_table.env import LanguageTableEnv
+
+        backend = make_backend(config.backend)
+        backend.load()
+        _WORKER.update(key=key, env=LanguageTableEnv(width=config.width, height=config.height), backend=backend)
+    partial = Path(config.out) / PARTIAL
+    shutil.rmtree(partial / spec.episode_id, ignore_errors=True)
+    bag = record_episode(spec.task, spec.seed, _WORKER["backend"], _WORKER["env"], spec.episode_id, partial,
+                         max_steps=config.max_steps, steps_per_instruction=config.steps_per_instruction,
+                         history=config.history, frame_every=config.frame_every)
+    final = Path(config.out) / spec.episode_id
+    shutil.rmtree(final, ignore_errors=True)  # an incomplete bag from an older run
+    os.replace(bag, final)
+    return spec.episode_id, read_episode_info(final).success
+
+
+def collect(config: CollectConfig, progress: bool = True) -> CollectReport:
+    """Collect every planned episode not yet complete in ``config.out``."""
+    from tqdm import tqdm
+
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out / PARTIAL, ignore_errors=True)
+    specs = plan(config)
+    todo = [s for s in specs if not is_complete(out, s)]
+    report = CollectReport(planned=len(specs), skipped=len(specs) - len(todo))
+    bar = tqdm(total=len(specs), initial=report.skipped, unit="ep", desc=f"collect {config.split}",
+               disable=not progress)
+    for _, success in _run(todo, config):
+        report.succeeded += success
+        report.failed += not success
+        bar.update(1)
+        bar.set_postfix(success=f"{report.succeeded}/{report.succeeded + report.failed}")
+    bar.close()
+    shutil.rmtree(out / PARTIAL, ignore_errors=True)
+    return report
+
+
+def _run(todo: list[EpisodeSpec], config: CollectConfig):
+    if not todo:
+        return
+    if config.ray_address:
+        yield from _run_ray(todo, config)
+    elif config.workers == 1:
+        for spec in todo:
+            yield run_one(spec, config)
+    else:
+        # spawn: MuJoCo's OSMesa contexts and forked parents do not mix.
+        with ProcessPoolExecutor(config.workers, mp_context=get_context("spawn")) as pool:
+            futures = [pool.submit(run_one, spec, config) for spec in todo]
+            try:
+                for future in as_completed(futures):
+                    yield future.result()
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+
+
+def _run_ray(todo: list[EpisodeSpec], config: CollectConfig):
+    """Episodes as Ray tasks (``ray_address``: a cluster address, "auto", or "local" for a new one).
+
+    Every node must see ``config.out`` at the same path (a shared file system) and have r3 installed.
+    """
+    import ray
+
+    ray.init(address=None if config.ray_address == "local" else config.ray_address,
+             ignore_reinit_error=True, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")}})
+    task = ray.remote(num_cpus=1)(run_one)
+    pending = [task.remote(spec, config) for spec in todo]
+    try:
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            yield ray.get(done[0])
+    finally:
+        for ref in pending:
+            ray.cancel(ref)

@@ -1,0 +1,196 @@
+"""Episode bags -> a LeRobot dataset (format v3.0), written without the ``lerobot`` package.
+
+One frame per control step (10 Hz): ``observation.state`` is the pusher position (joint_states),
+``action`` the pusher command (metres per step), ``observation.images.top`` the latest camera
+image at that step (bags collected with ``--frame-every 1`` have one per step; otherwise the image
+is held between decision points), and the frame's task is the instruction in force, so the export
+trains language-conditioned low-level policies. Layout (as LeRobot v3.0 documents it)::
+
+    meta/info.json  meta/stats.json  meta/tasks.parquet
+    meta/episodes/chunk-000/file-000.parquet     one row per episode: length, tasks, data and video offsets
+    data/chunk-000/file-000.parquet              one row per frame
+    videos/observation.images.top/chunk-000/file-000.mp4   H.264, episodes back to back
+
+Each data / video file holds up to ``EPISODES_PER_FILE`` episodes; ``chunks_size`` files per chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from r3.data.bags import COMPLETE, read_episode_info, read_messages
+from r3.graph import names
+
+CODEBASE_VERSION = "v3.0"
+FPS = 10
+CHUNKS_SIZE = 1000
+EPISODES_PER_FILE = 100
+VIDEO_KEY = "observation.images.top"
+DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+
+
+@dataclass
+class ExportReport:
+    episodes: int = 0
+    frames: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _ns(header) -> int:
+    return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
+
+
+def _latest(stamped: list, at: int):
+    hits = [m for t, m in stamped if t <= at]
+    return hits[-1] if hits else None
+
+
+def episode_frames(bag: str | Path) -> tuple[list[dict], list[np.ndarray]]:
+    """(frame rows without indices, images) of one complete bag: one frame per pusher command."""
+    from r3.data.build import _rgb
+
+    info = read_episode_info(bag)
+    if info.status != COMPLETE:
+        raise ValueError(f"episode is {info.status} ({info.reason or 'never closed'})")
+    by_topic: dict[str, list] = {}
+    topics = {names.JOINT_STATES, names.PUSHER_COMMAND, names.CAMERA_IMAGE, names.REASONER_STEPS}
+    for topic, _, _, msg in read_messages(bag, topics):
+        by_topic.setdefault(topic, []).append((_ns(msg.header), msg))
+    for stamped in by_topic.values():
+        stamped.sort(key=lambda x: x[0])
+    rows, images = [], []
+    for at, command in by_topic.get(names.PUSHER_COMMAND, []):
+        joints = _latest(by_topic.get(names.JOINT_STATES, []), at)
+        image = _latest(by_topic.get(names.CAMERA_IMAGE, []), at)
+        step = _latest(by_topic.get(names.REASONER_STEPS, []), at)
+        if joints is None or image is None or step is None:
+            continue
+        rows.append({"observation.state": [float(v) for v in joints.position[:2]],
+                     "action": [float(command.vector.x), float(command.vector.y)], "task": step.instruction})
+        images.append(_rgb(image))
+    if not rows:
+        raise ValueError("no control steps with state, image and instruction")
+    return rows, images
+
+
+def export_lerobot(bags: list[str | Path], out: str | Path, *, overwrite: bool = False,
+                   robot_type: str = "language_table_pusher") -> ExportReport:
+    """Write the complete episodes among ``bags`` as a LeRobot v3.0 dataset in ``out``."""
+    import imageio.v2 as imageio
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        if not overwrite:
+            raise FileExistsError(f"{out} is not empty (pass --overwrite to replace it)")
+        shutil.rmtree(out)
+    report, tasks, episodes = ExportReport(), {}, []
+    frames_buf: list[dict] = []
+    writer, file_key, shape = None, None, None
+    sums = {"observation.state": [], "action": []}
+    pixels: list[np.ndarray] = []
+    for bag in map(Path, bags):
+        try:
+            rows, images = episode_frames(bag)
+        except Exception as exc:  # noqa: BLE001 - an unreadable bag is reported and skipped
+            report.skipped.append((bag.name, f"{type(exc).__name__}: {exc}"))
+            continue
+        ep = report.episodes
+        file_index = ep // EPISODES_PER_FILE
+        key = (file_index // CHUNKS_SIZE, file_index % CHUNKS_SIZE)
+        if key != file_key:
+            if writer is not None:
+                writer.close()
+                _write_frames(frames_buf, out, file_key, pa, pq)
+                frames_buf = []
+            file_key, video_frames = key, 0
+            path = out / VIDEO_PATH.format(video_key=VIDEO_KEY, chunk_index=key[0], file_index=key[1])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            writer = imageio.get_writer(path, fps=FPS, codec="libx264", pixelformat="yuv420p", macro_block_size=1)
+        shape = images[0].shape
+        start = report.frames
+        for i, (row, rgb) in enumerate(zip(rows, images)):
+            task_index = tasks.setdefault(row["task"], len(tasks))
+            frames_buf.append({**{k: row[k] for k in ("observation.state", "action")}, "timestamp": i / FPS,
+                               "frame_index": i, "episode_index": ep, "index": start + i, "task_index": task_index})
+            writer.append_data(rgb)
+            sums["observation.state"].append(row["observation.state"])
+            sums["action"].append(row["action"])
+        pixels.append(images[0])
+        episodes.append({
+            "episode_index": ep, "tasks": list(dict.fromkeys(r["task"] for r in rows)), "length": len(rows),
+            "data/chunk_index": key[0], "data/file_index": key[1], "dataset_from_index": start,
+            "dataset_to_index": start + len(rows), f"videos/{VIDEO_KEY}/chunk_index": key[0],
+            f"videos/{VIDEO_KEY}/file_index": key[1], f"videos/{VIDEO_KEY}/from_timestamp": video_frames / FPS,
+            f"videos/{VIDEO_KEY}/to_timestamp": (video_frames + len(rows)) / FPS,
+            "meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0, "r3/episode_id": bag.name,
+        })
+        video_frames += len(rows)
+        report.episodes += 1
+        report.frames += len(rows)
+    if writer is None:
+        raise ValueError("no readable episodes to export: " + "; ".join(f"{b}: {r}" for b, r in report.skipped))
+    writer.close()
+    _write_frames(frames_buf, out, file_key, pa, pq)
+    episodes_path = out / EPISODES_PATH.format(chunk_index=0, file_index=0)
+    episodes_path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(episodes), episodes_path)
+    pd.DataFrame({"task_index": list(tasks.values())}, index=pd.Index(list(tasks), name="task")).to_parquet(
+        out / "meta" / "tasks.parquet")
+    (out / "meta" / "info.json").write_text(json.dumps(_info(report, len(tasks), shape, robot_type), indent=2))
+    (out / "meta" / "stats.json").write_text(json.dumps(_stats(sums, pixels), indent=2))
+    return report
+
+
+def _write_frames(rows: list[dict], out: Path, key: tuple[int, int], pa, pq) -> None:
+    path = out / DATA_PATH.format(chunk_index=key[0], file_index=key[1])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    schema = pa.schema([("observation.state", pa.list_(pa.float32(), 2)), ("action", pa.list_(pa.float32(), 2)),
+                        ("timestamp", pa.float32()), ("frame_index", pa.int64()), ("episode_index", pa.int64()),
+                        ("index", pa.int64()), ("task_index", pa.int64())])
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+
+
+def _info(report: ExportReport, total_tasks: int, shape, robot_type: str) -> dict:
+    scalar = {"shape": [1], "names": None}
+    h, w, c = shape
+    return {
+        "codebase_version": CODEBASE_VERSION, "robot_type": robot_type, "total_episodes": report.episodes,
+        "total_frames": report.frames, "total_tasks": total_tasks, "chunks_size": CHUNKS_SIZE,
+        "data_files_size_in_mb": 100, "video_files_size_in_mb": 500, "fps": FPS,
+        "splits": {"train": f"0:{report.episodes}"}, "data_path": DATA_PATH, "video_path": VIDEO_PATH,
+        "features": {
+            "observation.state": {"dtype": "float32", "shape": [2], "names": ["pusher_x", "pusher_y"]},
+            "action": {"dtype": "float32", "shape": [2], "names": ["dx", "dy"]},
+            VIDEO_KEY: {"dtype": "video", "shape": [h, w, c], "names": ["height", "width", "channels"],
+                        "info": {"video.fps": FPS, "video.height": h, "video.width": w, "video.channels": c,
+                                 "video.codec": "h264", "video.pix_fmt": "yuv420p", "video.is_depth_map": False,
+                                 "has_audio": False}},
+            "timestamp": {"dtype": "float32", **scalar}, "frame_index": {"dtype": "int64", **scalar},
+            "episode_index": {"dtype": "int64", **scalar}, "index": {"dtype": "int64", **scalar},
+            "task_index": {"dtype": "int64", **scalar},
+        },
+    }
+
+
+def _stats(sums: dict, pixels: list[np.ndarray]) -> dict:
+    stats = {}
+    for key, values in sums.items():
+        v = np.asarray(values, dtype=float)
+        stats[key] = {"min": v.min(0).tolist(), "max": v.max(0).tolist(), "mean": v.mean(0).tolist(),
+                      "std": v.std(0).tolist(), "count": [len(v)]}
+    p = np.stack(pixels).astype(float) / 255.0  # one image per episode, channels last
+    per_channel = p.reshape(-1, p.shape[-1])
+    stats[VIDEO_KEY] = {name: [[[float(x)]] for x in fn(per_channel, 0)] for name, fn in
+                        (("min", np.min), ("max", np.max), ("mean", np.mean), ("std", np.std))}
+    stats[VIDEO_KEY]["count"] = [len(pixels)]
+    return stats

@@ -1,0 +1,98 @@
+"""Column names and on-disk layout of r3 datasets (built by ``r3 dataset build``).
+
+One row per decision step of a recorded episode. A dataset directory holds::
+
+    DIR/
+      r3_dataset.json                      kind (sft | rl), columns, row counts, source and skipped bags
+      data/train-00000-of-0000N.parquet    the rows (Parquet shards, columns below)
+      images/<episode_id>/step_000_0.png   camera images of a step (RGB PNG), referenced from IMAGES
+      snapshots/<episode_id>/step_000.npz  simulator snapshot at the step, as LanguageTableEnv.snapshot()
+                                           wrote it (``env.restore(path.read_bytes())``)
+
+Paths inside rows are relative to DIR. Load with :func:`load_r3_dataset` (paths resolved to
+absolute ones), or with ``datasets.load_dataset("parquet", data_files="DIR/data/*.parquet")`` when
+relative paths suit you. Both kinds share the columns below except that ``sft`` has REASONING and
+RESPONSE (the training target) and ``rl`` has EXPERT_INSTRUCTION (the reference for the reward)
+and no reasoning at all; rl rows whose instruction repeats the previous step's are left out (R^3
+section 3.3).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+IMAGES = "images"  # list[str]: PNG paths, one per camera view
+GOAL = "goal"  # long-horizon goal text
+NOTE = "note"  # task-specific note for the prompt ("" when unknown)
+TASK = "task"  # task id, e.g. "V"
+SPLIT = "split"  # "T_M" | "T_R" | "T_O" ("" for tasks outside the splits)
+SUITE = "suite"  # "language_table" | "packing"
+HISTORY = "history"  # previous response or previous instruction; "" at step 0
+HISTORY_KIND = "history_kind"  # "response" | "instruction" | "none"
+REASONING = "reasoning"  # sft only: the expert's reasoning
+INSTRUCTION = "instruction"  # canonical instruction text of this step
+RESPONSE = "response"  # sft only: "Reasoning: ...\nInstruction: ...", the training target
+EXPERT_INSTRUCTION = "expert_instruction"  # rl only: the reference instruction
+STEP = "step"  # decision step within the episode, from 0
+EPISODE_ID = "episode_id"
+EPISODE_SUCCESS = "episode_success"
+EPISODE_PROGRESS = "episode_progress"
+SNAPSHOT = "snapshot"  # path of the step's snapshot (.npz bytes)
+SEED = "seed"  # the episode's seed
+
+HISTORY_KINDS = ("response", "instruction", "none")
+KINDS = ("sft", "rl")
+MANIFEST = "r3_dataset.json"
+DATA_DIR, IMAGES_DIR, SNAPSHOTS_DIR = "data", "images", "snapshots"
+
+_COMMON_BEFORE = (IMAGES, GOAL, NOTE, TASK, SPLIT, SUITE, HISTORY, HISTORY_KIND)
+_COMMON_AFTER = (STEP, EPISODE_ID, EPISODE_SUCCESS, EPISODE_PROGRESS, SNAPSHOT, SEED)
+#: Columns of each dataset kind, in file order.
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "sft": (*_COMMON_BEFORE, REASONING, INSTRUCTION, RESPONSE, *_COMMON_AFTER),
+    "rl": (*_COMMON_BEFORE, INSTRUCTION, EXPERT_INSTRUCTION, *_COMMON_AFTER),
+}
+_TYPES = {IMAGES: "list", STEP: "int32", EPISODE_SUCCESS: "bool", EPISODE_PROGRESS: "float64", SEED: "int64"}
+
+
+def format_response(reasoning: str, instruction: str) -> str:
+    """The sft training target.
+
+    >>> format_response("The cube is left.", "move the blue cube right")
+    'Reasoning: The cube is left.\\nInstruction: move the blue cube right'
+    """
+    return f"Reasoning: {reasoning}\nInstruction: {instruction}"
+
+
+def features(kind: str):
+    """The ``datasets.Features`` of a dataset kind (their Arrow schema is the Parquet schema)."""
+    import datasets
+
+    if kind not in COLUMNS:
+        raise ValueError(f"dataset kind must be one of {KINDS}, got {kind!r}")
+    spec = {}
+    for name in COLUMNS[kind]:
+        dtype = _TYPES.get(name, "string")
+        spec[name] = datasets.List(datasets.Value("string")) if dtype == "list" else datasets.Value(dtype)
+    return datasets.Features(spec)
+
+
+def load_r3_dataset(path: str | Path):
+    """The dataset in ``path`` as a ``datasets.Dataset``, with IMAGES and SNAPSHOT made absolute."""
+    import datasets
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    root = Path(path).resolve()
+    files = sorted((root / DATA_DIR).glob("*.parquet"))
+    if not files:
+        raise FileNotFoundError(f"{root} holds no {DATA_DIR}/*.parquet: not an r3 dataset")
+    table = pa.concat_tables(pq.read_table(f) for f in files)
+    prefix = f"{root}/"
+    images = table.column(IMAGES).combine_chunks()
+    resolved = pa.ListArray.from_arrays(images.offsets, pc.binary_join_element_wise(prefix, images.flatten(), ""))
+    table = table.set_column(table.schema.get_field_index(IMAGES), IMAGES, resolved)
+    snapshots = pc.binary_join_element_wise(prefix, table.column(SNAPSHOT), "")
+    table = table.set_column(table.schema.get_field_index(SNAPSHOT), SNAPSHOT, snapshots)
+    return datasets.Dataset(table)

@@ -1,0 +1,41 @@
+"""Episode seeds: which seeds collection uses, kept apart from the evaluation seeds.
+
+Collection seeds are ``task_index * SEEDS_PER_TASK + scene * MAX_TRIALS + trial``, where
+``task_index`` is the task's place in :data:`TASK_ORDER` (every task of every split, so two tasks
+never share a seed), ``scene < MAX_SCENES`` and ``trial < MAX_TRIALS``. All of them lie below
+:data:`EVAL_SEED_BASE`; evaluation of held-out scenes uses seeds from there up. The simulator
+draws the layout, the task instance and the policy noise from the seed, so every trial of a scene
+is its own episode.
+
+>>> collection_seed("group", scene=0, trial=0), collection_seed("line", scene=3, trial=1)
+(0, 70031)
+>>> all(collection_seed(t, MAX_SCENES - 1, MAX_TRIALS - 1) < EVAL_SEED_BASE for t in TASK_ORDER)
+True
+"""
+
+from __future__ import annotations
+
+from r3.tasks.language_table.tasks import SPLITS
+
+#: First seed of evaluation episodes; collection never reaches it.
+EVAL_SEED_BASE = 1_000_000
+#: Every Language Table task, in split order (T_M, T_R, T_O); a task's index fixes its seed block.
+TASK_ORDER: tuple[str, ...] = tuple(task for tasks in SPLITS.values() for task in tasks)
+SEEDS_PER_TASK = 70_000
+MAX_TRIALS = 10
+MAX_SCENES = SEEDS_PER_TASK // MAX_TRIALS
+
+
+def collection_seed(task: str, scene: int, trial: int) -> int:
+    """The seed of trial ``trial`` of scene ``scene`` of ``task`` (see the module docstring)."""
+    if task not in TASK_ORDER:
+        raise ValueError(f"unknown task {task!r}; known: {', '.join(TASK_ORDER)}")
+    if not 0 <= scene < MAX_SCENES:
+        raise ValueError(f"scene must be in [0, {MAX_SCENES}), got {scene}")
+    if not 0 <= trial < MAX_TRIALS:
+        raise ValueError(f"trial must be in [0, {MAX_TRIALS}), got {trial}")
+    return TASK_ORDER.index(task) * SEEDS_PER_TASK + scene * MAX_TRIALS + trial
+
+
+def is_evaluation_seed(seed: int) -> bool:
+    return seed >= EVAL_SEED_BASE

@@ -1,0 +1,100 @@
+"""Dataset statistics: rows per task and split, instruction types (R^3 Figure 6), reasoning lengths."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from r3.data import schema as S
+
+#: Instruction types in the order and with the short names of R^3 Figure 6.
+TYPE_NAMES = {
+    "block_to_location": "MoveAbs", "block_to_side": "MoveRelObj", "block_into_block": "PushInto",
+    "block_direction": "MoveRel", "separate": "Separate", "touch": "Touch", "arm_to_location": "ArmMoveAbs",
+}
+
+
+def instruction_type(text: str) -> str:
+    """Figure 6 name of an instruction's type ("Invalid" when it does not parse).
+
+    >>> instruction_type("push the green star into the yellow pentagon"), instruction_type("dance")
+    ('PushInto', 'Invalid')
+    """
+    from r3.instructions.language_table import ParseError, parse
+
+    parsed = parse(text)
+    return "Invalid" if isinstance(parsed, ParseError) else TYPE_NAMES[parsed.type.value]
+
+
+def dataset_stats(path: str | Path) -> dict:
+    """Counts per task and split, instruction-type counts per task, reasoning lengths in words."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = Path(path)
+    manifest = json.loads((root / S.MANIFEST).read_text())
+    table = pa.concat_tables(pq.read_table(f) for f in sorted((root / S.DATA_DIR).glob("*.parquet")))
+    rows = table.to_pydict()
+    tasks, splits = rows[S.TASK], rows[S.SPLIT]
+    types: dict[str, Counter] = {}
+    for task, text in zip(tasks, rows[S.INSTRUCTION]):
+        types.setdefault(task, Counter())[instruction_type(text)] += 1
+    episodes: dict[str, set] = {}
+    for task, episode in zip(tasks, rows[S.EPISODE_ID]):
+        episodes.setdefault(task, set()).add(episode)
+    words = [len(r.split()) for r in rows.get(S.REASONING, [])]
+    return {
+        "kind": manifest["kind"],
+        "rows": table.num_rows,
+        "rows_per_task": dict(sorted(Counter(tasks).items())),
+        "episodes_per_task": {t: len(e) for t, e in sorted(episodes.items())},
+        "rows_per_split": dict(sorted(Counter(splits).items())),
+        "instruction_types": {t: dict(sorted(c.items())) for t, c in sorted(types.items())},
+        "reasoning_words": _summary(words),
+        "reasoning_words_all": words,
+    }
+
+
+def _summary(values: list[int]) -> dict:
+    if not values:
+        return {}
+    v = np.asarray(values)
+    return {"count": int(v.size), "mean": float(v.mean()), "p50": float(np.median(v)),
+            "p90": float(np.percentile(v, 90)), "max": int(v.max())}
+
+
+def plot_stats(stats: dict, path: str | Path) -> Path:
+    """Rows per task, instruction-type shares per task (as in Figure 6) and reasoning lengths, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    has_reasoning = bool(stats["reasoning_words_all"])
+    fig, axes = plt.subplots(1, 3 if has_reasoning else 2, figsize=(15 if has_reasoning else 10, 4))
+    tasks = list(stats["rows_per_task"])
+    axes[0].bar(tasks, [stats["rows_per_task"][t] for t in tasks], color="#4c72b0")
+    axes[0].set(title=f"{stats['kind']} rows per task ({stats['rows']} in all)", ylabel="rows")
+    names = [n for n in (*TYPE_NAMES.values(), "Invalid")
+             if any(n in c for c in stats["instruction_types"].values())]
+    bottom = np.zeros(len(tasks))
+    for name in names:
+        counts = np.array([stats["instruction_types"][t].get(name, 0) for t in tasks], dtype=float)
+        share = counts / np.maximum(1, [sum(stats["instruction_types"][t].values()) for t in tasks])
+        axes[1].bar(tasks, share, bottom=bottom, label=name)
+        bottom += share
+    axes[1].set(title="instruction types per task", ylabel="share of steps", ylim=(0, 1))
+    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    if has_reasoning:
+        axes[2].hist(stats["reasoning_words_all"], bins=30, color="#55a868")
+        axes[2].set(title="reasoning length", xlabel="words", ylabel="steps")
+    for ax in axes[:2]:
+        ax.tick_params(axis="x", rotation=45)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

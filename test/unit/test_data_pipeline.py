@@ -1,0 +1,216 @@
+"""Collect -> bags -> sft / rl datasets, stats and LeRobot export, on a few expert episodes."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from PIL import Image
+
+from r3.data import schema as S
+from r3.data.bags import read_episode_info, read_messages
+from r3.data.build import build_dataset, find_bags
+from r3.data.cli import collect_main, dataset_main
+from r3.data.collect import CollectConfig, collect, plan
+from r3.data.seeds import collection_seed
+from r3.graph import names
+from r3.tasks.language_table.tasks import SPLITS
+
+CONFIG = {"split": "T_R", "scenes": 1, "trials": 1, "max_steps": 6}  # 3 episodes, a few steps each
+
+
+@pytest.fixture(scope="module")
+def bags(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("bags")
+    assert collect_main(["--split", "T_R", "--scenes", "1", "--trials", "1", "--max-steps", "6", "--out", str(out),
+                         "--quiet"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def datasets_dir(bags, tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("datasets")
+    for kind in S.KINDS:
+        assert dataset_main(["build", str(bags), "--out", str(root / kind), "--kind", kind]) == 0
+    return {kind: root / kind for kind in S.KINDS}
+
+
+def bag_steps(bag: Path) -> list:
+    return sorted((m for _, _, _, m in read_messages(bag, {names.REASONER_STEPS})), key=lambda m: m.step)
+
+
+def test_collect_writes_one_complete_bag_per_planned_episode(bags):
+    specs = plan(CollectConfig(out=str(bags), **CONFIG))
+    assert sorted(p.name for p in find_bags([bags])) == sorted(s.episode_id for s in specs)
+    for spec in specs:
+        info = read_episode_info(bags / spec.episode_id)
+        assert (info.status, info.task, info.seed) == ("complete", spec.task, collection_seed(spec.task, 0, 0))
+    assert not (bags / ".partial").exists()
+
+
+@pytest.mark.parametrize("kind", S.KINDS)
+def test_schema_of_every_field(datasets_dir, bags, kind):
+    root = datasets_dir[kind]
+    table = pq.read_table(next((root / S.DATA_DIR).glob("*.parquet")))
+    assert tuple(table.column_names) == S.COLUMNS[kind]
+    assert table.schema.equals(S.features(kind).arrow_schema, check_metadata=False)
+    ds = S.load_r3_dataset(root)
+    assert ds.num_rows == table.num_rows > 0
+    manifest = json.loads((root / S.MANIFEST).read_text())
+    assert (manifest["kind"], manifest["rows"], manifest["episodes"], manifest["skipped"]) == (kind, ds.num_rows, 3, [])
+    from r3.sim.language_table.env import LanguageTableEnv
+
+    env = LanguageTableEnv(width=32, height=24)
+    for row in ds:
+        bag = bags / row[S.EPISODE_ID]
+        info, steps = read_episode_info(bag), bag_steps(bag)
+        step = steps[row[S.STEP]]
+        assert len(row[S.IMAGES]) == 1 and Image.open(row[S.IMAGES][0]).size == (320, 240)
+        assert row[S.GOAL] == info.goal and row[S.NOTE] and row[S.TASK] == info.task
+        assert row[S.SPLIT] == "T_R" and row[S.TASK] in SPLITS["T_R"] and row[S.SUITE] == "language_table"
+        assert row[S.INSTRUCTION] == step.instruction and step.valid
+        assert (row[S.EPISODE_SUCCESS], row[S.EPISODE_PROGRESS], row[S.SEED]) == (info.success, info.progress,
+                                                                               info.seed)
+        env.restore(Path(row[S.SNAPSHOT]).read_bytes())
+        assert env.task_instance.task == info.task
+        if row[S.STEP] == 0:
+            assert (row[S.HISTORY], row[S.HISTORY_KIND]) == ("", "none")
+        elif kind == "sft":
+            assert (row[S.HISTORY], row[S.HISTORY_KIND]) == (steps[row[S.STEP] - 1].raw_response, "response")
+        else:
+            assert (row[S.HISTORY], row[S.HISTORY_KIND]) == (steps[row[S.STEP] - 1].instruction, "instruction")
+        if kind == "sft":
+            assert row[S.REASONING] == step.reasoning and row[S.REASONING]
+            assert row[S.RESPONSE] == f"Reasoning: {step.reasoning}\nInstruction: {step.instruction}"
+        else:
+            assert row[S.EXPERT_INSTRUCTION] == row[S.INSTRUCTION]
+            assert S.REASONING not in row and S.RESPONSE not in row
+
+
+def test_rl_has_no_repeated_instruction_and_sft_keeps_every_step(datasets_dir, bags):
+    sft, rl = (S.load_r3_dataset(datasets_dir[k]) for k in S.KINDS)
+    total = sum(len(bag_steps(b)) for b in find_bags([bags]))
+    assert sft.num_rows == total
+    for row in rl:
+        steps = bag_steps(bags / row[S.EPISODE_ID])
+        if row[S.STEP] > 0:
+            assert row[S.INSTRUCTION] != steps[row[S.STEP] - 1].instruction
+    repeats = sum(a.instruction == b.instruction for bag in find_bags([bags]) for a, b in
+                  zip(bag_steps(bag), bag_steps(bag)[1:]))
+    assert rl.num_rows == total - repeats
+
+
+def test_rebuild_is_byte_identical(datasets_dir, bags, tmp_path):
+    for kind, first in datasets_dir.items():
+        report = build_dataset(find_bags([bags]), tmp_path / kind, kind)
+        assert report.rows > 0
+        for path in sorted(first.rglob("*")):
+            if path.is_file() and path.suffix in (".parquet", ".png", ".npz", ".json"):
+                assert (tmp_path / kind / path.relative_to(first)).read_bytes() == path.read_bytes(), path
+
+
+def test_broken_bags_are_named_and_skipped(bags, tmp_path, capsys):
+    copy = tmp_path / "bags"
+    shutil.copytree(bags, copy)
+    truncated, corrupted, good = sorted(p for p in copy.iterdir() if p.is_dir())
+    mcap = next(truncated.glob("*.mcap"))
+    mcap.write_bytes(mcap.read_bytes()[: mcap.stat().st_size // 2])
+    mcap = next(corrupted.glob("*.mcap"))
+    data = bytearray(mcap.read_bytes())
+    data[8:4104] = b"\xff" * 4096  # the records after the magic: header, schemas, first chunk
+    mcap.write_bytes(bytes(data))
+    assert dataset_main(["build", str(copy), "--out", str(tmp_path / "ds"), "--kind", "sft"]) == 0
+    err = capsys.readouterr().err
+    assert f"skipped bag {truncated.name}" in err and f"skipped bag {corrupted.name}" in err
+    manifest = json.loads((tmp_path / "ds" / S.MANIFEST).read_text())
+    assert sorted(s["bag"] for s in manifest["skipped"]) == sorted([corrupted.name, truncated.name])
+    assert manifest["bags"] == [good.name]
+    assert set(S.load_r3_dataset(tmp_path / "ds")[S.EPISODE_ID]) == {good.name}
+
+
+def test_collection_resumes_where_it_stopped(bags, tmp_path):
+    out = tmp_path / "bags"
+    shutil.copytree(bags, out)
+    gone, broken, kept = sorted(p for p in out.iterdir() if p.is_dir())
+    shutil.rmtree(gone)
+    info = (broken / "r3_episode.yaml").read_text().replace("status: complete", "status: incomplete")
+    (broken / "r3_episode.yaml").write_text(info)
+    (out / ".partial" / "half-written").mkdir(parents=True)
+    kept_mtime = next(kept.glob("*.mcap")).stat().st_mtime_ns
+    report = collect(CollectConfig(out=str(out), **CONFIG), progress=False)
+    assert (report.planned, report.skipped, report.succeeded + report.failed) == (3, 1, 2)
+    assert next(kept.glob("*.mcap")).stat().st_mtime_ns == kept_mtime
+    assert read_episode_info(gone).status == read_episode_info(broken).status == "complete"
+    assert not (out / ".partial").exists()
+
+
+def test_stats_and_plot(datasets_dir, capsys):
+    root = datasets_dir["sft"]
+    assert dataset_main(["stats", str(root)]) == 0
+    stats = json.loads((root / "stats.json").read_text())
+    assert sum(stats["rows_per_task"].values()) == stats["rows"] == stats["rows_per_split"]["T_R"]
+    assert sum(sum(c.values()) for c in stats["instruction_types"].values()) == stats["rows"]
+    assert stats["reasoning_words"]["count"] == stats["rows"]
+    assert Image.open(root / "stats.png").format == "PNG"
+    assert "reasoning words" in capsys.readouterr().out
+
+
+def test_lerobot_v3_export(bags, tmp_path):
+    import imageio.v3 as iio
+    import pandas as pd
+
+    out = tmp_path / "lerobot"
+    assert dataset_main(["export-lerobot", str(bags), "--out", str(out)]) == 0
+    info = json.loads((out / "meta" / "info.json").read_text())
+    assert info["codebase_version"] == "v3.0" and info["total_episodes"] == 3
+    frames = pq.read_table(out / info["data_path"].format(chunk_index=0, file_index=0)).to_pydict()
+    assert len(frames["index"]) == info["total_frames"] and frames["index"] == list(range(info["total_frames"]))
+    episodes = pq.read_table(out / "meta/episodes/chunk-000/file-000.parquet").to_pylist()
+    assert sum(e["length"] for e in episodes) == info["total_frames"]
+    tasks = pd.read_parquet(out / "meta" / "tasks.parquet")
+    assert len(tasks) == info["total_tasks"] and set(frames["task_index"]) <= set(tasks["task_index"])
+    video = out / info["video_path"].format(video_key="observation.images.top", chunk_index=0, file_index=0)
+    assert iio.imread(video).shape == (info["total_frames"], 240, 320, 3)
+    assert episodes[-1]["videos/observation.images.top/to_timestamp"] == pytest.approx(info["total_frames"] / 10)
+    for key in ("observation.state", "action"):
+        assert len(json.loads((out / "meta" / "stats.json").read_text())[key]["mean"]) == 2
+
+
+def test_every_cli_option_has_help(capsys):
+    for main, argv in ((collect_main, []), (dataset_main, []), (dataset_main, ["build"]),
+                       (dataset_main, ["stats"]), (dataset_main, ["export-lerobot"])):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv + ["--help"])
+        assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    for option in ("--ray", "--workers", "--trials", "--scenes", "--kind", "--history", "--plot", "--frame-every"):
+        assert option in text
+
+
+def test_config_names_the_bad_value():
+    with pytest.raises(ValueError, match="CollectConfig.split"):
+        CollectConfig(out="x", split="T_X")
+    with pytest.raises(ValueError, match="CollectConfig.workers"):
+        CollectConfig(out="x", workers=0)
+
+
+@pytest.mark.slow
+def test_collect_on_a_local_ray_instance(tmp_path):
+    pytest.importorskip("ray", reason="needs the ray package (pip install ray)")
+    report = collect(CollectConfig(out=str(tmp_path), split="T_R", scenes=1, trials=1, max_steps=2,
+                                   ray_address="local"), progress=False)
+    assert report.succeeded + report.failed == 3
+    assert all(read_episode_info(p).status == "complete" for p in find_bags([tmp_path]))
+
+
+def test_png_images_are_the_recorded_frames(datasets_dir, bags):
+    row = S.load_r3_dataset(datasets_dir["sft"])[0]
+    image = next(m for _, _, _, m in read_messages(bags / row[S.EPISODE_ID], {names.CAMERA_IMAGE}))
+    recorded = np.frombuffer(image.data.tobytes(), np.uint8).reshape(image.height, image.width, 3)
+    png = np.asarray(Image.open(io.BytesIO(Path(row[S.IMAGES][0]).read_bytes())))
+    assert np.array_equal(png, recorded)

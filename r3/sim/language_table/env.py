@@ -20,7 +20,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 import weakref
 from typing import Any, ClassVar, Protocol
 
@@ -28,10 +27,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-os.environ.setdefault("MUJOCO_GL", "osmesa")  # must precede the mujoco import (headless rendering)
-import mujoco
 
 from r3.sim.language_table import scene
+from r3.sim.offscreen import mujoco
 from r3.tasks.language_table.board import BLOCKS, BOARD_HALF_EXTENTS, BoardState
 
 SNAPSHOT_VERSION = 1

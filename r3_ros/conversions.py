@@ -7,11 +7,11 @@ import math
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import Point, Pose
+from geometry_msgs.msg import Point, Pose, Vector3
 from sensor_msgs.msg import CameraInfo, Image
 
 from r3.tasks.language_table.board import BoardState
-from r3_msgs.msg import BoardObject, PrivilegedState
+from r3_msgs.msg import BoardObject, DetectedObject, DetectedObjects, PrivilegedState
 
 
 def stamp_to_ns(stamp: Time) -> int:
@@ -79,3 +79,50 @@ def task_instance_from_msg(msg: PrivilegedState):
     from r3.tasks.language_table.tasks import get_task
 
     return get_task(msg.task).from_dict(json.loads(msg.task_instance_json))
+
+
+def depth_to_msg(depth_m: np.ndarray, stamp: Time, frame_id: str, encoding: str = "16UC1") -> Image:
+    """HxW float metres -> sensor_msgs/Image: ``16UC1`` millimetres (the RealSense driver's
+    encoding; missing readings and NaN become 0) or ``32FC1`` metres."""
+    h, w = depth_m.shape
+    if encoding == "16UC1":
+        data = np.nan_to_num(depth_m * 1000.0, nan=0.0, posinf=0.0, neginf=0.0).round().clip(0, 65535).astype("<u2")
+        step = w * 2
+    elif encoding == "32FC1":
+        data, step = depth_m.astype("<f4"), w * 4
+    else:
+        raise ValueError(f"unsupported depth encoding {encoding!r}: expected 16UC1 or 32FC1")
+    msg = Image(height=h, width=w, encoding=encoding, is_bigendian=0, step=step)
+    msg.header.stamp, msg.header.frame_id = stamp, frame_id
+    msg.data = np.ascontiguousarray(data).tobytes()
+    return msg
+
+
+def msg_to_depth(msg: Image) -> np.ndarray:
+    """sensor_msgs/Image depth (16UC1 millimetres or 32FC1 metres) -> HxW float32 metres."""
+    dtypes = {"16UC1": np.uint16, "mono16": np.uint16, "32FC1": np.float32}
+    if msg.encoding not in dtypes:
+        raise ValueError(f"unsupported depth encoding {msg.encoding!r}: expected 16UC1 or 32FC1")
+    dtype = np.dtype(dtypes[msg.encoding]).newbyteorder(">" if msg.is_bigendian else "<")
+    rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
+    depth = rows[:, : msg.width * dtype.itemsize].copy().view(dtype).reshape(msg.height, msg.width)
+    return depth.astype(np.float32) / 1000.0 if dtype.kind == "u" else depth.astype(np.float32)
+
+
+def detections_to_msg(detections, msg: DetectedObjects, camera: str) -> DetectedObjects:
+    """Fill ``msg.objects`` from perception detections; an object without a 3D estimate (too few
+    valid depth pixels) gets NaN centroid and top height, zero axes and extent."""
+    objects = []
+    for d in detections:
+        g = d.geometry
+        nan = float("nan")
+        obj = DetectedObject(label=d.label, score=float(d.score), mask_id=d.mask_id,
+                             box_xyxy=[int(v) for v in d.box], valid_points=d.valid_points, camera=camera)
+        obj.centroid = Point(x=nan, y=nan, z=nan) if g is None else Point(**dict(zip("xyz", map(float, g.centroid))))
+        obj.top_height = nan if g is None else float(g.top_height)
+        if g is not None:
+            obj.principal_axes = [Vector3(**dict(zip("xyz", map(float, a)))) for a in g.axes]
+            obj.extent = Vector3(**dict(zip("xyz", map(float, g.extent))))
+        objects.append(obj)
+    msg.objects = objects
+    return msg

@@ -48,12 +48,18 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 
 # --- Python packages ---------------------------------------------------------------------------
 REQ_FILES=("$ROOT"/requirements/*.txt)
-req_hash="$(hash_of "${REQ_FILES[@]}")"
+SOURCE_BUILDS=("$ROOT"/requirements/source-builds/*.txt)
+req_hash="$(hash_of "${REQ_FILES[@]}" "${SOURCE_BUILDS[@]}")"
 if ! stamp_ok "$VENV/.r3-requirements" "$req_hash"; then
   say "installing Python packages (${REQ_FILES[*]##*/})"
   # requirements/ml.txt pins torch to the CPU build on disk, so no dependency pulls a GPU build.
   for req in "${REQ_FILES[@]}"; do
     "${PIP[@]}" install -r "$req" >"$VENV/pip-install.log" 2>&1 \
+      || { grep -vE '^WARNING: Location' "$VENV/pip-install.log" | tail -20 >&2; die "pip install -r ${req#$ROOT/} failed (full log: $VENV/pip-install.log)"; }
+  done
+  # Source-only packages that build against the venv's torch (see the files' headers).
+  for req in "${SOURCE_BUILDS[@]}"; do
+    SAM2_BUILD_CUDA=0 "${PIP[@]}" install --no-build-isolation -r "$req" >"$VENV/pip-install.log" 2>&1 \
       || { grep -vE '^WARNING: Location' "$VENV/pip-install.log" | tail -20 >&2; die "pip install -r ${req#$ROOT/} failed (full log: $VENV/pip-install.log)"; }
   done
   echo "$req_hash" > "$VENV/.r3-requirements"

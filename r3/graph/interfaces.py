@@ -73,6 +73,28 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
         actions=[names.RUN_TASK],
         action_clients=[names.FOLLOW_INSTRUCTION],
     ),
+    "r3_perception_node": NodeInterface(
+        publishes={
+            names.DETECTED_OBJECTS: "r3_msgs/msg/DetectedObjects",
+            names.PERCEPTION_ANNOTATED: "sensor_msgs/msg/Image",
+            **HEARTBEAT,
+        },
+        subscribes={
+            names.CAMERA_IMAGE: "sensor_msgs/msg/Image",
+            names.CAMERA_DEPTH: "sensor_msgs/msg/Image",
+            names.CAMERA_INFO: "sensor_msgs/msg/CameraInfo",
+        },
+        services=[names.GROUND_POINT, names.SET_PERCEPTION_QUERY],
+    ),
+    "r3_realsense_node": NodeInterface(
+        publishes={
+            names.CAMERA_IMAGE: "sensor_msgs/msg/Image",
+            names.CAMERA_INFO: "sensor_msgs/msg/CameraInfo",
+            names.CAMERA_DEPTH: "sensor_msgs/msg/Image",
+            names.CAMERA_DEPTH_INFO: "sensor_msgs/msg/CameraInfo",
+            **HEARTBEAT,
+        },
+    ),
     "r3_recorder_node": NodeInterface(
         publishes=dict(HEARTBEAT),
         subscribes={names.EPISODE_EVENTS: "r3_msgs/msg/EpisodeEvent"},  # plus the configured topics

@@ -1,0 +1,124 @@
+"""The perception loop a node drives: take a frame, segment the query, measure, ground points.
+
+ZAP's background perception: :meth:`Perception.process` runs on every frame the node accepts and
+returns the query's objects with their 3D statistics; :meth:`Perception.ground_point` answers ERR's
+point grounding on the last processed frame, whose per-frame work (SAM 2's embedding) is done.
+Backends without text queries (``sam2``) follow the objects that grounding has pointed at: each
+later frame re-prompts SAM 2 with the object's previous box.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from r3.perception.camera import RGBDFrame
+from r3.perception.geometry import valid_depth
+from r3.perception.grounding import PURPOSES, Detection, GroundingConfig, ground, measure, unknown_purpose
+from r3.perception.segmenters import Segment, Segmenter
+
+NO_FRAME = "no_frame"
+STALE_FRAME = "stale_frame"
+OUTSIDE_IMAGE = "point_outside_image"
+NO_OBJECT = "no_object_at_point"
+
+
+@dataclass
+class PerceptionConfig:
+    """``max_frame_age_s``: frames (and grounding on them) older than this are refused."""
+
+    grounding: GroundingConfig = field(default_factory=GroundingConfig)
+    max_frame_age_s: float = 1.0
+
+    def __post_init__(self):
+        if self.max_frame_age_s <= 0:
+            raise ValueError(f"max_frame_age_s must be positive, got {self.max_frame_age_s}")
+
+
+@dataclass
+class GroundResult:
+    ok: bool
+    target: np.ndarray | None = None
+    mask_id: int = 0
+    reason: str = ""
+
+
+class Perception:
+    def __init__(self, segmenter: Segmenter, config: PerceptionConfig | None = None):
+        self.segmenter = segmenter
+        self.config = config or PerceptionConfig()
+        self.query: list[str] = []
+        self.frame: RGBDFrame | None = None
+        self.detections: list[Detection] = []
+        self._valid: np.ndarray | None = None
+        self._tracked: dict[str, tuple[int, int, int, int]] = {}  # label -> last box (prompt backends)
+
+    def set_query(self, labels: list[str]) -> str:
+        """Replace the names to segment; returns why they were refused ("" when accepted)."""
+        labels = [label.strip() for label in labels]
+        if any(not label for label in labels):
+            return "empty label in the query"
+        reason = self.segmenter.refuse_labels(labels)
+        if not reason:
+            self.query = list(dict.fromkeys(labels))
+        return reason
+
+    def is_fresh(self, stamp_ns: int, now_ns: int) -> bool:
+        return now_ns - stamp_ns <= self.config.max_frame_age_s * 1e9
+
+    def process(self, frame: RGBDFrame) -> list[Detection]:
+        """Segment the query in ``frame`` and measure each object; the frame becomes current."""
+        self.segmenter.set_frame(frame)
+        self.frame, self._valid = frame, valid_depth(frame.depth_m, frame.camera)
+        if self.segmenter.text_queries:
+            segments = self.segmenter.segment_labels(self.query) if self.query else []
+        else:
+            segments = self._follow_tracked()
+        self.detections = [measure(frame, s, i + 1, self.config.grounding, self._valid)
+                           for i, s in enumerate(segments)]
+        return self.detections
+
+    def ground_point(self, label: str, u: float, v: float, purpose: str, now_ns: int) -> GroundResult:
+        """Ground a 0-1000 image point on the current frame into a 3D target (or a reason)."""
+        if self.frame is None:
+            return GroundResult(False, reason=NO_FRAME)
+        if not self.is_fresh(self.frame.stamp_ns, now_ns):
+            age = (now_ns - self.frame.stamp_ns) / 1e9
+            return GroundResult(False, reason=f"{STALE_FRAME}: newest frame is {age:.2f} s old")
+        if purpose not in PURPOSES:
+            return GroundResult(False, reason=unknown_purpose(purpose))
+        pixel = self.frame.camera.normalised_to_pixel(u, v)
+        if pixel is None:
+            return GroundResult(False, reason=f"{OUTSIDE_IMAGE}: ({u}, {v}) is not in 0-1000")
+        segment = self.segmenter.segment_point(pixel[0], pixel[1], label)
+        if segment is None:
+            return GroundResult(False, reason=NO_OBJECT)
+        target, reason = ground(self.frame, segment.mask, purpose, self.config.grounding, self._valid)
+        if target is None:
+            return GroundResult(False, reason=reason)
+        return GroundResult(True, target=target, mask_id=self._register(segment))
+
+    def _register(self, segment: Segment) -> int:
+        """The grounded object's mask id in the current frame's detections (added when new)."""
+        if not self.segmenter.text_queries:
+            self._tracked[segment.label] = segment.box
+        for d in self.detections:
+            overlap = np.logical_and(d.mask, segment.mask).sum() / max(np.logical_or(d.mask, segment.mask).sum(), 1)
+            if overlap > 0.5:
+                return d.mask_id
+        self.detections.append(measure(self.frame, segment, len(self.detections) + 1, self.config.grounding,
+                                       self._valid))
+        return self.detections[-1].mask_id
+
+    def _follow_tracked(self) -> list[Segment]:
+        out = []
+        for label in self.query:
+            box = self._tracked.get(label)
+            segment = None if box is None else self.segmenter.segment_box(box, label)
+            if segment is None:
+                self._tracked.pop(label, None)
+            else:
+                self._tracked[label] = segment.box
+                out.append(segment)
+        return out

@@ -1,0 +1,123 @@
+"""Segmenter backends behind one interface, chosen by name: ``sim``, ``sam2``, ``owlv2+sam2``.
+
+A segmenter sees one frame at a time (:meth:`Segmenter.set_frame` does the per-frame work, such as
+SAM 2's image embedding, once) and then answers prompts on it: the object under an image point,
+the object inside a box, and, where it understands text (``sim`` by ground-truth name,
+``owlv2+sam2`` through an open-vocabulary detector), the objects matching a list of names.
+"""
+
+from __future__ import annotations
+
+import functools
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+from r3.perception.camera import RGBDFrame
+from r3.perception.geometry import mask_box
+
+BACKENDS = ("sim", "sam2", "owlv2+sam2")
+
+
+@dataclass
+class Segment:
+    """One object mask in the current frame: boolean HxW ``mask``, ``score`` in [0, 1]."""
+
+    label: str
+    mask: np.ndarray
+    score: float
+
+    @functools.cached_property
+    def box(self) -> tuple[int, int, int, int] | None:
+        return mask_box(self.mask)
+
+
+class Segmenter(ABC):
+    #: True when :meth:`segment_labels` can find objects by name; the others follow an object
+    #: from a point (a GroundPoint call) by box prompts, frame to frame.
+    text_queries: bool = False
+
+    def refuse_labels(self, labels: list[str]) -> str:
+        """Why these names cannot be served ("" when they can)."""
+        return ""
+
+    @abstractmethod
+    def set_frame(self, frame: RGBDFrame) -> None:
+        """Take the frame that the next prompts refer to (per-frame work happens here, once)."""
+
+    @abstractmethod
+    def segment_point(self, col: int, row: int, label: str) -> Segment | None:
+        """The object under pixel (col, row), or None where there is none."""
+
+    def segment_box(self, box: tuple[int, int, int, int], label: str) -> Segment | None:
+        """The object inside an xyxy pixel box; only prompt-driven backends implement it."""
+        raise NotImplementedError(f"{type(self).__name__} takes no box prompts")
+
+    def segment_labels(self, labels: list[str]) -> list[Segment]:
+        """All objects matching ``labels`` (only backends with ``text_queries``)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot find objects by name")
+
+
+class SimSegmenter(Segmenter):
+    """Simulator instance masks, named as the simulator names them (ground truth, for sim only)."""
+
+    text_queries = True
+
+    def __init__(self):
+        self._ids: np.ndarray | None = None
+        self._names: dict[int, str] = {}
+
+    def set_frame(self, frame: RGBDFrame) -> None:
+        if frame.instances is None or frame.instance_names is None:
+            raise ValueError("the sim segmenter needs frames with simulator instance masks")
+        self._ids, self._names = frame.instances, frame.instance_names
+
+    def refuse_labels(self, labels: list[str]) -> str:
+        return ""  # unknown names simply find nothing: the simulator's object set changes per task
+
+    def segment_point(self, col: int, row: int, label: str) -> Segment | None:
+        instance = int(self._ids[row, col])
+        if instance not in self._names:
+            return None
+        return Segment(self._names[instance], self._ids == instance, 1.0)
+
+    def segment_labels(self, labels: list[str]) -> list[Segment]:
+        by_name = {name: i for i, name in self._names.items()}
+        out = []
+        for label in labels:
+            if label in by_name:
+                mask = self._ids == by_name[label]
+                if mask.any():
+                    out.append(Segment(label, mask, 1.0))
+        return out
+
+
+def instances_from_mujoco_segmentation(seg: np.ndarray, geom_to_object: dict[int, int]) -> np.ndarray:
+    """MuJoCo's segmentation render (HxWx2: object id, object type) -> per-pixel instance ids.
+
+    ``geom_to_object`` maps geom ids to instance ids (>= 1); every other pixel gets 0. Simulators
+    use it to fill :attr:`RGBDFrame.instances` for the ``sim`` segmenter.
+    """
+    lut = np.zeros(max(geom_to_object, default=0) + 2, dtype=np.int32)
+    for geom, instance in geom_to_object.items():
+        lut[geom] = instance
+    ids = seg[..., 0]
+    is_geom = (seg[..., 1] == int(mujoco.mjtObj.mjOBJ_GEOM)) & (ids >= 0) & (ids < len(lut))
+    return np.where(is_geom, lut[np.clip(ids, 0, len(lut) - 1)], 0)
+
+
+def make_segmenter(backend: str, **options) -> Segmenter:
+    """Build a backend by name; ``options`` are its config's fields (model paths, device, ...)."""
+    if backend == "sim":
+        return SimSegmenter()
+    if backend == "sam2":
+        from r3.perception.sam2_backend import Sam2Config, Sam2Segmenter
+
+        return Sam2Segmenter(Sam2Config(**options))
+    if backend == "owlv2+sam2":
+        from r3.perception.owlv2 import Owlv2Sam2Config, Owlv2Sam2Segmenter
+
+        return Owlv2Sam2Segmenter(Owlv2Sam2Config(**options))
+    raise ValueError(f"unknown segmenter backend {backend!r}; expected one of {', '.join(BACKENDS)}")

@@ -1,0 +1,198 @@
+"""r3_perception_node: segmentation + depth -> DetectedObjects, an annotated image, and grounding.
+
+Colour, aligned depth and camera_info come in under the RealSense driver's names; colour and depth
+are paired by stamp (approximate sync), and a pair older than ``max_frame_age_s`` on this node's
+clock is refused. A worker thread processes the newest accepted pair whenever it is free (ZAP's
+background perception), so a slow segmenter skips frames instead of queueing them. GroundPoint
+answers on the last processed frame. The segmenter is built once, when the node is constructed.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import transforms3d
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.node import Node
+from rclpy.qos import qos_profile_sensor_data
+from sensor_msgs.msg import CameraInfo, Image
+
+from r3.graph import names
+from r3.perception.annotate import annotate
+from r3.perception.camera import CameraModel, RGBDFrame
+from r3.perception.grounding import GroundingConfig
+from r3.perception.pipeline import Perception, PerceptionConfig
+from r3.perception.segmenters import make_segmenter
+from r3.perception.sync import PairSync
+from r3_msgs.msg import DetectedObjects
+from r3_msgs.srv import GroundPoint, SetPerceptionQuery
+from r3_ros.conversions import (
+    detections_to_msg,
+    image_to_msg,
+    msg_to_depth,
+    msg_to_image,
+    ns_to_stamp,
+    stamp_to_ns,
+)
+from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.spin import run_node
+
+PARAMETERS = {
+    "backend": "sam2",  # sim | sam2 | owlv2+sam2
+    "sam2_model_config": "configs/sam2.1/sam2.1_hiera_t.yaml",
+    "sam2_checkpoint": "",  # empty = random weights (tests only)
+    "sam2_image_size": 1024,
+    "detector": "",  # owlv2+sam2: local folder with the OWLv2 model and processor
+    "device": "cpu",
+    "camera_name": "camera",
+    "base_frame": "",  # empty = report in the camera's optical frame
+    "base_from_camera": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0],  # x y z qx qy qz qw of the optical frame
+    "min_depth_m": 0.1,
+    "max_depth_m": 3.0,
+    "min_valid_pixels": 20,
+    "max_frame_age_s": 1.0,
+    "sync_slop_s": 0.02,
+    "query": [""],  # initial names; [""] = none (ROS cannot type an empty list default)
+}
+
+
+class PerceptionNode(Node):
+    def __init__(self):
+        super().__init__("r3_perception_node")
+        for key, default in PARAMETERS.items():
+            self.declare_parameter(key, default)
+        self.p = {key: self.get_parameter(key).value for key in PARAMETERS}
+        self.extrinsics = self._extrinsics(self.p["base_from_camera"])
+        self.perception = Perception(self._segmenter(), PerceptionConfig(
+            GroundingConfig(self.p["min_valid_pixels"]), max_frame_age_s=self.p["max_frame_age_s"]))
+        reason = self.perception.set_query([q for q in self.p["query"] if q])
+        if reason:
+            raise ValueError(f"parameter query refused: {reason}")
+
+        self.lock = threading.Lock()  # the perception state: frame, detections, query
+        self.wake = threading.Condition()
+        self.pending: tuple[int, Image, Image, CameraInfo] | None = None
+        self.running = True
+        self.sync = PairSync(self.p["sync_slop_s"])
+        self.info: CameraInfo | None = None
+        self.refused_stale = 0
+
+        sensors = MutuallyExclusiveCallbackGroup()
+        self.create_subscription(Image, names.CAMERA_IMAGE, lambda m: self.on_image(0, m), qos_profile_sensor_data,
+                                 callback_group=sensors)
+        self.create_subscription(Image, names.CAMERA_DEPTH, lambda m: self.on_image(1, m), qos_profile_sensor_data,
+                                 callback_group=sensors)
+        self.create_subscription(CameraInfo, names.CAMERA_INFO, self.on_info, qos_profile_sensor_data,
+                                 callback_group=sensors)
+        self.objects_pub = self.create_publisher(DetectedObjects, names.DETECTED_OBJECTS, 10)
+        self.annotated_pub = self.create_publisher(Image, names.PERCEPTION_ANNOTATED, 5)
+        services = ReentrantCallbackGroup()
+        self.create_service(GroundPoint, names.GROUND_POINT, self.on_ground, callback_group=services)
+        self.create_service(SetPerceptionQuery, names.SET_PERCEPTION_QUERY, self.on_query, callback_group=services)
+        self.heartbeat = HeartbeatPublisher(self)
+        self.worker = threading.Thread(target=self.process_loop, daemon=True)
+        self.worker.start()
+        self.get_logger().info(f"perception ready: backend {self.p['backend']}, camera {self.p['camera_name']}")
+
+    def _segmenter(self):
+        backend = self.p["backend"]
+        sam2 = {"model_config": self.p["sam2_model_config"], "checkpoint": self.p["sam2_checkpoint"],
+                "image_size": self.p["sam2_image_size"], "device": self.p["device"]}
+        if backend == "sam2":
+            return make_segmenter("sam2", **sam2)
+        if backend == "owlv2+sam2":
+            return make_segmenter(backend, detector=self.p["detector"], device=self.p["device"], sam2=sam2)
+        return make_segmenter(backend)
+
+    @staticmethod
+    def _extrinsics(xyz_quat: list[float]) -> np.ndarray:
+        if len(xyz_quat) != 7:
+            raise ValueError(f"base_from_camera must be [x, y, z, qx, qy, qz, qw], got {xyz_quat}")
+        x, y, z, qx, qy, qz, qw = xyz_quat
+        t = np.eye(4)
+        t[:3, :3] = transforms3d.quaternions.quat2mat([qw, qx, qy, qz])
+        t[:3, 3] = (x, y, z)
+        return t
+
+    def shutdown(self) -> None:
+        with self.wake:
+            self.running = False
+            self.wake.notify_all()
+        self.worker.join(timeout=5.0)
+
+    # -- inputs ----------------------------------------------------------------------------------
+    def on_info(self, msg: CameraInfo) -> None:
+        self.info = msg
+
+    def on_image(self, stream: int, msg: Image) -> None:
+        pair = self.sync.add(stream, stamp_to_ns(msg.header.stamp), msg)
+        if pair is None or self.info is None:
+            return
+        if not self.perception.is_fresh(pair[0], self.get_clock().now().nanoseconds):
+            self.refused_stale += 1
+            self.get_logger().warn(f"refused a frame older than {self.p['max_frame_age_s']} s "
+                                   f"({self.refused_stale} so far)", throttle_duration_sec=5.0)
+            return
+        with self.wake:
+            self.pending = (*pair, self.info)
+            self.wake.notify_all()
+
+    # -- the background loop ---------------------------------------------------------------------------
+    def process_loop(self) -> None:
+        while True:
+            with self.wake:
+                self.wake.wait_for(lambda: self.pending is not None or not self.running)
+                if not self.running:
+                    return
+                (stamp_ns, colour, depth, info), self.pending = self.pending, None
+            try:
+                frame = self.to_frame(stamp_ns, colour, depth, info)
+                with self.lock:
+                    detections = self.perception.process(frame)
+            except ValueError as exc:  # malformed input: say so, keep running
+                self.get_logger().error(f"frame skipped: {exc}", throttle_duration_sec=5.0)
+                continue
+            frame_id = self.p["base_frame"] or colour.header.frame_id
+            out = DetectedObjects()
+            out.header.stamp, out.header.frame_id = colour.header.stamp, frame_id
+            self.objects_pub.publish(detections_to_msg(detections, out, self.p["camera_name"]))
+            self.annotated_pub.publish(image_to_msg(annotate(frame.rgb, detections), colour.header.stamp,
+                                                    colour.header.frame_id))
+
+    def to_frame(self, stamp_ns: int, colour: Image, depth: Image, info: CameraInfo) -> RGBDFrame:
+        camera = CameraModel(k=np.array(info.k), width=info.width, height=info.height,
+                             base_from_camera=self.extrinsics, name=self.p["camera_name"],
+                             min_depth_m=self.p["min_depth_m"], max_depth_m=self.p["max_depth_m"])
+        return RGBDFrame(rgb=msg_to_image(colour), depth_m=msg_to_depth(depth), camera=camera, stamp_ns=stamp_ns)
+
+    # -- services ----------------------------------------------------------------------------------
+    def on_ground(self, request: GroundPoint.Request, response: GroundPoint.Response) -> GroundPoint.Response:
+        if request.camera not in ("", self.p["camera_name"]):
+            response.reason = f"unknown_camera: {request.camera!r} (this node serves {self.p['camera_name']!r})"
+            return response
+        with self.lock:
+            frame = self.perception.frame
+            result = self.perception.ground_point(request.label, request.u, request.v, request.purpose,
+                                                  self.get_clock().now().nanoseconds)
+        response.ok, response.mask_id, response.reason = result.ok, result.mask_id, result.reason
+        if result.ok:
+            response.target.header.frame_id = self.p["base_frame"] or self.info.header.frame_id
+            response.target.header.stamp = ns_to_stamp(frame.stamp_ns)
+            response.target.point.x, response.target.point.y, response.target.point.z = map(float, result.target)
+        return response
+
+    def on_query(self, request: SetPerceptionQuery.Request,
+                 response: SetPerceptionQuery.Response) -> SetPerceptionQuery.Response:
+        with self.lock:
+            response.reason = self.perception.set_query(list(request.labels))
+        response.ok = not response.reason
+        return response
+
+
+def main(args=None) -> None:
+    run_node(PerceptionNode, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+"""The perception nodes over DDS: r3_perception_node with the sam2 backend (random weights) fed
+synthetic RGB-D frames by the test, and r3_realsense_node fed through the RealSense SDK's
+software device."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.ros
+
+
+@pytest.fixture
+def ros():
+    import rclpy
+
+    rclpy.init()
+    yield rclpy
+    rclpy.try_shutdown()
+
+
+def call(rclpy, node, client, request, timeout_s=60.0):
+    future = client.call_async(request)
+    rclpy.spin_until_future_complete(node, future, timeout_sec=timeout_s)
+    assert future.done(), f"{client.srv_name} did not answer within {timeout_s} s"
+    return future.result()
+
+
+@pytest.mark.slow
+def test_perception_node_with_sam2_grounds_points_and_publishes_objects(ros, ros_env):
+    pytest.importorskip("sam2", reason="needs the sam2 package")
+    import transforms3d
+    from rclpy.node import Node
+    from sensor_msgs.msg import CameraInfo, Image
+
+    from r3.graph import names
+    from r3.perception.scene import TabletopScene
+    from r3_msgs.msg import DetectedObjects
+    from r3_msgs.srv import GroundPoint, SetPerceptionQuery
+    from r3_ros.conversions import camera_info_msg, depth_to_msg, image_to_msg
+
+    scene = TabletopScene(320, 240)
+    frame = scene.render()
+    scene.close()
+    t = frame.camera.base_from_camera
+    qw, qx, qy, qz = transforms3d.quaternions.mat2quat(t[:3, :3])
+    extrinsics = f"[{t[0, 3]},{t[1, 3]},{t[2, 3]},{qx},{qy},{qz},{qw}]"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "r3_perception_node.main", "--ros-args", "-p", "backend:=sam2",
+         "-p", "sam2_image_size:=256", "-p", "base_frame:=base_link", "-p", f"base_from_camera:={extrinsics}",
+         "-p", "max_frame_age_s:=5.0"], env=ros_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    node = Node("perception_test_client")
+    try:
+        pubs = [node.create_publisher(Image, names.CAMERA_IMAGE, 5), node.create_publisher(Image, names.CAMERA_DEPTH, 5),
+                node.create_publisher(CameraInfo, names.CAMERA_INFO, 5)]
+
+        def publish():
+            stamp, fid = node.get_clock().now().to_msg(), "camera_color_optical_frame"
+            pubs[2].publish(camera_info_msg(frame.camera.k, 320, 240, stamp, fid))
+            pubs[0].publish(image_to_msg(frame.rgb, stamp, fid))
+            pubs[1].publish(depth_to_msg(frame.depth_m, stamp, fid))
+
+        node.create_timer(0.2, publish)
+        objects, annotated = [], []
+        node.create_subscription(DetectedObjects, names.DETECTED_OBJECTS, objects.append, 10)
+        node.create_subscription(Image, names.PERCEPTION_ANNOTATED, annotated.append, 10)
+        query = node.create_client(SetPerceptionQuery, names.SET_PERCEPTION_QUERY)
+        ground = node.create_client(GroundPoint, names.GROUND_POINT)
+        assert ground.wait_for_service(timeout_sec=60), "r3_perception_node never offered its services"
+        assert call(ros, node, query, SetPerceptionQuery.Request(labels=["box"])).ok
+
+        deadline, result = time.monotonic() + 60, None
+        while time.monotonic() < deadline:
+            result = call(ros, node, ground, GroundPoint.Request(label="box", u=450.0, v=600.0, purpose="pick"))
+            if result.reason != "no_frame":
+                break
+            time.sleep(0.2)
+        assert result.ok or result.reason in ("no_object_at_point", "too_few_valid_depth_pixels"), result.reason
+        if result.ok:
+            assert result.target.header.frame_id == "base_link" and result.mask_id >= 1
+            assert np.isfinite([result.target.point.x, result.target.point.y, result.target.point.z]).all()
+            assert -0.05 < result.target.point.z < 0.25  # on the table or an object, not the camera frame
+        wrong = call(ros, node, ground, GroundPoint.Request(label="box", u=450.0, v=600.0, purpose="pick", camera="wrist"))
+        assert not wrong.ok and wrong.reason.startswith("unknown_camera")
+
+        n_before = len(objects)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (len(objects) <= n_before or not annotated):
+            ros.spin_once(node, timeout_sec=0.1)
+        assert len(objects) > n_before and annotated, proc.stdout.read() if proc.poll() is not None else ""
+        latest = objects[-1]
+        assert latest.header.frame_id == "base_link"
+        assert [o.label for o in latest.objects] == (["box"] if result.ok else [])
+        assert (annotated[-1].width, annotated[-1].height, annotated[-1].encoding) == (320, 240, "rgb8")
+    finally:
+        node.destroy_node()
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def software_realsense(width: int, height: int):
+    """A RealSense made of software sensors: returns (push(depth_mm, rgb, n), syncer, depth sensor)."""
+    import pyrealsense2 as rs
+
+    device = rs.software_device()
+    depth_sensor, colour_sensor = device.add_sensor("Depth"), device.add_sensor("Color")
+    intr = rs.intrinsics()
+    intr.width, intr.height, intr.fx, intr.fy = width, height, 300.0, 300.0
+    intr.ppx, intr.ppy, intr.model, intr.coeffs = (width - 1) / 2, (height - 1) / 2, rs.distortion.none, [0.0] * 5
+
+    def stream(kind, uid, bpp, fmt):
+        s = rs.video_stream()
+        s.type, s.index, s.uid, s.width, s.height, s.fps, s.bpp, s.fmt, s.intrinsics = (
+            kind, 0, uid, width, height, 30, bpp, fmt, intr)
+        return s
+
+    depth_profile = depth_sensor.add_video_stream(stream(rs.stream.depth, 0, 2, rs.format.z16))
+    colour_profile = colour_sensor.add_video_stream(stream(rs.stream.color, 1, 3, rs.format.rgb8))
+    depth_sensor.add_read_only_option(rs.option.depth_units, 0.001)
+    identity = rs.extrinsics()
+    identity.rotation, identity.translation = [1, 0, 0, 0, 1, 0, 0, 0, 1], [0, 0, 0]
+    depth_profile.register_extrinsics_to(colour_profile, identity)
+    device.create_matcher(rs.matchers.default)
+    syncer = rs.syncer()
+    for sensor, profile in ((depth_sensor, depth_profile), (colour_sensor, colour_profile)):
+        sensor.open(profile)
+        sensor.start(syncer)
+
+    def push(depth_mm: np.ndarray, rgb: np.ndarray, n: int) -> None:
+        for sensor, profile, pixels, bpp in ((depth_sensor, depth_profile, depth_mm, 2),
+                                              (colour_sensor, colour_profile, rgb, 3)):
+            f = rs.software_video_frame()
+            f.pixels, f.bpp, f.stride, f.timestamp = pixels, bpp, width * bpp, n * 33.0
+            f.domain, f.frame_number, f.profile = rs.timestamp_domain.hardware_clock, n, profile.as_video_stream_profile()
+            sensor.on_video_frame(f)
+
+    return push, syncer, depth_sensor, device
+
+
+def test_realsense_node_publishes_frames_from_the_sdk(ros):
+    pytest.importorskip("pyrealsense2", reason="needs pyrealsense2")
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from sensor_msgs.msg import CameraInfo, Image
+
+    from r3.graph import names
+    from r3.perception.realsense import RealSenseCamera
+    from r3_realsense_node.main import RealSenseNode
+    from r3_ros.conversions import msg_to_depth, msg_to_image
+
+    w, h = 96, 72
+    push, syncer, depth_sensor, device = software_realsense(w, h)
+    depth_mm = (700 + 3 * np.arange(w)[None, :] + 2 * np.arange(h)[:, None]).astype(np.uint16)  # a smooth slope
+    depth_mm[:4, :4] = 0  # no reading
+    rgb = np.random.default_rng(1).integers(0, 256, (h, w, 3), dtype=np.uint8)
+
+    camera_node = RealSenseNode(RealSenseCamera(syncer, depth_sensor))
+    listener = Node("realsense_test_listener")
+    got: dict[str, list] = {"image": [], "depth": [], "info": [], "depth_info": []}
+    for key, topic, kind in (("image", names.CAMERA_IMAGE, Image), ("depth", names.CAMERA_DEPTH, Image),
+                             ("info", names.CAMERA_INFO, CameraInfo), ("depth_info", names.CAMERA_DEPTH_INFO, CameraInfo)):
+        listener.create_subscription(kind, topic, got[key].append, 10)
+    executor = SingleThreadedExecutor()
+    executor.add_node(camera_node)
+    executor.add_node(listener)
+    try:
+        deadline, n = time.monotonic() + 30, 0
+        while time.monotonic() < deadline and not all(got.values()):
+            push(depth_mm, rgb, n)
+            n += 1
+            executor.spin_once(timeout_sec=0.05)
+        assert all(got.values()), {k: len(v) for k, v in got.items()}
+        assert np.array_equal(msg_to_image(got["image"][-1]), rgb)
+        depth = got["depth"][-1]
+        assert depth.encoding == "16UC1" and depth.header.frame_id == "camera_color_optical_frame"
+        # rs.align re-projects depth into the colour image; with identical intrinsics every reading
+        # lands on its own pixel or a neighbour's, and the SDK's rounding leaves some pixels empty.
+        aligned = msg_to_depth(depth)
+        filled = aligned > 0
+        err = np.abs(aligned[filled] - depth_mm[filled] / 1000.0)
+        assert filled.mean() > 0.4 and np.all(aligned[:3, :3] == 0)
+        assert np.mean(err < 1e-4) > 0.98 and err.max() < 0.0055  # one neighbour on the slope: <= 5 mm
+        info = got["info"][-1]
+        assert (info.width, info.height) == (w, h)
+        assert np.allclose(np.array(info.k).reshape(3, 3), [[300, 0, (w - 1) / 2], [0, 300, (h - 1) / 2], [0, 0, 1]])
+        assert got["depth_info"][-1].k.tolist() == info.k.tolist()
+    finally:
+        executor.shutdown()
+        camera_node.shutdown()
+        camera_node.destroy_node()
+        listener.destroy_node()
+        del device
+
+
+def test_realsense_without_a_device_says_so():
+    pytest.importorskip("pyrealsense2", reason="needs pyrealsense2")
+    from r3.perception.realsense import RealSenseCamera, RealSenseConfig
+
+    with pytest.raises(RuntimeError, match="no RealSense device|not found"):
+        RealSenseCamera.open(RealSenseConfig(serial="000000000000"))

@@ -1,0 +1,78 @@
+"""Model loading for training, and checkpoints the reasoner backend and vLLM both load.
+
+A checkpoint is a plain transformers model directory: ``config.json``, safetensors weights,
+the processor files (tokenizer, image processor, chat template) and ``generation_config.json``,
+plus ``r3_train.json`` saying how it was made. LoRA runs save merged weights unless told not to
+(``lora.merge: false``); an adapter directory merges later with :func:`merge_adapter`
+(``r3 train export``). ``make_backend("transformers:DIR")`` and ``vllm serve DIR`` take the result.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def resolve_device(device: str) -> tuple[str, bool]:
+    """("cuda" | "cpu", whether bf16 is the "auto" precision) for a config's ``device``."""
+    import torch
+
+    cuda = torch.cuda.is_available() and device != "cpu"
+    if device == "cuda" and not cuda:
+        raise RuntimeError("device='cuda' but torch sees no GPU")
+    return ("cuda" if cuda else "cpu"), cuda
+
+
+def load_model(model_dir: str | Path, dtype: str = "float32"):
+    """Processor and model from a local directory (never downloads).
+
+    Training loads float32 master weights and computes in bf16 under autocast (``bf16=True``):
+    at R^3's learning rates (1e-6, 2e-6) an update is far below bf16's resolution of a weight,
+    so pure-bf16 weights would barely move. ``dtype="auto"`` keeps the checkpoint's own dtype.
+    """
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(f"not a model directory (no config.json): {model_dir}")
+    processor = AutoProcessor.from_pretrained(model_dir, local_files_only=True)
+    model = AutoModelForImageTextToText.from_pretrained(
+        model_dir, local_files_only=True, dtype=dtype if dtype == "auto" else getattr(torch, dtype)
+    )
+    return processor, model
+
+
+def save_final(trainer, processor, base_model: str | Path, out_dir: str | Path, info: dict, merge: bool) -> Path:
+    """Save the trained model as a checkpoint at ``out_dir`` (all processes call this).
+
+    ``trainer.save_model`` gathers sharded weights (DeepSpeed ZeRO-3, FSDP). A LoRA run with
+    ``merge`` saves its adapter next to ``out_dir`` and the main process merges it into the base.
+    """
+    out = Path(out_dir)
+    main = trainer.accelerator.is_main_process
+    if merge and hasattr(trainer.model, "peft_config"):
+        adapter = out.with_name(out.name + "_adapter")
+        trainer.save_model(str(adapter))
+        if main:
+            merge_adapter(adapter, base_model, out)
+    else:
+        trainer.save_model(str(out))
+        if main:
+            processor.save_pretrained(out)
+    if main:
+        (out / "r3_train.json").write_text(json.dumps(info, indent=1, default=str))
+    trainer.accelerator.wait_for_everyone()
+    return out
+
+
+def merge_adapter(adapter_dir: str | Path, base_model: str | Path, out_dir: str | Path) -> Path:
+    """Fold a saved LoRA adapter into ``base_model`` and save a plain checkpoint at ``out_dir``."""
+    from peft import PeftModel
+
+    processor, model = load_model(base_model, dtype="auto")
+    merged = PeftModel.from_pretrained(model, str(adapter_dir), local_files_only=True).merge_and_unload()
+    out = Path(out_dir)
+    merged.save_pretrained(out, safe_serialization=True)
+    processor.save_pretrained(out)
+    return out

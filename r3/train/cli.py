@@ -1,0 +1,101 @@
+"""``r3 train``: sft | rl | impute from a YAML config, and export (merge a LoRA adapter).
+
+Every job validates its config and dataset first and stops with one line naming the problem
+(exit 2) before any model loads. ``--check`` stops there and prints what would reach TRL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from r3.train.config import ConfigError, ImputeConfig, RLConfig, SFTConfig, load_config
+from r3.train.rows import DatasetError
+
+JOBS = {"sft": SFTConfig, "rl": RLConfig, "impute": ImputeConfig}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="r3 train", description="Train the reasoner (R^3 Stage I SFT, Stage II RL).")
+    sub = p.add_subparsers(dest="job", required=True, metavar="JOB")
+    helps = {
+        "sft": "Stage I mid-training on TRL's SFTTrainer",
+        "rl": "Stage II single-step RL on TRL's GRPOTrainer (Dr. GRPO; GSPO by config)",
+        "impute": "sample the mid-trained model to fill in missing previous-step reasoning for RL rows",
+    }
+    for job, help_text in helps.items():
+        j = sub.add_parser(job, help=help_text, description=help_text)
+        j.add_argument("--config", required=True, help="YAML file, e.g. config/train/sft_language_table.yaml")
+        j.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override one config key (VALUE is read as YAML); repeatable")
+        j.add_argument("--check", action="store_true",
+                       help="validate the config and dataset, print the rows and TRL arguments, load no model")
+    e = sub.add_parser("export", help="merge a LoRA adapter checkpoint into its base model")
+    e.add_argument("--adapter", required=True, help="adapter directory (e.g. OUTPUT_DIR/checkpoint-500)")
+    e.add_argument("--base", required=True, help="the base model directory the run started from")
+    e.add_argument("--out", required=True, help="where to write the merged checkpoint")
+    return p
+
+
+def _overrides(pairs: list[str]) -> dict:
+    import yaml
+
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def train_main(argv: list[str] | None = None) -> int:
+    """Entry point of ``r3 train``; 0 on success, 2 on a bad config or dataset."""
+    args = _parser().parse_args(argv)
+    if args.job == "export":
+        from r3.train.checkpoint import merge_adapter
+
+        print(merge_adapter(args.adapter, args.base, args.out))
+        return 0
+    try:
+        cfg = load_config(args.config, JOBS[args.job], _overrides(args.set))
+        if args.check:
+            return _check(args.job, cfg)
+        result = _run(args.job, cfg)
+    except (ConfigError, DatasetError) as err:
+        print(f"r3 train {args.job}: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, default=str))
+    return 0
+
+
+def _check(job: str, cfg) -> int:
+    if job == "sft":
+        from r3.train.sft import prepare_sft
+
+        rows, arguments = prepare_sft(cfg)
+    elif job == "rl":
+        from r3.train.grpo import prepare_rl
+
+        rows, _, arguments = prepare_rl(cfg)
+    else:
+        from r3.train.rows import RL_COLUMNS, open_dataset
+
+        rows, arguments = open_dataset(cfg.dataset, cfg.splits, RL_COLUMNS, cfg.max_rows), {}
+    print(json.dumps({"rows": len(rows), "arguments": arguments}, indent=1, default=str))
+    return 0
+
+
+def _run(job: str, cfg):
+    if job == "sft":
+        from r3.train.sft import run_sft
+
+        return {"checkpoint": run_sft(cfg)}
+    if job == "rl":
+        from r3.train.grpo import run_rl
+
+        return {"checkpoint": run_rl(cfg)}
+    from r3.train.impute import run_impute
+
+    return run_impute(cfg)

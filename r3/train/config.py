@@ -1,0 +1,264 @@
+"""Training configs: one dataclass per job, each validating itself and naming the bad key or value.
+
+YAML files map one to one onto these dataclasses (:func:`load_config`); an unknown key, a value of
+the wrong type or out of range raises :class:`ConfigError` before any dataset or model is touched.
+Defaults are the paper's (R^3 Appendix A.6): Table 8 for :class:`SFTConfig`, Table 9 with Dr. GRPO
+for :class:`RLConfig`. Which field reaches which TRL argument is written in :mod:`r3.train.sft` and
+:mod:`r3.train.grpo`, next to the code that passes it.
+
+This module imports neither torch nor TRL, so checking a config is instant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from r3.reasoning.prompts import MODES
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; the message names the file, the key and what was expected."""
+
+
+PRECISIONS = ("auto", "bf16", "fp32")
+DEVICES = ("auto", "cpu", "cuda")
+SCHEDULERS = ("cosine", "linear", "constant", "constant_with_warmup")
+LOSS_TYPES = ("dr_grpo", "grpo", "dapo", "bnpo")
+SCALE_REWARDS = ("none", "group", "batch")
+IMPORTANCE_LEVELS = ("token", "sequence")
+VLLM_MODES = ("colocate", "server")
+REWARD_TERMS = ("judge", "length")
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+@dataclass
+class LoraSettings:
+    """PEFT LoRA adapters instead of a full fine-tune; ``merge`` folds them into the saved model."""
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: str | list[str] = "all-linear"
+    merge: bool = True
+
+    def __post_init__(self) -> None:
+        _check(self.r >= 1, f"lora.r={self.r}: must be >= 1")
+        _check(self.alpha >= 1, f"lora.alpha={self.alpha}: must be >= 1")
+        _check(0 <= self.dropout < 1, f"lora.dropout={self.dropout}: must be in [0, 1)")
+        _check(bool(self.target_modules), "lora.target_modules: must name modules or be 'all-linear'")
+
+
+@dataclass
+class _Common:
+    """Fields every training job shares."""
+
+    model: str = ""  # local model directory (never downloaded)
+    dataset: str = ""  # dataset directory written by `r3 dataset build`
+    output_dir: str = ""
+    splits: list[str] | None = None  # task splits to train on (T_M, T_R, T_O); None = every row
+    max_rows: int | None = None  # use only the first N rows (smoke tests, quick looks)
+    mode: str = "reason"  # "reason" or "instruction_only" (the no-think IL baseline)
+    thinking: bool = False  # passed to the chat template as enable_thinking, as the reasoner backend does
+    lora: LoraSettings | None = None
+    learning_rate: float = 1e-6
+    num_train_epochs: float = 2.0
+    max_steps: int = -1  # > 0 overrides the epochs
+    lr_scheduler_type: str = "cosine"
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.0
+    per_device_train_batch_size: int = 1
+    gradient_checkpointing: bool = True
+    precision: str = "auto"  # "auto" = bf16 on a GPU, fp32 on CPU
+    device: str = "auto"
+    seed: int = 0
+    logging_steps: int = 1
+    save_steps: int = 500
+    save_total_limit: int | None = 2
+    report_to: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for key in ("model", "dataset", "output_dir"):
+            _check(bool(getattr(self, key)), f"{key}: required")
+        _check(self.mode in MODES, f"mode={self.mode!r}: expected one of {MODES}")
+        _check(self.max_rows is None or self.max_rows >= 1, f"max_rows={self.max_rows}: must be >= 1")
+        _check(self.learning_rate > 0, f"learning_rate={self.learning_rate}: must be > 0")
+        _check(self.num_train_epochs > 0, f"num_train_epochs={self.num_train_epochs}: must be > 0")
+        _check(self.max_steps == -1 or self.max_steps >= 1, f"max_steps={self.max_steps}: -1 or >= 1")
+        _check(self.lr_scheduler_type in SCHEDULERS, f"lr_scheduler_type={self.lr_scheduler_type!r}: expected one of {SCHEDULERS}")
+        _check(0 <= self.warmup_ratio < 1, f"warmup_ratio={self.warmup_ratio}: must be in [0, 1)")
+        _check(self.weight_decay >= 0, f"weight_decay={self.weight_decay}: must be >= 0")
+        _check(self.per_device_train_batch_size >= 1, f"per_device_train_batch_size={self.per_device_train_batch_size}: must be >= 1")
+        _check(self.precision in PRECISIONS, f"precision={self.precision!r}: expected one of {PRECISIONS}")
+        _check(self.device in DEVICES, f"device={self.device!r}: expected one of {DEVICES}")
+        _check(self.logging_steps >= 1 and self.save_steps >= 1, "logging_steps and save_steps: must be >= 1")
+        if isinstance(self.lora, dict):
+            self.lora = _build(LoraSettings, self.lora, "lora")
+
+
+@dataclass
+class SFTConfig(_Common):
+    """Stage I mid-training (R^3 Table 8): next-token loss on the response only.
+
+    ``global_batch_size`` is split as per-device batch x GPUs x gradient accumulation.
+    """
+
+    global_batch_size: int = 128
+    max_length: int | None = None  # prompt + response tokens; longer rows are truncated
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check(self.global_batch_size >= 1, f"global_batch_size={self.global_batch_size}: must be >= 1")
+        _check(self.max_length is None or self.max_length >= 16, f"max_length={self.max_length}: must be >= 16")
+
+
+@dataclass
+class RLConfig(_Common):
+    """Stage II single-step RL (R^3 Table 9) with Dr. GRPO on TRL's GRPOTrainer.
+
+    ``prompts_per_step`` is Table 9's train batch size: prompts per optimizer step, each sampled
+    ``num_generations`` times, so one step sees ``prompts_per_step * num_generations`` responses.
+    ``rewards`` weights the named terms of :func:`r3.rewards.instruction_rewards`.
+    """
+
+    learning_rate: float = 2e-6
+    num_train_epochs: float = 4.0
+    lr_scheduler_type: str = "constant"
+    warmup_ratio: float = 0.0
+    prompts_per_step: int = 32
+    num_generations: int = 12
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_completion_length: int = 1024
+    loss_type: str = "dr_grpo"
+    scale_rewards: str = "none"
+    beta: float = 0.0
+    epsilon: float = 0.2
+    epsilon_high: float = 0.3
+    importance_sampling_level: str = "token"  # "sequence" is GSPO
+    num_iterations: int = 1
+    mask_truncated_completions: bool = False
+    rewards: dict[str, float] = field(default_factory=lambda: {"judge": 1.0, "length": 1.0})
+    length_target_words: int = 80
+    history_file: str | None = None  # imputed previous-step context from `r3 train impute`
+    use_vllm: bool = False
+    vllm_mode: str = "colocate"
+    vllm_server_base_url: str | None = None
+    vllm_gpu_memory_utilization: float = 0.3
+    vllm_tensor_parallel_size: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check(self.prompts_per_step >= 1, f"prompts_per_step={self.prompts_per_step}: must be >= 1")
+        _check(self.num_generations >= 2, f"num_generations={self.num_generations}: GRPO needs >= 2")
+        _check(self.temperature > 0, f"temperature={self.temperature}: must be > 0")
+        _check(0 < self.top_p <= 1, f"top_p={self.top_p}: must be in (0, 1]")
+        _check(self.max_completion_length >= 1, f"max_completion_length={self.max_completion_length}: must be >= 1")
+        _check(self.loss_type in LOSS_TYPES, f"loss_type={self.loss_type!r}: expected one of {LOSS_TYPES}")
+        _check(self.scale_rewards in SCALE_REWARDS, f"scale_rewards={self.scale_rewards!r}: expected one of {SCALE_REWARDS}")
+        _check(self.beta >= 0, f"beta={self.beta}: must be >= 0")
+        _check(0 < self.epsilon < 1, f"epsilon={self.epsilon}: must be in (0, 1)")
+        _check(0 < self.epsilon_high < 1, f"epsilon_high={self.epsilon_high}: must be in (0, 1)")
+        _check(
+            self.importance_sampling_level in IMPORTANCE_LEVELS,
+            f"importance_sampling_level={self.importance_sampling_level!r}: expected one of {IMPORTANCE_LEVELS}",
+        )
+        _check(self.num_iterations >= 1, f"num_iterations={self.num_iterations}: must be >= 1")
+        unknown = sorted(set(self.rewards) - set(REWARD_TERMS))
+        _check(not unknown, f"rewards: unknown term(s) {unknown}; expected some of {REWARD_TERMS}")
+        _check(bool(self.rewards), f"rewards: name at least one of {REWARD_TERMS}")
+        _check(self.length_target_words >= 1, f"length_target_words={self.length_target_words}: must be >= 1")
+        _check(self.vllm_mode in VLLM_MODES, f"vllm_mode={self.vllm_mode!r}: expected one of {VLLM_MODES}")
+        _check(
+            not (self.use_vllm and self.vllm_mode == "server" and not self.vllm_server_base_url),
+            "vllm_server_base_url: required when use_vllm and vllm_mode is 'server'",
+        )
+        _check(0 < self.vllm_gpu_memory_utilization <= 1, f"vllm_gpu_memory_utilization={self.vllm_gpu_memory_utilization}: must be in (0, 1]")
+
+
+@dataclass
+class ImputeConfig:
+    """Reasoning-context imputation (R^3 section 3.3) for RL rows whose previous step lacks reasoning.
+
+    ``backend`` is any reasoner backend spec ("transformers:DIR" for the mid-trained model, or
+    "openai:URL,model=NAME" for the same model behind vLLM); ``samples`` responses per step (R^3: 48).
+    """
+
+    backend: str = ""
+    dataset: str = ""
+    output: str = ""  # JSONL of (episode_id, step, history, history_kind, imputed)
+    splits: list[str] | None = None
+    samples: int = 48
+    temperature: float = 1.0
+    max_new_tokens: int = 1024
+    device: str = "auto"
+    seed: int = 0
+    max_rows: int | None = None
+
+    def __post_init__(self) -> None:
+        for key in ("backend", "dataset", "output"):
+            _check(bool(getattr(self, key)), f"{key}: required")
+        _check(self.samples >= 1, f"samples={self.samples}: must be >= 1")
+        _check(self.temperature > 0, f"temperature={self.temperature}: must be > 0 (sampling)")
+        _check(self.max_new_tokens >= 1, f"max_new_tokens={self.max_new_tokens}: must be >= 1")
+        _check(self.device in DEVICES, f"device={self.device!r}: expected one of {DEVICES}")
+
+
+def _allowed(tp) -> tuple[type, ...]:
+    """Python types a YAML value may have for a field annotated ``tp``."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return tuple(t for a in typing.get_args(tp) for t in _allowed(a))
+    if tp is float:
+        return (int, float)
+    if tp is type(None):
+        return (type(None),)
+    if dataclasses.is_dataclass(tp):
+        return (dict,)
+    return (origin or tp,)
+
+
+def _build(cls, values: dict, where: str):
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(values).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(values) - set(names))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; known keys: {names}")
+    for key, value in values.items():
+        allowed = _allowed(hints[key])
+        if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
+            raise ConfigError(
+                f"{where}.{key}={value!r}: expected {' or '.join(t.__name__ for t in allowed)}"
+            )
+    try:
+        return cls(**values)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}") from None
+
+
+def load_config(path: str | Path, cls, overrides: dict | None = None):
+    """Read YAML ``path`` into ``cls`` (one of :class:`SFTConfig`, :class:`RLConfig`,
+    :class:`ImputeConfig`); ``overrides`` (key -> value) win over the file.
+
+    Relative paths in ``model``, ``dataset``, ``output_dir``, ``output`` and ``history_file``
+    stay relative to the working directory, as on the command line.
+    """
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    values = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(values, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    values.update(overrides or {})
+    return _build(cls, values, str(path))

@@ -1,0 +1,104 @@
+"""Stage II single-step RL on TRL's GRPOTrainer (R^3 section 3.3, Table 9, Dr. GRPO by default).
+
+For a recorded state the model samples ``num_generations`` responses; each is scored by the
+named reward terms of :mod:`r3.rewards` (rubric judge on the parsed instruction against the
+expert's, length penalty), which TRL logs one by one as ``rewards/<term>/mean``. A zero-weight
+observer, :class:`ResponseStats`, logs the response length in words, the fraction of valid
+responses and the fraction that repeat the previous step's instruction.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from r3.reasoning.parsing import ParsedResponse, parse_response
+from r3.rewards.functions import JudgeReward, LengthPenaltyReward, RewardComposer, completion_text
+from r3.train.args import grpo_arguments, lora_config, world_size
+from r3.train.checkpoint import load_model, resolve_device, save_final
+from r3.train.config import RLConfig
+from r3.train.rows import RL_COLUMNS, load_history_file, open_dataset, rl_rows
+
+
+class ResponseStats:
+    """Reward-function-shaped observer: returns 0.0 for every sample (it runs with weight 0) and
+    reports batch statistics through TRL's ``log_metric`` hook, the public route for them.
+
+    >>> ResponseStats()(["Reasoning: x. Instruction: touch the red moon"], suite=["language_table"],
+    ...                 previous_instruction=["touch the red moon"])
+    [0.0]
+    """
+
+    def __init__(self, name: str = "response_stats"):
+        self.__name__ = name
+
+    def __call__(self, completions, suite=None, previous_instruction=None, log_metric=None, **kwargs):
+        n = len(completions)
+        suites = suite or ["language_table"] * n
+        previous = previous_instruction or [""] * n
+        words, valid, repeated = 0, 0, 0
+        for completion, s, prev in zip(completions, suites, previous):
+            text = completion_text(completion)
+            words += len(text.split())
+            parsed = parse_response(text, s)
+            if isinstance(parsed, ParsedResponse):
+                valid += 1
+                repeated += int(parsed.instruction_text == _canonical(prev, s))
+        if log_metric is not None and n:
+            log_metric("response/words", words / n)
+            log_metric("response/valid_fraction", valid / n)
+            log_metric("response/repeated_instruction_fraction", repeated / n)
+        return [0.0] * n
+
+
+def _canonical(instruction: str, suite: str) -> str | None:
+    if not instruction:
+        return None
+    parsed = parse_response(f"Instruction: {instruction}", suite, mode="instruction_only")
+    return parsed.instruction_text if isinstance(parsed, ParsedResponse) else None
+
+
+def instruction_reward_terms(cfg: RLConfig) -> RewardComposer:
+    """The configured subset of R^3's ``R = R_acc + R_len`` terms, with the config's weights."""
+    terms = {"judge": JudgeReward(), "length": LengthPenaltyReward(cfg.length_target_words)}
+    return RewardComposer({k: terms[k] for k in cfg.rewards}, cfg.rewards)
+
+
+def prepare_rl(cfg: RLConfig, rewards: RewardComposer | None = None):
+    """Everything that can fail without a model. Returns (TRL rows, reward functions,
+    ``trl.GRPOConfig`` keywords)."""
+    _, cuda = resolve_device(cfg.device)
+    history = load_history_file(cfg.history_file) if cfg.history_file else None
+    table = open_dataset(cfg.dataset, cfg.splits, RL_COLUMNS, cfg.max_rows)
+    rewards = rewards or instruction_reward_terms(cfg)
+    funcs = [*rewards.trl_reward_funcs(), ResponseStats()]
+    arguments = grpo_arguments(cfg, world_size(), cuda, [*rewards.trl_reward_weights(), 0.0])
+    return rl_rows(table, cfg.mode, history), funcs, arguments
+
+
+def run_rl(cfg: RLConfig, rewards: RewardComposer | None = None) -> Path:
+    """Train and save the final checkpoint to ``cfg.output_dir``/final; returns its path.
+
+    ``rewards`` replaces the configured terms (tests use a toy term that a tiny model can learn).
+    """
+    from trl import GRPOConfig, GRPOTrainer
+
+    rows, funcs, arguments = prepare_rl(cfg, rewards)
+    processor, model = load_model(cfg.model)
+    trainer = GRPOTrainer(
+        model=model,
+        args=GRPOConfig(**arguments),
+        train_dataset=rows,
+        processing_class=processor,
+        reward_funcs=funcs,
+        peft_config=lora_config(cfg.lora),
+    )
+    trainer.train()
+    info = {
+        "stage": "rl",
+        "base_model": cfg.model,
+        "dataset": cfg.dataset,
+        "rows": len(rows),
+        "log_history": trainer.state.log_history,
+    }
+    merge = cfg.lora is not None and cfg.lora.merge
+    return save_final(trainer, processor, cfg.model, Path(cfg.output_dir) / "final", info, merge)

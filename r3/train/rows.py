@@ -1,0 +1,166 @@
+"""Dataset rows -> TRL rows, with prompts built by :mod:`r3.reasoning.prompts` (as at inference).
+
+A TRL row holds the conversational ``prompt`` (one user turn: an ``{"type": "image"}``
+placeholder per image, then the prompt text), ``images`` (the PNGs, decoded lazily by
+``datasets``) and, per job:
+
+- SFT: ``completion``, the assistant turn with the dataset's ``response`` ("Reasoning: ...
+  Instruction: ..."), so the loss covers the response only; ``chat_template_kwargs``.
+- RL: the columns the reward functions read by name (``expert_instruction``, ``suite``,
+  ``snapshot``, a file path or None), ``previous_instruction`` for the repeated-instruction
+  metric, and ``episode_id`` / ``step``. Repeated steps are already gone: ``r3 dataset build``
+  leaves them out of rl datasets (R^3 section 3.3).
+
+The prompt is :func:`r3.reasoning.prompts.build_messages` of the row's :class:`ReasonerInput`,
+with the PIL images swapped for placeholders, so training and inference prompts cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from r3.data import schema as S
+from r3.reasoning.parsing import ParsedResponse, parse_response
+from r3.reasoning.prompts import ReasonerInput, build_messages
+
+#: Columns each job reads from the dataset.
+PROMPT_COLUMNS = (S.IMAGES, S.GOAL, S.NOTE, S.SUITE, S.HISTORY, S.HISTORY_KIND, S.SPLIT, S.STEP)
+SFT_COLUMNS = (*PROMPT_COLUMNS, S.RESPONSE)
+RL_COLUMNS = (*PROMPT_COLUMNS, S.EXPERT_INSTRUCTION, S.SNAPSHOT, S.EPISODE_ID)
+
+_PLACEHOLDER = np.zeros((1, 1, 3), np.uint8)
+
+
+class DatasetError(ValueError):
+    """The dataset cannot feed this job: missing directory, split or column; the message says which."""
+
+
+def open_dataset(path: str | Path, splits: list[str] | None, columns: tuple[str, ...], max_rows: int | None = None):
+    """The rows of the task ``splits`` (all rows for None) of the dataset at ``path``, after
+    checking that ``columns`` exist. Image and snapshot paths come back absolute.
+
+    Raises :class:`DatasetError` naming the missing directory, column or split, so a bad config
+    fails before any model loads.
+    """
+    path = Path(path)
+    if not (path / S.MANIFEST).is_file():
+        raise DatasetError(f"dataset not found: {path} has no {S.MANIFEST} (build it with `r3 dataset build`)")
+    table = S.load_r3_dataset(path)
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise DatasetError(f"dataset {path}: missing column(s) {missing}; it has {table.column_names}")
+    if splits is not None:
+        present = sorted(set(table[S.SPLIT]))
+        absent = [s for s in splits if s not in present]
+        if absent:
+            raise DatasetError(f"dataset {path}: no rows in split(s) {absent}; splits present: {present}")
+        table = table.filter(lambda s: s in splits, input_columns=S.SPLIT)
+    if len(table) == 0:
+        raise DatasetError(f"dataset {path}: no rows")
+    return table.select(range(min(max_rows, len(table)))) if max_rows else table
+
+
+def reasoner_input(row: dict, mode: str = "reason", images: list | None = None) -> ReasonerInput:
+    """The :class:`ReasonerInput` of one dataset row (placeholder images unless ``images`` given)."""
+    return ReasonerInput(
+        suite=row["suite"],
+        goal=row["goal"],
+        images=images if images is not None else [_PLACEHOLDER] * len(row["images"]),
+        note=row["note"] or "",
+        history_text=row["history"] or "",
+        history=row["history_kind"],
+        mode=mode,
+        step=int(row.get("step") or 0),
+    )
+
+
+def prompt_messages(row: dict, mode: str = "reason") -> list[dict]:
+    """The chat prompt of one row: :func:`build_messages` with image placeholders for TRL."""
+    messages = build_messages(reasoner_input(row, mode))
+    for message in messages:
+        message["content"] = [
+            {"type": "image"} if part["type"] == "image" else part for part in message["content"]
+        ]
+    return messages
+
+
+def previous_instruction(row: dict) -> str:
+    """The instruction of the previous step as the row's history shows it ("" when none)."""
+    text = (row["history"] or "").strip()
+    if row["history_kind"] == "instruction":
+        return text
+    if row["history_kind"] == "response" and text:
+        parsed = parse_response(text, row["suite"], mode="instruction_only")
+        return parsed.instruction_text if isinstance(parsed, ParsedResponse) else ""
+    return ""
+
+
+def _snapshot(path: str | None) -> str | None:
+    """A row's snapshot file, or None when the step has none (the judge then skips the semantic tier)."""
+    return path if path and Path(path).is_file() else None
+
+
+def sft_rows(table, mode: str = "reason", thinking: bool = False):
+    """TRL prompt-completion rows for SFT from dataset rows (``datasets.Dataset``)."""
+    from datasets import Image, Sequence
+
+    def convert(row):
+        return {
+            "prompt": prompt_messages(row, mode),
+            "completion": [{"role": "assistant", "content": [{"type": "text", "text": row["response"]}]}],
+            "images": row["images"],
+            "chat_template_kwargs": {"enable_thinking": thinking},
+        }
+
+    out = table.map(convert, remove_columns=table.column_names)
+    return out.cast_column("images", Sequence(Image()))
+
+
+def rl_rows(table, mode: str = "reason", history: dict[tuple[str, int], dict] | None = None):
+    """TRL prompt-only rows for GRPO, with the reward functions' columns.
+
+    ``history`` maps (episode_id, step) to imputed ``history`` / ``history_kind`` values
+    (:func:`load_history_file`).
+    """
+    from datasets import Image, Sequence
+
+    history = history or {}
+
+    def convert(row):
+        row = {**row, **history.get((row["episode_id"], int(row["step"])), {})}
+        return {
+            "prompt": prompt_messages(row, mode),
+            "images": row["images"],
+            "expert_instruction": row["expert_instruction"],
+            "suite": row["suite"],
+            "snapshot": _snapshot(row["snapshot"]),
+            "previous_instruction": previous_instruction(row),
+            "episode_id": row["episode_id"],
+            "step": int(row["step"]),
+        }
+
+    out = table.map(convert, remove_columns=table.column_names)
+    return out.cast_column("images", Sequence(Image()))
+
+
+def load_history_file(path: str | Path) -> dict[tuple[str, int], dict]:
+    """Imputed previous-step context written by :func:`r3.train.impute.impute_history`."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"history_file not found: {path}")
+    out = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        missing = {"episode_id", "step", "history", "history_kind"} - set(record)
+        if missing:
+            raise DatasetError(f"{path}:{n}: missing {sorted(missing)}")
+        out[(record["episode_id"], int(record["step"]))] = {
+            "history": record["history"],
+            "history_kind": record["history_kind"],
+        }
+    return out

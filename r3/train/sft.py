@@ -1,0 +1,49 @@
+"""Stage I mid-training on TRL's SFTTrainer: "Reasoning: ... Instruction: ..." given images, goal
+and history, loss on the response only. Successful and failed expert episodes alike (R^3 3.2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from r3.train.args import lora_config, sft_arguments, world_size
+from r3.train.checkpoint import load_model, resolve_device, save_final
+from r3.train.config import SFTConfig
+from r3.train.rows import SFT_COLUMNS, open_dataset, sft_rows
+
+
+def prepare_sft(cfg: SFTConfig):
+    """Everything that can fail without a model: dataset, columns, split, batch arithmetic.
+
+    Returns (TRL rows, ``trl.SFTConfig`` keywords).
+    """
+    _, cuda = resolve_device(cfg.device)
+    table = open_dataset(cfg.dataset, cfg.splits, SFT_COLUMNS, cfg.max_rows)
+    arguments = sft_arguments(cfg, world_size(), cuda)
+    return sft_rows(table, cfg.mode, cfg.thinking), arguments
+
+
+def run_sft(cfg: SFTConfig) -> Path:
+    """Train and save the final checkpoint to ``cfg.output_dir``/final; returns its path."""
+    from trl import SFTConfig as TRLSFTConfig
+    from trl import SFTTrainer
+
+    rows, arguments = prepare_sft(cfg)
+    processor, model = load_model(cfg.model)
+    trainer = SFTTrainer(
+        model=model,
+        args=TRLSFTConfig(**arguments),
+        train_dataset=rows,
+        processing_class=processor,
+        peft_config=lora_config(cfg.lora),
+    )
+    trainer.train()
+    info = {
+        "stage": "sft",
+        "base_model": cfg.model,
+        "dataset": cfg.dataset,
+        "rows": len(rows),
+        "log_history": trainer.state.log_history,
+    }
+    merge = cfg.lora is not None and cfg.lora.merge
+    return save_final(trainer, processor, cfg.model, Path(cfg.output_dir) / "final", info, merge)

@@ -1,0 +1,98 @@
+"""Training configs: the paper's values reach TRL, and bad configs fail before any model loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from r3.train.args import grpo_arguments, sft_arguments
+from r3.train.config import ConfigError, ImputeConfig, RLConfig, SFTConfig, load_config
+
+CONFIGS = Path(__file__).resolve().parents[2] / "config" / "train"
+
+
+def test_sft_config_reproduces_table_8():
+    cfg = load_config(CONFIGS / "sft_language_table.yaml", SFTConfig)
+    args = sft_arguments(cfg, world=8, cuda=True)
+    assert args["learning_rate"] == 1e-6 and args["num_train_epochs"] == 2
+    assert args["lr_scheduler_type"] == "cosine" and args["warmup_steps"] == 0.1
+    assert args["per_device_train_batch_size"] * 8 * args["gradient_accumulation_steps"] == 128
+    assert args["bf16"] is True and args["completion_only_loss"] is True and cfg.lora is None
+    assert sft_arguments(cfg, world=1, cuda=False)["bf16"] is False  # bf16 on GPU only
+
+
+@pytest.mark.parametrize("world", [1, 8])
+def test_rl_config_reproduces_table_9_with_dr_grpo(world):
+    cfg = load_config(CONFIGS / "rl_language_table.yaml", RLConfig)
+    args = grpo_arguments(cfg, world=world, cuda=True, reward_weights=[1.0, 1.0, 0.0])
+    expected = {
+        "loss_type": "dr_grpo", "scale_rewards": "none", "beta": 0.0, "epsilon": 0.2, "epsilon_high": 0.3,
+        "num_generations": 12, "temperature": 1.0, "max_completion_length": 1024, "learning_rate": 2e-6,
+        "num_train_epochs": 4, "importance_sampling_level": "token", "num_iterations": 1,
+    }
+    assert {k: args[k] for k in expected} == expected
+    assert args["per_device_train_batch_size"] * world * args["gradient_accumulation_steps"] == 32 * 12
+    assert cfg.rewards == {"judge": 1.0, "length": 1.0} and cfg.length_target_words == 80
+
+
+def test_the_values_are_valid_trl_arguments(tmp_path):
+    from trl import GRPOConfig
+    from trl import SFTConfig as TRLSFTConfig
+
+    over = {"output_dir": str(tmp_path)}
+    sft = load_config(CONFIGS / "sft_language_table.yaml", SFTConfig, over)
+    assert TRLSFTConfig(**sft_arguments(sft, 1, cuda=False)).completion_only_loss is True
+    rl = load_config(CONFIGS / "rl_language_table.yaml", RLConfig, over)
+    trl = GRPOConfig(**grpo_arguments(rl, 1, cuda=False, reward_weights=[1.0, 1.0, 0.0]))
+    assert (trl.loss_type, trl.scale_rewards, trl.beta, trl.epsilon, trl.epsilon_high, trl.num_generations) == (
+        "dr_grpo", "none", 0.0, 0.2, 0.3, 12)
+    assert trl.generation_batch_size == 384 and trl.steps_per_generation == trl.gradient_accumulation_steps
+
+
+def test_gspo_preset_uses_sequence_level_ratios():
+    cfg = load_config(CONFIGS / "rl_language_table_gspo.yaml", RLConfig)
+    args = grpo_arguments(cfg, world=8, cuda=True, reward_weights=[1.0, 1.0, 0.0])
+    assert args["importance_sampling_level"] == "sequence" and args["beta"] == 0.0
+    assert (args["epsilon"], args["epsilon_high"]) == (3e-4, 4e-4)
+
+
+def test_every_shipped_config_loads():
+    jobs = {"sft": SFTConfig, "rl": RLConfig, "impute": ImputeConfig}
+    for path in CONFIGS.glob("*.yaml"):
+        load_config(path, jobs[path.name.split("_")[0]])
+
+
+def _write(tmp_path, values) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+BASE = {"model": "m", "dataset": "d", "output_dir": "o"}
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({**BASE, "learning_rte": 1e-6}, "learning_rte"),
+        ({**BASE, "loss_type": "ppo"}, "loss_type='ppo'"),
+        ({**BASE, "num_generations": 1}, "num_generations=1"),
+        ({**BASE, "epsilon": "0.2"}, "epsilon='0.2'"),
+        ({**BASE, "rewards": {"judge": 1.0, "format": 0.2}}, "format"),
+        ({**BASE, "lora": {"rank": 8}}, "rank"),
+        ({**BASE, "use_vllm": True, "vllm_mode": "server"}, "vllm_server_base_url"),
+        ({"dataset": "d", "output_dir": "o"}, "model: required"),
+    ],
+)
+def test_bad_rl_config_names_the_problem(tmp_path, values, named):
+    with pytest.raises(ConfigError, match=None) as err:
+        load_config(_write(tmp_path, values), RLConfig)
+    assert named in str(err.value)
+
+
+def test_global_batch_must_split_over_gpus():
+    cfg = SFTConfig(**BASE, global_batch_size=128, per_device_train_batch_size=3)
+    with pytest.raises(ConfigError, match="global_batch_size=128"):
+        sft_arguments(cfg, world=8, cuda=True)

@@ -6,10 +6,15 @@ same outcome), so keep the order of calls below stable:
 1. ``env.reset(seed=seed, options={"task": task})``; the history starts empty.
 2. At each decision step: stop if the task is solved; render the image (or a blank one when
    rendering is off); ask the reasoner; take a snapshot of the decision-time state.
-3. A valid answer resets the policy with ``np.random.default_rng(policy_seed(seed, step))`` and
+3. A valid answer resets the policy with ``np.random.default_rng(policy_seed(noise, step))`` and
    runs at most ``steps_per_instruction`` control steps (fewer if the policy says it is done).
    An invalid answer commands no motion.
-4. The history for the next step is the raw answer ("response") or the instruction ("instruction").
+4. The history for the next step is the raw answer ("response") or the instruction ("instruction");
+   a refused answer adds the refusal reason (``r3.safety``), and three refusals in a row end the
+   episode (``Trajectory.aborted``).
+
+``noise`` is ``trial_seed(seed, trial)``: the seed itself for trial 0, so only trials > 0 (repeats of
+a scene with fresh policy noise and wording, for evaluation) differ from the graph's episodes.
 
 ROS-free: it runs the reasoner backend and the policy in this process.
 """
@@ -26,6 +31,7 @@ from r3.reasoning.backends.base import ReasonerBackend, ReasoningBudget
 from r3.reasoning.expert import NO_BUDGET, ExpertView
 from r3.reasoning.prompts import ReasonerInput
 from r3.reasoning.reasoner import decide
+from r3.safety import ResponseGuard
 
 SUITE = "language_table"
 #: Image given to the reasoner when rendering is off (the expert ignores images; it must be valid RGB).
@@ -39,6 +45,20 @@ def policy_seed(episode_seed: int, step: int) -> int:
     True
     """
     return int(np.random.SeedSequence([int(episode_seed), int(step)]).generate_state(1)[0])
+
+
+def trial_seed(scene_seed: int, trial: int) -> int:
+    """Seed of the stochastic parts (policy noise, expert wording) of one trial of a scene.
+
+    Trial 0 is the scene seed itself (what the ROS graph's RunTask uses); other trials keep the
+    scene and redraw the noise.
+
+    >>> trial_seed(3, 0), trial_seed(3, 1) != trial_seed(3, 2)
+    (3, True)
+    """
+    if trial == 0:
+        return int(scene_seed)
+    return int(np.random.SeedSequence([int(scene_seed), int(trial)]).generate_state(1)[0])
 
 
 @dataclass
@@ -98,6 +118,9 @@ class Trajectory:
     progress: float
     control_steps: int
     final_image: np.ndarray | None
+    trial: int = 0
+    #: Why the episode was stopped early by the safety guard ("" when it was not).
+    aborted: str = ""
 
     @property
     def instructions(self) -> list[str]:
@@ -107,6 +130,8 @@ class Trajectory:
         return {
             "task": self.task,
             "seed": self.seed,
+            "trial": self.trial,
+            "aborted": self.aborted,
             "goal": self.goal,
             "instance": self.instance,
             "success": self.success,
@@ -132,12 +157,14 @@ def run_episode(
     render: bool = True,
     on_step: Callable[[TrajectoryStep], None] | None = None,
     frame_every: int = 0,
+    trial: int = 0,
 ) -> Trajectory:
     """Run one episode of ``task`` from ``seed`` with ``backend`` as the reasoner.
 
     ``env`` defaults to a new ``LanguageTableEnv`` and ``policy`` to ``ScriptedPushingPolicy()``.
     ``on_step`` gets every :class:`TrajectoryStep` as soon as it is recorded (for a live view).
     ``frame_every`` > 0 (with ``render``) also renders every that many control steps.
+    ``seed`` fixes the scene; ``trial`` > 0 redraws policy noise and wording (see :func:`trial_seed`).
     """
     env = env if env is not None else _default_env()
     env.reset(seed=seed, options={"task": task})
@@ -153,6 +180,7 @@ def run_episode(
         render,
         on_step,
         frame_every,
+        trial,
     )
     return loop.run([], 0, "", max_steps)
 
@@ -200,6 +228,7 @@ def resume_episode(
         render,
         on_step,
         frame_every,
+        trajectory.trial,
     )
     return loop.run(list(trajectory.steps[:step]), step, history_text, max_steps)
 
@@ -225,9 +254,12 @@ class _Loop:
     render: bool
     on_step: Callable[[TrajectoryStep], None] | None
     frame_every: int
+    trial: int = 0
 
     def run(self, steps: list[TrajectoryStep], first: int, history_text: str, max_steps: int) -> Trajectory:
         env, seed = self.env, self.seed
+        noise = trial_seed(seed, self.trial)
+        guard, aborted = ResponseGuard(), ""
         for step in range(first, max_steps):
             state = env.state()
             instance = env.task_instance
@@ -242,14 +274,14 @@ class _Loop:
                 history_text=history_text,
                 history=self.history,
                 step=step,
-                extra={"privileged": ExpertView(state, instance), "seed": seed},
+                extra={"privileged": ExpertView(state, instance), "seed": noise},
             )
             decision = decide(self.backend, inp, self.budget)
             snapshot = env.snapshot()
             executed, frames = 0, []
             if decision.valid:
                 self.policy.reset(
-                    decision.parsed.instruction, state, np.random.default_rng(policy_seed(seed, step))
+                    decision.parsed.instruction, state, np.random.default_rng(policy_seed(noise, step))
                 )
                 for _ in range(self.steps_per_instruction):
                     action = self.policy.act(env.state())
@@ -261,10 +293,8 @@ class _Loop:
                         frames.append(env.render())
             out, parsed = decision.output, decision.parsed
             instruction = parsed.instruction_text if decision.valid else ""
-            if self.history == "response":
-                history_text = out.raw_text
-            elif self.history == "instruction":
-                history_text = instruction
+            error = "" if decision.valid else f"{parsed.kind.value}: {parsed.reason}"
+            history_text = guard.history_after(decision.valid, out.raw_text, instruction, self.history, error)
             record = TrajectoryStep(
                 step=step,
                 image=image if self.render else None,
@@ -272,7 +302,7 @@ class _Loop:
                 instruction=instruction,
                 raw_response=out.raw_text,
                 valid=decision.valid,
-                error="" if decision.valid else f"{parsed.kind.value}: {parsed.reason}",
+                error=error,
                 snapshot=snapshot,
                 progress=float(instance.progress(env.state())),
                 control_steps=executed,
@@ -286,6 +316,9 @@ class _Loop:
             steps.append(record)
             if self.on_step is not None:
                 self.on_step(record)
+            if guard.observe(decision.valid, error):
+                aborted = guard.abort_reason
+                break
         final = env.state()
         instance = env.task_instance
         return Trajectory(
@@ -298,4 +331,6 @@ class _Loop:
             progress=float(instance.progress(final)),
             control_steps=sum(s.control_steps for s in steps),
             final_image=env.render() if self.render else None,
+            trial=self.trial,
+            aborted=aborted,
         )

@@ -1,7 +1,8 @@
 """r3_lowlevel_node: executes one instruction closed-loop as the FollowInstruction action.
 
 Each control step: act on the latest state, publish the pusher command, wait for the state that
-command produced. Parse failures, unknown policies and a silent simulator end as ordinary results
+command produced. Watchdog: when the reasoner that sent the goal falls silent (no heartbeat for
+``client_timeout_s``), the instruction stops and no further command is sent. Parse failures, unknown policies and a silent simulator end as ordinary results
 with a reason. One goal at a time: a new goal aborts the running one (single-goal server).
 
 The ``scripted`` policy reads the privileged simulator state; it stands in for R^3's learned
@@ -26,7 +27,7 @@ from r3.lowlevel.pushing import PushingPolicyConfig, ScriptedPushingPolicy
 from r3_msgs.action import FollowInstruction
 from r3_msgs.msg import PrivilegedState
 from r3_ros.conversions import msg_to_board_state
-from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.spin import run_node
 
 LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
@@ -40,11 +41,15 @@ class LowLevelNode(Node):
         self.declare_parameter("policy", "scripted")
         self.declare_parameter("default_max_steps", 20)
         self.declare_parameter("state_timeout_s", 2.0)
+        self.declare_parameter("client_timeout_s", 0.5)
+        self.declare_parameter("reasoner_node", "/r3_reasoner_node")
         policy = self.get_parameter("policy").value
         if policy != "scripted":
             raise ValueError(f"r3_lowlevel_node: unknown policy {policy!r} (known: scripted)")
         self.default_max_steps = int(self.get_parameter("default_max_steps").value)
         self.state_timeout_s = float(self.get_parameter("state_timeout_s").value)
+        self.client_timeout_s = float(self.get_parameter("client_timeout_s").value)
+        self.reasoner_node = self.get_parameter("reasoner_node").value
         self.policy = ScriptedPushingPolicy(PushingPolicyConfig())
 
         self.state_cv = threading.Condition()
@@ -59,6 +64,7 @@ class LowLevelNode(Node):
             goal_callback=lambda _: GoalResponse.ACCEPT, handle_accepted_callback=self.on_accepted,
             cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=ReentrantCallbackGroup())
         self.heartbeat = HeartbeatPublisher(self, state=WAITING_FOR_STATE)
+        self.monitor = HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup())
 
     def on_state(self, msg: PrivilegedState) -> None:
         with self.state_cv:
@@ -107,6 +113,9 @@ class LowLevelNode(Node):
                     handle.canceled()
                     result.reason = "canceled"
                     return result
+                if self.monitor.dead([self.reasoner_node], self.client_timeout_s):
+                    return self._finish(handle, result, False, f"error: {self.reasoner_node} stopped responding "
+                                        f"for {self.client_timeout_s:.1f} s; motion stopped")
                 action = self.policy.act(msg_to_board_state(state_msg))
                 if action is None:
                     reason = "done"

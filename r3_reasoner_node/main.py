@@ -25,6 +25,7 @@ from r3.episode import policy_seed
 from r3.graph import names
 from r3.reasoning import BackendError, ReasonerInput, ReasoningBudget, decide, make_backend
 from r3.reasoning.expert import ExpertView
+from r3.safety import MAX_CONSECUTIVE_INVALID, ResponseGuard
 from r3_msgs.action import FollowInstruction, RunTask
 from r3_msgs.msg import EpisodeEvent, InstructionOutcome, PrivilegedState, ReasonerStep
 from r3_msgs.srv import ResetScene
@@ -52,6 +53,7 @@ class ReasonerNode(Node):
         p = {
             "backend": "expert", "history": "response", "default_max_steps": 20, "steps_per_instruction": 20,
             "heartbeat_timeout_s": 1.0, "observation_timeout_s": 5.0, "service_timeout_s": 10.0,
+            "instruction_timeout_s": 30.0, "max_episode_s": 900.0, "max_consecutive_invalid": MAX_CONSECUTIVE_INVALID,
             "lowlevel_node": "/r3_lowlevel_node", "sim_node": "/r3_sim_node", "recorder_node": "/r3_recorder_node",
         }
         for key, default in p.items():
@@ -65,6 +67,8 @@ class ReasonerNode(Node):
         self.image: Image | None = None
         self.goal_lock = threading.Lock()
         self.active_goal = None
+        self.episode_deadline = float("inf")
+        self.watch_recorder: list[str] = []
         sensors = MutuallyExclusiveCallbackGroup()
         self.create_subscription(PrivilegedState, names.PRIVILEGED_STATE, self.on_state, LATCHED,
                                  callback_group=sensors)
@@ -107,9 +111,13 @@ class ReasonerNode(Node):
 
     # -- waiting, always bounded -------------------------------------------------------------------
     def check_alive(self) -> None:
+        """Raise when a watched node has gone silent or the episode has run out of time."""
         timeout = self.param["heartbeat_timeout_s"]
-        for node in self.monitor.dead([self.param["lowlevel_node"], self.param["sim_node"]], timeout):
+        watched = [self.param["lowlevel_node"], self.param["sim_node"]] + self.watch_recorder
+        for node in self.monitor.dead(watched, timeout):
             raise EpisodeError(f"{node} stopped responding (no heartbeat for {timeout:.1f} s)")
+        if time.monotonic() > self.episode_deadline:
+            raise EpisodeError(f"the episode ran past its time budget of {self.param['max_episode_s']:.0f} s")
 
     def observe(self, episode_id: str, not_before_ns: int) -> Observation:
         """The settled state of this episode at or after ``not_before_ns`` and the image of it."""
@@ -143,6 +151,8 @@ class ReasonerNode(Node):
         episode_id = f"{goal.task}-s{goal.seed}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
         result = RunTask.Result(episode_id=episode_id)
         started, goal_text = False, goal.goal
+        self.episode_deadline = time.monotonic() + self.param["max_episode_s"]
+        self.watch_recorder = []
         try:
             self.wait_until_lowlevel_ready()
             # START goes out before the reset, so that the recording holds the first scene.
@@ -179,6 +189,7 @@ class ReasonerNode(Node):
         node = self.param["recorder_node"]
         if self.monitor.silent_for(node) > self.param["heartbeat_timeout_s"]:
             return  # no recorder in this graph
+        self.watch_recorder = [node]  # from now on, losing the recorder loses the episode's data
         deadline = time.monotonic() + timeout_s
         while self.monitor.state(node) != f"recording:{episode_id}":
             if time.monotonic() > deadline:
@@ -204,6 +215,7 @@ class ReasonerNode(Node):
         budget = ReasoningBudget(None if goal.reasoning_budget < 0 else goal.reasoning_budget)
         history_mode = self.param["history"]
         history_text, not_before = "", 0
+        guard = ResponseGuard(self.param["max_consecutive_invalid"])
         for step in range(max_steps):
             obs = self.observe(episode_id, not_before)
             result.success, result.progress = obs.state.success, obs.state.progress
@@ -222,19 +234,21 @@ class ReasonerNode(Node):
             t2 = time.perf_counter()
             out, parsed = decision.output, decision.parsed
             instruction = parsed.instruction_text if decision.valid else ""
-            self.publish_step(episode_id, step, goal, instance, inp, decision, instruction,
+            error = "" if decision.valid else f"{parsed.kind.value}: {parsed.reason}"
+            self.publish_step(episode_id, step, goal, inp, decision, instruction, error,
                               latencies=(t1 - t0, out.model_s, t2 - t1 - out.model_s))
             result.steps = step + 1
             result.instructions.append(instruction)
-            history_text = out.raw_text if history_mode == "response" else (
-                instruction if history_mode == "instruction" else "")
+            history_text = guard.history_after(decision.valid, out.raw_text, instruction, history_mode, error)
+            if guard.observe(decision.valid, error):
+                raise EpisodeError(guard.abort_reason + "; the robot holds still")
             if decision.valid:
                 follow = self.follow(instruction, policy_seed(goal.seed, step), handle)
                 if follow is None:
                     return
                 not_before = stamp_to_ns(follow.finished)
                 self.publish_outcome(episode_id, step, instruction, follow)
-            handle.publish_feedback(RunTask.Feedback(step=step, reasoning=parsed.reasoning, instruction=instruction,
+            handle.publish_feedback(RunTask.Feedback(step=step, reasoning=parsed.reasoning or "", instruction=instruction,
                                                      progress=self.state.progress if self.state else 0.0))
         obs = self.observe(episode_id, not_before)
         result.success, result.progress = obs.state.success, obs.state.progress
@@ -252,7 +266,8 @@ class ReasonerNode(Node):
         if not sent.accepted:
             raise EpisodeError(f"{self.param['lowlevel_node']} rejected the instruction {instruction!r}")
         try:
-            done = self.wait_future(sent.get_result_async(), names.FOLLOW_INSTRUCTION, handle)
+            done = self.wait_future(sent.get_result_async(), names.FOLLOW_INSTRUCTION, handle,
+                                    self.param["instruction_timeout_s"])
         except EpisodeError:
             sent.cancel_goal_async()
             raise
@@ -276,13 +291,12 @@ class ReasonerNode(Node):
         return result
 
     # -- publishing ------------------------------------------------------------------------------
-    def publish_step(self, episode_id, step, goal, instance, inp, decision, instruction, latencies) -> None:
+    def publish_step(self, episode_id, step, goal, inp, decision, instruction, error, latencies) -> None:
         out, parsed = decision.output, decision.parsed
         msg = ReasonerStep(episode_id=episode_id, step=step, suite="language_table", task=goal.task,
                            goal=inp.goal, history=inp.history_text, reasoning=parsed.reasoning or "",
                            instruction=instruction, raw_response=out.raw_text, valid=decision.valid,
-                           error="" if decision.valid else f"{parsed.kind.value}: {parsed.reason}",
-                           model_id=out.model_id)
+                           error=error, model_id=out.model_id)
         msg.latency_prompt_s, msg.latency_model_s, msg.latency_parse_s = (max(0.0, v) for v in latencies)
         msg.prompt_tokens, msg.completion_tokens = out.prompt_tokens or 0, out.completion_tokens or 0
         msg.header.stamp = self.get_clock().now().to_msg()

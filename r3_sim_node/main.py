@@ -100,13 +100,15 @@ class SimNode(Node):
         return response
 
     def on_command(self, msg: Vector3Stamped) -> None:
+        """One control step. Like a robot driver, refuse what is out of range instead of clipping it."""
         action = np.array([msg.vector.x, msg.vector.y])
+        limit = self.env.action_limit
+        if not np.all(np.isfinite(action)) or np.any(np.abs(action) > limit):
+            self.get_logger().error(f"refused pusher command {action.tolist()}: each axis must be finite and "
+                                    f"within +-{limit} m per step; the pusher holds still")
+            return
         with self.lock:
-            try:
-                self.env.step(action)
-            except ValueError as exc:
-                self.get_logger().error(f"refused pusher command: {exc}")
-                return
+            self.env.step(action)
             self.clock_ns += STEP_NS
             self.last_command_wall = time.monotonic()
             self.idle_published = False

@@ -9,6 +9,7 @@ import pytest
 from r3.episode import policy_seed, resume_episode, run_episode
 from r3.reasoning.backends.base import BackendOutput, ReasonerBackend
 from r3.reasoning.expert import LanguageTableExpert
+from r3.safety import refusal_note
 from r3.sim.cli import demo_main, main, table_main, wilson_interval
 from r3.sim.language_table.env import LanguageTableEnv
 
@@ -61,13 +62,16 @@ def test_resume_from_a_snapshot_continues_identically(env, episode):
     assert resumed.control_steps == episode.control_steps and resumed.success == episode.success
 
 
-def test_invalid_answers_command_no_motion(env):
+def test_invalid_answers_command_no_motion_and_three_in_a_row_end_the_episode(env):
     backend = Fixed("Reasoning: hmm.\nInstruction: fly to the moon")
-    t = run_episode("mid", 1, backend, env=env, max_steps=3, render=False)
+    t = run_episode("mid", 1, backend, env=env, max_steps=10, render=False)
     assert len(t.steps) == 3 and not any(s.valid for s in t.steps)
     assert all(s.control_steps == 0 and s.instruction == "" and s.error for s in t.steps)
     assert len({s.snapshot for s in t.steps}) == 1
-    assert backend.seen == ["", backend.text, backend.text]
+    assert t.aborted.startswith("3 consecutive invalid reasoner outputs (last: instruction_outside_grammar")
+    # The model is told why it was refused.
+    note = refusal_note(t.steps[0].error)
+    assert backend.seen == ["", backend.text + "\n" + note, backend.text + "\n" + note]
 
 
 def test_instruction_history_passes_the_canonical_instruction(env):

@@ -4,7 +4,7 @@
 'tiny@http://127.0.0.1:8000/v1'
 
 Specs: "transformers:DIR", "openai:URL,model=NAME[,key_env=VAR]", "expert" (= "expert:language_table",
-the privileged data expert). Other backends register with :func:`register_backend`; classes are
+the privileged data expert), "replay:BAG_DIR|FILE.jsonl" (recorded answers, step by step). Other backends register with :func:`register_backend`; classes are
 imported only when used, so choosing the openai backend never imports torch.
 """
 
@@ -26,6 +26,7 @@ BACKENDS: dict[str, str] = {
     "transformers": "r3.reasoning.backends.transformers_backend:TransformersBackend",
     "openai": "r3.reasoning.backends.openai_backend:OpenAIBackend",
     "expert": "r3.reasoning.expert:LanguageTableExpert",
+    "replay": "r3.reasoning.backends.replay:ReplayBackend",
 }
 
 

@@ -121,6 +121,7 @@ class LanguageTableEnv(gym.Env):
         )
         self._steps = 0
 
+        self.action_limit = float(action_limit)  # exact; the float32 Box bound is a hair below it
         self.action_space = spaces.Box(-action_limit, action_limit, shape=(2,), dtype=np.float32)
         hx, hy = BOARD_HALF_EXTENTS
         lim = np.array([hx + scene.RIM_WIDTH, hy + scene.RIM_WIDTH, math.pi], dtype=np.float32)

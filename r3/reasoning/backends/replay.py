@@ -1,0 +1,64 @@
+"""A backend that answers with recorded text, in order: for replaying an episode's reasoner outputs
+(from a bag) and for feeding fixed or hostile answers through the real loop (safety tests).
+
+Step k of every episode gets recorded answer k. Spec ``replay:PATH`` where PATH is a bag folder (its ReasonerStep raw responses) or a JSONL file with
+one ``{"text": ..., "finish_reason": ...}`` object per line.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from r3.reasoning.backends.base import BackendError, BackendOutput, ReasonerBackend, ReasoningBudget
+
+
+def load_answers(path: str | Path) -> list[tuple[str, str]]:
+    """(text, finish_reason) pairs from a bag folder or a JSONL file."""
+    path = Path(path)
+    if path.is_dir():
+        from r3.data.bags import read_messages
+        from r3.graph import names
+
+        return [(msg.raw_response, "stop") for _, _, _, msg in read_messages(path, {names.REASONER_STEPS})]
+    if not path.is_file():
+        raise BackendError(f"replay source not found: {path}")
+    answers = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                record = json.loads(line)
+                answers.append((str(record["text"]), str(record.get("finish_reason", "stop"))))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise BackendError(f"{path}:{number}: expected a JSON object with 'text': {exc}") from exc
+    return answers
+
+
+class ReplayBackend(ReasonerBackend):
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.model_id = f"replay:{self.path}"
+        self.answers: list[tuple[str, str]] = []
+
+    @classmethod
+    def from_spec(cls, rest: str, **options) -> "ReplayBackend":
+        if not rest:
+            raise ValueError("replay spec needs a source: replay:BAG_DIR or replay:FILE.jsonl")
+        return cls(rest)
+
+    def load(self) -> None:
+        self.answers = load_answers(self.path)
+
+    def _generate(self, messages, prefix, max_tokens, stop, on_text):
+        raise NotImplementedError("ReplayBackend answers whole steps in decide()")
+
+    def decide(self, inp, budget: ReasoningBudget = ReasoningBudget(), on_text=None) -> BackendOutput:
+        start = time.perf_counter()
+        if inp.step >= len(self.answers):
+            raise BackendError(f"{self.path} has no answer for step {inp.step} ({len(self.answers)} recorded)")
+        text, finish = self.answers[inp.step]
+        if on_text is not None:
+            on_text(text)
+        elapsed = time.perf_counter() - start
+        return BackendOutput(text, finish, None, len(text.split()), None, elapsed, elapsed, self.model_id, 1, False)

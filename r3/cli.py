@@ -15,6 +15,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "doctor": ("r3.doctor", "main", "report which optional parts this machine has"),
     "sim": ("r3.sim.cli", "main", "in-process simulated episodes: demo (one episode, video) and table (success rates)"),
+    "packing": ("r3.sim.packing.cli", "main", "in-process packing episodes: demo and the held-out table (R^3 Table 5)"),
     "judge": ("r3.rewards.cli", "judge_main", "score a candidate instruction against a reference"),
     "launch": ("r3.graph.cli", "launch_main", "start a graph profile's nodes and supervise them"),
     "model": ("r3.reasoning.cli", "model_main", "build tiny test models (r3 model tiny)"),
@@ -22,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("r3_ros.run_cli", "main", "run one episode through the ROS graph (the main job)"),
     "collect": ("r3.data.cli", "collect_main", "expert episodes in-process, one rosbag2 bag each (resumable)"),
     "dataset": ("r3.data.cli", "dataset_main", "bags -> sft / rl datasets, their stats, LeRobot export"),
+    "bag": ("r3.data.cli", "bag_main", "repair episode bags whose recorder was killed (r3 bag repair PATH...)"),
     "eval": ("r3.eval.cli", "eval_main", "evaluate a reasoner on held-out scenes; compare two evaluations"),
 }
 

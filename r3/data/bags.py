@@ -3,30 +3,50 @@
 On-disk layout of an episode::
 
     <root>/<episode_id>/            a rosbag2 bag (MCAP storage, metadata.yaml)
-        <episode_id>_0.mcap
-        metadata.yaml               written when the bag is closed; custom_data holds the outcome
         r3_episode.yaml             written at the start (status: incomplete) and rewritten at the end
+        recording.mcap              while recording only: every message as it arrived (see below)
+        <episode_id>.mcap           written on close, from recording.mcap; chunked, as rosbag2 writes it
+        metadata.yaml               written on close, last; custom_data holds the outcome
 
-``r3_episode.yaml`` exists from the first message on, so a bag whose writer died still says what
-it is and that it is incomplete.
+Crash tolerance. While an episode is recorded, each message is appended to ``recording.mcap``, an
+unchunked MCAP stream (ros2 profile, the message definitions as schemas), and handed to the OS
+before ``write`` returns. A process killed at any moment (SIGKILL included) therefore leaves every
+message it finished writing on disk, and at most one torn record at the end. Close turns the
+stream into the standard bag and deletes it; :func:`repair_bag` does the same for a bag whose writer
+died, keeping the complete records and marking the episode incomplete. The readers here repair such
+a bag on first read. Nothing is fsynced, so a power loss or kernel crash may lose what the OS had not
+yet written back; that is a different failure from a killed process and is not covered.
+
+The writer holds an exclusive ``flock`` on the stream while the bag is open; the kernel drops it when
+the process dies, so "the stream is locked" means "a live writer (or repair) owns this bag".
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import yaml
+from mcap.exceptions import EndOfFile
+from mcap.records import Channel, Message, Schema
+from mcap.stream_reader import StreamReader
+from mcap.writer import CompressionType
+from mcap.writer import Writer as StreamWriter
 from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 
 from r3.data.bagtypes import typestore
 
 EPISODE_FILE = "r3_episode.yaml"
+STREAM_FILE = "recording.mcap"
+METADATA_FILE = "metadata.yaml"
 COMPLETE = "complete"
 INCOMPLETE = "incomplete"
+HASH_KEY = "type_description_hash"  # channel metadata: the rihs01 hash rosbag2 keeps per topic
 
 
 @dataclass
@@ -48,6 +68,25 @@ class EpisodeInfo:
     message_count: int = 0
 
 
+@dataclass
+class RepairReport:
+    """What :func:`repair_bag` did: ``repaired`` False means the bag needed nothing (see ``reason``)."""
+
+    path: Path
+    repaired: bool
+    messages: int = 0
+    dropped_bytes: int = 0  # the torn or unreadable tail of the stream, not in the repaired bag
+    reason: str = ""
+
+
+class BagBusyError(RuntimeError):
+    """The bag's stream is locked: a live process is still recording (or repairing) it."""
+
+
+class BagRepairError(ValueError):
+    """The folder cannot be repaired (it is not a bag r3 wrote)."""
+
+
 def _write_yaml_atomically(path: Path, data: dict) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -62,21 +101,38 @@ class EpisodeBagWriter:
         self.path = Path(root) / info.episode_id
         if self.path.exists():
             raise FileExistsError(f"episode bag {self.path} already exists")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.mkdir(parents=True)
         self._store = typestore()
-        self._writer = Writer(self.path, version=9, storage_plugin=StoragePlugin.MCAP)
-        self._writer.open()
-        self._connections: dict[str, object] = {}
+        # Locked before it has its name, so no reader ever finds it unlocked while this writer lives.
+        tmp = self.path / f"{STREAM_FILE}.new"
+        self._file = open(tmp, "xb")  # noqa: SIM115 - held open, and locked, until close()
+        fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.replace(tmp, self.path / STREAM_FILE)
+        self._stream = StreamWriter(self._file, compression=CompressionType.NONE, use_chunking=False)
+        self._stream.start(profile="ros2", library="r3")
+        self._file.flush()
+        self._schemas: dict[str, int] = {}
+        self._channels: dict[str, int] = {}
         _write_yaml_atomically(self.path / EPISODE_FILE, asdict(info))
 
     def write(self, topic: str, msgtype: str, timestamp_ns: int, cdr: bytes) -> None:
-        """Append one serialised message; ``msgtype`` is the full name, e.g. sensor_msgs/msg/Image."""
-        conn = self._connections.get(topic)
-        if conn is None:
-            conn = self._writer.add_connection(topic, msgtype, typestore=self._store)
-            self._connections[topic] = conn
-        self._writer.write(conn, int(timestamp_ns), bytes(cdr))
+        """Append one serialised message; ``msgtype`` is the full name, e.g. sensor_msgs/msg/Image.
+
+        The message is with the OS when this returns: it survives the process being killed.
+        """
+        channel = self._channels.get(topic)
+        if channel is None:
+            channel = self._channels[topic] = self._add_channel(topic, msgtype)
+        self._stream.add_message(channel, int(timestamp_ns), bytes(cdr), int(timestamp_ns))
+        self._file.flush()
         self.info.message_count += 1
+
+    def _add_channel(self, topic: str, msgtype: str) -> int:
+        schema = self._schemas.get(msgtype)
+        if schema is None:
+            msgdef, _ = self._store.generate_msgdef(msgtype, ros_version=2)
+            schema = self._schemas[msgtype] = self._stream.register_schema(msgtype, "ros2msg", msgdef.encode())
+        return self._stream.register_channel(topic, "cdr", schema, {HASH_KEY: self._store.hash_rihs01(msgtype)})
 
     def write_message(self, topic: str, msgtype: str, timestamp_ns: int, message) -> None:
         """Append a rosbags message object (serialised here)."""
@@ -86,21 +142,138 @@ class EpisodeBagWriter:
         """Finish the bag and record the outcome; ``complete=False`` keeps it marked incomplete."""
         self.info.success, self.info.progress, self.info.steps, self.info.reason = success, progress, steps, reason
         self.info.status = COMPLETE if complete else INCOMPLETE
-        for key, value in asdict(self.info).items():
-            self._writer.set_custom_data(f"r3.{key}", str(value))
-        self._writer.close()
-        _write_yaml_atomically(self.path / EPISODE_FILE, asdict(self.info))
+        self._file.flush()
+        _convert_stream(self.path, self.info)
+        self._file.close()  # releases the lock; the stream is gone by now
         return self.path
 
 
+def _convert_stream(bag: Path, info: EpisodeInfo, *, repair: bool = False) -> tuple[int, int]:
+    """Stream -> standard bag, then delete the stream and write ``info``; (messages, bytes dropped).
+
+    ``repair`` marks the episode incomplete, with a reason that says how many messages were saved.
+
+    Safe to interrupt and run again: the stream stays until the bag is whole (metadata.yaml is
+    moved in last), and leftovers of an interrupted run are cleared first.
+    """
+    stream, staging = bag / STREAM_FILE, bag / bag.name  # rosbags names the .mcap after its folder
+    (bag / METADATA_FILE).unlink(missing_ok=True)
+    (bag / f"{bag.name}.mcap").unlink(missing_ok=True)
+    shutil.rmtree(staging, ignore_errors=True)
+    writer = Writer(staging, version=9, storage_plugin=StoragePlugin.MCAP)
+    writer.open()
+    with open(stream, "rb") as f:
+        count, good_bytes = _copy_complete_records(f, writer)
+        dropped = os.fstat(f.fileno()).st_size - good_bytes
+    info.message_count = count
+    if repair:
+        info.status = INCOMPLETE
+        info.reason = f"recorder stopped before the episode ended; repaired from {count} complete messages"
+    for key, value in asdict(info).items():
+        writer.set_custom_data(f"r3.{key}", str(value))
+    writer.close()
+    os.replace(staging / f"{bag.name}.mcap", bag / f"{bag.name}.mcap")
+    os.replace(staging / METADATA_FILE, bag / METADATA_FILE)
+    staging.rmdir()
+    stream.unlink()
+    _write_yaml_atomically(bag / EPISODE_FILE, asdict(info))
+    return count, dropped
+
+
+class _ExactReader:
+    """A file for StreamReader where a short read is the end of the stream, so a torn record at the
+    tail is never returned (StreamReader itself would hand out a truncated message)."""
+
+    def __init__(self, f):
+        self.f, self.offset = f, 0
+
+    def read(self, n: int) -> bytes:
+        data = self.f.read(n)
+        if len(data) < n:
+            raise EndOfFile()
+        self.offset += n
+        return data
+
+
+def _copy_complete_records(f, writer: Writer) -> tuple[int, int]:
+    """Every complete message of the stream ``f`` into ``writer``; (messages, bytes of complete records)."""
+    src = _ExactReader(f)
+    records = StreamReader(src, skip_magic=False).records
+    schemas: dict[int, Schema] = {}
+    connections: dict[int, object] = {}
+    count, good = 0, 0
+    while True:
+        try:
+            record = next(records)
+        except Exception:  # noqa: BLE001 - the end, or a torn or unparsable tail: stop there either way
+            break
+        if isinstance(record, Schema):
+            schemas[record.id] = record
+        elif isinstance(record, Channel):
+            schema = schemas[record.schema_id]
+            connections[record.id] = writer.add_connection(
+                record.topic, schema.name, msgdef=schema.data.decode(), rihs01=record.metadata[HASH_KEY],
+                serialization_format=record.message_encoding)
+        elif isinstance(record, Message):
+            writer.write(connections[record.channel_id], record.log_time, record.data)
+            count += 1
+        good = src.offset
+    return count, good
+
+
+def repair_bag(bag: str | Path) -> RepairReport:
+    """Make a bag whose writer died a standard, readable bag marked incomplete; idempotent.
+
+    Keeps every complete message of the recording stream, in order, and drops the torn tail.
+    Returns ``repaired=False`` with the reason when the bag is already whole; raises
+    :class:`BagBusyError` while a live process still records it and :class:`BagRepairError` when
+    the folder is no r3 bag.
+    """
+    bag = Path(bag)
+    stream = bag / STREAM_FILE
+    if not stream.is_file():
+        if (bag / METADATA_FILE).is_file():
+            return RepairReport(bag, False, reason="a closed rosbag2 bag (metadata.yaml, no recording stream): "
+                                "nothing to repair")
+        raise BagRepairError(f"{bag} is not a bag r3 recorded: it has neither {STREAM_FILE} nor {METADATA_FILE}")
+    with open(stream, "rb") as lock:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BagBusyError(f"{bag} is still being recorded by a live process (it holds {STREAM_FILE}); "
+                               "read it once the episode is closed") from None
+        if not stream.exists():  # another process finished it between our open and our lock
+            return RepairReport(bag, False, reason="closed or repaired by another process: nothing to repair")
+        info = _read_info_file(bag) if (bag / EPISODE_FILE).is_file() else EpisodeInfo(episode_id=bag.name)
+        count, dropped = _convert_stream(bag, info, repair=True)
+    return RepairReport(bag, True, count, dropped)
+
+
+def _read_info_file(bag: Path) -> EpisodeInfo:
+    return EpisodeInfo(**yaml.safe_load((bag / EPISODE_FILE).read_text()))
+
+
 def read_episode_info(bag: str | Path) -> EpisodeInfo:
-    return EpisodeInfo(**yaml.safe_load((Path(bag) / EPISODE_FILE).read_text()))
+    """The episode's sidecar; a bag whose writer died is repaired first (one still recording is not)."""
+    bag = Path(bag)
+    if (bag / STREAM_FILE).is_file():
+        try:
+            repair_bag(bag)
+        except BagBusyError:
+            pass  # still recording: the sidecar rightly says incomplete
+    return _read_info_file(bag)
 
 
 def read_messages(bag: str | Path, topics: set[str] | None = None) -> Iterator[tuple[str, str, int, object]]:
-    """(topic, msgtype, timestamp_ns, message) for every message of ``topics`` (default all), in time order."""
+    """(topic, msgtype, timestamp_ns, message) for every message of ``topics`` (default all), in time order.
+
+    A bag whose writer died is repaired first; one still being recorded raises :class:`BagBusyError`.
+    """
+    bag = Path(bag)
+    if (bag / STREAM_FILE).is_file():
+        repair_bag(bag)
     store = typestore()
-    with Reader(Path(bag)) as reader:
+    with Reader(bag) as reader:
         conns = [c for c in reader.connections if topics is None or c.topic in topics]
         for conn, timestamp, raw in reader.messages(connections=conns):
             yield conn.topic, conn.msgtype, timestamp, store.deserialize_cdr(raw, conn.msgtype)

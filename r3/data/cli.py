@@ -1,4 +1,4 @@
-"""`r3 collect` (expert episodes -> bags) and `r3 dataset` (bags -> datasets, stats, LeRobot export)."""
+"""`r3 collect` (expert episodes -> bags), `r3 dataset` (bags -> datasets, stats, LeRobot export), `r3 bag`."""
 
 from __future__ import annotations
 
@@ -79,6 +79,34 @@ def dataset_main(argv: list[str]) -> int:
     e.add_argument("--overwrite", action="store_true", help="replace --out if it is not empty")
     args = p.parse_args(argv)
     return {"build": _build, "stats": _stats, "export-lerobot": _export}[args.command](args)
+
+
+def bag_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="r3 bag", description="Look after episode bags.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    r = sub.add_parser("repair", help="make bags whose recorder was killed readable (marked incomplete)",
+                       description="Rewrite each bag whose writer died from its recording stream: every complete "
+                       "message is kept, the torn tail dropped, and the episode marked incomplete. Closed bags are "
+                       "left alone, so running it twice is harmless. The data readers do this on first read too.")
+    r.add_argument("bags", nargs="+", help="bag folders, or folders holding bag folders")
+    args = p.parse_args(argv)
+    from r3.data.bags import BagBusyError, BagRepairError, repair_bag
+    from r3.data.build import find_bags
+
+    failed = 0
+    for bag in find_bags(args.bags):
+        try:
+            report = repair_bag(bag)
+        except (BagBusyError, BagRepairError) as exc:
+            print(f"r3 bag repair: {bag}: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        if report.repaired:
+            print(f"repaired {bag}: {report.messages} complete messages kept, {report.dropped_bytes} bytes of a "
+                  "torn record dropped; marked incomplete")
+        else:
+            print(f"{bag}: {report.reason}")
+    return 1 if failed else 0
 
 
 def _build(args) -> int:

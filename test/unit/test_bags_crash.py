@@ -1,0 +1,206 @@
+"""A bag writer killed with SIGKILL at any moment leaves a bag that repairs to every complete message.
+
+Each case runs the writer in a child process (this file, run as a script) that kills itself: after a
+given message, inside the OS write of a message (part of its bytes on disk, as when the kill lands
+mid-syscall), or at a random time from a timer. The parent then repairs the bag and reads it back with
+`rosbags`, comparing topics, timestamps and CDR bytes with what the child wrote.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rosbags.rosbag2 import Reader
+
+from r3.data import bags
+from r3.data.bags import (
+    COMPLETE,
+    INCOMPLETE,
+    STREAM_FILE,
+    BagBusyError,
+    EpisodeBagWriter,
+    EpisodeInfo,
+    read_episode_info,
+    read_messages,
+    repair_bag,
+)
+from r3.data.bagtypes import typestore
+from r3.data.cli import bag_main
+
+IMAGE, JOINTS = "sensor_msgs/msg/Image", "sensor_msgs/msg/JointState"
+COUNT = 60  # every fifth message is a 320x240 rgb8 image
+T0 = 1_700_000_000_000_000_000
+
+
+def messages(count: int = COUNT) -> list[tuple[str, str, int, bytes]]:
+    """(topic, msgtype, timestamp_ns, cdr): small joint states and 320x240 images, the same every call."""
+    store, rng = typestore(), np.random.default_rng(7)
+    t = store.types
+    out = []
+    for i in range(count):
+        stamp = t["builtin_interfaces/msg/Time"](sec=i, nanosec=0)
+        header = t["std_msgs/msg/Header"](stamp=stamp, frame_id="camera")
+        if i % 5 == 0:
+            msg = t[IMAGE](header=header, height=240, width=320, encoding="rgb8", is_bigendian=0, step=960,
+                           data=rng.integers(0, 256, 320 * 240 * 3, dtype=np.uint8))
+            out.append(("/camera/image", IMAGE, T0 + i * 1000, bytes(store.serialize_cdr(msg, IMAGE))))
+        else:
+            msg = t[JOINTS](header=header, name=["x", "y"], position=rng.normal(size=2), velocity=np.zeros(0),
+                            effort=np.zeros(0))
+            out.append(("/joint_states", JOINTS, T0 + i * 1000, bytes(store.serialize_cdr(msg, JOINTS))))
+    return out
+
+
+class _KillingFile:
+    """The stream file, armed to put ``fraction`` of the next write on disk and then SIGKILL the process."""
+
+    def __init__(self, f):
+        self.f, self.fraction = f, None
+
+    def write(self, data) -> int:
+        if self.fraction is not None:
+            self.f.write(bytes(data)[: int(len(data) * self.fraction)])
+            self.f.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return self.f.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+
+def child(root: str, mode: str, at: float) -> None:
+    """Write messages() into root/episode and die: mode after (after message ``at``), inside (during the
+    write of message int(at), fraction at % 1 of it on disk) or timer (``at`` seconds in, writing on)."""
+    files: list[_KillingFile] = []
+    bags.open = lambda *a, **k: files.append(_KillingFile(builtins.open(*a, **k))) or files[-1]  # noqa: SIM115
+    writer = EpisodeBagWriter(root, EpisodeInfo(episode_id="episode", task="T"))
+    if mode == "timer":
+        threading.Timer(at, os.kill, (os.getpid(), signal.SIGKILL)).start()
+    for i, (topic, msgtype, stamp, cdr) in enumerate(messages() * (1000 if mode == "timer" else 1)):
+        if mode == "inside" and i == int(at):
+            files[0].fraction = at % 1
+        writer.write(topic, msgtype, stamp + (i // COUNT) * COUNT * 1000, cdr)
+        print(i, flush=True)  # this message's write has returned
+        if mode == "timer":
+            time.sleep(0.001)  # a recorder's pace, not a disk benchmark
+        if mode == "after" and i == at:
+            os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("the child was meant to be killed")
+
+
+def run_child(tmp_path: Path, mode: str, at: float) -> tuple[Path, int]:
+    """Run the child to its death; (bag, how many writes returned)."""
+    proc = subprocess.run([sys.executable, __file__, str(tmp_path), mode, repr(at)], check=False,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    return tmp_path / "episode", len(proc.stdout.split())
+
+
+def bag_contents(bag: Path) -> list[tuple[str, str, int, bytes]]:
+    with Reader(bag) as reader:
+        return [(c.topic, c.msgtype, t, bytes(raw)) for c, t, raw in reader.messages()]
+
+
+@pytest.mark.parametrize("mode,at", [
+    ("inside", 0.0),     # killed in the first write: no message on disk
+    ("after", 0),        # right after the first message (an image)
+    ("inside", 3.5),     # half a joint state on disk
+    ("inside", 10.5),    # half an image
+    ("inside", 25.999),  # all of an image but its last bytes
+    ("after", 27),
+    ("inside", 59.3),    # in the last message
+])
+def test_killed_writer_repairs_to_every_complete_message(tmp_path, mode, at):
+    bag, returned = run_child(tmp_path, mode, at)
+    assert (bag / STREAM_FILE).is_file() and not (bag / "metadata.yaml").exists()
+    report = repair_bag(bag)
+    expected = messages()[:returned]
+    assert report.repaired and report.messages == returned
+    assert (report.dropped_bytes > 0) == (mode == "inside" and at % 1 > 0)
+    assert bag_contents(bag) == expected
+    assert not (bag / STREAM_FILE).exists()
+    info = read_episode_info(bag)
+    assert info.status == INCOMPLETE and info.task == "T" and info.message_count == returned
+    assert info.reason == f"recorder stopped before the episode ended; repaired from {returned} complete messages"
+
+
+def test_kill_at_a_random_time_while_writing(tmp_path):
+    bag, returned = run_child(tmp_path, "timer", 0.5)
+    assert returned > COUNT  # the child was killed while writing, not before
+    got = [(topic, cdr) for topic, _, _, cdr in bag_contents_after_read(bag)]
+    # The write that was under way when the kill came may have reached the disk whole.
+    assert returned <= len(got) <= returned + 1
+    assert got == [(topic, cdr) for topic, _, _, cdr in (messages() * 1000)[: len(got)]]
+
+
+def bag_contents_after_read(bag: Path) -> list[tuple[str, str, int, bytes]]:
+    """The readers repair a bag whose writer died on first read."""
+    assert sum(1 for _ in read_messages(bag, {"/camera/image"})) > 0
+    return bag_contents(bag)
+
+
+def test_closed_bag_is_standard_and_repair_leaves_it_alone(tmp_path, capsys):
+    writer = EpisodeBagWriter(tmp_path, EpisodeInfo(episode_id="closed"))
+    for message in messages():
+        writer.write(*message)
+    bag = writer.close(success=True, progress=1.0, steps=3, reason="success")
+    assert sorted(p.name for p in bag.iterdir()) == ["closed.mcap", "metadata.yaml", "r3_episode.yaml"]
+    assert bag_contents(bag) == messages()
+    from mcap.reader import make_reader
+
+    with open(bag / "closed.mcap", "rb") as f:
+        reader = make_reader(f)
+        assert reader.get_summary().statistics.chunk_count >= 1
+        assert [(c.topic, m.log_time, m.data) for _, c, m in reader.iter_messages()] == \
+            [(topic, stamp, cdr) for topic, _, stamp, cdr in messages()]
+    info = read_episode_info(bag)
+    assert (info.status, info.reason, info.message_count) == (COMPLETE, "success", COUNT)
+
+    before = {p.name: p.stat().st_mtime_ns for p in bag.iterdir()}
+    report = repair_bag(bag)
+    assert not report.repaired and "nothing to repair" in report.reason
+    assert bag_main(["repair", str(tmp_path)]) == 0
+    assert "nothing to repair" in capsys.readouterr().out
+    assert {p.name: p.stat().st_mtime_ns for p in bag.iterdir()} == before
+
+
+def test_cli_repairs_once(tmp_path, capsys):
+    bag, returned = run_child(tmp_path, "inside", 10.5)
+    assert bag_main(["repair", str(bag)]) == 0
+    assert f"{returned} complete messages kept" in capsys.readouterr().out
+    assert bag_main(["repair", str(bag)]) == 0
+    assert "nothing to repair" in capsys.readouterr().out
+    assert len(bag_contents(bag)) == returned
+
+
+def test_a_bag_being_recorded_is_not_repaired_under_its_writer(tmp_path):
+    writer = EpisodeBagWriter(tmp_path, EpisodeInfo(episode_id="live"))
+    writer.write(*messages(1)[0])
+    with pytest.raises(BagBusyError, match="still being recorded"):
+        repair_bag(writer.path)
+    with pytest.raises(BagBusyError):
+        next(read_messages(writer.path))
+    assert read_episode_info(writer.path).status == INCOMPLETE
+    assert (writer.path / STREAM_FILE).is_file()
+    writer.close(success=False, progress=0.0, steps=0, reason="stopped", complete=False)
+    assert len(bag_contents(writer.path)) == 1 and read_episode_info(writer.path).reason == "stopped"
+
+
+def test_a_folder_that_is_no_bag_is_refused(tmp_path, capsys):
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "r3_episode.yaml").write_text("episode_id: x\n")
+    assert bag_main(["repair", str(tmp_path / "x")]) == 1
+    assert "neither recording.mcap nor metadata.yaml" in capsys.readouterr().err
+
+
+if __name__ == "__main__":
+    child(sys.argv[1], sys.argv[2], float(sys.argv[3]))

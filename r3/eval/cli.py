@@ -1,0 +1,195 @@
+"""``r3 eval``: evaluate a reasoner on held-out scenes (``run``, the default) and compare two runs.
+
+    r3 eval --reasoner expert --split T_O --scenes 64 --trials 16 --workers 2 --out runs/eval/expert
+    r3 eval compare runs/eval/base runs/eval/r3 --out runs/eval/delta
+
+``run`` writes into ``--out``: episodes.jsonl (the resumable cache), table.md, table.csv and
+success.png; with ``--via-ros`` also via_ros.jsonl and via_ros.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from r3.eval.runner import EvalConfig, EvalError, completed, evaluate, read_config, read_records, scene_seed
+
+SPLIT_CHOICES = ("all", "T_M", "T_R", "T_O")
+
+
+def _budget(text: str) -> int | None:
+    if text == "full":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 'full' or a token count >= 0, got {text!r}")
+    return value
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="r3 eval [run]",
+        description="Evaluate a reasoner in-process on held-out Language Table scenes (seeds from "
+        f"{scene_seed(0)} up, disjoint from data collection): per-episode JSONL (resumable), a per-task "
+        "table with 95% confidence intervals (Markdown, CSV) and a bar chart.",
+    )
+    p.add_argument("--reasoner", default="expert", metavar="SPEC",
+                   help="reasoner backend: expert, transformers:DIR or openai:URL,model=NAME (default: expert)")
+    p.add_argument("--suite", default="language_table", choices=("language_table",),
+                   help="task suite (default: language_table)")
+    p.add_argument("--split", default="all", choices=SPLIT_CHOICES,
+                   help="task split: T_M (mid-training), T_R (RL), T_O (held-out) or all 14 tasks (default: all)")
+    p.add_argument("--tasks", default=None, metavar="A,B,...", help="comma-separated task names (overrides --split)")
+    p.add_argument("--scenes", type=int, default=64, help="held-out scenes per task (default: 64)")
+    p.add_argument("--trials", type=int, default=16,
+                   help="trials per scene: same scene, fresh policy noise and wording (default: 16)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="parallel workers, each with its own simulator and reasoner (default: 1)")
+    p.add_argument("--reasoning-budget", type=_budget, default=None, metavar="full|N",
+                   help="reasoning per step: full, or at most N tokens (0 = instruction only) (default: full)")
+    p.add_argument("--max-steps", type=int, default=20, help="decision steps per episode (default: 20)")
+    p.add_argument("--history", default="response", choices=("response", "instruction", "none"),
+                   help="what the reasoner sees of its previous step (default: response)")
+    p.add_argument("--out", type=Path, required=True,
+                   help="output folder; episodes already in it are reused (resume)")
+    p.add_argument("--ray", default=None, metavar="ADDRESS",
+                   help="run episodes on Ray instead of local processes: 'local' (a private instance), "
+                   "'auto' or HOST:PORT (a running cluster); --workers actors of one CPU each")
+    p.add_argument("--via-ros", action="store_true",
+                   help="afterwards, run a subset through the ROS graph (sim in the loop) and report any "
+                   "disagreement with the in-process episodes of the same seeds (trial 0 only)")
+    p.add_argument("--via-ros-scenes", type=int, default=2,
+                   help="scenes per task for --via-ros, the first ones (default: 2)")
+    p.add_argument("--via-ros-timeout", type=float, default=120.0,
+                   help="seconds to wait for the graph to come up and for each episode (default: 120)")
+    return p
+
+
+def _compare_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="r3 eval compare",
+        description="Per-task difference B - A of two evaluation folders: success and progress deltas in "
+        "percentage points with 95% intervals (Newcombe score interval for success, Welch t for progress); "
+        "bold with a triangle where the interval excludes 0 (|delta| > CI, as R^3's delta column).",
+    )
+    p.add_argument("a", type=Path, help="evaluation folder A (the baseline)")
+    p.add_argument("b", type=Path, help="evaluation folder B")
+    p.add_argument("--names", default=None, metavar="A,B",
+                   help="column names for A and B (default: their reasoner specs)")
+    p.add_argument("--out", type=Path, default=None, help="folder for compare.md and compare.csv (default: print only)")
+    return p
+
+
+def _describe(config: EvalConfig) -> str:
+    budget = "full" if config.budget is None else f"{config.budget} tokens"
+    return (f"`{config.reasoner}` on Language Table ({len(config.tasks)} tasks): {config.scenes} held-out scenes "
+            f"x {config.trials} trial(s) per task (scene seeds {scene_seed(0)}-{scene_seed(config.scenes - 1)}); "
+            f"reasoning budget {budget}, at most {config.max_steps} instructions, history {config.history}.")
+
+
+def run_main(argv: list[str]) -> int:
+    from tqdm import tqdm
+
+    from r3.eval import tables
+    from r3.eval.plots import success_chart
+    from r3.tasks.language_table.tasks import SPLITS, TASKS
+
+    parser = _run_parser()
+    args = parser.parse_args(argv)
+    if args.tasks:
+        tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
+    else:
+        tasks = tuple(TASKS) if args.split == "all" else SPLITS[args.split]
+    if args.via_ros_scenes < 1:
+        parser.error("--via-ros-scenes must be >= 1")
+    try:
+        config = EvalConfig(args.reasoner, args.suite, tasks, args.scenes, args.trials, args.reasoning_budget,
+                            args.max_steps, args.history)
+    except EvalError as exc:
+        parser.error(str(exc))
+
+    bar = tqdm(unit="episode", file=sys.stderr, dynamic_ncols=True)
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    try:
+        records = evaluate(config, args.out, args.workers, args.ray, progress)
+    except EvalError as exc:
+        bar.close()
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    bar.close()
+    rows = tables.task_rows(records, tasks)
+    header = _describe(config)
+    table = tables.markdown(rows)
+    (args.out / "table.md").write_text(f"{header}\n\n{table}\n")
+    (args.out / "table.csv").write_text(tables.to_csv(rows))
+    chart = success_chart(rows, args.out / "success.png", f"{config.reasoner}: success per task")
+    print(f"{header}\n\n{table}\n\nwritten: {args.out / 'table.md'}, {args.out / 'table.csv'}, {chart}")
+    if args.via_ros:
+        return _via_ros(config, records, args)
+    return 0
+
+
+def _via_ros(config: EvalConfig, records: list[dict], args) -> int:
+    from r3_ros.eval_via_ros import run_via_ros  # rclpy only on this path
+
+    subset = [r for r in completed(records) if r["trial"] == 0 and r["scene"] < args.via_ros_scenes]
+    report = run_via_ros(config, subset, args.out / "via_ros", args.via_ros_timeout)
+    with open(args.out / "via_ros.jsonl", "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in report)
+    disagree = [r for r in report if r["differences"]]
+    lines = [(f"Through the ROS graph: {len(report)} episode(s) (trial 0 of the first {args.via_ros_scenes} "
+             f"scene(s) per task), {len(disagree)} disagreeing with the in-process run."), ""]
+    lines += [f"- {r['task']} seed {r['seed']}: " + "; ".join(r["differences"]) for r in disagree]
+    (args.out / "via_ros.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 1 if disagree else 0
+
+
+def compare_main(argv: list[str]) -> int:
+    from r3.eval import tables
+
+    args = _compare_parser().parse_args(argv)
+    try:
+        config_a, config_b = read_config(args.a), read_config(args.b)
+    except EvalError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    records_a, records_b = read_records(args.a), read_records(args.b)
+    have_b = {r["task"] for r in records_b}
+    tasks = [t for t in config_a["tasks"] if t in have_b and any(r["task"] == t for r in records_a)]
+    if not tasks:
+        print("error: the two evaluations share no task with finished episodes", file=sys.stderr)
+        return 2
+    name_a, name_b = args.names.split(",", 1) if args.names else (config_a["reasoner"], config_b["reasoner"])
+    rows = tables.compare_rows(records_a, records_b, tasks)
+    header = (f"B = {name_b} minus A = {name_a}, in percentage points with 95% intervals; "
+              "bold with ▲/▼: the interval excludes 0.")
+    text = f"{header}\n\n{tables.compare_markdown(rows, name_a, name_b)}\n"
+    print(text)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "compare.md").write_text(text)
+        (args.out / "compare.csv").write_text(tables.compare_csv(rows))
+    return 0
+
+
+def eval_main(argv: list[str]) -> int:
+    """Dispatch ``r3 eval [run] ...`` and ``r3 eval compare A B``."""
+    if argv[:1] == ["compare"]:
+        return compare_main(argv[1:])
+    if argv[:1] in (["-h"], ["--help"]):
+        print("usage: r3 eval [run] [options]  |  r3 eval compare A B [options]\n"
+              "  r3 eval run --help       evaluate a reasoner on held-out scenes (the default)\n"
+              "  r3 eval compare --help   per-task difference of two evaluations")
+        return 0
+    return run_main(argv[1:] if argv[:1] == ["run"] else argv)

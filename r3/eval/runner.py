@@ -1,0 +1,300 @@
+"""The evaluation runner: held-out jobs, in-process workers (processes or Ray actors), a resumable cache.
+
+Seed scheme. Evaluation scene ``i`` has seed ``EVAL_SEED_BASE + i``: the same scenes for every
+task, all at or above the base that collection seeds stay below. Trial ``t`` of a scene runs
+``run_episode(task, seed, ..., trial=t)``: same layout and task instance, fresh low-level policy
+noise and expert wording (``r3.episode.trial_seed``); trial 0 is what the ROS graph runs for that
+seed.
+
+Output folder layout (``--out DIR``)::
+
+    config.json      what the cached episodes were run with; a resumed run must match it
+    episodes.jsonl   one finished episode per line (see :meth:`EpisodeWorker.run`), appended as it ends
+
+A run skips every job whose (task, scene, trial) is already in ``episodes.jsonl``, so a stopped run
+continues where it was, and more scenes or trials extend an earlier run. The cache does not know
+the code's version: after a change to the simulator, tasks or reasoner, use a fresh folder.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from r3.data.seeds import EVAL_SEED_BASE  # collection seeds stay below it
+from r3.tasks.language_table.tasks import SPLITS, TASKS
+
+CONFIG_FILE = "config.json"
+EPISODES_FILE = "episodes.jsonl"
+#: Config fields that change episode outcomes: a resumed run must agree on all of them.
+OUTCOME_FIELDS = ("reasoner", "suite", "budget", "max_steps", "history")
+
+
+class EvalError(RuntimeError):
+    """A run that cannot start as asked (bad options, a cache from another configuration)."""
+
+
+def split_of(task: str) -> str:
+    """The split (T_M, T_R or T_O) a Language Table task belongs to."""
+    return next(name for name, tasks in SPLITS.items() if task in tasks)
+
+
+def scene_seed(scene: int) -> int:
+    """Environment seed of held-out scene ``scene`` (0-based).
+
+    >>> scene_seed(0)
+    1000000
+    """
+    if scene < 0:
+        raise ValueError(f"scene index must be >= 0, got {scene}")
+    return EVAL_SEED_BASE + scene
+
+
+@dataclass(frozen=True)
+class Job:
+    """One episode to run: a task on one held-out scene, one trial."""
+
+    task: str
+    scene: int
+    trial: int
+
+    @property
+    def seed(self) -> int:
+        return scene_seed(self.scene)
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return self.task, self.scene, self.trial
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """What to evaluate; validates itself. ``budget`` None is full reasoning, N caps it at N tokens."""
+
+    reasoner: str = "expert"
+    suite: str = "language_table"
+    tasks: tuple[str, ...] = field(default_factory=lambda: tuple(TASKS))
+    scenes: int = 64
+    trials: int = 16
+    budget: int | None = None
+    max_steps: int = 20
+    history: str = "response"
+
+    def __post_init__(self):
+        if self.suite != "language_table":
+            raise EvalError(f"suite {self.suite!r}: only 'language_table' is evaluated in-process so far")
+        unknown = [t for t in self.tasks if t not in TASKS]
+        if unknown or not self.tasks:
+            raise EvalError(f"tasks {list(unknown)} unknown or none given; known: {', '.join(TASKS)}")
+        for name in ("scenes", "trials", "max_steps"):
+            if getattr(self, name) < 1:
+                raise EvalError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.budget is not None and self.budget < 0:
+            raise EvalError(f"budget must be None (full) or >= 0, got {self.budget}")
+        if self.history not in ("response", "instruction", "none"):
+            raise EvalError(f"history must be response, instruction or none, got {self.history!r}")
+
+    def jobs(self) -> list[Job]:
+        """Every episode of the evaluation, task by task, scene by scene, trial by trial."""
+        return [Job(t, s, k) for t in self.tasks for s in range(self.scenes) for k in range(self.trials)]
+
+    def outcome_fields(self) -> dict:
+        return {name: getattr(self, name) for name in OUTCOME_FIELDS}
+
+
+class EpisodeWorker:
+    """Builds the simulator and the reasoner once, then runs jobs (a pool process or a Ray actor)."""
+
+    def __init__(self, config: EvalConfig):
+        from r3.reasoning import ReasoningBudget, make_backend
+        from r3.sim.language_table.env import LanguageTableEnv
+
+        self.config = config
+        self.env = LanguageTableEnv()
+        self.backend = make_backend(config.reasoner)
+        self.backend.load()
+        self.budget = ReasoningBudget(max_reasoning_tokens=config.budget)
+
+    def run(self, job: Job) -> dict:
+        """Run ``job``; return its JSON record.
+
+        Keys: task, split, scene, trial, seed, then either ``skipped`` (why the scene poses no task)
+        or success, progress (final, in [0, 1]), penalty (None: Language Table has none),
+        decision_steps, control_steps, invalid_steps, reasoning_words (mean per decision step),
+        goal, instructions, wall_s.
+        """
+        from r3.episode import run_episode
+
+        record = {"task": job.task, "split": split_of(job.task), "scene": job.scene, "trial": job.trial,
+                  "seed": job.seed}
+        try:  # the env redraws layouts that already solve the task; it gives up after a few
+            self.env.reset(seed=job.seed, options={"task": job.task})
+        except RuntimeError as exc:
+            return {**record, "skipped": str(exc)}
+        start = time.perf_counter()
+        t = run_episode(job.task, job.seed, self.backend, env=self.env, max_steps=self.config.max_steps,
+                        budget=self.budget, history=self.config.history, render=False, trial=job.trial)
+        words = [len(s.reasoning.split()) for s in t.steps]
+        return {
+            **record,
+            "success": t.success,
+            "progress": t.progress,
+            "penalty": None,
+            "decision_steps": len(t.steps),
+            "control_steps": t.control_steps,
+            "invalid_steps": sum(not s.valid for s in t.steps),
+            "reasoning_words": sum(words) / len(words) if words else 0.0,
+            "goal": t.goal,
+            "instructions": t.instructions,
+            "wall_s": round(time.perf_counter() - start, 4),
+        }
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+# ------------------------------------------------------------------------------------ cache
+def prepare_output(out: Path, config: EvalConfig) -> dict[tuple[str, int, int], dict]:
+    """Create ``out``, check or write its config, and return the cached records by job key.
+
+    A last line cut short by a crash is dropped (that episode runs again).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    config_path = out / CONFIG_FILE
+    if config_path.is_file():
+        cached = json.loads(config_path.read_text())
+        differ = {k: (cached.get(k), v) for k, v in config.outcome_fields().items() if cached.get(k) != v}
+        if differ:
+            what = ", ".join(f"{k}: cached {a!r}, now {b!r}" for k, (a, b) in differ.items())
+            raise EvalError(f"{out} holds episodes of another configuration ({what}); choose another --out")
+    config_path.write_text(json.dumps(asdict(config), indent=2) + "\n")
+    _drop_partial_line(out / EPISODES_FILE)
+    return {tuple(r[k] for k in ("task", "scene", "trial")): r for r in read_records(out)}
+
+
+def _drop_partial_line(path: Path) -> None:
+    """Cut a last line that a crash left without its newline, so appends start on a fresh line."""
+    if path.is_file():
+        data = path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            path.write_bytes(data[: data.rfind(b"\n") + 1])
+
+
+def read_records(out: Path) -> list[dict]:
+    """Every complete record in ``out/episodes.jsonl`` (later duplicates win)."""
+    path = out / EPISODES_FILE
+    if not path.is_file():
+        return []
+    records: dict[tuple, dict] = {}
+    for line in path.read_text().splitlines():
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        records[(r["task"], r["scene"], r["trial"])] = r
+    return list(records.values())
+
+
+def read_config(out: Path) -> dict:
+    path = out / CONFIG_FILE
+    if not path.is_file():
+        raise EvalError(f"{out} is not an evaluation folder (no {CONFIG_FILE})")
+    return json.loads(path.read_text())
+
+
+# ------------------------------------------------------------------------------------ running
+def evaluate(
+    config: EvalConfig,
+    out: Path,
+    workers: int = 1,
+    ray_address: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> list[dict]:
+    """Run every job of ``config`` not yet cached in ``out``; return all its records in job order.
+
+    ``on_progress(done, total)`` is called at the start and after each episode.
+    """
+    if workers < 1:
+        raise EvalError(f"workers must be >= 1, got {workers}")
+    cached = prepare_output(out, config)
+    jobs = config.jobs()
+    todo = [j for j in jobs if j.key not in cached]
+    done = len(jobs) - len(todo)
+    if on_progress:
+        on_progress(done, len(jobs))
+    if ray_address is not None:
+        results = _run_ray(config, todo, workers, ray_address)
+    elif workers == 1:
+        results = _run_here(config, todo)
+    else:
+        results = _run_pool(config, todo, workers)
+    with open(out / EPISODES_FILE, "a") as f:
+        for record in results:
+            f.write(json.dumps(record) + "\n")
+            f.flush()
+            cached[(record["task"], record["scene"], record["trial"])] = record
+            done += 1
+            if on_progress:
+                on_progress(done, len(jobs))
+    return [cached[j.key] for j in jobs]
+
+
+def _run_here(config: EvalConfig, jobs: list[Job]) -> Iterator[dict]:
+    if not jobs:
+        return
+    worker = EpisodeWorker(config)
+    try:
+        yield from map(worker.run, jobs)
+    finally:
+        worker.close()
+
+
+_POOL_WORKER: list[EpisodeWorker] = []
+
+
+def _pool_init(config: EvalConfig) -> None:
+    _POOL_WORKER.append(EpisodeWorker(config))
+
+
+def _pool_run(job: Job) -> dict:
+    return _POOL_WORKER[0].run(job)
+
+
+def _run_pool(config: EvalConfig, jobs: list[Job], workers: int) -> Iterator[dict]:
+    import multiprocessing as mp
+
+    if not jobs:
+        return
+    # spawn: MuJoCo and model libraries are not fork-safe once initialised
+    with mp.get_context("spawn").Pool(min(workers, len(jobs)), _pool_init, (config,)) as pool:
+        yield from pool.imap_unordered(_pool_run, jobs)
+
+
+def _run_ray(config: EvalConfig, jobs: list[Job], workers: int, address: str) -> Iterator[dict]:
+    """Episodes on a Ray cluster: ``workers`` actors of one CPU each, each with its own env and reasoner.
+
+    ``address`` is passed to ``ray.init``: "local" starts a private local instance with ``workers``
+    CPUs, "auto" or "HOST:PORT" joins a running cluster, "ray://HOST:10001" connects a client. The
+    cluster's workers need this package importable (same image, or a ``runtime_env``).
+    """
+    import ray
+    from ray.util import ActorPool
+
+    if not jobs:
+        return
+    ray.init(address=address, num_cpus=workers if address == "local" else None, include_dashboard=False,
+             log_to_driver=False)
+    try:
+        actor = ray.remote(num_cpus=1)(EpisodeWorker)
+        pool = ActorPool([actor.remote(config) for _ in range(min(workers, len(jobs)))])
+        yield from pool.map_unordered(lambda a, job: a.run.remote(job), jobs)
+    finally:
+        ray.shutdown()
+
+
+def completed(records: Iterable[dict]) -> list[dict]:
+    """The records of episodes that ran (skipped scenes left out)."""
+    return [r for r in records if "skipped" not in r]

@@ -1,0 +1,100 @@
+"""The evaluation runner: held-out seeds, trials, resumption, and parallel runs equal to serial ones."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from r3.eval import runner
+from r3.eval.runner import EVAL_SEED_BASE, EvalConfig, EvalError, Job, evaluate, read_records, scene_seed
+
+TINY = EvalConfig(tasks=("V", "mid"), scenes=2, trials=1)
+
+
+def without_timing(records):
+    return [{k: v for k, v in r.items() if k != "wall_s"} for r in records]
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory):
+    out = tmp_path_factory.mktemp("serial")
+    return out, evaluate(TINY, out, workers=1)
+
+
+def test_eval_seeds_are_disjoint_from_collection_seeds():
+    from r3.data.seeds import MAX_SCENES, MAX_TRIALS, TASK_ORDER, collection_seed, is_evaluation_seed
+
+    seeds = {job.seed for job in EvalConfig(scenes=64, trials=16).jobs()}
+    assert seeds == set(range(EVAL_SEED_BASE, EVAL_SEED_BASE + 64)) and all(map(is_evaluation_seed, seeds))
+    highest_collection = max(collection_seed(t, MAX_SCENES - 1, MAX_TRIALS - 1) for t in TASK_ORDER)
+    assert highest_collection < min(seeds)
+    with pytest.raises(ValueError):
+        scene_seed(-1)
+
+
+def test_jobs_cover_tasks_scenes_and_trials():
+    jobs = EvalConfig(tasks=("V", "T"), scenes=3, trials=2).jobs()
+    assert len(jobs) == len({j.key for j in jobs}) == 12
+    assert jobs[0] == Job("V", 0, 0) and jobs[1] == Job("V", 0, 1)
+
+
+@pytest.mark.parametrize("bad", [{"scenes": 0}, {"trials": 0}, {"tasks": ("nope",)}, {"budget": -2},
+                                 {"history": "all"}, {"suite": "packing"}])
+def test_config_names_the_bad_value(bad):
+    with pytest.raises(EvalError, match=next(iter(bad)) if "tasks" not in bad else "unknown"):
+        EvalConfig(**bad)
+
+
+def test_trials_keep_the_scene_and_redraw_the_noise(tmp_path):
+    config = EvalConfig(tasks=("rect",), scenes=1, trials=3)
+    records = evaluate(config, tmp_path)
+    assert len({r["goal"] for r in records}) == 1 and len({r["seed"] for r in records}) == 1
+    assert len({tuple(r["instructions"]) for r in records}) > 1
+
+
+def test_records_are_complete(serial):
+    _, records = serial
+    assert [(r["task"], r["scene"]) for r in records] == [("V", 0), ("V", 1), ("mid", 0), ("mid", 1)]
+    for r in records:
+        assert r["split"] in ("T_M", "T_O") and r["seed"] >= EVAL_SEED_BASE and r["penalty"] is None
+        assert r["decision_steps"] == len(r["instructions"]) >= 1 and r["reasoning_words"] > 0
+
+
+def test_two_workers_give_the_same_episodes_as_one(serial, tmp_path):
+    _, records = serial
+    assert without_timing(evaluate(TINY, tmp_path, workers=2)) == without_timing(records)
+
+
+def test_resume_runs_only_missing_episodes(serial, tmp_path, monkeypatch):
+    _, records = serial
+    ran = []
+    real_run = runner.EpisodeWorker.run
+    monkeypatch.setattr(runner.EpisodeWorker, "run", lambda self, job: ran.append(job.key) or real_run(self, job))
+
+    evaluate(EvalConfig(tasks=("V", "mid"), scenes=1, trials=1), tmp_path)
+    assert ran == [("V", 0, 0), ("mid", 0, 0)]
+    # A crash in the middle of writing the last record: that episode runs again, nothing else does.
+    path = tmp_path / runner.EPISODES_FILE
+    lines = path.read_text().splitlines()
+    path.write_text(lines[0] + "\n" + lines[1][:20])
+    ran.clear()
+    resumed = evaluate(TINY, tmp_path)
+    assert ran == [("V", 1, 0), ("mid", 0, 0), ("mid", 1, 0)]
+    assert without_timing(resumed) == without_timing(records)
+    ran.clear()
+    assert without_timing(evaluate(TINY, tmp_path)) == without_timing(records) and ran == []
+    assert len(read_records(tmp_path)) == 4
+
+
+def test_resume_refuses_another_configuration(serial):
+    out, _ = serial
+    with pytest.raises(EvalError, match="budget: cached None, now 0"):
+        evaluate(EvalConfig(tasks=("V",), scenes=1, trials=1, budget=0), out)
+    assert json.loads((out / runner.CONFIG_FILE).read_text())["budget"] is None
+
+
+def test_ray_gives_the_same_episodes_as_local_workers(serial, tmp_path):
+    pytest.importorskip("ray", reason="needs Ray (pip install ray) for the --ray path")
+    _, records = serial
+    assert without_timing(evaluate(TINY, tmp_path, workers=2, ray_address="local")) == without_timing(records)

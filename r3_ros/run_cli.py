@@ -17,11 +17,15 @@ from pathlib import Path
 
 from r3.data.bags import read_episode_info
 from r3.data.video import episode_video_from_bag
+from r3.graph.cli import parse_overrides
 from r3.graph.description import DEFAULT_GRAPH, load_profile
 from r3.graph.supervisor import Supervisor
 
 #: How long `r3 run` looks for an already running graph before starting one (DDS discovery time).
 RUNNING_GRAPH_DISCOVERY_S = 2.0
+#: How long to wait for the episode's own error result after a member of the graph died (the
+#: reasoner's heartbeat timeout is 1 s).
+MEMBER_EXIT_GRACE_S = 1.8
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -38,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reasoner", default=None, metavar="SPEC",
                    help="reasoner backend: expert (default), transformers:DIR or openai:URL,model=NAME; only "
                    "used when r3 run starts the graph itself")
+    p.add_argument("--set", action="append", default=[], metavar="MEMBER.PARAM=VALUE",
+                   help="override a member's parameter when r3 run starts the graph, e.g. "
+                   "r3_reasoner_node.max_consecutive_invalid=5; repeatable")
     p.add_argument("--max-steps", type=int, default=0, help="decision steps; 0 = the suite's default (20)")
     p.add_argument("--reasoning-budget", type=int, default=-1,
                    help="reasoning tokens per step: -1 unlimited (default), 0 instruction only, N truncate at N")
@@ -102,9 +109,10 @@ def main(argv: list[str] | None = None) -> int:
             if not commander.wait_until_ready(args.startup_timeout):
                 return _fail(f"no running r3 graph offered /r3/run_task within {args.startup_timeout:.0f} s")
         elif not commander.wait_until_ready(RUNNING_GRAPH_DISCOVERY_S):
-            overrides = {"r3_recorder_node": {"output_dir": str((out / "bags").resolve())}}
+            overrides = parse_overrides(args.set)
+            overrides.setdefault("r3_recorder_node", {})["output_dir"] = str((out / "bags").resolve())
             if args.reasoner:
-                overrides["r3_reasoner_node"] = {"backend": args.reasoner}
+                overrides.setdefault("r3_reasoner_node", {})["backend"] = args.reasoner
             profile = load_profile(args.profile, args.graph, overrides)
             log_dir = out / "logs" / time.strftime("%Y%m%d-%H%M%S")
             supervisor = Supervisor(profile, log_dir, echo=(lambda _: None) if args.quiet else None)
@@ -126,13 +134,15 @@ def main(argv: list[str] | None = None) -> int:
             if interrupted["count"] > 1:
                 return _fail("interrupted")
             if supervisor is not None and supervisor.poll() is not None:
-                # A member died: the reasoner ends the episode with an error naming it within its
-                # heartbeat timeout; give it that long before giving up on the result.
-                deadline = time.monotonic() + 3.0
+                # A member died. The reasoner ends the episode with an error naming it within its
+                # heartbeat timeout; if the reasoner itself died, no result will come.
+                grace = 0.0 if supervisor.first_exit.member == "r3_reasoner_node" else MEMBER_EXIT_GRACE_S
+                deadline = time.monotonic() + grace
                 while time.monotonic() < deadline and handle.spin_once() is not TaskStatus.DONE:
                     pass
                 if handle.status is not TaskStatus.DONE:
-                    return _fail(f"{supervisor.first_exit} and the episode did not report an end")
+                    print(f"outcome:  error: {supervisor.first_exit}", flush=True)
+                    return _fail(f"{supervisor.first_exit}; the episode ended without a result")
                 break
         if handle.status is TaskStatus.REJECTED:
             return _fail("the reasoner rejected the RunTask goal")

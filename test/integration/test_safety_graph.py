@@ -1,0 +1,203 @@
+"""Safety of the running graph (SAFETY.md): cancel, the actuator watchdog, hostile model outputs,
+killing each node in turn, and replaying recorded outputs. Each test prints the figure it measures."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from r3.data.bags import INCOMPLETE, read_episode_info, read_messages
+from r3.graph import names
+from r3.safety.fuzz import hostile_outputs
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+R3 = [sys.executable, "-m", "r3.cli"]
+_domain = iter(range(60, 100))
+
+
+def private_env() -> dict[str, str]:
+    """A ROS domain of its own, so that each `r3 run` starts and supervises its own graph."""
+    return dict(os.environ, ROS_DOMAIN_ID=str((int(os.environ["ROS_DOMAIN_ID"]) + next(_domain)) % 101))
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory):
+    out = tmp_path_factory.mktemp("safety")
+    proc = subprocess.Popen(R3 + ["launch", "sim_language_table", "--logs", str(out / "logs"),
+                                  "--set", f"r3_recorder_node.output_dir={out / 'bags'}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    import rclpy
+
+    from r3_ros.commander import R3Commander
+
+    rclpy.init()
+    node = rclpy.create_node("r3_safety_test")
+    commander = R3Commander(node)
+    assert commander.wait_until_ready(60), "the graph did not come up"
+    yield node, commander
+    node.destroy_node()
+    rclpy.shutdown()
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=30)
+
+
+def test_cancel_stops_motion_commands_within_100_ms(graph):
+    from geometry_msgs.msg import Vector3Stamped
+    from r3_msgs.action import RunTask
+
+    from r3_ros.commander import TaskStatus
+
+    node, commander = graph
+    commands: list[float] = []
+    sub = node.create_subscription(Vector3Stamped, names.PUSHER_COMMAND, lambda _: commands.append(time.monotonic()), 100)
+    latencies, reasons = [], []
+    try:
+        for trial in range(50):
+            commands.clear()
+            handle = commander.start_task(RunTask.Goal(suite="language_table", task="T", seed=trial, reset_scene=True))
+            deadline = time.monotonic() + 30
+            while not commands and time.monotonic() < deadline:
+                handle.spin_once(0.005)
+            assert commands, f"trial {trial}: no motion within 30 s"
+            canceled_at = time.monotonic()
+            handle.cancel()
+            while handle.spin_once(0.005) is not TaskStatus.DONE and time.monotonic() < canceled_at + 10:
+                pass
+            settle = time.monotonic() + 0.3  # anything still coming counts
+            while time.monotonic() < settle:
+                handle.spin_once(0.005)
+            latencies.append(max(0.0, commands[-1] - canceled_at))
+            reasons.append(handle.result.reason)
+    finally:
+        node.destroy_subscription(sub)
+    p50, p99 = np.percentile(latencies, 50) * 1000, np.percentile(latencies, 99) * 1000
+    print(f"\ncancel -> last motion command: p50 {p50:.1f} ms, p99 {p99:.1f} ms over {len(latencies)} trials")
+    assert set(reasons) == {"canceled"}
+    assert p99 < 100.0
+
+
+def test_pusher_stops_when_the_command_stream_stops(graph):
+    from geometry_msgs.msg import Vector3Stamped
+    from sensor_msgs.msg import JointState
+
+    node, _ = graph
+    import rclpy
+
+    states: list[tuple[float, tuple]] = []
+    sub = node.create_subscription(JointState, names.JOINT_STATES,
+                                   lambda m: states.append((time.monotonic(), tuple(m.position))), 100)
+    pub = node.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
+    try:
+        for i in range(10):  # 1 s of commands at 10 Hz, back and forth
+            cmd = Vector3Stamped()
+            cmd.vector.x = 0.01 if i % 2 == 0 else -0.01
+            pub.publish(cmd)
+            last_command = time.monotonic()
+            end = last_command + 0.1
+            while time.monotonic() < end:
+                rclpy.spin_once(node, timeout_sec=0.01)
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            rclpy.spin_once(node, timeout_sec=0.01)
+    finally:
+        node.destroy_subscription(sub)
+        node.destroy_publisher(pub)
+    changes = [t for (t, p), (_, q) in zip(states[1:], states) if p != q]
+    assert changes, "the pusher never moved"
+    stop_latency = max(0.0, changes[-1] - last_command)
+    print(f"\ncommand stream stopped -> pusher still after {stop_latency * 1000:.1f} ms")
+    assert stop_latency < 0.2
+
+
+def _run(args: list[str], out: Path, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(R3 + ["run", "--quiet", "--video", "none", "--out", str(out)] + args, capture_output=True,
+                          text=True, timeout=timeout, env=private_env())
+
+
+def _only_bag(out: Path) -> Path:
+    (bag,) = [p for p in (out / "bags").iterdir() if p.is_dir()]
+    return bag
+
+
+def _topics(bag: Path) -> dict[str, list]:
+    by_topic: dict[str, list] = {}
+    for topic, _, _, msg in read_messages(bag):
+        by_topic.setdefault(topic, []).append(msg)
+    return by_topic
+
+
+def test_hostile_outputs_through_the_graph_command_no_motion(tmp_path):
+    answers = tmp_path / "hostile.jsonl"
+    answers.write_text("".join(json.dumps({"text": t, "finish_reason": f}) + "\n"
+                               for _, t, f in hostile_outputs(20, seed=5, huge_every=10)))
+    # Refusals never end this episode, so all 20 hostile answers reach the guard.
+    run = _run(["--reasoner", f"replay:{answers}", "--set", "r3_reasoner_node.max_consecutive_invalid=100"],
+               tmp_path / "all")
+    assert run.returncode == 0, run.stdout + run.stderr
+    topics = _topics(_only_bag(tmp_path / "all"))
+    assert len(topics[names.REASONER_STEPS]) == 20 and not any(s.valid for s in topics[names.REASONER_STEPS])
+    assert names.PUSHER_COMMAND not in topics and names.INSTRUCTION_OUTCOMES not in topics
+    # With the default guard, the third refusal in a row ends the episode with the robot still.
+    run = _run(["--reasoner", f"replay:{answers}"], tmp_path / "default")
+    assert run.returncode == 1 and "3 consecutive invalid reasoner outputs" in run.stderr
+    topics = _topics(_only_bag(tmp_path / "default"))
+    assert len(topics[names.REASONER_STEPS]) == 3 and names.PUSHER_COMMAND not in topics
+
+
+def test_replaying_a_recorded_episode_through_the_graph_repeats_every_decision(tmp_path):
+    first = _run(["--task", "V", "--seed", "3"], tmp_path / "expert")
+    assert first.returncode == 0, first.stdout + first.stderr
+    recorded = _only_bag(tmp_path / "expert")
+    second = _run(["--task", "V", "--seed", "3", "--reasoner", f"replay:{recorded}"], tmp_path / "replay")
+    assert second.returncode == 0, second.stdout + second.stderr
+    decisions = [[(s.valid, s.error, s.instruction) for s in _topics(b)[names.REASONER_STEPS]]
+                 for b in (recorded, _only_bag(tmp_path / "replay"))]
+    assert decisions[0] == decisions[1] and decisions[0]
+
+
+@pytest.mark.parametrize("victim", ["r3_lowlevel_node", "r3_sim_node", "r3_reasoner_node", "r3_recorder_node"])
+def test_killing_a_node_ends_the_episode_with_an_error_naming_it(victim, tmp_path):
+    proc = subprocess.Popen(R3 + ["run", "--task", "T", "--seed", "5", "--out", str(tmp_path), "--video", "none"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=private_env())
+    lines: list[tuple[float, str]] = []
+    reader = threading.Thread(target=lambda: [lines.append((time.monotonic(), line)) for line in proc.stdout])
+    reader.start()
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not any("step 1 " in line for _, line in lines):
+            time.sleep(0.02)
+        pids = {m.group(1): int(m.group(2)) for _, line in lines
+                if (m := re.search(r"started (\S+) \(pid (\d+)\)", line))}
+        assert victim in pids, "".join(line for _, line in lines)
+        steps_before = sum(1 for _, line in lines if re.search(r"-+ step \d+ -+", line))
+        killed_at = time.monotonic()
+        os.kill(pids[victim], signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        reader.join(timeout=5)
+    text = "".join(line for _, line in lines)
+    assert proc.returncode == 1, text
+    outcome = [(t, line) for t, line in lines if line.startswith("outcome:")]
+    assert outcome and "error" in outcome[0][1] and victim in outcome[0][1], text
+    ended_after = outcome[0][0] - killed_at
+    print(f"\nkill -9 {victim}: the episode ended with an error naming it after {ended_after:.2f} s")
+    assert ended_after < 2.0
+    for name, pid in pids.items():
+        status = Path(f"/proc/{pid}/status")
+        assert not status.exists() or "zombie" in status.read_text().lower(), f"{name} (pid {pid}) is still running"
+    info = read_episode_info(_only_bag(tmp_path))
+    assert info.status == INCOMPLETE
+    steps = _topics(_only_bag(tmp_path)).get(names.REASONER_STEPS, [])
+    assert len(steps) >= steps_before - (1 if victim == "r3_recorder_node" else 0)

@@ -16,7 +16,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from r3.graph import names
 from r3_msgs.msg import Heartbeat
 
-QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
+QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 
 
 class HeartbeatPublisher:

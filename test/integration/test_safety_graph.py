@@ -201,3 +201,28 @@ def test_killing_a_node_ends_the_episode_with_an_error_naming_it(victim, tmp_pat
     assert info.status == INCOMPLETE
     steps = _topics(_only_bag(tmp_path)).get(names.REASONER_STEPS, [])
     assert len(steps) >= steps_before - (1 if victim == "r3_recorder_node" else 0)
+
+
+def test_the_simulator_refuses_out_of_range_commands(graph):
+    from geometry_msgs.msg import Vector3Stamped
+    from sensor_msgs.msg import JointState
+
+    node, _ = graph
+    import rclpy
+
+    states: list[tuple] = []
+    sub = node.create_subscription(JointState, names.JOINT_STATES, lambda m: states.append(tuple(m.position)), 100)
+    pub = node.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
+    try:
+        for x, y in [(0.5, 0.0), (float("nan"), 0.0), (0.0, float("inf")), (0.0301, 0.0), (0.01, 0.0)]:
+            cmd = Vector3Stamped()
+            cmd.vector.x, cmd.vector.y = x, y
+            pub.publish(cmd)
+            end = time.monotonic() + 0.3
+            while time.monotonic() < end:
+                rclpy.spin_once(node, timeout_sec=0.01)
+    finally:
+        node.destroy_subscription(sub)
+        node.destroy_publisher(pub)
+    # Only the last, valid command produced a step; the four out-of-range ones moved nothing.
+    assert len(states) == 1

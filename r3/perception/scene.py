@@ -11,11 +11,11 @@ import math
 import weakref
 from dataclasses import dataclass
 
-import mujoco
 import numpy as np
 
 from r3.perception.camera import CameraModel, RGBDFrame, look_at
 from r3.perception.segmenters import instances_from_mujoco_segmentation
+from r3.sim.offscreen import mujoco
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ import functools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-import mujoco
 import numpy as np
 
 from r3.perception.camera import RGBDFrame
 from r3.perception.geometry import mask_box
+from r3.sim.offscreen import mujoco
 
 BACKENDS = ("sim", "sam2", "owlv2+sam2")
 

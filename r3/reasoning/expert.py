@@ -578,9 +578,12 @@ def read_previous(history_text: str) -> tuple[Instruction | None, float | None]:
 
 # ------------------------------------------------------------------------------------ backend
 class LanguageTableExpert(ReasonerBackend):
-    """The privileged data expert as a reasoner backend (spec "expert" or "expert:language_table").
+    """The privileged data expert as a reasoner backend (spec "expert", "expert:language_table" or
+    "expert:packing": one backend serves both suites and picks the planner by ``inp.suite``, so a
+    reasoner node configured with "expert" runs either suite).
 
-    Needs ``inp.extra["privileged"]`` (an :class:`ExpertView`) and reads ``inp.extra["seed"]``
+    Needs ``inp.extra["privileged"]`` (an :class:`ExpertView`, or a
+    :class:`~r3.reasoning.packing_expert.PackingExpertView` for packing) and reads ``inp.extra["seed"]``
     (default 0) for wording. Token counts in its :class:`BackendOutput` are whitespace word
     counts of the answer (there is no tokenizer and no prompt, so ``prompt_tokens`` is None).
     """
@@ -592,8 +595,8 @@ class LanguageTableExpert(ReasonerBackend):
 
     @classmethod
     def from_spec(cls, rest: str, **options) -> LanguageTableExpert:
-        if rest not in ("", "language_table"):
-            raise ValueError(f"expert spec 'expert:{rest}': the only expert is 'expert:language_table'")
+        if rest not in ("", "language_table", "packing"):
+            raise ValueError(f"expert spec 'expert:{rest}': experts are 'expert:language_table' and 'expert:packing'")
         return cls(**options)
 
     def _generate(self, messages, prefix, max_tokens, stop, on_text) -> Generation:
@@ -603,11 +606,11 @@ class LanguageTableExpert(ReasonerBackend):
         self, inp: ReasonerInput, budget: ReasoningBudget = NO_BUDGET, on_text: OnText | None = None
     ) -> BackendOutput:
         start = time.perf_counter()
+        if inp.suite == "packing":
+            return self._packing(inp, budget, on_text, start)
         view = inp.extra.get("privileged")
         if not isinstance(view, ExpertView):
             raise BackendError("the expert needs inp.extra['privileged'] = ExpertView(state, task)")
-        if inp.suite != "language_table":
-            raise BackendError(f"the expert plays Language Table only, not {inp.suite!r}")
         previous, distance = read_previous(inp.history_text if inp.history != "none" else "")
         choice = choose(view.state, view.task, previous, distance, self.policy_config)
         instruction = format_instruction(choice.move.instruction)
@@ -635,3 +638,25 @@ class LanguageTableExpert(ReasonerBackend):
             stages=1,
             reasoning_truncated=truncated,
         )
+
+    def _packing(self, inp: ReasonerInput, budget: ReasoningBudget, on_text: OnText | None, start: float) -> BackendOutput:
+        from r3.reasoning.packing_expert import PackingExpert, PackingExpertView  # packing only when asked
+
+        view = inp.extra.get("privileged")
+        if not isinstance(view, PackingExpertView):
+            raise BackendError("the packing expert needs inp.extra['privileged'] = PackingExpertView(state, task)")
+        limit = 0 if inp.mode == "instruction_only" else budget.max_reasoning_tokens
+        previous = inp.history_text if inp.history != "none" else ""
+        instruction, reasoning = PackingExpert().answer(view, previous, int(inp.extra.get("seed", 0)), int(inp.step),
+                                                        limit != 0)
+        words = reasoning.split()
+        truncated = limit is not None and len(words) > limit
+        words = words[:limit] if truncated else words
+        raw = (f"{REASONING_HEADER} {' '.join(words)}\n" if words else "") + f"{INSTRUCTION_HEADER} {instruction}"
+        if on_text is not None:
+            on_text(raw)
+        elapsed = time.perf_counter() - start
+        return BackendOutput(raw_text=raw, finish_reason="stop", prompt_tokens=None, completion_tokens=len(raw.split()),
+                             reasoning_tokens=None if budget.max_reasoning_tokens is None else len(words),
+                             latency_s=elapsed, model_s=elapsed, model_id="expert:packing", stages=1,
+                             reasoning_truncated=truncated)

@@ -96,8 +96,9 @@ def test_backend_specs_outputs_and_errors(env):
         == make_backend("expert:language_table").model_id
         == "expert:language_table"
     )
+    assert make_backend("expert:packing").model_id == "expert:language_table"  # one backend, both suites
     with pytest.raises(ValueError):
-        make_backend("expert:packing")
+        make_backend("expert:chess")
     env.reset(seed=0, options={"task": "mid"})
     chunks = []
     out = LanguageTableExpert().decide(_inp(env, 0), ReasoningBudget(), chunks.append)

@@ -27,7 +27,6 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-
 from r3.sim.language_table import scene
 from r3.sim.offscreen import mujoco
 from r3.tasks.language_table.board import BLOCKS, BOARD_HALF_EXTENTS, BoardState

@@ -1,0 +1,137 @@
+"""The executor contract: targets, results, the workspace box and the checks every backend shares.
+
+Refusal order (cheapest first, each with its own reason): non-finite numbers -> bad quaternion ->
+outside the workspace box -> gripper opening out of range -> (backend) unreachable -> (backend)
+colliding. A refused target moves nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class PoseTarget:
+    """Tool-centre-point target in the robot base frame: ``position`` (m), ``quat`` (w, x, y, z),
+    ``gripper`` opening in metres (None: leave as is), ``speed`` scaling in (0, 1]."""
+
+    position: tuple[float, float, float]
+    quat: tuple[float, float, float, float]
+    gripper: float | None = None
+    speed: float = 1.0
+
+
+@dataclass(frozen=True)
+class MoveResult:
+    """``reason``: "reached", "refused: <why>", "not_reached: <why>" or "error: <why>"."""
+
+    reached: bool
+    position_error: float
+    orientation_error: float
+    reason: str
+    control_steps: int = 0
+
+    @property
+    def refused(self) -> bool:
+        return self.reason.startswith("refused")
+
+
+def refused(why: str) -> MoveResult:
+    return MoveResult(False, math.nan, math.nan, f"refused: {why}")
+
+
+@dataclass(frozen=True)
+class WorkspaceBox:
+    """Axis-aligned box (robot base frame) that end-effector targets must lie in; validated."""
+
+    low: tuple[float, float, float] = (0.15, -0.55, 0.005)
+    high: tuple[float, float, float] = (0.85, 0.55, 0.75)
+
+    def __post_init__(self):
+        if len(self.low) != 3 or len(self.high) != 3:
+            raise ValueError("low and high must have three components")
+        for axis, lo, hi in zip("xyz", self.low, self.high):
+            if not lo < hi:
+                raise ValueError(f"workspace {axis}: low {lo} must be below high {hi}")
+
+    def violation(self, p) -> str | None:
+        """Why ``p`` is outside (naming the axis and bound), or None when inside."""
+        for axis, v, lo, hi in zip("xyz", p, self.low, self.high):
+            if v < lo:
+                return f"{axis}={v:.3f} m is below the workspace bound {lo:.3f} m"
+            if v > hi:
+                return f"{axis}={v:.3f} m is above the workspace bound {hi:.3f} m"
+        return None
+
+
+def check_target(target: PoseTarget, box: WorkspaceBox, max_opening: float) -> str | None:
+    """The shared refusal checks; returns the reason, or None when the target may be planned."""
+    numbers = [*target.position, *target.quat, target.speed] + ([] if target.gripper is None else [target.gripper])
+    if len(target.position) != 3 or len(target.quat) != 4:
+        return "position needs 3 and quat 4 components"
+    if not all(math.isfinite(float(v)) for v in numbers):
+        return "target contains NaN or Inf"
+    norm = float(np.linalg.norm(target.quat))
+    if abs(norm - 1.0) > 1e-3:
+        return f"orientation quaternion has norm {norm:.4f}, not 1"
+    why = box.violation(target.position)
+    if why:
+        return f"outside the workspace: {why}"
+    if target.gripper is not None and not 0.0 <= target.gripper <= max_opening + 1e-9:
+        return f"gripper opening {target.gripper:.4f} m is outside [0, {max_opening}] m"
+    if not 0.0 < target.speed <= 1.0:
+        return f"speed scaling {target.speed} is outside (0, 1]"
+    return None
+
+
+def rotation_error(R_target: np.ndarray, R: np.ndarray) -> float:
+    """Angle (rad) of the rotation taking ``R`` to ``R_target``."""
+    c = (np.trace(R_target @ R.T) - 1.0) / 2.0
+    return float(np.arccos(np.clip(c, -1.0, 1.0)))
+
+
+def quat_to_mat(q) -> np.ndarray:
+    w, x, y, z = (float(v) for v in q)
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+    ])
+
+
+def top_down_quat(closing_yaw: float) -> tuple[float, float, float, float]:
+    """Gripper pointing straight down (TCP z = world -z) with the fingers closing along the world
+    direction at angle ``closing_yaw`` (the TCP's y axis).
+
+    >>> np.round(quat_to_mat(top_down_quat(math.pi / 2)), 6).tolist()
+    [[-1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, -1.0]]
+    """
+    # A half turn about a horizontal axis at angle phi sends the y axis to angle 2 phi - pi/2.
+    phi = (closing_yaw + math.pi / 2) / 2
+    return (0.0, math.cos(phi), math.sin(phi), 0.0)
+
+
+class Executor(Protocol):
+    """A motion backend. ``move_to_pose`` refuses or moves; ``move_to_joints`` goes to a named or
+    given joint configuration (home)."""
+
+    def move_to_pose(self, target: PoseTarget) -> MoveResult: ...
+    def move_to_joints(self, q, gripper: float | None = None) -> MoveResult: ...
+    def set_gripper(self, opening: float) -> MoveResult: ...
+
+
+#: executor name -> "module:Class"; classes are imported only when chosen. The ``moveit`` backend
+#: (moveit_py, imported lazily) registers here once it exists.
+EXECUTORS = {"sim": "r3.execution.sim:SimExecutor"}
+
+
+def make_executor(name: str, *args, **kwargs) -> Executor:
+    if name not in EXECUTORS:
+        raise ValueError(f"unknown executor {name!r}; known: {sorted(EXECUTORS)}")
+    module, _, cls = EXECUTORS[name].partition(":")
+    return getattr(importlib.import_module(module), cls)(*args, **kwargs)

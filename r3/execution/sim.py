@@ -1,0 +1,226 @@
+"""The ``sim`` executor: IK, a collision-checked joint-space trajectory, execution in ``PackingEnv``.
+
+A pose target goes through the shared checks (:func:`r3.execution.base.check_target`), then IK
+(:mod:`r3.execution.ik`; unreachable if it does not converge), then a collision check of the goal
+configuration and of the straight joint-space path to it against the table and the trays (the held
+item counts as part of the robot). Only then does the arm move: a smoothstep joint trajectory timed
+by the Panda's joint speed limits times the speed scaling, sent to the env one control step at a
+time, then a short settle. The path follows the straight TCP line (IK every 2 cm) so that
+approach and retreat moves do not sweep sideways into what they approach. ``reached`` compares the measured TCP pose with the target.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from r3.execution.base import (
+    MoveResult,
+    PoseTarget,
+    WorkspaceBox,
+    check_target,
+    quat_to_mat,
+    refused,
+    rotation_error,
+)
+from r3.execution.ik import IKConfig, IKSolver
+from r3.sim.offscreen import mujoco
+from r3.sim.packing import scene
+
+
+@dataclass(frozen=True)
+class SimExecutorConfig:
+    """Execution tolerances and timing, validated."""
+
+    position_tolerance: float = 0.01
+    orientation_tolerance: float = math.radians(3.0)
+    #: Joint-space spacing (rad) of the collision checks along a path.
+    check_resolution: float = 0.05
+    #: Fraction of the Panda joint speed limits used at speed scaling 1.
+    speed_fraction: float = 0.5
+    min_duration: float = 0.3
+    settle_steps: int = 6
+    gripper_steps: int = 8
+    #: Spacing (m) of the IK waypoints along a straight TCP line.
+    cartesian_step: float = 0.02
+
+    def __post_init__(self):
+        if not (self.position_tolerance > 0 and self.orientation_tolerance > 0 and self.check_resolution > 0):
+            raise ValueError("SimExecutorConfig: tolerances and check_resolution must be > 0")
+        if not 0 < self.speed_fraction <= 1:
+            raise ValueError(f"SimExecutorConfig.speed_fraction must be in (0, 1], got {self.speed_fraction}")
+
+
+class SimExecutor:
+    """Moves the arm of a :class:`~r3.sim.packing.env.PackingEnv`.
+
+    ``on_step(distance_remaining)`` is called after every control step; returning False stops the
+    motion (cancel) with reason "canceled".
+    """
+
+    def __init__(self, env, box: WorkspaceBox | None = None, config: SimExecutorConfig | None = None,
+                 ik: IKConfig | None = None, on_step: Callable[[float], bool] | None = None):
+        self.env = env
+        self.box = box or WorkspaceBox()
+        self.config = config or SimExecutorConfig()
+        self.on_step = on_step
+        self.solver = IKSolver(env.model, list(scene.ARM_JOINTS), "tcp", scene.HOME_Q, ik)
+        self._check = mujoco.MjData(env.model)
+        m = env.model
+        self._robot = {g for g in range(m.ngeom) if env.geom_label.get(g) == "robot"}
+        self._static = {g for g in range(m.ngeom) if env.geom_label.get(g, "").endswith("tray")
+                        or env.geom_label.get(g) == "table"}
+
+    # ------------------------------------------------------------------ the interface
+    def move_to_pose(self, target: PoseTarget) -> MoveResult:
+        why = check_target(target, self.box, scene.MAX_OPENING)
+        if why:
+            return refused(why)
+        R = quat_to_mat(target.quat)
+        q_now = self.env.data.qpos[self.env.arm_qpos].copy()
+        sol = self.solver.solve(target.position, R, self.env.data.qpos, seeds=[q_now])
+        if not sol.converged:
+            return refused(f"unreachable: best IK solution misses by {sol.position_error * 1000:.1f} mm and "
+                           f"{math.degrees(sol.orientation_error):.1f} deg")
+        path = self._cartesian_path(q_now, np.asarray(target.position, float), target.quat, sol.q)
+        return self._go(path, target.gripper, target.speed, (np.asarray(target.position, float), R))
+
+    def _cartesian_path(self, q_now, p_goal, quat_goal, q_goal) -> list[np.ndarray]:
+        """Joint waypoints along the straight TCP line (orientation slerped), every ``cartesian_step``;
+        a straight line in joint space when some waypoint has no IK solution near the previous one."""
+        p0, R0 = self.env.tcp_pose()
+        q0 = np.empty(4)
+        mujoco.mju_mat2Quat(q0, R0.reshape(-1))
+        q1 = np.asarray(quat_goal, float)
+        if np.dot(q0, q1) < 0:
+            q1 = -q1
+        n = max(1, math.ceil(np.linalg.norm(p_goal - p0) / self.config.cartesian_step))
+        path, q_prev = [], q_now
+        for k in range(1, n + 1):
+            t = k / n
+            quat = _slerp(q0, q1, t)
+            sol = self.solver.solve(p0 + t * (p_goal - p0), quat_to_mat(quat), self.env.data.qpos, seeds=[q_prev],
+                                    restarts=False)
+            if not sol.converged or np.max(np.abs(sol.q - q_prev)) > 0.5:
+                return [q_goal]
+            path.append(sol.q)
+            q_prev = sol.q
+        return path
+
+    def move_to_joints(self, q, gripper: float | None = None, speed: float = 1.0) -> MoveResult:
+        q = np.asarray(q, dtype=float)
+        if q.shape != (7,) or not np.all(np.isfinite(q)):
+            return refused("joint target must be 7 finite numbers")
+        low, high = self.solver.low, self.solver.high
+        outside = np.flatnonzero((q < low) | (q > high))
+        if outside.size:
+            return refused(f"joint target outside the limits of joints {[int(i) + 1 for i in outside]}")
+        if gripper is not None and not (math.isfinite(gripper) and 0 <= gripper <= scene.MAX_OPENING):
+            return refused(f"gripper opening {gripper} is outside [0, {scene.MAX_OPENING}] m")
+        return self._go([q], gripper, speed, None)
+
+    def set_gripper(self, opening: float) -> MoveResult:
+        if not (math.isfinite(opening) and 0 <= opening <= scene.MAX_OPENING):
+            return refused(f"gripper opening {opening} is outside [0, {scene.MAX_OPENING}] m")
+        start = self.env.joint_targets
+        n = self.config.gripper_steps
+        for k in range(n):
+            cmd = start.copy()
+            cmd[7] = start[7] + (k + 1) / n * (opening - start[7])
+            self.env.step(cmd)
+        return MoveResult(True, 0.0, 0.0, "reached", n)
+
+    # ------------------------------------------------------------------ internals
+    def collision(self, path: list[np.ndarray]) -> str | None:
+        """The first contact of the robot (or held item) with the table or a tray along the joint
+        path (current joints, then ``path``'s waypoints, straight between them), described; None when clear."""
+        d, m = self._check, self.env.model
+        samples, q_prev = [], self.env.data.qpos[self.env.arm_qpos].copy()
+        for q_next in path:
+            k_max = max(1, math.ceil(np.max(np.abs(q_next - q_prev)) / self.config.check_resolution))
+            samples += [q_prev + k / k_max * (q_next - q_prev) for k in range(1, k_max + 1)]
+            q_prev = q_next
+        n = len(samples)
+        robot = set(self._robot)
+        if self.env.state().held is not None:
+            robot.add(m.geom(scene.body_name(self.env.state().held)).id)
+        d.qpos[:] = self.env.data.qpos
+        for k, q in enumerate(samples, start=1):
+            d.qpos[self.env.arm_qpos] = q
+            if self.env.state().held is not None:
+                self._carry(d)
+            mujoco.mj_fwdPosition(m, d)
+            for c in d.contact[: d.ncon]:
+                pair = {c.geom1, c.geom2}
+                hit_static = pair & self._static
+                hit_robot = pair & robot
+                if hit_static and hit_robot and c.dist < 0:
+                    what = m.geom(next(iter(hit_robot))).name
+                    where = self.env.geom_label[next(iter(hit_static))]
+                    return f"{what} would hit the {where} at {k / n:.0%} of the path"
+        return None
+
+    def _carry(self, d: mujoco.MjData) -> None:
+        """Move the held item with the hand in the check data (the weld is not solved in kinematics)."""
+        env, m = self.env, self.env.model
+        item = env.state().held
+        eq = env.weld[item]
+        mujoco.mj_kinematics(m, d)
+        hand_pos, hand_quat = d.xpos[env.hand_body], d.xquat[env.hand_body]
+        rel_pos, rel_quat = m.eq_data[eq, 3:6], m.eq_data[eq, 6:10]
+        pos, quat = np.empty(3), np.empty(4)
+        mujoco.mju_rotVecQuat(pos, rel_pos, hand_quat)
+        mujoco.mju_mulQuat(quat, hand_quat, rel_quat)
+        a = env.item_qpos[item]
+        d.qpos[a:a + 3] = hand_pos + pos
+        d.qpos[a + 3:a + 7] = quat
+
+    def _go(self, path: list[np.ndarray], gripper: float | None, speed: float, pose) -> MoveResult:
+        hit = self.collision(path)
+        if hit:
+            return refused(f"collision: {hit}")
+        env, cfg = self.env, self.config
+        start = env.joint_targets
+        knots = np.array([start[:7]] + list(path))
+        q_goal = knots[-1]
+        opening = start[7] if gripper is None else float(gripper)
+        rates = np.array(scene.JOINT_SPEED) * cfg.speed_fraction * speed
+        travel = np.sum(np.abs(np.diff(knots, axis=0)), axis=0)
+        duration = max(cfg.min_duration, float(np.max(travel / rates)))
+        n = math.ceil(duration / scene.CONTROL_DT)
+        steps = 0
+        for k in range(1, n + cfg.settle_steps + 1):
+            t = min(1.0, k / n)
+            s = t * t * (3 - 2 * t)  # smoothstep timing along the piecewise-linear joint path
+            x = s * (len(knots) - 1)
+            i = min(int(x), len(knots) - 2)
+            q = knots[i] + (x - i) * (knots[i + 1] - knots[i])
+            cmd = np.concatenate([q, [start[7] + s * (opening - start[7])]])
+            env.step(cmd)
+            steps += 1
+            if self.on_step is not None:
+                remaining = 0.0 if pose is None else float(np.linalg.norm(pose[0] - env.tcp_pose()[0]))
+                if not self.on_step(remaining):
+                    return MoveResult(False, math.nan, math.nan, "canceled", steps)
+        if pose is None:
+            err = float(np.max(np.abs(env.data.qpos[env.arm_qpos] - q_goal)))
+            ok = err < 0.01
+            return MoveResult(ok, 0.0, err, "reached" if ok else f"not_reached: joint error {err:.3f} rad", steps)
+        p, R = env.tcp_pose()
+        pos_err, rot_err = float(np.linalg.norm(p - pose[0])), rotation_error(pose[1], R)
+        ok = pos_err <= cfg.position_tolerance and rot_err <= cfg.orientation_tolerance
+        reason = "reached" if ok else (f"not_reached: ended {pos_err * 1000:.1f} mm and "
+                                       f"{math.degrees(rot_err):.1f} deg from the target (blocked?)")
+        return MoveResult(ok, pos_err, rot_err, reason, steps)
+
+
+def _slerp(q0: np.ndarray, q1: np.ndarray, t: float) -> np.ndarray:
+    dot = float(np.clip(np.dot(q0, q1), -1.0, 1.0))
+    if dot > 0.9995:
+        q = q0 + t * (q1 - q0)
+        return q / np.linalg.norm(q)
+    theta = math.acos(dot)
+    return (math.sin((1 - t) * theta) * q0 + math.sin(t * theta) * q1) / math.sin(theta)

@@ -1,0 +1,133 @@
+"""Grounding for the packing skills: names and 2D image points <-> objects and 3D points.
+
+The semantic actions (ERR's pick/place) speak in base-camera points, 0-1000 on both axes (u right,
+v down). A :class:`Grounder` answers the three questions they ask; the ``sim`` implementation
+(:class:`SimGrounder`) answers them from the simulator, and a perception backend (SAM 2 masks +
+aligned depth, the perception issue) replaces it by implementing the same three methods:
+
+* ``locate(label)``: a point on the named item or tray, or None if it is not visible;
+* ``at_point(point, containers_only)``: what the camera sees there (an item, a tray or the table)
+  and the 3D point; with ``containers_only`` items are looked through, which answers "which
+  container surface is under this point" for place (a perception backend fits the tray's floor
+  plane where items hide it);
+* ``project(xyz)``: the image point of a world point (the camera model);
+* ``estimate(label)``: the item's geometry for grasping (centre, yaw, size).
+
+How the sim grounder sees: ``at_point`` casts the camera ray through the pixel (``mj_ray``), which
+is exactly what a segmentation mask plus a depth image would give at that pixel, without
+rendering. The robot's own geoms are ignored (as a segmenter that masks the robot out would).
+``estimate`` reads the item's pose and known size from the simulator — the one privileged step; a
+perception backend estimates it from the mask's 3D points instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from r3.sim.offscreen import mujoco
+from r3.tasks.packing.workcell import ITEM_SPECS, TRAY_SPECS
+
+POINT_SCALE = 1000.0
+
+
+@dataclass(frozen=True)
+class Grounded:
+    """What is at an image point: ``label`` (item name, "<size> tray" or "table") and the 3D point."""
+
+    label: str
+    xyz: tuple[float, float, float]
+
+    @property
+    def is_item(self) -> bool:
+        return self.label in ITEM_SPECS
+
+    @property
+    def tray(self) -> str | None:
+        return self.label.split()[0] if self.label.endswith(" tray") else None
+
+
+@dataclass(frozen=True)
+class ItemEstimate:
+    """Item geometry for grasping: centre (m), yaw of its local x axis (rad), full size (m)."""
+
+    centre: tuple[float, float, float]
+    yaw: float
+    size: tuple[float, float, float]
+
+
+class Grounder(Protocol):
+    def locate(self, label: str) -> tuple[float, float] | None: ...
+    def at_point(self, point: tuple[float, float], containers_only: bool = False) -> Grounded | None: ...
+    def project(self, xyz) -> tuple[float, float] | None: ...
+    def estimate(self, label: str) -> ItemEstimate | None: ...
+
+
+class SimGrounder:
+    """Grounds against a :class:`~r3.sim.packing.env.PackingEnv` through its ``camera``."""
+
+    def __init__(self, env, camera: str = "base"):
+        self.env, self.camera = env, camera
+        self._geomid = np.zeros(1, dtype=np.int32)
+        self._groups = np.ones(6, dtype=np.uint8)
+        self._groups[1] = 0  # robot geoms live in group 1
+        self._container_groups = self._groups.copy()
+        self._container_groups[2] = 0  # items live in group 2
+
+    def project(self, xyz) -> tuple[float, float] | None:
+        """Base-camera point (0-1000) of a world point, None when behind the camera or off-image."""
+        T = self.env.camera_extrinsics(self.camera)
+        K = self.env.camera_intrinsics(self.camera)
+        p = T[:3, :3].T @ (np.asarray(xyz, float) - T[:3, 3])
+        if p[2] <= 0:
+            return None
+        u, v = K[0, 0] * p[0] / p[2] + K[0, 2], K[1, 1] * p[1] / p[2] + K[1, 2]
+        if not (0 <= u < self.env.width and 0 <= v < self.env.height):
+            return None
+        return (float(u / self.env.width * POINT_SCALE), float(v / self.env.height * POINT_SCALE))
+
+    def at_point(self, point, containers_only: bool = False) -> Grounded | None:
+        u, v = point
+        K = self.env.camera_intrinsics(self.camera)
+        T = self.env.camera_extrinsics(self.camera)
+        px, py = u / POINT_SCALE * self.env.width, v / POINT_SCALE * self.env.height
+        ray = T[:3, :3] @ np.array([(px - K[0, 2]) / K[0, 0], (py - K[1, 2]) / K[1, 1], 1.0])
+        ray /= np.linalg.norm(ray)
+        origin = T[:3, 3].copy()
+        dist = mujoco.mj_ray(self.env.model, self.env.data, origin, ray,
+                            self._container_groups if containers_only else self._groups, 1, -1, self._geomid)
+        if dist < 0:
+            return None
+        label = self.env.geom_label.get(int(self._geomid[0]))
+        if label is None or label == "robot":
+            return None
+        return Grounded(label, tuple(float(c) for c in origin + dist * ray))
+
+    def locate(self, label: str) -> tuple[float, float] | None:
+        if label.endswith(" tray"):
+            tray = TRAY_SPECS[label.split()[0]]
+            probes = [(tray.centre[0] + dx * tray.inner[0], tray.centre[1] + dy * tray.inner[1], tray.floor)
+                      for dx, dy in ((0, 0), (0.3, 0.3), (-0.3, -0.3), (0.3, -0.3), (-0.3, 0.3))]
+        else:
+            est = self.estimate(label)
+            if est is None:
+                return None
+            c, (sx, sy, sz) = np.asarray(est.centre), est.size
+            R = np.array([[np.cos(est.yaw), -np.sin(est.yaw)], [np.sin(est.yaw), np.cos(est.yaw)]])
+            probes = [(*(c[:2] + R @ (fx * sx, fy * sy)), c[2] + sz / 2 - 0.002)
+                      for fx, fy in ((0, 0), (0.25, 0.25), (-0.25, -0.25), (0.25, -0.25), (-0.25, 0.25))]
+        for probe in probes:
+            point = self.project(probe)
+            if point is not None:
+                hit = self.at_point(point)
+                if hit is not None and hit.label == label:
+                    return point
+        return None
+
+    def estimate(self, label: str) -> ItemEstimate | None:
+        item = self.env.state().items.get(label)
+        if item is None:
+            return None
+        return ItemEstimate(item.pos, item.yaw, ITEM_SPECS[label].size)

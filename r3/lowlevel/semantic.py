@@ -1,0 +1,190 @@
+"""ERR-style semantic actions for the packing arm: ``pick``, ``place``, ``home``, ``done``.
+
+Each action checks its preconditions first and answers an ordinary failure result with a reason
+(never an exception), then moves through an :class:`~r3.execution.base.Executor`, then verifies
+its outcome against the scene. Points are base-camera image points, 0-1000 (see
+:mod:`r3.lowlevel.grounding`).
+
+Failure reasons:
+  ``invalid_point`` (not two finite numbers in [0, 1000]), ``gripper_not_empty`` (pick while
+  holding), ``no_object_at_point`` (the point shows no item), ``label_mismatch`` (it shows another
+  item), ``not_graspable`` (wider than the open gripper), ``nothing_held`` (place with an empty
+  gripper), ``wrong_object_held``, ``invalid_container`` (place point on neither a tray nor the
+  table), ``no_room_at_point`` (the item would overlap others or a tray wall there),
+  ``motion_failed: <executor reason>`` (refused or not reached), ``grasp_failed`` (not held after
+  the last attempt), ``place_failed: <where it ended>``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from r3.execution.base import PoseTarget, top_down_quat
+from r3.lowlevel.grounding import Grounder
+from r3.sim.packing import scene
+from r3.tasks.packing import placement
+from r3.tasks.packing.state import PackingState
+from r3.tasks.packing.workcell import ITEM_SPECS, TRAY_SPECS, tray_of
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    ok: bool
+    reason: str
+    control_steps: int = 0
+
+
+@dataclass(frozen=True)
+class SemanticConfig:
+    """Heights (m) and retries of the skills, validated."""
+
+    #: TCP height above the item top / support for approach and retreat.
+    approach: float = 0.10
+    #: Height of the carried item's bottom while transporting (clears trays and standing items).
+    carry_bottom: float = 0.21
+    #: Gap between the carried item's bottom and the support when it is released.
+    release_gap: float = 0.01
+    #: Grasp this far below the item top, at most (tall items are grasped near the top).
+    grasp_depth: float = 0.035
+    #: Opening slack required beyond the item's grasp width.
+    width_slack: float = 0.004
+    max_attempts: int = 2
+    approach_speed: float = 0.4
+
+    def __post_init__(self):
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        for name in ("approach", "carry_bottom", "grasp_depth"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"SemanticConfig.{name} must be > 0")
+
+
+def _valid_point(point) -> bool:
+    try:
+        u, v = (float(c) for c in point)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(u) and math.isfinite(v) and 0 <= u <= 1000 and 0 <= v <= 1000
+
+
+class SemanticActions:
+    """pick / place / home / done over an executor, a grounder and a state reader.
+
+    ``grasp_noise`` (m, std) perturbs the grasp point, standing in for perception error; the
+    generator passed to each call makes it reproducible.
+    """
+
+    def __init__(self, executor, grounder: Grounder, state: Callable[[], PackingState],
+                 config: SemanticConfig | None = None):
+        self.executor, self.grounder, self.state = executor, grounder, state
+        self.config = config or SemanticConfig()
+
+    # ------------------------------------------------------------------ actions
+    def pick(self, label: str, point, rng: np.random.Generator | None = None, grasp_noise: float = 0.0) -> ActionResult:
+        if not _valid_point(point):
+            return ActionResult(False, "invalid_point")
+        if self.state().held is not None:
+            return ActionResult(False, "gripper_not_empty")
+        hit = self.grounder.at_point(point)
+        if hit is None or not hit.is_item:
+            return ActionResult(False, "no_object_at_point")
+        if hit.label != label:
+            return ActionResult(False, "label_mismatch")
+        spec = ITEM_SPECS[label]
+        if spec.grasp_width + 2 * self.config.width_slack > scene.MAX_OPENING:
+            return ActionResult(False, "not_graspable")
+        steps, reason = 0, "grasp_failed"
+        for _ in range(self.config.max_attempts):
+            est = self.grounder.estimate(label)
+            cx, cy, cz = est.centre
+            if rng is not None and grasp_noise > 0:
+                cx, cy = np.array([cx, cy]) + rng.normal(0.0, grasp_noise, 2)
+            top = cz + spec.height / 2
+            bottom = cz - spec.height / 2
+            z = max(top - self.config.grasp_depth, bottom + 0.012, cz - 0.01 if spec.height < 0.05 else -1)
+            quat = top_down_quat(est.yaw)  # close across the item's x axis (its grasp width)
+            above = (cx, cy, top + self.config.approach)
+            # Open just wide enough: fully open fingers would not fit beside an item near a tray wall.
+            opening = min(scene.MAX_OPENING, spec.grasp_width + 2 * self.config.width_slack)
+            for target in (PoseTarget(above, quat, opening),
+                           PoseTarget((cx, cy, z), quat, opening, self.config.approach_speed)):
+                r = self.executor.move_to_pose(target)
+                steps += r.control_steps
+                if not r.reached:
+                    return ActionResult(False, f"motion_failed: {r.reason}", steps)
+            steps += self.executor.set_gripper(0.0).control_steps
+            lift = self.executor.move_to_pose(PoseTarget(above, quat, None, self.config.approach_speed))
+            steps += lift.control_steps
+            s = self.state()
+            if s.held == label and lift.reached and s.items[label].pos[2] > bottom + spec.height / 2 + 0.03:
+                return ActionResult(True, "ok", steps)
+            steps += self.executor.set_gripper(scene.MAX_OPENING).control_steps
+            if not lift.reached:
+                reason = f"motion_failed: {lift.reason}"
+        return ActionResult(False, reason, steps)
+
+    def place(self, label: str, point) -> ActionResult:
+        if not _valid_point(point):
+            return ActionResult(False, "invalid_point")
+        s = self.state()
+        if s.held is None:
+            return ActionResult(False, "nothing_held")
+        if s.held != label:
+            return ActionResult(False, "wrong_object_held")
+        hit = self.grounder.at_point(point, containers_only=True)
+        if hit is None or not (hit.tray or hit.label == "table"):
+            return ActionResult(False, "invalid_container")
+        x, y = hit.xyz[0], hit.xyz[1]
+        held = s.items[label]
+        box = placement.footprint(label, x, y, held.yaw)
+        if not self._room(label, box, hit.tray, s):
+            return ActionResult(False, "no_room_at_point")
+        support = TRAY_SPECS[hit.tray].floor if hit.tray else 0.0
+        tcp_z, item_z = s.tcp[2], held.pos[2]
+        offset = tcp_z - item_z  # TCP height above the carried item's centre
+        h = ITEM_SPECS[label].height
+        quat = top_down_quat(held.yaw)  # the grasp closed across the item's x axis; keep it so
+        # Aim the item, not the hand: the grasp may hold it off the TCP axis.
+        tx, ty = x + s.tcp[0] - held.pos[0], y + s.tcp[1] - held.pos[1]
+        carry = (tx, ty, self.config.carry_bottom + h / 2 + offset)
+        release = (tx, ty, support + h / 2 + self.config.release_gap + offset)
+        steps = 0
+        lift = (s.tcp[0], s.tcp[1], carry[2])
+        for target in (PoseTarget(lift, quat), PoseTarget(carry, quat),
+                       PoseTarget(release, quat, None, self.config.approach_speed)):
+            r = self.executor.move_to_pose(target)
+            steps += r.control_steps
+            if not r.reached:
+                return ActionResult(False, f"motion_failed: {r.reason}", steps)
+        # Open only a little: wide-open fingers would strike a tray wall or a neighbour.
+        steps += self.executor.set_gripper(min(scene.MAX_OPENING, ITEM_SPECS[label].grasp_width + 0.02)).control_steps
+        r = self.executor.move_to_pose(PoseTarget((tx, ty, release[2] + self.config.approach), quat))
+        steps += r.control_steps
+        after = self.state()
+        ended = tray_of(after.items[label].pos)
+        if after.held is None and ended == hit.tray:
+            return ActionResult(True, "ok", steps)
+        where = "held" if after.held == label else (f"in the {ended} tray" if ended else "on the table")
+        return ActionResult(False, f"place_failed: the {label} ended {where}", steps)
+
+    def home(self) -> ActionResult:
+        r = self.executor.move_to_joints(scene.HOME_Q)
+        return ActionResult(r.reached, "ok" if r.reached else f"motion_failed: {r.reason}", r.control_steps)
+
+    def done(self) -> ActionResult:
+        return ActionResult(True, "ok")
+
+    # ------------------------------------------------------------------ helpers
+    def _room(self, label: str, box, tray: str | None, s: PackingState) -> bool:
+        if tray is not None:
+            t = TRAY_SPECS[tray]
+            lo = np.asarray(t.centre) - np.asarray(t.inner) / 2
+            hi = np.asarray(t.centre) + np.asarray(t.inner) / 2
+            if box[0] - box[2] < lo[0] or box[0] + box[2] > hi[0] or box[1] - box[3] < lo[1] or box[1] + box[3] > hi[1]:
+                return False
+        others = [placement.footprint(n, i.pos[0], i.pos[1], i.yaw) for n, i in s.items.items() if n != label]
+        return not any(placement.overlaps(box, o, gap=0.004) for o in others)

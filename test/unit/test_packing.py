@@ -1,0 +1,172 @@
+"""Packing workcell: IK and refusals, semantic-action preconditions, checkers, env, policy, expert."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from r3.execution.base import PoseTarget, WorkspaceBox, quat_to_mat, rotation_error, top_down_quat
+from r3.lowlevel.semantic import SemanticConfig
+from r3.packing_episode import PackingCell, run_packing_episode
+from r3.reasoning.backends import make_backend
+from r3.reasoning.packing_expert import next_instruction
+from r3.sim.packing import scene
+from r3.sim.packing.env import PackingEnv
+from r3.tasks.packing.state import STILL_STEPS, ItemState, PackingState
+from r3.tasks.packing.tasks import HELD_OUT, PackingTaskInstance, get_task
+
+
+@pytest.fixture(scope="module")
+def cell():
+    return PackingCell.build()
+
+
+def _fresh(cell, layout):
+    cell.env.reset(seed=0)
+    cell.env.set_layout(layout)
+    return cell
+
+
+# --------------------------------------------------------------------------- IK and refusals
+def test_ik_reaches_sampled_reachable_poses(cell):
+    rng = np.random.default_rng(1)
+    solver = cell.executor.solver
+    for _ in range(15):
+        q = rng.uniform(solver.low * 0.8, solver.high * 0.8)
+        p, R = solver.forward(q, cell.env.data.qpos)
+        sol = solver.solve(p, R, cell.env.data.qpos, seeds=[np.array(scene.HOME_Q)])
+        p2, R2 = solver.forward(sol.q, cell.env.data.qpos)
+        assert np.linalg.norm(p2 - p) < 0.005 and math.degrees(rotation_error(R, R2)) < 2.0
+
+
+@pytest.mark.parametrize("target, reason", [
+    (PoseTarget((2.0, 0.0, 0.3), top_down_quat(0.0)), "outside the workspace"),
+    (PoseTarget((0.4, 0.0, math.nan), top_down_quat(0.0)), "NaN or Inf"),
+    (PoseTarget((0.4, 0.0, 0.3), (1.0, 1.0, 0.0, 0.0)), "quaternion"),
+    (PoseTarget((0.4, 0.0, 0.3), top_down_quat(0.0), gripper=0.2), "gripper opening"),
+    (PoseTarget((0.84, 0.54, 0.02), top_down_quat(0.0)), "unreachable"),
+    (PoseTarget((0.52 + 0.099, 0.28, 0.02), top_down_quat(math.pi / 2)), "collision"),  # fingers in a tray wall
+])
+def test_invalid_targets_are_refused_without_motion(cell, target, reason):
+    _fresh(cell, {})
+    before = cell.env.data.qpos.copy()
+    result = cell.executor.move_to_pose(target)
+    assert result.refused and reason in result.reason and not result.reached
+    assert np.array_equal(cell.env.data.qpos, before)
+
+
+def test_reachable_pose_is_reached(cell):
+    _fresh(cell, {})
+    target = PoseTarget((0.5, -0.1, 0.2), top_down_quat(0.3), 0.05)
+    result = cell.executor.move_to_pose(target)
+    p, R = cell.env.tcp_pose()
+    assert result.reached and np.linalg.norm(p - target.position) < 0.01
+    assert rotation_error(quat_to_mat(target.quat), R) < math.radians(3)
+
+
+def test_workspace_box_validates_itself():
+    with pytest.raises(ValueError, match="x"):
+        WorkspaceBox(low=(1.0, 0.0, 0.0), high=(0.5, 1.0, 1.0))
+
+
+# --------------------------------------------------------------------------- semantic actions
+def test_pick_and_place_preconditions(cell):
+    _fresh(cell, {"soup can": (0.30, 0.0, 0.0), "sugar box": (0.30, 0.2, 0.0)})
+    a, g = cell.actions, cell.grounder
+    can, sugar, tray = g.locate("soup can"), g.locate("sugar box"), g.locate("medium tray")
+    assert a.pick("soup can", (1200, 5)).reason == "invalid_point"
+    assert a.pick("soup can", (2, 2)).reason == "no_object_at_point"
+    assert a.pick("soup can", sugar).reason == "label_mismatch"
+    assert a.place("soup can", tray).reason == "nothing_held"
+    strict = type(a)(a.executor, g, a.state, SemanticConfig(width_slack=0.02))
+    assert strict.pick("soup can", can).reason == "not_graspable"
+    assert a.pick("soup can", can).ok and cell.env.state().held == "soup can"
+    assert a.pick("sugar box", sugar).reason == "gripper_not_empty"
+    assert a.place("sugar box", tray).reason == "wrong_object_held"
+    assert a.place("soup can", (1, 1)).reason == "invalid_container"  # above the table's far edge
+    assert a.place("soup can", g.project((0.30, 0.2, 0.0))).reason == "no_room_at_point"
+    assert a.place("soup can", tray).ok
+    assert cell.env.state().tray_of("soup can") == "medium"
+    assert a.home().ok and a.done().ok
+
+
+def test_policy_accepts_only_packing_instructions(cell):
+    _fresh(cell, {"foam brick": (0.30, 0.0, 0.0)})
+    rng = np.random.default_rng(0)
+    assert cell.policy.follow("move the red moon left", rng).reason.startswith("rejected:")
+    assert cell.policy.follow("Remove the foam brick from the small tray.", rng).reason.startswith(
+        "item_not_in_source_tray")
+
+
+# --------------------------------------------------------------------------- checkers
+def _state(items: dict[str, tuple], held=None) -> PackingState:
+    return PackingState({k: ItemState(*v) for k, v in items.items()}, held=held)
+
+
+UP = (1.0, 0.0, 0.0, 0.0)
+TIPPED = (math.cos(0.2), math.sin(0.2), 0.0, 0.0)  # 23 degrees about x
+SMALL, MEDIUM, TABLE = (0.52, 0.28, 0.05), (0.55, 0.02, 0.05), (0.30, 0.0, 0.05)
+
+
+def test_success_and_progress_on_hand_made_layouts():
+    inst = PackingTaskInstance("t", "g", {"soup can": "table", "foam brick": "table", "cracker box": "medium"},
+                               {"soup can": "small", "foam brick": "medium"}, clutter=("cracker box",),
+                               upright=("soup can",))
+    done = {"soup can": (SMALL, UP, 0.0, STILL_STEPS), "foam brick": (MEDIUM, UP, 0.0, STILL_STEPS),
+            "cracker box": (TABLE, UP, 0.0, STILL_STEPS)}
+    assert inst.success(_state(done)) and inst.progress(_state(done)) == 1.0
+    moving = {**done, "foam brick": (MEDIUM, UP, 0.05, 3)}
+    assert not inst.success(_state(moving)) and inst.progress(_state(moving)) == 0.5
+    clutter = {**done, "cracker box": (MEDIUM, UP, 0.0, STILL_STEPS)}
+    assert not inst.success(_state(clutter)) and inst.progress(_state(clutter)) == 1.0
+    tipped = {**done, "soup can": (SMALL, TIPPED, 0.0, STILL_STEPS)}
+    assert not inst.success(_state(tipped)) and inst.progress(_state(tipped)) == 0.5
+    wrong = {**done, "soup can": (MEDIUM, UP, 0.0, STILL_STEPS)}
+    assert inst.progress(_state(wrong)) == 0.5
+    assert not inst.success(_state(done, held="soup can"))
+
+
+def test_held_out_goals_and_generator_round_trip():
+    assert len(HELD_OUT) == 12 and get_task("task4") is HELD_OUT["4"]
+    for name in ("1", "5", "12", "train"):
+        inst = get_task(name).sample(np.random.default_rng(3))
+        again = PackingTaskInstance.from_dict(inst.to_dict())
+        assert again == inst and inst.goal
+
+
+def test_expert_removes_clutter_first():
+    inst = HELD_OUT["3"].sample(np.random.default_rng(0))
+    env = PackingEnv()
+    env.set_layout(inst.layout)
+    choice, _ = next_instruction(env.state(), inst)
+    assert choice is not None and choice.type.value == "remove" and choice.item == "cracker box"
+    env.close()
+
+
+# --------------------------------------------------------------------------- env
+def test_env_follows_gymnasium_and_restores_exactly():
+    env = PackingEnv("1")
+    check_env(env, skip_render_check=True)
+    env.reset(seed=2)
+    snap = env.snapshot()
+    action = env.joint_targets + np.array([0.05, 0, 0, 0, 0, 0, 0, 0])
+    a = [env.step(action)[0]["joints"] for _ in range(3)]
+    env.restore(snap)
+    b = [env.step(action)[0]["joints"] for _ in range(3)]
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    with pytest.raises(ValueError):
+        env.step(np.full(8, np.nan))
+    K, T = env.camera_intrinsics("wrist"), env.camera_extrinsics("base")
+    assert K.shape == (3, 3) and np.allclose(T[:3, :3] @ T[:3, :3].T, np.eye(3))
+    seg = env.render_camera("base", "segmentation")
+    assert any(env.geom_label.get(int(g)) == "medium tray" for g in np.unique(seg))
+    env.close()
+
+
+def test_expert_solves_task_1():
+    traj = run_packing_episode("1", 0, make_backend("expert"), render=False)
+    assert traj.success and traj.progress == 1.0
+    assert traj.steps[0].raw_response.startswith("Reasoning:")

@@ -9,9 +9,10 @@ The tokenizer is a byte-level BPE trained on the project's own text (our prompts
 phrasings), with the special tokens each processor looks up by name, and a chat template of our
 own that renders images as the processor's placeholders.
 
-Archs: "idefics3" (the SmolVLM v1 family) works everywhere and is what CPU tests use.
-"qwen2_5_vl" and "qwen3_5" build everywhere and their models run, but transformers 5.x only
-constructs their processors where torchvision is installed (it insists on a video processor).
+Archs: "idefics3" (the SmolVLM v1 family), "qwen2_5_vl" and "qwen3_5" (Qwen3.5, thinking off by
+the chat template). transformers 5.x constructs the Qwen processors only where torchvision is
+installed (they insist on a video processor); the project's requirements install it, and without it
+the Qwen models still build and generate text but their processor does not load.
 """
 
 from __future__ import annotations
@@ -317,7 +318,14 @@ def _save_processor(
             json.dumps({"processor_class": cls, **processor_kwargs}, indent=1)
         )
         return
-    processor = getattr(transformers, cls)(
-        image_processor=image_processor, tokenizer=tok, chat_template=template, **processor_kwargs
-    )
+    parts = {"image_processor": image_processor, "tokenizer": tok, "chat_template": template}
+    if arch in NEEDS_TORCHVISION:  # a video processor with the image processor's geometry
+        video_cls = "Qwen3VLVideoProcessor" if arch == "qwen3_5" else "Qwen2VLVideoProcessor"
+        parts["video_processor"] = getattr(transformers, video_cls)(
+            patch_size=image_processor.patch_size,
+            merge_size=image_processor.merge_size,
+            temporal_patch_size=image_processor.temporal_patch_size,
+            size=dict(image_processor.size),
+        )
+    processor = getattr(transformers, cls)(**parts, **processor_kwargs)
     processor.save_pretrained(out)

@@ -1,20 +1,17 @@
 """``r3 sim``: run simulated Language Table episodes in-process (no ROS).
 
-``r3 sim demo`` runs one episode, prints every decision step and writes a video and a summary;
-``r3 sim table`` measures a reasoner's success rate per task over many scenes (by default the
-expert's, the reference the trained reasoners are compared with).
+``r3 sim demo`` runs one episode, prints every decision step and writes a video and a summary.
+Success rates over many scenes are ``r3 eval``'s job.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
 
 WRAP = 100
 
@@ -150,173 +147,14 @@ def demo_main(argv: list[str]) -> int:
     return 0
 
 
-# ------------------------------------------------------------------------------------ table
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval for a success rate (sound at 0 % and 100 %, unlike the normal one).
-
-    >>> [round(v, 3) for v in wilson_interval(0, 10)]
-    [0.0, 0.278]
-    """
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-_WORKER: dict = {}
-
-
-def _init_worker(spec: str, budget: int | None, history: str, max_steps: int) -> None:
-    from r3.sim.language_table.env import LanguageTableEnv
-
-    _WORKER.update(
-        env=LanguageTableEnv(),
-        backend=_backend(spec),
-        budget=_budget(budget),
-        history=history,
-        max_steps=max_steps,
-    )
-
-
-def _run_one(job: tuple[str, int]) -> dict:
-    from r3.episode import run_episode
-
-    task, seed = job
-    w = _WORKER
-    t = run_episode(
-        task,
-        seed,
-        w["backend"],
-        env=w["env"],
-        max_steps=w["max_steps"],
-        budget=w["budget"],
-        history=w["history"],
-        render=False,
-    )
-    return {
-        "task": task,
-        "seed": seed,
-        "success": t.success,
-        "progress": t.progress,
-        "instructions": len(t.steps),
-        "invalid": sum(not s.valid for s in t.steps),
-    }
-
-
-def success_table(results: list[dict], tasks: list[str]) -> str:
-    """Markdown table: per task success %, Wilson 95% CI, mean progress, mean instructions; then the mean."""
-    from r3.tasks.language_table.tasks import SPLITS
-
-    split_of = {t: s for s, names in SPLITS.items() for t in names}
-    lines = [
-        "| task | split | scenes | success % | 95% CI | mean progress | mean instructions |",
-        "| --- | --- | ---: | ---: | --- | ---: | ---: |",
-    ]
-    rates = []
-    for task in tasks:
-        rows = [r for r in results if r["task"] == task]
-        k, n = sum(r["success"] for r in rows), len(rows)
-        lo, hi = wilson_interval(k, n)
-        rates.append(k / n if n else 0.0)
-        progress, instructions = (
-            np.mean([r["progress"] for r in rows]),
-            np.mean([r["instructions"] for r in rows]),
-        )
-        lines.append(
-            f"| {task} | {split_of.get(task, '-')} | {n} | {100 * rates[-1]:.1f} "
-            f"| {100 * lo:.1f}-{100 * hi:.1f} | {progress:.2f} | {instructions:.1f} |"
-        )
-    progress, instructions = (
-        np.mean([r["progress"] for r in results]),
-        np.mean([r["instructions"] for r in results]),
-    )
-    lines.append(
-        f"| **mean** | | {len(results)} | **{100 * np.mean(rates):.1f}** | | {progress:.2f} "
-        f"| {instructions:.1f} |"
-    )
-    return "\n".join(lines)
-
-
-def table_main(argv: list[str]) -> int:
-    from tqdm import tqdm
-
-    from r3.tasks.language_table.tasks import TASKS
-
-    parser = argparse.ArgumentParser(
-        prog="r3 sim table",
-        description="Success rate of a reasoner (default: the expert) per Language Table task, as a "
-        "Markdown table.",
-    )
-    parser.add_argument("--scenes", type=int, default=64, help="episodes per task (default: 64)")
-    parser.add_argument(
-        "--first-seed",
-        type=int,
-        default=0,
-        help="seeds are FIRST..FIRST+SCENES-1; keep evaluation seeds disjoint from data seeds (default: 0)",
-    )
-    parser.add_argument("--tasks", default="all", help='comma-separated task names, or "all" (default: all)')
-    parser.add_argument("--workers", type=int, default=1, help="worker processes (default: 1)")
-    parser.add_argument("--backend", default="expert", help="reasoner backend spec (default: expert)")
-    parser.add_argument(
-        "--budget", type=int, default=None, help="cap the reasoning at N words/tokens (default: no cap)"
-    )
-    parser.add_argument(
-        "--history",
-        default="response",
-        choices=("response", "instruction", "none"),
-        help="what the reasoner sees of its previous step (default: response)",
-    )
-    parser.add_argument("--max-steps", type=int, default=20, help="decision steps per episode (default: 20)")
-    parser.add_argument("--out", type=Path, required=True, help="Markdown file to write the table to")
-    args = parser.parse_args(argv)
-    tasks = list(TASKS) if args.tasks == "all" else [t.strip() for t in args.tasks.split(",")]
-    unknown = [t for t in tasks if t not in TASKS]
-    if unknown:
-        parser.error(f"unknown task(s) {', '.join(unknown)}; known: {', '.join(TASKS)}")
-    if args.scenes < 1 or args.workers < 1:
-        parser.error("--scenes and --workers must be >= 1")
-
-    jobs = [(t, s) for t in tasks for s in range(args.first_seed, args.first_seed + args.scenes)]
-    init = (args.backend, args.budget, args.history, args.max_steps)
-    bar = tqdm(total=len(jobs), unit="episode", file=sys.stderr)
-    results = []
-    if args.workers == 1:
-        _init_worker(*init)
-        for job in jobs:
-            results.append(_run_one(job))
-            bar.update()
-    else:
-        import multiprocessing as mp
-
-        with mp.get_context("spawn").Pool(args.workers, _init_worker, init) as pool:
-            for r in pool.imap_unordered(_run_one, jobs):
-                results.append(r)
-                bar.update()
-    bar.close()
-    results.sort(key=lambda r: (tasks.index(r["task"]), r["seed"]))
-    table = success_table(results, tasks)
-    header = (
-        f"Success of `{args.backend}` on Language Table: {args.scenes} scenes per task "
-        f"(seeds {args.first_seed}-{args.first_seed + args.scenes - 1}), at most {args.max_steps} "
-        f"instructions of 20 control steps; budget {'none' if args.budget is None else args.budget}, "
-        f"history {args.history}."
-    )
-    print(header + "\n\n" + table)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(header + "\n\n" + table + "\n")
-    return 0
-
-
-COMMANDS = {"demo": demo_main, "table": table_main}
+COMMANDS = {"demo": demo_main}
 
 
 def main(argv: list[str]) -> int:
-    """Dispatch ``r3 sim demo|table``."""
+    """Dispatch ``r3 sim demo``."""
     if not argv or argv[0] not in COMMANDS:
         print(
-            "usage: r3 sim {demo,table} [options]   (r3 sim demo --help, r3 sim table --help)",
+            "usage: r3 sim demo [options]   (r3 sim demo --help; success tables: r3 eval)",
             file=sys.stderr,
         )
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2

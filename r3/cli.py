@@ -14,7 +14,7 @@ import sys
 #: sub-command -> (module, function, one-line help). The function takes argv (list[str]).
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "doctor": ("r3.doctor", "main", "report which optional parts this machine has"),
-    "sim": ("r3.sim.cli", "main", "in-process simulated episodes: demo (one episode, video) and table (success rates)"),
+    "sim": ("r3.sim.cli", "main", "one in-process Language Table episode with live reasoning and a video (r3 sim demo)"),
     "packing": ("r3.sim.packing.cli", "main", "in-process packing episodes: demo and the held-out table (R^3 Table 5)"),
     "judge": ("r3.rewards.cli", "judge_main", "score a candidate instruction against a reference"),
     "launch": ("r3.graph.cli", "launch_main", "start a graph profile's nodes and supervise them"),

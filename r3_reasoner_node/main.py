@@ -6,6 +6,8 @@ the low-level policy (FollowInstruction), publish its outcome. Every wait has a 
 low-level and simulator nodes are watched through their heartbeats, so a dead node ends the
 episode with an error naming it instead of a hang. The backend is a parameter (``backend``):
 ``expert``, ``transformers:DIR`` or ``openai:URL,model=NAME``; it is loaded once, at start-up.
+The suite comes with each goal: Language Table decides on the base camera, packing (with
+``wrist_camera`` set) on the base and wrist cameras; the expert reads the privileged state of either.
 """
 
 from __future__ import annotations
@@ -25,11 +27,18 @@ from r3.episode import policy_seed
 from r3.graph import names
 from r3.reasoning import BackendError, ReasonerInput, ReasoningBudget, decide, make_backend
 from r3.reasoning.expert import ExpertView
+from r3.reasoning.packing_expert import PackingExpertView
 from r3.safety import MAX_CONSECUTIVE_INVALID, ResponseGuard
 from r3_msgs.action import FollowInstruction, RunTask
 from r3_msgs.msg import EpisodeEvent, InstructionOutcome, PrivilegedState, ReasonerStep
 from r3_msgs.srv import ResetScene
-from r3_ros.conversions import msg_to_board_state, msg_to_image, stamp_to_ns, task_instance_from_msg
+from r3_ros.conversions import (
+    msg_to_board_state,
+    msg_to_image,
+    msg_to_packing_state,
+    stamp_to_ns,
+    task_instance_from_msg,
+)
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.spin import run_node
 
@@ -44,7 +53,7 @@ class EpisodeError(RuntimeError):
 @dataclass
 class Observation:
     state: PrivilegedState
-    image: Image
+    images: list[Image]  # base camera, then the wrist camera where there is one
 
 
 class ReasonerNode(Node):
@@ -52,9 +61,9 @@ class ReasonerNode(Node):
         super().__init__("r3_reasoner_node")
         p = {
             "backend": "expert", "history": "response", "default_max_steps": 20, "steps_per_instruction": 20,
-            "heartbeat_timeout_s": 1.0, "observation_timeout_s": 5.0, "service_timeout_s": 10.0,
+            "heartbeat_timeout_s": 1.2, "recorder_timeout_s": 5.0, "observation_timeout_s": 5.0, "service_timeout_s": 10.0,
             "instruction_timeout_s": 30.0, "max_episode_s": 900.0, "max_consecutive_invalid": MAX_CONSECUTIVE_INVALID,
-            "lowlevel_node": "/r3_lowlevel_node", "sim_node": "/r3_sim_node", "recorder_node": "/r3_recorder_node",
+            "wrist_camera": False, "lowlevel_node": "/r3_lowlevel_node", "sim_node": "/r3_sim_node", "recorder_node": "/r3_recorder_node",
         }
         for key, default in p.items():
             self.declare_parameter(key, default)
@@ -65,6 +74,7 @@ class ReasonerNode(Node):
         self.obs_cv = threading.Condition()
         self.state: PrivilegedState | None = None
         self.image: Image | None = None
+        self.wrist_image: Image | None = None
         self.goal_lock = threading.Lock()
         self.active_goal = None
         self.episode_deadline = float("inf")
@@ -73,6 +83,8 @@ class ReasonerNode(Node):
         self.create_subscription(PrivilegedState, names.PRIVILEGED_STATE, self.on_state, LATCHED,
                                  callback_group=sensors)
         self.create_subscription(Image, names.CAMERA_IMAGE, self.on_image, 5, callback_group=sensors)
+        if self.param["wrist_camera"]:
+            self.create_subscription(Image, names.WRIST_IMAGE, self.on_wrist_image, 5, callback_group=sensors)
         self.monitor = HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup())
         self.heartbeat = HeartbeatPublisher(self)
         self.steps_pub = self.create_publisher(ReasonerStep, names.REASONER_STEPS, 50)
@@ -101,6 +113,11 @@ class ReasonerNode(Node):
             self.image = msg
             self.obs_cv.notify_all()
 
+    def on_wrist_image(self, msg: Image) -> None:
+        with self.obs_cv:
+            self.wrist_image = msg
+            self.obs_cv.notify_all()
+
     def on_accepted(self, handle) -> None:
         with self.goal_lock:
             if self.active_goal is not None and self.active_goal.is_active:
@@ -120,14 +137,16 @@ class ReasonerNode(Node):
             raise EpisodeError(f"the episode ran past its time budget of {self.param['max_episode_s']:.0f} s")
 
     def observe(self, episode_id: str, not_before_ns: int) -> Observation:
-        """The settled state of this episode at or after ``not_before_ns`` and the image of it."""
+        """The settled state of this episode at or after ``not_before_ns`` and the images of it."""
         deadline = time.monotonic() + self.param["observation_timeout_s"]
         with self.obs_cv:
             while True:
-                s, im = self.state, self.image
+                s = self.state
+                images = [self.image, self.wrist_image] if self.param["wrist_camera"] else [self.image]
                 if (s is not None and s.episode_id == episode_id and stamp_to_ns(s.header.stamp) >= not_before_ns
-                        and im is not None and stamp_to_ns(im.header.stamp) >= stamp_to_ns(s.header.stamp)):
-                    return Observation(s, im)
+                        and all(im is not None and stamp_to_ns(im.header.stamp) >= stamp_to_ns(s.header.stamp)
+                                for im in images)):
+                    return Observation(s, images)
                 if time.monotonic() > deadline:
                     raise EpisodeError(f"{self.param['sim_node']} sent no state and image for this episode within "
                                        f"{self.param['observation_timeout_s']:.1f} s")
@@ -184,13 +203,13 @@ class ReasonerNode(Node):
                 raise EpisodeError(f"{node} {what} after {timeout:.1f} s")
             time.sleep(0.02)
 
-    def wait_for_recorder(self, episode_id: str, timeout_s: float = 2.0) -> None:
-        """If a recorder is running, wait (bounded) until it has opened this episode's bag."""
+    def wait_for_recorder(self, episode_id: str) -> None:
+        """If a recorder is running, wait (bounded) until it records every topic for this episode."""
         node = self.param["recorder_node"]
-        if self.monitor.silent_for(node) > self.param["heartbeat_timeout_s"]:
+        if self.monitor.state(node) is None:
             return  # no recorder in this graph
         self.watch_recorder = [node]  # from now on, losing the recorder loses the episode's data
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + self.param["recorder_timeout_s"]
         while self.monitor.state(node) != f"recording:{episode_id}":
             if time.monotonic() > deadline:
                 self.get_logger().warning(f"{node} did not open a bag for {episode_id}; continuing")
@@ -221,12 +240,8 @@ class ReasonerNode(Node):
             result.success, result.progress = obs.state.success, obs.state.progress
             if obs.state.success or handle.is_cancel_requested or not handle.is_active:
                 return
-            instance = task_instance_from_msg(obs.state)
-            state = msg_to_board_state(obs.state)
             t0 = time.perf_counter()
-            inp = ReasonerInput("language_table", goal.goal or instance.goal, [msg_to_image(obs.image)],
-                                note=instance.note, history_text=history_text, history=history_mode, step=step,
-                                extra={"privileged": ExpertView(state, instance), "seed": goal.seed})
+            inp = self.reasoner_input(goal, obs, history_text, history_mode, step)
             t1 = time.perf_counter()
             self.heartbeat.state = "busy"
             decision = decide(self.backend, inp, budget)
@@ -243,7 +258,7 @@ class ReasonerNode(Node):
             if guard.observe(decision.valid, error):
                 raise EpisodeError(guard.abort_reason + "; the robot holds still")
             if decision.valid:
-                follow = self.follow(instruction, policy_seed(goal.seed, step), handle)
+                follow = self.follow(instruction, goal.suite or "language_table", policy_seed(goal.seed, step), handle)
                 if follow is None:
                     return
                 not_before = stamp_to_ns(follow.finished)
@@ -253,11 +268,22 @@ class ReasonerNode(Node):
         obs = self.observe(episode_id, not_before)
         result.success, result.progress = obs.state.success, obs.state.progress
 
-    def follow(self, instruction: str, seed: int, handle):
+    def reasoner_input(self, goal, obs: Observation, history_text: str, history: str, step: int) -> ReasonerInput:
+        """The suite's reasoner input: its camera views and, for the expert, its privileged view."""
+        instance = task_instance_from_msg(obs.state)
+        if obs.state.suite == "packing":
+            view = PackingExpertView(msg_to_packing_state(obs.state), instance)
+        else:
+            view = ExpertView(msg_to_board_state(obs.state), instance)
+        return ReasonerInput(obs.state.suite, goal.goal or instance.goal, [msg_to_image(im) for im in obs.images],
+                             note=instance.note, history_text=history_text, history=history, step=step,
+                             extra={"privileged": view, "seed": goal.seed})
+
+    def follow(self, instruction: str, suite: str, seed: int, handle):
         """Send one instruction to the low-level policy; its result, or None when the episode was canceled."""
         if not self.follow_client.wait_for_server(timeout_sec=self.param["service_timeout_s"]):
             raise EpisodeError(f"{self.param['lowlevel_node']} does not offer {names.FOLLOW_INSTRUCTION}")
-        goal = FollowInstruction.Goal(instruction=instruction, suite="language_table",
+        goal = FollowInstruction.Goal(instruction=instruction, suite=suite,
                                       max_steps=self.param["steps_per_instruction"], seed=seed)
         sent = self.wait_future(self.follow_client.send_goal_async(goal), names.FOLLOW_INSTRUCTION, handle,
                                 self.param["service_timeout_s"])
@@ -293,7 +319,7 @@ class ReasonerNode(Node):
     # -- publishing ------------------------------------------------------------------------------
     def publish_step(self, episode_id, step, goal, inp, decision, instruction, error, latencies) -> None:
         out, parsed = decision.output, decision.parsed
-        msg = ReasonerStep(episode_id=episode_id, step=step, suite="language_table", task=goal.task,
+        msg = ReasonerStep(episode_id=episode_id, step=step, suite=inp.suite, task=goal.task,
                            goal=inp.goal, history=inp.history_text, reasoning=parsed.reasoning or "",
                            instruction=instruction, raw_response=out.raw_text, valid=decision.valid,
                            error=error, model_id=out.model_id)

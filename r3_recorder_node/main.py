@@ -86,7 +86,7 @@ class RecorderNode(Node):
                                    goal=msg.goal, backend=msg.backend)
                 self.writer = EpisodeBagWriter(self.output_dir, info)
                 self.writer.write(names.EPISODE_EVENTS, EVENTS_TYPE, time.time_ns(), serialize_message(msg))
-            self.heartbeat.state = recording_state(msg.episode_id)  # the reasoner waits for this
+            self.announce_when_ready(msg.episode_id)
             self.get_logger().info(f"recording episode {msg.episode_id}")
         elif msg.event == EpisodeEvent.END:
             self.record_to(names.EPISODE_EVENTS, EVENTS_TYPE)(serialize_message(msg))
@@ -102,6 +102,20 @@ class RecorderNode(Node):
                         self.close_current(complete, msg.reason, msg.success, msg.progress, msg.steps)
 
             timer = self.create_timer(self.close_delay_s, close, clock=Clock(clock_type=ClockType.STEADY_TIME))
+
+    def announce_when_ready(self, episode_id: str) -> None:
+        """Say "recording:<id>" (the reasoner waits for it) once every configured topic is
+        subscribed and has a publisher, so that the episode's first messages are not lost."""
+        timer = None
+
+        def check() -> None:
+            self.discover()
+            if all(t in self.subscribed and self.count_publishers(t) > 0 for t in self.topics):
+                timer.cancel()
+                if self.writer is not None and self.writer.info.episode_id == episode_id:
+                    self.heartbeat.state = recording_state(episode_id)
+
+        timer = self.create_timer(0.02, check, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def close_current(self, complete: bool, reason: str, success=False, progress=0.0, steps=0) -> None:
         if self.writer is None:

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from geometry_msgs.msg import Point, Pose, Vector3
+from geometry_msgs.msg import Point, Pose, PoseStamped, Vector3
 from sensor_msgs.msg import CameraInfo, Image
 
 from r3.tasks.language_table.board import BoardState
@@ -76,7 +76,10 @@ def task_instance_from_msg(msg: PrivilegedState):
     """The task instance the simulator is checking, rebuilt from its JSON (None between episodes)."""
     if not msg.task_instance_json:
         return None
-    from r3.tasks.language_table.tasks import get_task
+    if msg.suite == "packing":
+        from r3.tasks.packing.tasks import get_task
+    else:
+        from r3.tasks.language_table.tasks import get_task
 
     return get_task(msg.task).from_dict(json.loads(msg.task_instance_json))
 
@@ -126,3 +129,41 @@ def detections_to_msg(detections, msg: DetectedObjects, camera: str) -> Detected
         objects.append(obj)
     msg.objects = objects
     return msg
+
+
+def packing_state_to_msg(state, msg: PrivilegedState) -> PrivilegedState:
+    """Fill ``msg.objects`` (item centres of mass and orientations), ``msg.effector`` (TCP) and
+    ``msg.held`` from a :class:`~r3.tasks.packing.state.PackingState`."""
+    objects = []
+    for name, item in state.items.items():
+        pose = Pose()
+        pose.position.x, pose.position.y, pose.position.z = (float(v) for v in item.pos)
+        o = pose.orientation
+        o.w, o.x, o.y, o.z = (float(v) for v in item.quat)
+        objects.append(BoardObject(name=name, pose=pose))
+    msg.objects = objects
+    msg.effector = Point(x=float(state.tcp[0]), y=float(state.tcp[1]), z=float(state.tcp[2]))
+    msg.held = state.held or ""
+    return msg
+
+
+def msg_to_packing_state(msg: PrivilegedState):
+    """The packing state a decision needs (items still, as at every settled decision point)."""
+    from r3.tasks.packing.state import ItemState, PackingState
+
+    items = {}
+    for obj in msg.objects:
+        p, o = obj.pose.position, obj.pose.orientation
+        items[obj.name] = ItemState(pos=(p.x, p.y, p.z), quat=(o.w, o.x, o.y, o.z))
+    return PackingState(items=items, held=msg.held or None, tcp=(msg.effector.x, msg.effector.y, msg.effector.z))
+
+
+def pose_msg_to_target(msg: PoseStamped, gripper_opening: float, max_velocity_scaling: float):
+    """A MoveToPose goal as a :class:`~r3.execution.base.PoseTarget` (NaN opening: leave the gripper,
+    scaling 0: full speed). Values are passed on unchecked: the executor refuses bad ones."""
+    from r3.execution.base import PoseTarget
+
+    p, o = msg.pose.position, msg.pose.orientation
+    return PoseTarget(position=(p.x, p.y, p.z), quat=(o.w, o.x, o.y, o.z),
+                      gripper=None if math.isnan(gripper_opening) else float(gripper_opening),
+                      speed=1.0 if max_velocity_scaling == 0 else float(max_velocity_scaling))

@@ -50,6 +50,7 @@ class HeartbeatMonitor:
     """Tracks when each node was last heard from (wall clock of this process)."""
 
     def __init__(self, node: Node, callback_group=None):
+        self._self = node.get_fully_qualified_name()
         self._last: dict[str, float] = {}
         self._states: dict[str, str] = {}
         self._lock = threading.Lock()
@@ -72,7 +73,14 @@ class HeartbeatMonitor:
         return float("inf") if last is None else time.monotonic() - last
 
     def dead(self, node_names: list[str], timeout_s: float) -> list[str]:
-        """Nodes heard from before whose heartbeat has been silent longer than ``timeout_s``."""
+        """Nodes heard from before whose heartbeat has been silent longer than ``timeout_s``.
+
+        A verdict needs proof that this process still receives: its own node's heartbeats (which
+        come back over DDS) must be recent. A starved watcher hears nobody and so declares nobody
+        dead; a killed node stays silent while the watcher keeps hearing itself.
+        """
         with self._lock:
             now = time.monotonic()
+            if now - self._last.get(self._self, float("-inf")) > timeout_s / 2:
+                return []
             return [n for n in node_names if n in self._last and now - self._last[n] > timeout_s]

@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
         "outcome, the bag path and a video.",
     )
     p.add_argument("--suite", default="language_table", help="task suite (default: %(default)s)")
-    p.add_argument("--task", default="V", help="task id, e.g. V, line, clear_qtr (default: %(default)s)")
+    p.add_argument("--task", default="V", help="task id, e.g. V, line, clear_qtr; packing: 1..12 (default: %(default)s)")
     p.add_argument("--seed", type=int, default=3, help="scene seed; same seed, same episode (default: %(default)s)")
     p.add_argument("--reasoner", default=None, metavar="SPEC",
                    help="reasoner backend: expert (default), transformers:DIR or openai:URL,model=NAME; only "
@@ -45,10 +45,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="MEMBER.PARAM=VALUE",
                    help="override a member's parameter when r3 run starts the graph, e.g. "
                    "r3_reasoner_node.max_consecutive_invalid=5; repeatable")
-    p.add_argument("--max-steps", type=int, default=0, help="decision steps; 0 = the suite's default (20)")
+    p.add_argument("--max-steps", type=int, default=0, help="decision steps; 0 = the profile's default (20; packing 15)")
     p.add_argument("--reasoning-budget", type=int, default=-1,
                    help="reasoning tokens per step: -1 unlimited (default), 0 instruction only, N truncate at N")
-    p.add_argument("--profile", default="sim_language_table", help="graph profile to start (default: %(default)s)")
+    p.add_argument("--profile", default=None, help="graph profile to start (default: sim_SUITE)")
     p.add_argument("--graph", default=str(DEFAULT_GRAPH), help="graph description YAML (default: %(default)s)")
     p.add_argument("--out", default="runs", help="folder for bags, logs and videos (default: %(default)s)")
     p.add_argument("--video", choices=("gif", "mp4", "none"), default="gif", help="episode video (default: gif)")
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             overrides.setdefault("r3_recorder_node", {})["output_dir"] = str((out / "bags").resolve())
             if args.reasoner:
                 overrides.setdefault("r3_reasoner_node", {})["backend"] = args.reasoner
-            profile = load_profile(args.profile, args.graph, overrides)
+            profile = load_profile(args.profile or f"sim_{args.suite}", args.graph, overrides)
             log_dir = out / "logs" / time.strftime("%Y%m%d-%H%M%S")
             supervisor = Supervisor(profile, log_dir, echo=(lambda _: None) if args.quiet else None)
             supervisor.start()

@@ -245,4 +245,4 @@ def _privileged(bag: _Bag, rec: EpisodeRecording, trajectory, instance_json: str
     effector = bag.msg("geometry_msgs/msg/Point", x=float(c.pusher[0]), y=float(c.pusher[1]), z=0.0)
     return bag.msg(PRIVILEGED, header=bag.header(at, "board"), episode_id=rec.episode_id, control_step=control,
                    suite=SUITE, task=trajectory.task, goal=trajectory.goal, task_instance_json=instance_json,
-                   objects=objects, effector=effector, progress=c.progress, success=c.success)
+                   objects=objects, effector=effector, held="", progress=c.progress, success=c.success)

@@ -1,5 +1,5 @@
 """Motion execution behind one interface: ``sim`` (MuJoCo IK + joint trajectories); ``moveit``
-(moveit_py) is planned against the same contract and not written yet.
+(moveit_py, written against its API, not run here).
 
 Both take an end-effector pose (tool centre point, robot base frame) and a gripper opening, refuse
 invalid targets with a reason before any motion (never clipping them), and report what happened as

@@ -125,9 +125,9 @@ class Executor(Protocol):
     def set_gripper(self, opening: float) -> MoveResult: ...
 
 
-#: executor name -> "module:Class"; classes are imported only when chosen. The ``moveit`` backend
-#: (moveit_py, imported lazily) registers here once it exists.
-EXECUTORS = {"sim": "r3.execution.sim:SimExecutor"}
+#: executor name -> "module:Class"; classes are imported only when chosen (moveit_py is imported
+#: by the ``moveit`` backend at its first motion or ``connect()``).
+EXECUTORS = {"sim": "r3.execution.sim:SimExecutor", "moveit": "r3.execution.moveit_backend:MoveItExecutor"}
 
 
 def make_executor(name: str, *args, **kwargs) -> Executor:

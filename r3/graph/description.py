@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from r3.graph import names
 from r3.graph.interfaces import NODE_INTERFACES, NodeInterface
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
@@ -88,6 +89,9 @@ def _member(raw: dict, profile: str, config_dir: Path) -> Member:
         interface = NODE_INTERFACES[raw["node"]].remapped(remappings)
         # The recorder subscribes to whatever its `topics` parameter lists (types found at run time).
         interface.subscribes.update({t: "*" for t in (raw.get("parameters") or {}).get("topics", [])})
+        # The reasoner also watches the wrist camera where its `wrist_camera` parameter says so (packing).
+        if raw["node"] == "r3_reasoner_node" and (raw.get("parameters") or {}).get("wrist_camera"):
+            interface.subscribes[remappings.get(names.WRIST_IMAGE, names.WRIST_IMAGE)] = "sensor_msgs/msg/Image"
         return Member(raw["name"], "r3", raw["node"], dict(raw.get("parameters") or {}), remappings, interface)
     if "package" not in raw or "executable" not in raw:
         raise ValueError(f"{where}: give either 'node' (an r3 node) or 'package' and 'executable'")

@@ -51,6 +51,21 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
         subscribes={names.PUSHER_COMMAND: "geometry_msgs/msg/Vector3Stamped"},
         services=[names.RESET_SCENE],
     ),
+    "r3_packing_sim_node": NodeInterface(
+        publishes={
+            names.CAMERA_IMAGE: "sensor_msgs/msg/Image",
+            names.CAMERA_INFO: "sensor_msgs/msg/CameraInfo",
+            names.WRIST_IMAGE: "sensor_msgs/msg/Image",
+            names.WRIST_INFO: "sensor_msgs/msg/CameraInfo",
+            names.JOINT_STATES: "sensor_msgs/msg/JointState",
+            names.CLOCK: "rosgraph_msgs/msg/Clock",
+            names.PRIVILEGED_STATE: "r3_msgs/msg/PrivilegedState",
+            names.SCENE_SNAPSHOT: "r3_msgs/msg/SceneSnapshot",
+            **HEARTBEAT,
+        },
+        services=[names.RESET_SCENE],
+        actions=[names.FOLLOW_INSTRUCTION, names.MOVE_TO_POSE],
+    ),
     "r3_lowlevel_node": NodeInterface(
         publishes={names.PUSHER_COMMAND: "geometry_msgs/msg/Vector3Stamped", **HEARTBEAT},
         subscribes={names.PRIVILEGED_STATE: "r3_msgs/msg/PrivilegedState", names.CLOCK: "rosgraph_msgs/msg/Clock"},
@@ -64,7 +79,7 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
             **HEARTBEAT,
         },
         subscribes={
-            names.CAMERA_IMAGE: "sensor_msgs/msg/Image",
+            names.CAMERA_IMAGE: "sensor_msgs/msg/Image",  # plus the wrist camera when `wrist_camera` is set
             names.PRIVILEGED_STATE: "r3_msgs/msg/PrivilegedState",
             names.HEARTBEAT: "r3_msgs/msg/Heartbeat",
             names.CLOCK: "rosgraph_msgs/msg/Clock",

@@ -1,0 +1,191 @@
+"""The ``moveit`` executor: the same contract as ``sim``, planned and executed by MoveIt 2 (moveit_py).
+
+A pose target goes through the shared checks (:func:`r3.execution.base.check_target`) before
+moveit_py is even imported, so a bad target is refused identically by both backends. Then the
+planning component plans from the current state to the pose of ``pose_link`` (a failed plan is
+refused as "unreachable: no plan"; nothing moves), the trajectory is executed, and the errors are
+read back from the robot state MoveIt monitors. The gripper is a second planning group (``hand``
+in panda_moveit_config) whose joint target is half the opening per finger.
+
+Written against moveit_py's API (``moveit.planning.MoveItPy``); not run on this project's machines,
+where moveit_py is not installable. Execution blocks until the trajectory ends: a cancel takes
+effect between moves, not inside one (the controller's own limits and the hardware e-stop bound a
+move, see SAFETY.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from r3.execution.base import (
+    MoveResult,
+    PoseTarget,
+    WorkspaceBox,
+    check_target,
+    quat_to_mat,
+    refused,
+    rotation_error,
+)
+
+INSTALL_HINT = ("the 'moveit' executor needs moveit_py (MoveIt 2's Python API), which is not installed: "
+                "install ros-$ROS_DISTRO-moveit-py (with a MoveIt config such as "
+                "ros-$ROS_DISTRO-moveit-resources-panda-moveit-config) and source /opt/ros/$ROS_DISTRO/setup.bash")
+
+
+class MoveItUnavailable(RuntimeError):
+    """moveit_py cannot be imported; the message names what to install."""
+
+
+@dataclass(frozen=True)
+class MoveItConfig:
+    """Where the arm is in MoveIt's terms (defaults: panda_moveit_config), validated."""
+
+    planning_group: str = "panda_arm"
+    pose_link: str = "panda_hand_tcp"  # the TCP, 0.1034 m past the flange, as in the sim arm
+    base_frame: str = "panda_link0"
+    hand_group: str = "hand"
+    node_name: str = "r3_moveit_py"
+    max_opening: float = 0.08
+    position_tolerance: float = 0.01
+    orientation_tolerance: float = math.radians(3.0)
+
+    def __post_init__(self):
+        for key in ("planning_group", "pose_link", "base_frame", "node_name"):
+            if not getattr(self, key):
+                raise ValueError(f"MoveItConfig.{key} must not be empty")
+        if not (self.max_opening > 0 and self.position_tolerance > 0 and self.orientation_tolerance > 0):
+            raise ValueError("MoveItConfig: max_opening and the tolerances must be > 0")
+
+
+def import_moveit():
+    """``(MoveItPy, PlanRequestParameters, RobotState)`` from moveit_py, or :class:`MoveItUnavailable`."""
+    try:
+        from moveit.core.robot_state import RobotState
+        from moveit.planning import MoveItPy, PlanRequestParameters
+    except ImportError as exc:
+        raise MoveItUnavailable(INSTALL_HINT) from exc
+    return MoveItPy, PlanRequestParameters, RobotState
+
+
+class MoveItExecutor:
+    """Moves a real (or MoveIt-simulated) arm through moveit_py.
+
+    ``config_dict`` is MoveItPy's configuration (e.g. ``MoveItConfigsBuilder("moveit_resources_panda")
+    .moveit_cpp(...).to_moveit_configs().to_dict()``); None reads it from the node's parameters.
+    ``robot`` is an already constructed ``MoveItPy`` to share one; it is created on first use otherwise.
+    """
+
+    def __init__(self, config: MoveItConfig | None = None, box: WorkspaceBox | None = None,
+                 config_dict: dict | None = None, robot=None):
+        self.config = config or MoveItConfig()
+        self.box = box or WorkspaceBox()
+        self._config_dict = config_dict
+        self._robot = robot
+        self._api = None
+
+    def connect(self):
+        """Import moveit_py and start MoveItPy (a node configures here, not at its first goal)."""
+        if self._api is None:
+            self._api = import_moveit()
+        if self._robot is None:
+            self._robot = self._api[0](node_name=self.config.node_name, config_dict=self._config_dict)
+        return self._robot
+
+    # ------------------------------------------------------------------ the interface
+    def move_to_pose(self, target: PoseTarget) -> MoveResult:
+        why = check_target(target, self.box, self.config.max_opening)
+        if why:
+            return refused(why)
+        robot = self.connect()
+        arm = robot.get_planning_component(self.config.planning_group)
+        arm.set_start_state_to_current_state()
+        arm.set_goal_state(pose_stamped_msg=self._pose_msg(target), pose_link=self.config.pose_link)
+        plan = arm.plan(single_plan_parameters=self._params(target.speed))
+        if not plan:
+            return refused("unreachable: no plan")
+        robot.execute(plan.trajectory, controllers=[])
+        if target.gripper is not None:
+            grip = self.set_gripper(target.gripper)
+            if not grip.reached:
+                return grip
+        return self._pose_result(np.asarray(target.position, float), quat_to_mat(target.quat))
+
+    def move_to_joints(self, q, gripper: float | None = None, speed: float = 1.0) -> MoveResult:
+        q = np.asarray(q, dtype=float)
+        if q.ndim != 1 or not np.all(np.isfinite(q)):
+            return refused("joint target must be finite numbers")
+        if gripper is not None and not (math.isfinite(gripper) and 0 <= gripper <= self.config.max_opening):
+            return refused(f"gripper opening {gripper} is outside [0, {self.config.max_opening}] m")
+        robot = self.connect()
+        state = self._api[2](robot.get_robot_model())
+        state.set_joint_group_positions(self.config.planning_group, q)
+        state.update()
+        if not state.satisfies_bounds():
+            return refused("joint target outside the joint limits")
+        result = self._plan_and_execute(self.config.planning_group, state, speed)
+        if result is None and gripper is not None:
+            result = self.set_gripper(gripper)
+            if result.reached:
+                result = None
+        if result is not None:
+            return result
+        with self._robot.get_planning_scene_monitor().read_only() as scene:
+            now = np.asarray(scene.current_state.get_joint_group_positions(self.config.planning_group), float)
+        err = float(np.max(np.abs(now - q)))
+        ok = err < 0.01
+        return MoveResult(ok, 0.0, err, "reached" if ok else f"not_reached: joint error {err:.3f} rad")
+
+    def set_gripper(self, opening: float) -> MoveResult:
+        if not (math.isfinite(opening) and 0 <= opening <= self.config.max_opening):
+            return refused(f"gripper opening {opening} is outside [0, {self.config.max_opening}] m")
+        robot = self.connect()
+        state = self._api[2](robot.get_robot_model())
+        state.set_joint_group_positions(self.config.hand_group, np.array([opening / 2.0]))
+        state.update()
+        return self._plan_and_execute(self.config.hand_group, state, 1.0) or MoveResult(True, 0.0, 0.0, "reached")
+
+    # ------------------------------------------------------------------ internals
+    def _plan_and_execute(self, group: str, goal_state, speed: float) -> MoveResult | None:
+        """None when the plan was executed; a refusal when there was no plan."""
+        component = self._robot.get_planning_component(group)
+        component.set_start_state_to_current_state()
+        component.set_goal_state(robot_state=goal_state)
+        plan = component.plan(single_plan_parameters=self._params(speed))
+        if not plan:
+            return refused(f"unreachable: no plan for {group}")
+        self._robot.execute(plan.trajectory, controllers=[])
+        return None
+
+    def _params(self, speed: float):
+        params = self._api[1](self._robot)
+        params.max_velocity_scaling_factor = float(speed)
+        params.max_acceleration_scaling_factor = float(speed)
+        return params
+
+    def _pose_msg(self, target: PoseTarget):
+        from geometry_msgs.msg import PoseStamped  # a ROS install is there whenever moveit_py is
+
+        msg = PoseStamped()
+        msg.header.frame_id = self.config.base_frame
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in target.position)
+        w, x, y, z = (float(v) for v in target.quat)
+        msg.pose.orientation.w, msg.pose.orientation.x = w, x
+        msg.pose.orientation.y, msg.pose.orientation.z = y, z
+        return msg
+
+    def _pose_result(self, p_target: np.ndarray, R_target: np.ndarray) -> MoveResult:
+        """Errors between the target and the pose of ``pose_link`` in the monitored robot state."""
+        with self._robot.get_planning_scene_monitor().read_only() as scene:
+            scene.current_state.update()
+            pose = scene.current_state.get_pose(self.config.pose_link)
+        p = np.array([pose.position.x, pose.position.y, pose.position.z])
+        o = pose.orientation
+        pos_err = float(np.linalg.norm(p - p_target))
+        rot_err = rotation_error(R_target, quat_to_mat((o.w, o.x, o.y, o.z)))
+        ok = pos_err <= self.config.position_tolerance and rot_err <= self.config.orientation_tolerance
+        reason = "reached" if ok else (f"not_reached: ended {pos_err * 1000:.1f} mm and "
+                                       f"{math.degrees(rot_err):.1f} deg from the target")
+        return MoveResult(ok, pos_err, rot_err, reason)

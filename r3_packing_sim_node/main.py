@@ -1,0 +1,198 @@
+"""r3_packing_sim_node: the packing workcell in MuJoCo, with the simulated arm's driver in-process.
+
+One process owns the one ``PackingEnv`` that everything acting on it must share: it publishes what
+a real cell publishes (base and wrist camera images with camera_info, joint_states, /clock) plus the
+privileged state and snapshots, serves ResetScene (suite "packing"), serves MoveToPose through the
+``sim`` executor (the simulated robot's driver; on a real arm ``r3_execution_node`` serves it with
+the ``moveit`` executor), and serves FollowInstruction with the packing policy calling that same
+executor in-process. Images, state and a snapshot are published at every decision point (after a
+reset, an instruction or a move), all with one stamp, so the reasoner sees the state it decides on.
+Sim time advances 50 ms per control step and never goes back, across resets too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+
+import numpy as np
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+from rclpy.qos import QoSDurabilityPolicy, QoSProfile
+from rosgraph_msgs.msg import Clock as ClockMsg
+from sensor_msgs.msg import CameraInfo, Image, JointState
+
+from r3.graph import names
+from r3.packing_episode import PackingCell
+from r3.sim.packing import scene
+from r3.sim.packing.env import PackingEnv
+from r3_msgs.action import FollowInstruction, MoveToPose
+from r3_msgs.msg import PrivilegedState, SceneSnapshot
+from r3_msgs.srv import ResetScene
+from r3_ros.conversions import (
+    camera_info_msg,
+    image_to_msg,
+    ns_to_stamp,
+    packing_state_to_msg,
+    pose_msg_to_target,
+)
+from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.spin import run_node
+
+SNAPSHOT_FORMAT = "r3-packing-snapshot/1"
+LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
+STEP_NS = round(scene.CONTROL_DT * 1e9)
+CAMERAS = {"base": (names.CAMERA_IMAGE, names.CAMERA_INFO), "wrist": (names.WRIST_IMAGE, names.WRIST_INFO)}
+
+
+class PackingSimNode(Node):
+    def __init__(self):
+        super().__init__("r3_packing_sim_node")
+        self.declare_parameter("image_width", 320)
+        self.declare_parameter("image_height", 240)
+        self.declare_parameter("base_frame", "panda_link0")  # the arm base is the world origin
+        width, height = self.get_parameter("image_width").value, self.get_parameter("image_height").value
+        self.base_frame = self.get_parameter("base_frame").value
+        self.cell = PackingCell.build(PackingEnv(width=width, height=height))
+        self.env = self.cell.env
+        self.env.reset(seed=0)
+        self.lock = threading.Lock()  # one goal or reset acts on the env at a time
+        self.episode_id, self.task = "", ""
+        self.base_ns = 0  # sim time of the current episode's step 0
+
+        self.image_pubs = {cam: (self.create_publisher(Image, img, 5), self.create_publisher(CameraInfo, info, 5))
+                           for cam, (img, info) in CAMERAS.items()}
+        self.joint_pub = self.create_publisher(JointState, names.JOINT_STATES, 10)
+        self.clock_pub = self.create_publisher(ClockMsg, names.CLOCK, 10)
+        self.state_pub = self.create_publisher(PrivilegedState, names.PRIVILEGED_STATE, LATCHED)
+        self.snapshot_pub = self.create_publisher(SceneSnapshot, names.SCENE_SNAPSHOT, 10)
+        group = ReentrantCallbackGroup()
+        self.create_service(ResetScene, names.RESET_SCENE, self.on_reset, callback_group=group)
+        for action, name, execute in ((FollowInstruction, names.FOLLOW_INSTRUCTION, self.follow),
+                                      (MoveToPose, names.MOVE_TO_POSE, self.move)):
+            ActionServer(self, action, name, execute_callback=execute, goal_callback=lambda _: GoalResponse.ACCEPT,
+                         cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=group)
+        self.heartbeat = HeartbeatPublisher(self)
+        self.publish_settled()
+        self.get_logger().info(f"packing workcell at {width}x{height}")
+
+    @property
+    def now_ns(self) -> int:
+        return self.base_ns + self.env.elapsed_steps * STEP_NS
+
+    # -- callbacks -----------------------------------------------------------------------------
+    def on_reset(self, request: ResetScene.Request, response: ResetScene.Response) -> ResetScene.Response:
+        with self.lock:
+            if request.suite != "packing":
+                response.ok, response.reason = False, f"suite {request.suite!r} is not simulated by this node"
+                return response
+            next_ns = self.now_ns + STEP_NS  # time moves on across a reset, so every stamp is unique
+            try:
+                self.env.reset(seed=int(request.seed), options={"task": request.task})
+            except (KeyError, ValueError) as exc:
+                response.ok, response.reason = False, f"cannot reset task {request.task!r}: {exc}"
+                return response
+            self.base_ns, self.episode_id, self.task = next_ns, request.episode_id, request.task
+            instance = self.env.task_instance
+            response.ok, response.goal = True, instance.goal
+            response.task_instance_json = json.dumps(instance.to_dict())
+            self.publish_settled()
+        self.get_logger().info(f"reset packing task {request.task} seed {request.seed}: {instance.goal}")
+        return response
+
+    def follow(self, handle) -> FollowInstruction.Result:
+        """One packing instruction: the policy's skills through the sim executor; cancel stops the arm."""
+        goal, result = handle.request, FollowInstruction.Result()
+        with self.lock:
+            self.heartbeat.state = "busy"
+            self.cell.executor.on_step = lambda _: self.on_control_step(handle)
+            try:
+                outcome = self.cell.policy.follow(goal.instruction, np.random.default_rng(goal.seed))
+            finally:
+                self.cell.executor.on_step = None
+                self.heartbeat.state = "idle"
+            result.steps, result.finished = outcome.control_steps, self.publish_settled()
+        canceled = handle.is_cancel_requested
+        result.success = outcome.success and not canceled
+        result.reason = "canceled" if canceled else outcome.reason
+        handle.canceled() if canceled else (handle.succeed() if result.success else handle.abort())
+        return result
+
+    def move(self, handle) -> MoveToPose.Result:
+        """One end-effector move; refusals come back as results, never clipped targets."""
+        goal, result = handle.request, MoveToPose.Result()
+        frame = goal.target.header.frame_id
+        if frame not in ("", self.base_frame):
+            result.reason = f"refused: target frame {frame!r} is not the robot base frame {self.base_frame!r}"
+            result.position_error = result.orientation_error = math.nan
+            handle.abort()
+            return result
+        target = pose_msg_to_target(goal.target, goal.gripper_opening, goal.max_velocity_scaling)
+
+        def on_step(remaining: float) -> bool:
+            handle.publish_feedback(MoveToPose.Feedback(distance_remaining=remaining))
+            return self.on_control_step(handle)
+
+        with self.lock:
+            self.cell.executor.on_step = on_step
+            try:
+                moved = self.cell.executor.move_to_pose(target)
+            finally:
+                self.cell.executor.on_step = None
+            self.publish_settled()
+        result.reached, result.reason = moved.reached, moved.reason
+        result.position_error, result.orientation_error = moved.position_error, moved.orientation_error
+        if moved.reason == "canceled":
+            handle.canceled()
+        else:
+            handle.succeed() if moved.reached else handle.abort()
+        return result
+
+    def on_control_step(self, handle) -> bool:
+        """Publish time and joints after every executor step; False (stop) when the goal is canceled."""
+        stamp = ns_to_stamp(self.now_ns)
+        self.clock_pub.publish(ClockMsg(clock=stamp))
+        self.publish_joints(stamp)
+        return not handle.is_cancel_requested
+
+    # -- publishing (called with the lock held) ------------------------------------------------
+    def publish_settled(self):
+        """A decision point: time, joints, both cameras, the privileged state and a snapshot, one stamp."""
+        stamp = ns_to_stamp(self.now_ns)
+        self.clock_pub.publish(ClockMsg(clock=stamp))
+        self.publish_joints(stamp)
+        for cam, (image_pub, info_pub) in self.image_pubs.items():
+            frame = f"{cam}_camera_color_optical_frame"
+            image_pub.publish(image_to_msg(self.env.render_camera(cam), stamp, frame))
+            info_pub.publish(camera_info_msg(self.env.camera_intrinsics(cam), self.env.width, self.env.height,
+                                             stamp, frame))
+        state, instance = self.env.state(), self.env.task_instance
+        msg = PrivilegedState(episode_id=self.episode_id, control_step=self.env.elapsed_steps, suite="packing",
+                              task=self.task, goal=instance.goal if instance else "")
+        msg.header.stamp, msg.header.frame_id = stamp, "world"
+        if instance is not None:
+            msg.task_instance_json = json.dumps(instance.to_dict())
+            msg.progress = float(self.env.max_progress)
+            msg.success = bool(instance.success(state))
+        self.state_pub.publish(packing_state_to_msg(state, msg))
+        snap = SceneSnapshot(episode_id=self.episode_id, control_step=self.env.elapsed_steps, format=SNAPSHOT_FORMAT)
+        snap.header.stamp, snap.data = stamp, self.env.snapshot()
+        self.snapshot_pub.publish(snap)
+        return stamp
+
+    def publish_joints(self, stamp) -> None:
+        s = self.env.state()
+        joints = JointState(name=[*scene.ARM_JOINTS, *scene.FINGER_JOINTS],
+                            position=[*s.joints, s.gripper_opening / 2, s.gripper_opening / 2])
+        joints.header.stamp = stamp
+        self.joint_pub.publish(joints)
+
+
+def main(args=None) -> None:
+    run_node(PackingSimNode, args)
+
+
+if __name__ == "__main__":
+    main()

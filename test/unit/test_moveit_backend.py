@@ -1,0 +1,103 @@
+"""The ``moveit`` executor without moveit_py: shared refusals before any import, one clear error when
+moveit_py is missing, and the plan -> execute -> read-back flow against a stand-in of moveit_py's API."""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from types import SimpleNamespace
+
+import pytest
+
+from r3.execution import make_executor, moveit_backend
+from r3.execution.base import PoseTarget, top_down_quat
+from r3.execution.moveit_backend import MoveItConfig, MoveItExecutor, MoveItUnavailable
+
+
+@pytest.mark.parametrize("target, reason", [
+    (PoseTarget((2.0, 0.0, 0.3), top_down_quat(0.0)), "outside the workspace"),
+    (PoseTarget((0.4, 0.0, math.nan), top_down_quat(0.0)), "NaN or Inf"),
+    (PoseTarget((0.4, 0.0, 0.3), (1.0, 1.0, 0.0, 0.0)), "quaternion"),
+    (PoseTarget((0.4, 0.0, 0.3), top_down_quat(0.0), gripper=0.2), "gripper opening"),
+])
+def test_bad_targets_are_refused_before_moveit_py_is_imported(target, reason, monkeypatch):
+    def no_import():
+        raise AssertionError("moveit_py imported for a refused target")
+
+    monkeypatch.setattr(moveit_backend, "import_moveit", no_import)
+    result = make_executor("moveit").move_to_pose(target)
+    assert result.refused and reason in result.reason and not result.reached
+
+
+def test_missing_moveit_py_names_what_to_install():
+    try:
+        import moveit  # noqa: F401
+        pytest.skip("moveit_py is installed here")
+    except ImportError:
+        pass
+    with pytest.raises(MoveItUnavailable, match="ros-\\$ROS_DISTRO-moveit-py"):
+        MoveItExecutor().move_to_pose(PoseTarget((0.4, 0.0, 0.3), top_down_quat(0.0)))
+
+
+class FakeMoveIt:
+    """The slice of moveit_py's API the executor uses; the arm lands where it was told to go."""
+
+    def __init__(self, plans: bool):
+        self.plans, self.goal, self.executed = plans, None, []
+        pose = SimpleNamespace(position=SimpleNamespace(x=0, y=0, z=0),
+                               orientation=SimpleNamespace(w=1, x=0, y=0, z=0))
+        self.state = SimpleNamespace(update=lambda: None, get_pose=lambda link: pose)
+        self.pose = pose
+
+    def get_planning_component(self, group):
+        fake = self
+
+        class Component:
+            def set_start_state_to_current_state(self):
+                pass
+
+            def set_goal_state(self, pose_stamped_msg=None, pose_link=None, robot_state=None):
+                fake.goal = (group, pose_stamped_msg, pose_link)
+
+            def plan(self, single_plan_parameters=None):
+                return SimpleNamespace(trajectory=group) if fake.plans else None
+
+        return Component()
+
+    def execute(self, trajectory, controllers):
+        self.executed.append(trajectory)
+        _, msg, _ = self.goal
+        self.pose.position, self.pose.orientation = msg.pose.position, msg.pose.orientation
+
+    def get_planning_scene_monitor(self):
+        fake = self
+
+        class Monitor:
+            @contextmanager
+            def read_only(self):
+                yield SimpleNamespace(current_state=fake.state)
+
+        return Monitor()
+
+
+def _executor(monkeypatch, plans: bool):
+    pytest.importorskip("geometry_msgs.msg", reason="needs geometry_msgs (the ROS 2 wheels) for the pose message")
+    robot = FakeMoveIt(plans)
+    monkeypatch.setattr(moveit_backend, "import_moveit",
+                        lambda: (None, lambda robot: SimpleNamespace(), None))
+    return MoveItExecutor(MoveItConfig(), robot=robot), robot
+
+
+def test_no_plan_is_refused_as_unreachable_and_nothing_executes(monkeypatch):
+    executor, robot = _executor(monkeypatch, plans=False)
+    result = executor.move_to_pose(PoseTarget((0.5, 0.1, 0.3), top_down_quat(0.0)))
+    assert result.refused and result.reason == "refused: unreachable: no plan" and robot.executed == []
+
+
+def test_a_planned_pose_is_executed_and_checked_from_the_robot_state(monkeypatch):
+    executor, robot = _executor(monkeypatch, plans=True)
+    result = executor.move_to_pose(PoseTarget((0.5, 0.1, 0.3), top_down_quat(0.0)))
+    group, msg, link = robot.goal
+    assert (group, link, msg.header.frame_id) == ("panda_arm", "panda_hand_tcp", "panda_link0")
+    assert robot.executed == ["panda_arm"]
+    assert result.reached and result.reason == "reached" and result.position_error < 1e-9

@@ -112,11 +112,18 @@ class SFTConfig(_Common):
 
     global_batch_size: int = 128
     max_length: int | None = None  # prompt + response tokens; longer rows are truncated
+    # Keep only the last N sentences of each response's reasoning (the ones that name the chosen
+    # move), still "Reasoning: ...\nInstruction: ..."; None = the whole response (the paper).
+    reasoning_sentences: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _check(self.global_batch_size >= 1, f"global_batch_size={self.global_batch_size}: must be >= 1")
         _check(self.max_length is None or self.max_length >= 16, f"max_length={self.max_length}: must be >= 16")
+        _check(
+            self.reasoning_sentences is None or self.reasoning_sentences >= 1,
+            f"reasoning_sentences={self.reasoning_sentences}: must be >= 1 (or null for the whole reasoning)",
+        )
 
 
 @dataclass

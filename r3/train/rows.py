@@ -18,13 +18,14 @@ with the PIL images swapped for placeholders, so training and inference prompts 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 
 from r3.data import schema as S
 from r3.reasoning.parsing import ParsedResponse, parse_response
-from r3.reasoning.prompts import ReasonerInput, build_messages
+from r3.reasoning.prompts import INSTRUCTION_HEADER, REASONING_HEADER, ReasonerInput, build_messages
 
 #: Columns each job reads from the dataset.
 PROMPT_COLUMNS = (S.IMAGES, S.GOAL, S.NOTE, S.SUITE, S.HISTORY, S.HISTORY_KIND, S.SPLIT, S.STEP)
@@ -103,14 +104,36 @@ def _snapshot(path: str | None) -> str | None:
     return path if path and Path(path).is_file() else None
 
 
-def sft_rows(table, mode: str = "reason", thinking: bool = False):
-    """TRL prompt-completion rows for SFT from dataset rows (``datasets.Dataset``)."""
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def shorten_reasoning(response: str, suite: str, sentences: int | None) -> str:
+    """``response`` with its reasoning cut to the last ``sentences`` sentences (None: unchanged).
+
+    The result is still "Reasoning: ...\nInstruction: ..." with the same instruction; a response
+    that does not parse as a valid step is returned unchanged.
+    """
+    if sentences is None:
+        return response
+    parsed = parse_response(response, suite)
+    if not isinstance(parsed, ParsedResponse):
+        return response
+    kept = _SENTENCE_END.split(parsed.reasoning.strip())[-sentences:]
+    return f"{REASONING_HEADER} {' '.join(kept)}\n{INSTRUCTION_HEADER} {parsed.instruction_text}"
+
+
+def sft_rows(table, mode: str = "reason", thinking: bool = False, reasoning_sentences: int | None = None):
+    """TRL prompt-completion rows for SFT from dataset rows (``datasets.Dataset``).
+
+    ``reasoning_sentences`` shortens each response (:func:`shorten_reasoning`).
+    """
     from datasets import Image, Sequence
 
     def convert(row):
+        response = shorten_reasoning(row["response"], row["suite"], reasoning_sentences)
         return {
             "prompt": prompt_messages(row, mode),
-            "completion": [{"role": "assistant", "content": [{"type": "text", "text": row["response"]}]}],
+            "completion": [{"role": "assistant", "content": [{"type": "text", "text": response}]}],
             "images": row["images"],
             "chat_template_kwargs": {"enable_thinking": thinking},
         }

@@ -20,7 +20,7 @@ def prepare_sft(cfg: SFTConfig):
     _, cuda = resolve_device(cfg.device)
     table = open_dataset(cfg.dataset, cfg.splits, SFT_COLUMNS, cfg.max_rows)
     arguments = sft_arguments(cfg, world_size(), cuda)
-    return sft_rows(table, cfg.mode, cfg.thinking), arguments
+    return sft_rows(table, cfg.mode, cfg.thinking, cfg.reasoning_sentences), arguments
 
 
 def run_sft(cfg: SFTConfig) -> Path:

@@ -281,13 +281,16 @@ class ReasonerNode(Node):
 
     def follow(self, instruction: str, suite: str, seed: int, handle):
         """Send one instruction to the low-level policy; its result, or None when the episode was canceled."""
+        if handle.is_cancel_requested or not handle.is_active:
+            return None  # canceled while deciding: no new motion
         if not self.follow_client.wait_for_server(timeout_sec=self.param["service_timeout_s"]):
             raise EpisodeError(f"{self.param['lowlevel_node']} does not offer {names.FOLLOW_INSTRUCTION}")
         goal = FollowInstruction.Goal(instruction=instruction, suite=suite,
                                       max_steps=self.param["steps_per_instruction"], seed=seed)
-        sent = self.wait_future(self.follow_client.send_goal_async(goal), names.FOLLOW_INSTRUCTION, handle,
-                                self.param["service_timeout_s"])
-        if sent is None:
+        sending = self.follow_client.send_goal_async(goal)
+        sent = self.wait_future(sending, names.FOLLOW_INSTRUCTION, handle, self.param["service_timeout_s"])
+        if sent is None:  # canceled before the low-level node answered: cancel the goal once it does
+            sending.add_done_callback(lambda f: f.result().cancel_goal_async() if f.result().accepted else None)
             return None
         if not sent.accepted:
             raise EpisodeError(f"{self.param['lowlevel_node']} rejected the instruction {instruction!r}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -27,7 +28,9 @@ class HeartbeatPublisher:
         self._node = node
         self._pub = node.create_publisher(Heartbeat, names.HEARTBEAT, QOS)
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
-        self._timer = node.create_timer(period_s, self._beat, clock=self._wall)
+        # A group of its own: a node's long callbacks (an action's execute) never delay its beat.
+        self._timer = node.create_timer(period_s, self._beat, clock=self._wall,
+                                        callback_group=MutuallyExclusiveCallbackGroup())
 
     @property
     def state(self) -> str:

@@ -176,7 +176,7 @@ def _run_ray(todo: list[EpisodeSpec], config: CollectConfig):
     import ray
 
     ray.init(address=None if config.ray_address == "local" else config.ray_address,
-             ignore_reinit_error=True, include_dashboard=False, log_to_driver=False,
+             include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")}})
     task = ray.remote(num_cpus=1)(run_one)
     pending = [task.remote(spec, config) for spec in todo]
@@ -187,3 +187,4 @@ def _run_ray(todo: list[EpisodeSpec], config: CollectConfig):
     finally:
         for ref in pending:
             ray.cancel(ref)
+        ray.shutdown()  # the connection is this collection's; leave the process as it was

@@ -26,7 +26,8 @@ from r3.instructions.language_table import ParseError, parse
 from r3.lowlevel.pushing import PushingPolicyConfig, ScriptedPushingPolicy
 from r3_msgs.action import FollowInstruction
 from r3_msgs.msg import PrivilegedState
-from r3_ros.conversions import msg_to_board_state
+from r3_ros.conversions import msg_to_board_state, stamp_to_ns
+from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.spin import run_node
 
@@ -41,7 +42,7 @@ class LowLevelNode(Node):
         self.declare_parameter("policy", "scripted")
         self.declare_parameter("default_max_steps", 20)
         self.declare_parameter("state_timeout_s", 2.0)
-        self.declare_parameter("client_timeout_s", 0.5)
+        self.declare_parameter("client_timeout_s", 1.0)
         self.declare_parameter("reasoner_node", "/r3_reasoner_node")
         policy = self.get_parameter("policy").value
         if policy != "scripted":
@@ -54,14 +55,13 @@ class LowLevelNode(Node):
 
         self.state_cv = threading.Condition()
         self.state: PrivilegedState | None = None
-        self.goal_lock = threading.Lock()
-        self.active_goal = None
+        self.goals = SingleGoal(self)
         self.command_pub = self.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
         self.create_subscription(PrivilegedState, names.PRIVILEGED_STATE, self.on_state, LATCHED,
                                  callback_group=MutuallyExclusiveCallbackGroup())
         self.server = ActionServer(
             self, FollowInstruction, names.FOLLOW_INSTRUCTION, execute_callback=self.execute,
-            goal_callback=lambda _: GoalResponse.ACCEPT, handle_accepted_callback=self.on_accepted,
+            goal_callback=lambda _: GoalResponse.ACCEPT, handle_accepted_callback=self.goals.accept,
             cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=ReentrantCallbackGroup())
         self.heartbeat = HeartbeatPublisher(self, state=WAITING_FOR_STATE)
         self.monitor = HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup())
@@ -73,23 +73,17 @@ class LowLevelNode(Node):
         if self.heartbeat.state == WAITING_FOR_STATE:
             self.heartbeat.state = "idle"
 
-    def on_accepted(self, handle) -> None:
-        with self.goal_lock:
-            if self.active_goal is not None and self.active_goal.is_active:
-                self.get_logger().info("a new instruction preempts the running one")
-                self.active_goal.abort()
-            self.active_goal = handle
-        handle.execute()
-
-    def wait_for_state_after(self, control_step: int) -> PrivilegedState | None:
-        """The first state newer than ``control_step`` (-1: any), or None after the timeout."""
+    def wait_for_state_after(self, stamp_ns: int, handle=None) -> PrivilegedState | None:
+        """The first state stamped after ``stamp_ns`` (-1: any), or None after the timeout or when
+        ``handle`` is canceled or preempted. Stamps never go back (not even across resets), so a
+        state from another episode can never be taken for the answer to this one's command."""
         deadline = time.monotonic() + self.state_timeout_s
         with self.state_cv:
-            while self.state is None or self.state.control_step <= control_step:
+            while self.state is None or stamp_to_ns(self.state.header.stamp) <= stamp_ns:
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or (handle is not None and (handle.is_cancel_requested or not handle.is_active)):
                     return None
-                self.state_cv.wait(left)
+                self.state_cv.wait(min(left, 0.01))
             return self.state
 
     def execute(self, handle) -> FollowInstruction.Result:
@@ -110,7 +104,7 @@ class LowLevelNode(Node):
                 if not handle.is_active:
                     return result  # preempted by a newer goal
                 if handle.is_cancel_requested:
-                    handle.canceled()
+                    self.goals.end(handle, "canceled")
                     result.reason = "canceled"
                     return result
                 if self.monitor.dead([self.reasoner_node], self.client_timeout_s):
@@ -124,8 +118,14 @@ class LowLevelNode(Node):
                 command.header.stamp, command.header.frame_id = state_msg.header.stamp, "board"
                 command.vector.x, command.vector.y = float(action[0]), float(action[1])
                 self.command_pub.publish(command)
-                state_msg = self.wait_for_state_after(state_msg.control_step)
+                state_msg = self.wait_for_state_after(stamp_to_ns(state_msg.header.stamp), handle)
                 if state_msg is None:
+                    if not handle.is_active:
+                        return result  # preempted by a newer goal
+                    if handle.is_cancel_requested:
+                        self.goals.end(handle, "canceled")
+                        result.reason = "canceled"
+                        return result
                     return self._finish(handle, result, False, "error: the simulator stopped publishing state")
                 result.steps = step + 1
                 handle.publish_feedback(FollowInstruction.Feedback(step=result.steps))
@@ -134,11 +134,9 @@ class LowLevelNode(Node):
         result.finished = state_msg.header.stamp
         return self._finish(handle, result, True, reason)
 
-    @staticmethod
-    def _finish(handle, result, success: bool, reason: str) -> FollowInstruction.Result:
+    def _finish(self, handle, result, success: bool, reason: str) -> FollowInstruction.Result:
         result.success, result.reason = success, reason
-        if handle.is_active:
-            handle.succeed() if success else handle.abort()
+        self.goals.end(handle, "succeeded" if success else "aborted")
         return result
 
 

@@ -39,6 +39,7 @@ from r3_ros.conversions import (
     stamp_to_ns,
     task_instance_from_msg,
 )
+from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.spin import run_node
 
@@ -61,7 +62,7 @@ class ReasonerNode(Node):
         super().__init__("r3_reasoner_node")
         p = {
             "backend": "expert", "history": "response", "default_max_steps": 20, "steps_per_instruction": 20,
-            "heartbeat_timeout_s": 1.0, "recorder_timeout_s": 5.0, "observation_timeout_s": 5.0, "service_timeout_s": 10.0,
+            "heartbeat_timeout_s": 3.0, "recorder_timeout_s": 5.0, "startup_timeout_s": 60.0, "observation_timeout_s": 5.0, "service_timeout_s": 10.0,
             "instruction_timeout_s": 30.0, "max_episode_s": 900.0, "max_consecutive_invalid": MAX_CONSECUTIVE_INVALID,
             "wrist_camera": False, "lowlevel_node": "/r3_lowlevel_node", "sim_node": "/r3_sim_node", "recorder_node": "/r3_recorder_node",
         }
@@ -75,8 +76,7 @@ class ReasonerNode(Node):
         self.state: PrivilegedState | None = None
         self.image: Image | None = None
         self.wrist_image: Image | None = None
-        self.goal_lock = threading.Lock()
-        self.active_goal = None
+        self.goals = SingleGoal(self)
         self.episode_deadline = float("inf")
         self.watch_recorder: list[str] = []
         sensors = MutuallyExclusiveCallbackGroup()
@@ -95,7 +95,7 @@ class ReasonerNode(Node):
         self.follow_client = ActionClient(self, FollowInstruction, names.FOLLOW_INSTRUCTION, callback_group=clients)
         self.server = ActionServer(
             self, RunTask, names.RUN_TASK, execute_callback=self.execute,
-            goal_callback=lambda _: GoalResponse.ACCEPT, handle_accepted_callback=self.on_accepted,
+            goal_callback=lambda _: GoalResponse.ACCEPT, handle_accepted_callback=self.goals.accept,
             cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=ReentrantCallbackGroup())
         self.get_logger().info(f"reasoner ready with backend {self.backend.model_id}")
 
@@ -117,14 +117,6 @@ class ReasonerNode(Node):
         with self.obs_cv:
             self.wrist_image = msg
             self.obs_cv.notify_all()
-
-    def on_accepted(self, handle) -> None:
-        with self.goal_lock:
-            if self.active_goal is not None and self.active_goal.is_active:
-                self.get_logger().info("a new RunTask goal preempts the running episode")
-                self.active_goal.abort()
-            self.active_goal = handle
-        handle.execute()
 
     # -- waiting, always bounded -------------------------------------------------------------------
     def check_alive(self) -> None:
@@ -194,8 +186,12 @@ class ReasonerNode(Node):
         return self.finish(handle, result, result.reason)
 
     def wait_until_lowlevel_ready(self) -> None:
-        """The low-level node must be up and have seen the simulator before it gets an instruction."""
-        node, timeout = self.param["lowlevel_node"], self.param["service_timeout_s"]
+        """The low-level node must be up and have seen the simulator before it gets an instruction.
+
+        Bounded by ``startup_timeout_s``: on a cold machine the first start of the graph's processes
+        (imports, MuJoCo model compilation) can take longer than any single call should.
+        """
+        node, timeout = self.param["lowlevel_node"], self.param["startup_timeout_s"]
         deadline = time.monotonic() + timeout
         while self.monitor.state(node) in (None, "waiting_for_state"):
             if time.monotonic() > deadline:
@@ -218,7 +214,7 @@ class ReasonerNode(Node):
 
     def reset(self, goal, episode_id: str, handle) -> str | None:
         timeout = self.param["service_timeout_s"]
-        if not self.reset_client.wait_for_service(timeout_sec=timeout):
+        if not self.reset_client.wait_for_service(timeout_sec=self.param["startup_timeout_s"]):
             raise EpisodeError(f"{self.param['sim_node']} does not offer {names.RESET_SCENE}")
         request = ResetScene.Request(suite=goal.suite or "language_table", task=goal.task, seed=goal.seed,
                                      episode_id=episode_id)
@@ -309,13 +305,10 @@ class ReasonerNode(Node):
 
     def finish(self, handle, result: RunTask.Result, reason: str) -> RunTask.Result:
         result.reason = reason
-        if handle.is_active:
-            if reason == "canceled" and handle.is_cancel_requested:
-                handle.canceled()
-            elif reason.startswith("error"):
-                handle.abort()
-            else:
-                handle.succeed()
+        if reason == "canceled" and handle.is_cancel_requested:
+            self.goals.end(handle, "canceled")
+        else:
+            self.goals.end(handle, "aborted" if reason.startswith("error") else "succeeded")
         self.get_logger().info(f"episode {result.episode_id}: {reason}, {result.steps} steps")
         return result
 

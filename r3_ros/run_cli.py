@@ -23,9 +23,8 @@ from r3.graph.supervisor import Supervisor
 
 #: How long `r3 run` looks for an already running graph before starting one (DDS discovery time).
 RUNNING_GRAPH_DISCOVERY_S = 2.0
-#: How long to wait for the episode's own error result after a member of the graph died (the
-#: reasoner's heartbeat timeout is 1 s).
-MEMBER_EXIT_GRACE_S = 1.8
+#: The reasoner r3 run talks to, and how long its heartbeat may be silent before it counts as dead.
+REASONER_NODE, REASONER_TIMEOUT_S = "/r3_reasoner_node", 3.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -95,12 +94,16 @@ def main(argv: list[str] | None = None) -> int:
 
     from r3_msgs.action import RunTask
     from r3_ros.commander import R3Commander, TaskStatus
+    from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 
     out = Path(args.out)
     rclpy.init()
     node = Node("r3_run")
     view = LiveView(args.quiet)
     commander = R3Commander(node, on_step=view.step)
+    # On a graph it did not start, r3 run learns that the reasoner died from its heartbeats.
+    HeartbeatPublisher(node)
+    monitor = HeartbeatMonitor(node)
     supervisor = None
     interrupted = {"count": 0}
     signal.signal(signal.SIGINT, lambda *_: interrupted.update(count=interrupted["count"] + 1))
@@ -133,17 +136,15 @@ def main(argv: list[str] | None = None) -> int:
                 canceled = True
             if interrupted["count"] > 1:
                 return _fail("interrupted")
+            dead = monitor.dead([REASONER_NODE], REASONER_TIMEOUT_S)
+            if supervisor is None and dead:
+                print(f"outcome:  error: {dead[0]} stopped responding", flush=True)
+                return _fail(f"{dead[0]} stopped responding (no heartbeat for {REASONER_TIMEOUT_S:.0f} s)")
             if supervisor is not None and supervisor.poll() is not None:
-                # A member died. The reasoner ends the episode with an error naming it within its
-                # heartbeat timeout; if the reasoner itself died, no result will come.
-                grace = 0.0 if supervisor.first_exit.member == "r3_reasoner_node" else MEMBER_EXIT_GRACE_S
-                deadline = time.monotonic() + grace
-                while time.monotonic() < deadline and handle.spin_once() is not TaskStatus.DONE:
-                    pass
-                if handle.status is not TaskStatus.DONE:
-                    print(f"outcome:  error: {supervisor.first_exit}", flush=True)
-                    return _fail(f"{supervisor.first_exit}; the episode ended without a result")
-                break
+                # A member of the graph died: the episode cannot go on. Say which at once; the
+                # graph is stopped on the way out, and the recorder closes the bag as incomplete.
+                print(f"outcome:  error: {supervisor.first_exit}", flush=True)
+                return _fail(f"{supervisor.first_exit}; the episode was stopped")
         if handle.status is TaskStatus.REJECTED:
             return _fail("the reasoner rejected the RunTask goal")
         return _summarise(handle.result, out, args.video)

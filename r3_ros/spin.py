@@ -17,7 +17,7 @@ def run_node(node_class, args=None) -> None:
     node = None
     try:
         node = node_class()
-        executor = MultiThreadedExecutor(num_threads=4)
+        executor = MultiThreadedExecutor(num_threads=8)  # long action callbacks never starve the rest
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

@@ -24,7 +24,9 @@ from r3.graph.supervisor import Supervisor
 #: How long `r3 run` looks for an already running graph before starting one (DDS discovery time).
 RUNNING_GRAPH_DISCOVERY_S = 2.0
 #: The reasoner r3 run talks to, and how long its heartbeat may be silent before it counts as dead.
-REASONER_NODE, REASONER_TIMEOUT_S = "/r3_reasoner_node", 3.0
+REASONER_NODE, REASONER_TIMEOUT_S = "/r3_reasoner_node", 1.5
+#: How long to wait for the reasoner's own error result after another member of the graph died.
+MEMBER_EXIT_GRACE_S = 1.9
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -141,10 +143,18 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"outcome:  error: {dead[0]} stopped responding", flush=True)
                 return _fail(f"{dead[0]} stopped responding (no heartbeat for {REASONER_TIMEOUT_S:.0f} s)")
             if supervisor is not None and supervisor.poll() is not None:
-                # A member of the graph died: the episode cannot go on. Say which at once; the
-                # graph is stopped on the way out, and the recorder closes the bag as incomplete.
-                print(f"outcome:  error: {supervisor.first_exit}", flush=True)
-                return _fail(f"{supervisor.first_exit}; the episode was stopped")
+                # A member of the graph died. The reasoner ends the episode with an error result
+                # naming it within its heartbeat timeout (1.5 s); if the reasoner itself died, or
+                # its answer does not come in time, say which member died. Either way the graph
+                # is stopped on the way out and the recorder closes the bag as incomplete.
+                grace = 0.0 if supervisor.first_exit.member == "r3_reasoner_node" else MEMBER_EXIT_GRACE_S
+                deadline = time.monotonic() + grace
+                while time.monotonic() < deadline and handle.spin_once() is not TaskStatus.DONE:
+                    pass
+                if handle.status is not TaskStatus.DONE:
+                    print(f"outcome:  error: {supervisor.first_exit}", flush=True)
+                    return _fail(f"{supervisor.first_exit}; the episode was stopped")
+                break
         if handle.status is TaskStatus.REJECTED:
             return _fail("the reasoner rejected the RunTask goal")
         return _summarise(handle.result, out, args.video)

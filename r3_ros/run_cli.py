@@ -24,9 +24,10 @@ from r3.graph.supervisor import Supervisor
 #: How long `r3 run` looks for an already running graph before starting one (DDS discovery time).
 RUNNING_GRAPH_DISCOVERY_S = 2.0
 #: The reasoner r3 run talks to, and how long its heartbeat may be silent before it counts as dead.
-REASONER_NODE, REASONER_TIMEOUT_S = "/r3_reasoner_node", 1.5
-#: How long to wait for the reasoner's own error result after another member of the graph died.
-MEMBER_EXIT_GRACE_S = 1.9
+REASONER_NODE, REASONER_TIMEOUT_S = "/r3_reasoner_node", 3.0
+#: How long to wait for the reasoner's own error result after another member of the graph died
+#: (it comes at once when the low-level node reports the failure, else after the heartbeat timeout).
+MEMBER_EXIT_GRACE_S = 1.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -143,9 +144,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"outcome:  error: {dead[0]} stopped responding", flush=True)
                 return _fail(f"{dead[0]} stopped responding (no heartbeat for {REASONER_TIMEOUT_S:.0f} s)")
             if supervisor is not None and supervisor.poll() is not None:
-                # A member of the graph died. The reasoner ends the episode with an error result
-                # naming it within its heartbeat timeout (1.5 s); if the reasoner itself died, or
-                # its answer does not come in time, say which member died. Either way the graph
+                # A member of the graph died. Prefer the reasoner's own error result if it comes
+                # within MEMBER_EXIT_GRACE_S; if the reasoner itself died, or its answer does not
+                # come in time, say which member died. Either way the graph
                 # is stopped on the way out and the recorder closes the bag as incomplete.
                 grace = 0.0 if supervisor.first_exit.member == "r3_reasoner_node" else MEMBER_EXIT_GRACE_S
                 deadline = time.monotonic() + grace

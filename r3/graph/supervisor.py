@@ -73,7 +73,7 @@ class Supervisor:
     """Runs the members of one profile. Use as a context manager or call start()/stop()."""
 
     def __init__(self, profile: Profile, log_dir: str | Path, env: dict[str, str] | None = None,
-                 grace_s: float = 2.0, echo: Callable[[str], None] | None = None):
+                 grace_s: float = 4.0, echo: Callable[[str], None] | None = None):
         self.profile = profile
         self.log_dir = Path(log_dir)
         self.env = dict(os.environ if env is None else env)

@@ -51,6 +51,7 @@ class RecorderNode(Node):
         self.topics = [t for t in self.get_parameter("topics").value if t != names.EPISODE_EVENTS]
         self.close_delay_s = float(self.get_parameter("close_delay_s").value)
         self.lock = threading.Lock()
+        self.closing: list[threading.Thread] = []
         self.writer: EpisodeBagWriter | None = None
         self.subscribed: dict[str, str] = {}
         wall = Clock(clock_type=ClockType.STEADY_TIME)
@@ -118,16 +119,26 @@ class RecorderNode(Node):
         timer = self.create_timer(0.02, check, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def close_current(self, complete: bool, reason: str, success=False, progress=0.0, steps=0) -> None:
-        if self.writer is None:
+        """Detach the episode's writer (called with the lock held) and finish its bag on a thread of
+        its own: converting the stream takes up to a few hundred ms, and recording callbacks that
+        waited for it would stop taking messages, which backs up the publishers of the whole graph."""
+        writer, self.writer = self.writer, None
+        if writer is None:
             return
-        path = self.writer.close(success=success, progress=progress, steps=steps, reason=reason, complete=complete)
-        self.get_logger().info(f"bag {path} closed ({'complete' if complete else 'incomplete'}: {reason})")
-        self.writer = None
         self.heartbeat.state = "idle"
+
+        def finish() -> None:
+            path = writer.close(success=success, progress=progress, steps=steps, reason=reason, complete=complete)
+            self.get_logger().info(f"bag {path} closed ({'complete' if complete else 'incomplete'}: {reason})")
+
+        self.closing = [t for t in self.closing if t.is_alive()] + [threading.Thread(target=finish)]
+        self.closing[-1].start()
 
     def shutdown(self) -> None:
         with self.lock:
             self.close_current(complete=False, reason="the recorder stopped before the episode ended")
+        for thread in self.closing:
+            thread.join()
 
 
 def main(args=None) -> None:

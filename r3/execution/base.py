@@ -18,12 +18,19 @@ import numpy as np
 @dataclass(frozen=True)
 class PoseTarget:
     """Tool-centre-point target in the robot base frame: ``position`` (m), ``quat`` (w, x, y, z),
-    ``gripper`` opening in metres (None: leave as is), ``speed`` scaling in (0, 1]."""
+    ``gripper`` opening in metres (None: leave as is), ``speed`` scaling in (0, 1].
+
+    ``approach`` > 0 (m): arrive along the tool axis, straight, from this far back (the pre-grasp
+    pose of a pick or the pre-release pose of a place); ``speed`` applies to that last straight
+    stretch and the move to its start runs at full speed. The backend plans the stretch backwards
+    from the target, so that the arm starts it in a configuration that can follow it.
+    """
 
     position: tuple[float, float, float]
     quat: tuple[float, float, float, float]
     gripper: float | None = None
     speed: float = 1.0
+    approach: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -71,7 +78,8 @@ class WorkspaceBox:
 
 def check_target(target: PoseTarget, box: WorkspaceBox, max_opening: float) -> str | None:
     """The shared refusal checks; returns the reason, or None when the target may be planned."""
-    numbers = [*target.position, *target.quat, target.speed] + ([] if target.gripper is None else [target.gripper])
+    numbers = [*target.position, *target.quat, target.speed, target.approach] + (
+        [] if target.gripper is None else [target.gripper])
     if len(target.position) != 3 or len(target.quat) != 4:
         return "position needs 3 and quat 4 components"
     if not all(math.isfinite(float(v)) for v in numbers):
@@ -86,6 +94,12 @@ def check_target(target: PoseTarget, box: WorkspaceBox, max_opening: float) -> s
         return f"gripper opening {target.gripper:.4f} m is outside [0, {max_opening}] m"
     if not 0.0 < target.speed <= 1.0:
         return f"speed scaling {target.speed} is outside (0, 1]"
+    if not 0.0 <= target.approach <= 0.3:
+        return f"approach distance {target.approach} m is outside [0, 0.3] m"
+    R = quat_to_mat(target.quat)
+    why = box.violation(np.asarray(target.position, float) - target.approach * R[:, 2])
+    if target.approach > 0 and why:
+        return f"the approach starts outside the workspace: {why}"
     return None
 
 

@@ -48,6 +48,9 @@ class MoveItConfig:
     base_frame: str = "panda_link0"
     hand_group: str = "hand"
     node_name: str = "r3_moveit_py"
+    #: PlanRequestParameters namespace of a straight-line planner for approaches (in the MoveIt
+    #: config: planning_pipeline pilz_industrial_motion_planner, planner_id LIN).
+    linear_planner: str = "pilz_lin"
     max_opening: float = 0.08
     position_tolerance: float = 0.01
     orientation_tolerance: float = math.radians(3.0)
@@ -100,13 +103,19 @@ class MoveItExecutor:
         if why:
             return refused(why)
         robot = self.connect()
-        arm = robot.get_planning_component(self.config.planning_group)
-        arm.set_start_state_to_current_state()
-        arm.set_goal_state(pose_stamped_msg=self._pose_msg(target), pose_link=self.config.pose_link)
-        plan = arm.plan(single_plan_parameters=self._params(target.speed))
-        if not plan:
-            return refused("unreachable: no plan")
-        robot.execute(plan.trajectory, controllers=[])
+        R = quat_to_mat(target.quat)
+        legs = [(target.position, self._params(target.speed))]
+        if target.approach > 0:  # to the approach's start freely, then straight in (pilz LIN)
+            start = np.asarray(target.position, float) - target.approach * R[:, 2]
+            legs = [(start, self._params(1.0)), (target.position, self._params(target.speed, self.config.linear_planner))]
+        for position, params in legs:
+            arm = robot.get_planning_component(self.config.planning_group)
+            arm.set_start_state_to_current_state()
+            arm.set_goal_state(pose_stamped_msg=self._pose_msg(target, position), pose_link=self.config.pose_link)
+            plan = arm.plan(single_plan_parameters=params)
+            if not plan:
+                return refused("unreachable: no plan")
+            robot.execute(plan.trajectory, controllers=[])
         if target.gripper is not None:
             grip = self.set_gripper(target.gripper)
             if not grip.reached:
@@ -159,18 +168,19 @@ class MoveItExecutor:
         self._robot.execute(plan.trajectory, controllers=[])
         return None
 
-    def _params(self, speed: float):
-        params = self._api[1](self._robot)
+    def _params(self, speed: float, namespace: str = ""):
+        params = self._api[1](self._robot, namespace) if namespace else self._api[1](self._robot)
         params.max_velocity_scaling_factor = float(speed)
         params.max_acceleration_scaling_factor = float(speed)
         return params
 
-    def _pose_msg(self, target: PoseTarget):
+    def _pose_msg(self, target: PoseTarget, position=None):
         from geometry_msgs.msg import PoseStamped  # a ROS install is there whenever moveit_py is
 
         msg = PoseStamped()
         msg.header.frame_id = self.config.base_frame
-        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in target.position)
+        position = target.position if position is None else position
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in position)
         w, x, y, z = (float(v) for v in target.quat)
         msg.pose.orientation.w, msg.pose.orientation.x = w, x
         msg.pose.orientation.y, msg.pose.orientation.z = y, z

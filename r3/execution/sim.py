@@ -5,8 +5,11 @@ A pose target goes through the shared checks (:func:`r3.execution.base.check_tar
 configuration and of the straight joint-space path to it against the table and the trays (the held
 item counts as part of the robot). Only then does the arm move: a smoothstep joint trajectory timed
 by the Panda's joint speed limits times the speed scaling, sent to the env one control step at a
-time, then a short settle. The path follows the straight TCP line (IK every 2 cm) so that
-approach and retreat moves do not sweep sideways into what they approach. ``reached`` compares the measured TCP pose with the target.
+time, then a short settle. The path follows the straight TCP line (IK every 2 cm, finer where
+needed) so that retreat moves do not sweep sideways; a target with an ``approach`` is planned
+backwards from the goal so that the final straight stretch into a grasp or a release can be
+followed (see :meth:`SimExecutor._approach`). ``reached`` compares the measured TCP pose with the
+target.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from r3.execution.base import (
 from r3.execution.ik import IKConfig, IKSolver
 from r3.sim.offscreen import mujoco
 from r3.sim.packing import scene
+from r3.tasks.packing.workcell import ITEM_SPECS
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,9 @@ class SimExecutor:
     """Moves the arm of a :class:`~r3.sim.packing.env.PackingEnv`.
 
     ``on_step(distance_remaining)`` is called after every control step; returning False stops the
-    motion (cancel) with reason "canceled".
+    motion (cancel) with reason "canceled". ``should_stop()``, when set, is asked before every control
+    step of every motion, the gripper's included; True ends the motion there with reason "canceled"
+    (a stopped arm takes no further step, whatever the caller tries next).
     """
 
     def __init__(self, env, box: WorkspaceBox | None = None, config: SimExecutorConfig | None = None,
@@ -67,12 +73,14 @@ class SimExecutor:
         self.box = box or WorkspaceBox()
         self.config = config or SimExecutorConfig()
         self.on_step = on_step
+        self.should_stop: Callable[[], bool] | None = None
         self.solver = IKSolver(env.model, list(scene.ARM_JOINTS), "tcp", scene.HOME_Q, ik)
         self._check = mujoco.MjData(env.model)
         m = env.model
         self._robot = {g for g in range(m.ngeom) if env.geom_label.get(g) == "robot"}
         self._static = {g for g in range(m.ngeom) if env.geom_label.get(g, "").endswith("tray")
                         or env.geom_label.get(g) == "table"}
+        self._item_geoms = {name: {g for g in range(m.ngeom) if env.geom_label.get(g) == name} for name in ITEM_SPECS}
 
     # ------------------------------------------------------------------ the interface
     def move_to_pose(self, target: PoseTarget) -> MoveResult:
@@ -80,34 +88,106 @@ class SimExecutor:
         if why:
             return refused(why)
         R = quat_to_mat(target.quat)
+        p_goal = np.asarray(target.position, float)
         q_now = self.env.data.qpos[self.env.arm_qpos].copy()
-        sol = self.solver.solve(target.position, R, self.env.data.qpos, seeds=[q_now])
+        sol = self.solver.solve(p_goal, R, self.env.data.qpos, seeds=[q_now])
         if not sol.converged:
             return refused(f"unreachable: best IK solution misses by {sol.position_error * 1000:.1f} mm and "
                            f"{math.degrees(sol.orientation_error):.1f} deg")
-        path = self._cartesian_path(q_now, np.asarray(target.position, float), target.quat, sol.q)
-        return self._go(path, target.gripper, target.speed, (np.asarray(target.position, float), R))
+        if target.approach > 0:
+            return self._approach(target, p_goal, R, sol.q)
+        path = self._cartesian_path(q_now, p_goal, target.quat, sol.q)
+        return self._go(path, target.gripper, target.speed, (p_goal, R))
+
+    def _approach(self, target: PoseTarget, p_goal, R, q_goal) -> MoveResult:
+        """Straight along the TCP line to the approach's start, then straight in. When the arm
+        cannot follow the approach from the configuration it arrived in, the approach is planned
+        backwards from the goal (MoveIt Task Constructor's way; other goal configurations from
+        seeded restarts too) and the arm changes configuration at its start first, in joint space,
+        refused if that would touch any item, tray or the table; where it would, the change is made
+        higher up (a longer approach, up to 20 cm more)."""
+        quat = np.asarray(target.quat, float)
+        steps, why = 0, f"unreachable: no straight {target.approach * 100:.0f} cm approach to the target"
+        for extra in (0.0, 0.1, 0.2):
+            p_pre = p_goal - (target.approach + extra) * R[:, 2]
+            if extra and self.box.violation(p_pre):
+                break
+            q_now = self.env.data.qpos[self.env.arm_qpos].copy()
+            sol = self.solver.solve(p_pre, R, self.env.data.qpos, seeds=[q_now])
+            if not sol.converged:
+                continue
+            to_start = self._go(self._cartesian_path(q_now, p_pre, target.quat, sol.q), target.gripper, 1.0,
+                                (p_pre, R))
+            steps += to_start.control_steps
+            if not to_start.reached:
+                return MoveResult(False, math.nan, math.nan, to_start.reason, steps)
+            q_now = self.env.data.qpos[self.env.arm_qpos].copy()
+            path = self._line(q_now, self.env.tcp_pose()[0], p_goal, quat, quat)
+            if path is None:
+                back, q_end = self._backwards(p_goal, p_pre, R, quat, q_goal)
+                if back is None:
+                    continue
+                turn = self._go([back[-1]], None, 1.0, None, items=set(ITEM_SPECS))
+                steps += turn.control_steps
+                if not turn.reached:
+                    why = turn.reason.removeprefix("refused: ")
+                    continue
+                path = [*back[-2::-1], q_end]
+            result = self._go(path, None, target.speed, (p_goal, R), items=self._bystanders(p_goal))
+            return MoveResult(result.reached, result.position_error, result.orientation_error, result.reason,
+                              steps + result.control_steps)
+        return MoveResult(False, math.nan, math.nan, f"refused: {why}", steps)
+
+    def _bystanders(self, p_goal) -> set[str]:
+        """Items an approach to ``p_goal`` must not touch: all but the held one and the ones under
+        the goal (what a grasp closes on, or what a place sets down on)."""
+        s = self.env.state()
+        return {name for name, item in s.items.items() if name != s.held and np.linalg.norm(
+            np.asarray(item.pos[:2]) - p_goal[:2]) > ITEM_SPECS[name].footprint_radius}
+
+    def _backwards(self, p_goal, p_pre, R, quat, q_goal) -> tuple[list[np.ndarray] | None, np.ndarray]:
+        """The approach line traced from the goal back to its start, from ``q_goal`` or from other
+        goal configurations (seeded restarts); (None, q_goal) when none can follow it."""
+        back = self._line(q_goal, p_goal, p_pre, quat, quat)
+        rng = np.random.default_rng(0)
+        for _ in range(self.solver.config.random_restarts):
+            if back is not None:
+                break
+            alt = self.solver.solve(p_goal, R, self.env.data.qpos, seeds=[rng.uniform(self.solver.low, self.solver.high)],
+                                    restarts=False)
+            if alt.converged:
+                q_goal, back = alt.q, self._line(alt.q, p_goal, p_pre, quat, quat)
+        return back, q_goal
 
     def _cartesian_path(self, q_now, p_goal, quat_goal, q_goal) -> list[np.ndarray]:
-        """Joint waypoints along the straight TCP line (orientation slerped), every ``cartesian_step``;
-        a straight line in joint space when some waypoint has no IK solution near the previous one."""
+        """Joint waypoints along the straight TCP line from where the TCP is (orientation slerped); a
+        straight line in joint space to ``q_goal`` when IK cannot follow it."""
         p0, R0 = self.env.tcp_pose()
         q0 = np.empty(4)
         mujoco.mju_mat2Quat(q0, R0.reshape(-1))
         q1 = np.asarray(quat_goal, float)
         if np.dot(q0, q1) < 0:
             q1 = -q1
-        n = max(1, math.ceil(np.linalg.norm(p_goal - p0) / self.config.cartesian_step))
-        path, q_prev = [], q_now
-        for k in range(1, n + 1):
-            t = k / n
-            quat = _slerp(q0, q1, t)
-            sol = self.solver.solve(p0 + t * (p_goal - p0), quat_to_mat(quat), self.env.data.qpos, seeds=[q_prev],
-                                    restarts=False)
-            if not sol.converged or np.max(np.abs(sol.q - q_prev)) > 0.5:
-                return [q_goal]
-            path.append(sol.q)
-            q_prev = sol.q
+        return self._line(q_now, p0, p_goal, q0, q1) or [q_goal]
+
+    def _line(self, q_start, p_start, p_end, quat_start, quat_end) -> list[np.ndarray] | None:
+        """Joint waypoints from ``q_start`` (at ``p_start``) along the straight TCP line to ``p_end``,
+        orientation slerped, every ``cartesian_step``; a step whose IK does not follow from the
+        previous waypoint is halved (near a singularity 2 cm can need large joint motion) down to
+        1/16 of it. None when even that fails."""
+        n = max(1, math.ceil(np.linalg.norm(p_end - p_start) / self.config.cartesian_step))
+        path, q_prev, t_prev, dt = [], q_start, 0.0, 1.0 / n
+        while t_prev < 1.0 - 1e-9:
+            t = min(1.0, t_prev + dt)
+            sol = self.solver.solve(p_start + t * (p_end - p_start), quat_to_mat(_slerp(quat_start, quat_end, t)),
+                                    self.env.data.qpos, seeds=[q_prev], restarts=False)
+            if sol.converged and np.max(np.abs(sol.q - q_prev)) <= 0.5:
+                path.append(sol.q)
+                q_prev, t_prev, dt = sol.q, t, min(1.0 / n, 2 * dt)
+            elif dt > 1.0 / (16 * n):
+                dt /= 2
+            else:
+                return None
         return path
 
     def move_to_joints(self, q, gripper: float | None = None, speed: float = 1.0) -> MoveResult:
@@ -128,15 +208,18 @@ class SimExecutor:
         start = self.env.joint_targets
         n = self.config.gripper_steps
         for k in range(n):
+            if self.should_stop is not None and self.should_stop():
+                return MoveResult(False, math.nan, math.nan, "canceled", k)
             cmd = start.copy()
             cmd[7] = start[7] + (k + 1) / n * (opening - start[7])
             self.env.step(cmd)
         return MoveResult(True, 0.0, 0.0, "reached", n)
 
     # ------------------------------------------------------------------ internals
-    def collision(self, path: list[np.ndarray]) -> str | None:
-        """The first contact of the robot (or held item) with the table or a tray along the joint
-        path (current joints, then ``path``'s waypoints, straight between them), described; None when clear."""
+    def collision(self, path: list[np.ndarray], items: set[str] = frozenset()) -> str | None:
+        """The first contact of the robot (or held item) with the table, a tray or one of ``items``
+        along the joint path (current joints, then ``path``'s waypoints, straight between them),
+        described; None when clear."""
         d, m = self._check, self.env.model
         samples, q_prev = [], self.env.data.qpos[self.env.arm_qpos].copy()
         for q_next in path:
@@ -144,6 +227,7 @@ class SimExecutor:
             samples += [q_prev + k / k_max * (q_next - q_prev) for k in range(1, k_max + 1)]
             q_prev = q_next
         n = len(samples)
+        obstacles = set(self._static).union(*(self._item_geoms[i] for i in items))
         robot = set(self._robot)
         if self.env.state().held is not None:
             robot.add(m.geom(scene.body_name(self.env.state().held)).id)
@@ -155,7 +239,7 @@ class SimExecutor:
             mujoco.mj_fwdPosition(m, d)
             for c in d.contact[: d.ncon]:
                 pair = {c.geom1, c.geom2}
-                hit_static = pair & self._static
+                hit_static = pair & obstacles
                 hit_robot = pair & robot
                 if hit_static and hit_robot and c.dist < 0:
                     what = m.geom(next(iter(hit_robot))).name
@@ -178,8 +262,9 @@ class SimExecutor:
         d.qpos[a:a + 3] = hand_pos + pos
         d.qpos[a + 3:a + 7] = quat
 
-    def _go(self, path: list[np.ndarray], gripper: float | None, speed: float, pose) -> MoveResult:
-        hit = self.collision(path)
+    def _go(self, path: list[np.ndarray], gripper: float | None, speed: float, pose,
+            items: set[str] = frozenset()) -> MoveResult:
+        hit = self.collision(path, items)
         if hit:
             return refused(f"collision: {hit}")
         env, cfg = self.env, self.config
@@ -199,6 +284,8 @@ class SimExecutor:
             i = min(int(x), len(knots) - 2)
             q = knots[i] + (x - i) * (knots[i + 1] - knots[i])
             cmd = np.concatenate([q, [start[7] + s * (opening - start[7])]])
+            if self.should_stop is not None and self.should_stop():
+                return MoveResult(False, math.nan, math.nan, "canceled", steps)
             env.step(cmd)
             steps += 1
             if self.on_step is not None:

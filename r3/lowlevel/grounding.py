@@ -28,6 +28,7 @@ from typing import Protocol
 import numpy as np
 
 from r3.sim.offscreen import mujoco
+from r3.tasks.packing.state import resting_geometry
 from r3.tasks.packing.workcell import ITEM_SPECS, TRAY_SPECS
 
 POINT_SCALE = 1000.0
@@ -51,7 +52,8 @@ class Grounded:
 
 @dataclass(frozen=True)
 class ItemEstimate:
-    """Item geometry for grasping: centre (m), yaw of its local x axis (rad), full size (m)."""
+    """Item geometry for grasping as it lies now: centre (m), yaw (rad) of the horizontal axis to
+    close across, and the size (m) across that axis, along the other horizontal one, and vertically."""
 
     centre: tuple[float, float, float]
     yaw: float
@@ -130,4 +132,5 @@ class SimGrounder:
         item = self.env.state().items.get(label)
         if item is None:
             return None
-        return ItemEstimate(item.pos, item.yaw, ITEM_SPECS[label].size)
+        yaw, size = resting_geometry(label, item.quat)
+        return ItemEstimate(item.pos, yaw, size)

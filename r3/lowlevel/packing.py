@@ -8,7 +8,8 @@ parser's reason. Steps for "Pack / Remove / Transfer the X ...":
    (``item_not_on_table`` / ``item_not_in_source_tray`` otherwise); an item already in the hand
    skips the pick; another item in the hand is first put down on the table;
 2. choose a free spot (corner-first in a tray, a random free spot on the table band for remove;
-   ``no_room_in_<size>_tray`` when none) and turn it into a base-camera point;
+   ``no_room_in_<size>_tray`` when none) and turn it into a base-camera point; when the place is
+   refused because the hand would touch a neighbour there, the next of up to three spots;
 3. ``pick(X, locate(X))``, ``place(X, point)``, ``home()``, then wait (arm still) until the items
    stop moving or :data:`SETTLE_LIMIT` steps pass, so the next decision sees a settled scene.
 
@@ -36,6 +37,10 @@ from r3.tasks.packing.workcell import DROP_REGION, TRAY_SPECS
 
 #: Idle control steps at most after an instruction while waiting for items to come to rest.
 SETTLE_LIMIT = 40
+#: Spots in the destination tray tried in turn when the hand would touch a neighbour at one.
+SPOT_CHOICES = 3
+#: How a place or pick refused for a collision begins (the arm did not touch anything).
+REFUSED_COLLISION = "motion_failed: refused: collision"
 
 
 @dataclass(frozen=True)
@@ -105,8 +110,8 @@ class PackingPolicy:
                 return ActionResult(False, f"item_not_in_source_tray: it is {found}", steps)
         dest = None if ins.type is PackingInstructionType.REMOVE else (
             ins.to_tray if ins.type is PackingInstructionType.TRANSFER else ins.tray)
-        spot = self._spot(item, dest, s, rng)
-        if spot is None:
+        spots = self._spots(item, dest, s, rng)
+        if not spots:
             return ActionResult(False, f"no_room_in_{dest}_tray" if dest else "no_room_on_table", steps)
         if s.held != item:
             point = self.grounder.locate(item)
@@ -119,19 +124,26 @@ class PackingPolicy:
         if rng.random() < self.config.slip_prob:
             steps += self.actions.executor.set_gripper(scene.MAX_OPENING).control_steps
             return ActionResult(False, "slipped: the item fell out of the gripper", steps)
-        point = self._point(spot, dest)
-        if point is None:
-            return ActionResult(False, "target_not_visible", steps)
-        r = self.actions.place(item, point)
-        return ActionResult(r.ok, r.reason, steps + r.control_steps)
+        r = ActionResult(False, "target_not_visible")
+        for spot in spots:  # the next spot when the hand cannot set the item down at one untouched
+            point = self._point(spot, dest)
+            if point is None:
+                continue
+            r = self.actions.place(item, point)
+            steps += r.control_steps
+            if not r.reason.startswith(REFUSED_COLLISION):
+                break
+        return ActionResult(r.ok, r.reason, steps)
 
-    def _spot(self, item: str, dest: str | None, s: PackingState, rng) -> tuple[float, float, float] | None:
+    def _spots(self, item: str, dest: str | None, s: PackingState, rng) -> list[tuple[float, float, float]]:
+        """Free spots for the item, best first: corner-first in a tray, random on the table."""
         others = [placement.footprint(n, i.pos[0], i.pos[1], i.yaw) for n, i in s.items.items() if n != item]
         # The item keeps its yaw from grasp to release, so spots are searched at its current yaw.
         yaws = (s.items[item].yaw,)
         if dest is None:
-            return placement.random_spot(item, DROP_REGION, others, rng, yaws)
-        return placement.corner_spot(item, tray_rect(dest), others, yaws)
+            spot = placement.random_spot(item, DROP_REGION, others, rng, yaws)
+            return [] if spot is None else [spot]
+        return placement.corner_spots(item, tray_rect(dest), others, yaws, count=SPOT_CHOICES)
 
     def _point(self, spot, dest: str | None):
         """Base-camera point of the floor at the spot (the place action grounds it back)."""
@@ -139,8 +151,8 @@ class PackingPolicy:
         return self.grounder.project((spot[0], spot[1], z))
 
     def _put_down(self, held: str, s: PackingState, rng) -> ActionResult:
-        spot = self._spot(held, None, s, rng)
-        point = None if spot is None else self._point(spot, None)
+        spots = self._spots(held, None, s, rng)
+        point = None if not spots else self._point(spots[0], None)
         if point is None:
             return ActionResult(False, "no_room_on_table")
         return self.actions.place(held, point)

@@ -27,8 +27,8 @@ from r3.execution.base import PoseTarget, top_down_quat
 from r3.lowlevel.grounding import Grounder
 from r3.sim.packing import scene
 from r3.tasks.packing import placement
-from r3.tasks.packing.state import PackingState
-from r3.tasks.packing.workcell import ITEM_SPECS, TRAY_SPECS, tray_of
+from r3.tasks.packing.state import PackingState, resting_geometry
+from r3.tasks.packing.workcell import TRAY_SPECS, tray_of
 
 
 @dataclass(frozen=True)
@@ -50,17 +50,38 @@ class SemanticConfig:
     release_gap: float = 0.01
     #: Grasp this far below the item top, at most (tall items are grasped near the top).
     grasp_depth: float = 0.035
-    #: Opening slack required beyond the item's grasp width.
-    width_slack: float = 0.004
+    #: Gap between each open finger and the item on the way down (less where the hand opens no wider).
+    width_slack: float = 0.010
+    #: Least gap between an open finger and the item: narrower than that, the item is not graspable.
+    min_finger_gap: float = 0.003
     max_attempts: int = 2
     approach_speed: float = 0.4
 
     def __post_init__(self):
+        if not 0 < self.min_finger_gap <= self.width_slack:
+            raise ValueError("SemanticConfig: 0 < min_finger_gap <= width_slack required")
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
         for name in ("approach", "carry_bottom", "grasp_depth"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"SemanticConfig.{name} must be > 0")
+
+
+#: Closing yaw of the Panda's fingers at its home pose (they close along world -y); joint 1 turns
+#: it with the azimuth of the hand, and joint 7 (range +-2.9 rad around home 0.79) turns it further.
+HOME_CLOSING_YAW = -math.pi / 2
+
+
+def wrist_friendly_yaw(yaw: float, x: float, y: float) -> float:
+    """Of the two closing yaws that grasp across the same axis (``yaw`` and ``yaw + pi``; the hand
+    is symmetric), the one nearer the arm's natural yaw at (x, y). The other one can put joint 7
+    near its limit, where a straight descent has no smooth IK path and the hand sweeps sideways.
+
+    >>> round(wrist_friendly_yaw(1.67, 0.298, 0.144), 3)  # to the left: the flipped grasp
+    -1.472
+    """
+    natural = HOME_CLOSING_YAW + math.atan2(y, x)
+    return min((yaw, yaw + math.pi, yaw - math.pi), key=lambda c: abs(math.remainder(c - natural, 2 * math.pi)))
 
 
 def _valid_point(point) -> bool:
@@ -94,33 +115,41 @@ class SemanticActions:
             return ActionResult(False, "no_object_at_point")
         if hit.label != label:
             return ActionResult(False, "label_mismatch")
-        spec = ITEM_SPECS[label]
-        if spec.grasp_width + 2 * self.config.width_slack > scene.MAX_OPENING:
+        est = self.grounder.estimate(label)
+        if est is None or est.size[0] + 2 * self.config.min_finger_gap > scene.MAX_OPENING:
             return ActionResult(False, "not_graspable")
         steps, reason = 0, "grasp_failed"
         for _ in range(self.config.max_attempts):
-            est = self.grounder.estimate(label)
+            est = self.grounder.estimate(label)  # as it lies now: a failed attempt may have moved it
+            width, height = est.size[0], est.size[2]
             cx, cy, cz = est.centre
             if rng is not None and grasp_noise > 0:
                 cx, cy = np.array([cx, cy]) + rng.normal(0.0, grasp_noise, 2)
-            top = cz + spec.height / 2
-            bottom = cz - spec.height / 2
-            z = max(top - self.config.grasp_depth, bottom + 0.012, cz - 0.01 if spec.height < 0.05 else -1)
-            quat = top_down_quat(est.yaw)  # close across the item's x axis (its grasp width)
+            top = cz + height / 2
+            bottom = cz - height / 2
+            z = max(top - self.config.grasp_depth, bottom + 0.012, cz - 0.01 if height < 0.05 else -1)
             above = (cx, cy, top + self.config.approach)
-            # Open just wide enough: fully open fingers would not fit beside an item near a tray wall.
-            opening = min(scene.MAX_OPENING, spec.grasp_width + 2 * self.config.width_slack)
-            for target in (PoseTarget(above, quat, opening),
-                           PoseTarget((cx, cy, z), quat, opening, self.config.approach_speed)):
-                r = self.executor.move_to_pose(target)
+            # Close across the narrow axis; across the other one too when it fits the hand and the
+            # first way down would touch a neighbour (the hand is long along its closing axis).
+            grasps = [(est.yaw, width)]
+            if est.size[1] + 2 * self.config.min_finger_gap <= scene.MAX_OPENING:
+                grasps.append((est.yaw + math.pi / 2, est.size[1]))
+            for yaw, across in grasps:
+                quat = top_down_quat(wrist_friendly_yaw(yaw, cx, cy))
+                # Open just wide enough: fully open fingers would not fit beside an item near a tray wall.
+                opening = min(scene.MAX_OPENING, across + 2 * self.config.width_slack)
+                r = self.executor.move_to_pose(PoseTarget((cx, cy, z), quat, opening, self.config.approach_speed,
+                                                          approach=above[2] - z))
                 steps += r.control_steps
-                if not r.reached:
-                    return ActionResult(False, f"motion_failed: {r.reason}", steps)
+                if not r.reason.startswith("refused: collision"):
+                    break
+            if not r.reached:
+                return ActionResult(False, f"motion_failed: {r.reason}", steps)
             steps += self.executor.set_gripper(0.0).control_steps
             lift = self.executor.move_to_pose(PoseTarget(above, quat, None, self.config.approach_speed))
             steps += lift.control_steps
             s = self.state()
-            if s.held == label and lift.reached and s.items[label].pos[2] > bottom + spec.height / 2 + 0.03:
+            if s.held == label and lift.reached and s.items[label].pos[2] > cz + 0.03:
                 return ActionResult(True, "ok", steps)
             steps += self.executor.set_gripper(scene.MAX_OPENING).control_steps
             if not lift.reached:
@@ -146,8 +175,9 @@ class SemanticActions:
         support = TRAY_SPECS[hit.tray].floor if hit.tray else 0.0
         tcp_z, item_z = s.tcp[2], held.pos[2]
         offset = tcp_z - item_z  # TCP height above the carried item's centre
-        h = ITEM_SPECS[label].height
-        quat = top_down_quat(held.yaw)  # the grasp closed across the item's x axis; keep it so
+        _, (width, _, h) = resting_geometry(label, held.quat)  # as it hangs (a tipped item is lower)
+        # Keep the hand's yaw, so the item keeps its yaw and its offset from the TCP.
+        quat = top_down_quat(held.yaw if s.tcp_yaw is None else s.tcp_yaw)
         # Aim the item, not the hand: the grasp may hold it off the TCP axis.
         tx, ty = x + s.tcp[0] - held.pos[0], y + s.tcp[1] - held.pos[1]
         carry = (tx, ty, self.config.carry_bottom + h / 2 + offset)
@@ -155,13 +185,13 @@ class SemanticActions:
         steps = 0
         lift = (s.tcp[0], s.tcp[1], carry[2])
         for target in (PoseTarget(lift, quat), PoseTarget(carry, quat),
-                       PoseTarget(release, quat, None, self.config.approach_speed)):
+                       PoseTarget(release, quat, None, self.config.approach_speed, approach=carry[2] - release[2])):
             r = self.executor.move_to_pose(target)
             steps += r.control_steps
             if not r.reached:
                 return ActionResult(False, f"motion_failed: {r.reason}", steps)
         # Open only a little: wide-open fingers would strike a tray wall or a neighbour.
-        steps += self.executor.set_gripper(min(scene.MAX_OPENING, ITEM_SPECS[label].grasp_width + 0.02)).control_steps
+        steps += self.executor.set_gripper(min(scene.MAX_OPENING, max(width, s.gripper_opening) + 0.02)).control_steps
         r = self.executor.move_to_pose(PoseTarget((tx, ty, release[2] + self.config.approach), quat))
         steps += r.control_steps
         after = self.state()

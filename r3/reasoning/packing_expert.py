@@ -9,7 +9,9 @@ How it decides, in order: clutter still in a tray is removed first (the goals sa
 then ..."); then the goal objects that are not yet in their tray, in the order the goal names
 them, skipping one whose destination has no free spot for it at the moment (a later step frees
 room); an object in the wrong tray is transferred, one on the table packed; a goal object that is
-in its tray but tipped over (upright constraint) is taken out to be packed again. When nothing is
+in its tray but tipped over (upright constraint) is taken out to be packed again. When the previous
+instruction failed, another goal object goes first if there is one (what blocked the hand may be a
+neighbour that has to move anyway), so a failure is not repeated as is. When nothing is
 left to move (items still settling) it repeats the last useful instruction's kind of check and
 picks the first goal object not yet counted as packed.
 
@@ -52,14 +54,29 @@ def _where(item: str, state: PackingState) -> str:
     return "on the table" if tray is None else f"in the {tray} tray"
 
 
-def next_instruction(state: PackingState, task: PackingTaskInstance) -> tuple[PackingInstruction | None, str]:
-    """The expert's choice and a one-line why; (None, why) when nothing is left to move."""
+def next_instruction(state: PackingState, task: PackingTaskInstance,
+                     failed: str | None = None) -> tuple[PackingInstruction | None, str]:
+    """The expert's choice and a one-line why; (None, why) when nothing is left to move.
+
+    ``failed``: the item the previous instruction moved without success. Another goal object goes
+    first when there is one (a neighbour may be what blocked the hand), then the failed one again.
+    """
+    if failed is not None:
+        choice, why = _choose(state, task, skip=failed)
+        if choice is not None:
+            return choice, f"{why}, and the {failed} did not work out just now"
+    return _choose(state, task)
+
+
+def _choose(state: PackingState, task: PackingTaskInstance, skip: str | None = None):
     for c in task.clutter:
         tray = state.tray_of(c)
-        if tray is not None:
+        if tray is not None and c != skip:
             return PackingInstruction(T.REMOVE, c, tray), f"the {c} does not belong in any tray"
     blocked = []
     for item, dest in task.targets.items():
+        if item == skip:
+            continue
         where = state.tray_of(item)
         tipped = item in task.upright and where == dest and state.items[item].tilt > UPRIGHT_TOLERANCE
         if tipped:
@@ -74,13 +91,23 @@ def next_instruction(state: PackingState, task: PackingTaskInstance) -> tuple[Pa
         return PackingInstruction(T.TRANSFER, item, where, dest), f"the {item} belongs in the {dest} tray, not the {where} one"
     for item, dest in blocked:  # make room: take out something that does not belong in that tray
         for other in state.in_tray(dest):
-            if task.targets.get(other) != dest:
+            if task.targets.get(other) != dest and other != skip:
                 goal = task.targets.get(other)
                 if goal is not None and goal != dest:
                     return (PackingInstruction(T.TRANSFER, other, dest, goal),
                             f"the {dest} tray is too full for the {item}, and the {other} belongs elsewhere")
                 return PackingInstruction(T.REMOVE, other, dest), f"the {dest} tray is too full for the {item}"
     return None, "every goal object is where it should be"
+
+
+def _failed_item(previous: str, state: PackingState) -> str | None:
+    """The item the previous instruction was about, when it is not where that instruction sent it."""
+    previous = previous.rsplit("Instruction:", 1)[-1].strip()
+    ins = parse(previous) if previous else None
+    if ins is None or isinstance(ins, ParseError):
+        return None
+    dest = None if ins.type is T.REMOVE else (ins.to_tray if ins.type is T.TRANSFER else ins.tray)
+    return None if state.tray_of(ins.item) == dest and state.held != ins.item else ins.item
 
 
 def _pick(rng, options):
@@ -147,7 +174,7 @@ class PackingExpert:
     def answer(self, view: PackingExpertView, previous: str, seed: int, step: int,
                with_reasoning: bool) -> tuple[str, str]:
         """(instruction text, reasoning text without its header)."""
-        choice, why = next_instruction(view.state, view.task)
+        choice, why = next_instruction(view.state, view.task, _failed_item(previous, view.state))
         if choice is None:  # all placed, still settling: re-issue the first goal object's instruction
             item, dest = next(iter(view.task.targets.items()))
             where = view.state.tray_of(item)

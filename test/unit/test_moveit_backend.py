@@ -43,7 +43,7 @@ class FakeMoveIt:
     """The slice of moveit_py's API the executor uses; the arm lands where it was told to go."""
 
     def __init__(self, plans: bool):
-        self.plans, self.goal, self.executed = plans, None, []
+        self.plans, self.goal, self.executed, self.planned = plans, None, [], []
         pose = SimpleNamespace(position=SimpleNamespace(x=0, y=0, z=0),
                                orientation=SimpleNamespace(w=1, x=0, y=0, z=0))
         self.state = SimpleNamespace(update=lambda: None, get_pose=lambda link: pose)
@@ -60,6 +60,8 @@ class FakeMoveIt:
                 fake.goal = (group, pose_stamped_msg, pose_link)
 
             def plan(self, single_plan_parameters=None):
+                _, msg, _ = fake.goal
+                fake.planned.append((round(msg.pose.position.z, 6), single_plan_parameters.namespace))
                 return SimpleNamespace(trajectory=group) if fake.plans else None
 
         return Component()
@@ -84,7 +86,7 @@ def _executor(monkeypatch, plans: bool):
     pytest.importorskip("geometry_msgs.msg", reason="needs geometry_msgs (the ROS 2 wheels) for the pose message")
     robot = FakeMoveIt(plans)
     monkeypatch.setattr(moveit_backend, "import_moveit",
-                        lambda: (None, lambda robot: SimpleNamespace(), None))
+                        lambda: (None, lambda robot, namespace="": SimpleNamespace(namespace=namespace), None))
     return MoveItExecutor(MoveItConfig(), robot=robot), robot
 
 
@@ -101,3 +103,10 @@ def test_a_planned_pose_is_executed_and_checked_from_the_robot_state(monkeypatch
     assert (group, link, msg.header.frame_id) == ("panda_arm", "panda_hand_tcp", "panda_link0")
     assert robot.executed == ["panda_arm"]
     assert result.reached and result.reason == "reached" and result.position_error < 1e-9
+
+
+def test_an_approach_plans_to_its_start_then_straight_in_with_the_linear_planner(monkeypatch):
+    executor, robot = _executor(monkeypatch, plans=True)
+    result = executor.move_to_pose(PoseTarget((0.5, 0.1, 0.1), top_down_quat(0.0), speed=0.4, approach=0.12))
+    assert robot.planned == [(0.22, ""), (0.1, "pilz_lin")]  # the tool points down: the start is above
+    assert robot.executed == ["panda_arm", "panda_arm"] and result.reached

@@ -43,46 +43,84 @@ def table_rows(results: dict[str, list[tuple[bool, float]]]) -> list[str]:
     return rows
 
 
+_WORKER: dict = {}
+
+
+def _init_worker(reasoner: str) -> None:
+    from r3.packing_episode import PackingCell
+    from r3.reasoning.backends import make_backend
+
+    _WORKER["backend"] = make_backend(reasoner)
+    _WORKER["backend"].load()
+    _WORKER["cell"] = PackingCell.build()
+
+
+def _run_one(job: tuple[str, int, int]) -> tuple[str, bool, float]:
+    from r3.packing_episode import run_packing_episode
+
+    task, seed, rollout = job
+    traj = run_packing_episode(task, seed, _WORKER["backend"], cell=_WORKER["cell"], render=False, rollout=rollout)
+    return task, bool(traj.success), float(traj.progress)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="r3 packing", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     demo = sub.add_parser("demo", help="one episode, printed step by step")
-    demo.add_argument("--task", default="4")
-    demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--reasoner", default="expert")
+    demo.add_argument("--task", default="4", help='held-out goal "1".."12" or "train" (default: 4)')
+    demo.add_argument("--seed", type=int, default=0, help="environment seed: the layout (default: 0)")
+    demo.add_argument("--reasoner", default="expert",
+                      help="reasoner backend spec, as for r3 run (default: expert, the privileged planner)")
     table = sub.add_parser("table", help="success and progress on the 12 held-out goals")
-    table.add_argument("--seeds", type=int, default=5)
-    table.add_argument("--rollouts", type=int, default=10)
-    table.add_argument("--tasks", default=",".join(str(i) for i in range(1, 13)))
-    table.add_argument("--reasoner", default="expert")
+    table.add_argument("--seeds", type=int, default=5, help="environment seeds (layouts) per goal (default: 5)")
+    table.add_argument("--rollouts", type=int, default=10,
+                       help="rollouts per seed: same layout, other policy noise (default: 10, as R^3)")
+    table.add_argument("--tasks", default=",".join(str(i) for i in range(1, 13)),
+                       help="comma-separated goals (default: 1,...,12)")
+    table.add_argument("--reasoner", default="expert", help="reasoner backend spec (default: expert)")
+    table.add_argument("--workers", type=int, default=1, help="episodes run in parallel processes (default: 1)")
     table.add_argument("--out", default=None, help="also write the per-episode results as JSON here")
     args = p.parse_args(argv)
 
-    from r3.packing_episode import PackingCell, run_packing_episode
-    from r3.reasoning.backends import make_backend
-
-    backend = make_backend(args.reasoner)
-    backend.load()
-    cell = PackingCell.build()
     if args.cmd == "demo":
+        from r3.packing_episode import PackingCell, run_packing_episode
+        from r3.reasoning.backends import make_backend
+
+        backend = make_backend(args.reasoner)
+        backend.load()
+
         def show(step):
             print(f"--- step {step.step} ---")
             for line in textwrap.wrap(step.reasoning or "", 100):
                 print(f"  {line}")
             print(f"Instruction: {step.instruction}  [{step.error or 'done'}; progress {step.progress:.0%}]", flush=True)
 
-        traj = run_packing_episode(args.task, args.seed, backend, cell=cell, render=False, on_step=show)
+        traj = run_packing_episode(args.task, args.seed, backend, cell=PackingCell.build(), render=False, on_step=show)
         print(f"task {args.task} seed {args.seed}: success={traj.success} progress={traj.progress:.0%}")
         return 0
-    results: dict[str, list[tuple[bool, float]]] = {}
-    for task in args.tasks.split(","):
-        runs = []
-        for seed in range(args.seeds):
-            for rollout in range(args.rollouts):
-                traj = run_packing_episode(task, seed, backend, cell=cell, render=False, rollout=rollout)
-                runs.append((traj.success, traj.progress))
-        results[task] = runs
-        print(f"task {task}: {sum(ok for ok, _ in runs)}/{len(runs)} successes", file=sys.stderr, flush=True)
+    if args.seeds < 1 or args.rollouts < 1 or args.workers < 1:
+        p.error("--seeds, --rollouts and --workers must be at least 1")
+    from tqdm import tqdm
+
+    tasks = args.tasks.split(",")
+    jobs = [(task, seed, rollout) for task in tasks for seed in range(args.seeds) for rollout in range(args.rollouts)]
+    results: dict[str, list[tuple[bool, float]]] = {task: [] for task in tasks}
+    pool = None
+    if args.workers == 1:
+        _init_worker(args.reasoner)
+        outcomes = map(_run_one, jobs)
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(args.workers, multiprocessing.get_context("spawn"), _init_worker, (args.reasoner,))
+        outcomes = pool.map(_run_one, jobs)
+    with tqdm(total=len(jobs), unit="episode", file=sys.stderr) as bar:
+        for task, ok, progress in outcomes:  # in job order, so results do not depend on --workers
+            results[task].append((ok, progress))
+            bar.update()
+    if pool is not None:
+        pool.shutdown()
     print("\n".join(table_rows(results)))
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1))

@@ -200,6 +200,7 @@ class PackingEnv(gym.Env):
         self._steps = 0
 
     def state(self) -> PackingState:
+        R = self.data.site_xmat[self.tcp_site].reshape(3, 3)
         items = {}
         for item in self._active:
             a, dof = self.item_qpos[item], self.item_dof[item]
@@ -209,6 +210,7 @@ class PackingEnv(gym.Env):
                 speed=float(np.linalg.norm(self.data.qvel[dof:dof + 3])), still_steps=int(self._still[item]))
         return PackingState(
             items=items, held=self._held, tcp=tuple(float(v) for v in self.data.site_xpos[self.tcp_site]),
+            tcp_yaw=float(np.arctan2(R[1, 1], R[0, 1])),  # the fingers close along the TCP's y axis
             gripper_opening=float(self.data.qpos[self.finger_qpos].sum()),
             joints=tuple(float(v) for v in self.data.qpos[self.arm_qpos]))
 

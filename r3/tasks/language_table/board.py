@@ -86,7 +86,7 @@ class BoardState:
         return {"blocks": {k: list(v) for k, v in self.blocks.items()}, "pusher": list(self.pusher)}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "BoardState":
+    def from_dict(cls, data: dict) -> BoardState:
         return cls(
             blocks={k: tuple(float(c) for c in v) for k, v in data["blocks"].items()},
             pusher=tuple(float(c) for c in data["pusher"]),

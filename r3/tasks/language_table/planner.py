@@ -9,7 +9,7 @@ are already placed cost nothing to keep, so a slightly changed state yields the 
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 

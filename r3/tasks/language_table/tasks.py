@@ -19,9 +19,9 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import permutations, product
-from typing import Iterator
 
 import numpy as np
 
@@ -83,7 +83,7 @@ class TaskInstance:
     goal: str
 
     @property
-    def spec(self) -> "TaskSpec":
+    def spec(self) -> TaskSpec:
         return TASKS[self.task]
 
     @property

@@ -70,8 +70,20 @@ def random_spot(item: str, rect: Rect, occupied: list[Box], rng: np.random.Gener
 
 def corner_spot(item: str, rect: Rect, occupied: list[Box], yaws=YAWS):
     """The free spot nearest the rectangle's low corner (packs items tightly, leaving room for more)."""
-    found = candidates(item, rect, occupied, yaws=yaws)
-    if not found:
-        return None
+    spots = corner_spots(item, rect, occupied, yaws)
+    return spots[0] if spots else None
+
+
+def corner_spots(item: str, rect: Rect, occupied: list[Box], yaws=YAWS, count: int = 1,
+                 spacing: float = 0.04) -> list[tuple[float, float, float]]:
+    """Up to ``count`` free spots, nearest the low corner first, each ``spacing`` from the others
+    (alternatives for when the hand cannot reach the first one without touching a neighbour)."""
     (x0, _), (y0, _) = rect
-    return min(found, key=lambda c: (round(c[0] - x0 + c[1] - y0, 4), c[2]))
+    found = sorted(candidates(item, rect, occupied, yaws=yaws), key=lambda c: (round(c[0] - x0 + c[1] - y0, 4), c[2]))
+    chosen: list[tuple[float, float, float]] = []
+    for spot in found:
+        if len(chosen) == count:
+            break
+        if all(math.hypot(spot[0] - c[0], spot[1] - c[1]) >= spacing for c in chosen):
+            chosen.append(spot)
+    return chosen

@@ -20,6 +20,7 @@ setup(
         ("share/" + PACKAGE, ["package.xml"]),
         ("share/" + PACKAGE + "/launch", glob("launch/*.launch.py")),
         ("share/" + PACKAGE + "/config", glob("config/*.yaml")),
+        ("share/" + PACKAGE + "/config/gazebo", glob("config/gazebo/*.yaml")),  # graph.yaml's bridge_config
     ],
     install_requires=["setuptools"],
     zip_safe=True,

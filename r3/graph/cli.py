@@ -7,7 +7,13 @@ import signal
 import time
 from pathlib import Path
 
-from r3.graph.description import DEFAULT_GRAPH, load_profile, profile_names, unmatched_subscriptions
+from r3.graph.description import (
+    DEFAULT_GRAPH,
+    load_profile,
+    outside_requirements,
+    profile_names,
+    unmatched_subscriptions,
+)
 from r3.graph.supervisor import Supervisor
 
 
@@ -47,14 +53,28 @@ def launch_main(argv: list[str] | None = None) -> int:
                         "repeatable")
     parser.add_argument("--logs", default="runs/logs", help="folder for one log file per member (default: %(default)s)")
     parser.add_argument("--list", action="store_true", help="list the profiles and exit")
+    parser.add_argument("--check", action="store_true",
+                        help="start nothing: check that every topic a member subscribes to is published by a "
+                        "member of the profile (and every service/action called is served), print what members "
+                        "r3 does not start must provide, exit 1 if the profile is not wired")
     args = parser.parse_args(argv)
     if args.list:
         for name in profile_names(args.graph):
             print(f"{name:24s} {load_profile(name, args.graph).description}")
         return 0
     profile = load_profile(args.profile, args.graph, parse_overrides(args.set))
-    for problem in unmatched_subscriptions(profile):
+    problems = unmatched_subscriptions(profile)
+    if args.check:
+        for line in outside_requirements(profile):
+            print(f"[r3 launch] expects: {line}")
+        for problem in problems:
+            print(f"[r3 launch] not wired: {problem}")
+        print(f"[r3 launch] profile {profile.name}: " + ("wired" if not problems else f"{len(problems)} problem(s)"))
+        return 1 if problems else 0
+    for problem in problems:
         print(f"[r3 launch] warning: {problem}")
+    for line in outside_requirements(profile):
+        print(f"[r3 launch] start it yourself: {line}")
     stop = {"requested": False}
     signal.signal(signal.SIGINT, lambda *_: stop.update(requested=True))
     signal.signal(signal.SIGTERM, lambda *_: stop.update(requested=True))

@@ -3,8 +3,16 @@
 One YAML file (``config/graph.yaml``) serves every way of starting the graph: ``r3 launch`` here
 (processes under :mod:`r3.graph.supervisor`) and ``launch/r3.launch.py`` with launch_ros. Each
 member either names an r3 node (``node:``, whose interface is declared in
-:mod:`r3.graph.interfaces`) or an external executable (``package:`` + ``executable:``) that declares
-what it publishes and subscribes, directly or through a ros_gz_bridge parameter file.
+:mod:`r3.graph.interfaces`) or an external executable (``package:`` + ``executable:``, optional
+``arguments:``) that declares what it publishes, subscribes and serves, directly or through a
+ros_gz_bridge parameter file (``bridge_config:``, also handed to the bridge as its ``config_file``).
+A member with ``start: false`` is a process r3 does not start (a vendor simulator application, or a
+part the user writes): its declared interface is what the user must make it offer.
+
+:func:`unmatched_subscriptions` is the one wiring check: every topic a member subscribes to (after
+remappings; ``/clock`` for every member with ``use_sim_time``) must be published by a member of the
+same profile, every service and action called must be served. ``r3 launch --check`` prints it,
+with :func:`outside_requirements` (what the members r3 does not start must offer).
 """
 
 from __future__ import annotations
@@ -19,8 +27,8 @@ from r3.graph.interfaces import NODE_INTERFACES, NodeInterface
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
 DEFAULT_GRAPH = CONFIG_DIR / "graph.yaml"
-_MEMBER_KEYS = {"name", "node", "package", "executable", "parameters", "remappings", "publishes", "subscribes",
-                "bridge_config", "description"}
+_MEMBER_KEYS = {"name", "node", "package", "executable", "arguments", "parameters", "remappings", "publishes",
+                "subscribes", "services", "bridge_config", "start", "description"}
 
 
 @dataclass
@@ -34,6 +42,9 @@ class Member:
     remappings: dict[str, str] = field(default_factory=dict)
     interface: NodeInterface = field(default_factory=NodeInterface)
     is_r3_node: bool = True
+    arguments: list[str] = field(default_factory=list)  # command-line arguments before --ros-args
+    start: bool = True  # False: started outside r3 (its interface is what the user must provide)
+    description: str = ""
 
 
 @dataclass
@@ -47,6 +58,11 @@ class Profile:
             if m.name == name:
                 return m
         raise KeyError(f"profile {self.name!r} has no member {name!r}")
+
+    @property
+    def started(self) -> list[Member]:
+        """The members r3 starts (``r3 launch``, the launch file); the others are started by the user."""
+        return [m for m in self.members if m.start]
 
 
 def load_graph(path: str | Path = DEFAULT_GRAPH) -> dict:
@@ -69,9 +85,15 @@ def load_profile(name: str, path: str | Path = DEFAULT_GRAPH, overrides: dict[st
     if name not in data["profiles"]:
         raise KeyError(f"unknown profile {name!r}; {Path(path).name} defines {sorted(data['profiles'])}")
     raw = data["profiles"][name]
-    members = [_member(m, name, Path(path).parent) for m in raw.get("members", [])]
+    raw_members = [dict(m) for m in raw.get("members", [])]
+    # Overrides go in before the interfaces are derived: use_sim_time, topics and wrist_camera shape them.
     for member_name, params in (overrides or {}).items():
-        next(m for m in members if m.name == member_name).parameters.update(params)
+        target = next((m for m in raw_members if m.get("name") == member_name), None)
+        if target is None:
+            raise KeyError(f"profile {name!r} has no member {member_name!r} to set parameters on; members: "
+                           f"{[m.get('name') for m in raw_members]}")
+        target["parameters"] = {**(target.get("parameters") or {}), **params}
+    members = [_member(m, name, Path(path).parent) for m in raw_members]
     return Profile(name, raw.get("description", ""), members)
 
 
@@ -83,27 +105,49 @@ def _member(raw: dict, profile: str, config_dir: Path) -> Member:
     if "name" not in raw:
         raise ValueError(f"profile {profile!r}: a member has no name")
     remappings = {str(k): str(v) for k, v in (raw.get("remappings") or {}).items()}
+    parameters = dict(raw.get("parameters") or {})
+    start = raw.get("start", True)
+    if not isinstance(start, bool):
+        raise ValueError(f"{where}: 'start' must be true or false, not {start!r}")  # noqa: TRY004 (a file error)
     if "node" in raw:
         if raw["node"] not in NODE_INTERFACES:
             raise ValueError(f"{where}: unknown r3 node {raw['node']!r}; known: {sorted(NODE_INTERFACES)}")
         interface = NODE_INTERFACES[raw["node"]].remapped(remappings)
         # The recorder subscribes to whatever its `topics` parameter lists (types found at run time).
-        interface.subscribes.update({t: "*" for t in (raw.get("parameters") or {}).get("topics", [])})
+        interface.subscribes.update({t: "*" for t in parameters.get("topics", [])})
         # The reasoner also watches the wrist camera where its `wrist_camera` parameter says so (packing).
-        if raw["node"] == "r3_reasoner_node" and (raw.get("parameters") or {}).get("wrist_camera"):
+        if raw["node"] == "r3_reasoner_node" and parameters.get("wrist_camera"):
             interface.subscribes[remappings.get(names.WRIST_IMAGE, names.WRIST_IMAGE)] = "sensor_msgs/msg/Image"
-        return Member(raw["name"], "r3", raw["node"], dict(raw.get("parameters") or {}), remappings, interface)
-    if "package" not in raw or "executable" not in raw:
-        raise ValueError(f"{where}: give either 'node' (an r3 node) or 'package' and 'executable'")
-    publishes = dict(raw.get("publishes") or {})
-    subscribes = dict(raw.get("subscribes") or {})
-    if "bridge_config" in raw:
-        bridged_pub, bridged_sub = read_ros_gz_bridge_config(config_dir / raw["bridge_config"])
-        publishes.update(bridged_pub)
-        subscribes.update(bridged_sub)
-    interface = NodeInterface(publishes=publishes, subscribes=subscribes).remapped(remappings)
-    return Member(raw["name"], raw["package"], raw["executable"], dict(raw.get("parameters") or {}), remappings,
-                  interface, is_r3_node=False)
+        member = Member(raw["name"], "r3", raw["node"], parameters, remappings, interface, start=start,
+                        description=raw.get("description", ""))
+    else:
+        if ("package" not in raw or "executable" not in raw) and start:
+            raise ValueError(f"{where}: give either 'node' (an r3 node) or 'package' and 'executable' "
+                             f"(or 'start: false' for a process r3 does not start)")
+        publishes = {_absolute(t): v for t, v in (raw.get("publishes") or {}).items()}
+        subscribes = {_absolute(t): v for t, v in (raw.get("subscribes") or {}).items()}
+        if "bridge_config" in raw:
+            bridge_file = (config_dir / raw["bridge_config"]).resolve()
+            bridged_pub, bridged_sub = read_ros_gz_bridge_config(bridge_file)
+            publishes.update(bridged_pub)
+            subscribes.update(bridged_sub)
+            # The file that describes the bridge here is the file the bridge runs with.
+            parameters.setdefault("config_file", str(bridge_file))
+        interface = NodeInterface(publishes=publishes, subscribes=subscribes,
+                                  services=[_absolute(s) for s in raw.get("services") or []]).remapped(remappings)
+        member = Member(raw["name"], raw.get("package", ""), raw.get("executable", ""), parameters, remappings,
+                        interface, is_r3_node=False, arguments=[str(a) for a in raw.get("arguments") or []],
+                        start=start, description=raw.get("description", ""))
+    # A node with use_sim_time takes its time from /clock (rclpy and rclcpp subscribe to it themselves).
+    if parameters.get("use_sim_time"):
+        member.interface.subscribes[remappings.get(names.CLOCK, names.CLOCK)] = "rosgraph_msgs/msg/Clock"
+    return member
+
+
+def _absolute(name: str) -> str:
+    """Topic names in the description are resolved from the root namespace, as the members start."""
+    name = str(name)
+    return name if name.startswith("/") else "/" + name
 
 
 def read_ros_gz_bridge_config(path: Path) -> tuple[dict[str, str], dict[str, str]]:
@@ -111,28 +155,59 @@ def read_ros_gz_bridge_config(path: Path) -> tuple[dict[str, str], dict[str, str
     entries = yaml.safe_load(Path(path).read_text()) or []
     publishes, subscribes = {}, {}
     for entry in entries:
-        topic = entry.get("ros_topic_name") or entry["topic_name"]
+        # ros_topic_name, else topic_name (both sides), else gz_topic_name (then the ROS side has it too)
+        topic = entry.get("ros_topic_name") or entry.get("topic_name") or entry["gz_topic_name"]
         msgtype = entry["ros_type_name"]
         if "/msg/" not in msgtype:  # the short form "sensor_msgs/Image" is accepted by the bridge too
             msgtype = msgtype.replace("/", "/msg/", 1)
         direction = entry.get("direction", "BIDIRECTIONAL")
+        if direction not in ("GZ_TO_ROS", "ROS_TO_GZ", "BIDIRECTIONAL"):
+            raise ValueError(f"{path}: {topic}: direction {direction!r} is not GZ_TO_ROS, ROS_TO_GZ or BIDIRECTIONAL")
         if direction in ("GZ_TO_ROS", "BIDIRECTIONAL"):
-            publishes[topic if topic.startswith("/") else "/" + topic] = msgtype
+            publishes[_absolute(topic)] = msgtype
         if direction in ("ROS_TO_GZ", "BIDIRECTIONAL"):
-            subscribes[topic if topic.startswith("/") else "/" + topic] = msgtype
+            subscribes[_absolute(topic)] = msgtype
     return publishes, subscribes
 
 
 def unmatched_subscriptions(profile: Profile) -> list[str]:
-    """Every (member, topic) a member subscribes to that no member of the profile publishes,
-    plus action/service clients without a server. Empty means the profile is wired."""
-    published = {t for m in profile.members for t in m.interface.publishes}
+    """Every (member, topic) a member subscribes to that no member of the profile publishes (or
+    publishes under another type), plus service/action clients without a server. Empty means the
+    profile is wired.
+
+    Members r3 does not start (``start: false``) count with their declared interface: that
+    interface is a requirement on the user, which :func:`outside_requirements` spells out."""
+    published: dict[str, dict[str, str]] = {}  # topic -> publishing member -> type
+    for m in profile.members:
+        for t, msgtype in m.interface.publishes.items():
+            published.setdefault(t, {})[m.name] = msgtype
     served = {s for m in profile.members for s in m.interface.services}
     actions = {a for m in profile.members for a in m.interface.actions}
-    problems = [f"{m.name} subscribes to {t}, which no member publishes"
-                for m in profile.members for t in m.interface.subscribes if t not in published]
+    problems = []
+    for m in profile.members:
+        for t, msgtype in m.interface.subscribes.items():
+            if t not in published:
+                problems.append(f"{m.name} subscribes to {t}, which no member publishes")
+                continue
+            other = {p: ty for p, ty in published[t].items() if "*" not in (ty, msgtype) and ty != msgtype}
+            problems += [f"{m.name} subscribes to {t} as {msgtype}, but {p} publishes it as {ty}"
+                         for p, ty in other.items()]
     problems += [f"{m.name} calls service {s}, which no member serves"
                  for m in profile.members for s in m.interface.service_clients if s not in served]
     problems += [f"{m.name} sends goals to action {a}, which no member serves"
                  for m in profile.members for a in m.interface.action_clients if a not in actions]
     return problems
+
+
+def outside_requirements(profile: Profile) -> list[str]:
+    """What the members r3 does not start must offer, one line each, for the user to provide."""
+    lines = []
+    for m in profile.members:
+        if m.start:
+            continue
+        renamed = {v: k for k, v in m.remappings.items()}
+        parts = [f"{verb} " + ", ".join(f"{n} (renamed from {renamed[n]})" if n in renamed else n for n in found)
+                 for verb, found in (("publish", m.interface.publishes), ("subscribe", m.interface.subscribes),
+                                     ("serve", m.interface.services)) if found]
+        lines.append(f"{m.name} (not started by r3) must {'; '.join(parts) or 'run'}")
+    return lines

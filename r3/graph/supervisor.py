@@ -92,10 +92,10 @@ class Supervisor:
 
     def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        for member in self.profile.members:
+        for member in self.profile.started:  # members with `start: false` are the user's to start
             params_file = Path(self._params_dir.name) / f"{member.name}.yaml"
             params_file.write_text(yaml.safe_dump({member.name: {"ros__parameters": member.parameters}}))
-            cmd = resolve_executable(member) + ros_arguments(member, params_file)
+            cmd = resolve_executable(member) + member.arguments + ros_arguments(member, params_file)
             log = open(self.log_dir / f"{member.name}.log", "w")
             self.processes[member.name] = subprocess.Popen(
                 cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

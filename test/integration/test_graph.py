@@ -18,7 +18,6 @@ import pytest
 from r3.data.bags import COMPLETE, read_episode_info, read_messages
 from r3.graph import names
 from r3.graph.description import load_profile, unmatched_subscriptions
-from r3.graph.interfaces import NODE_INTERFACES
 from r3.instructions.language_table import Instruction, parse
 
 pytestmark = pytest.mark.ros
@@ -66,8 +65,9 @@ def test_nodes_offer_their_declared_interfaces(graph):
         while missing and time.monotonic() < deadline:
             rclpy.spin_once(node, timeout_sec=0.2)
             missing = []
-            for name in [m.executable for m in load_profile("sim_language_table").members]:
-                interface = NODE_INTERFACES[name]
+            for member in load_profile("sim_language_table").members:
+                # The table's interface plus what the profile's parameters add (/clock under use_sim_time).
+                name, interface = member.executable, member.interface
                 try:
                     pubs = dict(node.get_publisher_names_and_types_by_node(name, "/"))
                     subs = dict(node.get_subscriber_names_and_types_by_node(name, "/"))

@@ -10,16 +10,182 @@ from pathlib import Path
 import pytest
 import yaml
 
-from r3.graph.description import (load_profile, profile_names, read_ros_gz_bridge_config,
-                                  unmatched_subscriptions)
-from r3.graph.supervisor import ros_arguments
+from r3.graph import names
+from r3.graph.cli import launch_main
+from r3.graph.description import (
+    DEFAULT_GRAPH,
+    load_profile,
+    outside_requirements,
+    profile_names,
+    read_ros_gz_bridge_config,
+    unmatched_subscriptions,
+)
+from r3.graph.supervisor import Supervisor, ros_arguments
 
 ROOT = Path(__file__).resolve().parents[2]
+VENDOR_PROFILES = ("gazebo", "isaac")
+#: ros_gz_bridge's documented topic mappings (ros_gz_bridge README) for the types r3 bridges.
+ROS_GZ_MAPPINGS = {
+    ("rosgraph_msgs/msg/Clock", "gz.msgs.Clock"), ("sensor_msgs/msg/Image", "gz.msgs.Image"),
+    ("sensor_msgs/msg/CameraInfo", "gz.msgs.CameraInfo"), ("sensor_msgs/msg/JointState", "gz.msgs.Model"),
+    ("geometry_msgs/msg/Twist", "gz.msgs.Twist"), ("geometry_msgs/msg/Vector3", "gz.msgs.Vector3d"),
+    ("tf2_msgs/msg/TFMessage", "gz.msgs.Pose_V"), ("geometry_msgs/msg/PoseArray", "gz.msgs.Pose_V"),
+}
+
+
+def test_the_vendor_profiles_are_described():
+    assert set(VENDOR_PROFILES) <= set(profile_names())
 
 
 @pytest.mark.parametrize("name", profile_names())
 def test_every_profile_is_wired(name):
+    """Every topic a member subscribes to (after remappings, /clock under use_sim_time) is published by
+    a member of the same profile; every service and action called is served."""
     assert unmatched_subscriptions(load_profile(name)) == []
+
+
+def _graph_with(tmp_path, profile: str, edit) -> Path:
+    """A copy of config/graph.yaml (and its bridge file) with ``edit`` applied to one profile's members."""
+    data = yaml.safe_load(DEFAULT_GRAPH.read_text())
+    members = data["profiles"][profile]["members"]
+    data["profiles"][profile]["members"] = edit(members) or members
+    (tmp_path / "gazebo").mkdir(exist_ok=True)
+    (tmp_path / "gazebo" / "bridge.yaml").write_text((DEFAULT_GRAPH.parent / "gazebo" / "bridge.yaml").read_text())
+    path = tmp_path / "graph.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize("profile", VENDOR_PROFILES)
+def test_a_vendor_profile_without_its_scene_adapter_is_caught(tmp_path, profile):
+    """The scene adapter is the honest statement of what a vendor bridge lacks: drop it and the
+    check names the privileged state and the reset service, and who needs them."""
+    path = _graph_with(tmp_path, profile, lambda ms: [m for m in ms if m["name"] != "scene_adapter"])
+    problems = unmatched_subscriptions(load_profile(profile, path))
+    assert "r3_lowlevel_node subscribes to /sim/privileged/state, which no member publishes" in problems
+    assert "r3_reasoner_node subscribes to /sim/privileged/state, which no member publishes" in problems
+    assert "r3_recorder_node subscribes to /sim/privileged/state, which no member publishes" in problems
+    assert "r3_reasoner_node calls service /sim/reset_scene, which no member serves" in problems
+
+
+def test_a_bridge_file_without_the_clock_is_caught(tmp_path):
+    path = _graph_with(tmp_path, "gazebo", lambda ms: None)
+    bridge = tmp_path / "gazebo" / "bridge.yaml"
+    entries = [e for e in yaml.safe_load(bridge.read_text()) if e["ros_topic_name"] != "/clock"]
+    bridge.write_text(yaml.safe_dump(entries))
+    problems = unmatched_subscriptions(load_profile("gazebo", path))
+    assert problems == ["r3_lowlevel_node subscribes to /clock, which no member publishes",
+                        "r3_reasoner_node subscribes to /clock, which no member publishes"]
+
+
+def test_clock_counts_only_under_use_sim_time(tmp_path):
+    def without_sim_time(members):
+        for m in members:
+            (m.get("parameters") or {}).pop("use_sim_time", None)
+    path = _graph_with(tmp_path, "gazebo", without_sim_time)
+    profile = load_profile("gazebo", path)
+    assert all(names.CLOCK not in m.interface.subscribes for m in profile.members)
+    assert unmatched_subscriptions(profile) == []
+    # ... and an override turns it back on, with the clock then required.
+    profile = load_profile("gazebo", path, {"r3_reasoner_node": {"use_sim_time": True}})
+    assert profile.member("r3_reasoner_node").interface.subscribes[names.CLOCK] == "rosgraph_msgs/msg/Clock"
+
+
+def test_the_gazebo_command_needs_its_relay(tmp_path):
+    path = _graph_with(tmp_path, "gazebo", lambda ms: [m for m in ms if m["name"] != "pusher_command_relay"])
+    assert unmatched_subscriptions(load_profile("gazebo", path)) == [
+        "gz_bridge subscribes to /pusher/cmd_vel, which no member publishes"]
+
+
+def test_a_type_mismatch_is_caught(tmp_path):
+    """Bridging the pusher command straight from the low-level node would need Vector3Stamped in Gazebo."""
+    def relay_declares_twist_input(members):
+        relay = next(m for m in members if m["name"] == "pusher_command_relay")
+        relay["subscribes"] = {"/pusher/command": "geometry_msgs/msg/Twist"}
+    path = _graph_with(tmp_path, "gazebo", relay_declares_twist_input)
+    assert unmatched_subscriptions(load_profile("gazebo", path)) == [
+        ("pusher_command_relay subscribes to /pusher/command as geometry_msgs/msg/Twist, "
+         "but r3_lowlevel_node publishes it as geometry_msgs/msg/Vector3Stamped")]
+
+
+@pytest.mark.parametrize("profile", VENDOR_PROFILES)
+def test_vendor_profiles_keep_the_r3_nodes_and_drop_the_r3_simulator(profile):
+    vendor, mujoco = load_profile(profile), load_profile("sim_language_table")
+    r3_nodes = {m.executable for m in vendor.members if m.is_r3_node}
+    assert r3_nodes == {"r3_lowlevel_node", "r3_reasoner_node", "r3_recorder_node"}
+    assert r3_nodes < {m.executable for m in mujoco.members}
+    reasoner = vendor.member("r3_reasoner_node")
+    assert not reasoner.parameters["backend"].startswith("expert")  # no privileged planner on a vendor sim
+    assert reasoner.parameters["sim_node"] == "/scene_adapter"
+    adapter = vendor.member("scene_adapter")
+    assert not adapter.start and names.PRIVILEGED_STATE in adapter.interface.publishes
+    assert adapter.interface.services == [names.RESET_SCENE]
+    assert any(line.startswith("scene_adapter (not started by r3) must publish /sim/privileged/state")
+               for line in outside_requirements(vendor))
+
+
+def test_the_gazebo_bridge_file():
+    """The bridge file is in ros_gz_bridge's format, uses only its documented type mappings, gives the
+    r3 names, and is the file the bridge process is started with."""
+    path = DEFAULT_GRAPH.parent / "gazebo" / "bridge.yaml"
+    entries = yaml.safe_load(path.read_text())
+    assert {(e["ros_type_name"], e["gz_type_name"]) for e in entries} <= ROS_GZ_MAPPINGS
+    assert all(set(e) <= {"ros_topic_name", "gz_topic_name", "ros_type_name", "gz_type_name", "direction",
+                          "lazy", "subscriber_queue", "publisher_queue"} for e in entries)
+    publishes, subscribes = read_ros_gz_bridge_config(path)
+    assert {names.CAMERA_IMAGE, names.CAMERA_INFO, names.JOINT_STATES, names.CLOCK} <= set(publishes)
+    assert subscribes == {"/pusher/cmd_vel": "geometry_msgs/msg/Twist"}
+    bridge = load_profile("gazebo").member("gz_bridge")
+    assert bridge.parameters["config_file"] == str(path.resolve())
+    assert bridge.interface.publishes == publishes and bridge.interface.subscribes == subscribes
+
+
+def test_isaac_topics_are_declared_under_isaac_names_and_renamed():
+    isaac = load_profile("isaac").member("isaac_sim")
+    assert isaac.remappings == {"/rgb": names.CAMERA_IMAGE, "/camera_info": names.CAMERA_INFO}
+    assert set(isaac.interface.publishes) == {names.CAMERA_IMAGE, names.CAMERA_INFO, names.JOINT_STATES,
+                                              names.CLOCK}
+    assert isaac.interface.subscribes == {names.PUSHER_COMMAND: "geometry_msgs/msg/Vector3Stamped"}
+
+
+def test_r3_launch_check(capsys):
+    assert launch_main(["isaac", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "isaac_sim (not started by r3) must publish /camera/camera/color/image_raw (renamed from /rgb)" in out
+    assert "profile isaac: wired" in out
+
+
+def test_r3_launch_check_fails_on_an_unwired_profile(tmp_path, capsys):
+    path = _graph_with(tmp_path, "isaac", lambda ms: [m for m in ms if m["name"] != "isaac_sim"])
+    assert launch_main(["isaac", "--check", "--graph", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "not wired: r3_reasoner_node subscribes to /camera/camera/color/image_raw, which no member publishes" in out
+
+
+def test_members_r3_does_not_start_are_not_started(tmp_path, monkeypatch):
+    """The supervisor starts the bridge and the relay with their arguments, never Isaac Sim or the adapter."""
+    started = []
+
+    class FakePopen:
+        def __init__(self, cmd, **kwargs):
+            started.append(cmd)
+            self.pid = 0
+
+        def poll(self):
+            return 0
+
+    monkeypatch.setattr("r3.graph.supervisor.subprocess.Popen", FakePopen)
+    monkeypatch.setattr("r3.graph.supervisor.shutil.which", lambda exe: f"/opt/ros/bin/{exe}")
+    profile = load_profile("gazebo")
+    Supervisor(profile, tmp_path, echo=lambda _: None).start()
+    assert len(started) == len(profile.members) - 1  # all but scene_adapter
+    relay = next(cmd for cmd in started if cmd[0] == "/opt/ros/bin/relay_field")
+    assert relay[1:6] == profile.member("pusher_command_relay").arguments
+    assert relay[6:9] == ["--ros-args", "-r", "__node:=pusher_command_relay"]
+    isaac = load_profile("isaac")
+    started.clear()
+    Supervisor(isaac, tmp_path, echo=lambda _: None).start()
+    assert len(started) == 3 and not any("isaac" in " ".join(cmd) for cmd in started)
 
 
 def test_an_unwired_profile_is_reported(tmp_path):
@@ -77,9 +243,10 @@ def test_ros_arguments_carry_name_parameters_and_remappings(tmp_path):
                     "-r", "/a:=/b"]
 
 
-def test_launch_file_maps_every_member(monkeypatch):
+@pytest.mark.parametrize("profile_name", ["sim_language_table", "gazebo", "isaac"])
+def test_launch_file_maps_every_member(monkeypatch, profile_name):
     """launch_ros is not installable here: these stand-ins record what the launch file asks for.
-    They check our mapping (names, parameters, remappings, shutdown policy), not launch_ros."""
+    They check our mapping (names, arguments, parameters, remappings, shutdown policy), not launch_ros."""
     created = []
 
     class Recorder:
@@ -89,7 +256,7 @@ def test_launch_file_maps_every_member(monkeypatch):
 
     class Config(Recorder):
         def perform(self, context):
-            return {"profile": "sim_language_table", "graph": str(ROOT / "config" / "graph.yaml")}[self.args[0]]
+            return {"profile": profile_name, "graph": str(ROOT / "config" / "graph.yaml")}[self.args[0]]
 
     fake = {
         "launch": types.SimpleNamespace(LaunchDescription=Recorder),
@@ -107,9 +274,16 @@ def test_launch_file_maps_every_member(monkeypatch):
     declared = [a.args[0] for a in description.args[0] if a.args and a.args[0] in ("profile", "graph")]
     assert declared == ["profile", "graph"]
     nodes = launch_file.member_nodes(context=None)
-    profile = load_profile("sim_language_table")
-    assert [n.kwargs["name"] for n in nodes] == [m.name for m in profile.members]
-    for node, member in zip(nodes, profile.members):
-        assert node.kwargs["executable"] == member.executable and node.kwargs["package"] == "r3"
+    profile = load_profile(profile_name)
+    started = [m for m in profile.members if m.start]  # Isaac Sim and the scene adapter are the user's
+    assert [n.kwargs["name"] for n in nodes] == [m.name for m in started]
+    for node, member in zip(nodes, started):
+        assert node.kwargs["executable"] == member.executable and node.kwargs["package"] == member.package
+        assert node.kwargs["arguments"] == member.arguments
         assert node.kwargs["parameters"] == [member.parameters]
+        assert node.kwargs["remappings"] == list(member.remappings.items())
         assert "exited" in node.kwargs["on_exit"].kwargs["reason"]
+    if profile_name == "gazebo":
+        bridge = nodes[0].kwargs
+        assert (bridge["package"], bridge["executable"]) == ("ros_gz_bridge", "parameter_bridge")
+        assert bridge["parameters"] == [{"config_file": str(ROOT / "config" / "gazebo" / "bridge.yaml")}]

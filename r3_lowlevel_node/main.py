@@ -1,9 +1,12 @@
 """r3_lowlevel_node: executes one instruction closed-loop as the FollowInstruction action.
 
 Each control step: act on the latest state, publish the pusher command, wait for the state that
-command produced. Watchdog: when the reasoner that sent the goal falls silent (no heartbeat for
-``client_timeout_s``), the instruction stops and no further command is sent. Parse failures, unknown policies and a silent simulator end as ordinary results
-with a reason. One goal at a time: a new goal aborts the running one (single-goal server).
+command produced. Every command goes out through ``r3_ros.stop.MotionGuard``: none once the goal
+is cancelled, once a stop of its family arrives on ``/r3/stop_motion`` (the fast path: the client's
+stop of the RunTask it runs for, or the reasoner's, sent before the action cancel reaches this node),
+or once the reasoner that sent the goal falls silent (watchdog: no heartbeat for ``client_timeout_s``).
+Parse failures, unknown policies and a silent simulator end as ordinary results with a reason. One
+goal at a time: a new goal aborts the running one (single-goal server).
 
 The ``scripted`` policy reads the privileged simulator state; it stands in for R^3's learned
 Language Table policy, which would act from camera images instead.
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import partial
 
 import numpy as np
 from geometry_msgs.msg import Vector3Stamped
@@ -30,6 +34,7 @@ from r3_ros.conversions import msg_to_board_state, stamp_to_ns
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.spin import run_node
+from r3_ros.stop import MotionGuard, end_stopped
 
 LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 #: Heartbeat state until the first simulator state arrives: the node cannot act yet.
@@ -42,15 +47,11 @@ class LowLevelNode(Node):
         self.declare_parameter("policy", "scripted")
         self.declare_parameter("default_max_steps", 20)
         self.declare_parameter("state_timeout_s", 2.0)
-        self.declare_parameter("client_timeout_s", 1.0)
-        self.declare_parameter("reasoner_node", "/r3_reasoner_node")
         policy = self.get_parameter("policy").value
         if policy != "scripted":
             raise ValueError(f"r3_lowlevel_node: unknown policy {policy!r} (known: scripted)")
         self.default_max_steps = int(self.get_parameter("default_max_steps").value)
         self.state_timeout_s = float(self.get_parameter("state_timeout_s").value)
-        self.client_timeout_s = float(self.get_parameter("client_timeout_s").value)
-        self.reasoner_node = self.get_parameter("reasoner_node").value
         self.policy = ScriptedPushingPolicy(PushingPolicyConfig())
 
         self.state_cv = threading.Condition()
@@ -65,6 +66,7 @@ class LowLevelNode(Node):
             cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=ReentrantCallbackGroup())
         self.heartbeat = HeartbeatPublisher(self, state=WAITING_FOR_STATE)
         self.monitor = HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup())
+        self.guard = MotionGuard(self, self.monitor)  # client_timeout_s, reasoner_node; the stop topic
 
     def on_state(self, msg: PrivilegedState) -> None:
         with self.state_cv:
@@ -75,13 +77,13 @@ class LowLevelNode(Node):
 
     def wait_for_state_after(self, stamp_ns: int, handle=None) -> PrivilegedState | None:
         """The first state stamped after ``stamp_ns`` (-1: any), or None after the timeout or when
-        ``handle`` is canceled or preempted. Stamps never go back (not even across resets), so a
+        ``handle`` is canceled, stopped or preempted. Stamps never go back (not even across resets), so a
         state from another episode can never be taken for the answer to this one's command."""
         deadline = time.monotonic() + self.state_timeout_s
         with self.state_cv:
             while self.state is None or stamp_to_ns(self.state.header.stamp) <= stamp_ns:
                 left = deadline - time.monotonic()
-                if left <= 0 or (handle is not None and (handle.is_cancel_requested or not handle.is_active)):
+                if left <= 0 or (handle is not None and self.guard.stopping(handle)):
                     return None
                 self.state_cv.wait(min(left, 0.01))
             return self.state
@@ -103,13 +105,8 @@ class LowLevelNode(Node):
             for step in range(max_steps):
                 if not handle.is_active:
                     return result  # preempted by a newer goal
-                if handle.is_cancel_requested:
-                    self.goals.end(handle, "canceled")
-                    result.reason = "canceled"
-                    return result
-                if self.monitor.dead([self.reasoner_node], self.client_timeout_s):
-                    return self._finish(handle, result, False, f"error: {self.reasoner_node} stopped responding "
-                                        f"for {self.client_timeout_s:.1f} s; motion stopped")
+                if self.guard.stopping(handle):
+                    return self._stopped(handle, result, "canceled")
                 action = self.policy.act(msg_to_board_state(state_msg))
                 if action is None:
                     reason = "done"
@@ -117,15 +114,15 @@ class LowLevelNode(Node):
                 command = Vector3Stamped()
                 command.header.stamp, command.header.frame_id = state_msg.header.stamp, "board"
                 command.vector.x, command.vector.y = float(action[0]), float(action[1])
-                self.command_pub.publish(command)
+                stop = self.guard.command(handle, partial(self.command_pub.publish, command))
+                if stop is not None:
+                    return self._stopped(handle, result, stop)
                 state_msg = self.wait_for_state_after(stamp_to_ns(state_msg.header.stamp), handle)
                 if state_msg is None:
                     if not handle.is_active:
                         return result  # preempted by a newer goal
-                    if handle.is_cancel_requested:
-                        self.goals.end(handle, "canceled")
-                        result.reason = "canceled"
-                        return result
+                    if self.guard.stopping(handle):
+                        return self._stopped(handle, result, "canceled")
                     return self._finish(handle, result, False, "error: the simulator stopped publishing state")
                 result.steps = step + 1
                 handle.publish_feedback(FollowInstruction.Feedback(step=result.steps))
@@ -133,6 +130,12 @@ class LowLevelNode(Node):
             self.heartbeat.state = "idle"
         result.finished = state_msg.header.stamp
         return self._finish(handle, result, True, reason)
+
+    def _stopped(self, handle, result, reason: str) -> FollowInstruction.Result:
+        self.heartbeat.state = "idle"
+        result.success, result.reason = False, reason
+        end_stopped(handle, reason, self.goals.end)
+        return result
 
     def _finish(self, handle, result, success: bool, reason: str) -> FollowInstruction.Result:
         result.success, result.reason = success, reason

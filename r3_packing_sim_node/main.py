@@ -8,6 +8,11 @@ the ``moveit`` executor), and serves FollowInstruction with the packing policy c
 executor in-process. Images, state and a snapshot are published at every decision point (after a
 reset, an instruction or a move), all with one stamp, so the reasoner sees the state it decides on.
 Sim time advances 50 ms per control step and never goes back, across resets too.
+
+The arm takes no control step once its goal is cancelled, once a stop of the goal's family arrives on
+``/r3/stop_motion``, or (FollowInstruction only, whose client is the reasoner) once the reasoner falls
+silent for ``client_timeout_s`` (watchdog): ``r3_ros.stop.MotionGuard``, asked by the sim executor
+before every control step.
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ from __future__ import annotations
 import json
 import math
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import QoSDurabilityPolicy, QoSProfile
 from rosgraph_msgs.msg import Clock as ClockMsg
@@ -38,13 +44,22 @@ from r3_ros.conversions import (
     packing_state_to_msg,
     pose_msg_to_target,
 )
-from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.goals import SingleGoal
+from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.spin import run_node
+from r3_ros.stop import MotionGuard, end_stopped
 
 SNAPSHOT_FORMAT = "r3-packing-snapshot/1"
 LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 STEP_NS = round(scene.CONTROL_DT * 1e9)
 CAMERAS = {"base": (names.CAMERA_IMAGE, names.CAMERA_INFO), "wrist": (names.WRIST_IMAGE, names.WRIST_INFO)}
+
+
+@dataclass
+class _Stop:
+    """Why a goal's motion stopped; None while it may move."""
+
+    reason: str | None = None
 
 
 class PackingSimNode(Node):
@@ -75,6 +90,8 @@ class PackingSimNode(Node):
             ActionServer(self, action, name, execute_callback=execute, goal_callback=lambda _: GoalResponse.ACCEPT,
                          cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=group)
         self.heartbeat = HeartbeatPublisher(self)
+        self.guard = MotionGuard(self, HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup()))
+        self.goals = SingleGoal(self)  # only its end(): the goals run one at a time under the lock
         self.publish_settled()
         self.get_logger().info(f"packing workcell at {width}x{height}")
 
@@ -103,22 +120,39 @@ class PackingSimNode(Node):
         return response
 
     def follow(self, handle) -> FollowInstruction.Result:
-        """One packing instruction: the policy's skills through the sim executor; cancel stops the arm."""
+        """One packing instruction: the policy's skills through the sim executor; a cancel, a stop or
+        a silent reasoner stops the arm before its next control step."""
         goal, result = handle.request, FollowInstruction.Result()
         with self.lock:
             self.heartbeat.state = "busy"
-            self.cell.executor.on_step = lambda _: self.on_control_step(handle)
+            stop = self.arm_guard(handle, watch_client=True)
+            self.cell.executor.on_step = lambda _: self.on_control_step()
             try:
                 outcome = self.cell.policy.follow(goal.instruction, np.random.default_rng(goal.seed))
             finally:
-                self.cell.executor.on_step = None
+                self.cell.executor.on_step = self.cell.executor.should_stop = None
                 self.heartbeat.state = "idle"
             result.steps, result.finished = outcome.control_steps, self.publish_settled()
-        canceled = handle.is_cancel_requested
-        result.success = outcome.success and not canceled
-        result.reason = "canceled" if canceled else outcome.reason
-        handle.canceled() if canceled else (handle.succeed() if result.success else handle.abort())
+        if stop.reason is not None:
+            result.success, result.reason = False, stop.reason
+            end_stopped(handle, stop.reason, self.goals.end)
+            return result
+        result.success, result.reason = outcome.success, outcome.reason
+        self.goals.end(handle, "succeeded" if result.success else "aborted")
         return result
+
+    def arm_guard(self, handle, watch_client: bool) -> _Stop:
+        """Make the sim executor ask ``self.guard`` before every control step of ``handle``'s motion;
+        the first reason to stop sticks (a reasoner heard again does not restart the arm)."""
+        stop = _Stop()
+
+        def should_stop() -> bool:
+            if stop.reason is None:
+                stop.reason = self.guard.stop_reason(handle, watch_client)
+            return stop.reason is not None
+
+        self.cell.executor.should_stop = should_stop
+        return stop
 
     def move(self, handle) -> MoveToPose.Result:
         """One end-effector move; refusals come back as results, never clipped targets."""
@@ -133,29 +167,32 @@ class PackingSimNode(Node):
 
         def on_step(remaining: float) -> bool:
             handle.publish_feedback(MoveToPose.Feedback(distance_remaining=remaining))
-            return self.on_control_step(handle)
+            return self.on_control_step()
 
         with self.lock:
+            # No client watchdog: who sends MoveToPose is not known here (cancel and stop apply).
+            stop = self.arm_guard(handle, watch_client=False)
             self.cell.executor.on_step = on_step
             try:
                 moved = self.cell.executor.move_to_pose(target)
             finally:
-                self.cell.executor.on_step = None
+                self.cell.executor.on_step = self.cell.executor.should_stop = None
             self.publish_settled()
         result.reached, result.reason = moved.reached, moved.reason
         result.position_error, result.orientation_error = moved.position_error, moved.orientation_error
-        if moved.reason == "canceled":
-            handle.canceled()
+        if stop.reason is not None:
+            result.reached, result.reason = False, stop.reason
+            end_stopped(handle, stop.reason, self.goals.end)
         else:
-            handle.succeed() if moved.reached else handle.abort()
+            self.goals.end(handle, "succeeded" if moved.reached else "aborted")
         return result
 
-    def on_control_step(self, handle) -> bool:
-        """Publish time and joints after every executor step; False (stop) when the goal is canceled."""
+    def on_control_step(self) -> bool:
+        """Publish time and joints after every executor step (stopping is ``should_stop``'s job)."""
         stamp = ns_to_stamp(self.now_ns)
         self.clock_pub.publish(ClockMsg(clock=stamp))
         self.publish_joints(stamp)
-        return not handle.is_cancel_requested
+        return True
 
     # -- publishing (called with the lock held) ------------------------------------------------
     def publish_settled(self):

@@ -8,6 +8,10 @@ episode with an error naming it instead of a hang. The backend is a parameter (`
 ``expert``, ``transformers:DIR`` or ``openai:URL,model=NAME``; it is loaded once, at start-up.
 The suite comes with each goal: Language Table decides on the base camera, packing (with
 ``wrist_camera`` set) on the base and wrist cameras; the expert reads the privileged state of either.
+
+Stopping: the moment a RunTask is cancelled (its cancel callback) or a stop naming it arrives on
+``/r3/stop_motion``, the FollowInstruction running for it is stopped with a stop of its own on that
+topic, then cancelled through its action as well (``r3_ros/stop.py``); no later instruction is sent.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from r3_ros.conversions import (
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.spin import run_node
+from r3_ros.stop import StopListener, StopPublisher, end_stopped, goal_key, new_goal_id
 
 LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 EVENTS_QOS = QoSProfile(depth=10, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
@@ -49,6 +54,14 @@ EVENTS_QOS = QoSProfile(depth=10, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL
 
 class EpisodeError(RuntimeError):
     """Ends an episode with ``error: <message>``; the message names the node or part at fault."""
+
+
+@dataclass
+class Run:
+    """A RunTask goal being executed: stopped or not, and the goal key of the FollowInstruction it runs."""
+
+    stopped: bool = False
+    follow: str | None = None
 
 
 @dataclass
@@ -79,6 +92,8 @@ class ReasonerNode(Node):
         self.goals = SingleGoal(self)
         self.episode_deadline = float("inf")
         self.watch_recorder: list[str] = []
+        self.runs_lock = threading.Lock()
+        self.runs: dict[str, Run] = {}  # by RunTask goal key
         sensors = MutuallyExclusiveCallbackGroup()
         self.create_subscription(PrivilegedState, names.PRIVILEGED_STATE, self.on_state, LATCHED,
                                  callback_group=sensors)
@@ -90,13 +105,15 @@ class ReasonerNode(Node):
         self.steps_pub = self.create_publisher(ReasonerStep, names.REASONER_STEPS, 50)
         self.outcome_pub = self.create_publisher(InstructionOutcome, names.INSTRUCTION_OUTCOMES, 50)
         self.event_pub = self.create_publisher(EpisodeEvent, names.EPISODE_EVENTS, EVENTS_QOS)
+        self.stop_pub = StopPublisher(self)
+        self.stops = StopListener(self, on_stop=self.stop_run)
         clients = ReentrantCallbackGroup()
         self.reset_client = self.create_client(ResetScene, names.RESET_SCENE, callback_group=clients)
         self.follow_client = ActionClient(self, FollowInstruction, names.FOLLOW_INSTRUCTION, callback_group=clients)
         self.server = ActionServer(
             self, RunTask, names.RUN_TASK, execute_callback=self.execute,
             goal_callback=lambda _: GoalResponse.ACCEPT, handle_accepted_callback=self.goals.accept,
-            cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=ReentrantCallbackGroup())
+            cancel_callback=self.on_cancel, callback_group=ReentrantCallbackGroup())
         self.get_logger().info(f"reasoner ready with backend {self.backend.model_id}")
 
     def shutdown(self) -> None:
@@ -117,6 +134,30 @@ class ReasonerNode(Node):
         with self.obs_cv:
             self.wrist_image = msg
             self.obs_cv.notify_all()
+
+    # -- stopping --------------------------------------------------------------------------------
+    def on_cancel(self, handle) -> CancelResponse:
+        """Runs as the cancel request arrives, before the execute loop polls: stop the motion now."""
+        self.stop_run(goal_key(handle.goal_id))
+        return CancelResponse.ACCEPT
+
+    def stop_run(self, key: str) -> None:
+        """Stop RunTask ``key``: no instruction after this, and a stop for the one running now."""
+        with self.runs_lock:
+            run = self.runs.get(key)
+            if run is None or run.stopped:
+                return
+            run.stopped, follow = True, run.follow
+        if follow is not None:
+            self.stop_pub.stop(follow)
+
+    def stopping(self, handle) -> bool:
+        """The RunTask ``handle`` was cancelled, stopped or preempted."""
+        if handle.is_cancel_requested or not handle.is_active:
+            return True
+        with self.runs_lock:
+            run = self.runs.get(goal_key(handle.goal_id))
+        return run is not None and run.stopped
 
     # -- waiting, always bounded -------------------------------------------------------------------
     def check_alive(self) -> None:
@@ -148,7 +189,7 @@ class ReasonerNode(Node):
     def wait_future(self, future, what: str, handle, timeout_s: float | None = None):
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while not future.done():
-            if handle.is_cancel_requested or not handle.is_active:
+            if self.stopping(handle):
                 return None
             if deadline is not None and time.monotonic() > deadline:
                 raise EpisodeError(f"{what} did not answer within {timeout_s:.1f} s")
@@ -162,6 +203,9 @@ class ReasonerNode(Node):
         episode_id = f"{goal.task}-s{goal.seed}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
         result = RunTask.Result(episode_id=episode_id)
         started, goal_text = False, goal.goal
+        key = goal_key(handle.goal_id)
+        with self.runs_lock:
+            self.runs[key] = Run(stopped=self.stops.requested(key))
         self.episode_deadline = time.monotonic() + self.param["max_episode_s"]
         self.watch_recorder = []
         try:
@@ -179,8 +223,11 @@ class ReasonerNode(Node):
             result.reason = f"error: {exc}"
         except BackendError as exc:
             result.reason = f"error: reasoner backend: {exc}"
+        with self.runs_lock:
+            stopped = self.runs.pop(key).stopped
         if not result.reason:
-            result.reason = "success" if result.success else ("canceled" if handle.is_cancel_requested else "step_budget")
+            result.reason = "success" if result.success else (
+                "canceled" if handle.is_cancel_requested or stopped else "step_budget")
         if started:
             self.publish_event(EpisodeEvent.END, episode_id, goal, goal_text or "", result)
         return self.finish(handle, result, result.reason)
@@ -234,7 +281,7 @@ class ReasonerNode(Node):
         for step in range(max_steps):
             obs = self.observe(episode_id, not_before)
             result.success, result.progress = obs.state.success, obs.state.progress
-            if obs.state.success or handle.is_cancel_requested or not handle.is_active:
+            if obs.state.success or self.stopping(handle):
                 return
             t0 = time.perf_counter()
             inp = self.reasoner_input(goal, obs, history_text, history_mode, step)
@@ -277,15 +324,26 @@ class ReasonerNode(Node):
 
     def follow(self, instruction: str, suite: str, seed: int, handle):
         """Send one instruction to the low-level policy; its result, or None when the episode was canceled."""
-        if handle.is_cancel_requested or not handle.is_active:
+        if self.stopping(handle):
             return None  # canceled while deciding: no new motion
         if not self.follow_client.wait_for_server(timeout_sec=self.param["service_timeout_s"]):
             raise EpisodeError(f"{self.param['lowlevel_node']} does not offer {names.FOLLOW_INSTRUCTION}")
         goal = FollowInstruction.Goal(instruction=instruction, suite=suite,
                                       max_steps=self.param["steps_per_instruction"], seed=seed)
-        sending = self.follow_client.send_goal_async(goal)
+        # The goal id is chosen here and recorded before the goal goes out, so that from now on a
+        # stop of the RunTask stops this instruction (stop_run), even before it is accepted.
+        run_key = goal_key(handle.goal_id)
+        follow_id = new_goal_id(parent=run_key)  # of the RunTask's family: a stop of it stops this too
+        follow_key = goal_key(follow_id)
+        with self.runs_lock:
+            run = self.runs[run_key]
+            if run.stopped:
+                return None
+            run.follow = follow_key
+        sending = self.follow_client.send_goal_async(goal, goal_uuid=follow_id)
         sent = self.wait_future(sending, names.FOLLOW_INSTRUCTION, handle, self.param["service_timeout_s"])
         if sent is None:  # canceled before the low-level node answered: cancel the goal once it does
+            self.stop_pub.stop(follow_key)
             sending.add_done_callback(lambda f: f.result().cancel_goal_async() if f.result().accepted else None)
             return None
         if not sent.accepted:
@@ -294,9 +352,11 @@ class ReasonerNode(Node):
             done = self.wait_future(sent.get_result_async(), names.FOLLOW_INSTRUCTION, handle,
                                     self.param["instruction_timeout_s"])
         except EpisodeError:
+            self.stop_pub.stop(follow_key)
             sent.cancel_goal_async()
             raise
-        if done is None:  # RunTask canceled: stop the motion too
+        if done is None:  # RunTask canceled, stopped or preempted: stop the motion too (stop, then cancel)
+            self.stop_pub.stop(follow_key)
             sent.cancel_goal_async()
             return None
         if done.result.reason.startswith("error"):
@@ -305,8 +365,8 @@ class ReasonerNode(Node):
 
     def finish(self, handle, result: RunTask.Result, reason: str) -> RunTask.Result:
         result.reason = reason
-        if reason == "canceled" and handle.is_cancel_requested:
-            self.goals.end(handle, "canceled")
+        if reason == "canceled":  # a stop without an action cancel (yet): wait for it, bounded
+            end_stopped(handle, reason, self.goals.end)
         else:
             self.goals.end(handle, "aborted" if reason.startswith("error") else "succeeded")
         self.get_logger().info(f"episode {result.episode_id}: {reason}, {result.steps} steps")

@@ -1,7 +1,9 @@
 """A task-handle facade over RunTask for callers (the `r3 run` command, tests, notebooks).
 
 Shaped after nav2's BasicNavigator: start a task, poll it, read the result, or cancel it. The
-caller owns the node and spins it through :meth:`TaskHandle.spin_once`.
+caller owns the node and spins it through :meth:`TaskHandle.spin_once`. A cancel publishes a stop
+naming the task on ``/r3/stop_motion`` first (the fast path, see ``r3_ros/stop.py``), then cancels the
+RunTask goal through its action.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from rclpy.node import Node
 from r3.graph import names
 from r3_msgs.action import RunTask
 from r3_msgs.msg import ReasonerStep
+from r3_ros.stop import StopPublisher, goal_key, new_goal_id
 
 
 class TaskStatus(enum.Enum):
@@ -27,11 +30,13 @@ class TaskStatus(enum.Enum):
 
 
 class TaskHandle:
-    def __init__(self, node: Node, send_future):
+    def __init__(self, node: Node, send_future, stop: StopPublisher | None = None, key: str | None = None):
         self._node = node
         self._send_future = send_future
+        self._stop, self._key = stop, key
         self._goal_handle = None
         self._result_future = None
+        self._cancel_when_accepted = False
         self.result: RunTask.Result | None = None
         self.status = TaskStatus.PENDING
 
@@ -44,14 +49,25 @@ class TaskHandle:
             else:
                 self.status = TaskStatus.RUNNING
                 self._result_future = self._goal_handle.get_result_async()
+                if self._cancel_when_accepted:
+                    self._goal_handle.cancel_goal_async()
         if self.status is TaskStatus.RUNNING and self._result_future.done():
             self.result = self._result_future.result().result
             self.status = TaskStatus.DONE
         return self.status
 
-    def cancel(self) -> None:
-        if self._goal_handle is not None and self.status is TaskStatus.RUNNING:
+    def cancel(self, stop: bool = True) -> None:
+        """Stop the task's motion (``stop``: a stop on /r3/stop_motion, at once), then cancel the goal
+        (once it is accepted, when it is not yet). ``stop=False`` sends the action cancel only, as a
+        plain ROS 2 action client does."""
+        if self.status in (TaskStatus.DONE, TaskStatus.REJECTED):
+            return
+        if stop and self._stop is not None:
+            self._stop.stop(self._key)
+        if self.status is TaskStatus.RUNNING:
             self._goal_handle.cancel_goal_async()
+        else:
+            self._cancel_when_accepted = True
 
 
 class R3Commander:
@@ -60,6 +76,7 @@ class R3Commander:
     def __init__(self, node: Node, on_step: Callable[[ReasonerStep], None] | None = None):
         self.node = node
         self.client = ActionClient(node, RunTask, names.RUN_TASK)
+        self.stop = StopPublisher(node)
         if on_step is not None:
             node.create_subscription(ReasonerStep, names.REASONER_STEPS, on_step, 50)
 
@@ -73,6 +90,8 @@ class R3Commander:
 
     def start_task(self, goal: RunTask.Goal, on_feedback: Callable[[RunTask.Feedback], None] | None = None
                    ) -> TaskHandle:
+        goal_id = new_goal_id()
         future = self.client.send_goal_async(
-            goal, feedback_callback=None if on_feedback is None else lambda f: on_feedback(f.feedback))
-        return TaskHandle(self.node, future)
+            goal, feedback_callback=None if on_feedback is None else lambda f: on_feedback(f.feedback),
+            goal_uuid=goal_id)
+        return TaskHandle(self.node, future, self.stop, goal_key(goal_id))

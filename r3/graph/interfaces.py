@@ -1,7 +1,8 @@
 """What each r3 node publishes, subscribes, serves and calls, under its default names.
 
 The nodes create exactly these interfaces (an integration test compares this table with the
-running graph), so profiles can be checked for wiring without starting anything.
+running graph), so profiles can be checked for wiring without starting anything. ``/clock`` is not
+listed: every node with ``use_sim_time`` subscribes to it, which the graph description adds.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class NodeInterface:
 
 
 HEARTBEAT = {names.HEARTBEAT: "r3_msgs/msg/Heartbeat"}
+STOP_MOTION = {names.STOP_MOTION: "std_msgs/msg/String"}
 
 NODE_INTERFACES: dict[str, NodeInterface] = {
     "r3_sim_node": NodeInterface(
@@ -63,12 +65,14 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
             names.SCENE_SNAPSHOT: "r3_msgs/msg/SceneSnapshot",
             **HEARTBEAT,
         },
+        subscribes={**STOP_MOTION, names.HEARTBEAT: "r3_msgs/msg/Heartbeat"},
         services=[names.RESET_SCENE],
         actions=[names.FOLLOW_INSTRUCTION, names.MOVE_TO_POSE],
     ),
     "r3_lowlevel_node": NodeInterface(
         publishes={names.PUSHER_COMMAND: "geometry_msgs/msg/Vector3Stamped", **HEARTBEAT},
-        subscribes={names.PRIVILEGED_STATE: "r3_msgs/msg/PrivilegedState", names.CLOCK: "rosgraph_msgs/msg/Clock"},
+        subscribes={names.PRIVILEGED_STATE: "r3_msgs/msg/PrivilegedState", names.HEARTBEAT: "r3_msgs/msg/Heartbeat",
+                    **STOP_MOTION},
         actions=[names.FOLLOW_INSTRUCTION],
     ),
     "r3_reasoner_node": NodeInterface(
@@ -77,16 +81,21 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
             names.INSTRUCTION_OUTCOMES: "r3_msgs/msg/InstructionOutcome",
             names.EPISODE_EVENTS: "r3_msgs/msg/EpisodeEvent",
             **HEARTBEAT,
+            **STOP_MOTION,  # stops the FollowInstruction it runs for a stopped or cancelled RunTask
         },
         subscribes={
             names.CAMERA_IMAGE: "sensor_msgs/msg/Image",  # plus the wrist camera when `wrist_camera` is set
             names.PRIVILEGED_STATE: "r3_msgs/msg/PrivilegedState",
             names.HEARTBEAT: "r3_msgs/msg/Heartbeat",
-            names.CLOCK: "rosgraph_msgs/msg/Clock",
+            **STOP_MOTION,  # a stop naming its RunTask goal
         },
         service_clients=[names.RESET_SCENE],
         actions=[names.RUN_TASK],
         action_clients=[names.FOLLOW_INSTRUCTION],
+    ),
+    "r3_execution_node": NodeInterface(  # a real arm's MoveToPose through MoveIt (sim: r3_packing_sim_node)
+        publishes=dict(HEARTBEAT),
+        actions=[names.MOVE_TO_POSE],
     ),
     "r3_perception_node": NodeInterface(
         publishes={

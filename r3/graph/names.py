@@ -26,6 +26,7 @@ REASONER_STEPS = "/r3/reasoner/steps"
 INSTRUCTION_OUTCOMES = "/r3/reasoner/outcomes"
 EPISODE_EVENTS = "/r3/episode_events"
 HEARTBEAT = "/r3/heartbeat"
+STOP_MOTION = "/r3/stop_motion"  # std_msgs/String: the id of a goal to stop at once (r3_ros/stop.py)
 
 DETECTED_OBJECTS = "/r3/perception/objects"
 PERCEPTION_ANNOTATED = "/r3/perception/annotated/image_raw"

@@ -97,3 +97,112 @@ move(2.0, 0.0, 0.3); move(0.45, 0.0, math.nan); move(0.45, 0.0, 0.3, frame="came
     assert lines[2].startswith("False refused: target frame 'camera'")
     reached, reason, error = lines[3].split()
     assert (reached, reason) == ("True", "reached") and float(error) < 0.01 and not math.isnan(float(error))
+
+
+
+def test_the_arm_stops_on_a_stop_and_when_the_reasoner_falls_silent():
+    """SAFETY.md rows 3 and 4 for the packing arm: a stop on /r3/stop_motion naming the goal stops the
+    arm before its next control step, and so does the watchdog once the FollowInstruction client (the
+    reasoner; here this probe, by name) has been silent for ``client_timeout_s``; each within 0.2 s."""
+    import time
+
+    import rclpy
+    from r3_msgs.action import FollowInstruction
+    from r3_msgs.msg import Heartbeat
+    from r3_msgs.srv import ResetScene
+    from rclpy.action import ActionClient
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import String
+
+    from r3_ros.stop import QOS as STOP_QOS
+    from r3_ros.stop import goal_key, new_goal_id
+
+    env = _env()
+    client_timeout_s = 0.5
+    proc = subprocess.Popen([sys.executable, "-m", "r3_packing_sim_node.main", "--ros-args",
+                             "-p", "reasoner_node:=/r3_stop_probe", "-p", f"client_timeout_s:={client_timeout_s}"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rclpy.init(domain_id=int(env["ROS_DOMAIN_ID"]))
+    node = rclpy.create_node("r3_stop_probe")
+    joints: list[tuple[float, tuple]] = []
+    node.create_subscription(JointState, names.JOINT_STATES,
+                             lambda m: joints.append((time.monotonic(), tuple(m.position))), 100)
+    beat_pub = node.create_publisher(Heartbeat, names.HEARTBEAT, 10)
+    stop_pub = node.create_publisher(String, names.STOP_MOTION, STOP_QOS)
+    reset = node.create_client(ResetScene, names.RESET_SCENE)
+    follow = ActionClient(node, FollowInstruction, names.FOLLOW_INSTRUCTION)
+    beating, last_beat = [True], [0.0]
+
+    def spin(seconds: float, until=lambda: False) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not until():
+            rclpy.spin_once(node, timeout_sec=0.005)
+            if beating[0] and time.monotonic() - last_beat[0] >= 0.1:
+                beat_pub.publish(Heartbeat(node=node.get_fully_qualified_name(), state="busy"))
+                last_beat[0] = time.monotonic()
+
+    def last_motion(after: float = -1.0) -> float:
+        """Receipt time of the last joint state that differs from the one before it (by > 1 mrad)."""
+        moves = [t for (t, p), (_, q) in zip(joints[1:], joints) if max(abs(a - b) for a, b in zip(p, q)) > 1e-3]
+        return max([after] + moves)
+
+    def start(instruction: str):
+        goal = FollowInstruction.Goal(instruction=instruction, suite="packing", seed=2)  # seed 2: no slip
+        goal_id = new_goal_id()
+        return goal_key(goal_id), follow.send_goal_async(goal, goal_uuid=goal_id)
+
+    def reason_of(sent) -> str:
+        spin(10, sent.done)
+        result = sent.result().get_result_async()
+        spin(30, result.done)
+        assert result.done(), "the instruction did not end"
+        return result.result().result.reason
+
+    def reset_scene() -> None:
+        done = reset.call_async(ResetScene.Request(suite="packing", task="4", seed=0, episode_id="stop-test"))
+        spin(60, done.done)
+        assert done.done() and done.result().ok
+        spin(0.3)
+        joints.clear()
+
+    try:
+        assert follow.wait_for_server(timeout_sec=60) and reset.wait_for_service(timeout_sec=10)
+        spin(1.0)  # the node hears this probe's heartbeat
+
+        # A stop naming the goal, 0.1 s into the motion (an instruction moves the arm for about 0.5 s).
+        reset_scene()
+        key, sent = start("Pack the sugar box into the medium tray.")
+        spin(30, lambda: last_motion() > 0)
+        assert last_motion() > 0, "the arm did not move"
+        spin(0.1)
+        stop_pub.publish(String(data=key))
+        stopped_at = time.monotonic()
+        assert reason_of(sent) == "canceled"  # no action cancel follows here: aborted, reason "canceled"
+        spin(0.3)  # anything still coming counts
+        stop_latency = last_motion(stopped_at) - stopped_at
+
+        # The watchdog: silent from the first motion on; instructions back to back until one is stopped.
+        reset_scene()
+        reasons: list[str] = []
+        for instruction in ["Transfer the gelatin box from the medium tray to the small tray.",
+                            "Transfer the gelatin box from the small tray to the medium tray."] * 4:
+            _, sent = start(instruction)
+            if beating[0]:
+                spin(30, lambda: last_motion() > 0)
+                assert last_motion() > 0, "the arm did not move"
+                beating[0] = False
+                deadline = last_beat[0] + client_timeout_s
+            reasons.append(reason_of(sent))
+            if reasons[-1].startswith("error"):
+                break
+        assert reasons[-1].startswith("error: /r3_stop_probe stopped responding"), reasons
+        spin(0.3)
+        watchdog_latency = last_motion(deadline) - deadline
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+        proc.terminate()
+        proc.wait(timeout=20)
+    print(f"\npacking arm still: {stop_latency * 1000:.0f} ms after a stop, {watchdog_latency * 1000:.0f} ms after "
+          f"the watchdog's deadline ({client_timeout_s:.1f} s of silence; {len(reasons)} instructions)")
+    assert stop_latency < 0.2 and watchdog_latency < 0.2

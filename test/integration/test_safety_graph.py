@@ -51,26 +51,42 @@ def graph(tmp_path_factory):
     proc.wait(timeout=30)
 
 
-def test_cancel_stops_motion_commands(graph):
+@pytest.mark.parametrize("stop", [True, False], ids=["stop_and_cancel", "cancel_only"])
+def test_cancel_stops_motion_commands(graph, stop):
+    """``stop_and_cancel``: R3Commander's cancel, a stop on /r3/stop_motion naming the RunTask (which
+    the low-level node honours at once: its instruction is of the RunTask's family), then the action
+    cancel. ``cancel_only``: the action cancel alone, as a plain ROS 2 client sends it; the reasoner's
+    cancel callback then stops the instruction with a stop of its own."""
     from geometry_msgs.msg import Vector3Stamped
     from r3_msgs.action import RunTask
 
     from r3_ros.commander import TaskStatus
 
     node, commander = graph
+    import rclpy
+
     commands: list[float] = []
     sub = node.create_subscription(Vector3Stamped, names.PUSHER_COMMAND, lambda _: commands.append(time.monotonic()), 100)
     latencies, reasons = [], []
     try:
+        # Discovery first: an episode can be over in 2 s, before a new subscription hears anything.
+        deadline = time.monotonic() + 30
+        while sub.get_publisher_count() == 0 and time.monotonic() < deadline:
+            rclpy.spin_once(node, timeout_sec=0.05)
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:
+            rclpy.spin_once(node, timeout_sec=0.05)
         for trial in range(50):
-            commands.clear()
             handle = commander.start_task(RunTask.Goal(suite="language_table", task="T", seed=trial, reset_scene=True))
             deadline = time.monotonic() + 30
+            while handle.spin_once(0.005) is TaskStatus.PENDING and time.monotonic() < deadline:
+                pass
+            commands.clear()  # a late command of the previous episode is not this one's motion
             while not commands and time.monotonic() < deadline:
                 handle.spin_once(0.005)
             assert commands, f"trial {trial}: no motion within 30 s"
             canceled_at = time.monotonic()
-            handle.cancel()
+            handle.cancel(stop=stop)
             while handle.spin_once(0.005) is not TaskStatus.DONE and time.monotonic() < canceled_at + 10:
                 pass
             settle = time.monotonic() + 0.3  # anything still coming counts
@@ -81,12 +97,19 @@ def test_cancel_stops_motion_commands(graph):
     finally:
         node.destroy_subscription(sub)
     p50, p99 = np.percentile(latencies, 50) * 1000, np.percentile(latencies, 99) * 1000
-    print(f"\ncancel -> last motion command: p50 {p50:.1f} ms, p99 {p99:.1f} ms over {len(latencies)} trials")
+    print(f"\ncancel ({'stop and cancel' if stop else 'cancel only'}) -> last motion command received: "
+          f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(latencies) * 1000:.1f} ms over {len(latencies)} trials")
     assert set(reasons) == {"canceled"}
-    # SAFETY.md's target is 100 ms; on 2 shared cores each action-cancel hop through rclpy takes
-    # 40-110 ms, so p99 lands at 150-300 ms here. This bound catches regressions (a cancel that does
-    # not stop the instruction shows up as seconds); the gap to the target is documented.
-    assert p99 < 500.0
+    if stop:
+        # SAFETY.md's target is 100 ms; p99 measured 4-21 ms over repeated runs on 2 shared cores
+        # (one topic hop). 150 ms leaves headroom for a loaded CI machine and still fails a stop
+        # path that is lost (the action cancel then takes over: 80-130 ms and more).
+        assert p99 < 150.0
+    else:
+        # One action-cancel hop through rclpy (client -> reasoner) before the reasoner's stop: p99
+        # 80-130 ms here, the target is not met reliably without the stop; this bound catches
+        # regressions (a cancel that does not stop the instruction shows up as seconds).
+        assert p99 < 500.0
 
 
 def test_pusher_stops_when_the_command_stream_stops(graph):

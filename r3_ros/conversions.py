@@ -158,7 +158,8 @@ def msg_to_packing_state(msg: PrivilegedState):
     return PackingState(items=items, held=msg.held or None, tcp=(msg.effector.x, msg.effector.y, msg.effector.z))
 
 
-def pose_msg_to_target(msg: PoseStamped, gripper_opening: float, max_velocity_scaling: float):
+def pose_msg_to_target(msg: PoseStamped, gripper_opening: float, max_velocity_scaling: float,
+                       approach_distance: float = 0.0):
     """A MoveToPose goal as a :class:`~r3.execution.base.PoseTarget` (NaN opening: leave the gripper,
     scaling 0: full speed). Values are passed on unchecked: the executor refuses bad ones."""
     from r3.execution.base import PoseTarget
@@ -166,4 +167,5 @@ def pose_msg_to_target(msg: PoseStamped, gripper_opening: float, max_velocity_sc
     p, o = msg.pose.position, msg.pose.orientation
     return PoseTarget(position=(p.x, p.y, p.z), quat=(o.w, o.x, o.y, o.z),
                       gripper=None if math.isnan(gripper_opening) else float(gripper_opening),
-                      speed=1.0 if max_velocity_scaling == 0 else float(max_velocity_scaling))
+                      speed=1.0 if max_velocity_scaling == 0 else float(max_velocity_scaling),
+                      approach=float(approach_distance))

@@ -1,0 +1,94 @@
+"""r3_execution_node: the MoveToPose action for a real arm, through the ``moveit`` executor.
+
+The sim arm's MoveToPose is served by ``r3_packing_sim_node`` (the simulator owns the physics, as a
+robot's driver owns its hardware); on a real arm this node serves the same action, with the same
+refusals, through MoveIt 2 (:mod:`r3.execution.moveit_backend`). moveit_py is started when the node
+is constructed, so a missing MoveIt install or config ends the node at once with one ``fatal:``
+line naming what to install. A new goal preempts the running one; moveit_py executes a trajectory
+to its end, so a cancel takes effect between the legs of a move (the controller's limits and the
+hardware e-stop bound a leg, see SAFETY.md).
+"""
+
+from __future__ import annotations
+
+import math
+
+from r3_msgs.action import MoveToPose
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+
+from r3.execution.base import WorkspaceBox, make_executor
+from r3.execution.moveit_backend import MoveItConfig
+from r3.graph import names
+from r3_ros.conversions import pose_msg_to_target
+from r3_ros.goals import SingleGoal
+from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.spin import run_node
+
+PARAMETERS = {
+    "executor": "moveit",
+    "planning_group": "panda_arm",
+    "pose_link": "panda_hand_tcp",
+    "base_frame": "panda_link0",
+    "hand_group": "hand",
+    "linear_planner": "pilz_lin",
+    "max_opening": 0.08,
+    "workspace_low": [0.15, -0.55, 0.005],
+    "workspace_high": [0.85, 0.55, 0.75],
+}
+
+
+class ExecutionNode(Node):
+    def __init__(self):
+        super().__init__("r3_execution_node")
+        for key, default in PARAMETERS.items():
+            self.declare_parameter(key, default)
+        p = {key: self.get_parameter(key).value for key in PARAMETERS}
+        if p["executor"] != "moveit":
+            raise ValueError(f"executor {p['executor']!r}: this node serves real arms with 'moveit'; the 'sim' "
+                             "executor runs inside r3_packing_sim_node, which owns the simulated arm")
+        self.base_frame = p["base_frame"]
+        config = MoveItConfig(planning_group=p["planning_group"], pose_link=p["pose_link"],
+                              base_frame=p["base_frame"], hand_group=p["hand_group"],
+                              linear_planner=p["linear_planner"], max_opening=float(p["max_opening"]))
+        box = WorkspaceBox(tuple(p["workspace_low"]), tuple(p["workspace_high"]))
+        self.arm = make_executor("moveit", config, box)
+        self.arm.connect()  # import moveit_py and start MoveItPy now, not at the first goal
+        self.goals = SingleGoal(self)
+        ActionServer(self, MoveToPose, names.MOVE_TO_POSE, execute_callback=self.move,
+                     goal_callback=lambda _: GoalResponse.ACCEPT, cancel_callback=lambda _: CancelResponse.ACCEPT,
+                     handle_accepted_callback=self.goals.accept, callback_group=ReentrantCallbackGroup())
+        self.heartbeat = HeartbeatPublisher(self)
+        self.get_logger().info(f"MoveToPose through MoveIt: group {config.planning_group}, link {config.pose_link}")
+
+    def move(self, handle) -> MoveToPose.Result:
+        goal, result = handle.request, MoveToPose.Result()
+        frame = goal.target.header.frame_id
+        if frame not in ("", self.base_frame):
+            result.reason = f"refused: target frame {frame!r} is not the robot base frame {self.base_frame!r}"
+            result.position_error = result.orientation_error = math.nan
+            self.goals.end(handle, "aborted")
+            return result
+        if handle.is_cancel_requested:
+            result.reason = "canceled"
+            self.goals.end(handle, "canceled")
+            return result
+        self.heartbeat.state = "busy"
+        try:
+            moved = self.arm.move_to_pose(pose_msg_to_target(goal.target, goal.gripper_opening,
+                                                                  goal.max_velocity_scaling, goal.approach_distance))
+        finally:
+            self.heartbeat.state = "idle"
+        result.reached, result.reason = moved.reached, moved.reason
+        result.position_error, result.orientation_error = moved.position_error, moved.orientation_error
+        self.goals.end(handle, "succeeded" if moved.reached else "aborted")
+        return result
+
+
+def main(args=None) -> None:
+    run_node(ExecutionNode, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Test stand-in for moveit_py (see ../README.md)."""

@@ -35,9 +35,8 @@ def main():
     result_future = handle.get_result_async()
     rclpy.spin_until_future_complete(node, result_future, timeout_sec=20.0)
     result = result_future.result().result
-    # Feedback and ReasonerStep messages travel on topics, so they may arrive after the result.
-    for _ in range(100):
-        if len(steps) >= 3 and len(feedback) >= 3:
+    for _ in range(100):  # ReasonerStep messages travel on a topic and may arrive after the result
+        if len(steps) >= 3:
             break
         rclpy.spin_once(node, timeout_sec=0.05)
     print(json.dumps({

@@ -75,7 +75,7 @@ class ReasonerNode(Node):
         super().__init__("r3_reasoner_node")
         p = {
             "backend": "expert", "history": "response", "default_max_steps": 20, "steps_per_instruction": 20,
-            "heartbeat_timeout_s": 3.0, "recorder_timeout_s": 5.0, "startup_timeout_s": 60.0, "observation_timeout_s": 5.0, "service_timeout_s": 10.0,
+            "heartbeat_timeout_s": 5.0, "recorder_timeout_s": 5.0, "startup_timeout_s": 60.0, "observation_timeout_s": 5.0, "service_timeout_s": 10.0,
             "instruction_timeout_s": 30.0, "max_episode_s": 900.0, "max_consecutive_invalid": MAX_CONSECUTIVE_INVALID,
             "wrist_camera": False, "lowlevel_node": "/r3_lowlevel_node", "sim_node": "/r3_sim_node", "recorder_node": "/r3_recorder_node",
         }

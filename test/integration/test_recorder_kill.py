@@ -46,7 +46,9 @@ def test_killed_recorder_leaves_a_repairable_bag(tmp_path):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not any(" step 1 " in line for _, line in run_lines):
             time.sleep(0.05)
-        time.sleep(0.5)  # the recorder gets each step when r3 run does; give it ample time to write it
+        # The recorder gets each step when r3 run does, but on 2 loaded cores a process can be
+        # delayed by a second or more (heartbeat gaps of up to 3 s were seen): give it ample time.
+        time.sleep(2.0)
         seen = [int(m.group(1)) for _, line in run_lines if (m := re.search(r" step (\d+) ", line))]
         pid = next(int(m.group(1)) for _, line in launch_lines
                    if (m := re.search(r"started r3_recorder_node \(pid (\d+)\)", line)))

@@ -21,7 +21,7 @@ from rclpy.node import Node
 from r3.execution.base import WorkspaceBox, make_executor
 from r3.execution.moveit_backend import MoveItConfig
 from r3.graph import names
-from r3_ros.conversions import pose_msg_to_target
+from r3_ros.conversions import move_goal_to_target
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.spin import run_node
@@ -63,11 +63,10 @@ class ExecutionNode(Node):
         self.get_logger().info(f"MoveToPose through MoveIt: group {config.planning_group}, link {config.pose_link}")
 
     def move(self, handle) -> MoveToPose.Result:
-        goal, result = handle.request, MoveToPose.Result()
-        frame = goal.target.header.frame_id
-        if frame not in ("", self.base_frame):
-            result.reason = f"refused: target frame {frame!r} is not the robot base frame {self.base_frame!r}"
-            result.position_error = result.orientation_error = math.nan
+        result = MoveToPose.Result()
+        target = move_goal_to_target(handle.request, self.base_frame)
+        if isinstance(target, str):
+            result.reason, result.position_error, result.orientation_error = target, math.nan, math.nan
             self.goals.end(handle, "aborted")
             return result
         if handle.is_cancel_requested:
@@ -76,8 +75,7 @@ class ExecutionNode(Node):
             return result
         self.heartbeat.state = "busy"
         try:
-            moved = self.arm.move_to_pose(pose_msg_to_target(goal.target, goal.gripper_opening,
-                                                                  goal.max_velocity_scaling, goal.approach_distance))
+            moved = self.arm.move_to_pose(target)
         finally:
             self.heartbeat.state = "idle"
         result.reached, result.reason = moved.reached, moved.reason

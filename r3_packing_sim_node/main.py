@@ -42,7 +42,7 @@ from r3_ros.conversions import (
     image_to_msg,
     ns_to_stamp,
     packing_state_to_msg,
-    pose_msg_to_target,
+    move_goal_to_target,
 )
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
@@ -156,14 +156,12 @@ class PackingSimNode(Node):
 
     def move(self, handle) -> MoveToPose.Result:
         """One end-effector move; refusals come back as results, never clipped targets."""
-        goal, result = handle.request, MoveToPose.Result()
-        frame = goal.target.header.frame_id
-        if frame not in ("", self.base_frame):
-            result.reason = f"refused: target frame {frame!r} is not the robot base frame {self.base_frame!r}"
-            result.position_error = result.orientation_error = math.nan
+        result = MoveToPose.Result()
+        target = move_goal_to_target(handle.request, self.base_frame)
+        if isinstance(target, str):
+            result.reason, result.position_error, result.orientation_error = target, math.nan, math.nan
             handle.abort()
             return result
-        target = pose_msg_to_target(goal.target, goal.gripper_opening, goal.max_velocity_scaling)
 
         def on_step(remaining: float) -> bool:
             handle.publish_feedback(MoveToPose.Feedback(distance_remaining=remaining))

@@ -169,3 +169,12 @@ def pose_msg_to_target(msg: PoseStamped, gripper_opening: float, max_velocity_sc
                       gripper=None if math.isnan(gripper_opening) else float(gripper_opening),
                       speed=1.0 if max_velocity_scaling == 0 else float(max_velocity_scaling),
                       approach=float(approach_distance))
+
+
+def move_goal_to_target(goal, base_frame: str):
+    """A MoveToPose goal as a :class:`~r3.execution.base.PoseTarget`, or the refusal (a string) when
+    its target is not in the robot base frame (an empty frame_id means the base frame)."""
+    frame = goal.target.header.frame_id
+    if frame not in ("", base_frame):
+        return f"refused: target frame {frame!r} is not the robot base frame {base_frame!r}"
+    return pose_msg_to_target(goal.target, goal.gripper_opening, goal.max_velocity_scaling, goal.approach_distance)

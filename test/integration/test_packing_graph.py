@@ -74,8 +74,8 @@ from rclpy.node import Node
 from r3_msgs.action import MoveToPose
 rclpy.init(); node = Node("probe"); client = ActionClient(node, MoveToPose, "{names.MOVE_TO_POSE}")
 assert client.wait_for_server(timeout_sec=60)
-def move(x, y, z, frame="panda_link0"):
-    goal = MoveToPose.Goal(gripper_opening=math.nan)
+def move(x, y, z, frame="panda_link0", approach=0.0):
+    goal = MoveToPose.Goal(gripper_opening=math.nan, approach_distance=approach)
     goal.target.header.frame_id = frame
     goal.target.pose.position.x, goal.target.pose.position.y, goal.target.pose.position.z = x, y, z
     goal.target.pose.orientation.x, goal.target.pose.orientation.w = 1.0, 0.0  # pointing down
@@ -84,6 +84,7 @@ def move(x, y, z, frame="panda_link0"):
     r = done.result().result
     print(r.reached, r.reason, r.position_error)
 move(2.0, 0.0, 0.3); move(0.45, 0.0, math.nan); move(0.45, 0.0, 0.3, frame="camera"); move(0.45, 0.05, 0.30)
+move(0.45, 0.0, 0.6, approach=0.2); move(0.5, 0.1, 0.15, approach=0.1)
 """
         out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env,
                              check=False)
@@ -91,12 +92,14 @@ move(2.0, 0.0, 0.3); move(0.45, 0.0, math.nan); move(0.45, 0.0, 0.3, frame="came
         proc.terminate()
         proc.wait(timeout=20)
     lines = out.stdout.splitlines()
-    assert len(lines) == 4, out.stdout + out.stderr
+    assert len(lines) == 6, out.stdout + out.stderr
     assert lines[0].startswith("False refused: outside the workspace")
     assert lines[1].startswith("False refused: target contains NaN or Inf")
     assert lines[2].startswith("False refused: target frame 'camera'")
-    reached, reason, error = lines[3].split()
-    assert (reached, reason) == ("True", "reached") and float(error) < 0.01 and not math.isnan(float(error))
+    assert lines[4].startswith("False refused: the approach starts outside the workspace")
+    for line in (lines[3], lines[5]):
+        reached, reason, error = line.split()
+        assert (reached, reason) == ("True", "reached") and float(error) < 0.01 and not math.isnan(float(error))
 
 
 

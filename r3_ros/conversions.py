@@ -114,7 +114,7 @@ def msg_to_depth(msg: Image) -> np.ndarray:
 
 def detections_to_msg(detections, msg: DetectedObjects, camera: str) -> DetectedObjects:
     """Fill ``msg.objects`` from perception detections; an object without a 3D estimate (too few
-    valid depth pixels) gets NaN centroid and top height, zero axes and extent."""
+    valid depth pixels) gets NaN centroid, heights and top surface, zero axes and extent."""
     objects = []
     for d in detections:
         g = d.geometry
@@ -123,6 +123,10 @@ def detections_to_msg(detections, msg: DetectedObjects, camera: str) -> Detected
                              box_xyxy=[int(v) for v in d.box], valid_points=d.valid_points, camera=camera)
         obj.centroid = Point(x=nan, y=nan, z=nan) if g is None else Point(**dict(zip("xyz", map(float, g.centroid))))
         obj.top_height = nan if g is None else float(g.top_height)
+        obj.top_centre = Point(x=nan, y=nan, z=nan) if g is None else Point(**dict(zip("xyz", map(float, g.top_centre))))
+        obj.footprint_yaw = nan if g is None else float(g.footprint_yaw)
+        obj.footprint = [nan, nan] if g is None else [float(v) for v in g.footprint]
+        obj.bottom_height = nan if g is None else float(g.bottom_height)
         if g is not None:
             obj.principal_axes = [Vector3(**dict(zip("xyz", map(float, a)))) for a in g.axes]
             obj.extent = Vector3(**dict(zip("xyz", map(float, g.extent))))

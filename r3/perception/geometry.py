@@ -13,6 +13,9 @@ import numpy as np
 from r3.perception.camera import CameraModel, RGBDFrame
 
 TOP_HEIGHT_PERCENTILE = 95.0  # ERR: a pick target's height; robust to stray pixels on the rim
+BOTTOM_HEIGHT_PERCENTILE = 2.0  # the lowest visible part, robust to a stray pixel
+#: Points this far (m) below the top height count as the top surface.
+TOP_BAND = 0.004
 
 
 def valid_depth(depth_m: np.ndarray, camera: CameraModel) -> np.ndarray:
@@ -63,6 +66,15 @@ class ObjectGeometry:
     axes: np.ndarray  # (3, 3): rows are unit principal axes, largest variance first
     extent: np.ndarray  # (3,): size along each axis (max - min of the projections)
     valid_points: int
+    #: For a top-down grasp of a resting object: the centre of its top surface (x, y of the points
+    #: within :data:`TOP_BAND` of the top; z = top height), the yaw (rad, in (-pi/2, pi/2]) of the top
+    #: surface's long horizontal axis, the horizontal size of all points along that axis and across
+    #: it (a resting convex object's visible points all lie over its footprint, side faces included),
+    #: and the lowest visible height.
+    top_centre: np.ndarray = None  # (3,)
+    footprint_yaw: float = 0.0
+    footprint: np.ndarray = None  # (2,): along, across
+    bottom_height: float = 0.0
 
 
 def object_geometry(points: np.ndarray) -> ObjectGeometry:
@@ -79,7 +91,25 @@ def object_geometry(points: np.ndarray) -> ObjectGeometry:
     proj = centred @ axes.T
     extent = proj.max(axis=0) - proj.min(axis=0)
     top = float(np.percentile(points[:, 2], TOP_HEIGHT_PERCENTILE))
-    return ObjectGeometry(centroid=centroid, top_height=top, axes=axes, extent=extent, valid_points=len(points))
+    surface = points[points[:, 2] >= top - TOP_BAND]
+    if len(surface) < 3:
+        surface = points
+    top_xy = surface[:, :2].mean(axis=0)
+    yaw = _major_yaw(surface[:, :2] - top_xy)
+    along = np.array([np.cos(yaw), np.sin(yaw)])
+    across = np.array([-along[1], along[0]])
+    xy = points[:, :2]
+    footprint = np.array([np.ptp(xy @ along), np.ptp(xy @ across)])
+    return ObjectGeometry(centroid=centroid, top_height=top, axes=axes, extent=extent, valid_points=len(points),
+                          top_centre=np.array([top_xy[0], top_xy[1], top]), footprint_yaw=yaw, footprint=footprint,
+                          bottom_height=float(np.percentile(points[:, 2], BOTTOM_HEIGHT_PERCENTILE)))
+
+
+def _major_yaw(centred_xy: np.ndarray) -> float:
+    """Yaw in (-pi/2, pi/2] of the direction of largest spread of centred 2D points."""
+    cov = centred_xy.T @ centred_xy
+    yaw = 0.5 * float(np.arctan2(2.0 * cov[0, 1], cov[0, 0] - cov[1, 1]))
+    return yaw if yaw > -np.pi / 2 else yaw + np.pi
 
 
 def mask_box(mask: np.ndarray) -> tuple[int, int, int, int] | None:

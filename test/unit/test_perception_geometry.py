@@ -96,6 +96,22 @@ def test_scene_table_plane_and_box_tops_within_a_millimetre(tabletop_frame, tabl
             assert len(top) > 100 and np.abs(top[:, 2] - obj.top).max() < 1 * MM, name
 
 
+def test_top_surface_and_footprint_of_scene_objects(tabletop_frame, tabletop):
+    """What a top-down grasp needs: the top face's centre, its long axis and the footprint size."""
+    frame = tabletop_frame
+    for i, name in frame.instance_names.items():
+        obj = tabletop.objects[name]
+        pts, _, _ = masked_points(frame, frame.instances == i)
+        g = object_geometry(pts)
+        assert np.abs(g.top_centre - [*obj.xy, obj.top]).max() < 3 * MM, name
+        size = np.full(2, 2 * obj.size[0]) if obj.shape == "cylinder" else 2 * np.asarray(obj.size[:2])
+        assert np.allclose(np.sort(g.footprint), np.sort(size), atol=3 * MM), name
+        assert 0 <= g.bottom_height < 6 * MM, name  # the lowest visible pixels, a little above the table
+        if obj.shape == "box" and obj.size[0] != obj.size[1]:  # a long axis to find
+            long_axis = obj.yaw + (0 if obj.size[0] > obj.size[1] else math.pi / 2)
+            assert abs(math.remainder(g.footprint_yaw - long_axis, math.pi)) < math.radians(2), name
+
+
 def test_pair_sync_matches_the_closest_stamps_within_the_slop():
     sync = PairSync(slop_s=0.01)
     assert sync.add(0, 100_000_000, "c0") is None

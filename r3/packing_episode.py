@@ -22,8 +22,9 @@ import numpy as np
 
 from r3.episode import BLANK_IMAGE, Trajectory, TrajectoryStep, policy_seed
 from r3.execution.sim import SimExecutor
-from r3.lowlevel.grounding import SimGrounder
+from r3.lowlevel.grounding import Grounder, SimGrounder
 from r3.lowlevel.packing import PackingPolicy, PackingPolicyConfig
+from r3.lowlevel.perceived import LocalPerception, PerceivedScene
 from r3.lowlevel.semantic import SemanticActions
 from r3.reasoning.backends.base import ReasonerBackend, ReasoningBudget
 from r3.reasoning.expert import NO_BUDGET
@@ -36,25 +37,37 @@ SUITE = "packing"
 MAX_DECISIONS = 15
 
 
+#: How the packing skills see the scene: ``sim`` reads item poses and the held item from the
+#: simulator (ray casts, known poses); ``perception`` uses only the base camera through r3.perception
+#: (sim segmenter, depth back-projection) and the arm's joint readings.
+GROUNDINGS = ("sim", "perception")
+
+
 @dataclass
 class PackingCell:
-    """The simulated cell the policy acts on: env, sim executor, sim grounder, semantic actions."""
+    """The simulated cell the policy acts on: env, sim executor, grounder, semantic actions, policy."""
 
     env: object
     executor: SimExecutor
-    grounder: SimGrounder
+    grounder: Grounder
     actions: SemanticActions
     policy: PackingPolicy
 
     @classmethod
-    def build(cls, env=None, policy_config: PackingPolicyConfig | None = None) -> PackingCell:
+    def build(cls, env=None, policy_config: PackingPolicyConfig | None = None, grounding: str = "sim") -> PackingCell:
+        if grounding not in GROUNDINGS:
+            raise ValueError(f"unknown grounding {grounding!r}; expected one of {', '.join(GROUNDINGS)}")
         if env is None:
             from r3.sim.packing.env import PackingEnv  # MuJoCo only when no env is given
 
             env = PackingEnv()
         executor = SimExecutor(env)
-        grounder = SimGrounder(env)
-        actions = SemanticActions(executor, grounder, env.state)
+        if grounding == "sim":
+            grounder, state = SimGrounder(env), env.state
+        else:
+            grounder = PerceivedScene(LocalPerception(env))
+            state = grounder.state
+        actions = SemanticActions(executor, grounder, state)
         policy = PackingPolicy(actions, grounder, lambda: env.step(env.joint_targets), policy_config)
         return cls(env, executor, grounder, actions, policy)
 

@@ -11,8 +11,9 @@ Failure reasons:
   item), ``not_graspable`` (wider than the open gripper), ``nothing_held`` (place with an empty
   gripper), ``wrong_object_held``, ``invalid_container`` (place point on neither a tray nor the
   table), ``no_room_at_point`` (the item would overlap others or a tray wall there),
-  ``motion_failed: <executor reason>`` (refused or not reached), ``grasp_failed`` (not held after
-  the last attempt), ``place_failed: <where it ended>``.
+  ``item_not_visible`` (no estimate of the item after a failed attempt), ``held_item_not_visible`` (no estimate of the held item's size), ``motion_failed: <executor
+  reason>`` (refused or not reached), ``grasp_failed`` (not held after the last attempt),
+  ``place_failed: <where it ended>``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from r3.execution.base import PoseTarget, top_down_quat
 from r3.lowlevel.grounding import Grounder
 from r3.sim.packing import scene
 from r3.tasks.packing import placement
-from r3.tasks.packing.state import PackingState, resting_geometry
+from r3.tasks.packing.state import PackingState
 from r3.tasks.packing.workcell import TRAY_SPECS, tray_of
 
 
@@ -121,6 +122,8 @@ class SemanticActions:
         steps, reason = 0, "grasp_failed"
         for _ in range(self.config.max_attempts):
             est = self.grounder.estimate(label)  # as it lies now: a failed attempt may have moved it
+            if est is None:
+                return ActionResult(False, "item_not_visible", steps)
             width, height = est.size[0], est.size[2]
             cx, cy, cz = est.centre
             if rng is not None and grasp_noise > 0:
@@ -175,7 +178,10 @@ class SemanticActions:
         support = TRAY_SPECS[hit.tray].floor if hit.tray else 0.0
         tcp_z, item_z = s.tcp[2], held.pos[2]
         offset = tcp_z - item_z  # TCP height above the carried item's centre
-        _, (width, _, h) = resting_geometry(label, held.quat)  # as it hangs (a tipped item is lower)
+        est = self.grounder.estimate(label)  # as it hangs (a tipped item is lower)
+        if est is None:
+            return ActionResult(False, "held_item_not_visible")
+        width, _, h = est.size
         # Keep the hand's yaw, so the item keeps its yaw and its offset from the TCP.
         quat = top_down_quat(held.yaw if s.tcp_yaw is None else s.tcp_yaw)
         # Aim the item, not the hand: the grasp may hold it off the TCP axis.
@@ -195,6 +201,8 @@ class SemanticActions:
         r = self.executor.move_to_pose(PoseTarget((tx, ty, release[2] + self.config.approach), quat))
         steps += r.control_steps
         after = self.state()
+        if label not in after.items:
+            return ActionResult(False, f"place_failed: the {label} is not visible", steps)
         ended = tray_of(after.items[label].pos)
         if after.held is None and ended == hit.tray:
             return ActionResult(True, "ok", steps)

@@ -14,6 +14,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from r3.packing_episode import GROUNDINGS
+
 
 def _ci(values: list[float]) -> float:
     """Half width of the normal 95 % interval of the mean (percent points when values are in %)."""
@@ -46,13 +48,13 @@ def table_rows(results: dict[str, list[tuple[bool, float]]]) -> list[str]:
 _WORKER: dict = {}
 
 
-def _init_worker(reasoner: str) -> None:
+def _init_worker(reasoner: str, grounding: str) -> None:
     from r3.packing_episode import PackingCell
     from r3.reasoning.backends import make_backend
 
     _WORKER["backend"] = make_backend(reasoner)
     _WORKER["backend"].load()
-    _WORKER["cell"] = PackingCell.build()
+    _WORKER["cell"] = PackingCell.build(grounding=grounding)
 
 
 def _run_one(job: tuple[str, int, int]) -> tuple[str, bool, float]:
@@ -66,12 +68,16 @@ def _run_one(job: tuple[str, int, int]) -> tuple[str, bool, float]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="r3 packing", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    demo = sub.add_parser("demo", help="one episode, printed step by step")
+    grounding = argparse.ArgumentParser(add_help=False)
+    grounding.add_argument("--grounding", choices=GROUNDINGS, default="sim",
+                           help="how the packing skills see the scene: sim (simulator poses) or perception "
+                                "(the base camera through r3.perception, and the arm's joints) (default: sim)")
+    demo = sub.add_parser("demo", help="one episode, printed step by step", parents=[grounding])
     demo.add_argument("--task", default="4", help='held-out goal "1".."12" or "train" (default: 4)')
     demo.add_argument("--seed", type=int, default=0, help="environment seed: the layout (default: 0)")
     demo.add_argument("--reasoner", default="expert",
                       help="reasoner backend spec, as for r3 run (default: expert, the privileged planner)")
-    table = sub.add_parser("table", help="success and progress on the 12 held-out goals")
+    table = sub.add_parser("table", help="success and progress on the 12 held-out goals", parents=[grounding])
     table.add_argument("--seeds", type=int, default=5, help="environment seeds (layouts) per goal (default: 5)")
     table.add_argument("--rollouts", type=int, default=10,
                        help="rollouts per seed: same layout, other policy noise (default: 10, as R^3)")
@@ -95,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {line}")
             print(f"Instruction: {step.instruction}  [{step.error or 'done'}; progress {step.progress:.0%}]", flush=True)
 
-        traj = run_packing_episode(args.task, args.seed, backend, cell=PackingCell.build(), render=False, on_step=show)
+        traj = run_packing_episode(args.task, args.seed, backend, cell=PackingCell.build(grounding=args.grounding),
+                                  render=False, on_step=show)
         print(f"task {args.task} seed {args.seed}: success={traj.success} progress={traj.progress:.0%}")
         return 0
     if args.seeds < 1 or args.rollouts < 1 or args.workers < 1:
@@ -107,13 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[tuple[bool, float]]] = {task: [] for task in tasks}
     pool = None
     if args.workers == 1:
-        _init_worker(args.reasoner)
+        _init_worker(args.reasoner, args.grounding)
         outcomes = map(_run_one, jobs)
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        pool = ProcessPoolExecutor(args.workers, multiprocessing.get_context("spawn"), _init_worker, (args.reasoner,))
+        pool = ProcessPoolExecutor(args.workers, multiprocessing.get_context("spawn"), _init_worker,
+                                   (args.reasoner, args.grounding))
         outcomes = pool.map(_run_one, jobs)
     with tqdm(total=len(jobs), unit="episode", file=sys.stderr) as bar:
         for task, ok, progress in outcomes:  # in job order, so results do not depend on --workers

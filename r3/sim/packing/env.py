@@ -28,6 +28,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from r3.perception.camera import CameraModel, RGBDFrame
 from r3.sim.offscreen import mujoco
 from r3.sim.packing import scene
 from r3.tasks.packing.state import STILL_SPEED, STILL_STEPS, ItemState, PackingState
@@ -39,6 +40,8 @@ _STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
 SETTLE_STEPS = 10
 #: Camera names, base first (the order the reasoner's images use).
 CAMERAS = ("base", "wrist")
+#: Instance id of each catalogue item in :meth:`PackingEnv.rgbd_frame` (0 is background).
+ITEM_INDEX = {item: i + 1 for i, item in enumerate(ITEM_SPECS)}
 
 
 def _resolve_task(task):
@@ -256,6 +259,32 @@ class PackingEnv(gym.Env):
         T[:3, :3] = self.data.cam_xmat[cid].reshape(3, 3) @ np.diag([1.0, -1.0, -1.0])
         T[:3, 3] = self.data.cam_xpos[cid]
         return T
+
+    def camera_model(self, camera: str = "base") -> CameraModel:
+        """The camera as perception sees it: intrinsics in the pixel-centre convention of ROS
+        camera_info (MuJoCo's principal point at ``width / 2`` is pixel ``(width - 1) / 2``) and
+        the optical frame's pose in the world (the robot base frame)."""
+        k = self.camera_intrinsics(camera)
+        k[0, 2] -= 0.5
+        k[1, 2] -= 0.5
+        return CameraModel(k=k, width=self.width, height=self.height, base_from_camera=self.camera_extrinsics(camera),
+                           name=camera, min_depth_m=0.1, max_depth_m=3.0)
+
+    def rgbd_frame(self, camera: str = "base", stamp_ns: int = 0) -> RGBDFrame:
+        """Colour, aligned depth and the simulator's instance masks of the items in the scene
+        (instance i = the i-th catalogue item; trays, table and robot are background), for the
+        ``sim`` segmenter."""
+        seg = self.render_camera(camera, "segmentation")
+        lut = np.zeros(self.model.ngeom + 1, dtype=np.int32)
+        names = {}
+        for geom, item in self.item_geom.items():
+            if item in self._active:
+                lut[geom] = ITEM_INDEX[item]
+                names[ITEM_INDEX[item]] = item
+        instances = lut[np.where(seg >= 0, seg, self.model.ngeom)]
+        return RGBDFrame(rgb=self.render_camera(camera), depth_m=self.render_camera(camera, "depth"),
+                         camera=self.camera_model(camera), stamp_ns=stamp_ns, instances=instances,
+                         instance_names=names)
 
     # ------------------------------------------------------------------ snapshots
     def snapshot(self) -> bytes:

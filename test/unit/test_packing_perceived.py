@@ -1,0 +1,160 @@
+"""The packing skills on perception only: estimates against the simulator's truth, pick and place
+with every decision taken from the base camera and the arm's joints, and the rules for held and
+still items."""
+
+from __future__ import annotations
+
+import inspect
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from r3.lowlevel.grounding import SimGrounder
+from r3.lowlevel.perceived import ArmReading, PerceivedFrame, PerceivedScene, SeenItem
+from r3.packing_episode import PackingCell
+from r3.perception.camera import CameraModel, look_at
+from r3.tasks.packing.workcell import ITEM_SPECS, TRAY_SPECS
+
+MM = 1e-3
+
+
+@pytest.fixture(scope="module")
+def cell():
+    return PackingCell.build(grounding="perception")
+
+
+def _fresh(cell, layout):
+    cell.env.reset(seed=0)
+    cell.env.set_layout(layout)
+    return cell
+
+
+def test_estimates_match_the_simulator_on_task_layouts(cell):
+    env, scene = cell.env, cell.grounder
+    truth = SimGrounder(env)
+    errors = []
+    for task, seed in (("1", 0), ("3", 4), ("4", 1), ("7", 2), ("9", 0), ("12", 3)):
+        env.reset(seed=seed, options={"task": task})
+        for label in env.state().items:
+            est, true = scene.estimate(label), truth.estimate(label)
+            assert est is not None, f"task {task} seed {seed}: {label} not seen"
+            yaw = 0.0 if ITEM_SPECS[label].shape == "cylinder" else abs(math.remainder(est.yaw - true.yaw, math.pi))
+            errors.append((math.dist(est.centre[:2], true.centre[:2]), abs(est.centre[2] - true.centre[2]), yaw,
+                           np.abs(np.subtract(est.size, true.size)).max()))
+    errors = np.array(errors)
+    # At 320x240 one pixel spans about 5 mm on the trays: centres within a pixel, sizes within two.
+    within = (errors[:, 0] < 5 * MM) & (errors[:, 1] < 5 * MM) & (errors[:, 2] < math.radians(6)) & (
+        errors[:, 3] < 10 * MM)
+    assert len(errors) >= 25 and within.mean() >= 0.95, errors[~within]
+
+
+def test_points_and_containers_round_trip(cell):
+    env, scene = _fresh(cell, {"soup can": (0.30, 0.0, 0.0), "sugar box": (0.30, 0.2, 0.0)}).env, cell.grounder
+    for name, tray in TRAY_SPECS.items():
+        spot = (tray.centre[0] + 0.03, tray.centre[1] - 0.02, tray.floor)
+        hit = scene.at_point(scene.project(spot), containers_only=True)
+        assert hit.tray == name and math.dist(hit.xyz, spot) < 1e-9
+    hit = scene.at_point(scene.project((0.30, -0.3, 0.0)), containers_only=True)
+    assert hit.label == "table" and math.dist(hit.xyz, (0.30, -0.3, 0.0)) < 1e-9
+    assert scene.project((0.3, 0.0, 1.5)) is None  # above the camera's view
+    for label in ("soup can", "sugar box"):
+        point = scene.locate(label)
+        assert scene.at_point(point).label == label  # GroundPoint on the frame names the item
+    assert scene.locate("coffee mug") is None  # not in the scene
+
+
+def test_pick_and_place_through_perception(cell):
+    env = _fresh(cell, {"soup can": (0.30, 0.0, 0.0), "sugar box": (0.30, 0.2, 0.0)}).env
+    a, g = cell.actions, cell.grounder
+    can, sugar, tray = g.locate("soup can"), g.locate("sugar box"), g.locate("medium tray")
+    assert a.pick("soup can", sugar).reason == "label_mismatch"
+    assert a.place("soup can", tray).reason == "nothing_held"
+    assert a.pick("soup can", can).ok
+    assert env.state().held == "soup can" and a.state().held == "soup can"  # truth and perception agree
+    assert a.pick("sugar box", sugar).reason == "gripper_not_empty"
+    assert a.place("soup can", g.project((0.30, 0.2, 0.0))).reason == "no_room_at_point"
+    assert a.place("soup can", tray).ok
+    assert env.state().held is None and a.state().held is None
+    assert env.state().tray_of("soup can") == "medium" and a.state().tray_of("soup can") == "medium"
+
+
+def test_policy_on_perception_never_reads_the_simulator_state(cell, monkeypatch):
+    """Only the simulated robot's driver (the sim executor: MoveIt's planning scene on a real cell)
+    may read the simulator's state; the policy, the skills and the grounder see the camera."""
+    env = _fresh(cell, {"foam brick": (0.28, -0.1, 0.0), "tuna fish can": (0.30, 0.15, 0.0)}).env
+    state, callers = env.state, set()
+
+    def watched_state():
+        caller = Path(inspect.stack()[1].filename)
+        callers.add(f"{caller.parent.name}/{caller.name}")
+        return state()
+
+    monkeypatch.setattr(env, "state", watched_state)
+    result = cell.policy.follow("Pack the foam brick into the large tray.", np.random.default_rng(3))
+    monkeypatch.undo()
+    assert result.success, result.reason
+    assert env.state().tray_of("foam brick") == "large"
+    assert callers <= {"execution/sim.py", "packing/env.py"}, callers  # the driver and the simulator itself
+
+
+class _Scripted:
+    """A perception source that reports given frames (for the held and still rules)."""
+
+    camera = CameraModel(k=np.array([[300.0, 0, 159.5], [0, 300.0, 119.5], [0, 0, 1]]), width=320, height=240,
+                         base_from_camera=look_at((1.0, 0.0, 1.0), (0.4, 0.0, 0.0)))
+
+    def __init__(self):
+        self.frame = PerceivedFrame(0, {})
+        self.reading = ArmReading((0.3, 0.0, 0.4), 0.0, 0.0, ())
+
+    def observe(self):
+        return self.frame
+
+    def ground(self, u, v):
+        return "no_object_at_point"
+
+    def arm(self):
+        return self.reading
+
+
+def _item(xy, top, bottom, label="foam brick"):
+    return SeenItem(label, (*xy, top), 0.0, (0.075, 0.05), bottom)
+
+
+def test_held_needs_closed_fingers_on_a_lifted_item_at_the_hand():
+    source = _Scripted()
+    scene = PerceivedScene(source)
+    source.frame = PerceivedFrame(0, {"foam brick": _item((0.3, 0.0), 0.05, 0.002)})
+    assert scene.state().held is None  # resting: its size is remembered
+    source.reading = ArmReading((0.3, 0.0, 0.40), math.pi / 2, 0.05, ())
+    source.frame = PerceivedFrame(1, {"foam brick": _item((0.31, 0.0), 0.41, 0.37)})
+    s = scene.state()
+    assert s.held == "foam brick"
+    est = scene.estimate("foam brick")
+    # The remembered size; the yaw turned with the hand; the top is the visible bottom plus the height.
+    assert est.size == pytest.approx((0.05, 0.075, 0.05))
+    assert abs(math.remainder(est.yaw - math.pi / 2, math.pi)) < 1e-9
+    assert est.centre == pytest.approx((0.3, 0.0, 0.37 + 0.025))
+    source.reading = ArmReading((0.3, 0.0, 0.40), math.pi / 2, 0.0, ())  # fingers closed on nothing
+    assert scene.state().held is None
+    source.reading = ArmReading((0.5, 0.2, 0.40), math.pi / 2, 0.05, ())  # the item is elsewhere
+    assert scene.state().held is None
+
+
+def test_an_item_is_still_after_a_window_without_motion():
+    source = _Scripted()
+    scene = PerceivedScene(source, still_window_s=0.25, still_tolerance=0.003)
+    step = 50_000_000
+    stills = []
+    for i in range(12):  # falls for 4 steps, then rests
+        z = max(0.05, 0.15 - 0.025 * i)
+        source.frame = PerceivedFrame(i * step, {"foam brick": _item((0.3, 0.0), z, z - 0.05)})
+        stills.append(scene.state().items["foam brick"].still)
+    assert stills == [False] * 9 + [True] * 3  # at rest from step 4; 0.25 s later, still
+
+
+def test_unknown_grounding_is_refused():
+    with pytest.raises(ValueError, match="unknown grounding 'lidar'"):
+        PackingCell.build(grounding="lidar")

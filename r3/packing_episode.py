@@ -24,7 +24,7 @@ from r3.episode import BLANK_IMAGE, Trajectory, TrajectoryStep, policy_seed
 from r3.execution.sim import SimExecutor
 from r3.lowlevel.grounding import Grounder, SimGrounder
 from r3.lowlevel.packing import PackingPolicy, PackingPolicyConfig
-from r3.lowlevel.perceived import LocalPerception, PerceivedScene
+from r3.lowlevel.perceived import LocalPerception, PerceivedScene, PerceptionSource
 from r3.lowlevel.semantic import SemanticActions
 from r3.reasoning.backends.base import ReasonerBackend, ReasoningBudget
 from r3.reasoning.expert import NO_BUDGET
@@ -54,7 +54,10 @@ class PackingCell:
     policy: PackingPolicy
 
     @classmethod
-    def build(cls, env=None, policy_config: PackingPolicyConfig | None = None, grounding: str = "sim") -> PackingCell:
+    def build(cls, env=None, policy_config: PackingPolicyConfig | None = None, grounding: str = "sim",
+              source: PerceptionSource | None = None) -> PackingCell:
+        """``source``: where ``perception`` grounding gets detections (default: in-process rendering
+        and r3.perception; the packing sim node passes the perception node's, over ROS)."""
         if grounding not in GROUNDINGS:
             raise ValueError(f"unknown grounding {grounding!r}; expected one of {', '.join(GROUNDINGS)}")
         if env is None:
@@ -65,7 +68,7 @@ class PackingCell:
         if grounding == "sim":
             grounder, state = SimGrounder(env), env.state
         else:
-            grounder = PerceivedScene(LocalPerception(env))
+            grounder = PerceivedScene(source or LocalPerception(env))
             state = grounder.state
         actions = SemanticActions(executor, grounder, state)
         policy = PackingPolicy(actions, grounder, lambda: env.step(env.joint_targets), policy_config)

@@ -9,6 +9,12 @@ executor in-process. Images, state and a snapshot are published at every decisio
 reset, an instruction or a move), all with one stamp, so the reasoner sees the state it decides on.
 Sim time advances 50 ms per control step and never goes back, across resets too.
 
+``grounding`` chooses how the packing policy sees the scene: ``sim`` (the simulator's item poses) or
+``perception`` (the perception node's DetectedObjects and GroundPoint only, ``r3_ros.perception_client``).
+For the latter, whenever the policy looks after something moved, the node publishes a base-camera
+frame as an RGB-D camera would (colour, camera_info, aligned 32FC1 depth) plus the instance mask
+the perception node's ``sim`` backend segments with.
+
 The arm takes no control step once its goal is cancelled, once a stop of the goal's family arrives on
 ``/r3/stop_motion``, or (FollowInstruction only, whose client is the reasoner) once the reasoner falls
 silent for ``client_timeout_s`` (watchdog): ``r3_ros.stop.MotionGuard``, asked by the sim executor
@@ -29,23 +35,29 @@ from rclpy.node import Node
 from rclpy.qos import QoSDurabilityPolicy, QoSProfile
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import CameraInfo, Image, JointState
+from std_msgs.msg import String
 
 from r3.graph import names
-from r3.packing_episode import PackingCell
+from r3.lowlevel.packing import PolicyResult
+from r3.lowlevel.perceived import arm_reading, scene_key
+from r3.packing_episode import GROUNDINGS, PackingCell
 from r3.sim.packing import scene
-from r3.sim.packing.env import PackingEnv
+from r3.sim.packing.env import ITEM_INDEX, PackingEnv
 from r3_msgs.action import FollowInstruction, MoveToPose
 from r3_msgs.msg import PrivilegedState, SceneSnapshot
 from r3_msgs.srv import ResetScene
 from r3_ros.conversions import (
     camera_info_msg,
+    depth_to_msg,
     image_to_msg,
+    instances_to_msg,
     ns_to_stamp,
     packing_state_to_msg,
     move_goal_to_target,
 )
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
+from r3_ros.perception_client import PerceptionUnavailable, RosPerception
 from r3_ros.spin import run_node
 from r3_ros.stop import MotionGuard, end_stopped
 
@@ -68,11 +80,22 @@ class PackingSimNode(Node):
         self.declare_parameter("image_width", 320)
         self.declare_parameter("image_height", 240)
         self.declare_parameter("base_frame", "panda_link0")  # the arm base is the world origin
+        self.declare_parameter("grounding", "sim")
+        self.declare_parameter("perception_timeout_s", 10.0)
         width, height = self.get_parameter("image_width").value, self.get_parameter("image_height").value
         self.base_frame = self.get_parameter("base_frame").value
-        self.cell = PackingCell.build(PackingEnv(width=width, height=height))
-        self.env = self.cell.env
-        self.env.reset(seed=0)
+        grounding = self.get_parameter("grounding").value
+        if grounding not in GROUNDINGS:
+            raise ValueError(f"grounding must be one of {', '.join(GROUNDINGS)}, got {grounding!r}")
+        env = PackingEnv(width=width, height=height)
+        env.reset(seed=0)
+        self.env = env
+        self._frame_key, self._frame_ns = None, 0
+        source = None
+        if grounding == "perception":
+            source = RosPerception(self, env.camera_model("base"), self.capture, lambda: arm_reading(env),
+                                   float(self.get_parameter("perception_timeout_s").value))
+        self.cell = PackingCell.build(env, grounding=grounding, source=source)
         self.lock = threading.Lock()  # one goal or reset acts on the env at a time
         self.episode_id, self.task = "", ""
         self.base_ns = 0  # sim time of the current episode's step 0
@@ -83,6 +106,10 @@ class PackingSimNode(Node):
         self.clock_pub = self.create_publisher(ClockMsg, names.CLOCK, 10)
         self.state_pub = self.create_publisher(PrivilegedState, names.PRIVILEGED_STATE, LATCHED)
         self.snapshot_pub = self.create_publisher(SceneSnapshot, names.SCENE_SNAPSHOT, 10)
+        self.depth_pub = self.create_publisher(Image, names.CAMERA_DEPTH, 5)
+        self.instances_pub = self.create_publisher(Image, names.SIM_INSTANCES, 5)
+        instance_names = self.create_publisher(String, names.SIM_INSTANCE_NAMES, LATCHED)
+        instance_names.publish(String(data=json.dumps({str(i): item for item, i in ITEM_INDEX.items()})))
         group = ReentrantCallbackGroup()
         self.create_service(ResetScene, names.RESET_SCENE, self.on_reset, callback_group=group)
         for action, name, execute in ((FollowInstruction, names.FOLLOW_INSTRUCTION, self.follow),
@@ -129,6 +156,8 @@ class PackingSimNode(Node):
             self.cell.executor.on_step = lambda _: self.on_control_step()
             try:
                 outcome = self.cell.policy.follow(goal.instruction, np.random.default_rng(goal.seed))
+            except PerceptionUnavailable as exc:
+                outcome = PolicyResult(False, f"error: perception: {exc}", 0)
             finally:
                 self.cell.executor.on_step = self.cell.executor.should_stop = None
                 self.heartbeat.state = "idle"
@@ -193,6 +222,26 @@ class PackingSimNode(Node):
         return True
 
     # -- publishing (called with the lock held) ------------------------------------------------
+    def capture(self, resend: bool = False) -> int:
+        """The base camera's RGB-D frame and instance mask of the scene as it is now, published once
+        per scene state (again with ``resend``); returns its stamp (the perception client waits for
+        its detections)."""
+        key = scene_key(self.env)
+        if key == self._frame_key and not resend:
+            return self._frame_ns
+        stamp_ns = self.now_ns
+        stamp = ns_to_stamp(stamp_ns)
+        frame = self.env.rgbd_frame("base", stamp_ns)
+        optical = "base_camera_color_optical_frame"
+        self.clock_pub.publish(ClockMsg(clock=stamp))
+        image_pub, info_pub = self.image_pubs["base"]
+        info_pub.publish(camera_info_msg(frame.camera.k, self.env.width, self.env.height, stamp, optical))
+        self.instances_pub.publish(instances_to_msg(frame.instances, stamp, optical))
+        self.depth_pub.publish(depth_to_msg(frame.depth_m, stamp, optical, encoding="32FC1"))
+        image_pub.publish(image_to_msg(frame.rgb, stamp, optical))
+        self._frame_key, self._frame_ns = key, stamp_ns
+        return stamp_ns
+
     def publish_settled(self):
         """A decision point: time, joints, both cameras, the privileged state and a snapshot, one stamp."""
         stamp = ns_to_stamp(self.now_ns)
@@ -201,7 +250,7 @@ class PackingSimNode(Node):
         for cam, (image_pub, info_pub) in self.image_pubs.items():
             frame = f"{cam}_camera_color_optical_frame"
             image_pub.publish(image_to_msg(self.env.render_camera(cam), stamp, frame))
-            info_pub.publish(camera_info_msg(self.env.camera_intrinsics(cam), self.env.width, self.env.height,
+            info_pub.publish(camera_info_msg(self.env.camera_model(cam).k, self.env.width, self.env.height,
                                              stamp, frame))
         state, instance = self.env.state(), self.env.task_instance
         msg = PrivilegedState(episode_id=self.episode_id, control_step=self.env.elapsed_steps, suite="packing",

@@ -5,18 +5,26 @@ are paired by stamp (approximate sync), and a pair older than ``max_frame_age_s`
 clock is refused. A worker thread processes the newest accepted pair whenever it is free (ZAP's
 background perception), so a slow segmenter skips frames instead of queueing them. GroundPoint
 answers on the last processed frame. The segmenter is built once, when the node is constructed.
+
+The ``sim`` backend segments with the simulator's instance masks: a 32SC1 image on
+``/sim/privileged/instances`` with the colour image's stamp, and the id -> name table (latched JSON)
+on ``/sim/privileged/instance_names``; a frame waits up to ``instance_wait_s`` for its mask.
 """
 
 from __future__ import annotations
 
+import json
 import threading
+import time
+from collections import OrderedDict
 
 import numpy as np
 import transforms3d
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import qos_profile_sensor_data
+from rclpy.qos import QoSDurabilityPolicy, QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image
+from std_msgs.msg import String
 
 from r3.graph import names
 from r3.perception.annotate import annotate
@@ -32,6 +40,7 @@ from r3_ros.conversions import (
     image_to_msg,
     msg_to_depth,
     msg_to_image,
+    msg_to_instances,
     ns_to_stamp,
     stamp_to_ns,
 )
@@ -54,7 +63,10 @@ PARAMETERS = {
     "max_frame_age_s": 1.0,
     "sync_slop_s": 0.02,
     "query": [""],  # initial names; [""] = none (ROS cannot type an empty list default)
+    "instance_wait_s": 1.0,  # sim backend: how long a frame waits for its instance mask
 }
+#: Instance masks kept for frames still on their way.
+INSTANCE_QUEUE = 8
 
 
 class PerceptionNode(Node):
@@ -77,6 +89,8 @@ class PerceptionNode(Node):
         self.sync = PairSync(self.p["sync_slop_s"])
         self.info: CameraInfo | None = None
         self.refused_stale = 0
+        self.instances: OrderedDict[int, Image] = OrderedDict()  # stamp -> mask (sim backend)
+        self.instance_names: dict[int, str] = {}
 
         sensors = MutuallyExclusiveCallbackGroup()
         self.create_subscription(Image, names.CAMERA_IMAGE, lambda m: self.on_image(0, m), qos_profile_sensor_data,
@@ -84,6 +98,10 @@ class PerceptionNode(Node):
         self.create_subscription(Image, names.CAMERA_DEPTH, lambda m: self.on_image(1, m), qos_profile_sensor_data,
                                  callback_group=sensors)
         self.create_subscription(CameraInfo, names.CAMERA_INFO, self.on_info, qos_profile_sensor_data,
+                                 callback_group=sensors)
+        self.create_subscription(Image, names.SIM_INSTANCES, self.on_instances, 10, callback_group=sensors)
+        self.create_subscription(String, names.SIM_INSTANCE_NAMES, self.on_instance_names,
+                                 QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL),
                                  callback_group=sensors)
         self.objects_pub = self.create_publisher(DetectedObjects, names.DETECTED_OBJECTS, 10)
         self.annotated_pub = self.create_publisher(Image, names.PERCEPTION_ANNOTATED, 5)
@@ -125,6 +143,16 @@ class PerceptionNode(Node):
     def on_info(self, msg: CameraInfo) -> None:
         self.info = msg
 
+    def on_instances(self, msg: Image) -> None:
+        with self.wake:
+            self.instances[stamp_to_ns(msg.header.stamp)] = msg
+            while len(self.instances) > INSTANCE_QUEUE:
+                self.instances.popitem(last=False)
+            self.wake.notify_all()
+
+    def on_instance_names(self, msg: String) -> None:
+        self.instance_names = {int(k): v for k, v in json.loads(msg.data).items()}
+
     def on_image(self, stream: int, msg: Image) -> None:
         pair = self.sync.add(stream, stamp_to_ns(msg.header.stamp), msg)
         if pair is None or self.info is None:
@@ -164,7 +192,24 @@ class PerceptionNode(Node):
         camera = CameraModel(k=np.array(info.k), width=info.width, height=info.height,
                              base_from_camera=self.extrinsics, name=self.p["camera_name"],
                              min_depth_m=self.p["min_depth_m"], max_depth_m=self.p["max_depth_m"])
-        return RGBDFrame(rgb=msg_to_image(colour), depth_m=msg_to_depth(depth), camera=camera, stamp_ns=stamp_ns)
+        instances = instance_names = None
+        if self.p["backend"] == "sim":
+            mask = self._instance_mask(stamp_ns)
+            if mask is None:
+                raise ValueError(f"no simulator instance mask stamped {stamp_ns} ns within {self.p['instance_wait_s']} s")
+            instances, instance_names = msg_to_instances(mask), dict(self.instance_names)
+        return RGBDFrame(rgb=msg_to_image(colour), depth_m=msg_to_depth(depth), camera=camera, stamp_ns=stamp_ns,
+                         instances=instances, instance_names=instance_names)
+
+    def _instance_mask(self, stamp_ns: int) -> Image | None:
+        deadline = time.monotonic() + self.p["instance_wait_s"]
+        with self.wake:
+            while stamp_ns not in self.instances:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self.running:
+                    return None
+                self.wake.wait(left)
+            return self.instances[stamp_ns]
 
     # -- services ----------------------------------------------------------------------------------
     def on_ground(self, request: GroundPoint.Request, response: GroundPoint.Response) -> GroundPoint.Response:

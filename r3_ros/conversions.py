@@ -112,6 +112,22 @@ def msg_to_depth(msg: Image) -> np.ndarray:
     return depth.astype(np.float32) / 1000.0 if dtype.kind == "u" else depth.astype(np.float32)
 
 
+def instances_to_msg(ids: np.ndarray, stamp: Time, frame_id: str) -> Image:
+    """HxW instance ids (0 = background) -> sensor_msgs/Image ``32SC1``."""
+    h, w = ids.shape
+    msg = Image(height=h, width=w, encoding="32SC1", is_bigendian=0, step=w * 4)
+    msg.header.stamp, msg.header.frame_id = stamp, frame_id
+    msg.data = np.ascontiguousarray(ids.astype("<i4")).tobytes()
+    return msg
+
+
+def msg_to_instances(msg: Image) -> np.ndarray:
+    if msg.encoding != "32SC1":
+        raise ValueError(f"instance image encoding {msg.encoding!r}: expected 32SC1")
+    rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
+    return rows[:, : msg.width * 4].copy().view("<i4").reshape(msg.height, msg.width).astype(np.int32)
+
+
 def detections_to_msg(detections, msg: DetectedObjects, camera: str) -> DetectedObjects:
     """Fill ``msg.objects`` from perception detections; an object without a 3D estimate (too few
     valid depth pixels) gets NaN centroid, heights and top surface, zero axes and extent."""

@@ -63,10 +63,16 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
             names.CLOCK: "rosgraph_msgs/msg/Clock",
             names.PRIVILEGED_STATE: "r3_msgs/msg/PrivilegedState",
             names.SCENE_SNAPSHOT: "r3_msgs/msg/SceneSnapshot",
+            # grounding: perception: what the perception node's sim backend reads
+            names.CAMERA_DEPTH: "sensor_msgs/msg/Image",
+            names.SIM_INSTANCES: "sensor_msgs/msg/Image",
+            names.SIM_INSTANCE_NAMES: "std_msgs/msg/String",
             **HEARTBEAT,
         },
-        subscribes={**STOP_MOTION, names.HEARTBEAT: "r3_msgs/msg/Heartbeat"},
+        subscribes={**STOP_MOTION, names.HEARTBEAT: "r3_msgs/msg/Heartbeat",
+                    names.DETECTED_OBJECTS: "r3_msgs/msg/DetectedObjects"},
         services=[names.RESET_SCENE],
+        service_clients=[names.GROUND_POINT],
         actions=[names.FOLLOW_INSTRUCTION, names.MOVE_TO_POSE],
     ),
     "r3_lowlevel_node": NodeInterface(
@@ -107,6 +113,9 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
             names.CAMERA_IMAGE: "sensor_msgs/msg/Image",
             names.CAMERA_DEPTH: "sensor_msgs/msg/Image",
             names.CAMERA_INFO: "sensor_msgs/msg/CameraInfo",
+            # backend: sim only
+            names.SIM_INSTANCES: "sensor_msgs/msg/Image",
+            names.SIM_INSTANCE_NAMES: "std_msgs/msg/String",
         },
         services=[names.GROUND_POINT, names.SET_PERCEPTION_QUERY],
     ),

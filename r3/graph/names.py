@@ -17,6 +17,10 @@ PUSHER_COMMAND = "/pusher/command"
 
 PRIVILEGED_STATE = "/sim/privileged/state"
 SCENE_SNAPSHOT = "/sim/snapshot"
+#: The base camera's per-pixel instance ids (32SC1, aligned with colour and depth), for the
+#: perception node's sim backend (ground truth, so privileged).
+SIM_INSTANCES = "/sim/privileged/instances"
+SIM_INSTANCE_NAMES = "/sim/privileged/instance_names"  # std_msgs/String, latched: JSON {"id": "name"}
 RESET_SCENE = "/sim/reset_scene"
 
 FOLLOW_INSTRUCTION = "/r3/follow_instruction"

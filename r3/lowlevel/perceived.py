@@ -263,7 +263,7 @@ class LocalPerception:
         return self.env.camera_model(self.camera_name)
 
     def observe(self) -> PerceivedFrame:
-        key = self.env.data.qpos.tobytes() + self.env.elapsed_steps.to_bytes(8, "little")
+        key = scene_key(self.env)
         if key != self._key:  # something moved: a new frame
             stamp = self.env.elapsed_steps * round(scene.CONTROL_DT * 1e9)
             detections = self.perception.process(self.env.rgbd_frame(self.camera_name, stamp))
@@ -279,8 +279,19 @@ class LocalPerception:
         return self.perception.detections[r.mask_id - 1].label, tuple(float(c) for c in r.target)
 
     def arm(self) -> ArmReading:
-        tcp, R = self.env.tcp_pose()
-        joints = self.env.data.qpos[self.env.arm_qpos]
-        opening = float(self.env.data.qpos[self.env.finger_qpos].sum())
-        yaw = float(np.arctan2(R[1, 1], R[0, 1])) if R[2, 2] < -0.9 else None
-        return ArmReading(tuple(float(v) for v in tcp), yaw, opening, tuple(float(v) for v in joints))
+        return arm_reading(self.env)
+
+
+def arm_reading(env) -> ArmReading:
+    """The simulated arm's proprioception: joint positions, finger opening, and the TCP pose that
+    forward kinematics gives for them (MuJoCo's, as a real driver's URDF model would)."""
+    tcp, R = env.tcp_pose()
+    joints = env.data.qpos[env.arm_qpos]
+    opening = float(env.data.qpos[env.finger_qpos].sum())
+    yaw = float(np.arctan2(R[1, 1], R[0, 1])) if R[2, 2] < -0.9 else None
+    return ArmReading(tuple(float(v) for v in tcp), yaw, opening, tuple(float(v) for v in joints))
+
+
+def scene_key(env) -> bytes:
+    """Changes whenever anything in the simulated scene may have moved (a new frame is due)."""
+    return env.data.qpos.tobytes() + env.elapsed_steps.to_bytes(8, "little")

@@ -1,5 +1,6 @@
 """The packing loop over ROS 2: the sim_packing graph as processes (`r3 run --suite packing`), recorded,
-deciding exactly as the in-process loop does, and the simulated arm driver's MoveToPose action."""
+deciding exactly as the in-process loop does (the policy seeing through the perception node), and the
+simulated arm driver's MoveToPose action."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from r3.data.bags import COMPLETE, read_episode_info, read_messages
 from r3.graph import names
 from r3.graph.description import load_profile, unmatched_subscriptions
-from r3.packing_episode import run_packing_episode
+from r3.packing_episode import PackingCell, run_packing_episode
 from r3.reasoning.backends import make_backend
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -40,7 +41,9 @@ def test_packing_episode_through_the_graph_is_recorded_and_matches_in_process(tm
     instructions = eval(re.search(r"^instructions: (\[.*\])$", run.stdout, re.MULTILINE).group(1))
     progress = float(re.search(r"^progress: (\d+)%", run.stdout, re.MULTILINE).group(1)) / 100
 
-    expected = run_packing_episode("4", 0, make_backend("expert"), max_steps=DECISIONS, render=False)
+    # The profile's policy sees through the perception node: in-process, the same perception code.
+    expected = run_packing_episode("4", 0, make_backend("expert"), cell=PackingCell.build(grounding="perception"),
+                                   max_steps=DECISIONS, render=False)
     assert instructions == [s.instruction for s in expected.steps]
     assert progress == pytest.approx(expected.progress, abs=0.01)
 
@@ -59,6 +62,9 @@ def test_packing_episode_through_the_graph_is_recorded_and_matches_in_process(tm
     assert len(by_topic[names.INSTRUCTION_OUTCOMES]) == DECISIONS
     assert by_topic[names.SCENE_SNAPSHOT][0].format == "r3-packing-snapshot/1"
     assert by_topic[names.PRIVILEGED_STATE][-1].suite == "packing"
+    seen = by_topic[names.DETECTED_OBJECTS]  # the policy's looks, each with the items' top surfaces
+    assert len(seen) >= DECISIONS and {o.label for o in seen[0].objects} >= {"gelatin box", "foam brick"}
+    assert all(math.isfinite(o.top_centre.z) for o in seen[0].objects)
 
 
 def test_move_to_pose_refuses_bad_targets_and_reaches_good_ones():

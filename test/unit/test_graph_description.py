@@ -7,7 +7,9 @@ import sys
 import types
 from pathlib import Path
 
+import numpy as np
 import pytest
+import transforms3d
 import yaml
 
 from r3.graph import names
@@ -21,6 +23,7 @@ from r3.graph.description import (
     unmatched_subscriptions,
 )
 from r3.graph.supervisor import Supervisor, ros_arguments
+from r3.tasks.packing.workcell import ITEM_SPECS
 
 ROOT = Path(__file__).resolve().parents[2]
 VENDOR_PROFILES = ("gazebo", "isaac")
@@ -287,3 +290,20 @@ def test_launch_file_maps_every_member(monkeypatch, profile_name):
         bridge = nodes[0].kwargs
         assert (bridge["package"], bridge["executable"]) == ("ros_gz_bridge", "parameter_bridge")
         assert bridge["parameters"] == [{"config_file": str(ROOT / "config" / "gazebo" / "bridge.yaml")}]
+
+
+def test_sim_packing_perception_sees_with_the_simulators_camera():
+    """The perception node's extrinsics in sim_packing are the packing base camera's pose."""
+    from r3.sim.packing.env import PackingEnv
+
+    member = next(m for m in load_profile("sim_packing").members if m.name == "r3_perception_node")
+    x, y, z, qx, qy, qz, qw = member.parameters["base_from_camera"]
+    rot = transforms3d.quaternions.quat2mat([qw, qx, qy, qz])
+    env = PackingEnv()
+    env.reset(seed=0)
+    truth = env.camera_extrinsics("base")
+    env.close()
+    assert np.allclose(truth[:3, 3], (x, y, z), atol=1e-6) and np.allclose(truth[:3, :3], rot, atol=1e-6)
+    packing = next(m for m in load_profile("sim_packing").members if m.name == "r3_packing_sim_node")
+    assert packing.parameters["grounding"] == "perception"
+    assert set(member.parameters["query"]) == set(ITEM_SPECS)

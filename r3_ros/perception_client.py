@@ -1,0 +1,97 @@
+"""A :class:`~r3.lowlevel.perceived.PerceptionSource` over ROS: the perception node's
+DetectedObjects and GroundPoint, for a packing policy that sees only through perception.
+
+``capture(resend=False)`` is the camera side: it makes sure a frame of the scene as it is now has
+gone out (again, with ``resend``) and returns that frame's stamp (a simulator publishes one on demand; a streaming camera would return
+the newest stamp). ``observe`` then waits for the DetectedObjects of exactly that stamp, so the
+policy never acts on a frame from before its last motion; ``ground`` calls GroundPoint on it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+from rclpy.callback_groups import ReentrantCallbackGroup
+
+from r3.graph import names
+from r3.lowlevel.perceived import ArmReading, PerceivedFrame, SeenItem
+from r3.perception.camera import CameraModel
+from r3_msgs.msg import DetectedObjects
+from r3_msgs.srv import GroundPoint
+from r3_ros.conversions import stamp_to_ns
+
+#: DetectedObjects kept by stamp while the policy may still ask about them.
+KEEP = 8
+#: Seconds to wait for a frame's detections before sending the frame again.
+RESEND_S = 1.0
+
+
+class PerceptionUnavailable(RuntimeError):
+    """The perception node did not answer in time (not running, or too slow)."""
+
+
+class RosPerception:
+    def __init__(self, node, camera: CameraModel, capture: Callable[..., int], arm: Callable[[], ArmReading],
+                 timeout_s: float = 10.0):
+        self.camera, self.capture, self.arm, self.timeout_s = camera, capture, arm, timeout_s
+        group = ReentrantCallbackGroup()
+        self.client = node.create_client(GroundPoint, names.GROUND_POINT, callback_group=group)
+        node.create_subscription(DetectedObjects, names.DETECTED_OBJECTS, self._on_objects, 10, callback_group=group)
+        self._cv = threading.Condition()
+        self._objects: OrderedDict[int, DetectedObjects] = OrderedDict()
+
+    def _on_objects(self, msg: DetectedObjects) -> None:
+        with self._cv:
+            self._objects[stamp_to_ns(msg.header.stamp)] = msg
+            while len(self._objects) > KEEP:
+                self._objects.popitem(last=False)
+            self._cv.notify_all()
+
+    def _detections(self, stamp_ns: int) -> DetectedObjects:
+        """The detections of that frame; the frame goes out again every :data:`RESEND_S` meanwhile
+        (camera streams are best effort: a large image can be lost, a streaming camera sends the
+        next one)."""
+        deadline = time.monotonic() + self.timeout_s
+        with self._cv:
+            while stamp_ns not in self._objects:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise PerceptionUnavailable(f"no detections for the frame stamped {stamp_ns} ns within "
+                                                f"{self.timeout_s} s (is r3_perception_node running?)")
+                if not self._cv.wait_for(lambda: stamp_ns in self._objects, min(left, RESEND_S)):
+                    self.capture(resend=True)
+            return self._objects[stamp_ns]
+
+    def observe(self) -> PerceivedFrame:
+        stamp = self.capture()
+        items = {}
+        for o in self._detections(stamp).objects:
+            if math.isfinite(o.top_centre.z):  # objects with too few valid depth pixels have no 3D
+                items[o.label] = SeenItem(o.label, (o.top_centre.x, o.top_centre.y, o.top_centre.z),
+                                          float(o.footprint_yaw), (float(o.footprint[0]), float(o.footprint[1])),
+                                          float(o.bottom_height))
+        return PerceivedFrame(stamp, items)
+
+    def ground(self, u: float, v: float):
+        stamp = self.capture()
+        detections = self._detections(stamp)
+        done = threading.Event()
+        future = self.client.call_async(GroundPoint.Request(label="", u=float(u), v=float(v), purpose="pick"))
+        future.add_done_callback(lambda _: done.set())
+        deadline = time.monotonic() + self.timeout_s
+        if not done.wait(max(deadline - time.monotonic(), 0.0)):
+            self.client.remove_pending_request(future)
+            raise PerceptionUnavailable(f"GroundPoint did not answer within {self.timeout_s} s")
+        r = future.result()
+        if not r.ok:
+            return r.reason
+        if stamp_to_ns(r.target.header.stamp) != stamp:
+            return f"stale_frame: grounded on {stamp_to_ns(r.target.header.stamp)} ns, not {stamp} ns"
+        label = next((o.label for o in detections.objects if o.mask_id == r.mask_id), None)
+        if label is None:
+            return f"unknown_mask: {r.mask_id}"
+        return label, (r.target.point.x, r.target.point.y, r.target.point.z)

@@ -5,7 +5,9 @@
 Prints: back-projection + object statistics for one 640x480 tabletop frame with five objects
 (target: under 5 ms), a full-frame back-projection for scale, SAM 2 tiny's image embedding and
 per-prompt time on CPU (random weights: the time is the architecture's, not the checkpoint's), and
-the round-trip latency of GroundPoint against a running r3_perception_node with the sam2 backend.
+the round-trip latency of GroundPoint against a running r3_perception_node with the sam2 backend,
+and one look of the packing policy on perception (render the 320x240 base camera's colour, depth and
+instance mask, segment, measure every item) plus the state it builds from that look.
 """
 
 from __future__ import annotations
@@ -121,6 +123,26 @@ def ground_point_ms(frame, size: int, calls: int = 20) -> float:
         proc.wait(timeout=20)
 
 
+def packing_look_ms() -> tuple[float, float]:
+    """(one fresh look: render + perception, the perceived state built from it), ms, task 8's layout."""
+    from r3.lowlevel.perceived import LocalPerception, PerceivedScene
+    from r3.sim.packing.env import PackingEnv
+
+    env = PackingEnv()
+    env.reset(seed=0, options={"task": "8"})
+    source = LocalPerception(env)
+    scene = PerceivedScene(source)
+
+    def look():
+        source._key = None  # as after a motion: the frame must be taken again
+        return source.observe()
+
+    look_ms = timed(look, 20)
+    state_ms = timed(scene.state, 50)
+    env.close()
+    return look_ms, state_ms
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sam2-size", type=int, default=1024, help="SAM 2 input side (1024 = released models)")
@@ -138,6 +160,9 @@ def main() -> None:
     if not args.skip_node:
         print(f"GroundPoint round trip over DDS, ms:         {ground_point_ms(frame, args.sam2_size):8.1f}")
     scene.close()
+    look, state = packing_look_ms()
+    print(f"packing policy look (render 320x240 RGB-D + masks, perceive), ms: {look:8.1f}")
+    print(f"perceived packing state from that look, ms:  {state:8.2f}")
 
 
 if __name__ == "__main__":

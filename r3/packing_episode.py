@@ -64,6 +64,9 @@ class PackingCell:
             from r3.sim.packing.env import PackingEnv  # MuJoCo only when no env is given
 
             env = PackingEnv()
+        if grounding == "perception" and policy_config is None:
+            # The grasp-point noise stands in for perception error; with perception the error is real.
+            policy_config = PackingPolicyConfig(grasp_noise=0.0)
         executor = SimExecutor(env)
         if grounding == "sim":
             grounder, state = SimGrounder(env), env.state
@@ -73,6 +76,11 @@ class PackingCell:
         actions = SemanticActions(executor, grounder, state)
         policy = PackingPolicy(actions, grounder, lambda: env.step(env.joint_targets), policy_config)
         return cls(env, executor, grounder, actions, policy)
+
+    def reset(self, seed: int, task: str) -> None:
+        """A new episode: the simulator's layout and task, and a grounder that forgets the last one."""
+        self.env.reset(seed=seed, options={"task": task})
+        self.grounder.forget()
 
     def images(self, render: bool) -> list[np.ndarray]:
         if not render:
@@ -100,7 +108,7 @@ def run_packing_episode(
     """
     cell = cell or PackingCell.build()
     env = cell.env
-    env.reset(seed=seed, options={"task": task})
+    cell.reset(seed, task)
     steps: list[TrajectoryStep] = []
     history_text = ""
     for step in range(max_steps):

@@ -134,7 +134,7 @@ class PackingSimNode(Node):
                 return response
             next_ns = self.now_ns + STEP_NS  # time moves on across a reset, so every stamp is unique
             try:
-                self.env.reset(seed=int(request.seed), options={"task": request.task})
+                self.cell.reset(int(request.seed), request.task)
             except (KeyError, ValueError) as exc:
                 response.ok, response.reason = False, f"cannot reset task {request.task!r}: {exc}"
                 return response

@@ -73,7 +73,7 @@ class RosPerception:
             if math.isfinite(o.top_centre.z):  # objects with too few valid depth pixels have no 3D
                 items[o.label] = SeenItem(o.label, (o.top_centre.x, o.top_centre.y, o.top_centre.z),
                                           float(o.footprint_yaw), (float(o.footprint[0]), float(o.footprint[1])),
-                                          float(o.bottom_height))
+                                          float(o.bottom_height), int(o.valid_points))
         return PerceivedFrame(stamp, items)
 
     def ground(self, u: float, v: float):

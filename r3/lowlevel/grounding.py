@@ -11,7 +11,8 @@ aligned depth, the perception issue) replaces it by implementing the same three 
   container surface is under this point" for place (a perception backend fits the tray's floor
   plane where items hide it);
 * ``project(xyz)``: the image point of a world point (the camera model);
-* ``estimate(label)``: the item's geometry for grasping (centre, yaw, size).
+* ``estimate(label)``: the item's geometry for grasping (centre, yaw, size);
+* ``forget()``: a new episode begins (a grounder with a memory of the scene drops it).
 
 How the sim grounder sees: ``at_point`` casts the camera ray through the pixel (``mj_ray``), which
 is exactly what a segmentation mask plus a depth image would give at that pixel, without
@@ -65,6 +66,7 @@ class Grounder(Protocol):
     def at_point(self, point: tuple[float, float], containers_only: bool = False) -> Grounded | None: ...
     def project(self, xyz) -> tuple[float, float] | None: ...
     def estimate(self, label: str) -> ItemEstimate | None: ...
+    def forget(self) -> None: ...
 
 
 class SimGrounder:
@@ -127,6 +129,9 @@ class SimGrounder:
                 if hit is not None and hit.label == label:
                     return point
         return None
+
+    def forget(self) -> None:
+        """Nothing to forget at a new episode: every answer is read from the simulator."""
 
     def estimate(self, label: str) -> ItemEstimate | None:
         item = self.env.state().items.get(label)

@@ -56,6 +56,8 @@ class PolicyResult:
 class PackingPolicyConfig:
     """Imperfections and budgets of :class:`PackingPolicy`, validated."""
 
+    #: Std (m) of the grasp point's offset: simulated perception error under ``sim`` grounding
+    #: (``r3.packing_episode`` sets it to 0 when the policy sees through perception).
     grasp_noise: float = 0.004
     slip_prob: float = 0.06
     #: Control steps (20 Hz) an instruction may use; R^3 gives 300 steps at 60 Hz (5 s) per instruction,

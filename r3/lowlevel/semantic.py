@@ -137,10 +137,12 @@ class SemanticActions:
             grasps = [(est.yaw, width)]
             if est.size[1] + 2 * self.config.min_finger_gap <= scene.MAX_OPENING:
                 grasps.append((est.yaw + math.pi / 2, est.size[1]))
-            for yaw, across in grasps:
+            # Open just wide enough: fully open fingers would not fit beside an item near a tray wall;
+            # where even that touches, open only the least gap wider than the item.
+            tries = dict.fromkeys((yaw, min(scene.MAX_OPENING, across + 2 * slack)) for yaw, across in grasps
+                                  for slack in (self.config.width_slack, self.config.min_finger_gap))
+            for yaw, opening in tries:
                 quat = top_down_quat(wrist_friendly_yaw(yaw, cx, cy))
-                # Open just wide enough: fully open fingers would not fit beside an item near a tray wall.
-                opening = min(scene.MAX_OPENING, across + 2 * self.config.width_slack)
                 r = self.executor.move_to_pose(PoseTarget((cx, cy, z), quat, opening, self.config.approach_speed,
                                                           approach=above[2] - z))
                 steps += r.control_steps

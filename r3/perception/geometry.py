@@ -13,7 +13,7 @@ import numpy as np
 from r3.perception.camera import CameraModel, RGBDFrame
 
 TOP_HEIGHT_PERCENTILE = 95.0  # ERR: a pick target's height; robust to stray pixels on the rim
-BOTTOM_HEIGHT_PERCENTILE = 2.0  # the lowest visible part, robust to a stray pixel
+BOTTOM_HEIGHT_PERCENTILE = 0.5  # the lowest visible part, robust to a few stray pixels
 #: Points this far (m) below the top height count as the top surface.
 TOP_BAND = 0.004
 
@@ -66,8 +66,8 @@ class ObjectGeometry:
     axes: np.ndarray  # (3, 3): rows are unit principal axes, largest variance first
     extent: np.ndarray  # (3,): size along each axis (max - min of the projections)
     valid_points: int
-    #: For a top-down grasp of a resting object: the centre of its top surface (x, y of the points
-    #: within :data:`TOP_BAND` of the top; z = top height), the yaw (rad, in (-pi/2, pi/2]) of the top
+    #: For a top-down grasp of a resting object: the centre of its top surface (x, y: the middle of
+    #: the extent of the points within :data:`TOP_BAND` of the top; z = top height), the yaw (rad, in (-pi/2, pi/2]) of the top
     #: surface's long horizontal axis, the horizontal size of all points along that axis and across
     #: it (a resting convex object's visible points all lie over its footprint, side faces included),
     #: and the lowest visible height.
@@ -94,10 +94,13 @@ def object_geometry(points: np.ndarray) -> ObjectGeometry:
     surface = points[points[:, 2] >= top - TOP_BAND]
     if len(surface) < 3:
         surface = points
-    top_xy = surface[:, :2].mean(axis=0)
-    yaw = _major_yaw(surface[:, :2] - top_xy)
+    yaw = _major_yaw(surface[:, :2] - surface[:, :2].mean(axis=0))
     along = np.array([np.cos(yaw), np.sin(yaw)])
     across = np.array([-along[1], along[0]])
+    # The middle of the top surface's extent, not its mean: the band also holds the top strip of
+    # the side faces the camera sees, which would pull a mean towards the camera.
+    a, b = surface[:, :2] @ along, surface[:, :2] @ across
+    top_xy = along * (a.min() + a.max()) / 2 + across * (b.min() + b.max()) / 2
     xy = points[:, :2]
     footprint = np.array([np.ptp(xy @ along), np.ptp(xy @ across)])
     return ObjectGeometry(centroid=centroid, top_height=top, axes=axes, extent=extent, valid_points=len(points),

@@ -67,6 +67,55 @@ def test_packing_episode_through_the_graph_is_recorded_and_matches_in_process(tm
     assert all(math.isfinite(o.top_centre.z) for o in seen[0].objects)
 
 
+def test_without_perception_the_policy_ends_with_an_error_and_moves_nothing():
+    """SAFETY.md row 10: a packing policy that sees through perception and gets no detections ends the
+    instruction with an error naming the missing node, the arm holding still."""
+    env = _env()
+    proc = subprocess.Popen([sys.executable, "-m", "r3_packing_sim_node.main", "--ros-args", "-p",
+                             "grounding:=perception", "-p", "perception_timeout_s:=2.0"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        script = f"""
+import time, rclpy
+from rclpy.action import ActionClient
+from rclpy.node import Node
+from r3_msgs.action import FollowInstruction
+from r3_msgs.srv import ResetScene
+from sensor_msgs.msg import JointState
+rclpy.init(); node = Node("probe")
+joints = []
+node.create_subscription(JointState, "{names.JOINT_STATES}", lambda m: joints.append(tuple(m.position)), 100)
+reset = node.create_client(ResetScene, "{names.RESET_SCENE}")
+follow = ActionClient(node, FollowInstruction, "{names.FOLLOW_INSTRUCTION}")
+assert follow.wait_for_server(timeout_sec=60) and reset.wait_for_service(timeout_sec=10)
+done = reset.call_async(ResetScene.Request(suite="packing", task="4", seed=0, episode_id="no-perception"))
+rclpy.spin_until_future_complete(node, done, timeout_sec=60)
+end = time.monotonic() + 1.0
+while time.monotonic() < end: rclpy.spin_once(node, timeout_sec=0.05)
+before = joints[-1]
+goal = FollowInstruction.Goal(instruction="Pack the sugar box into the medium tray.", suite="packing", seed=2)
+sent = follow.send_goal_async(goal); rclpy.spin_until_future_complete(node, sent, timeout_sec=30)
+t = time.monotonic()
+result = sent.result().get_result_async(); rclpy.spin_until_future_complete(node, result, timeout_sec=60)
+end = time.monotonic() + 0.5
+while time.monotonic() < end: rclpy.spin_once(node, timeout_sec=0.05)
+print(result.result().result.reason)
+print(f"{{time.monotonic() - t:.1f}}", all(j == before for j in joints[joints.index(before):]))
+"""
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=env,
+                             check=False)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2, out.stdout + out.stderr
+    assert lines[0].startswith("error: perception: no detections for the frame stamped"), lines[0]
+    assert "is r3_perception_node running?" in lines[0]
+    seconds, still = lines[1].split()
+    assert still == "True"  # no joint moved
+    print(f"\nno perception: the instruction ended after {seconds} s (timeout 2 s), the arm still")
+
+
 def test_move_to_pose_refuses_bad_targets_and_reaches_good_ones():
     """The simulated driver's MoveToPose: a refusal reports why and moves nothing; a valid pose is reached."""
     env = _env()

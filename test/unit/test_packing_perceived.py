@@ -120,7 +120,7 @@ class _Scripted:
 
 
 def _item(xy, top, bottom, label="foam brick"):
-    return SeenItem(label, (*xy, top), 0.0, (0.075, 0.05), bottom)
+    return SeenItem(label, (*xy, top), 0.0, (0.075, 0.05), bottom, 1000)
 
 
 def test_held_needs_closed_fingers_on_a_lifted_item_at_the_hand():
@@ -158,3 +158,51 @@ def test_an_item_is_still_after_a_window_without_motion():
 def test_unknown_grounding_is_refused():
     with pytest.raises(ValueError, match="unknown grounding 'lidar'"):
         PackingCell.build(grounding="lidar")
+
+
+def test_a_small_item_hidden_in_the_hand_is_held():
+    source = _Scripted()
+    scene = PerceivedScene(source)
+    source.frame = PerceivedFrame(0, {"tuna fish can": SeenItem("tuna fish can", (0.3, 0.0, 0.033), 0.4,
+                                                                (0.072, 0.071), 0.004, 600)})
+    assert scene.state().held is None
+    source.reading = ArmReading((0.302, 0.001, 0.15), 0.0, 0.07, ())  # lifted, fingers on something
+    source.frame = PerceivedFrame(1, {})  # the hand hides it
+    s = scene.state()
+    assert s.held == "tuna fish can" and s.items["tuna fish can"].pos == (0.302, 0.001, 0.15)
+    source.reading = ArmReading((0.302, 0.001, 0.15), 0.0, 0.0, ())  # closed on nothing: it fell
+    assert scene.state().held is None
+
+
+def test_yaw_within_the_cameras_resolution_is_axis_aligned_and_round_tops_have_none():
+    source = _Scripted()
+    scene = PerceivedScene(source)
+    source.frame = PerceivedFrame(0, {
+        "foam brick": SeenItem("foam brick", (0.3, 0.0, 0.05), math.radians(2), (0.075, 0.05), 0.002, 900),
+        "candy box": SeenItem("candy box", (0.3, 0.2, 0.04), math.radians(30), (0.10, 0.05), 0.002, 900),
+        "soup can": SeenItem("soup can", (0.3, -0.2, 0.1), math.radians(37), (0.066, 0.064), 0.002, 900)})
+    assert scene.estimate("foam brick").yaw == pytest.approx(math.pi / 2)  # across the long axis
+    assert scene.estimate("candy box").yaw == pytest.approx(math.radians(120))
+    assert scene.estimate("soup can").yaw == 0.0
+
+
+def test_a_resting_item_the_arm_hides_keeps_its_last_clear_view():
+    from r3.sim.packing import scene as cell_scene
+
+    source = _Scripted()
+    scene = PerceivedScene(source)
+    clear = SeenItem("sugar box", (0.42, -0.34, 0.158), 0.0, (0.089, 0.038), 0.01, 1200)
+    source.reading = ArmReading((0.5, 0.0, 0.4), 0.0, 0.0, tuple(np.add(cell_scene.HOME_Q, 0.5)))  # away
+    source.frame = PerceivedFrame(0, {"sugar box": clear})
+    assert scene.state().items["sugar box"].pos[:2] == pytest.approx((0.42, -0.34))
+    part = SeenItem("sugar box", (0.43, -0.31, 0.158), 0.0, (0.06, 0.038), 0.01, 700)  # the arm hides some
+    source.frame = PerceivedFrame(1, {"sugar box": part})
+    assert scene.state().items["sugar box"].pos[:2] == pytest.approx((0.42, -0.34))
+    source.frame = PerceivedFrame(2, {})  # hidden entirely: still there
+    assert scene.state().items["sugar box"].pos[:2] == pytest.approx((0.42, -0.34))
+    source.reading = ArmReading((0.3, 0.0, 0.5), 0.0, 0.0, tuple(cell_scene.HOME_Q))  # home: every view is clear
+    source.frame = PerceivedFrame(3, {"sugar box": part})
+    assert scene.state().items["sugar box"].pos[:2] == pytest.approx((0.43, -0.31))
+    scene.forget()
+    source.frame = PerceivedFrame(4, {})
+    assert scene.state().items == {}

@@ -206,3 +206,19 @@ def test_a_resting_item_the_arm_hides_keeps_its_last_clear_view():
     scene.forget()
     source.frame = PerceivedFrame(4, {})
     assert scene.state().items == {}
+
+
+def test_measured_sizes_snap_to_the_catalogue_only_when_they_match_a_resting_pose():
+    from r3.lowlevel.perceived import _known_size
+
+    assert _known_size("sugar box", (0.040, 0.087, 0.148)) == (0.038, 0.089, 0.150)  # standing
+    assert _known_size("sugar box", (0.037, 0.152, 0.091)) == (0.038, 0.150, 0.089)  # on its side
+    assert _known_size("soup can", (0.064, 0.103, 0.067)) == (0.066, 0.100, 0.066)  # lying, across the diameter
+    assert _known_size("sugar box", (0.060, 0.087, 0.148)) == (0.060, 0.087, 0.148)  # no pose within 1 cm
+
+
+def test_points_off_the_table_ground_to_no_container(cell):
+    scene = cell.grounder
+    assert scene.at_point((500.0, 500.0), containers_only=True).label == "table"  # the optical axis
+    for point in ((500.0, 0.0), (0.0, 0.0), (500.0, 1000.0)):  # beyond the table's far and near edges
+        assert scene.at_point(point, containers_only=True) is None

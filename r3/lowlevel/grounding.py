@@ -32,8 +32,6 @@ from r3.sim.offscreen import mujoco
 from r3.tasks.packing.state import resting_geometry
 from r3.tasks.packing.workcell import ITEM_SPECS, TRAY_SPECS
 
-POINT_SCALE = 1000.0
-
 
 @dataclass(frozen=True)
 class Grounded:
@@ -82,24 +80,10 @@ class SimGrounder:
 
     def project(self, xyz) -> tuple[float, float] | None:
         """Base-camera point (0-1000) of a world point, None when behind the camera or off-image."""
-        T = self.env.camera_extrinsics(self.camera)
-        K = self.env.camera_intrinsics(self.camera)
-        p = T[:3, :3].T @ (np.asarray(xyz, float) - T[:3, 3])
-        if p[2] <= 0:
-            return None
-        u, v = K[0, 0] * p[0] / p[2] + K[0, 2], K[1, 1] * p[1] / p[2] + K[1, 2]
-        if not (0 <= u < self.env.width and 0 <= v < self.env.height):
-            return None
-        return (float(u / self.env.width * POINT_SCALE), float(v / self.env.height * POINT_SCALE))
+        return self.env.camera_model(self.camera).normalised_point(xyz)
 
     def at_point(self, point, containers_only: bool = False) -> Grounded | None:
-        u, v = point
-        K = self.env.camera_intrinsics(self.camera)
-        T = self.env.camera_extrinsics(self.camera)
-        px, py = u / POINT_SCALE * self.env.width, v / POINT_SCALE * self.env.height
-        ray = T[:3, :3] @ np.array([(px - K[0, 2]) / K[0, 0], (py - K[1, 2]) / K[1, 1], 1.0])
-        ray /= np.linalg.norm(ray)
-        origin = T[:3, 3].copy()
+        origin, ray = self.env.camera_model(self.camera).ray(*point)
         dist = mujoco.mj_ray(self.env.model, self.env.data, origin, ray,
                             self._container_groups if containers_only else self._groups, 1, -1, self._geomid)
         if dist < 0:

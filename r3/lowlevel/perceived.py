@@ -35,7 +35,7 @@ from typing import Protocol
 
 import numpy as np
 
-from r3.lowlevel.grounding import POINT_SCALE, Grounded, ItemEstimate
+from r3.lowlevel.grounding import Grounded, ItemEstimate
 from r3.perception.camera import CameraModel
 from r3.perception.pipeline import Perception
 from r3.perception.segmenters import SimSegmenter
@@ -172,16 +172,7 @@ class PerceivedScene:
 
     # ------------------------------------------------------------------ Grounder
     def project(self, xyz) -> tuple[float, float] | None:
-        cam = self.source.camera
-        t = cam.base_from_camera
-        p = t[:3, :3].T @ (np.asarray(xyz, float) - t[:3, 3])
-        if p[2] <= 0:
-            return None
-        col = cam.k[0, 0] * p[0] / p[2] + cam.k[0, 2] + 0.5  # continuous: 0 = the image's left edge
-        row = cam.k[1, 1] * p[1] / p[2] + cam.k[1, 2] + 0.5
-        if not (0 <= col < cam.width and 0 <= row < cam.height):
-            return None
-        return float(col / cam.width * POINT_SCALE), float(row / cam.height * POINT_SCALE)
+        return self.source.camera.normalised_point(xyz)
 
     def at_point(self, point, containers_only: bool = False) -> Grounded | None:
         if not containers_only:
@@ -321,11 +312,7 @@ class PerceivedScene:
 
     def _container_at(self, point) -> Grounded | None:
         """Where the pixel's ray meets a tray floor (nearest first) or the table top."""
-        cam = self.source.camera
-        col, row = point[0] / POINT_SCALE * cam.width - 0.5, point[1] / POINT_SCALE * cam.height - 0.5
-        t = cam.base_from_camera
-        ray = t[:3, :3] @ np.array([(col - cam.k[0, 2]) / cam.k[0, 0], (row - cam.k[1, 2]) / cam.k[1, 1], 1.0])
-        origin = t[:3, 3]
+        origin, ray = self.source.camera.ray(*point)
         if ray[2] >= 0:
             return None
         hits = []

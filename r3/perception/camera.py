@@ -53,6 +53,26 @@ class CameraModel:
         row = min(int(v / NORMALISED_MAX * self.height), self.height - 1)
         return col, row
 
+    def normalised_point(self, xyz) -> tuple[float, float] | None:
+        """0-1000 image coordinates of a base-frame point; None behind the camera or off the image."""
+        t = self.base_from_camera
+        p = t[:3, :3].T @ (np.asarray(xyz, dtype=np.float64) - t[:3, 3])
+        if p[2] <= 0:
+            return None
+        col = self.k[0, 0] * p[0] / p[2] + self.k[0, 2] + 0.5  # + 0.5: from pixel centres to the image edge
+        row = self.k[1, 1] * p[1] / p[2] + self.k[1, 2] + 0.5
+        if not (0 <= col < self.width and 0 <= row < self.height):
+            return None
+        return float(col / self.width * NORMALISED_MAX), float(row / self.height * NORMALISED_MAX)
+
+    def ray(self, u: float, v: float) -> tuple[np.ndarray, np.ndarray]:
+        """Origin and unit direction, in the base frame, of the ray through 0-1000 point (u, v)."""
+        col = u / NORMALISED_MAX * self.width - 0.5
+        row = v / NORMALISED_MAX * self.height - 0.5
+        t = self.base_from_camera
+        direction = t[:3, :3] @ np.array([(col - self.k[0, 2]) / self.k[0, 0], (row - self.k[1, 2]) / self.k[1, 1], 1.0])
+        return t[:3, 3].copy(), direction / np.linalg.norm(direction)
+
 
 @dataclass
 class RGBDFrame:

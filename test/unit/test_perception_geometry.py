@@ -70,6 +70,18 @@ def test_normalised_points_map_to_pixels(oblique_camera):
     assert oblique_camera.normalised_to_pixel(-1, 10) is None and oblique_camera.normalised_to_pixel(10, 1000.5) is None
 
 
+def test_normalised_points_and_rays_round_trip(oblique_camera):
+    for xyz in ((0.0, 0.05, 0.0), (0.2, -0.1, 0.1), (-0.15, 0.3, 0.02)):
+        point = oblique_camera.normalised_point(xyz)
+        origin, ray = oblique_camera.ray(*point)
+        assert abs(np.linalg.norm(ray) - 1) < 1e-12
+        along = np.subtract(xyz, origin) @ ray
+        assert np.allclose(origin + along * ray, xyz, atol=1e-9)
+    assert oblique_camera.normalised_point((0.1, -1.5, 0.75)) is None  # behind the camera
+    # The image's centre pixel (319.5, 239.5 in pixel-centre coordinates) is the middle, 500/500.
+    assert np.allclose(oblique_camera.ray(500, 500)[1], oblique_camera.base_from_camera[:3, 2])
+
+
 def test_camera_model_validates():
     with pytest.raises(ValueError, match="focal"):
         CameraModel(k=np.diag([0.0, 1.0, 1.0]), width=4, height=4)

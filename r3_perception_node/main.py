@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
-from collections import OrderedDict
 
 import numpy as np
 import transforms3d
@@ -32,7 +30,7 @@ from r3.perception.camera import CameraModel, RGBDFrame
 from r3.perception.grounding import GroundingConfig
 from r3.perception.pipeline import Perception, PerceptionConfig
 from r3.perception.segmenters import make_segmenter
-from r3.perception.sync import PairSync
+from r3.perception.sync import PairSync, StampedBuffer
 from r3_msgs.msg import DetectedObjects
 from r3_msgs.srv import GroundPoint, SetPerceptionQuery
 from r3_ros.conversions import (
@@ -89,7 +87,7 @@ class PerceptionNode(Node):
         self.sync = PairSync(self.p["sync_slop_s"])
         self.info: CameraInfo | None = None
         self.refused_stale = 0
-        self.instances: OrderedDict[int, Image] = OrderedDict()  # stamp -> mask (sim backend)
+        self.instances = StampedBuffer(INSTANCE_QUEUE)  # sim backend: masks by stamp
         self.instance_names: dict[int, str] = {}
 
         sensors = MutuallyExclusiveCallbackGroup()
@@ -144,11 +142,7 @@ class PerceptionNode(Node):
         self.info = msg
 
     def on_instances(self, msg: Image) -> None:
-        with self.wake:
-            self.instances[stamp_to_ns(msg.header.stamp)] = msg
-            while len(self.instances) > INSTANCE_QUEUE:
-                self.instances.popitem(last=False)
-            self.wake.notify_all()
+        self.instances.put(stamp_to_ns(msg.header.stamp), msg)
 
     def on_instance_names(self, msg: String) -> None:
         self.instance_names = {int(k): v for k, v in json.loads(msg.data).items()}
@@ -194,22 +188,12 @@ class PerceptionNode(Node):
                              min_depth_m=self.p["min_depth_m"], max_depth_m=self.p["max_depth_m"])
         instances = instance_names = None
         if self.p["backend"] == "sim":
-            mask = self._instance_mask(stamp_ns)
+            mask = self.instances.wait(stamp_ns, self.p["instance_wait_s"])
             if mask is None:
                 raise ValueError(f"no simulator instance mask stamped {stamp_ns} ns within {self.p['instance_wait_s']} s")
             instances, instance_names = msg_to_instances(mask), dict(self.instance_names)
         return RGBDFrame(rgb=msg_to_image(colour), depth_m=msg_to_depth(depth), camera=camera, stamp_ns=stamp_ns,
                          instances=instances, instance_names=instance_names)
-
-    def _instance_mask(self, stamp_ns: int) -> Image | None:
-        deadline = time.monotonic() + self.p["instance_wait_s"]
-        with self.wake:
-            while stamp_ns not in self.instances:
-                left = deadline - time.monotonic()
-                if left <= 0 or not self.running:
-                    return None
-                self.wake.wait(left)
-            return self.instances[stamp_ns]
 
     # -- services ----------------------------------------------------------------------------------
     def on_ground(self, request: GroundPoint.Request, response: GroundPoint.Response) -> GroundPoint.Response:

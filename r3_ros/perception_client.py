@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -20,6 +19,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from r3.graph import names
 from r3.lowlevel.perceived import ArmReading, PerceivedFrame, SeenItem
 from r3.perception.camera import CameraModel
+from r3.perception.sync import StampedBuffer
 from r3_msgs.msg import DetectedObjects
 from r3_msgs.srv import GroundPoint
 from r3_ros.conversions import stamp_to_ns
@@ -41,30 +41,23 @@ class RosPerception:
         group = ReentrantCallbackGroup()
         self.client = node.create_client(GroundPoint, names.GROUND_POINT, callback_group=group)
         node.create_subscription(DetectedObjects, names.DETECTED_OBJECTS, self._on_objects, 10, callback_group=group)
-        self._cv = threading.Condition()
-        self._objects: OrderedDict[int, DetectedObjects] = OrderedDict()
+        self._objects = StampedBuffer(KEEP)
 
     def _on_objects(self, msg: DetectedObjects) -> None:
-        with self._cv:
-            self._objects[stamp_to_ns(msg.header.stamp)] = msg
-            while len(self._objects) > KEEP:
-                self._objects.popitem(last=False)
-            self._cv.notify_all()
+        self._objects.put(stamp_to_ns(msg.header.stamp), msg)
 
     def _detections(self, stamp_ns: int) -> DetectedObjects:
         """The detections of that frame; the frame goes out again every :data:`RESEND_S` meanwhile
         (camera streams are best effort: a large image can be lost, a streaming camera sends the
         next one)."""
         deadline = time.monotonic() + self.timeout_s
-        with self._cv:
-            while stamp_ns not in self._objects:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise PerceptionUnavailable(f"no detections for the frame stamped {stamp_ns} ns within "
-                                                f"{self.timeout_s} s (is r3_perception_node running?)")
-                if not self._cv.wait_for(lambda: stamp_ns in self._objects, min(left, RESEND_S)):
-                    self.capture(resend=True)
-            return self._objects[stamp_ns]
+        while (left := deadline - time.monotonic()) > 0:
+            found = self._objects.wait(stamp_ns, min(left, RESEND_S))
+            if found is not None:
+                return found
+            self.capture(resend=True)
+        raise PerceptionUnavailable(f"no detections for the frame stamped {stamp_ns} ns within "
+                                    f"{self.timeout_s} s (is r3_perception_node running?)")
 
     def observe(self) -> PerceivedFrame:
         stamp = self.capture()

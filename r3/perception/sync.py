@@ -1,4 +1,5 @@
-"""Approximate time synchronisation of two streams (colour and depth), without ROS.
+"""Matching messages by stamp, without ROS: approximate sync of two streams (colour and depth), and
+a wait for the message of one exact stamp.
 
 message_filters is not among the pip ROS 2 wheels, and the rule is small: keep the last few items
 of each stream, and as soon as a colour and a depth item lie within ``slop`` of each other, emit
@@ -7,7 +8,9 @@ the closest such pair and drop everything up to it.
 
 from __future__ import annotations
 
-from collections import deque
+import threading
+import time
+from collections import OrderedDict, deque
 from typing import Any
 
 
@@ -35,3 +38,33 @@ class PairSync:
             for _ in range(n + 1):
                 q.popleft()
         return t0, a, b
+
+
+class StampedBuffer:
+    """The last ``size`` items by stamp, and a wait for the item of one exact stamp (what belongs to
+    a frame but travels on another topic: a simulator's instance mask, the frame's detections)."""
+
+    def __init__(self, size: int = 8):
+        if size < 1:
+            raise ValueError(f"size must be >= 1, got {size}")
+        self.size = size
+        self._items: OrderedDict[int, Any] = OrderedDict()
+        self._cv = threading.Condition()
+
+    def put(self, stamp_ns: int, item: Any) -> None:
+        with self._cv:
+            self._items[stamp_ns] = item
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+            self._cv.notify_all()
+
+    def wait(self, stamp_ns: int, timeout_s: float) -> Any | None:
+        """The item stamped ``stamp_ns``, waiting up to ``timeout_s`` for it; None if none came."""
+        deadline = time.monotonic() + timeout_s
+        with self._cv:
+            while stamp_ns not in self._items:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cv.wait(left)
+            return self._items[stamp_ns]

@@ -10,7 +10,7 @@ import pytest
 
 from r3.perception.camera import CameraModel, RGBDFrame, look_at
 from r3.perception.geometry import backproject, masked_points, object_geometry, project, valid_depth
-from r3.perception.sync import PairSync
+from r3.perception.sync import PairSync, StampedBuffer
 
 MM = 1e-3
 
@@ -135,3 +135,15 @@ def test_pair_sync_matches_the_closest_stamps_within_the_slop():
 def test_frame_rejects_mismatched_shapes(oblique_camera):
     with pytest.raises(ValueError, match="do not match"):
         RGBDFrame(rgb=np.zeros((10, 10, 3), np.uint8), depth_m=np.zeros((10, 10), np.float32), camera=oblique_camera)
+
+
+def test_stamped_buffer_waits_for_one_stamp_and_keeps_the_last_few():
+    import threading
+
+    buffer = StampedBuffer(size=2)
+    assert buffer.wait(5, 0.01) is None
+    threading.Timer(0.05, buffer.put, (5, "mask 5")).start()
+    assert buffer.wait(5, 5.0) == "mask 5"  # arrives while waiting
+    buffer.put(6, "mask 6")
+    buffer.put(7, "mask 7")
+    assert buffer.wait(5, 0.0) is None and buffer.wait(6, 0.0) == "mask 6"  # the oldest dropped

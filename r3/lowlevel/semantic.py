@@ -11,9 +11,9 @@ Failure reasons:
   item), ``not_graspable`` (wider than the open gripper), ``nothing_held`` (place with an empty
   gripper), ``wrong_object_held``, ``invalid_container`` (place point on neither a tray nor the
   table), ``no_room_at_point`` (the item would overlap others or a tray wall there),
-  ``item_not_visible`` (no estimate of the item after a failed attempt), ``held_item_not_visible`` (no estimate of the held item's size), ``motion_failed: <executor
-  reason>`` (refused or not reached), ``grasp_failed`` (not held after the last attempt),
-  ``place_failed: <where it ended>``.
+  ``item_not_visible`` (no estimate of the item after a failed attempt), ``held_item_not_visible``
+  (no estimate of the held item's size), ``motion_failed: <executor reason>`` (refused or not
+  reached), ``grasp_failed`` (not held after the last attempt), ``place_failed: <where it ended>``.
 """
 
 from __future__ import annotations

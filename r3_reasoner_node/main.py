@@ -289,21 +289,23 @@ class ReasonerNode(Node):
             self.heartbeat.state = "busy"
             record = decider.decide(step, view)
             self.heartbeat.state = "idle"
-            parse_s = time.perf_counter() - t1 - record.decision.output.model_s
-            self.publish_step(episode_id, goal, record, latencies=(t1 - t0, record.decision.output.model_s, parse_s))
+            model_s = record.decision.output.model_s
+            parse_s = time.perf_counter() - t1 - model_s
+            self.publish_step(episode_id, goal, record, (t1 - t0, model_s, parse_s))
             result.steps = step + 1
             result.instructions.append(record.instruction)
             if record.abort:
                 raise EpisodeError(record.abort)
             if record.valid:
-                follow = self.follow(record.instruction, view.suite, policy_seed(goal.seed, step), handle)
+                seed = policy_seed(goal.seed, step)
+                follow = self.follow(record.instruction, goal.suite or "language_table", seed, handle)
                 if follow is None:
                     return
                 not_before = stamp_to_ns(follow.finished)
                 self.publish_outcome(episode_id, step, record.instruction, follow)
-            handle.publish_feedback(RunTask.Feedback(step=step, reasoning=record.decision.parsed.reasoning or "",
-                                                     instruction=record.instruction,
-                                                     progress=self.state.progress if self.state else 0.0))
+            handle.publish_feedback(RunTask.Feedback(
+                step=step, reasoning=record.decision.parsed.reasoning or "", instruction=record.instruction,
+                progress=self.state.progress if self.state else 0.0))
         obs = self.observe(episode_id, not_before)
         result.success, result.progress = obs.state.success, obs.state.progress
 

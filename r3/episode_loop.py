@@ -4,7 +4,7 @@
 model at the next step what came of this one (:func:`next_history`, refusal note included) and counts
 refusals (``r3.safety.ResponseGuard``). ``r3_reasoner_node`` calls :meth:`Decider.decide` once per
 step; :func:`run_loop` runs a whole episode in process around it, with a suite adapter
-(:class:`Suite`) for what differs between suites: how the scene is seen, how an instruction is
+(:class:`SuiteAdapter`) for what differs between suites: how the scene is seen, how an instruction is
 carried out, how progress is read. Keep the order of :func:`run_loop` stable, the graph mirrors it:
 
 1. Stop if the task is solved; else the suite's view of the scene (images, the expert's view).
@@ -198,7 +198,7 @@ class Execution:
     frames: list[np.ndarray] = field(default_factory=list)
 
 
-class Suite(Protocol):
+class SuiteAdapter(Protocol):
     """A suite's part of the in-process loop (``env`` has ``state``, ``task_instance``, ``snapshot``)."""
 
     env: object
@@ -213,7 +213,7 @@ class Suite(Protocol):
     def final_image(self) -> np.ndarray | None: ...
 
 
-def run_loop(suite: Suite, decider: Decider, task: str, seed: int, max_steps: int, *, trial: int = 0,
+def run_loop(suite: SuiteAdapter, decider: Decider, task: str, seed: int, max_steps: int, *, trial: int = 0,
              earlier: Sequence[TrajectoryStep] = (),
              on_step: Callable[[TrajectoryStep], None] | None = None) -> Trajectory:
     """Run the episode in ``suite.env`` from its current state up to decision ``max_steps``.

@@ -56,7 +56,7 @@ class CountingPolicy:
 
 def test_ten_thousand_hostile_outputs_through_the_reasoner_are_all_refused(tmp_path):
     outputs = hostile_outputs(10_000, seed=7)
-    assert set(c for c, _, _ in outputs) == set(CATEGORIES)
+    assert {c for c, _, _ in outputs} == set(CATEGORIES)
     source = tmp_path / "hostile.jsonl"
     source.write_text("".join(json.dumps({"text": t, "finish_reason": f}) + "\n" for _, t, f in outputs))
     backend = make_backend(f"replay:{source}")

@@ -1,10 +1,10 @@
 """r3_reasoner_node: runs episodes as the RunTask action, one decision step at a time.
 
-Each step mirrors ``r3.episode.run_episode``: wait for the settled state and image, stop on
-success, build the reasoner input, call the backend, publish a ReasonerStep, send the instruction to
-the low-level policy (FollowInstruction), publish its outcome. Every wait has a timeout, and the
-low-level and simulator nodes are watched through their heartbeats, so a dead node ends the
-episode with an error naming it instead of a hang. The backend is a parameter (``backend``):
+Each step mirrors ``r3.episode_loop.run_loop``: wait for the settled state and image, stop on
+success, decide with the core's ``Decider`` (history, refusal note and guard live there), publish a
+ReasonerStep, send the instruction to the low-level policy (FollowInstruction), publish its
+outcome. Every wait has a timeout, and the low-level and simulator nodes are watched through their
+heartbeats, so a dead node ends the episode with an error naming it instead of a hang. The backend is a parameter (``backend``):
 ``expert``, ``transformers:DIR`` or ``openai:URL,model=NAME``; it is loaded once, at start-up.
 The suite comes with each goal: Language Table decides on the base camera, packing (with
 ``wrist_camera`` set) on the base and wrist cameras; the expert reads the privileged state of either.
@@ -21,6 +21,9 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from r3_msgs.action import FollowInstruction, RunTask
+from r3_msgs.msg import EpisodeEvent, InstructionOutcome, PrivilegedState, ReasonerStep
+from r3_msgs.srv import ResetScene
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
@@ -28,14 +31,12 @@ from rclpy.qos import QoSDurabilityPolicy, QoSProfile
 from sensor_msgs.msg import Image
 
 from r3.episode import policy_seed
+from r3.episode_loop import Decider, StepDecision, StepView
 from r3.graph import names
-from r3.reasoning import BackendError, ReasonerInput, ReasoningBudget, decide, make_backend
+from r3.reasoning import BackendError, ReasoningBudget, make_backend
 from r3.reasoning.expert import ExpertView
 from r3.reasoning.packing_expert import PackingExpertView
-from r3.safety import MAX_CONSECUTIVE_INVALID, ResponseGuard
-from r3_msgs.action import FollowInstruction, RunTask
-from r3_msgs.msg import EpisodeEvent, InstructionOutcome, PrivilegedState, ReasonerStep
-from r3_msgs.srv import ResetScene
+from r3.safety import MAX_CONSECUTIVE_INVALID
 from r3_ros.conversions import (
     msg_to_board_state,
     msg_to_image,
@@ -275,52 +276,48 @@ class ReasonerNode(Node):
     def run_steps(self, goal, episode_id: str, handle, result: RunTask.Result) -> None:
         max_steps = goal.max_steps or self.param["default_max_steps"]
         budget = ReasoningBudget(None if goal.reasoning_budget < 0 else goal.reasoning_budget)
-        history_mode = self.param["history"]
-        history_text, not_before = "", 0
-        guard = ResponseGuard(self.param["max_consecutive_invalid"])
+        decider = Decider(self.backend, budget, self.param["history"], self.param["max_consecutive_invalid"])
+        not_before = 0
         for step in range(max_steps):
             obs = self.observe(episode_id, not_before)
             result.success, result.progress = obs.state.success, obs.state.progress
             if obs.state.success or self.stopping(handle):
                 return
             t0 = time.perf_counter()
-            inp = self.reasoner_input(goal, obs, history_text, history_mode, step)
+            view = self.step_view(goal, obs)
             t1 = time.perf_counter()
             self.heartbeat.state = "busy"
-            decision = decide(self.backend, inp, budget)
+            record = decider.decide(step, view)
             self.heartbeat.state = "idle"
-            t2 = time.perf_counter()
-            out, parsed = decision.output, decision.parsed
-            instruction = parsed.instruction_text if decision.valid else ""
-            error = "" if decision.valid else f"{parsed.kind.value}: {parsed.reason}"
-            self.publish_step(episode_id, step, goal, inp, decision, instruction, error,
-                              latencies=(t1 - t0, out.model_s, t2 - t1 - out.model_s))
+            model_s = record.decision.output.model_s
+            parse_s = time.perf_counter() - t1 - model_s
+            self.publish_step(episode_id, goal, record, (t1 - t0, model_s, parse_s))
             result.steps = step + 1
-            result.instructions.append(instruction)
-            history_text = guard.history_after(decision.valid, out.raw_text, instruction, history_mode, error)
-            if guard.observe(decision.valid, error):
-                raise EpisodeError(guard.abort_reason + "; the robot holds still")
-            if decision.valid:
-                follow = self.follow(instruction, goal.suite or "language_table", policy_seed(goal.seed, step), handle)
+            result.instructions.append(record.instruction)
+            if record.abort:
+                raise EpisodeError(record.abort)
+            if record.valid:
+                seed = policy_seed(goal.seed, step)
+                follow = self.follow(record.instruction, goal.suite or "language_table", seed, handle)
                 if follow is None:
                     return
                 not_before = stamp_to_ns(follow.finished)
-                self.publish_outcome(episode_id, step, instruction, follow)
-            handle.publish_feedback(RunTask.Feedback(step=step, reasoning=parsed.reasoning or "", instruction=instruction,
-                                                     progress=self.state.progress if self.state else 0.0))
+                self.publish_outcome(episode_id, step, record.instruction, follow)
+            handle.publish_feedback(RunTask.Feedback(
+                step=step, reasoning=record.decision.parsed.reasoning or "", instruction=record.instruction,
+                progress=self.state.progress if self.state else 0.0))
         obs = self.observe(episode_id, not_before)
         result.success, result.progress = obs.state.success, obs.state.progress
 
-    def reasoner_input(self, goal, obs: Observation, history_text: str, history: str, step: int) -> ReasonerInput:
-        """The suite's reasoner input: its camera views and, for the expert, its privileged view."""
+    def step_view(self, goal, obs: Observation) -> StepView:
+        """The suite's view for the reasoner: its camera views and, for the expert, its privileged view."""
         instance = task_instance_from_msg(obs.state)
         if obs.state.suite == "packing":
             view = PackingExpertView(msg_to_packing_state(obs.state), instance)
         else:
             view = ExpertView(msg_to_board_state(obs.state), instance)
-        return ReasonerInput(obs.state.suite, goal.goal or instance.goal, [msg_to_image(im) for im in obs.images],
-                             note=instance.note, history_text=history_text, history=history, step=step,
-                             extra={"privileged": view, "seed": goal.seed})
+        return StepView(obs.state.suite, goal.goal or instance.goal, [msg_to_image(im) for im in obs.images],
+                        instance.note, view, goal.seed)
 
     def follow(self, instruction: str, suite: str, seed: int, handle):
         """Send one instruction to the low-level policy; its result, or None when the episode was canceled."""
@@ -373,12 +370,12 @@ class ReasonerNode(Node):
         return result
 
     # -- publishing ------------------------------------------------------------------------------
-    def publish_step(self, episode_id, step, goal, inp, decision, instruction, error, latencies) -> None:
-        out, parsed = decision.output, decision.parsed
-        msg = ReasonerStep(episode_id=episode_id, step=step, suite=inp.suite, task=goal.task,
-                           goal=inp.goal, history=inp.history_text, reasoning=parsed.reasoning or "",
-                           instruction=instruction, raw_response=out.raw_text, valid=decision.valid,
-                           error=error, model_id=out.model_id)
+    def publish_step(self, episode_id, goal, record: StepDecision, latencies) -> None:
+        out, parsed, inp = record.decision.output, record.decision.parsed, record.input
+        msg = ReasonerStep(episode_id=episode_id, step=record.step, suite=inp.suite, task=goal.task,
+                           goal=inp.goal, history=record.history, reasoning=parsed.reasoning or "",
+                           instruction=record.instruction, raw_response=out.raw_text, valid=record.valid,
+                           error=record.error, model_id=out.model_id)
         msg.latency_prompt_s, msg.latency_model_s, msg.latency_parse_s = (max(0.0, v) for v in latencies)
         msg.prompt_tokens, msg.completion_tokens = out.prompt_tokens or 0, out.completion_tokens or 0
         msg.header.stamp = self.get_clock().now().to_msg()

@@ -17,10 +17,14 @@ from pathlib import Path
 
 from r3.graph import names
 from r3.graph.params import NodeParameters, ParameterSpec
-from r3.packing_episode import GROUNDINGS
-from r3.perception.segmenters import BACKENDS as SEGMENTERS
 from r3.reasoning.prompts import HISTORY_MODES
-from r3.safety import MAX_CONSECUTIVE_INVALID
+from r3.safety.guard import MAX_CONSECUTIVE_INVALID
+
+#: r3.packing_episode.GROUNDINGS and r3.perception.segmenters.BACKENDS, written out: importing those
+#: modules loads MuJoCo (seconds on a loaded machine) into every node that reads its schema, the
+#: recorder included. test_node_params checks both stay equal to the modules' own.
+GROUNDINGS = ("sim", "perception")
+SEGMENTERS = ("sim", "sam2", "owlv2+sam2")
 
 P = ParameterSpec
 #: rclpy declares use_sim_time on every node; r3 describes it. (rclpy's read-only

@@ -72,7 +72,7 @@ class Observation:
 class ReasonerNode(Node):
     def __init__(self):
         super().__init__("r3_reasoner_node")
-        self.param = declare_parameters(self, NODE_PARAMETERS["r3_reasoner_node"])  # live: see the schema
+        self.param = declare_parameters(self, NODE_PARAMETERS["r3_reasoner_node"])  # read at each use
         self.backend = make_backend(self.param["backend"])
         self.backend.load()
 

@@ -27,16 +27,15 @@ from r3_msgs.srv import ResetScene
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import QoSDurabilityPolicy, QoSProfile
 from sensor_msgs.msg import Image
 
 from r3.episode import policy_seed
 from r3.episode_loop import Decider, StepDecision, StepView
 from r3.graph import names
+from r3.graph.node_params import NODE_PARAMETERS
 from r3.reasoning import BackendError, ReasoningBudget, make_backend
 from r3.reasoning.expert import ExpertView
 from r3.reasoning.packing_expert import PackingExpertView
-from r3.safety import MAX_CONSECUTIVE_INVALID
 from r3_ros.conversions import (
     msg_to_board_state,
     msg_to_image,
@@ -46,11 +45,10 @@ from r3_ros.conversions import (
 )
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
+from r3_ros.params import declare_parameters
+from r3_ros.qos import EVENTS, LATCHED
 from r3_ros.spin import run_node
 from r3_ros.stop import StopListener, StopPublisher, end_stopped, goal_key, new_goal_id
-
-LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
-EVENTS_QOS = QoSProfile(depth=10, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 
 
 class EpisodeError(RuntimeError):
@@ -74,15 +72,7 @@ class Observation:
 class ReasonerNode(Node):
     def __init__(self):
         super().__init__("r3_reasoner_node")
-        p = {
-            "backend": "expert", "history": "response", "default_max_steps": 20, "steps_per_instruction": 20,
-            "heartbeat_timeout_s": 5.0, "recorder_timeout_s": 5.0, "startup_timeout_s": 60.0, "observation_timeout_s": 5.0, "service_timeout_s": 10.0,
-            "instruction_timeout_s": 30.0, "max_episode_s": 900.0, "max_consecutive_invalid": MAX_CONSECUTIVE_INVALID,
-            "wrist_camera": False, "lowlevel_node": "/r3_lowlevel_node", "sim_node": "/r3_sim_node", "recorder_node": "/r3_recorder_node",
-        }
-        for key, default in p.items():
-            self.declare_parameter(key, default)
-        self.param = {key: self.get_parameter(key).value for key in p}
+        self.param = declare_parameters(self, NODE_PARAMETERS["r3_reasoner_node"])  # read at each use
         self.backend = make_backend(self.param["backend"])
         self.backend.load()
 
@@ -105,7 +95,7 @@ class ReasonerNode(Node):
         self.heartbeat = HeartbeatPublisher(self)
         self.steps_pub = self.create_publisher(ReasonerStep, names.REASONER_STEPS, 50)
         self.outcome_pub = self.create_publisher(InstructionOutcome, names.INSTRUCTION_OUTCOMES, 50)
-        self.event_pub = self.create_publisher(EpisodeEvent, names.EPISODE_EVENTS, EVENTS_QOS)
+        self.event_pub = self.create_publisher(EpisodeEvent, names.EPISODE_EVENTS, EVENTS)
         self.stop_pub = StopPublisher(self)
         self.stops = StopListener(self, on_stop=self.stop_run)
         clients = ReentrantCallbackGroup()

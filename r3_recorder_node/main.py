@@ -16,17 +16,17 @@ from pathlib import Path
 
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
-from rclpy.qos import QoSDurabilityPolicy, QoSProfile
 from rclpy.serialization import serialize_message
 
 from r3.data.bags import EpisodeBagWriter, EpisodeInfo
 from r3.graph import names
+from r3.graph.node_params import NODE_PARAMETERS
 from r3_msgs.msg import EpisodeEvent
 from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.params import declare_parameters
+from r3_ros.qos import EVENTS, RECORD
 from r3_ros.spin import run_node
 
-EVENTS_QOS = QoSProfile(depth=10, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
-RECORD_QOS = QoSProfile(depth=200)
 EVENTS_TYPE = "r3_msgs/msg/EpisodeEvent"
 
 
@@ -44,18 +44,16 @@ def message_class(msgtype: str):
 class RecorderNode(Node):
     def __init__(self):
         super().__init__("r3_recorder_node")
-        self.declare_parameter("output_dir", "runs/bags")
-        self.declare_parameter("topics", [names.CAMERA_IMAGE])
-        self.declare_parameter("close_delay_s", 0.3)
-        self.output_dir = Path(self.get_parameter("output_dir").value)
-        self.topics = [t for t in self.get_parameter("topics").value if t != names.EPISODE_EVENTS]
-        self.close_delay_s = float(self.get_parameter("close_delay_s").value)
+        p = declare_parameters(self, NODE_PARAMETERS["r3_recorder_node"])
+        self.output_dir = Path(p["output_dir"])
+        self.topics = [t for t in p["topics"] if t != names.EPISODE_EVENTS]
+        self.close_delay_s = p["close_delay_s"]
         self.lock = threading.Lock()
         self.closing: list[threading.Thread] = []
         self.writer: EpisodeBagWriter | None = None
         self.subscribed: dict[str, str] = {}
         wall = Clock(clock_type=ClockType.STEADY_TIME)
-        self.create_subscription(EpisodeEvent, names.EPISODE_EVENTS, self.on_event, EVENTS_QOS)
+        self.create_subscription(EpisodeEvent, names.EPISODE_EVENTS, self.on_event, EVENTS)
         self.create_timer(0.2, self.discover, clock=wall)
         self.heartbeat = HeartbeatPublisher(self)
         self.discover()
@@ -68,7 +66,7 @@ class RecorderNode(Node):
             if topic in self.subscribed or not types.get(topic):
                 continue
             msgtype = types[topic][0]
-            self.create_subscription(message_class(msgtype), topic, self.record_to(topic, msgtype), RECORD_QOS,
+            self.create_subscription(message_class(msgtype), topic, self.record_to(topic, msgtype), RECORD,
                                      raw=True)
             self.subscribed[topic] = msgtype
 

@@ -28,8 +28,8 @@ class ResponseStats:
     [0.0]
     """
 
-    def __init__(self, name: str = "response_stats"):
-        self.__name__ = name
+    def __init__(self, name: str = "response_stats", mode: str = "reason"):
+        self.__name__, self.mode = name, mode
 
     def __call__(self, completions, suite=None, previous_instruction=None, log_metric=None, **kwargs):
         n = len(completions)
@@ -39,7 +39,7 @@ class ResponseStats:
         for completion, s, prev in zip(completions, suites, previous):
             text = completion_text(completion)
             words += len(text.split())
-            parsed = parse_response(text, s)
+            parsed = parse_response(text, s, self.mode)
             if isinstance(parsed, ParsedResponse):
                 valid += 1
                 repeated += int(parsed.instruction_text == _canonical(prev, s))
@@ -71,7 +71,7 @@ def prepare_rl(cfg: RLConfig, rewards: RewardComposer | None = None):
     table = with_history(open_dataset(cfg.dataset, cfg.splits, RL_COLUMNS, cfg.max_rows), history)
     prompt = prompt_settings(table["history_kind"], cfg.mode, cfg.thinking)
     rewards = rewards or instruction_reward_terms(cfg)
-    funcs = [*rewards.trl_reward_funcs(), ResponseStats()]
+    funcs = [*rewards.trl_reward_funcs(), ResponseStats(mode=cfg.mode)]
     arguments = grpo_arguments(cfg, world_size(), cuda, [*rewards.trl_reward_weights(), 0.0])
     return rl_rows(table, prompt), funcs, arguments, prompt
 

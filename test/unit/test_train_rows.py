@@ -133,3 +133,10 @@ def test_a_run_takes_its_rows_history_kind_and_refuses_a_mix():
     assert prompt_settings(["none"], "instruction_only", False).history == "none"
     with pytest.raises(DatasetError, match="mix history kinds"):
         prompt_settings(["response", "instruction"], "reason", False)
+
+
+def test_response_stats_judge_validity_in_the_run_s_mode():
+    logged = {}
+    ResponseStats(mode="instruction_only")(["Instruction: touch the red moon"], suite=["language_table"],
+                                           log_metric=logged.__setitem__)
+    assert logged["response/valid_fraction"] == 1.0

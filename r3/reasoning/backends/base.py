@@ -93,6 +93,11 @@ class ReasonerBackend(ABC):
     def close(self) -> None:
         """Release the model or connection."""
 
+    def prompt_input(self, inp: ReasonerInput) -> ReasonerInput:
+        """``inp`` as this model wants to be prompted (a trained checkpoint declares its mode and
+        history); unchanged by default."""
+        return inp
+
     @abstractmethod
     def _generate(
         self,
@@ -113,6 +118,7 @@ class ReasonerBackend(ABC):
     ) -> BackendOutput:
         """One decision step: prompt for ``inp``, generate under ``budget``, report costs."""
         start = time.perf_counter()
+        inp = self.prompt_input(inp)
         messages = build_messages(inp)
         n = budget.max_reasoning_tokens
         if inp.mode == "instruction_only" or n is None:

@@ -3,7 +3,9 @@
 Loads with ``local_files_only=True`` always: the reasoner never downloads weights. The prompt is
 rendered with the model's own chat template (thinking switched off where the template knows
 ``enable_thinking``), an assistant prefix is appended to the rendered text, and the processor
-turns text + images into model inputs.
+turns text + images into model inputs. A folder written by ``r3 train`` declares how the model was
+prompted in training (``r3_prompt.json``: mode, history, thinking); every input is recast to it, so
+the reasoner node, ``r3 eval`` and ``r3 collect`` prompt a checkpoint as it was trained, with no flags.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import time
 from pathlib import Path
 
 from r3.reasoning.backends.base import BackendError, Generation, OnText, ReasonerBackend
+from r3.reasoning.prompts import PromptSettings, ReasonerInput
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
@@ -19,7 +22,8 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 class TransformersBackend(ReasonerBackend):
     """``device``: "cpu" (default), "auto" (cuda when available) or a torch device string.
     ``dtype``: one of :data:`DTYPES` ("auto" = float32 on cpu, bfloat16 on cuda).
-    ``temperature`` 0 means greedy decoding; ``seed`` makes sampling repeatable per call."""
+    ``temperature`` 0 means greedy decoding; ``seed`` makes sampling repeatable per call.
+    ``thinking`` None follows the folder's prompt settings (off without them)."""
 
     def __init__(
         self,
@@ -30,7 +34,7 @@ class TransformersBackend(ReasonerBackend):
         top_p: float = 1.0,
         max_new_tokens: int = 1024,
         seed: int | None = 0,
-        thinking: bool = False,
+        thinking: bool | None = None,
     ) -> None:
         if dtype not in DTYPES:
             raise ValueError(f"dtype={dtype!r}: expected one of {DTYPES}")
@@ -49,6 +53,7 @@ class TransformersBackend(ReasonerBackend):
         )
         self.thinking = thinking
         self.model = self.processor = None
+        self.prompt: PromptSettings | None = None
 
     @classmethod
     def from_spec(cls, rest: str, **options) -> TransformersBackend:
@@ -64,6 +69,10 @@ class TransformersBackend(ReasonerBackend):
             raise BackendError(f"model directory not found: {self.model_dir}")
         if not (self.model_dir / "config.json").is_file():
             raise BackendError(f"not a model directory (no config.json): {self.model_dir}")
+        try:
+            prompt = PromptSettings.load(self.model_dir)
+        except ValueError as exc:
+            raise BackendError(str(exc)) from exc
         device = self.device
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -88,17 +97,26 @@ class TransformersBackend(ReasonerBackend):
             raise BackendError(
                 f"cannot load the model in {self.model_dir}: {type(exc).__name__}: {exc}"
             ) from exc
-        self.processor, self.model = processor, model.to(device).eval()
+        self.processor, self.model, self.prompt = processor, model.to(device).eval(), prompt
 
     def close(self) -> None:
-        self.model = self.processor = None
+        self.model = self.processor = self.prompt = None
+
+    def prompt_input(self, inp: ReasonerInput) -> ReasonerInput:
+        if self.prompt is None:
+            return inp
+        try:
+            return self.prompt.apply(inp)
+        except ValueError as exc:
+            raise BackendError(f"{self.model_dir}: {exc}") from exc
 
     def _generate(self, messages, prefix, max_tokens, stop, on_text: OnText | None) -> Generation:
         import torch
 
         if self.model is None:
             raise BackendError(f"backend for {self.model_dir} is not loaded: call load() first")
-        template_kwargs = {} if self.thinking else {"enable_thinking": False}
+        thinking = self.thinking if self.thinking is not None else self.prompt is not None and self.prompt.thinking
+        template_kwargs = {} if thinking else {"enable_thinking": False}
         text = self.processor.apply_chat_template(
             messages, add_generation_prompt=True, tokenize=False, **template_kwargs
         )

@@ -17,6 +17,7 @@ The solver owns a private ``MjData``, so solving never moves the simulated robot
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -27,11 +28,14 @@ from r3.sim.offscreen import mujoco
 
 @dataclass(frozen=True)
 class IKSolution:
+    """The best start's joints and errors; ``iterations`` and ``starts`` are what the whole solve cost."""
+
     q: np.ndarray
     position_error: float
     orientation_error: float
     converged: bool
     iterations: int
+    starts: int = 1
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,7 @@ class IKSolver:
         starts = [(q0, more) for q0 in given + ([self.home] if more else [])]
         randoms = self.config.random_restarts if more else 0
         rng = np.random.default_rng(0)  # restarts are part of the solver, not of the episode's randomness
-        tried, best = [], None
+        tried, best, iterations = [], None, 0
         while starts or randoms:
             if starts:
                 q0, may_turn = starts.pop(0)
@@ -109,15 +113,16 @@ class IKSolver:
                 continue
             tried.append(q0)
             sol = self._solve_from(p_t, R_t, qpos, q0)
+            iterations += sol.iterations
             if sol.converged:
-                return sol
+                return dataclasses.replace(sol, iterations=iterations, starts=len(tried))
             if best is None or sol.position_error + 0.1 * sol.orientation_error < (
                     best.position_error + 0.1 * best.orientation_error):
                 best = sol
             turned = self._turned(sol.q) if may_turn else None
             if turned is not None:
                 starts.insert(0, (turned, False))
-        return best
+        return dataclasses.replace(best, iterations=iterations, starts=len(tried))
 
     def _turned(self, q) -> np.ndarray | None:
         """``q`` with every joint that sits at a limit of a nearly full-turn range turned a full turn
@@ -131,9 +136,7 @@ class IKSolver:
         cfg, m, d = self.config, self.model, self.data
         d.qpos[:] = qpos
         q = np.clip(q0, self.low, self.high)
-        err_quat, cur_quat, target_quat = np.empty(4), np.empty(4), np.empty(4)
-        rhs = np.empty((6, 1 + len(q)))  # [error | J]: one factorisation serves the step and the null space
-        err, J = rhs[:, 0], rhs[:, 1:]
+        err_quat, cur_quat, err, target_quat = np.empty(4), np.empty(4), np.empty(6), np.empty(4)
         mujoco.mju_mat2Quat(target_quat, R_t.reshape(-1))
         lam2, eye6, eye_n = cfg.damping ** 2, np.eye(6), np.eye(len(q))
         score_before = math.inf
@@ -145,7 +148,7 @@ class IKSolver:
             mujoco.mju_mat2Quat(cur_quat, d.site_xmat[self.site])
             mujoco.mju_subQuat(err_quat[:3], target_quat, cur_quat)  # body-frame rotation vector
             err[3:] = d.site_xmat[self.site].reshape(3, 3) @ err_quat[:3]
-            pos_e, rot_e = math.sqrt(err[:3] @ err[:3]), math.sqrt(err[3:] @ err[3:])
+            pos_e, rot_e = float(np.linalg.norm(err[:3])), float(np.linalg.norm(err[3:]))
             if pos_e < cfg.position_tolerance and rot_e < cfg.orientation_tolerance:
                 return IKSolution(q.copy(), pos_e, rot_e, True, it)
             checkpoint = it % cfg.stall_window == 0
@@ -155,11 +158,12 @@ class IKSolver:
             if checkpoint:
                 score_before = pos_e + 0.1 * rot_e
             mujoco.mj_jacSite(m, d, self._jacp, self._jacr, self.site)
-            J[:3], J[3:] = self._jacp[:, self.dadr], self._jacr[:, self.dadr]
+            J = np.vstack([self._jacp[:, self.dadr], self._jacr[:, self.dadr]])
             # Damping fades near the solution (fast final convergence), and so does the posture pull.
-            solved = np.linalg.solve(J @ J.T + lam2 * min(1.0, 10 * pos_e + rot_e) * eye6, rhs)
-            dq = J.T @ solved[:, 0]
-            dq += (eye_n - J.T @ solved[:, 1:]) @ (cfg.posture_gain * min(1.0, 20 * pos_e + 2 * rot_e) * (self.home - q))
+            JJt = J @ J.T + lam2 * min(1.0, 10 * pos_e + rot_e) * eye6
+            dq = J.T @ np.linalg.solve(JJt, err)
+            null = eye_n - J.T @ np.linalg.solve(JJt, J)
+            dq += null @ (cfg.posture_gain * min(1.0, 20 * pos_e + 2 * rot_e) * (self.home - q))
             step = np.max(np.abs(dq))
             if step > cfg.max_step:
                 dq *= cfg.max_step / step

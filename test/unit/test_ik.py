@@ -29,13 +29,6 @@ def _solver(env, **config) -> IKSolver:
     return IKSolver(env.model, list(scene.ARM_JOINTS), "tcp", scene.HOME_Q, IKConfig(**config))
 
 
-def _counting(solver: IKSolver, monkeypatch) -> list:
-    """Record every start's solution (the iterations it cost)."""
-    starts, solve_from = [], solver._solve_from
-    monkeypatch.setattr(solver, "_solve_from", lambda *a: starts.append(solve_from(*a)) or starts[-1])
-    return starts
-
-
 def test_solutions_reach_the_pose_within_the_limits(env):
     solver, rng = _solver(env), np.random.default_rng(3)
     for _ in range(20):
@@ -47,15 +40,14 @@ def test_solutions_reach_the_pose_within_the_limits(env):
         assert rotation_error(R, R2) < solver.config.orientation_tolerance
 
 
-def test_iterations_p90_is_within_five_times_the_median(env, monkeypatch):
-    """The issue's tail target (p90 <= 5x median) in the unit that does not depend on the machine."""
-    solver, rng = _solver(env), np.random.default_rng(0)
-    starts, totals = _counting(solver, monkeypatch), []
+def test_iterations_p90_is_within_five_times_the_median(env):
+    """The tail target (p90 <= 5x median) in the unit that does not depend on the machine's load."""
+    solver, rng, totals = _solver(env), np.random.default_rng(0), []
     for _ in range(100):
         p, R = solver.forward(rng.uniform(solver.low * 0.8, solver.high * 0.8), env.data.qpos)
-        starts.clear()
-        assert solver.solve(p, R, env.data.qpos, seeds=[np.array(scene.HOME_Q)]).converged
-        totals.append(sum(s.iterations + 1 for s in starts))
+        sol = solver.solve(p, R, env.data.qpos, seeds=[np.array(scene.HOME_Q)])
+        assert sol.converged
+        totals.append(sol.iterations)
     assert np.percentile(totals, 90) <= 5 * np.median(totals), (np.median(totals), np.percentile(totals, 90))
 
 
@@ -65,24 +57,20 @@ def test_a_start_that_stalls_stops_before_the_iteration_limit(env):
     assert not sol.converged and sol.iterations < 60
 
 
-def test_a_wrist_pinned_at_its_limit_is_turned_the_other_way(env, monkeypatch):
+def test_a_wrist_pinned_at_its_limit_is_turned_the_other_way(env):
     solver = _solver(env, random_restarts=0)
     p, R = solver.forward(np.array(WRIST_PINNED_Q), env.data.qpos)
     from_home = solver._solve_from(p, R, env.data.qpos, solver.home)
     assert not from_home.converged and from_home.q[6] == solver.high[6]  # the premise
-    starts = _counting(solver, monkeypatch)
     sol = solver.solve(p, R, env.data.qpos)
-    assert sol.converged and len(starts) == 2 and sol.q[6] < 0
+    assert sol.converged and sol.starts == 2 and sol.q[6] < 0
 
 
-def test_a_seed_equal_to_home_is_not_tried_twice(env, monkeypatch):
-    solver = _solver(env, random_restarts=2)
-    starts, unreachable = _counting(solver, monkeypatch), np.array([1.5, 0.0, 0.3])
-    assert not solver.solve(unreachable, np.eye(3), env.data.qpos).converged
-    without_seed = len(starts)
-    starts.clear()
-    assert not solver.solve(unreachable, np.eye(3), env.data.qpos, seeds=[np.array(scene.HOME_Q)]).converged
-    assert len(starts) == without_seed
+def test_a_seed_equal_to_home_is_not_tried_twice(env):
+    solver, unreachable = _solver(env, random_restarts=2), np.array([1.5, 0.0, 0.3])
+    without_seed = solver.solve(unreachable, np.eye(3), env.data.qpos)
+    with_home = solver.solve(unreachable, np.eye(3), env.data.qpos, seeds=[np.array(scene.HOME_Q)])
+    assert not with_home.converged and with_home.starts == without_seed.starts > 1
 
 
 def test_bad_stall_settings_are_refused():

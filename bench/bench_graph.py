@@ -8,7 +8,9 @@ topic latency through rclpy at 640x480 30 Hz.
 - decision step: each pass runs the same Language Table episodes (task V, seeds 0..episodes-1, the
   expert, rendering at decisions) in process and through the launched ``sim_language_table`` graph
   (one launch for all passes, its start-up left out), and reports wall ms per decision step on each
-  side and their ratio within the pass (target <= 1.5x).
+  side and their ratio within the pass (target <= 1.5x); and the CPU time per decision step on
+  each side (this process; the sum over the graph's node processes), which a loaded machine does
+  not inflate, and its ratio.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 
 import numpy as np
-from common import Report, parser
+from common import Report, cpu_seconds, parser, process_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -117,10 +119,15 @@ def main() -> None:
             raise RuntimeError("the graph did not come up")
         episodes = [("V", seed) for seed in range(args.episodes)]
         backend, env = make_backend("expert"), LanguageTableEnv()
-        local, graph, outcomes = [], [], set()
+        nodes = [pid for pid, cmd in process_tree(launch.pid).items() if "python" in cmd.split()[0]]
+        local, graph, local_cpu, graph_cpu, outcomes = [], [], [], [], set()
         for _ in range(args.passes):
+            cpu = time.process_time()
             t_local, n_local = in_process(episodes, backend, env)
+            local_cpu.append((time.process_time() - cpu) / n_local * 1e3)
+            cpu = sum(cpu_seconds(pid) for pid in nodes)
             t_graph, n_graph, reasons = through_graph(commander, episodes)
+            graph_cpu.append((sum(cpu_seconds(pid) for pid in nodes) - cpu) / n_graph * 1e3)
             local.append(t_local / n_local * 1e3)
             graph.append(t_graph / n_graph * 1e3)
             outcomes.update(reasons)
@@ -130,6 +137,10 @@ def main() -> None:
         report.add("decision step, through the graph", graph, "ms", note=f"{n_graph} steps; ended: {sorted(outcomes)}")
         report.add("decision step, graph / in process (target <= 1.5)", [g / w for g, w in zip(graph, local)], "x",
                    note="within each pass")
+        report.add("decision step CPU, in process", local_cpu, "ms", note="this process")
+        report.add("decision step CPU, through the graph", graph_cpu, "ms", note=f"all {len(nodes)} node processes")
+        report.add("decision step CPU, graph / in process", [g / w for g, w in zip(graph_cpu, local_cpu)], "x",
+                   note="within each pass; the machine's other load does not enter CPU time")
     finally:
         node.destroy_node()
         rclpy.shutdown()

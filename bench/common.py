@@ -50,6 +50,34 @@ def _fmt(x: float) -> str:
     return f"{x:.0f}" if a >= 100 else f"{x:.1f}" if a >= 10 else f"{x:.2f}" if a >= 0.1 else f"{x:.3g}"
 
 
+def process_tree(pid: int) -> dict[int, str]:
+    """{pid: command line} of every process below ``pid`` (Linux /proc): a launched graph's nodes."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = {}, list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        try:
+            out[p] = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except OSError:
+            continue
+        todo += children.get(p, [])
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds that ``pid`` has used so far: unlike wall time, what a loaded
+    machine's other work does not inflate."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def load() -> dict:
     one, five, fifteen = os.getloadavg()
     return {"1min": one, "5min": five, "15min": fifteen, "cores": os.cpu_count()}

@@ -32,16 +32,24 @@ IMAGE, JOINTS = "sensor_msgs/msg/Image", "sensor_msgs/msg/JointState"
 def messages(images: int) -> list[tuple[str, str, bytes]]:
     store, rng = typestore(), np.random.default_rng(0)
     t = store.types
-    header = t["std_msgs/msg/Header"](stamp=t["builtin_interfaces/msg/Time"](sec=1, nanosec=0), frame_id="camera")
+    header = t["std_msgs/msg/Header"](
+        stamp=t["builtin_interfaces/msg/Time"](sec=1, nanosec=0), frame_id="camera"
+    )
     out = []
     for _ in range(images):
         pixels = rng.integers(0, 256, 320 * 240 * 3, dtype=np.uint8)
-        image = t[IMAGE](header=header, height=240, width=320, encoding="rgb8", is_bigendian=0, step=960,
-                         data=pixels)
+        image = t[IMAGE](
+            header=header, height=240, width=320, encoding="rgb8", is_bigendian=0, step=960, data=pixels
+        )
         out.append(("/camera/image", IMAGE, bytes(store.serialize_cdr(image, IMAGE))))
         for _ in range(10):
-            joints = t[JOINTS](header=header, name=["x", "y"], position=rng.normal(size=2), velocity=np.zeros(0),
-                               effort=np.zeros(0))
+            joints = t[JOINTS](
+                header=header,
+                name=["x", "y"],
+                position=rng.normal(size=2),
+                velocity=np.zeros(0),
+                effort=np.zeros(0),
+            )
             out.append(("/joint_states", JOINTS, bytes(store.serialize_cdr(joints, JOINTS))))
     return out
 
@@ -82,13 +90,19 @@ def main() -> None:
     mb = sum(len(cdr) for _, _, cdr in msgs) / 1e6
     print(f"{len(msgs)} messages, {mb:.1f} MB ({args.images} images of 320x240 rgb8)")
     with tempfile.TemporaryDirectory() as tmp:
-        for name, write in [("rosbags Writer (before)", plain_rosbags), ("EpisodeBagWriter (streaming)",
-                                                                         episode_writer)]:
+        for name, write in [
+            ("rosbags Writer (before)", plain_rosbags),
+            ("EpisodeBagWriter (streaming)", episode_writer),
+        ]:
             runs = [write(Path(tmp) / f"{write.__name__}_{r}", msgs) for r in range(args.passes)]
             report.add(f"{name}, recording", [mb / record for record, _ in runs], "MB/s", better="higher")
             report.add(f"{name}, close", [close * 1e3 for _, close in runs], "ms")
-            report.add(f"{name}, recording + close", [mb / (record + close) for record, close in runs], "MB/s",
-                       better="higher")
+            report.add(
+                f"{name}, recording + close",
+                [mb / (record + close) for record, close in runs],
+                "MB/s",
+                better="higher",
+            )
     report.finish(args.json)
 
 

@@ -28,12 +28,15 @@ from r3.data.collect import CollectConfig, collect
 
 def one_pass(scenes: int, workers: int, max_steps: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
-        config = CollectConfig(out=f"{tmp}/bags", split="T_M", scenes=scenes, trials=1, workers=workers,
-                               max_steps=max_steps)
+        config = CollectConfig(
+            out=f"{tmp}/bags", split="T_M", scenes=scenes, trials=1, workers=workers, max_steps=max_steps
+        )
         t = time.perf_counter()
         collected = collect(config, progress=False)
-        out = {"episodes/s": (collected.succeeded + collected.failed) / (time.perf_counter() - t),
-               "episodes": collected.succeeded + collected.failed}
+        out = {
+            "episodes/s": (collected.succeeded + collected.failed) / (time.perf_counter() - t),
+            "episodes": collected.succeeded + collected.failed,
+        }
         bags = find_bags([config.out])
         for kind in ("sft", "rl"):
             built = build_dataset(bags, f"{tmp}/{kind}", kind)
@@ -45,7 +48,9 @@ def one_pass(scenes: int, workers: int, max_steps: int) -> dict[str, float]:
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--scenes", type=int, default=4, help="scenes per T_M task (default: %(default)s)")
-    p.add_argument("--workers", type=int, default=2, help="collection worker processes (default: %(default)s)")
+    p.add_argument(
+        "--workers", type=int, default=2, help="collection worker processes (default: %(default)s)"
+    )
     p.add_argument("--passes", type=int, default=2, help="passes per figure (default: %(default)s)")
     args = p.parse_args()
     max_steps = 20
@@ -54,8 +59,13 @@ def main() -> None:
     report = Report("data", vars(args))
     passes = [one_pass(args.scenes, args.workers, max_steps) for _ in range(args.passes)]
     episodes = int(passes[0]["episodes"])
-    report.add(f"collect, {args.workers} worker(s)", [r["episodes/s"] for r in passes], "episodes/s", better="higher",
-               note=f"{episodes} episodes per pass, start-up included")
+    report.add(
+        f"collect, {args.workers} worker(s)",
+        [r["episodes/s"] for r in passes],
+        "episodes/s",
+        better="higher",
+        note=f"{episodes} episodes per pass, start-up included",
+    )
     for kind in ("sft", "rl"):
         report.add(f"build {kind}, bag read", [r[f"{kind} MB/s"] for r in passes], "MB/s", better="higher")
         report.add(f"build {kind}, rows", [r[f"{kind} rows/s"] for r in passes], "rows/s", better="higher")

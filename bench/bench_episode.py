@@ -7,7 +7,8 @@ run would), and the same episodes without rendering (as ``r3 sim table`` runs th
 the mean episode's wall time, the mean time per instruction and the expert's time per decision.
 A 20-instruction episode is measured, not extrapolated: the expert decides every step (its cost is
 paid) and a random valid instruction is executed instead of its answer, so the task stays unsolved
-and the loop runs all ``instructions`` decisions (an episode that ends earlier by chance is left out and counted).
+and the loop runs all ``instructions`` decisions (an episode that ends earlier by chance is left
+out and counted).
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ class WanderingExpert(LanguageTableExpert):
         out = super().decide(inp, *args, **kwargs)
         rng = np.random.default_rng([int(inp.extra.get("seed", 0)), int(inp.step), 7])
         head = out.raw_text.rpartition(INSTRUCTION_HEADER)[0]
-        return dataclasses.replace(out, raw_text=f"{head}{INSTRUCTION_HEADER} "
-                                                 f"{lt.format_instruction(lt.sample_instruction(rng))}")
+        return dataclasses.replace(
+            out, raw_text=f"{head}{INSTRUCTION_HEADER} {lt.format_instruction(lt.sample_instruction(rng))}"
+        )
 
 
 def timed(env, backend, task: str, seed: int, render: bool, max_steps: int = 20):
@@ -55,7 +57,9 @@ def main() -> None:
     p = parser(__doc__)
     p.add_argument("--seeds", type=int, default=2, help="seeds per task (default: %(default)s)")
     p.add_argument("--passes", type=int, default=3, help="passes per figure (default: %(default)s)")
-    p.add_argument("--instructions", type=int, default=20, help="the long episode's decisions (default: %(default)s)")
+    p.add_argument(
+        "--instructions", type=int, default=20, help="the long episode's decisions (default: %(default)s)"
+    )
     args = p.parse_args()
     tasks = list(TASKS)
     if args.smoke:
@@ -79,20 +83,30 @@ def main() -> None:
         figures.setdefault("episode, no render", []).append(float(np.mean(plain)))
         figures.setdefault("instruction, render at decisions", []).append(sum(rendered) / instructions)
         figures.setdefault("expert decision", []).append(float(np.mean(decide_ms)))
-        seconds, trajectory = timed(env, wandering, tasks[0], len(long_runs) + cut_short, True, args.instructions)
+        seconds, trajectory = timed(
+            env, wandering, tasks[0], len(long_runs) + cut_short, True, args.instructions
+        )
         if len(trajectory.steps) == args.instructions:
             long_runs.append(seconds)
         else:
             cut_short += 1
     episodes = len(tasks) * args.seeds
-    report.add("episode, render at decisions", figures["episode, render at decisions"], "s",
-               note=f"mean of {episodes} expert episodes per pass")
+    report.add(
+        "episode, render at decisions",
+        figures["episode, render at decisions"],
+        "s",
+        note=f"mean of {episodes} expert episodes per pass",
+    )
     report.add("episode, no render", figures["episode, no render"], "s", note="the same episodes")
     report.add("instruction, render at decisions", figures["instruction, render at decisions"], "s")
     report.add("expert decision", figures["expert decision"], "ms", note="mean per decision")
     if long_runs:
-        report.add(f"{args.instructions}-instruction episode, render at decisions (target <= 2 s for 20)", long_runs, "s",
-                   note=f"expert decides, random instruction runs; {cut_short} ended early, left out")
+        report.add(
+            f"{args.instructions}-instruction episode, render at decisions (target <= 2 s for 20)",
+            long_runs,
+            "s",
+            note=f"expert decides, random instruction runs; {cut_short} ended early, left out",
+        )
     else:
         print(f"every {args.instructions}-instruction episode ended early ({cut_short})")
     env.close()

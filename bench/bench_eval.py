@@ -47,17 +47,30 @@ def main() -> None:
         args.scenes, args.passes = 1, 1
         config = EvalConfig(tasks=tuple(TASKS)[:2], scenes=1, trials=1, max_steps=2)
     report = Report("eval", vars(args))
-    print(f"expert, {len(config.tasks)} tasks x {config.scenes} scenes x 1 trial = {len(config.jobs())} episodes, "
-          f"{os.cpu_count()} CPUs")
+    print(
+        f"expert, {len(config.tasks)} tasks x {config.scenes} scenes x 1 trial = "
+        f"{len(config.jobs())} episodes, "
+        f"{os.cpu_count()} CPUs"
+    )
     runs = [{w: one_run(config, w) for w in counts} for _ in range(args.passes)]
     for w in counts:
-        report.add(f"eval, {w} worker(s)", [r[w][0] for r in runs], "episodes/s", better="higher",
-                   note="start-up included")
+        report.add(
+            f"eval, {w} worker(s)",
+            [r[w][0] for r in runs],
+            "episodes/s",
+            better="higher",
+            note="start-up included",
+        )
         report.add(f"eval, {w} worker(s), mean episode inside run_episode", [r[w][1] for r in runs], "s")
     if len(counts) > 1 and 1 in counts:
         most = max(counts)
-        report.add(f"eval, {most} workers / 1 worker", [r[most][0] / r[1][0] for r in runs], "x", better="higher",
-                   note="episodes/s of the same pass")
+        report.add(
+            f"eval, {most} workers / 1 worker",
+            [r[most][0] / r[1][0] for r in runs],
+            "x",
+            better="higher",
+            note="episodes/s of the same pass",
+        )
     report.finish(args.json)
 
 

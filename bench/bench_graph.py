@@ -43,10 +43,14 @@ def image_latency(node, rate_hz: float, count: int) -> dict:
     clock = Clock(clock_type=ClockType.SYSTEM_TIME)
     latencies = []
     sub = node.create_subscription(
-        Image, "/bench/image", lambda m: latencies.append((clock.now().nanoseconds - stamp_to_ns(m.header.stamp)) / 1e6),
-        10)
-    peer = subprocess.Popen([sys.executable, str(ROOT / "bench" / "peers" / "image_publisher.py"), str(rate_hz),
-                             str(count)])
+        Image,
+        "/bench/image",
+        lambda m: latencies.append((clock.now().nanoseconds - stamp_to_ns(m.header.stamp)) / 1e6),
+        10,
+    )
+    peer = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "peers" / "image_publisher.py"), str(rate_hz), str(count)]
+    )
     deadline = time.monotonic() + count / rate_hz + 30
     while peer.poll() is None and time.monotonic() < deadline:
         rclpy.spin_once(node, timeout_sec=0.01)
@@ -57,7 +61,11 @@ def image_latency(node, rate_hz: float, count: int) -> dict:
     if not latencies:
         raise RuntimeError("no image arrived")
     lat = np.array(latencies)
-    return {"received": len(lat), "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99))}
+    return {
+        "received": len(lat),
+        "p50_ms": float(np.percentile(lat, 50)),
+        "p99_ms": float(np.percentile(lat, 99)),
+    }
 
 
 def in_process(episodes: list[tuple[str, int]], backend, env) -> tuple[float, int]:
@@ -71,13 +79,14 @@ def in_process(episodes: list[tuple[str, int]], backend, env) -> tuple[float, in
 
 def through_graph(commander, episodes: list[tuple[str, int]]) -> tuple[float, int, list[str]]:
     from r3_msgs.action import RunTask
-
     from r3_ros.commander import TaskStatus
 
     steps, elapsed, outcomes = 0, 0.0, []
     for task, seed in episodes:
         start = time.perf_counter()
-        handle = commander.start_task(RunTask.Goal(suite="language_table", task=task, seed=seed, reset_scene=True))
+        handle = commander.start_task(
+            RunTask.Goal(suite="language_table", task=task, seed=seed, reset_scene=True)
+        )
         while handle.spin_once() is not TaskStatus.DONE:
             pass
         elapsed += time.perf_counter() - start
@@ -89,7 +98,9 @@ def through_graph(commander, episodes: list[tuple[str, int]]) -> tuple[float, in
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--passes", type=int, default=3, help="passes per figure (default: %(default)s)")
-    p.add_argument("--episodes", type=int, default=4, help="episodes per side and pass (default: %(default)s)")
+    p.add_argument(
+        "--episodes", type=int, default=4, help="episodes per side and pass (default: %(default)s)"
+    )
     p.add_argument("--frames", type=int, default=300, help="images per latency pass (default: %(default)s)")
     p.add_argument("--out", default="runs/bench_graph", help="bags and logs of the graph side")
     args = p.parse_args()
@@ -108,12 +119,29 @@ def main() -> None:
     try:
         lat = [image_latency(node, 30.0, args.frames) for _ in range(args.passes)]  # before the graph runs
         note = f"{args.frames} frames per pass, {min(r['received'] for r in lat)} or more received"
-        report.add("image 640x480 rgb8 @30 Hz through rclpy, latency p50", [r["p50_ms"] for r in lat], "ms", note=note)
+        report.add(
+            "image 640x480 rgb8 @30 Hz through rclpy, latency p50",
+            [r["p50_ms"] for r in lat],
+            "ms",
+            note=note,
+        )
         report.add("image 640x480 rgb8 @30 Hz through rclpy, latency p99", [r["p99_ms"] for r in lat], "ms")
         out = Path(args.out)
-        launch = subprocess.Popen([sys.executable, "-m", "r3.cli", "launch", "sim_language_table", "--logs",
-                                   str(out / "logs"), "--set", f"r3_recorder_node.output_dir={out / 'bags'}"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        launch = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "r3.cli",
+                "launch",
+                "sim_language_table",
+                "--logs",
+                str(out / "logs"),
+                "--set",
+                f"r3_recorder_node.output_dir={out / 'bags'}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         commander = R3Commander(node)
         if not commander.wait_until_ready(120):
             raise RuntimeError("the graph did not come up")
@@ -134,13 +162,28 @@ def main() -> None:
         env.close()
         note = f"{args.episodes} episodes of task V per pass, {n_local} decision steps"
         report.add("decision step, in process", local, "ms", note=note)
-        report.add("decision step, through the graph", graph, "ms", note=f"{n_graph} steps; ended: {sorted(outcomes)}")
-        report.add("decision step, graph / in process (target <= 1.5)", [g / w for g, w in zip(graph, local)], "x",
-                   note="within each pass")
+        report.add(
+            "decision step, through the graph",
+            graph,
+            "ms",
+            note=f"{n_graph} steps; ended: {sorted(outcomes)}",
+        )
+        report.add(
+            "decision step, graph / in process (target <= 1.5)",
+            [g / w for g, w in zip(graph, local)],
+            "x",
+            note="within each pass",
+        )
         report.add("decision step CPU, in process", local_cpu, "ms", note="this process")
-        report.add("decision step CPU, through the graph", graph_cpu, "ms", note=f"all {len(nodes)} node processes")
-        report.add("decision step CPU, graph / in process", [g / w for g, w in zip(graph_cpu, local_cpu)], "x",
-                   note="within each pass; the machine's other load does not enter CPU time")
+        report.add(
+            "decision step CPU, through the graph", graph_cpu, "ms", note=f"all {len(nodes)} node processes"
+        )
+        report.add(
+            "decision step CPU, graph / in process",
+            [g / w for g, w in zip(graph_cpu, local_cpu)],
+            "x",
+            note="within each pass; the machine's other load does not enter CPU time",
+        )
     finally:
         node.destroy_node()
         rclpy.shutdown()

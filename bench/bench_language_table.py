@@ -82,14 +82,20 @@ def episode(env: LanguageTableEnv, task: str, seed: int) -> dict[str, float]:
         reached += policy.reason == "reached"
     seconds = time.perf_counter() - t
     final, instance = env.state(), env.task_instance
-    return {"seconds": seconds, "reached": reached / slots, "success": float(instance.success(final)),
-            "progress": float(instance.progress(final))}
+    return {
+        "seconds": seconds,
+        "reached": reached / slots,
+        "success": float(instance.success(final)),
+        "progress": float(instance.progress(final)),
+    }
 
 
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--passes", type=int, default=3, help="passes per figure (default: %(default)s)")
-    p.add_argument("--episodes", type=int, default=3, help="400-step episodes per pass (default: %(default)s)")
+    p.add_argument(
+        "--episodes", type=int, default=3, help="400-step episodes per pass (default: %(default)s)"
+    )
     args = p.parse_args()
     steps, frames = 500, 20
     if args.smoke:
@@ -97,21 +103,50 @@ def main() -> None:
     report = Report("language_table", vars(args))
     env = LanguageTableEnv(width=320, height=240)
     tasks = list(TASKS)
-    report.add("env steps/s, no render", [env_step_rate(env, steps) for _ in range(args.passes)], "steps/s",
-               better="higher", note=f"{steps} random actions")
-    report.add("MuJoCo mj_step/s, timed alone", [mj_step_rate(env, steps * scene.SUBSTEPS) for _ in range(args.passes)],
-               "steps/s", better="higher", note=f"{steps * scene.SUBSTEPS} physics steps")
+    report.add(
+        "env steps/s, no render",
+        [env_step_rate(env, steps) for _ in range(args.passes)],
+        "steps/s",
+        better="higher",
+        note=f"{steps} random actions",
+    )
+    report.add(
+        "MuJoCo mj_step/s, timed alone",
+        [mj_step_rate(env, steps * scene.SUBSTEPS) for _ in range(args.passes)],
+        "steps/s",
+        better="higher",
+        note=f"{steps * scene.SUBSTEPS} physics steps",
+    )
     report.add("render 320x240", [render_ms(env, frames) for _ in range(args.passes)], "ms/frame")
-    runs = [[episode(env, tasks[(k + j) % len(tasks)], j) for j in range(args.episodes)] for k in range(args.passes)]
+    runs = [
+        [episode(env, tasks[(k + j) % len(tasks)], j) for j in range(args.episodes)]
+        for k in range(args.passes)
+    ]
     note = f"median/mean of {args.episodes} episodes per pass, tasks in turn"
-    report.add("400-step episode, one render per instruction", [np.median([e["seconds"] for e in r]) for r in runs],
-               "s", note=note)
-    report.add("400-step episode, task success (random instructions)", [np.mean([e["success"] for e in r]) for r in runs],
-               "fraction", better="higher")
-    report.add("400-step episode, task progress (random instructions)",
-               [np.mean([e["progress"] for e in r]) for r in runs], "fraction", better="higher")
-    report.add("scripted policy reports its target reached", [np.mean([e["reached"] for e in r]) for r in runs],
-               "fraction of instructions", better="higher")
+    report.add(
+        "400-step episode, one render per instruction",
+        [np.median([e["seconds"] for e in r]) for r in runs],
+        "s",
+        note=note,
+    )
+    report.add(
+        "400-step episode, task success (random instructions)",
+        [np.mean([e["success"] for e in r]) for r in runs],
+        "fraction",
+        better="higher",
+    )
+    report.add(
+        "400-step episode, task progress (random instructions)",
+        [np.mean([e["progress"] for e in r]) for r in runs],
+        "fraction",
+        better="higher",
+    )
+    report.add(
+        "scripted policy reports its target reached",
+        [np.mean([e["reached"] for e in r]) for r in runs],
+        "fraction of instructions",
+        better="higher",
+    )
     env.close()
     report.finish(args.json)
 

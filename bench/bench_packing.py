@@ -62,7 +62,9 @@ def main() -> None:
     p = parser(__doc__)
     p.add_argument("--passes", type=int, default=3, help="passes per figure (default: %(default)s)")
     p.add_argument("--poses", type=int, default=100, help="IK poses per pass (default: %(default)s)")
-    p.add_argument("--cycles", type=int, default=5, help="pick-and-place cycles per pass (default: %(default)s)")
+    p.add_argument(
+        "--cycles", type=int, default=5, help="pick-and-place cycles per pass (default: %(default)s)"
+    )
     args = p.parse_args()
     if args.smoke:
         args.passes, args.poses, args.cycles = 1, 10, 1
@@ -76,8 +78,12 @@ def main() -> None:
         what = {"wall": "wall time", "cpu": "CPU time", "iterations": "iterations over all starts"}[key]
         report.add(f"IK solve {what}, median", [np.median(r[key]) * scale for r in passes], unit, note=note)
         report.add(f"IK solve {what}, p90", [np.percentile(r[key], 90) * scale for r in passes], unit)
-        report.add(f"IK solve {what}, p90 / median (target <= 5)",
-                   [np.percentile(r[key], 90) / np.median(r[key]) for r in passes], "x", note="per pass")
+        report.add(
+            f"IK solve {what}, p90 / median (target <= 5)",
+            [np.percentile(r[key], 90) / np.median(r[key]) for r in passes],
+            "x",
+            note="per pass",
+        )
     walls, sims = [], []
     for k in range(args.passes):
         runs = [cycle(cell, j) for j in range(args.cycles)]

@@ -62,11 +62,13 @@ def geometry_ms(frame, n: int, passes: int) -> tuple[list[float], list[float], l
     perception = Perception(segmenter)
     perception.set_query(list(frame.instance_names.values()))
     with_masks = timed(lambda: perception.process(frame), n, passes)
-    rows, cols = np.mgrid[0:frame.camera.height, 0:frame.camera.width]
+    rows, cols = np.mgrid[0 : frame.camera.height, 0 : frame.camera.width]
 
     def full():
         ok = valid_depth(frame.depth_m, frame.camera)
-        backproject(cols[ok].astype(float), rows[ok].astype(float), frame.depth_m[ok].astype(float), frame.camera)
+        backproject(
+            cols[ok].astype(float), rows[ok].astype(float), frame.depth_m[ok].astype(float), frame.camera
+        )
 
     return timed(stats, n, passes), with_masks, timed(full, max(1, n // 2), passes)
 
@@ -82,25 +84,48 @@ def sam2_ms(frame, size: int, n: int, passes: int) -> tuple[list[float], list[fl
 
 def ground_point_ms(frame, size: int, calls: int, passes: int) -> list[float]:
     import rclpy
-    from r3_msgs.msg import DetectedObjects
-    from r3_msgs.srv import GroundPoint
     from rclpy.node import Node
     from sensor_msgs.msg import CameraInfo, Image
 
     from r3.graph import names
+    from r3_msgs.msg import DetectedObjects
+    from r3_msgs.srv import GroundPoint
     from r3_ros.conversions import camera_info_msg, depth_to_msg, image_to_msg
 
-    env = dict(os.environ, ROS_DOMAIN_ID=os.environ.get("ROS_DOMAIN_ID", str(1 + os.getpid() % 100)),
-               ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    env = dict(
+        os.environ,
+        ROS_DOMAIN_ID=os.environ.get("ROS_DOMAIN_ID", str(1 + os.getpid() % 100)),
+        ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
+    )
     os.environ.update(env)
-    proc = subprocess.Popen([sys.executable, "-m", "r3_perception_node.main", "--ros-args", "-p", "backend:=sam2",
-                             "-p", f"sam2_image_size:={size}", "-p", "max_frame_age_s:=600.0"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "r3_perception_node.main",
+            "--ros-args",
+            "-p",
+            "backend:=sam2",
+            "-p",
+            f"sam2_image_size:={size}",
+            "-p",
+            "max_frame_age_s:=600.0",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     rclpy.init()
     node = Node("bench_perception_client")
     try:
-        pubs = [node.create_publisher(t, n, 5) for t, n in ((Image, names.CAMERA_IMAGE), (Image, names.CAMERA_DEPTH),
-                                                             (CameraInfo, names.CAMERA_INFO))]
+        pubs = [
+            node.create_publisher(t, n, 5)
+            for t, n in (
+                (Image, names.CAMERA_IMAGE),
+                (Image, names.CAMERA_DEPTH),
+                (CameraInfo, names.CAMERA_INFO),
+            )
+        ]
         processed = []
         node.create_subscription(DetectedObjects, names.DETECTED_OBJECTS, processed.append, 5)
         client = node.create_client(GroundPoint, names.GROUND_POINT)
@@ -109,10 +134,13 @@ def ground_point_ms(frame, size: int, calls: int, passes: int) -> list[float]:
         deadline = time.monotonic() + 300
         while not processed and time.monotonic() < deadline:  # publish until one frame is processed
             stamp, fid = node.get_clock().now().to_msg(), "camera_color_optical_frame"
-            pubs[2].publish(camera_info_msg(frame.camera.k, frame.camera.width, frame.camera.height, stamp, fid))
+            pubs[2].publish(
+                camera_info_msg(frame.camera.k, frame.camera.width, frame.camera.height, stamp, fid)
+            )
             pubs[0].publish(image_to_msg(frame.rgb, stamp, fid))
             pubs[1].publish(depth_to_msg(frame.depth_m, stamp, fid))
             rclpy.spin_once(node, timeout_sec=0.5)
+
         def call():
             future = client.call_async(GroundPoint.Request(label="x", u=450.0, v=600.0, purpose="pick"))
             rclpy.spin_until_future_complete(node, future, timeout_sec=60)
@@ -150,8 +178,12 @@ def packing_look_ms(n: int, passes: int) -> tuple[list[float], list[float]]:
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--passes", type=int, default=3, help="passes per figure (default: %(default)s)")
-    p.add_argument("--calls", type=int, default=50, help="calls per pass of the fast figures; the slow ones make "
-                                                         "fewer (default: %(default)s)")
+    p.add_argument(
+        "--calls",
+        type=int,
+        default=50,
+        help="calls per pass of the fast figures; the slow ones make fewer (default: %(default)s)",
+    )
     p.add_argument("--sam2-size", type=int, default=1024, help="SAM 2 input side (1024 = released models)")
     p.add_argument("--skip-node", action="store_true", help="skip the GroundPoint round trip over DDS")
     args = p.parse_args()
@@ -168,9 +200,12 @@ def main() -> None:
     report.add(f"SAM 2 tiny embedding ({args.sam2_size} px input), CPU", embed, "ms", note="random weights")
     report.add("SAM 2 tiny point prompt, CPU", prompt, "ms")
     if not args.skip_node:
-        report.add("GroundPoint round trip over DDS (target <= 20)",
-                   ground_point_ms(frame, args.sam2_size, max(1, args.calls // 2), args.passes), "ms",
-                   note=f"sam2 backend, {args.sam2_size} px")
+        report.add(
+            "GroundPoint round trip over DDS (target <= 20)",
+            ground_point_ms(frame, args.sam2_size, max(1, args.calls // 2), args.passes),
+            "ms",
+            note=f"sam2 backend, {args.sam2_size} px",
+        )
     scene.close()
     look, state = packing_look_ms(args.calls, args.passes)
     report.add("packing policy look (render 320x240 RGB-D + masks, perceive)", look, "ms")

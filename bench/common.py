@@ -40,8 +40,10 @@ class Figure:
         if s["n"] == 1:
             text = f"{_fmt(s['median'])} {self.unit} (n=1)"
         else:
-            text = (f"{_fmt(s['median'])} {self.unit} median, {_fmt(s['min'])}-{_fmt(s['max'])} "
-                    f"over {s['n']} passes")
+            text = (
+                f"{_fmt(s['median'])} {self.unit} median, {_fmt(s['min'])}-{_fmt(s['max'])} "
+                f"over {s['n']} passes"
+            )
         return f"{self.name:<58} {text}" + (f"  [{self.note}]" if self.note else "")
 
 
@@ -104,8 +106,11 @@ class Report:
 
     def finish(self, json_path: str | None = None) -> dict:
         after = load()
-        print(f"load average before {self.load_before['1min']:.2f}, after {after['1min']:.2f} "
-              f"(1 min, {after['cores']} cores)", flush=True)
+        print(
+            f"load average before {self.load_before['1min']:.2f}, after {after['1min']:.2f} "
+            f"(1 min, {after['cores']} cores)",
+            flush=True,
+        )
         record = {
             "bench": self.bench,
             "args": self.args,
@@ -117,7 +122,9 @@ class Report:
             "figures": [{**asdict(f), **f.summary} for f in self.figures],
         }
         target = json_path or (
-            str(Path(os.environ["R3_BENCH_JSON"]) / f"{self.bench}.json") if os.environ.get("R3_BENCH_JSON") else None
+            str(Path(os.environ["R3_BENCH_JSON"]) / f"{self.bench}.json")
+            if os.environ.get("R3_BENCH_JSON")
+            else None
         )
         if target:
             Path(target).parent.mkdir(parents=True, exist_ok=True)
@@ -127,8 +134,9 @@ class Report:
 
 def parser(doc: str) -> argparse.ArgumentParser:
     """The arguments every benchmark takes (``--json``, ``--smoke``); scripts add their own."""
-    p = argparse.ArgumentParser(description=doc.strip().split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=doc.strip().split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--json", metavar="PATH", help="also write the figures to this JSON file")
     p.add_argument("--smoke", action="store_true", help="smallest sizes, to check the benchmark runs (CI)")
     return p

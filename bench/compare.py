@@ -51,7 +51,9 @@ def main(argv: list[str]) -> int:
             continue
         a, b = fa[key], fb[key]
         ratio = f"{b['median'] / a['median']:.2f}" if a["median"] else "-"
-        print(f"{label:<72} {a['median']:>10.4g} {b['median']:>10.4g} {ratio:>7}  {a['unit']}, {verdict(a, b)}")
+        print(
+            f"{label:<72} {a['median']:>10.4g} {b['median']:>10.4g} {ratio:>7}  {a['unit']}, {verdict(a, b)}"
+        )
     return 0
 
 

@@ -61,15 +61,30 @@ def _short(frame: str) -> str:
     parts = Path(path).parts
     for anchor in ("site-packages", "r3", "r3_ros"):
         if anchor in parts:
-            path = "/".join(parts[parts.index(anchor) + (anchor == "site-packages"):])
+            path = "/".join(parts[parts.index(anchor) + (anchor == "site-packages") :])
             break
     return f"{name} ({path})"
 
 
 def record(pid: int, out: Path, rate: int, idle: bool) -> subprocess.Popen:
-    return subprocess.Popen([str(PY_SPY), "record", "--pid", str(pid), "--format", "raw", "--rate", str(rate),
-                             "--nonblocking", "--output", str(out)] + (["--idle"] if idle else []),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [
+            str(PY_SPY),
+            "record",
+            "--pid",
+            str(pid),
+            "--format",
+            "raw",
+            "--rate",
+            str(rate),
+            "--nonblocking",
+            "--output",
+            str(out),
+        ]
+        + (["--idle"] if idle else []),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def main() -> None:
@@ -78,8 +93,12 @@ def main() -> None:
     p.add_argument("--rate", type=int, default=200, help="samples per second (default: %(default)s)")
     p.add_argument("--top", type=int, default=12)
     p.add_argument("--out", default="runs/profile_graph")
-    p.add_argument("--idle", action="store_true", help="wall-clock view: idle samples too, and the reasoner's "
-                                                       "episode thread (what a decision step waits on) by itself")
+    p.add_argument(
+        "--idle",
+        action="store_true",
+        help="wall-clock view: idle samples too, and the reasoner's "
+        "episode thread (what a decision step waits on) by itself",
+    )
     args = p.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -90,9 +109,21 @@ def main() -> None:
     from r3.sim.language_table.env import LanguageTableEnv
     from r3_ros.commander import R3Commander
 
-    launch = subprocess.Popen([sys.executable, "-m", "r3.cli", "launch", "sim_language_table", "--logs",
-                               str(out / "logs"), "--set", f"r3_recorder_node.output_dir={out / 'bags'}"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    launch = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "r3.cli",
+            "launch",
+            "sim_language_table",
+            "--logs",
+            str(out / "logs"),
+            "--set",
+            f"r3_recorder_node.output_dir={out / 'bags'}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     rclpy.init()
     node = rclpy.create_node("profile_graph_client")
     try:
@@ -101,8 +132,10 @@ def main() -> None:
             raise RuntimeError("the graph did not come up")
         through_graph(commander, episodes[:1])  # warm: first episode's imports and caches
         nodes = {pid: cmd for pid, cmd in process_tree(launch.pid).items() if "python" in cmd.split()[0]}
-        names = {pid: next((Path(w).name for w in cmd.split() if Path(w).name.startswith("r3_")), f"pid{pid}")
-                 for pid, cmd in nodes.items()}
+        names = {
+            pid: next((Path(w).name for w in cmd.split() if Path(w).name.startswith("r3_")), f"pid{pid}")
+            for pid, cmd in nodes.items()
+        }
         spies = {pid: record(pid, out / f"{names[pid]}.txt", args.rate, args.idle) for pid in nodes}
         time.sleep(1.0)
         cpu = {pid: cpu_seconds(pid) for pid in nodes}
@@ -112,15 +145,24 @@ def main() -> None:
             spy.send_signal(signal.SIGINT)
         for spy in spies.values():
             spy.wait(timeout=60)
-        print(f"through the graph: {steps} decision steps in {seconds:.1f} s = {seconds / steps * 1e3:.0f} ms each "
-              f"({sorted(set(reasons))})\n")
+        print(
+            f"through the graph: {steps} decision steps in {seconds:.1f} s = "
+            f"{seconds / steps * 1e3:.0f} ms each "
+            f"({sorted(set(reasons))})\n"
+        )
         for pid in nodes:
-            print(f"{names[pid]} (pid {pid}): {cpu[pid]:.2f} CPU s during the episodes ({cpu[pid] / steps * 1e3:.0f} ms "
-                  f"per decision step)")
+            print(
+                f"{names[pid]} (pid {pid}): {cpu[pid]:.2f} CPU s during the episodes "
+                f"({cpu[pid] / steps * 1e3:.0f} ms "
+                f"per decision step)"
+            )
             raw = out / f"{names[pid]}.txt"
             print(summary(raw, args.top, args.rate) if raw.exists() else "  no profile written\n")
             if args.idle and names[pid] == "r3_reasoner_node" and raw.exists():
-                print("  the episode thread alone:\n" + summary(raw, args.top, args.rate, within="_execute_goal"))
+                print(
+                    "  the episode thread alone:\n"
+                    + summary(raw, args.top, args.rate, within="_execute_goal")
+                )
     finally:
         node.destroy_node()
         rclpy.shutdown()
@@ -135,8 +177,10 @@ def main() -> None:
     cpu = cpu_seconds(os.getpid()) - cpu
     spy.send_signal(signal.SIGINT)
     spy.wait(timeout=60)
-    print(f"in process: {steps} decision steps in {seconds:.1f} s = {seconds / steps * 1e3:.0f} ms each, "
-          f"{cpu:.2f} CPU s ({cpu / steps * 1e3:.0f} ms per decision step)\n")
+    print(
+        f"in process: {steps} decision steps in {seconds:.1f} s = {seconds / steps * 1e3:.0f} ms each, "
+        f"{cpu:.2f} CPU s ({cpu / steps * 1e3:.0f} ms per decision step)\n"
+    )
     print(summary(out / "in_process.txt", args.top, args.rate))
 
 

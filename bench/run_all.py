@@ -28,7 +28,9 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("names", nargs="*", help="benchmarks to run (bench_NAME.py); all when none")
     p.add_argument("--smoke", action="store_true", help="pass --smoke to every benchmark")
-    p.add_argument("--out", default="runs/bench", help="where the run's folder and merged file go (default: %(default)s)")
+    p.add_argument(
+        "--out", default="runs/bench", help="where the run's folder and merged file go (default: %(default)s)"
+    )
     args = p.parse_args(argv)
     scripts = sorted(HERE.glob("bench_*.py"))
     if args.names:
@@ -37,8 +39,11 @@ def main(argv: list[str]) -> int:
             p.error(f"no benchmark named {', '.join(sorted(unknown))}")
         scripts = [s for s in scripts if s.stem.removeprefix("bench_") in args.names]
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    stamp += next(f"-{k}" for k in range(1, 100) if not (Path(args.out) / f"{stamp}-{k}").exists()) if (
-        Path(args.out) / stamp).exists() else ""
+    stamp += (
+        next(f"-{k}" for k in range(1, 100) if not (Path(args.out) / f"{stamp}-{k}").exists())
+        if (Path(args.out) / stamp).exists()
+        else ""
+    )
     folder = Path(args.out) / stamp
     folder.mkdir(parents=True)
     env = dict(os.environ, R3_BENCH_JSON=str(folder))
@@ -55,8 +60,18 @@ def main(argv: list[str]) -> int:
         record = json.loads(path.read_text())
         records[record["bench"]] = record
     merged = Path(args.out) / f"{stamp}.json"
-    merged.write_text(json.dumps({"started": stamp, "smoke": args.smoke, "load_before": before, "load_after": load(),
-                                  "benches": records}, indent=1))
+    merged.write_text(
+        json.dumps(
+            {
+                "started": stamp,
+                "smoke": args.smoke,
+                "load_before": before,
+                "load_after": load(),
+                "benches": records,
+            },
+            indent=1,
+        )
+    )
     print(f"figures of {len(records)} benchmarks: {merged}")
     if failed:
         print(f"failed: {', '.join(failed)}")

@@ -15,8 +15,9 @@ SCRIPTS = sorted(BENCH.glob("bench_*.py"))
 
 
 def _run(args: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
 
 
 def _check_record(record: dict, bench: str) -> None:
@@ -30,8 +31,17 @@ def _check_record(record: dict, bench: str) -> None:
 
 
 def test_every_benchmark_is_covered():
-    assert {s.stem for s in SCRIPTS} == {"bench_bags", "bench_data", "bench_episode", "bench_eval", "bench_graph",
-                                         "bench_judge", "bench_language_table", "bench_packing", "bench_perception"}
+    assert {s.stem for s in SCRIPTS} == {
+        "bench_bags",
+        "bench_data",
+        "bench_episode",
+        "bench_eval",
+        "bench_graph",
+        "bench_judge",
+        "bench_language_table",
+        "bench_packing",
+        "bench_perception",
+    }
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])

@@ -40,14 +40,44 @@ class Figure:
         if s["n"] == 1:
             text = f"{_fmt(s['median'])} {self.unit} (n=1)"
         else:
-            text = (f"{_fmt(s['median'])} {self.unit} median, {_fmt(s['min'])}-{_fmt(s['max'])} "
-                    f"over {s['n']} passes")
+            text = (
+                f"{_fmt(s['median'])} {self.unit} median, {_fmt(s['min'])}-{_fmt(s['max'])} "
+                f"over {s['n']} passes"
+            )
         return f"{self.name:<58} {text}" + (f"  [{self.note}]" if self.note else "")
 
 
 def _fmt(x: float) -> str:
     a = abs(x)
     return f"{x:.0f}" if a >= 100 else f"{x:.1f}" if a >= 10 else f"{x:.2f}" if a >= 0.1 else f"{x:.3g}"
+
+
+def process_tree(pid: int) -> dict[int, str]:
+    """{pid: command line} of every process below ``pid`` (Linux /proc): a launched graph's nodes."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = {}, list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        try:
+            out[p] = Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except OSError:
+            continue
+        todo += children.get(p, [])
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds that ``pid`` has used so far: unlike wall time, what a loaded
+    machine's other work does not inflate."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def load() -> dict:
@@ -76,8 +106,11 @@ class Report:
 
     def finish(self, json_path: str | None = None) -> dict:
         after = load()
-        print(f"load average before {self.load_before['1min']:.2f}, after {after['1min']:.2f} "
-              f"(1 min, {after['cores']} cores)", flush=True)
+        print(
+            f"load average before {self.load_before['1min']:.2f}, after {after['1min']:.2f} "
+            f"(1 min, {after['cores']} cores)",
+            flush=True,
+        )
         record = {
             "bench": self.bench,
             "args": self.args,
@@ -89,7 +122,9 @@ class Report:
             "figures": [{**asdict(f), **f.summary} for f in self.figures],
         }
         target = json_path or (
-            str(Path(os.environ["R3_BENCH_JSON"]) / f"{self.bench}.json") if os.environ.get("R3_BENCH_JSON") else None
+            str(Path(os.environ["R3_BENCH_JSON"]) / f"{self.bench}.json")
+            if os.environ.get("R3_BENCH_JSON")
+            else None
         )
         if target:
             Path(target).parent.mkdir(parents=True, exist_ok=True)
@@ -99,8 +134,9 @@ class Report:
 
 def parser(doc: str) -> argparse.ArgumentParser:
     """The arguments every benchmark takes (``--json``, ``--smoke``); scripts add their own."""
-    p = argparse.ArgumentParser(description=doc.strip().split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=doc.strip().split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--json", metavar="PATH", help="also write the figures to this JSON file")
     p.add_argument("--smoke", action="store_true", help="smallest sizes, to check the benchmark runs (CI)")
     return p

@@ -120,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.reasoner:
                 overrides.setdefault("r3_reasoner_node", {})["backend"] = args.reasoner
             profile = load_profile(args.profile or f"sim_{args.suite}", args.graph, overrides)
+            problem = _backend_problem(profile)
+            if problem:
+                return _fail(problem)
             log_dir = out / "logs" / time.strftime("%Y%m%d-%H%M%S")
             supervisor = Supervisor(profile, log_dir, echo=(lambda _: None) if args.quiet else None)
             supervisor.start()
@@ -194,6 +197,21 @@ def _wait_for_bag(bag: Path, timeout_s: float = 3.0) -> None:
         if (bag / "metadata.yaml").is_file() and read_episode_info(bag).reason:
             return
         time.sleep(0.05)
+
+
+def _backend_problem(profile) -> str | None:
+    """Why the profile's reasoner backend spec cannot be built (a bad spec, a GPU this machine
+    lacks), before any node starts; None when it can. Building loads no weights."""
+    from r3.reasoning.backends import make_backend
+
+    for member in profile.started:
+        if member.executable == "r3_reasoner_node":
+            spec = member.parameters.get("backend", "expert")
+            try:
+                make_backend(spec)
+            except ValueError as exc:
+                return f"{member.name} backend {spec!r}: {exc}"
+    return None
 
 
 def _startup_failure(supervisor: Supervisor, timeout_s: float) -> str:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from r3.data.bags import read_episode_info
-from r3.data.video import episode_video_from_bag
+from r3.data.video import default_format, episode_video_from_bag
 from r3.graph.cli import parse_overrides
 from r3.graph.description import DEFAULT_GRAPH, load_profile
 from r3.graph.supervisor import Supervisor
@@ -53,7 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", default=None, help="graph profile to start (default: sim_SUITE)")
     p.add_argument("--graph", default=str(DEFAULT_GRAPH), help="graph description YAML (default: %(default)s)")
     p.add_argument("--out", default="runs", help="folder for bags, logs and videos (default: %(default)s)")
-    p.add_argument("--video", choices=("gif", "mp4", "none"), default="gif", help="episode video (default: gif)")
+    p.add_argument("--video", choices=("auto", "gif", "mp4", "none"), default="auto",
+                   help="episode video from the bag's camera frames; auto: mp4 when an H.264 encoder "
+                   "(imageio-ffmpeg) is installed, else gif (default: auto)")
     p.add_argument("--use-running-graph", action="store_true",
                    help="do not start nodes; fail if no graph is running")
     p.add_argument("--startup-timeout", type=float, default=60.0,
@@ -180,7 +182,8 @@ def _summarise(result, out: Path, video: str) -> int:
         print(f"bag:      {bag}")
         if video != "none":
             try:
-                path = episode_video_from_bag(bag, bag.with_suffix(f".{video}"))
+                suffix = default_format() if video == "auto" else video
+                path = episode_video_from_bag(bag, bag.with_suffix(f".{suffix}"))
                 print(f"video:    {path}")
             except (ValueError, OSError) as exc:
                 print(f"video:    not written ({exc})")

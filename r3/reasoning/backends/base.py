@@ -16,6 +16,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from r3.reasoning.prompts import INSTRUCTION_HEADER, ReasonerInput, build_messages
 
@@ -86,6 +87,8 @@ class ReasonerBackend(ABC):
     :meth:`close` at cleanup."""
 
     model_id: str = ""
+    #: The KEY=VALUE options its spec may carry (:mod:`r3.reasoning.backends.spec`); none by default.
+    SPEC_OPTIONS: ClassVar[dict] = {}
 
     def load(self) -> None:
         """Load weights or connect; raise :class:`BackendError` with a clear message on failure."""

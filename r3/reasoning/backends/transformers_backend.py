@@ -1,4 +1,5 @@
-"""Reasoner backend that runs a local model directory with transformers (spec "transformers:DIR").
+"""Reasoner backend that runs a local model directory with transformers
+(spec "transformers:DIR[,device=auto|cpu|cuda|cuda:N][,dtype=...][,temperature=...]...", see SPEC_OPTIONS).
 
 Loads with ``local_files_only=True`` always: the reasoner never downloads weights. The prompt is
 rendered with the model's own chat template (thinking switched off where the template knows
@@ -10,25 +11,54 @@ the reasoner node, ``r3 eval`` and ``r3 collect`` prompt a checkpoint as it was 
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
+from typing import ClassVar
 
 from r3.reasoning.backends.base import BackendError, Generation, OnText, ReasonerBackend
+from r3.reasoning.backends.spec import SAMPLING_OPTIONS, Option
 from r3.reasoning.prompts import PromptSettings, ReasonerInput
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
+def resolve_device(device: str) -> str:
+    """"auto" -> "cuda" when torch sees a GPU, else "cpu"; a CUDA device this machine does not
+    have is refused here, when the backend is built, so `r3 run` says so before the graph starts."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        return device
+    if not re.fullmatch(r"cuda(:\d+)?", device):
+        raise ValueError(f"device={device!r}: expected auto, cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        build = f"torch {torch.__version__}" + ("" if torch.version.cuda else ", a build without CUDA")
+        raise ValueError(f"device={device}: CUDA is not available on this machine ({build}); use device=cpu or auto")
+    index, count = int(device.partition(":")[2] or 0), torch.cuda.device_count()
+    if index >= count:
+        raise ValueError(f"device={device}: this machine has {count} CUDA device(s)")
+    return device
+
+
 class TransformersBackend(ReasonerBackend):
-    """``device``: "cpu" (default), "auto" (cuda when available) or a torch device string.
+    """``device``: "auto" (default: cuda when available), "cpu", "cuda" or "cuda:N".
     ``dtype``: one of :data:`DTYPES` ("auto" = float32 on cpu, bfloat16 on cuda).
     ``temperature`` 0 means greedy decoding; ``seed`` makes sampling repeatable per call.
     ``thinking`` None follows the folder's prompt settings (off without them)."""
 
+    SPEC_OPTIONS: ClassVar[dict[str, Option]] = {
+        "device": Option(str, "auto (CUDA when available), cpu, cuda or cuda:N"),
+        "dtype": Option(str, f"one of {', '.join(DTYPES)} (auto: bfloat16 on CUDA, float32 on cpu)"),
+        **SAMPLING_OPTIONS,
+    }
+
     def __init__(
         self,
         model_dir: str | Path,
-        device: str = "cpu",
+        device: str = "auto",
         dtype: str = "auto",
         temperature: float = 1.0,
         top_p: float = 1.0,
@@ -44,7 +74,7 @@ class TransformersBackend(ReasonerBackend):
             )
         self.model_dir = Path(model_dir)
         self.model_id = str(self.model_dir)
-        self.device, self.dtype = device, dtype
+        self.device, self.dtype = resolve_device(device), dtype
         self.temperature, self.top_p, self.max_new_tokens, self.seed = (
             temperature,
             top_p,
@@ -74,8 +104,6 @@ class TransformersBackend(ReasonerBackend):
         except ValueError as exc:
             raise BackendError(str(exc)) from exc
         device = self.device
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
         dtype = self.dtype
         if dtype == "auto":
             dtype = "bfloat16" if device.startswith("cuda") else "float32"

@@ -22,12 +22,6 @@ from r3.safety.fuzz import hostile_outputs
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 R3 = [sys.executable, "-m", "r3.cli"]
-_domain = iter(range(60, 100))
-
-
-def private_env() -> dict[str, str]:
-    """A ROS domain of its own, so that each `r3 run` starts and supervises its own graph."""
-    return dict(os.environ, ROS_DOMAIN_ID=str((int(os.environ["ROS_DOMAIN_ID"]) + next(_domain)) % 101))
 
 
 @pytest.fixture(scope="module")
@@ -145,9 +139,10 @@ def test_pusher_stops_when_the_command_stream_stops(graph):
     assert stop_latency < 0.2
 
 
-def _run(args: list[str], out: Path, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run(R3 + ["run", "--quiet", "--video", "none", "--out", str(out)] + args, capture_output=True,
-                          text=True, timeout=timeout, env=private_env())
+def _run(args: list[str], out: Path, env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
+    """`r3 run` in ``env``: a domain of its own, so that it starts and supervises its own graph."""
+    return subprocess.run(R3 + ["run", "--quiet", "--video", "none", "--out", str(out)] + args, check=False,
+                          capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def _only_bag(out: Path) -> Path:
@@ -162,29 +157,30 @@ def _topics(bag: Path) -> dict[str, list]:
     return by_topic
 
 
-def test_hostile_outputs_through_the_graph_command_no_motion(tmp_path):
+def test_hostile_outputs_through_the_graph_command_no_motion(tmp_path, private_ros_env):
     answers = tmp_path / "hostile.jsonl"
     answers.write_text("".join(json.dumps({"text": t, "finish_reason": f}) + "\n"
                                for _, t, f in hostile_outputs(20, seed=5, huge_every=10)))
     # Refusals never end this episode, so all 20 hostile answers reach the guard.
     run = _run(["--reasoner", f"replay:{answers}", "--set", "r3_reasoner_node.max_consecutive_invalid=100"],
-               tmp_path / "all")
+               tmp_path / "all", private_ros_env())
     assert run.returncode == 0, run.stdout + run.stderr
     topics = _topics(_only_bag(tmp_path / "all"))
     assert len(topics[names.REASONER_STEPS]) == 20 and not any(s.valid for s in topics[names.REASONER_STEPS])
     assert names.PUSHER_COMMAND not in topics and names.INSTRUCTION_OUTCOMES not in topics
     # With the default guard, the third refusal in a row ends the episode with the robot still.
-    run = _run(["--reasoner", f"replay:{answers}"], tmp_path / "default")
+    run = _run(["--reasoner", f"replay:{answers}"], tmp_path / "default", private_ros_env())
     assert run.returncode == 1 and "3 consecutive invalid reasoner outputs" in run.stderr
     topics = _topics(_only_bag(tmp_path / "default"))
     assert len(topics[names.REASONER_STEPS]) == 3 and names.PUSHER_COMMAND not in topics
 
 
-def test_replaying_a_recorded_episode_through_the_graph_repeats_every_decision(tmp_path):
-    first = _run(["--task", "V", "--seed", "3"], tmp_path / "expert")
+def test_replaying_a_recorded_episode_through_the_graph_repeats_every_decision(tmp_path, private_ros_env):
+    first = _run(["--task", "V", "--seed", "3"], tmp_path / "expert", private_ros_env())
     assert first.returncode == 0, first.stdout + first.stderr
     recorded = _only_bag(tmp_path / "expert")
-    second = _run(["--task", "V", "--seed", "3", "--reasoner", f"replay:{recorded}"], tmp_path / "replay")
+    second = _run(["--task", "V", "--seed", "3", "--reasoner", f"replay:{recorded}"], tmp_path / "replay",
+                  private_ros_env())
     assert second.returncode == 0, second.stdout + second.stderr
     decisions = [[(s.valid, s.error, s.instruction) for s in _topics(b)[names.REASONER_STEPS]]
                  for b in (recorded, _only_bag(tmp_path / "replay"))]
@@ -192,9 +188,9 @@ def test_replaying_a_recorded_episode_through_the_graph_repeats_every_decision(t
 
 
 @pytest.mark.parametrize("victim", ["r3_lowlevel_node", "r3_sim_node", "r3_reasoner_node", "r3_recorder_node"])
-def test_killing_a_node_ends_the_episode_with_an_error_naming_it(victim, tmp_path):
+def test_killing_a_node_ends_the_episode_with_an_error_naming_it(victim, tmp_path, private_ros_env):
     proc = subprocess.Popen(R3 + ["run", "--task", "T", "--seed", "5", "--out", str(tmp_path), "--video", "none"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=private_env())
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=private_ros_env())
     lines: list[tuple[float, str]] = []
     reader = threading.Thread(target=lambda: [lines.append((time.monotonic(), line)) for line in proc.stdout])
     reader.start()

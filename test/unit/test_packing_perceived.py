@@ -4,6 +4,7 @@ still items."""
 
 from __future__ import annotations
 
+import collections
 import inspect
 import math
 from pathlib import Path
@@ -82,21 +83,36 @@ def test_pick_and_place_through_perception(cell):
 
 def test_policy_on_perception_never_reads_the_simulator_state(cell, monkeypatch):
     """Only the simulated robot's driver (the sim executor: MoveIt's planning scene on a real cell)
-    may read the simulator's state; the policy, the skills and the grounder see the camera."""
+    may read the simulator's state; the policy, the skills and the grounder see the camera. Both ways
+    into the state are watched: ``env.state()`` and the MuJoCo data (``env.data``, item poses included).
+    The in-process stand-ins for the sensors read ``env.data`` too, in two functions only: the joint
+    encoders (``arm_reading``) and the camera's "has anything moved, is a new frame due" check
+    (``scene_key``, whose answer only decides whether to render again, never what is seen)."""
     env = _fresh(cell, {"foam brick": (0.28, -0.1, 0.0), "tuna fish can": (0.30, 0.15, 0.0)}).env
-    state, callers = env.state, set()
+    state, data, callers = env.state, env.data, collections.Counter()
+
+    def caller() -> str:
+        frame = inspect.stack()[2]
+        path = Path(frame.filename)
+        return f"{path.parent.name}/{path.name}" + (f":{frame.function}" if path.name == "perceived.py" else "")
 
     def watched_state():
-        caller = Path(inspect.stack()[1].filename)
-        callers.add(f"{caller.parent.name}/{caller.name}")
+        callers[caller()] += 1
         return state()
 
+    def watched_data(self):
+        callers[caller()] += 1
+        return data
+
     monkeypatch.setattr(env, "state", watched_state)
+    monkeypatch.setattr(type(env), "data", property(watched_data), raising=False)
     result = cell.policy.follow("Pack the foam brick into the large tray.", np.random.default_rng(3))
     monkeypatch.undo()
     assert result.success, result.reason
     assert env.state().tray_of("foam brick") == "large"
-    assert callers <= {"execution/sim.py", "packing/env.py"}, callers  # the driver and the simulator itself
+    assert callers["packing/env.py"] > 0  # the watch sees the simulator's own reads
+    sensors = {"lowlevel/perceived.py:arm_reading", "lowlevel/perceived.py:scene_key"}
+    assert set(callers) <= {"execution/sim.py", "packing/env.py", *sensors}, callers  # the driver, the simulator
 
 
 class _Scripted:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
 from ros_domains import DomainClaim
 
 SESSION_DOMAIN = DomainClaim()
@@ -18,6 +19,12 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
+# Property-based tests see the same examples on every run and machine: a fixed budget, derandomized,
+# no example database, no deadline (a loaded CI machine must not turn a slow example into a failure).
+settings.register_profile("r3", derandomize=True, max_examples=300, deadline=None, database=None,
+                          print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "r3"))
 
 # The CUDA torch build brings triton, whose native library crashes the process when it is first
 # loaded after OSMesa (MuJoCo's CPU renderer) has loaded its own LLVM; loaded first, both work.

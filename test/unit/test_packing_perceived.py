@@ -45,14 +45,23 @@ def test_estimates_match_the_simulator_on_task_layouts(cell):
             errors.append((math.dist(est.centre[:2], true.centre[:2]), abs(est.centre[2] - true.centre[2]), yaw,
                            np.abs(np.subtract(est.size, true.size)).max()))
     errors = np.array(errors)
-    # At 320x240 one pixel spans about 5 mm on the trays: centres within a pixel, sizes within two.
-    within = (errors[:, 0] < 5 * MM) & (errors[:, 1] < 5 * MM) & (errors[:, 2] < math.radians(6)) & (
-        errors[:, 3] < 10 * MM)
-    assert len(errors) >= 25 and within.mean() >= 0.95, errors[~within]
+    assert len(errors) >= 25
+    centre, height, yaw, size = errors.T
+    print(f"\nperception vs truth over {len(errors)} items: centre median {np.median(centre) / MM:.2f} mm, "
+          f"p90 {np.percentile(centre, 90) / MM:.2f} mm, max {centre.max() / MM:.2f} mm; height max "
+          f"{height.max() / MM:.2f} mm; yaw median {math.degrees(np.median(yaw)):.2f} deg, p90 "
+          f"{math.degrees(np.percentile(yaw, 90)):.2f} deg, max {math.degrees(yaw.max()):.2f} deg; "
+          f"size max {size.max() / MM:.2f} mm")
+    # README figures (deterministic renders, so the bounds sit just above them): centre median
+    # 0.7 mm, p90 1.8 mm, max 2.5 mm; yaw p90 2.0 deg, max 4.8 deg; catalogue sizes exactly.
+    assert np.median(centre) < 1.0 * MM and np.percentile(centre, 90) < 2.5 * MM and centre.max() < 3 * MM
+    assert height.max() < 1 * MM
+    assert np.percentile(yaw, 90) < math.radians(2.5) and yaw.max() < math.radians(5.5)
+    assert size.max() < 1 * MM
 
 
 def test_points_and_containers_round_trip(cell):
-    env, scene = _fresh(cell, {"soup can": (0.30, 0.0, 0.0), "sugar box": (0.30, 0.2, 0.0)}).env, cell.grounder
+    scene = _fresh(cell, {"soup can": (0.30, 0.0, 0.0), "sugar box": (0.30, 0.2, 0.0)}).grounder
     for name, tray in TRAY_SPECS.items():
         spot = (tray.centre[0] + 0.03, tray.centre[1] - 0.02, tray.floor)
         hit = scene.at_point(scene.project(spot), containers_only=True)

@@ -226,6 +226,9 @@ def test_killing_a_node_ends_the_episode_with_an_error_naming_it(victim, tmp_pat
 
 
 def test_the_simulator_refuses_out_of_range_commands(graph):
+    """Four bad commands (over the per-step limit, NaN, Inf, just over the limit) move nothing; the
+    valid one after them moves the pusher by exactly its step. The publisher is matched first, so a
+    lost command cannot pass for a refused one."""
     from geometry_msgs.msg import Vector3Stamped
     from sensor_msgs.msg import JointState
 
@@ -235,16 +238,35 @@ def test_the_simulator_refuses_out_of_range_commands(graph):
     states: list[tuple] = []
     sub = node.create_subscription(JointState, names.JOINT_STATES, lambda m: states.append(tuple(m.position)), 100)
     pub = node.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
+
+    def spin(seconds: float, until=lambda: False) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not until():
+            rclpy.spin_once(node, timeout_sec=0.01)
+
+    def send(x: float, y: float) -> None:
+        cmd = Vector3Stamped()
+        cmd.vector.x, cmd.vector.y = x, y
+        pub.publish(cmd)
+
     try:
-        for x, y in [(0.5, 0.0), (float("nan"), 0.0), (0.0, float("inf")), (0.0301, 0.0), (0.01, 0.0)]:
-            cmd = Vector3Stamped()
-            cmd.vector.x, cmd.vector.y = x, y
-            pub.publish(cmd)
-            end = time.monotonic() + 0.3
-            while time.monotonic() < end:
-                rclpy.spin_once(node, timeout_sec=0.01)
+        spin(30, lambda: pub.get_subscription_count() > 0 and sub.get_publisher_count() > 0)
+        assert pub.get_subscription_count() > 0 and sub.get_publisher_count() > 0, "the simulator is not connected"
+        spin(0.5)  # discovery is mutual: give the simulator's side time to match this publisher too
+        send(0.0, 0.0)  # a valid null step: where the pusher is now, and proof the commands arrive
+        spin(10, lambda: bool(states))
+        assert len(states) == 1, "the simulator answered no valid command"
+        before = np.array(states[0])
+        for x, y in [(0.5, 0.0), (float("nan"), 0.0), (0.0, float("inf")), (0.0301, 0.0)]:
+            send(x, y)
+            spin(0.3)
+        assert len(states) == 1, "an out-of-range command moved the pusher"
+        step = np.array([-0.01 if before[0] > 0 else 0.01, 0.0])  # towards the middle of the board
+        send(*step)
+        spin(10, lambda: len(states) > 1)
     finally:
         node.destroy_subscription(sub)
         node.destroy_publisher(pub)
-    # Only the last, valid command produced a step; the four out-of-range ones moved nothing.
-    assert len(states) == 1
+    # Only the valid commands produced a step; the four out-of-range ones moved nothing.
+    assert len(states) == 2
+    np.testing.assert_allclose(np.array(states[1]) - before, step, atol=5e-4)

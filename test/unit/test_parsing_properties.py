@@ -158,8 +158,9 @@ def test_a_grammar_never_raises_and_what_it_accepts_is_canonical(text, grammar):
         assert grammar.parse(grammar.format_instruction(result)) == result
 
 
-@given(instructions(), instructions(), st.sampled_from(["; ", ". ", " then ", ", then ", "; and then ", "! "]))
-def test_two_instructions_joined_on_one_line_are_refused(first, second, joint):
+@given(instructions(), instructions(),
+       st.sampled_from(["; ", ". ", " then ", ", then ", "; and then ", "! ", " ", "\n", "\u2028", "\x85", " and "]))
+def test_a_grammar_refuses_two_instructions_in_one_text(first, second, joint):
     (suite, _, a), (_, _, b) = first, second
     grammar = lt if suite == "language_table" else packing
     assert isinstance(grammar.parse(a.rstrip(".") + joint + b), lt.ParseError)

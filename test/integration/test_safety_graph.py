@@ -90,20 +90,24 @@ def test_cancel_stops_motion_commands(graph, stop):
             reasons.append(handle.result.reason)
     finally:
         node.destroy_subscription(sub)
-    p50, p99 = np.percentile(latencies, 50) * 1000, np.percentile(latencies, 99) * 1000
-    print(f"\ncancel ({'stop and cancel' if stop else 'cancel only'}) -> last motion command received: "
-          f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(latencies) * 1000:.1f} ms over {len(latencies)} trials")
+    ms = np.array(latencies) * 1000
+    p50, p90 = np.percentile(ms, 50), np.percentile(ms, 90)
+    buckets = np.histogram(ms, bins=[0, 1, 10, 25, 50, 100, 150, 500, np.inf])[0]
+    print(f"\ncancel ({'stop and cancel' if stop else 'cancel only'}) -> last motion command received over "
+          f"{len(ms)} trials: p50 {p50:.1f} ms, p90 {p90:.1f} ms, max {ms.max():.1f} ms; trials in "
+          f"[0,1,10,25,50,100,150,500,inf) ms: {buckets.tolist()}")
     assert set(reasons) == {"canceled"}
+    # 50 trials estimate the 90th percentile (5 trials above it); their maximum, which a "p99" of 50
+    # is, measures only the slowest moment of a loaded machine, so it is reported, not bounded.
     if stop:
-        # SAFETY.md's target is 100 ms; p99 measured 4-21 ms over repeated runs on 2 shared cores
-        # (one topic hop). 150 ms leaves headroom for a loaded CI machine and still fails a stop
-        # path that is lost (the action cancel then takes over: 80-130 ms and more).
-        assert p99 < 150.0
+        # SAFETY.md's target is 100 ms (one topic hop); a stop path that is lost leaves the action
+        # cancel to stop the motion (80-130 ms and more), which shows in the 90th percentile.
+        assert p90 < 100.0
     else:
-        # One action-cancel hop through rclpy (client -> reasoner) before the reasoner's stop: p99
-        # 80-130 ms here, the target is not met reliably without the stop; this bound catches
-        # regressions (a cancel that does not stop the instruction shows up as seconds).
-        assert p99 < 500.0
+        # One action-cancel hop through rclpy (client -> reasoner) before the reasoner's stop: the
+        # target is not met reliably without the stop; this bound catches a cancel that does not stop
+        # the instruction (seconds).
+        assert p90 < 500.0
 
 
 def test_pusher_stops_when_the_command_stream_stops(graph):

@@ -18,8 +18,10 @@ import pytest
 pytestmark = pytest.mark.slow
 README = Path(__file__).resolve().parents[2] / "README.md"
 ALPHA = 1e-3
-#: Environment seeds of the packing sample: one episode (rollout 0) of each of the 12 goals per seed.
-PACKING_SEEDS = (0,)
+#: Environment seeds of the packing samples: one episode (rollout 0) of each of the 12 goals per seed.
+#: 12 episodes only catch a collapse (the bound is 4 of 12 for sim); 24 catch a slip rate of 60 %.
+#: Perception episodes cost about three times as much, so it gets the smaller sample.
+PACKING_SEEDS = {"sim": (0, 1), "perception": (0,)}
 
 
 def published(row: str, column: int) -> tuple[float, float]:
@@ -59,7 +61,7 @@ def test_language_table_expert_success_matches_the_readme():
     assert successes >= need, [(r["task"], r["scene"]) for r in records if not r["success"]]
 
 
-@pytest.mark.parametrize("grounding, column", [("sim", 1), ("perception", 3)])
+@pytest.mark.parametrize("grounding, column", [("sim", 2), ("perception", 4)])
 def test_packing_expert_success_matches_the_readme(grounding, column):
     from r3.packing_episode import PackingCell, run_packing_episode
     from r3.reasoning.backends import make_backend
@@ -68,7 +70,7 @@ def test_packing_expert_success_matches_the_readme(grounding, column):
     backend = make_backend("expert")
     backend.load()
     cell = PackingCell.build(grounding=grounding)
-    episodes = [(str(task), seed) for seed in PACKING_SEEDS for task in range(1, 13)]
+    episodes = [(str(task), seed) for seed in PACKING_SEEDS[grounding] for task in range(1, 13)]
     failed = [(task, seed) for task, seed in episodes
               if not run_packing_episode(task, seed, backend, cell=cell, render=False).success]
     successes, need = len(episodes) - len(failed), fewest_successes(len(episodes), value - half)

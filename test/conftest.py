@@ -1,6 +1,8 @@
-"""Shared test set-up: an isolated DDS domain per test session, so parallel runs never cross-talk.
+"""Shared test set-up: a ROS domain no other process holds (``ros_domains``), so parallel runs never
+cross-talk.
 
 The variables are set at import, before any test creates a node, and child processes inherit them.
+The session's domain replaces any ``ROS_DOMAIN_ID`` of the caller's shell, which may name a live graph.
 """
 
 from __future__ import annotations
@@ -8,12 +10,21 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
+from ros_domains import DomainClaim
 
+SESSION_DOMAIN = DomainClaim()
+os.environ["ROS_DOMAIN_ID"] = str(SESSION_DOMAIN.domain)
 os.environ.setdefault("MUJOCO_GL", "osmesa")
 os.environ.setdefault("PYOPENGL_PLATFORM", "osmesa")
-os.environ.setdefault("ROS_DOMAIN_ID", str(1 + os.getpid() % 100))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
+# Property-based tests see the same examples on every run and machine: a fixed budget, derandomized,
+# no example database, no deadline (a loaded CI machine must not turn a slow example into a failure).
+settings.register_profile("r3", derandomize=True, max_examples=300, deadline=None, database=None,
+                          print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "r3"))
 
 # The CUDA torch build brings triton, whose native library crashes the process when it is first
 # loaded after OSMesa (MuJoCo's CPU renderer) has loaded its own LLVM; loaded first, both work.
@@ -24,10 +35,29 @@ except ImportError:
     pass
 
 
+def pytest_report_header(config):
+    return f"ROS_DOMAIN_ID {SESSION_DOMAIN.domain} (held by this session)"
+
+
 @pytest.fixture
 def ros_env() -> dict[str, str]:
     """Environment for child processes that run ROS nodes."""
     return dict(os.environ)
+
+
+@pytest.fixture
+def private_ros_env():
+    """Call it for a child environment whose ROS domain no other process holds, e.g. for a test
+    that starts a graph of its own next to the session's; each claim ends with the test."""
+    claims: list[DomainClaim] = []
+
+    def claim() -> dict[str, str]:
+        claims.append(DomainClaim())
+        return dict(os.environ, ROS_DOMAIN_ID=str(claims[-1].domain))
+
+    yield claim
+    for c in claims:
+        c.release()
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,13 @@ in markdown bold or preceded by "#", "-", ">" markers, at the start of a line or
 of a sentence (". Instruction: ..."). "the previous instruction: ..." in the middle of a
 sentence is not a header. The instruction is the first non-empty line after its header; quotes,
 markdown emphasis and a trailing period around it are dropped, then the suite's grammar decides.
+
+An answer holds exactly one instruction, so nothing may follow the instruction's line but
+whitespace (any Unicode whitespace, line and paragraph separators included) and the wrapper
+characters in ``_WRAPPERS`` (quotes, markdown emphasis, backticks: a closing "```" or "**" line
+carries no instruction). Any other trailing text, a second instruction in whatever form
+("Next instruction: ...", a line after a form feed or U+2028), or a remark, is refused as
+``trailing_text``: the reasoner must not execute the first half of an answer and drop the rest.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ class ErrorKind(str, enum.Enum):
     TRUNCATED = "truncated"  # generation stopped at its token limit (finish_reason "length")
     NO_INSTRUCTION = "no_instruction"  # no "Instruction:" section, or it is empty
     MULTIPLE_INSTRUCTIONS = "multiple_instructions"  # more than one "Instruction:" section
+    TRAILING_TEXT = "trailing_text"  # text other than whitespace after the instruction's line
     EMPTY_REASONING = "empty_reasoning"  # reason mode, but nothing before the instruction
     INSTRUCTION_OUTSIDE_GRAMMAR = "instruction_outside_grammar"  # the grammar rejected it
 
@@ -75,6 +83,11 @@ def _header(word: str) -> re.Pattern:
 _INSTRUCTION_RE = _header("instruction")
 _REASONING_RE = _header("reasoning")
 _WRAPPERS = "\"'`*_“”‘’«» \t"
+
+
+def _is_filler(text: str) -> bool:
+    """True when ``text`` is only whitespace and wrapper characters (nothing an instruction is made of)."""
+    return all(c.isspace() or c in _WRAPPERS for c in text)
 
 
 def _clean_instruction(line: str) -> str:
@@ -119,11 +132,20 @@ def parse_response(text, suite: str, mode: str = "reason", finish_reason: str | 
             text,
             reasoning,
         )
-    body = text[headers[0].end() :]
-    line = next((ln for ln in body.splitlines() if ln.strip(_WRAPPERS)), "")
-    instruction_text = _clean_instruction(line)
+    lines = text[headers[0].end() :].splitlines()
+    first = next((i for i, ln in enumerate(lines) if ln.strip(_WRAPPERS)), len(lines))
+    instruction_text = _clean_instruction(lines[first] if lines[first:] else "")
     if not instruction_text:
         return ResponseError(ErrorKind.NO_INSTRUCTION, "the 'Instruction:' section is empty", text, reasoning)
+    trailing = "\n".join(lines[first + 1 :])
+    if not _is_filler(trailing):
+        return ResponseError(
+            ErrorKind.TRAILING_TEXT,
+            f"text after the instruction: {trailing.strip()[:60]!r}; an answer holds exactly one instruction",
+            text,
+            reasoning,
+            instruction_text,
+        )
     if mode == "reason" and not reasoning:
         return ResponseError(
             ErrorKind.EMPTY_REASONING, "no reasoning before the instruction", text, "", instruction_text

@@ -53,6 +53,22 @@ def _injected(rng):
     return forms[int(rng.integers(len(forms)))], "stop"
 
 
+#: What may separate a second instruction from the first: every line break ``str.splitlines`` knows
+#: (``\v``, ``\f``, ``\r``, U+0085, U+2028, U+2029, the information separators), blank lines, and
+#: headers that are not the exact word "Instruction:".
+TRAILING_SEPARATORS = ("\n", "\n\n", "\r", "\r\n", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028",
+                       "\u2029", "\n \t\n", "\n**Instruction:** ", "\nNext instruction: ", "\nThen: ",
+                       "\n- ", "\n2. ", "\n\u200b")
+
+
+def _trailing(rng):
+    """A valid instruction followed by more text: a second instruction or a remark after it."""
+    a, b = _valid(rng), _valid(rng)
+    sep = TRAILING_SEPARATORS[int(rng.integers(len(TRAILING_SEPARATORS)))]
+    tail = [b, b.capitalize() + ".", "Instruction", "and then wait", "\u200b"][int(rng.integers(5))]
+    return f"Reasoning: r.\nInstruction: {a}{sep}{tail}", "stop"
+
+
 def _huge(rng):
     letters = np.frombuffer(b"abcdefg ,.;", dtype=np.uint8)
     blob = letters[rng.integers(0, len(letters), int(rng.integers(50_000, 200_000)))].tobytes().decode()
@@ -75,7 +91,7 @@ def _no_instruction(rng):
 
 CATEGORIES = {
     "truncated": _truncated, "wrong_type": _wrong_type, "non_finite": _non_finite, "unknown_type": _unknown_type,
-    "injected_instruction": _injected, "huge": _huge, "garbage": _garbage, "no_instruction": _no_instruction,
+    "injected_instruction": _injected, "trailing_instruction": _trailing, "huge": _huge, "garbage": _garbage, "no_instruction": _no_instruction,
 }
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -12,9 +11,9 @@ import pytest
 pytestmark = pytest.mark.ros
 
 
-def test_via_ros_agrees_with_in_process(tmp_path):
+def test_via_ros_agrees_with_in_process(tmp_path, private_ros_env):
     # A domain of its own: the command starts its own graph and refuses a running one.
-    env = dict(os.environ, ROS_DOMAIN_ID=str((int(os.environ["ROS_DOMAIN_ID"]) + 60) % 101))
+    env = private_ros_env()
     run = subprocess.run([sys.executable, "-m", "r3.cli", "eval", "--tasks", "mid", "--scenes", "2", "--trials", "2",
                           "--via-ros", "--via-ros-scenes", "2", "--out", str(tmp_path)],
                          check=False, capture_output=True, text=True, timeout=240, env=env)

@@ -2,14 +2,19 @@
 
 Tiny random models answer nonsense, so these tests check the plumbing: the graph runs, every step
 is published and recorded, refused answers command no motion, and a backend that cannot start
-gives one clear error line before anything moves.
+gives one clear error line before anything moves. One case gives the OpenAI backend a known valid
+answer (a stand-in server streams it over HTTP, as vLLM would), so the motion path behind a real
+backend is reached and asserted.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -28,7 +33,8 @@ def tiny_model(tmp_path_factory) -> Path:
 
 
 def run(args: list[str], out: Path, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run(R3 + ["--out", str(out)] + args, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(R3 + ["--out", str(out)] + args, capture_output=True, text=True, timeout=timeout,
+                          check=False)
 
 
 def assert_refusals_commanded_no_motion(bag: Path) -> None:
@@ -65,6 +71,60 @@ def test_openai_backend_runs_an_episode_through_the_graph(server, tmp_path):
     (bag,) = [p for p in (tmp_path / "bags").iterdir() if p.is_dir()]
     assert read_episode_info(bag).steps == 1
     assert_refusals_commanded_no_motion(bag)
+
+
+#: The expert's first instruction on task V, seed 3: its blocks are on that board, so the policy moves.
+KNOWN_VALID = ("Reasoning: the red pentagon belongs at the bottom of the V.\n"
+               "Instruction: move the red pentagon to the bottom center")
+#: The chat requests the stand-in server received.
+REQUESTS: list[dict] = []
+
+
+class _Answering(BaseHTTPRequestHandler):
+    """An OpenAI-compatible server that streams one fixed answer to every chat request."""
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _send(self, body: bytes, content_type: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # /v1/models: the backend's check at load time
+        self._send(json.dumps({"object": "list", "data": [{"id": "stand-in", "object": "model", "created": 0,
+                                                             "owned_by": "test"}]}).encode(), "application/json")
+
+    def do_POST(self) -> None:
+        REQUESTS.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "stand-in"}
+        events = [dict(chunk, choices=[{"index": 0, "delta": {"role": "assistant", "content": KNOWN_VALID},
+                                        "finish_reason": None}]),
+                  dict(chunk, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}]),
+                  dict(chunk, choices=[], usage={"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120})]
+        self._send(b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n",
+                   "text/event-stream")
+
+
+def test_a_valid_answer_from_the_openai_backend_moves_the_pusher(tmp_path):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Answering)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = run(["--reasoner", f"openai:http://127.0.0.1:{server.server_port}/v1,model=stand-in",
+                      "--max-steps", "1"], tmp_path)
+    finally:
+        server.shutdown()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert REQUESTS and any(part.get("type") == "image_url" for m in REQUESTS[0]["messages"]
+                                       if isinstance(m["content"], list) for part in m["content"])
+    (bag,) = [p for p in (tmp_path / "bags").iterdir() if p.is_dir()]
+    steps = [m for _, _, _, m in read_messages(bag, {names.REASONER_STEPS})]
+    assert [(s.valid, s.instruction) for s in steps] == [(True, "move the red pentagon to the bottom center")]
+    assert_refusals_commanded_no_motion(bag)  # and every command belongs to an instruction outcome
+    commands = [m for _, _, _, m in read_messages(bag, {names.PUSHER_COMMAND})]
+    assert commands, "the valid answer commanded no motion"
 
 
 def _no_image_processor(tiny_model: Path, tmp_path: Path) -> Path:

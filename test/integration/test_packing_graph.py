@@ -5,7 +5,6 @@ simulated arm driver's MoveToPose action."""
 from __future__ import annotations
 
 import math
-import os
 import re
 import subprocess
 import sys
@@ -24,19 +23,14 @@ R3 = [sys.executable, "-m", "r3.cli"]
 DECISIONS = 3
 
 
-def _env() -> dict:
-    """A ROS domain of its own, so no other graph under test answers /r3/run_task."""
-    return dict(os.environ, ROS_DOMAIN_ID=str((int(os.environ["ROS_DOMAIN_ID"]) + 40) % 101))
-
-
 def test_profile_is_wired():
     assert unmatched_subscriptions(load_profile("sim_packing")) == []
 
 
-def test_packing_episode_through_the_graph_is_recorded_and_matches_in_process(tmp_path):
+def test_packing_episode_through_the_graph_is_recorded_and_matches_in_process(tmp_path, private_ros_env):
     run = subprocess.run(R3 + ["run", "--quiet", "--suite", "packing", "--task", "4", "--seed", "0",
                                "--max-steps", str(DECISIONS), "--video", "none", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=420, env=_env(), check=False)
+                         capture_output=True, text=True, timeout=420, env=private_ros_env(), check=False)
     assert run.returncode == 0, run.stdout + run.stderr
     instructions = eval(re.search(r"^instructions: (\[.*\])$", run.stdout, re.MULTILINE).group(1))
     progress = float(re.search(r"^progress: (\d+)%", run.stdout, re.MULTILINE).group(1)) / 100
@@ -67,10 +61,10 @@ def test_packing_episode_through_the_graph_is_recorded_and_matches_in_process(tm
     assert all(math.isfinite(o.top_centre.z) for o in seen[0].objects)
 
 
-def test_without_perception_the_policy_ends_with_an_error_and_moves_nothing():
+def test_without_perception_the_policy_ends_with_an_error_and_moves_nothing(private_ros_env):
     """SAFETY.md row 10: a packing policy that sees through perception and gets no detections ends the
     instruction with an error naming the missing node, the arm holding still."""
-    env = _env()
+    env = private_ros_env()
     proc = subprocess.Popen([sys.executable, "-m", "r3_packing_sim_node.main", "--ros-args", "-p",
                              "grounding:=perception", "-p", "perception_timeout_s:=2.0"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -116,9 +110,9 @@ print(f"{{time.monotonic() - t:.1f}}", all(j == before for j in joints[joints.in
     print(f"\nno perception: the instruction ended after {seconds} s (timeout 2 s), the arm still")
 
 
-def test_move_to_pose_refuses_bad_targets_and_reaches_good_ones():
+def test_move_to_pose_refuses_bad_targets_and_reaches_good_ones(private_ros_env):
     """The simulated driver's MoveToPose: a refusal reports why and moves nothing; a valid pose is reached."""
-    env = _env()
+    env = private_ros_env()
     proc = subprocess.Popen([sys.executable, "-m", "r3_packing_sim_node.main"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -158,7 +152,7 @@ move(0.45, 0.0, 0.6, approach=0.2); move(0.5, 0.1, 0.15, approach=0.1)
 
 
 
-def test_the_arm_stops_on_a_stop_and_when_the_reasoner_falls_silent():
+def test_the_arm_stops_on_a_stop_and_when_the_reasoner_falls_silent(private_ros_env):
     """SAFETY.md rows 3 and 4 for the packing arm: a stop on /r3/stop_motion naming the goal stops the
     arm before its next control step, and so does the watchdog once the FollowInstruction client (the
     reasoner; here this probe, by name) has been silent for ``client_timeout_s``; each within 0.2 s."""
@@ -175,7 +169,7 @@ def test_the_arm_stops_on_a_stop_and_when_the_reasoner_falls_silent():
     from r3_ros.qos import STOP as STOP_QOS
     from r3_ros.stop import goal_key, new_goal_id
 
-    env = _env()
+    env = private_ros_env()
     client_timeout_s = 0.5
     proc = subprocess.Popen([sys.executable, "-m", "r3_packing_sim_node.main", "--ros-args",
                              "-p", "reasoner_node:=/r3_stop_probe", "-p", f"client_timeout_s:={client_timeout_s}"],

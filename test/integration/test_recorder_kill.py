@@ -31,8 +31,8 @@ def _collect(proc: subprocess.Popen, lines: list[tuple[float, str]]) -> threadin
     return thread
 
 
-def test_killed_recorder_leaves_a_repairable_bag(tmp_path):
-    env = dict(os.environ, ROS_DOMAIN_ID=str((int(os.environ["ROS_DOMAIN_ID"]) + 25) % 101))
+def test_killed_recorder_leaves_a_repairable_bag(tmp_path, private_ros_env):
+    env = private_ros_env()
     launch = subprocess.Popen(R3 + ["launch", "sim_language_table", "--logs", str(tmp_path / "logs"),
                                     "--set", f"r3_recorder_node.output_dir={tmp_path / 'bags'}"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)

@@ -22,12 +22,6 @@ from r3.safety.fuzz import hostile_outputs
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 R3 = [sys.executable, "-m", "r3.cli"]
-_domain = iter(range(60, 100))
-
-
-def private_env() -> dict[str, str]:
-    """A ROS domain of its own, so that each `r3 run` starts and supervises its own graph."""
-    return dict(os.environ, ROS_DOMAIN_ID=str((int(os.environ["ROS_DOMAIN_ID"]) + next(_domain)) % 101))
 
 
 @pytest.fixture(scope="module")
@@ -96,20 +90,24 @@ def test_cancel_stops_motion_commands(graph, stop):
             reasons.append(handle.result.reason)
     finally:
         node.destroy_subscription(sub)
-    p50, p99 = np.percentile(latencies, 50) * 1000, np.percentile(latencies, 99) * 1000
-    print(f"\ncancel ({'stop and cancel' if stop else 'cancel only'}) -> last motion command received: "
-          f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {max(latencies) * 1000:.1f} ms over {len(latencies)} trials")
+    ms = np.array(latencies) * 1000
+    p50, p90 = np.percentile(ms, 50), np.percentile(ms, 90)
+    buckets = np.histogram(ms, bins=[0, 1, 10, 25, 50, 100, 150, 500, np.inf])[0]
+    print(f"\ncancel ({'stop and cancel' if stop else 'cancel only'}) -> last motion command received over "
+          f"{len(ms)} trials: p50 {p50:.1f} ms, p90 {p90:.1f} ms, max {ms.max():.1f} ms; trials in "
+          f"[0,1,10,25,50,100,150,500,inf) ms: {buckets.tolist()}")
     assert set(reasons) == {"canceled"}
+    # 50 trials estimate the 90th percentile (5 trials above it); their maximum, which a "p99" of 50
+    # is, measures only the slowest moment of a loaded machine, so it is reported, not bounded.
     if stop:
-        # SAFETY.md's target is 100 ms; p99 measured 4-21 ms over repeated runs on 2 shared cores
-        # (one topic hop). 150 ms leaves headroom for a loaded CI machine and still fails a stop
-        # path that is lost (the action cancel then takes over: 80-130 ms and more).
-        assert p99 < 150.0
+        # SAFETY.md's target is 100 ms (one topic hop); a stop path that is lost leaves the action
+        # cancel to stop the motion (80-130 ms and more), which shows in the 90th percentile.
+        assert p90 < 100.0
     else:
-        # One action-cancel hop through rclpy (client -> reasoner) before the reasoner's stop: p99
-        # 80-130 ms here, the target is not met reliably without the stop; this bound catches
-        # regressions (a cancel that does not stop the instruction shows up as seconds).
-        assert p99 < 500.0
+        # One action-cancel hop through rclpy (client -> reasoner) before the reasoner's stop: the
+        # target is not met reliably without the stop; this bound catches a cancel that does not stop
+        # the instruction (seconds).
+        assert p90 < 500.0
 
 
 def test_pusher_stops_when_the_command_stream_stops(graph):
@@ -145,9 +143,10 @@ def test_pusher_stops_when_the_command_stream_stops(graph):
     assert stop_latency < 0.2
 
 
-def _run(args: list[str], out: Path, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run(R3 + ["run", "--quiet", "--video", "none", "--out", str(out)] + args, capture_output=True,
-                          text=True, timeout=timeout, env=private_env())
+def _run(args: list[str], out: Path, env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
+    """`r3 run` in ``env``: a domain of its own, so that it starts and supervises its own graph."""
+    return subprocess.run(R3 + ["run", "--quiet", "--video", "none", "--out", str(out)] + args, check=False,
+                          capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def _only_bag(out: Path) -> Path:
@@ -162,29 +161,30 @@ def _topics(bag: Path) -> dict[str, list]:
     return by_topic
 
 
-def test_hostile_outputs_through_the_graph_command_no_motion(tmp_path):
+def test_hostile_outputs_through_the_graph_command_no_motion(tmp_path, private_ros_env):
     answers = tmp_path / "hostile.jsonl"
     answers.write_text("".join(json.dumps({"text": t, "finish_reason": f}) + "\n"
                                for _, t, f in hostile_outputs(20, seed=5, huge_every=10)))
     # Refusals never end this episode, so all 20 hostile answers reach the guard.
     run = _run(["--reasoner", f"replay:{answers}", "--set", "r3_reasoner_node.max_consecutive_invalid=100"],
-               tmp_path / "all")
+               tmp_path / "all", private_ros_env())
     assert run.returncode == 0, run.stdout + run.stderr
     topics = _topics(_only_bag(tmp_path / "all"))
     assert len(topics[names.REASONER_STEPS]) == 20 and not any(s.valid for s in topics[names.REASONER_STEPS])
     assert names.PUSHER_COMMAND not in topics and names.INSTRUCTION_OUTCOMES not in topics
     # With the default guard, the third refusal in a row ends the episode with the robot still.
-    run = _run(["--reasoner", f"replay:{answers}"], tmp_path / "default")
+    run = _run(["--reasoner", f"replay:{answers}"], tmp_path / "default", private_ros_env())
     assert run.returncode == 1 and "3 consecutive invalid reasoner outputs" in run.stderr
     topics = _topics(_only_bag(tmp_path / "default"))
     assert len(topics[names.REASONER_STEPS]) == 3 and names.PUSHER_COMMAND not in topics
 
 
-def test_replaying_a_recorded_episode_through_the_graph_repeats_every_decision(tmp_path):
-    first = _run(["--task", "V", "--seed", "3"], tmp_path / "expert")
+def test_replaying_a_recorded_episode_through_the_graph_repeats_every_decision(tmp_path, private_ros_env):
+    first = _run(["--task", "V", "--seed", "3"], tmp_path / "expert", private_ros_env())
     assert first.returncode == 0, first.stdout + first.stderr
     recorded = _only_bag(tmp_path / "expert")
-    second = _run(["--task", "V", "--seed", "3", "--reasoner", f"replay:{recorded}"], tmp_path / "replay")
+    second = _run(["--task", "V", "--seed", "3", "--reasoner", f"replay:{recorded}"], tmp_path / "replay",
+                  private_ros_env())
     assert second.returncode == 0, second.stdout + second.stderr
     decisions = [[(s.valid, s.error, s.instruction) for s in _topics(b)[names.REASONER_STEPS]]
                  for b in (recorded, _only_bag(tmp_path / "replay"))]
@@ -192,9 +192,9 @@ def test_replaying_a_recorded_episode_through_the_graph_repeats_every_decision(t
 
 
 @pytest.mark.parametrize("victim", ["r3_lowlevel_node", "r3_sim_node", "r3_reasoner_node", "r3_recorder_node"])
-def test_killing_a_node_ends_the_episode_with_an_error_naming_it(victim, tmp_path):
+def test_killing_a_node_ends_the_episode_with_an_error_naming_it(victim, tmp_path, private_ros_env):
     proc = subprocess.Popen(R3 + ["run", "--task", "T", "--seed", "5", "--out", str(tmp_path), "--video", "none"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=private_env())
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=private_ros_env())
     lines: list[tuple[float, str]] = []
     reader = threading.Thread(target=lambda: [lines.append((time.monotonic(), line)) for line in proc.stdout])
     reader.start()
@@ -230,6 +230,9 @@ def test_killing_a_node_ends_the_episode_with_an_error_naming_it(victim, tmp_pat
 
 
 def test_the_simulator_refuses_out_of_range_commands(graph):
+    """Four bad commands (over the per-step limit, NaN, Inf, just over the limit) move nothing; the
+    valid one after them moves the pusher by exactly its step. The publisher is matched first, so a
+    lost command cannot pass for a refused one."""
     from geometry_msgs.msg import Vector3Stamped
     from sensor_msgs.msg import JointState
 
@@ -239,16 +242,35 @@ def test_the_simulator_refuses_out_of_range_commands(graph):
     states: list[tuple] = []
     sub = node.create_subscription(JointState, names.JOINT_STATES, lambda m: states.append(tuple(m.position)), 100)
     pub = node.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
+
+    def spin(seconds: float, until=lambda: False) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not until():
+            rclpy.spin_once(node, timeout_sec=0.01)
+
+    def send(x: float, y: float) -> None:
+        cmd = Vector3Stamped()
+        cmd.vector.x, cmd.vector.y = x, y
+        pub.publish(cmd)
+
     try:
-        for x, y in [(0.5, 0.0), (float("nan"), 0.0), (0.0, float("inf")), (0.0301, 0.0), (0.01, 0.0)]:
-            cmd = Vector3Stamped()
-            cmd.vector.x, cmd.vector.y = x, y
-            pub.publish(cmd)
-            end = time.monotonic() + 0.3
-            while time.monotonic() < end:
-                rclpy.spin_once(node, timeout_sec=0.01)
+        spin(30, lambda: pub.get_subscription_count() > 0 and sub.get_publisher_count() > 0)
+        assert pub.get_subscription_count() > 0 and sub.get_publisher_count() > 0, "the simulator is not connected"
+        spin(0.5)  # discovery is mutual: give the simulator's side time to match this publisher too
+        send(0.0, 0.0)  # a valid null step: where the pusher is now, and proof the commands arrive
+        spin(10, lambda: bool(states))
+        assert len(states) == 1, "the simulator answered no valid command"
+        before = np.array(states[0])
+        for x, y in [(0.5, 0.0), (float("nan"), 0.0), (0.0, float("inf")), (0.0301, 0.0)]:
+            send(x, y)
+            spin(0.3)
+        assert len(states) == 1, "an out-of-range command moved the pusher"
+        step = np.array([-0.01 if before[0] > 0 else 0.01, 0.0])  # towards the middle of the board
+        send(*step)
+        spin(10, lambda: len(states) > 1)
     finally:
         node.destroy_subscription(sub)
         node.destroy_publisher(pub)
-    # Only the last, valid command produced a step; the four out-of-range ones moved nothing.
-    assert len(states) == 1
+    # Only the valid commands produced a step; the four out-of-range ones moved nothing.
+    assert len(states) == 2
+    np.testing.assert_allclose(np.array(states[1]) - before, step, atol=5e-4)

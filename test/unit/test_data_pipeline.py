@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -13,7 +15,7 @@ import pytest
 from PIL import Image
 
 from r3.data import schema as S
-from r3.data.bags import read_episode_info, read_messages
+from r3.data.bags import EpisodeBagWriter, read_episode_info, read_messages
 from r3.data.build import build_dataset, find_bags
 from r3.data.cli import collect_main, dataset_main
 from r3.data.collect import CollectConfig, collect, plan
@@ -92,17 +94,35 @@ def test_schema_of_every_field(datasets_dir, bags, kind):
             assert S.REASONING not in row and S.RESPONSE not in row
 
 
-def test_rl_has_no_repeated_instruction_and_sft_keeps_every_step(datasets_dir, bags):
-    sft, rl = (S.load_r3_dataset(datasets_dir[k]) for k in S.KINDS)
-    total = sum(len(bag_steps(b)) for b in find_bags([bags]))
-    assert sft.num_rows == total
-    for row in rl:
-        steps = bag_steps(bags / row[S.EPISODE_ID])
-        if row[S.STEP] > 0:
-            assert row[S.INSTRUCTION] != steps[row[S.STEP] - 1].instruction
-    repeats = sum(a.instruction == b.instruction for bag in find_bags([bags]) for a, b in
-                  zip(bag_steps(bag), bag_steps(bag)[1:]))
-    assert rl.num_rows == total - repeats
+def _with_repeats(bag: Path, root: Path, repeats: set[int]) -> Path:
+    """A copy of ``bag`` in which each step of ``repeats`` repeats the previous step's instruction."""
+    info = read_episode_info(bag)
+    writer = EpisodeBagWriter(root, dataclasses.replace(info, status="incomplete", message_count=0))
+    instructions = {s.step: s.instruction for s in bag_steps(bag)}
+    for topic, msgtype, timestamp, msg in read_messages(bag):
+        if topic == names.REASONER_STEPS and msg.step in repeats:
+            msg = dataclasses.replace(msg, instruction=instructions[msg.step - 1])
+            instructions[msg.step] = msg.instruction
+        writer.write_message(topic, msgtype, timestamp, msg)
+    return writer.close(success=info.success, progress=info.progress, steps=info.steps, reason=info.reason)
+
+
+def test_rl_drops_exactly_the_repeated_steps_and_sft_keeps_every_step(bags, tmp_path):
+    longest = max(find_bags([bags]), key=lambda b: len(bag_steps(b)))
+    steps = len(bag_steps(longest))
+    assert steps >= 4, f"{longest.name} has {steps} steps"
+    repeats = {2, 3}  # step 3 repeats step 2, which repeats step 1
+    copy = _with_repeats(longest, tmp_path / "bags", repeats)
+    originals = [s.instruction for s in bag_steps(longest)]
+    assert all(a != b for a, b in itertools.pairwise(originals)), "the expert repeated itself: pick other steps"
+    for kind in S.KINDS:
+        assert dataset_main(["build", str(tmp_path / "bags"), "--out", str(tmp_path / kind), "--kind", kind]) == 0
+    sft, rl = (S.load_r3_dataset(tmp_path / kind) for kind in S.KINDS)
+    assert sorted(sft[S.STEP]) == list(range(steps))
+    assert sorted(rl[S.STEP]) == [s for s in range(steps) if s not in repeats]
+    assert set(rl[S.EPISODE_ID]) == {copy.name}
+    manifest = json.loads((tmp_path / "rl" / S.MANIFEST).read_text())
+    assert manifest["dropped_steps"]["repeated"] == len(repeats)
 
 
 def test_rebuild_is_byte_identical(datasets_dir, bags, tmp_path):
@@ -188,8 +208,21 @@ def test_collect_on_a_local_ray_instance(tmp_path):
 
 
 def test_png_images_are_the_recorded_frames(datasets_dir, bags):
-    row = S.load_r3_dataset(datasets_dir["sft"])[0]
-    image = next(m for _, _, _, m in read_messages(bags / row[S.EPISODE_ID], {names.CAMERA_IMAGE}))
-    recorded = np.frombuffer(image.data.tobytes(), np.uint8).reshape(image.height, image.width, 3)
-    png = np.asarray(Image.open(io.BytesIO(Path(row[S.IMAGES][0]).read_bytes())))
-    assert np.array_equal(png, recorded)
+    """Every row's PNG is its step's frame: the latest camera image stamped after the previous
+    decision and no later than this one (the frames of consecutive steps differ, so an off-by-one
+    between step and frame fails)."""
+    ds = S.load_r3_dataset(datasets_dir["sft"])
+    assert ds.num_rows >= 5
+    for episode in sorted(set(ds[S.EPISODE_ID])):
+        stamped = {names.REASONER_STEPS: [], names.CAMERA_IMAGE: []}
+        for topic, _, _, msg in read_messages(bags / episode, set(stamped)):
+            stamped[topic].append((msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec, msg))
+        steps = sorted(stamped[names.REASONER_STEPS], key=lambda s: s[1].step)
+        frames = []
+        for (before, _), (at, _) in zip([(-1, None)] + steps, steps):
+            image = [m for t, m in sorted(stamped[names.CAMERA_IMAGE], key=lambda x: x[0]) if before < t <= at][-1]
+            frames.append(np.frombuffer(image.data.tobytes(), np.uint8).reshape(image.height, image.width, 3))
+        assert all(not np.array_equal(a, b) for a, b in itertools.pairwise(frames)), episode
+        for row in (r for r in ds if r[S.EPISODE_ID] == episode):
+            png = np.asarray(Image.open(io.BytesIO(Path(row[S.IMAGES][0]).read_bytes())))
+            assert np.array_equal(png, frames[row[S.STEP]]), (episode, row[S.STEP])

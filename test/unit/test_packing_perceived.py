@@ -4,8 +4,9 @@ still items."""
 
 from __future__ import annotations
 
-import inspect
+import collections
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -44,14 +45,23 @@ def test_estimates_match_the_simulator_on_task_layouts(cell):
             errors.append((math.dist(est.centre[:2], true.centre[:2]), abs(est.centre[2] - true.centre[2]), yaw,
                            np.abs(np.subtract(est.size, true.size)).max()))
     errors = np.array(errors)
-    # At 320x240 one pixel spans about 5 mm on the trays: centres within a pixel, sizes within two.
-    within = (errors[:, 0] < 5 * MM) & (errors[:, 1] < 5 * MM) & (errors[:, 2] < math.radians(6)) & (
-        errors[:, 3] < 10 * MM)
-    assert len(errors) >= 25 and within.mean() >= 0.95, errors[~within]
+    assert len(errors) >= 25
+    centre, height, yaw, size = errors.T
+    print(f"\nperception vs truth over {len(errors)} items: centre median {np.median(centre) / MM:.2f} mm, "
+          f"p90 {np.percentile(centre, 90) / MM:.2f} mm, max {centre.max() / MM:.2f} mm; height max "
+          f"{height.max() / MM:.2f} mm; yaw median {math.degrees(np.median(yaw)):.2f} deg, p90 "
+          f"{math.degrees(np.percentile(yaw, 90)):.2f} deg, max {math.degrees(yaw.max()):.2f} deg; "
+          f"size max {size.max() / MM:.2f} mm")
+    # README figures (deterministic renders, so the bounds sit just above them): centre median
+    # 0.7 mm, p90 1.8 mm, max 2.5 mm; yaw p90 2.0 deg, max 4.8 deg; catalogue sizes exactly.
+    assert np.median(centre) < 1.0 * MM and np.percentile(centre, 90) < 2.5 * MM and centre.max() < 3 * MM
+    assert height.max() < 1 * MM
+    assert np.percentile(yaw, 90) < math.radians(2.5) and yaw.max() < math.radians(5.5)
+    assert size.max() < 1 * MM
 
 
 def test_points_and_containers_round_trip(cell):
-    env, scene = _fresh(cell, {"soup can": (0.30, 0.0, 0.0), "sugar box": (0.30, 0.2, 0.0)}).env, cell.grounder
+    scene = _fresh(cell, {"soup can": (0.30, 0.0, 0.0), "sugar box": (0.30, 0.2, 0.0)}).grounder
     for name, tray in TRAY_SPECS.items():
         spot = (tray.centre[0] + 0.03, tray.centre[1] - 0.02, tray.floor)
         hit = scene.at_point(scene.project(spot), containers_only=True)
@@ -82,21 +92,36 @@ def test_pick_and_place_through_perception(cell):
 
 def test_policy_on_perception_never_reads_the_simulator_state(cell, monkeypatch):
     """Only the simulated robot's driver (the sim executor: MoveIt's planning scene on a real cell)
-    may read the simulator's state; the policy, the skills and the grounder see the camera."""
+    may read the simulator's state; the policy, the skills and the grounder see the camera. Both ways
+    into the state are watched: ``env.state()`` and the MuJoCo data (``env.data``, item poses included).
+    The in-process stand-ins for the sensors read ``env.data`` too, in two functions only: the joint
+    encoders (``arm_reading``) and the camera's "has anything moved, is a new frame due" check
+    (``scene_key``, whose answer only decides whether to render again, never what is seen)."""
     env = _fresh(cell, {"foam brick": (0.28, -0.1, 0.0), "tuna fish can": (0.30, 0.15, 0.0)}).env
-    state, callers = env.state, set()
+    state, data, callers = env.state, env.data, collections.Counter()
+
+    def caller() -> str:
+        code = sys._getframe(2).f_code  # the reader's frame (inspect.stack() is far too slow here)
+        path = Path(code.co_filename)
+        return f"{path.parent.name}/{path.name}" + (f":{code.co_name}" if path.name == "perceived.py" else "")
 
     def watched_state():
-        caller = Path(inspect.stack()[1].filename)
-        callers.add(f"{caller.parent.name}/{caller.name}")
+        callers[caller()] += 1
         return state()
 
+    def watched_data(self):
+        callers[caller()] += 1
+        return data
+
     monkeypatch.setattr(env, "state", watched_state)
+    monkeypatch.setattr(type(env), "data", property(watched_data), raising=False)
     result = cell.policy.follow("Pack the foam brick into the large tray.", np.random.default_rng(3))
     monkeypatch.undo()
     assert result.success, result.reason
     assert env.state().tray_of("foam brick") == "large"
-    assert callers <= {"execution/sim.py", "packing/env.py"}, callers  # the driver and the simulator itself
+    assert callers["packing/env.py"] > 0  # the watch sees the simulator's own reads
+    sensors = {"lowlevel/perceived.py:arm_reading", "lowlevel/perceived.py:scene_key"}
+    assert set(callers) <= {"execution/sim.py", "packing/env.py", *sensors}, callers  # the driver, the simulator
 
 
 class _Scripted:

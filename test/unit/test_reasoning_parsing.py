@@ -67,6 +67,31 @@ def test_invalid(text, kind, kwargs):
     assert isinstance(result, ResponseError) and result.kind is kind and result.reason
 
 
+TRAILING = ("\n", "\n\n", "\u2028", "\u0085", "\v", "\f", "\r", "\n**Instruction:** ", "\nNext instruction: ")
+SECOND = {
+    LT: ("touch the red moon", "push the blue cube into the green star"),
+    "packing": ("Pack the sugar box into the medium tray.", "Remove the soup can from the small tray."),
+}
+
+
+@pytest.mark.parametrize("suite", SECOND)
+@pytest.mark.parametrize("separator", TRAILING, ids=repr)
+def test_a_second_instruction_after_the_first_is_refused(suite, separator):
+    first, second = SECOND[suite]
+    result = parse_response(f"Reasoning: x\nInstruction: {first}{separator}{second}", suite)
+    assert isinstance(result, ResponseError), result
+    assert result.kind in (ErrorKind.TRAILING_TEXT, ErrorKind.MULTIPLE_INSTRUCTIONS) and result.reason
+
+
+@pytest.mark.parametrize("suite", SECOND)
+def test_only_whitespace_and_wrappers_may_follow_the_instruction(suite):
+    first, _ = SECOND[suite]
+    result = parse_response(f"Reasoning: x\nInstruction: **{first}**\u2028 \t\n```\n**\u3000\n", suite)
+    assert isinstance(result, ParsedResponse), result
+    refused = parse_response(f"Reasoning: x\nInstruction: {first}\nHope this helps!", suite)
+    assert refused.kind is ErrorKind.TRAILING_TEXT and "Hope this helps" in refused.reason
+
+
 def test_instruction_only_mode_needs_no_reasoning():
     assert parse_response(
         "Instruction: touch the red moon", LT, mode="instruction_only"

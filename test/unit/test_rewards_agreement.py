@@ -7,7 +7,16 @@ from collections import Counter
 import pytest
 
 from r3.instructions.language_table import InstructionType, parse
-from r3.rewards.agreement import DEFAULT_CASES, Case, cohen_kappa, evaluate, load_cases, main, pearson_r, rule_backend
+from r3.rewards.agreement import (
+    DEFAULT_CASES,
+    Case,
+    cohen_kappa,
+    evaluate,
+    load_cases,
+    main,
+    pearson_r,
+    rule_backend,
+)
 from r3.rewards.result import JudgeResult, Tier
 
 
@@ -73,9 +82,11 @@ def test_agreement_on_the_labelled_set(capsys):
     report = evaluate(load_cases(), rule_backend())
     print(report.format())
     assert report.n >= 150 and not report.failures
-    assert report.agreement >= 0.9
-    assert report.kappa >= 0.85
-    assert report.pearson >= 0.9
+    # README: 98.0 % agreement, Cohen's kappa 0.971, Pearson 0.997 on 203 cases. The judge is
+    # deterministic; these bounds allow one more disagreement than published (198 of 203), no more.
+    assert report.agreement >= 0.975
+    assert report.kappa >= 0.96
+    assert report.pearson >= 0.99
     # Like R^3's judge, any disagreement should sit between "no match" and "semantic match".
     assert all({c.human_score, r.score} <= {0.0, 0.25} for c, r in report.disagreements)
 

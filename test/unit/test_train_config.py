@@ -60,8 +60,11 @@ def test_gspo_preset_uses_sequence_level_ratios():
 
 def test_every_shipped_config_loads():
     jobs = {"sft": SFTConfig, "rl": RLConfig, "impute": ImputeConfig}
-    for path in CONFIGS.glob("*.yaml"):
-        load_config(path, jobs[path.name.split("_")[0]])
+    paths = sorted(CONFIGS.glob("*.yaml"))
+    loaded = {path.name: load_config(path, jobs[path.name.split("_")[0]]) for path in paths}
+    assert {name.split("_")[0] for name in loaded} == set(jobs), sorted(loaded)  # each job ships a config
+    for name, cfg in loaded.items():
+        assert isinstance(cfg, jobs[name.split("_")[0]]), name
 
 
 def _write(tmp_path, values) -> Path:

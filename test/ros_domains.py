@@ -1,0 +1,41 @@
+"""ROS domain ids held by one process at a time, so test runs on one host never share a domain.
+
+A domain is claimed by an exclusive ``flock`` on ``<tmp>/r3-ros-domains/<id>.lock``: the claim lasts
+as long as the open file (the pytest process's life, or one test's), the kernel drops it when its
+holder dies, and child processes join the domain through ``ROS_DOMAIN_ID``. Every test that needs a
+domain besides its session's claims one here instead of adding an offset to the session's id.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import tempfile
+from pathlib import Path
+
+#: Domain ids tests may claim: 0 is every shell's default, and Fast DDS's ports for ids above 101
+#: fall in Linux's ephemeral port range.
+DOMAIN_IDS = range(1, 102)
+LOCK_DIR = Path(tempfile.gettempdir()) / "r3-ros-domains"
+
+
+class DomainClaim:
+    """One ROS domain id held by this process until :meth:`release` (or the process's exit)."""
+
+    def __init__(self, ids: range = DOMAIN_IDS):
+        LOCK_DIR.mkdir(exist_ok=True)
+        start = os.getpid()  # different processes start their search at different ids
+        for i in range(len(ids)):
+            domain = ids[(start + i) % len(ids)]
+            lock = open(LOCK_DIR / f"{domain}.lock", "w")  # noqa: SIM115 - held open while the claim lasts
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.close()
+                continue
+            self.domain, self._lock = domain, lock
+            return
+        raise RuntimeError(f"every ROS domain id in {ids} is held by another process ({LOCK_DIR})")
+
+    def release(self) -> None:
+        self._lock.close()

@@ -1,0 +1,30 @@
+"""The test sessions' ROS domain claims (test/ros_domains.py): a held domain is no other process's."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ros_domains import DomainClaim
+
+TEST_DIR = Path(__file__).resolve().parents[1]
+
+
+def _claim_in_a_child(ids: range) -> subprocess.CompletedProcess:
+    code = f"from ros_domains import DomainClaim; print(DomainClaim(range({ids.start}, {ids.stop})).domain)"
+    return subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(TEST_DIR)),
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_the_session_domain_and_a_test_claim_are_refused_to_other_processes():
+    session = int(os.environ["ROS_DOMAIN_ID"])
+    claim = DomainClaim()
+    try:
+        assert claim.domain != session
+        for domain in (session, claim.domain):
+            child = _claim_in_a_child(range(domain, domain + 1))
+            assert child.returncode != 0 and "is held by another process" in child.stderr, child.stdout
+    finally:
+        claim.release()

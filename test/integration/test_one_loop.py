@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import subprocess
 import sys
@@ -50,12 +49,6 @@ ANSWERS = {
 DECISION = ("step", "valid", "error", "instruction", "raw_response", "reasoning", "history")
 #: Fields of a recorded message that are not part of the episode's content: ids, stamps, timings.
 NOT_CONTENT = {"header", "episode_id", "latency_prompt_s", "latency_model_s", "latency_parse_s"}
-_domain = iter(range(20, 30))
-
-
-def private_env() -> dict[str, str]:
-    """A ROS domain of its own, so that each `r3 run` starts and supervises its own graph."""
-    return dict(os.environ, ROS_DOMAIN_ID=str((int(os.environ["ROS_DOMAIN_ID"]) + next(_domain)) % 101))
 
 
 @pytest.fixture(scope="module")
@@ -92,9 +85,10 @@ def by_topic(bag: Path) -> dict[str, list]:
     return topics
 
 
-def run_through_graph(args: list[str], out: Path) -> tuple[subprocess.CompletedProcess, Path]:
+def run_through_graph(args: list[str], out: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess, Path]:
+    """``r3 run`` in ``env`` (a ROS domain of its own, so that it starts and supervises its own graph)."""
     run = subprocess.run(R3 + ["run", "--quiet", "--video", "none", "--out", str(out)] + args, capture_output=True,
-                         text=True, timeout=420, env=private_env(), check=False)
+                         text=True, timeout=420, env=env, check=False)
     match = re.search(r"^bag:\s+(\S+)$", run.stdout, re.MULTILINE)
     assert match, run.stdout + run.stderr
     return run, Path(match.group(1))
@@ -160,13 +154,13 @@ def test_packing_in_process_refuses_feeds_back_and_stops(answers):
 
 
 @pytest.mark.ros
-def test_language_table_graph_decides_and_records_as_in_process(answers, table_episode, tmp_path):
+def test_language_table_graph_decides_and_records_as_in_process(answers, table_episode, tmp_path, private_ros_env):
     from r3.data.episode_bag import record_episode
     from r3.sim.language_table.env import LanguageTableEnv
 
     _, trajectory = table_episode
     run, graph_bag = run_through_graph(["--task", "V", "--seed", "3", "--reasoner", f"replay:{answers['language_table']}"],
-                                       tmp_path / "graph")
+                                       tmp_path / "graph", private_ros_env())
     assert run.returncode == 1 and f"error: {trajectory.aborted}" in run.stderr, run.stdout + run.stderr
     fast_bag = record_episode("V", 3, replay(answers["language_table"]), LanguageTableEnv(width=320, height=240),
                               "V-fast", tmp_path / "fast")
@@ -183,11 +177,11 @@ def test_language_table_graph_decides_and_records_as_in_process(answers, table_e
 
 @pytest.mark.ros
 @pytest.mark.slow
-def test_packing_graph_decides_as_in_process(answers, tmp_path):
+def test_packing_graph_decides_as_in_process(answers, tmp_path, private_ros_env):
     from r3.packing_episode import PackingCell, run_packing_episode
 
     run, bag = run_through_graph(["--suite", "packing", "--task", "4", "--seed", "0", "--reasoner",
-                                  f"replay:{answers['packing']}"], tmp_path)
+                                  f"replay:{answers['packing']}"], tmp_path, private_ros_env())
     # The profile's policy sees through the perception node: in process, the same perception code.
     trajectory = run_packing_episode("4", 0, replay(answers["packing"]), cell=PackingCell.build(grounding="perception"),
                                      render=False)

@@ -130,15 +130,16 @@ def test_episode_through_the_graph_is_recorded_and_matches_in_process(graph):
     assert info.progress == pytest.approx(trajectory.progress)
 
 
-#: (task, seed, reasoning budget: -1 full, 0 instruction only). V seed 2 tells the budgets apart: with
-#: the instruction only, the expert's next history has no distance left, and its third step differs.
-SAME_SEED = [("V", 0, -1), ("V", 1, -1), ("V", 2, -1), ("V", 3, -1), ("V", 2, 0), ("T", 0, -1),
-             ("iip", 0, -1)]
+#: (task, seed, reasoning budget: None leaves the goal's field at its default, full reasoning as in
+#: run_episode; 0 is instruction only). V seed 2 tells them apart: with the instruction only, the
+#: expert's next history has no distance left, and its third step differs.
+SAME_SEED = [("V", 0, None), ("V", 1, None), ("V", 2, None), ("V", 3, None), ("V", 2, 0), ("T", 0, None),
+             ("iip", 0, None)]
 
 
 def test_same_seed_same_episode_through_the_graph_and_in_process(graph):
     """README and DESIGN: the same episode through the ROS graph and in process gives the same answers
-    (reasoning, instructions, histories) and outcome, for every seed, task and reasoning budget."""
+    (reasoning, instructions, histories) and outcome, for each seed, task and budget of SAME_SEED."""
     import rclpy
 
     from r3.episode import run_episode
@@ -155,8 +156,10 @@ def test_same_seed_same_episode_through_the_graph_and_in_process(graph):
         assert commander.wait_until_ready(60)
         for task, seed, budget in SAME_SEED:
             steps.clear()
-            handle = commander.start_task(RunTask.Goal(suite="language_table", task=task, seed=seed,
-                                                       reasoning_budget=budget, reset_scene=True))
+            goal = RunTask.Goal(suite="language_table", task=task, seed=seed, reset_scene=True)
+            if budget is not None:
+                goal.reasoning_budget = budget
+            handle = commander.start_task(goal)
             deadline = time.monotonic() + 120
             while handle.spin_once() is not TaskStatus.DONE:
                 assert time.monotonic() < deadline, f"{task} seed {seed}: no result"
@@ -164,11 +167,11 @@ def test_same_seed_same_episode_through_the_graph_and_in_process(graph):
             while len(steps) < result.steps and time.monotonic() < deadline:
                 rclpy.spin_once(node, timeout_sec=0.05)  # the last ReasonerStep may trail the result
             expected = run_episode(task, seed, make_backend("expert"), render=False,
-                                   budget=ReasoningBudget(None if budget < 0 else budget))
+                                   budget=ReasoningBudget(budget))
             graph_side = (list(result.instructions), [(s.history, s.raw_response) for s in steps],
-                          result.success, result.steps, round(result.progress, 12))
+                          result.success, result.steps, result.progress)
             in_process = (expected.instructions, [(s.history, s.raw_response) for s in expected.steps],
-                          expected.success, len(expected.steps), round(expected.progress, 12))
+                          expected.success, len(expected.steps), expected.progress)
             if graph_side != in_process:
                 differences.append(f"{task} seed {seed} budget {budget}:\n  graph      {graph_side}\n"
                                    f"  in process {in_process}")

@@ -82,7 +82,7 @@ def in_process(episodes: list[tuple[str, int]], backend, env) -> tuple[float, li
 
 def through_graph(commander, episodes: list[tuple[str, int]]) -> tuple[float, list[list[str]], list[str]]:
     """Wall seconds, each episode's instructions and how it ended, with full reasoning as in process
-    (a goal's reasoning_budget of 0, the message default, would ask for the instruction only)."""
+    (reasoning_budget -1; 0 would ask for the instruction only)."""
     from r3_msgs.action import RunTask
     from r3_ros.commander import TaskStatus
 

@@ -6,8 +6,9 @@ topic latency through rclpy at 640x480 30 Hz.
 - image latency: each pass a fresh publisher process sends ``frames`` 640x480 rgb8 images at 30 Hz,
   stamped with the wall clock; p50 and p99 of receive time minus stamp, and how many arrived;
 - decision step: each pass runs the same Language Table episodes (task V, seeds 0..episodes-1, the
-  expert, rendering at decisions) in process and through the launched ``sim_language_table`` graph
-  (one launch for all passes, its start-up left out), and reports wall ms per decision step on each
+  expert with full reasoning, rendering at decisions) in process and through the launched
+  ``sim_language_table`` graph (one launch for all passes, its start-up left out; a pass whose sides'
+  instructions differ stops the benchmark), and reports wall ms per decision step on each
   side and their ratio within the pass (target <= 1.5x); and the CPU time per decision step on
   each side (this process; the sum over the graph's node processes), which a loaded machine does
   not inflate, and its ratio.
@@ -68,31 +69,42 @@ def image_latency(node, rate_hz: float, count: int) -> dict:
     }
 
 
-def in_process(episodes: list[tuple[str, int]], backend, env) -> tuple[float, int]:
+def in_process(episodes: list[tuple[str, int]], backend, env) -> tuple[float, list[list[str]]]:
+    """Wall seconds and each episode's instructions, with full reasoning (``run_episode``'s default)."""
     from r3.episode import run_episode
 
-    start, steps = time.perf_counter(), 0
-    for task, seed in episodes:
-        steps += len(run_episode(task, seed, backend, env=env, render=True).steps)
-    return time.perf_counter() - start, steps
+    start = time.perf_counter()
+    instructions = [
+        run_episode(task, seed, backend, env=env, render=True).instructions for task, seed in episodes
+    ]
+    return time.perf_counter() - start, instructions
 
 
-def through_graph(commander, episodes: list[tuple[str, int]]) -> tuple[float, int, list[str]]:
+def through_graph(commander, episodes: list[tuple[str, int]]) -> tuple[float, list[list[str]], list[str]]:
+    """Wall seconds, each episode's instructions and how it ended, with full reasoning as in process
+    (reasoning_budget -1; 0 would ask for the instruction only)."""
     from r3_msgs.action import RunTask
     from r3_ros.commander import TaskStatus
 
-    steps, elapsed, outcomes = 0, 0.0, []
+    elapsed, instructions, outcomes = 0.0, [], []
     for task, seed in episodes:
         start = time.perf_counter()
         handle = commander.start_task(
-            RunTask.Goal(suite="language_table", task=task, seed=seed, reset_scene=True)
+            RunTask.Goal(suite="language_table", task=task, seed=seed, reasoning_budget=-1, reset_scene=True)
         )
         while handle.spin_once() is not TaskStatus.DONE:
             pass
         elapsed += time.perf_counter() - start
-        steps += handle.result.steps
+        instructions.append(list(handle.result.instructions))
         outcomes.append(handle.result.reason)
-    return elapsed, steps, outcomes
+    return elapsed, instructions, outcomes
+
+
+def same_episodes(episodes: list[tuple[str, int]], local: list[list[str]], graph: list[list[str]]) -> None:
+    """Per-step figures compare like with like only if both sides ran the same episodes."""
+    for (task, seed), a, b in zip(episodes, local, graph):
+        if a != b:
+            raise RuntimeError(f"task {task} seed {seed}: in process {a}, through the graph {b}")
 
 
 def main() -> None:
@@ -151,22 +163,24 @@ def main() -> None:
         local, graph, local_cpu, graph_cpu, outcomes = [], [], [], [], set()
         for _ in range(args.passes):
             cpu = time.process_time()
-            t_local, n_local = in_process(episodes, backend, env)
-            local_cpu.append((time.process_time() - cpu) / n_local * 1e3)
+            t_local, local_instructions = in_process(episodes, backend, env)
+            n_steps = sum(map(len, local_instructions))
+            local_cpu.append((time.process_time() - cpu) / n_steps * 1e3)
             cpu = sum(cpu_seconds(pid) for pid in nodes)
-            t_graph, n_graph, reasons = through_graph(commander, episodes)
-            graph_cpu.append((sum(cpu_seconds(pid) for pid in nodes) - cpu) / n_graph * 1e3)
-            local.append(t_local / n_local * 1e3)
-            graph.append(t_graph / n_graph * 1e3)
+            t_graph, graph_instructions, reasons = through_graph(commander, episodes)
+            same_episodes(episodes, local_instructions, graph_instructions)
+            graph_cpu.append((sum(cpu_seconds(pid) for pid in nodes) - cpu) / n_steps * 1e3)
+            local.append(t_local / n_steps * 1e3)
+            graph.append(t_graph / n_steps * 1e3)
             outcomes.update(reasons)
         env.close()
-        note = f"{args.episodes} episodes of task V per pass, {n_local} decision steps"
+        note = f"{args.episodes} episodes of task V per pass, {n_steps} decision steps"
         report.add("decision step, in process", local, "ms", note=note)
         report.add(
             "decision step, through the graph",
             graph,
             "ms",
-            note=f"{n_graph} steps; ended: {sorted(outcomes)}",
+            note=f"the same {n_steps} steps; ended: {sorted(outcomes)}",
         )
         report.add(
             "decision step, graph / in process (target <= 1.5)",

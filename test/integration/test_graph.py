@@ -1,7 +1,8 @@
 """The closed loop over ROS 2: the sim_language_table graph as separate processes, checked from outside.
 
-A module-scoped `r3 launch` graph serves the interface check and the recorded episode (`r3 run`
-against a running graph); the kill test starts its own graph through `r3 run`.
+A module-scoped `r3 launch` graph serves the interface check, the recorded episode (`r3 run`
+against a running graph) and the same-seed episodes (RunTask goals from this process, one after the
+other on that graph).
 """
 
 from __future__ import annotations
@@ -40,11 +41,12 @@ def graph(tmp_path_factory):
 
 
 def run_episode_cli(args: list[str], timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(R3 + ["run", "--quiet"] + args, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(R3 + ["run", "--quiet"] + args, capture_output=True, text=True, timeout=timeout,
+                          check=False)
 
 
 def instructions_from(stdout: str) -> list[str]:
-    match = re.search(r"^instructions: (\[.*\])$", stdout, re.M)
+    match = re.search(r"^instructions: (\[.*\])$", stdout, re.MULTILINE)
     assert match, stdout
     return eval(match.group(1))  # the list's repr, printed by r3 run
 
@@ -55,7 +57,7 @@ def test_profile_is_wired():
 
 def test_nodes_offer_their_declared_interfaces(graph):
     import rclpy
-    from rclpy.node import Node
+    from rclpy.node import Node, NodeNameNonExistentError
 
     rclpy.init()
     node = Node("r3_test_introspection")
@@ -71,7 +73,7 @@ def test_nodes_offer_their_declared_interfaces(graph):
                 try:
                     pubs = dict(node.get_publisher_names_and_types_by_node(name, "/"))
                     subs = dict(node.get_subscriber_names_and_types_by_node(name, "/"))
-                except Exception as exc:  # the node is not discovered yet
+                except NodeNameNonExistentError as exc:  # the node is not discovered yet
                     missing.append(f"{name}: {exc}")
                     continue
                 missing += [f"{name} publishes {t}" for t in interface.publishes if t not in pubs]
@@ -87,7 +89,7 @@ def test_episode_through_the_graph_is_recorded_and_matches_in_process(graph):
     run = run_episode_cli(["--use-running-graph", "--task", "V", "--seed", "3", "--out", str(graph)])
     assert run.returncode == 0, run.stdout + run.stderr
     assert "outcome:" in run.stdout
-    bag = Path(re.search(r"^bag:\s+(\S+)$", run.stdout, re.M).group(1))
+    bag = Path(re.search(r"^bag:\s+(\S+)$", run.stdout, re.MULTILINE).group(1))
     info = read_episode_info(bag)
     assert info.status == COMPLETE and info.task == "V" and info.seed == 3
 
@@ -100,7 +102,7 @@ def test_episode_through_the_graph_is_recorded_and_matches_in_process(graph):
     steps = by_topic[names.REASONER_STEPS]
     assert [s.step for s in steps] == list(range(info.steps))
     # The scene the first decision was made on is in the bag: the recorder was ready before the reset.
-    stamp = lambda m: m.header.stamp.sec * 10**9 + m.header.stamp.nanosec  # noqa: E731
+    stamp = lambda m: m.header.stamp.sec * 10**9 + m.header.stamp.nanosec
     assert stamp(by_topic[names.CAMERA_IMAGE][0]) <= stamp(steps[0])
     assert by_topic[names.SCENE_SNAPSHOT][0].control_step == 0
     for s in steps:
@@ -126,3 +128,54 @@ def test_episode_through_the_graph_is_recorded_and_matches_in_process(graph):
     assert [s.instruction for s in steps] == trajectory.instructions == instructions_from(run.stdout)
     assert (info.success, info.steps) == (trajectory.success, len(trajectory.steps))
     assert info.progress == pytest.approx(trajectory.progress)
+
+
+#: (task, seed, reasoning budget: None leaves the goal's field at its default, full reasoning as in
+#: run_episode; 0 is instruction only). V seed 2 tells them apart: with the instruction only, the
+#: expert's next history has no distance left, and its third step differs.
+SAME_SEED = [("V", 0, None), ("V", 1, None), ("V", 2, None), ("V", 3, None), ("V", 2, 0), ("T", 0, None),
+             ("iip", 0, None)]
+
+
+def test_same_seed_same_episode_through_the_graph_and_in_process(graph):
+    """README and DESIGN: the same episode through the ROS graph and in process gives the same answers
+    (reasoning, instructions, histories) and outcome, for each seed, task and budget of SAME_SEED."""
+    import rclpy
+
+    from r3.episode import run_episode
+    from r3.reasoning import ReasoningBudget, make_backend
+    from r3_msgs.action import RunTask
+    from r3_ros.commander import R3Commander, TaskStatus
+
+    rclpy.init()
+    node = rclpy.create_node("r3_test_same_seed")
+    steps: list = []
+    commander = R3Commander(node, on_step=steps.append)
+    differences = []
+    try:
+        assert commander.wait_until_ready(60)
+        for task, seed, budget in SAME_SEED:
+            steps.clear()
+            goal = RunTask.Goal(suite="language_table", task=task, seed=seed, reset_scene=True)
+            if budget is not None:
+                goal.reasoning_budget = budget
+            handle = commander.start_task(goal)
+            deadline = time.monotonic() + 120
+            while handle.spin_once() is not TaskStatus.DONE:
+                assert time.monotonic() < deadline, f"{task} seed {seed}: no result"
+            result = handle.result
+            while len(steps) < result.steps and time.monotonic() < deadline:
+                rclpy.spin_once(node, timeout_sec=0.05)  # the last ReasonerStep may trail the result
+            expected = run_episode(task, seed, make_backend("expert"), render=False,
+                                   budget=ReasoningBudget(budget))
+            graph_side = (list(result.instructions), [(s.history, s.raw_response) for s in steps],
+                          result.success, result.steps, result.progress)
+            in_process = (expected.instructions, [(s.history, s.raw_response) for s in expected.steps],
+                          expected.success, len(expected.steps), expected.progress)
+            if graph_side != in_process:
+                differences.append(f"{task} seed {seed} budget {budget}:\n  graph      {graph_side}\n"
+                                   f"  in process {in_process}")
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+    assert differences == []

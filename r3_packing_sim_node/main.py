@@ -18,7 +18,11 @@ the perception node's ``sim`` backend segments with.
 The arm takes no control step once its goal is cancelled, once a stop of the goal's family arrives on
 ``/r3/stop_motion``, or (FollowInstruction only, whose client is the reasoner) once the reasoner falls
 silent for ``client_timeout_s`` (watchdog): ``r3_ros.stop.MotionGuard``, asked by the sim executor
-before every control step.
+before every control step. Nor once this node has not heard its own heartbeat for
+``COMMAND_DEADLINE_S`` (the process was frozen, e.g. SIGSTOP, or starved): by the time it runs again
+its goal may be over for its client (the reasoner gives up after its 5 s heartbeat timeout), so the
+goal is stale; the arm holds still and the goal ends with an error. MoveIt Servo's incoming-command
+timeout, applied to the goal being executed.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from r3.graph import names
 from r3.lowlevel.packing import PolicyResult
 from r3.lowlevel.perceived import arm_reading, scene_key
 from r3.packing_episode import GROUNDINGS, PackingCell
+from r3.safety.goals import GoalRefused, canonical_task, check_seed
 from r3.sim.packing import scene
 from r3.sim.packing.env import ITEM_INDEX, PackingEnv
 from r3_msgs.action import FollowInstruction, MoveToPose
@@ -58,12 +63,16 @@ from r3_ros.conversions import (
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.perception_client import PerceptionUnavailable, RosPerception
+from r3_ros.refusals import refusing_action, refusing_service
 from r3_ros.spin import run_node
 from r3_ros.stop import MotionGuard, end_stopped
 
 SNAPSHOT_FORMAT = "r3-packing-snapshot/1"
 LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 STEP_NS = round(scene.CONTROL_DT * 1e9)
+#: How long this node may go without hearing its own heartbeat before its running goal counts as
+#: stale; below the reasoner's heartbeat timeout (5 s), so a goal its client gave up on never moves.
+COMMAND_DEADLINE_S = 2.0
 CAMERAS = {"base": (names.CAMERA_IMAGE, names.CAMERA_INFO), "wrist": (names.WRIST_IMAGE, names.WRIST_INFO)}
 
 
@@ -111,14 +120,15 @@ class PackingSimNode(Node):
         instance_names = self.create_publisher(String, names.SIM_INSTANCE_NAMES, LATCHED)
         instance_names.publish(String(data=json.dumps({str(i): item for item, i in ITEM_INDEX.items()})))
         group = ReentrantCallbackGroup()
-        self.create_service(ResetScene, names.RESET_SCENE, self.on_reset, callback_group=group)
+        self.create_service(ResetScene, names.RESET_SCENE, refusing_service(self, self.on_reset), callback_group=group)
+        self.goals = SingleGoal(self)  # only its end(): the goals run one at a time under the lock
         for action, name, execute in ((FollowInstruction, names.FOLLOW_INSTRUCTION, self.follow),
                                       (MoveToPose, names.MOVE_TO_POSE, self.move)):
-            ActionServer(self, action, name, execute_callback=execute, goal_callback=lambda _: GoalResponse.ACCEPT,
+            ActionServer(self, action, name, execute_callback=refusing_action(self, execute, action.Result, self.goals.end),
+                         goal_callback=lambda _: GoalResponse.ACCEPT,
                          cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=group)
         self.heartbeat = HeartbeatPublisher(self)
         self.guard = MotionGuard(self, HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup()))
-        self.goals = SingleGoal(self)  # only its end(): the goals run one at a time under the lock
         self.publish_settled()
         self.get_logger().info(f"packing workcell at {width}x{height}")
 
@@ -134,11 +144,12 @@ class PackingSimNode(Node):
                 return response
             next_ns = self.now_ns + STEP_NS  # time moves on across a reset, so every stamp is unique
             try:
-                self.cell.reset(int(request.seed), request.task)
-            except (KeyError, ValueError) as exc:
-                response.ok, response.reason = False, f"cannot reset task {request.task!r}: {exc}"
+                task = canonical_task("packing", request.task)
+                self.cell.reset(check_seed(request.seed), task)
+            except (KeyError, ValueError, RuntimeError) as exc:
+                response.ok, response.reason = False, f"cannot reset task {request.task[:80]!r}: {exc}"
                 return response
-            self.base_ns, self.episode_id, self.task = next_ns, request.episode_id, request.task
+            self.base_ns, self.episode_id, self.task = next_ns, request.episode_id, task
             instance = self.env.task_instance
             response.ok, response.goal = True, instance.goal
             response.task_instance_json = json.dumps(instance.to_dict())
@@ -150,6 +161,14 @@ class PackingSimNode(Node):
         """One packing instruction: the policy's skills through the sim executor; a cancel, a stop or
         a silent reasoner stops the arm before its next control step."""
         goal, result = handle.request, FollowInstruction.Result()
+        try:
+            if goal.suite != "packing":
+                raise GoalRefused(f"suite {goal.suite[:80]!r} is not served here (packing)")
+            check_seed(goal.seed)
+        except GoalRefused as exc:
+            result.reason = f"error: invalid goal: {exc}"
+            self.goals.end(handle, "aborted")
+            return result
         with self.lock:
             self.heartbeat.state = "busy"
             stop = self.arm_guard(handle, watch_client=True)
@@ -176,6 +195,10 @@ class PackingSimNode(Node):
         stop = _Stop()
 
         def should_stop() -> bool:
+            frozen_s = self.guard.monitor.silent_for(self.get_fully_qualified_name())
+            if stop.reason is None and math.isfinite(frozen_s) and frozen_s > COMMAND_DEADLINE_S:
+                stop.reason = (f"error: {self.get_fully_qualified_name()} was frozen or starved for {frozen_s:.1f} s "
+                               f"(deadline {COMMAND_DEADLINE_S} s); its goal is stale, motion stopped")
             if stop.reason is None:
                 stop.reason = self.guard.stop_reason(handle, watch_client)
             return stop.reason is not None

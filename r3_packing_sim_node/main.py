@@ -18,11 +18,12 @@ the perception node's ``sim`` backend segments with.
 The arm takes no control step once its goal is cancelled, once a stop of the goal's family arrives on
 ``/r3/stop_motion``, or (FollowInstruction only, whose client is the reasoner) once the reasoner falls
 silent for ``client_timeout_s`` (watchdog): ``r3_ros.stop.MotionGuard``, asked by the sim executor
-before every control step. Nor once this node has not heard its own heartbeat for
-``COMMAND_DEADLINE_S`` (the process was frozen, e.g. SIGSTOP, or starved): by the time it runs again
-its goal may be over for its client (the reasoner gives up after its 5 s heartbeat timeout), so the
-goal is stale; the arm holds still and the goal ends with an error. MoveIt Servo's incoming-command
-timeout, applied to the goal being executed.
+before every control step. Nor once this process was frozen (SIGSTOP) or starved for longer than
+``COMMAND_DEADLINE_S`` while the goal ran (``r3.safety.freeze.FreezeWatch``): by the time it runs
+again its client may have given up on the goal (the reasoner does after its 5 s heartbeat timeout),
+so the goal is stale; the arm holds still and the goal ends with an error. MoveIt Servo's
+incoming-command timeout, applied to the goal being executed. Once a goal must stop, the simulated
+world takes no further step for it (the policy's settling steps are skipped too).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +47,7 @@ from r3.graph import names
 from r3.lowlevel.packing import PolicyResult
 from r3.lowlevel.perceived import arm_reading, scene_key
 from r3.packing_episode import GROUNDINGS, PackingCell
+from r3.safety.freeze import FreezeWatch
 from r3.safety.goals import GoalRefused, canonical_task, check_seed
 from r3.sim.packing import scene
 from r3.sim.packing.env import ITEM_INDEX, PackingEnv
@@ -70,8 +73,8 @@ from r3_ros.stop import MotionGuard, end_stopped
 SNAPSHOT_FORMAT = "r3-packing-snapshot/1"
 LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 STEP_NS = round(scene.CONTROL_DT * 1e9)
-#: How long this node may go without hearing its own heartbeat before its running goal counts as
-#: stale; below the reasoner's heartbeat timeout (5 s), so a goal its client gave up on never moves.
+#: How long this process may be frozen or starved while a goal runs before the goal counts as stale;
+#: below the reasoner's heartbeat timeout (5 s), so a goal its client gave up on never moves again.
 COMMAND_DEADLINE_S = 2.0
 CAMERAS = {"base": (names.CAMERA_IMAGE, names.CAMERA_INFO), "wrist": (names.WRIST_IMAGE, names.WRIST_INFO)}
 
@@ -129,6 +132,7 @@ class PackingSimNode(Node):
                          cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=group)
         self.heartbeat = HeartbeatPublisher(self)
         self.guard = MotionGuard(self, HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup()))
+        self.freezes = FreezeWatch(COMMAND_DEADLINE_S)
         self.publish_settled()
         self.get_logger().info(f"packing workcell at {width}x{height}")
 
@@ -173,12 +177,15 @@ class PackingSimNode(Node):
             self.heartbeat.state = "busy"
             stop = self.arm_guard(handle, watch_client=True)
             self.cell.executor.on_step = lambda _: self.on_control_step()
+            idle = self.cell.policy.idle
+            self.cell.policy.idle = lambda: None if stop.reason is not None else (idle(), self.on_control_step())
             try:
                 outcome = self.cell.policy.follow(goal.instruction, np.random.default_rng(goal.seed))
             except PerceptionUnavailable as exc:
                 outcome = PolicyResult(False, f"error: perception: {exc}", 0)
             finally:
                 self.cell.executor.on_step = self.cell.executor.should_stop = None
+                self.cell.policy.idle = idle
                 self.heartbeat.state = "idle"
             result.steps, result.finished = outcome.control_steps, self.publish_settled()
         if stop.reason is not None:
@@ -192,11 +199,10 @@ class PackingSimNode(Node):
     def arm_guard(self, handle, watch_client: bool) -> _Stop:
         """Make the sim executor ask ``self.guard`` before every control step of ``handle``'s motion;
         the first reason to stop sticks (a reasoner heard again does not restart the arm)."""
-        stop = _Stop()
+        stop, started = _Stop(), time.monotonic()
 
         def should_stop() -> bool:
-            frozen_s = self.guard.monitor.silent_for(self.get_fully_qualified_name())
-            if stop.reason is None and math.isfinite(frozen_s) and frozen_s > COMMAND_DEADLINE_S:
+            if stop.reason is None and (frozen_s := self.freezes.frozen_since(started)):
                 stop.reason = (f"error: {self.get_fully_qualified_name()} was frozen or starved for {frozen_s:.1f} s "
                                f"(deadline {COMMAND_DEADLINE_S} s); its goal is stale, motion stopped")
             if stop.reason is None:
@@ -238,7 +244,8 @@ class PackingSimNode(Node):
         return result
 
     def on_control_step(self) -> bool:
-        """Publish time and joints after every executor step (stopping is ``should_stop``'s job)."""
+        """Publish time and joints after every control step, the policy's settling steps too, as a
+        driver publishes joint states (stopping is ``should_stop``'s job)."""
         stamp = ns_to_stamp(self.now_ns)
         self.clock_pub.publish(ClockMsg(clock=stamp))
         self.publish_joints(stamp)

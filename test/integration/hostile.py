@@ -66,9 +66,9 @@ class Client:
         rclpy.init()
         self.node = rclpy.create_node(name)
         self.commander = R3Commander(self.node)
-        self.joints: list[tuple[float, tuple[float, ...]]] = []
-        self.node.create_subscription(JointState, names.JOINT_STATES,
-                                      lambda m: self.joints.append((time.monotonic(), tuple(m.position))), 100)
+        self.joints: list[tuple[float, tuple[float, ...], int]] = []  # (received, positions, stamp ns)
+        self.node.create_subscription(JointState, names.JOINT_STATES, lambda m: self.joints.append(
+            (time.monotonic(), tuple(m.position), m.header.stamp.sec * 10**9 + m.header.stamp.nanosec)), 100)
 
     def close(self) -> None:
         self.node.destroy_node()
@@ -117,11 +117,20 @@ class Client:
                 during(handle)
         return handle.result, time.monotonic()
 
+    def steps_after(self, t: float, step_ns: int) -> tuple[int, int]:
+        """Control steps reported after ``t`` by their joint-state stamps (sim time): (steps that were
+        in flight at the freeze and completed after it, at most one; steps begun after it)."""
+        before = [st for at, _, st in self.joints if at <= t]
+        last = max(before) if before else -1
+        new = {st for at, _, st in self.joints if at > t and st > last}
+        in_flight = {last + step_ns} & new
+        return len(in_flight), len(new - in_flight)
+
     def moved_after(self, t: float) -> list[tuple[float, ...]]:
         """Joint states reported after ``t`` that differ from the last one before it."""
-        before = [p for at, p in self.joints if at <= t]
+        before = [p for at, p, _ in self.joints if at <= t]
         last = before[-1] if before else None
-        return [p for at, p in self.joints if at > t and p != last]
+        return [p for at, p, _ in self.joints if at > t and p != last]
 
 
 def closed(bag: Path, timeout_s: float = 10.0) -> Path:

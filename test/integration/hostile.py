@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from r3.data.bags import METADATA_FILE, read_messages
+from r3.data.bags import METADATA_FILE, read_episode_info, read_messages
 from r3.graph import names
 
 R3 = [sys.executable, "-m", "r3.cli"]
@@ -136,7 +136,8 @@ class Client:
 def closed(bag: Path, timeout_s: float = 10.0) -> Path:
     """``bag`` once the recorder has closed it (it closes a bag shortly after the episode's END)."""
     deadline = time.monotonic() + timeout_s
-    while not (bag / METADATA_FILE).is_file():
+    # The sidecar gets the episode's reason last of all, after metadata.yaml.
+    while not ((bag / METADATA_FILE).is_file() and read_episode_info(bag).reason):
         assert time.monotonic() < deadline, f"{bag} was not closed within {timeout_s} s"
         time.sleep(0.05)
     return bag

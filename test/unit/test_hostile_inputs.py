@@ -4,6 +4,7 @@ supervisor's member-exits file and the freeze watch."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -189,3 +190,41 @@ def test_the_freeze_watch_sees_a_sigstop_of_this_process():
     assert watch.frozen_since(before) > 0.5  # right after the wake-up, before or after the thread saw it
     time.sleep(0.1)
     assert watch.frozen_since(before) > 0.5 and watch.frozen_since(time.monotonic()) == 0.0
+
+
+def test_a_dataset_step_takes_the_frames_its_reasoner_step_names_even_without_a_camera_image(tmp_path):
+    """The camera topic is best effort; the frames a step names come from /r3/reasoner/frames."""
+    from r3.data.bagtypes import typestore
+    from r3.data.build import read_episode
+    from r3.graph import names
+
+    types = typestore().types
+    writer = EpisodeBagWriter(tmp_path, EpisodeInfo(episode_id="V-s1-test", suite="language_table", task="V"))
+
+    def stamp(ns):
+        return types["builtin_interfaces/msg/Time"](sec=ns // 10**9, nanosec=ns % 10**9)
+
+    rgb = np.full((4, 6, 3), 7, np.uint8)
+    image = types["sensor_msgs/msg/Image"](header=types["std_msgs/msg/Header"](stamp=stamp(200), frame_id="c"),
+                                           height=4, width=6, encoding="rgb8", is_bigendian=0, step=18,
+                                           data=rgb.reshape(-1))
+    writer.write_message(names.REASONER_FRAMES, "sensor_msgs/msg/Image", 1, image)
+    fields = {f: "" for f in ("episode_id", "suite", "task", "goal", "history", "reasoning", "raw_response",
+                              "error", "model_id")}
+    step = types["r3_msgs/msg/ReasonerStep"](
+        header=types["std_msgs/msg/Header"](stamp=stamp(300), frame_id=""), image_stamps=[stamp(200)], step=0,
+        instruction="push the red moon to the top left corner", valid=True, latency_prompt_s=0.0,
+        latency_model_s=0.0, latency_parse_s=0.0, prompt_tokens=0, completion_tokens=0, **fields)
+    writer.write_message(names.REASONER_STEPS, "r3_msgs/msg/ReasonerStep", 2, step)
+    env = LanguageTableEnv(task="V")
+    env.reset(seed=1)
+    state = types["r3_msgs/msg/PrivilegedState"](
+        header=types["std_msgs/msg/Header"](stamp=stamp(100), frame_id="board"), episode_id="", control_step=0,
+        suite="language_table", task="V", goal="", task_instance_json=json.dumps(env.task_instance.to_dict()),
+        objects=[], effector=types["geometry_msgs/msg/Point"](x=0.0, y=0.0, z=0.0), held="", progress=0.0,
+        success=False)
+    env.close()
+    writer.write_message(names.PRIVILEGED_STATE, "r3_msgs/msg/PrivilegedState", 3, state)
+    bag = writer.close(success=True, progress=1.0, steps=1, reason="success")
+    (record,) = read_episode(bag).steps
+    assert len(record.images) == 1 and np.array_equal(record.images[0], rgb)

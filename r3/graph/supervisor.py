@@ -67,6 +67,12 @@ def resolve_executable(member: Member) -> list[str]:
     return [sys.executable, "-m", f"{member.executable}.main"]
 
 
+def record_exit(path: str | Path, exit_: Exit) -> None:
+    """Append one member's exit to a member-exits file (``r3 launch`` and the launch_ros file both do)."""
+    with open(path, "a") as f:
+        f.write(f"{exit_}\n")
+
+
 class MemberExits:
     """The exits a process manager wrote to its member-exits file, one line each ("r3_sim_node was
     killed by SIGKILL"); read cheaply and often (a stat unless the file grew)."""
@@ -149,8 +155,7 @@ class Supervisor:
                 code = proc.poll()
                 if code is not None:
                     self.first_exit = Exit(name, code)
-                    with open(self.exits_file, "a") as f:
-                        f.write(f"{self.first_exit}\n")
+                    record_exit(self.exits_file, self.first_exit)
                     self.echo(f"[r3 launch] {self.first_exit}; see {self.log_dir / (name + '.log')}")
                     break
         return self.first_exit

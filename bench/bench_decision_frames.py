@@ -22,9 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test" / "integration"))
 
-from hostile import Client, Graph, bag_topics  # noqa: E402
+from hostile import Client, Graph, bag_topics
 
-from r3.graph import names  # noqa: E402
+from r3.graph import names
 
 TASKS = {"sim_language_table": ("language_table", ["V", "T", "L", "line", "clear_qtr"]),
          "sim_packing": ("packing", ["4", "1", "7"])}

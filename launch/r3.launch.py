@@ -13,6 +13,7 @@ and ``EXIT_GRACE_S`` later the whole launch shuts down, with the member named in
 Headless by design (no GUI members), so launch tests can include this file as it is.
 """
 
+import os
 import tempfile
 
 from launch import LaunchDescription
@@ -41,7 +42,8 @@ def on_member_exit(name: str, exits_file: str):
 def member_nodes(context, *args, **kwargs):
     profile = load_profile(LaunchConfiguration("profile").perform(context),
                            LaunchConfiguration("graph").perform(context))
-    exits_file = tempfile.NamedTemporaryFile(prefix="r3-member-exits-", delete=False).name
+    fd, exits_file = tempfile.mkstemp(prefix="r3-member-exits-")
+    os.close(fd)
     return [
         Node(
             package=member.package,

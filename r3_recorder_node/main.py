@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 from rclpy.clock import Clock, ClockType
@@ -44,6 +45,8 @@ LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 EPISODE_SOURCE = "r3_reasoner_node"
 #: How long an event's publisher may take to appear in this node's graph view.
 SOURCE_LOOKUP_S = 0.5
+#: After END, how much longer than ``close_delay_s`` a bag waits for the episode's last steps and frames.
+STRAGGLERS_S = 5.0
 
 
 def recording_state(episode_id: str) -> str:
@@ -70,6 +73,7 @@ class RecorderNode(Node):
         self.lock = threading.Lock()
         self.closing: list[threading.Thread] = []
         self.writer: EpisodeBagWriter | None = None
+        self.recorded: Counter[str] = Counter()  # messages written to the open bag, by topic
         self.subscribed: dict[str, str] = {}
         wall = Clock(clock_type=ClockType.STEADY_TIME)
         self.bags_pub = self.create_publisher(String, names.RECORDER_BAGS, LATCHED)
@@ -95,6 +99,7 @@ class RecorderNode(Node):
             with self.lock:
                 if self.writer is not None:
                     self.writer.write(topic, msgtype, time.time_ns(), data)
+                    self.recorded[topic] += 1
         return callback
 
     def sender(self, info) -> str:
@@ -121,25 +126,33 @@ class RecorderNode(Node):
                                    goal=msg.goal, backend=msg.backend)
                 writer = EpisodeBagWriter(self.output_dir, info)  # refuses an id that is no folder name
                 self.close_current(complete=False, reason="a new episode started before this one ended")
-                self.writer = writer
+                self.writer, self.recorded = writer, Counter()
                 self.writer.write(names.EPISODE_EVENTS, EVENTS_TYPE, time.time_ns(), serialize_message(msg))
                 self.bags_pub.publish(String(data=str(writer.path)))
             self.announce_when_ready(msg.episode_id)
             self.get_logger().info(f"recording episode {msg.episode_id}")
         elif msg.event == EpisodeEvent.END:
             self.record_to(names.EPISODE_EVENTS, EVENTS_TYPE)(serialize_message(msg))
-            # Let messages still in flight (the last image, the last outcome) reach the bag first.
-            timer = None
+            # Let messages still in flight (the last image, the last outcome) reach the bag first, and
+            # under load wait (bounded) until every step END counts, and a frame for each, has arrived.
+            timer, ended = None, time.monotonic()
 
             def close() -> None:
-                timer.cancel()
+                waited = time.monotonic() - ended
                 with self.lock:
-                    if self.writer is not None and self.writer.info.episode_id == msg.episode_id:
+                    mine = self.writer is not None and self.writer.info.episode_id == msg.episode_id
+                    arrived = self.recorded[names.REASONER_FRAMES] >= msg.steps and (
+                        names.REASONER_STEPS not in self.topics or self.recorded[names.REASONER_STEPS] >= msg.steps)
+                    if mine and waited < self.close_delay_s + STRAGGLERS_S and not (
+                            arrived and waited >= self.close_delay_s):
+                        return
+                    timer.cancel()
+                    if mine:
                         complete = not msg.reason.startswith("error")
                         self.writer.info.goal = msg.goal or self.writer.info.goal
                         self.close_current(complete, msg.reason, msg.success, msg.progress, msg.steps)
 
-            timer = self.create_timer(self.close_delay_s, close, clock=Clock(clock_type=ClockType.STEADY_TIME))
+            timer = self.create_timer(0.05, close, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def announce_when_ready(self, episode_id: str) -> None:
         """Say "recording:<id>" (the reasoner waits for it) once every configured topic is

@@ -1,16 +1,15 @@
 """Throughput of `r3 eval` with the expert: episodes per second on 1 and 2 worker processes.
 
-    MUJOCO_GL=osmesa python bench/bench_eval.py [--scenes 4] [--workers 1,2]
+    python bench/bench_eval.py [--scenes 4] [--workers 1,2] [--passes 2] [--smoke] [--json PATH]
 
-Runs every task on SCENES held-out scenes (1 trial, no rendering, as `r3 eval` runs) into a fresh
-folder per worker count, and prints wall time, episodes/s, and the mean episode's own time
-(what one worker spends inside run_episode). Start-up (spawning workers, building the simulator)
-is included in the wall time, as a user sees it.
+Each pass runs every task on SCENES held-out scenes (1 trial, no rendering, as `r3 eval` runs) into
+a fresh folder per worker count, and reports episodes/s (start-up, spawning workers and building the
+simulator, is included, as a user sees it), the mean episode's own time (what one worker spends
+inside run_episode), and per pass the speed-up of the largest worker count over one worker.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -18,27 +17,61 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "osmesa")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 
+from common import Report, parser
+
 from r3.eval.runner import EvalConfig, completed, evaluate
+from r3.tasks.language_table.tasks import TASKS
+
+
+def one_run(config: EvalConfig, workers: int) -> tuple[float, float]:
+    """(episodes/s, mean seconds inside run_episode) of one evaluation."""
+    with tempfile.TemporaryDirectory() as out:
+        start = time.perf_counter()
+        records = completed(evaluate(config, Path(out), workers=workers))
+        wall = time.perf_counter() - start
+    return len(records) / wall, sum(r["wall_s"] for r in records) / len(records)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenes", type=int, default=4, help="held-out scenes per task (default: 4)")
-    parser.add_argument("--workers", default="1,2", help="comma-separated worker counts (default: 1,2)")
-    args = parser.parse_args()
+    p = parser(__doc__)
+    p.add_argument("--scenes", type=int, default=4, help="held-out scenes per task (default: %(default)s)")
+    p.add_argument("--workers", default="1,2", help="comma-separated worker counts (default: %(default)s)")
+    p.add_argument("--passes", type=int, default=2, help="passes per figure (default: %(default)s)")
+    args = p.parse_args()
+    counts = [int(w) for w in args.workers.split(",")]
     config = EvalConfig(scenes=args.scenes, trials=1)
-    print(f"expert, {len(config.tasks)} tasks x {args.scenes} scenes x 1 trial = {len(config.jobs())} episodes, "
-          f"{os.cpu_count()} CPUs")
-    for workers in (int(w) for w in args.workers.split(",")):
-        with tempfile.TemporaryDirectory() as out:
-            start = time.perf_counter()
-            records = completed(evaluate(config, Path(out), workers=workers))
-            wall = time.perf_counter() - start
-        own = sum(r["wall_s"] for r in records) / len(records)
-        print(f"  {workers} worker(s): {wall:6.1f} s wall, {len(records) / wall:5.2f} episodes/s "
-              f"(mean episode {own:.2f} s in run_episode)")
+    if args.smoke:
+        args.scenes, args.passes = 1, 1
+        config = EvalConfig(tasks=tuple(TASKS)[:2], scenes=1, trials=1, max_steps=2)
+    report = Report("eval", vars(args))
+    print(
+        f"expert, {len(config.tasks)} tasks x {config.scenes} scenes x 1 trial = "
+        f"{len(config.jobs())} episodes, "
+        f"{os.cpu_count()} CPUs"
+    )
+    runs = [{w: one_run(config, w) for w in counts} for _ in range(args.passes)]
+    for w in counts:
+        report.add(
+            f"eval, {w} worker(s)",
+            [r[w][0] for r in runs],
+            "episodes/s",
+            better="higher",
+            note="start-up included",
+        )
+        report.add(f"eval, {w} worker(s), mean episode inside run_episode", [r[w][1] for r in runs], "s")
+    if len(counts) > 1 and 1 in counts:
+        most = max(counts)
+        report.add(
+            f"eval, {most} workers / 1 worker",
+            [r[most][0] / r[1][0] for r in runs],
+            "x",
+            better="higher",
+            note="episodes/s of the same pass",
+        )
+    report.finish(args.json)
 
 
 if __name__ == "__main__":

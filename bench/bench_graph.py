@@ -1,108 +1,196 @@
-"""Graph benchmarks: decision-step overhead of the ROS graph against the in-process loop, and
-image topic latency through rclpy at 640x480 30 Hz. Run: python bench/bench_graph.py"""
+"""Graph benchmarks: the ROS graph's cost per decision step against the in-process loop, and image
+topic latency through rclpy at 640x480 30 Hz.
+
+    python bench/bench_graph.py [--passes 3] [--episodes 4] [--frames 300] [--smoke] [--json PATH]
+
+- image latency: each pass a fresh publisher process sends ``frames`` 640x480 rgb8 images at 30 Hz,
+  stamped with the wall clock; p50 and p99 of receive time minus stamp, and how many arrived;
+- decision step: each pass runs the same Language Table episodes (task V, seeds 0..episodes-1, the
+  expert, rendering at decisions) in process and through the launched ``sim_language_table`` graph
+  (one launch for all passes, its start-up left out), and reports wall ms per decision step on each
+  side and their ratio within the pass (target <= 1.5x); and the CPU time per decision step on
+  each side (this process; the sum over the graph's node processes), which a loaded machine does
+  not inflate, and its ratio.
+"""
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+os.environ.setdefault("MUJOCO_GL", "osmesa")
+os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
+
 import numpy as np
+from common import Report, cpu_seconds, parser, process_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def image_latency(rate_hz: float, count: int) -> dict:
+def image_latency(node, rate_hz: float, count: int) -> dict:
+    """One stream of ``count`` images from a fresh publisher process to ``node``'s subscription."""
     import rclpy
     from rclpy.clock import Clock, ClockType
     from sensor_msgs.msg import Image
 
     from r3_ros.conversions import stamp_to_ns
 
-    rclpy.init()
-    node = rclpy.create_node("bench_image_subscriber")
     clock = Clock(clock_type=ClockType.SYSTEM_TIME)
     latencies = []
-    node.create_subscription(Image, "/bench/image",
-                             lambda m: latencies.append((clock.now().nanoseconds - stamp_to_ns(m.header.stamp)) / 1e6), 10)
-    peer = subprocess.Popen([sys.executable, str(ROOT / "bench" / "peers" / "image_publisher.py"), str(rate_hz), str(count)])
+    sub = node.create_subscription(
+        Image,
+        "/bench/image",
+        lambda m: latencies.append((clock.now().nanoseconds - stamp_to_ns(m.header.stamp)) / 1e6),
+        10,
+    )
+    peer = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "peers" / "image_publisher.py"), str(rate_hz), str(count)]
+    )
     deadline = time.monotonic() + count / rate_hz + 30
     while peer.poll() is None and time.monotonic() < deadline:
         rclpy.spin_once(node, timeout_sec=0.01)
     for _ in range(20):
         rclpy.spin_once(node, timeout_sec=0.01)
     peer.wait(timeout=10)
-    node.destroy_node()
-    rclpy.shutdown()
+    node.destroy_subscription(sub)
+    if not latencies:
+        raise RuntimeError("no image arrived")
     lat = np.array(latencies)
-    return {"sent": count, "received": len(lat), "p50_ms": float(np.percentile(lat, 50)),
-            "p99_ms": float(np.percentile(lat, 99))}
+    return {
+        "received": len(lat),
+        "p50_ms": float(np.percentile(lat, 50)),
+        "p99_ms": float(np.percentile(lat, 99)),
+    }
 
 
-def in_process(episodes: list[tuple[str, int]]) -> tuple[float, int]:
+def in_process(episodes: list[tuple[str, int]], backend, env) -> tuple[float, int]:
     from r3.episode import run_episode
-    from r3.reasoning import make_backend
-    from r3.sim.language_table.env import LanguageTableEnv
 
-    backend, env = make_backend("expert"), LanguageTableEnv()
     start, steps = time.perf_counter(), 0
     for task, seed in episodes:
         steps += len(run_episode(task, seed, backend, env=env, render=True).steps)
     return time.perf_counter() - start, steps
 
 
-def through_graph(episodes: list[tuple[str, int]], out: Path) -> tuple[float, int, list]:
-    import rclpy
-
+def through_graph(commander, episodes: list[tuple[str, int]]) -> tuple[float, int, list[str]]:
     from r3_msgs.action import RunTask
-    from r3_ros.commander import R3Commander, TaskStatus
+    from r3_ros.commander import TaskStatus
 
-    launch = subprocess.Popen([sys.executable, "-m", "r3.cli", "launch", "sim_language_table", "--logs", str(out / "logs"),
-                               "--set", f"r3_recorder_node.output_dir={out / 'bags'}"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    rclpy.init()
-    node = rclpy.create_node("bench_graph_client")
-    commander = R3Commander(node)
-    try:
-        if not commander.wait_until_ready(60):
-            raise RuntimeError("the graph did not come up")
-        steps, elapsed, outcomes = 0, 0.0, []
-        for task, seed in episodes:
-            start = time.perf_counter()
-            handle = commander.start_task(RunTask.Goal(suite="language_table", task=task, seed=seed, reset_scene=True))
-            while handle.spin_once() is not TaskStatus.DONE:
-                pass
-            elapsed += time.perf_counter() - start
-            steps += handle.result.steps
-            outcomes.append(handle.result.reason)
-        return elapsed, steps, outcomes
-    finally:
-        node.destroy_node()
-        rclpy.shutdown()
-        launch.send_signal(2)
-        launch.wait(timeout=30)
+    steps, elapsed, outcomes = 0, 0.0, []
+    for task, seed in episodes:
+        start = time.perf_counter()
+        handle = commander.start_task(
+            RunTask.Goal(suite="language_table", task=task, seed=seed, reset_scene=True)
+        )
+        while handle.spin_once() is not TaskStatus.DONE:
+            pass
+        elapsed += time.perf_counter() - start
+        steps += handle.result.steps
+        outcomes.append(handle.result.reason)
+    return elapsed, steps, outcomes
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--episodes", type=int, default=4, help="episodes per side (default: 4)")
-    parser.add_argument("--frames", type=int, default=300, help="images for the latency test (default: 300)")
-    parser.add_argument("--out", default="runs/bench_graph", help="bags and logs of the graph side")
-    args = parser.parse_args()
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    episodes = [("V", seed) for seed in range(args.episodes)]
-    lat = image_latency(30.0, args.frames)
-    print(f"image topic 640x480 rgb8 @30 Hz through rclpy: {lat['received']}/{lat['sent']} received, "
-          f"latency p50 {lat['p50_ms']:.2f} ms, p99 {lat['p99_ms']:.2f} ms")
-    t_local, n_local = in_process(episodes)
-    t_graph, n_graph, outcomes = through_graph(episodes, Path(args.out))
-    per_local, per_graph = t_local / n_local, t_graph / n_graph
-    print(f"in-process loop: {n_local} decision steps, {per_local * 1000:.0f} ms per step")
-    print(f"through the graph: {n_graph} decision steps, {per_graph * 1000:.0f} ms per step ({outcomes})")
-    print(f"graph / in-process per decision step: {per_graph / per_local:.2f}x")
+    p = parser(__doc__)
+    p.add_argument("--passes", type=int, default=3, help="passes per figure (default: %(default)s)")
+    p.add_argument(
+        "--episodes", type=int, default=4, help="episodes per side and pass (default: %(default)s)"
+    )
+    p.add_argument("--frames", type=int, default=300, help="images per latency pass (default: %(default)s)")
+    p.add_argument("--out", default="runs/bench_graph", help="bags and logs of the graph side")
+    args = p.parse_args()
+    if args.smoke:
+        args.passes, args.episodes, args.frames = 1, 1, 30
+    report = Report("graph", vars(args))
+    import rclpy
+
+    from r3.reasoning import make_backend
+    from r3.sim.language_table.env import LanguageTableEnv
+    from r3_ros.commander import R3Commander
+
+    rclpy.init()
+    node = rclpy.create_node("bench_graph_client")
+    launch = None
+    try:
+        lat = [image_latency(node, 30.0, args.frames) for _ in range(args.passes)]  # before the graph runs
+        note = f"{args.frames} frames per pass, {min(r['received'] for r in lat)} or more received"
+        report.add(
+            "image 640x480 rgb8 @30 Hz through rclpy, latency p50",
+            [r["p50_ms"] for r in lat],
+            "ms",
+            note=note,
+        )
+        report.add("image 640x480 rgb8 @30 Hz through rclpy, latency p99", [r["p99_ms"] for r in lat], "ms")
+        out = Path(args.out)
+        launch = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "r3.cli",
+                "launch",
+                "sim_language_table",
+                "--logs",
+                str(out / "logs"),
+                "--set",
+                f"r3_recorder_node.output_dir={out / 'bags'}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        commander = R3Commander(node)
+        if not commander.wait_until_ready(120):
+            raise RuntimeError("the graph did not come up")
+        episodes = [("V", seed) for seed in range(args.episodes)]
+        backend, env = make_backend("expert"), LanguageTableEnv()
+        nodes = [pid for pid, cmd in process_tree(launch.pid).items() if "python" in cmd.split()[0]]
+        local, graph, local_cpu, graph_cpu, outcomes = [], [], [], [], set()
+        for _ in range(args.passes):
+            cpu = time.process_time()
+            t_local, n_local = in_process(episodes, backend, env)
+            local_cpu.append((time.process_time() - cpu) / n_local * 1e3)
+            cpu = sum(cpu_seconds(pid) for pid in nodes)
+            t_graph, n_graph, reasons = through_graph(commander, episodes)
+            graph_cpu.append((sum(cpu_seconds(pid) for pid in nodes) - cpu) / n_graph * 1e3)
+            local.append(t_local / n_local * 1e3)
+            graph.append(t_graph / n_graph * 1e3)
+            outcomes.update(reasons)
+        env.close()
+        note = f"{args.episodes} episodes of task V per pass, {n_local} decision steps"
+        report.add("decision step, in process", local, "ms", note=note)
+        report.add(
+            "decision step, through the graph",
+            graph,
+            "ms",
+            note=f"{n_graph} steps; ended: {sorted(outcomes)}",
+        )
+        report.add(
+            "decision step, graph / in process (target <= 1.5)",
+            [g / w for g, w in zip(graph, local)],
+            "x",
+            note="within each pass",
+        )
+        report.add("decision step CPU, in process", local_cpu, "ms", note="this process")
+        report.add(
+            "decision step CPU, through the graph", graph_cpu, "ms", note=f"all {len(nodes)} node processes"
+        )
+        report.add(
+            "decision step CPU, graph / in process",
+            [g / w for g, w in zip(graph_cpu, local_cpu)],
+            "x",
+            note="within each pass; the machine's other load does not enter CPU time",
+        )
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+        if launch is not None:
+            launch.send_signal(2)
+            launch.wait(timeout=30)
+    report.finish(args.json)
 
 
 if __name__ == "__main__":

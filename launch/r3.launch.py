@@ -16,11 +16,11 @@ Headless by design (no GUI members), so launch tests can include this file as it
 import os
 import tempfile
 
-from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown, TimerAction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+from launch import LaunchDescription
 from r3.graph.description import DEFAULT_GRAPH, load_profile
 from r3.graph.supervisor import MEMBER_EXITS_ENV, Exit, record_exit
 

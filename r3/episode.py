@@ -1,17 +1,13 @@
-"""The canonical in-process Language Table episode: reasoner -> instruction -> low-level policy.
+"""The in-process Language Table episode: reasoner -> instruction -> low-level pushing policy.
 
-This loop is the contract the ROS graph mirrors step for step (same seed, same instructions,
-same outcome), so keep the order of calls below stable:
+The decision loop is :func:`r3.episode_loop.run_loop` (the one the ROS graph mirrors step for step:
+same seed, same instructions, same outcome); this module is Language Table's part of it:
 
 1. ``env.reset(seed=seed, options={"task": task})``; the history starts empty.
-2. At each decision step: stop if the task is solved; render the image (or a blank one when
-   rendering is off); ask the reasoner; take a snapshot of the decision-time state.
+2. The reasoner sees the rendered top-down image (or a blank one when rendering is off) and, for the
+   expert, the true board state.
 3. A valid answer resets the policy with ``np.random.default_rng(policy_seed(noise, step))`` and
    runs at most ``steps_per_instruction`` control steps (fewer if the policy says it is done).
-   An invalid answer commands no motion.
-4. The history for the next step is the raw answer ("response") or the instruction ("instruction");
-   a refused answer adds the refusal reason (``r3.safety``), and three refusals in a row end the
-   episode (``Trajectory.aborted``).
 
 ``noise`` is ``trial_seed(seed, trial)``: the seed itself for trial 0, so only trials > 0 (repeats of
 a scene with fresh policy noise and wording, for evaluation) differ from the graph's episodes.
@@ -22,20 +18,25 @@ ROS-free: it runs the reasoner backend and the policy in this process.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from r3.episode_loop import (
+    BLANK_IMAGE,
+    Decider,
+    Execution,
+    StepDecision,
+    StepView,
+    Trajectory,
+    TrajectoryStep,
+    run_loop,
+)
 from r3.lowlevel.pushing import ScriptedPushingPolicy
 from r3.reasoning.backends.base import ReasonerBackend, ReasoningBudget
 from r3.reasoning.expert import NO_BUDGET, ExpertView
-from r3.reasoning.prompts import ReasonerInput
-from r3.reasoning.reasoner import decide
-from r3.safety import ResponseGuard
 
 SUITE = "language_table"
-#: Image given to the reasoner when rendering is off (the expert ignores images; it must be valid RGB).
-BLANK_IMAGE = np.zeros((8, 8, 3), dtype=np.uint8)
 
 
 def policy_seed(episode_seed: int, step: int) -> int:
@@ -62,85 +63,40 @@ def trial_seed(scene_seed: int, trial: int) -> int:
 
 
 @dataclass
-class TrajectoryStep:
-    """One decision step: what the reasoner saw and said, and what executing it did.
+class LanguageTableSuite:
+    """Language Table's part of :func:`r3.episode_loop.run_loop`: one top-down image, the pushing policy."""
 
-    ``snapshot`` is the env snapshot at decision time (before execution), so ``env.restore`` and
-    re-running from ``step`` reproduces the rest of the episode. ``progress`` is measured after
-    execution. ``frames`` are intermediate renders taken during execution (see ``frame_every``).
-    """
+    env: object
+    policy: object
+    steps_per_instruction: int
+    render: bool
+    frame_every: int
+    noise: int  # trial_seed(seed, trial)
 
-    step: int
-    image: np.ndarray | None
-    reasoning: str
-    instruction: str
-    raw_response: str
-    valid: bool
-    error: str
-    snapshot: bytes
-    progress: float
-    control_steps: int
-    latency_s: float
-    model_s: float
-    completion_tokens: int | None
-    reasoning_tokens: int | None
-    model_id: str
-    frames: list[np.ndarray] = field(default_factory=list)
+    def view(self, step: int) -> StepView:
+        state, instance = self.env.state(), self.env.task_instance
+        image = self.env.render() if self.render else BLANK_IMAGE
+        return StepView(SUITE, instance.goal, [image], instance.note, ExpertView(state, instance), self.noise)
 
-    def to_summary(self) -> dict:
-        return {
-            "step": self.step,
-            "reasoning": self.reasoning,
-            "instruction": self.instruction,
-            "raw_response": self.raw_response,
-            "valid": self.valid,
-            "error": self.error,
-            "progress": self.progress,
-            "control_steps": self.control_steps,
-            "latency_s": self.latency_s,
-            "model_s": self.model_s,
-            "completion_tokens": self.completion_tokens,
-            "reasoning_tokens": self.reasoning_tokens,
-            "model_id": self.model_id,
-        }
+    def execute(self, decision: StepDecision, step: int) -> Execution:
+        env, done = self.env, Execution()
+        rng = np.random.default_rng(policy_seed(self.noise, step))
+        self.policy.reset(decision.decision.parsed.instruction, env.state(), rng)
+        for _ in range(self.steps_per_instruction):
+            action = self.policy.act(env.state())
+            if action is None:
+                break
+            env.step(action)
+            done.control_steps += 1
+            if self.render and self.frame_every > 0 and done.control_steps % self.frame_every == 0:
+                done.frames.append(env.render())
+        return done
 
+    def progress(self) -> float:
+        return float(self.env.task_instance.progress(self.env.state()))
 
-@dataclass
-class Trajectory:
-    """A whole episode; ``to_summary`` is its JSON-able record without images or snapshots."""
-
-    task: str
-    seed: int
-    goal: str
-    instance: dict
-    steps: list[TrajectoryStep]
-    success: bool
-    progress: float
-    control_steps: int
-    final_image: np.ndarray | None
-    trial: int = 0
-    #: Why the episode was stopped early by the safety guard ("" when it was not).
-    aborted: str = ""
-
-    @property
-    def instructions(self) -> list[str]:
-        return [s.instruction for s in self.steps]
-
-    def to_summary(self) -> dict:
-        return {
-            "task": self.task,
-            "seed": self.seed,
-            "trial": self.trial,
-            "aborted": self.aborted,
-            "goal": self.goal,
-            "instance": self.instance,
-            "success": self.success,
-            "progress": self.progress,
-            "control_steps": self.control_steps,
-            "decision_steps": len(self.steps),
-            "invalid_steps": sum(not s.valid for s in self.steps),
-            "steps": [s.to_summary() for s in self.steps],
-        }
+    def final_image(self) -> np.ndarray | None:
+        return self.env.render() if self.render else None
 
 
 def run_episode(
@@ -168,21 +124,10 @@ def run_episode(
     """
     env = env if env is not None else _default_env()
     env.reset(seed=seed, options={"task": task})
-    loop = _Loop(
-        task,
-        seed,
-        backend,
-        env,
-        policy or ScriptedPushingPolicy(),
-        steps_per_instruction,
-        budget,
-        history,
-        render,
-        on_step,
-        frame_every,
-        trial,
-    )
-    return loop.run([], 0, "", max_steps)
+    suite = LanguageTableSuite(env, policy or ScriptedPushingPolicy(), steps_per_instruction, render,
+                               frame_every, trial_seed(seed, trial))
+    decider = Decider(backend, budget, history)
+    return run_loop(suite, decider, task, seed, max_steps, trial=trial, on_step=on_step)
 
 
 def resume_episode(
@@ -202,135 +147,20 @@ def resume_episode(
 ) -> Trajectory:
     """Restore ``trajectory`` at decision ``step`` and run the loop on from there.
 
-    With the same backend and options as the original run the continuation is identical; with
+    With the same backend and options as the original run the continuation is identical (the model
+    is told what it was told then, refusals included, and earlier refusals still count); with
     another backend it answers "what if the reasoner had decided differently from here".
     The returned trajectory keeps the original steps before ``step``.
     """
     env = env if env is not None else _default_env()
     env.restore(trajectory.steps[step].snapshot)
-    previous = trajectory.steps[step - 1] if step > 0 else None
-    history_text = (
-        ""
-        if previous is None
-        else previous.raw_response
-        if history == "response"
-        else (previous.instruction if history == "instruction" else "")
-    )
-    loop = _Loop(
-        trajectory.task,
-        trajectory.seed,
-        backend,
-        env,
-        policy or ScriptedPushingPolicy(),
-        steps_per_instruction,
-        budget,
-        history,
-        render,
-        on_step,
-        frame_every,
-        trajectory.trial,
-    )
-    return loop.run(list(trajectory.steps[:step]), step, history_text, max_steps)
+    suite = LanguageTableSuite(env, policy or ScriptedPushingPolicy(), steps_per_instruction, render,
+                               frame_every, trial_seed(trajectory.seed, trajectory.trial))
+    return run_loop(suite, Decider(backend, budget, history), trajectory.task, trajectory.seed, max_steps,
+                    trial=trajectory.trial, earlier=trajectory.steps[:step], on_step=on_step)
 
 
 def _default_env():
     from r3.sim.language_table.env import LanguageTableEnv  # MuJoCo only when no env is given
 
     return LanguageTableEnv()
-
-
-@dataclass
-class _Loop:
-    """The decision loop shared by :func:`run_episode` and :func:`resume_episode`."""
-
-    task: str
-    seed: int
-    backend: ReasonerBackend
-    env: object
-    policy: object
-    steps_per_instruction: int
-    budget: ReasoningBudget
-    history: str
-    render: bool
-    on_step: Callable[[TrajectoryStep], None] | None
-    frame_every: int
-    trial: int = 0
-
-    def run(self, steps: list[TrajectoryStep], first: int, history_text: str, max_steps: int) -> Trajectory:
-        env, seed = self.env, self.seed
-        noise = trial_seed(seed, self.trial)
-        guard, aborted = ResponseGuard(), ""
-        for step in range(first, max_steps):
-            state = env.state()
-            instance = env.task_instance
-            if instance.success(state):
-                break
-            image = env.render() if self.render else BLANK_IMAGE
-            inp = ReasonerInput(
-                SUITE,
-                instance.goal,
-                [image],
-                note=instance.note,
-                history_text=history_text,
-                history=self.history,
-                step=step,
-                extra={"privileged": ExpertView(state, instance), "seed": noise},
-            )
-            decision = decide(self.backend, inp, self.budget)
-            snapshot = env.snapshot()
-            executed, frames = 0, []
-            if decision.valid:
-                self.policy.reset(
-                    decision.parsed.instruction, state, np.random.default_rng(policy_seed(noise, step))
-                )
-                for _ in range(self.steps_per_instruction):
-                    action = self.policy.act(env.state())
-                    if action is None:
-                        break
-                    env.step(action)
-                    executed += 1
-                    if self.render and self.frame_every > 0 and executed % self.frame_every == 0:
-                        frames.append(env.render())
-            out, parsed = decision.output, decision.parsed
-            instruction = parsed.instruction_text if decision.valid else ""
-            error = "" if decision.valid else f"{parsed.kind.value}: {parsed.reason}"
-            history_text = guard.history_after(decision.valid, out.raw_text, instruction, self.history, error)
-            record = TrajectoryStep(
-                step=step,
-                image=image if self.render else None,
-                reasoning=parsed.reasoning,
-                instruction=instruction,
-                raw_response=out.raw_text,
-                valid=decision.valid,
-                error=error,
-                snapshot=snapshot,
-                progress=float(instance.progress(env.state())),
-                control_steps=executed,
-                latency_s=out.latency_s,
-                model_s=out.model_s,
-                completion_tokens=out.completion_tokens,
-                reasoning_tokens=out.reasoning_tokens,
-                model_id=out.model_id,
-                frames=frames,
-            )
-            steps.append(record)
-            if self.on_step is not None:
-                self.on_step(record)
-            if guard.observe(decision.valid, error):
-                aborted = guard.abort_reason
-                break
-        final = env.state()
-        instance = env.task_instance
-        return Trajectory(
-            task=self.task,
-            seed=seed,
-            goal=instance.goal,
-            instance=instance.to_dict(),
-            steps=steps,
-            success=bool(instance.success(final)),
-            progress=float(instance.progress(final)),
-            control_steps=sum(s.control_steps for s in steps),
-            final_image=env.render() if self.render else None,
-            trial=self.trial,
-            aborted=aborted,
-        )

@@ -1,15 +1,14 @@
 """The in-process packing episode: reasoner -> instruction -> packing policy (skills) -> sim.
 
-It mirrors :mod:`r3.episode` (Language Table) with packing's own constants and the same order of
-calls, which the ROS graph should follow step for step:
+The decision loop is :func:`r3.episode_loop.run_loop`, as for Language Table (and the ROS graph
+follows it step for step); this module is packing's part of it:
 
 1. ``env.reset(seed=seed, options={"task": task})``; history starts empty ("instruction" history by
    default, as R^3 uses for packing).
-2. At each decision step: stop if the task is solved; render the base and wrist views (blank
-   images when rendering is off); ask the reasoner; snapshot the decision-time state.
+2. The reasoner sees the base and wrist views (blank images when rendering is off) and, for the
+   expert, the true state of the cell.
 3. A valid answer runs :meth:`PackingPolicy.follow` with ``np.random.default_rng(policy_seed(seed,
-   step))``: pick, place, home, settle, within the policy's step budget. An invalid answer moves
-   nothing.
+   step))``: pick, place, home, settle, within the policy's step budget.
 4. Progress is K/N with K the most goal objects packed at any time (``env.max_progress``).
 """
 
@@ -20,7 +19,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from r3.episode import BLANK_IMAGE, Trajectory, TrajectoryStep, policy_seed
+from r3.episode import policy_seed
+from r3.episode_loop import (
+    BLANK_IMAGE,
+    Decider,
+    Execution,
+    StepDecision,
+    StepView,
+    Trajectory,
+    TrajectoryStep,
+    run_loop,
+)
 from r3.execution.sim import SimExecutor
 from r3.lowlevel.grounding import Grounder, SimGrounder
 from r3.lowlevel.packing import PackingPolicy, PackingPolicyConfig
@@ -29,8 +38,6 @@ from r3.lowlevel.semantic import SemanticActions
 from r3.reasoning.backends.base import ReasonerBackend, ReasoningBudget
 from r3.reasoning.expert import NO_BUDGET
 from r3.reasoning.packing_expert import PackingExpertView
-from r3.reasoning.prompts import ReasonerInput
-from r3.reasoning.reasoner import decide
 
 SUITE = "packing"
 #: Decision steps per episode: enough for five goal objects, clutter and a few repairs.
@@ -88,6 +95,37 @@ class PackingCell:
         return [self.env.render_camera("base"), self.env.render_camera("wrist")]
 
 
+@dataclass
+class PackingSuite:
+    """Packing's part of :func:`r3.episode_loop.run_loop`: base and wrist views, the packing skills."""
+
+    cell: PackingCell
+    render: bool
+    seed: int
+    rollout: int  # > 0 reseeds only the low-level policy
+
+    @property
+    def env(self):
+        return self.cell.env
+
+    def view(self, step: int) -> StepView:
+        state, instance = self.env.state(), self.env.task_instance
+        return StepView(SUITE, instance.goal, self.cell.images(self.render), instance.note,
+                        PackingExpertView(state, instance), self.seed)
+
+    def execute(self, decision: StepDecision, step: int) -> Execution:
+        key = policy_seed(self.seed, step)
+        key = key if self.rollout == 0 else [key, self.rollout]
+        result = self.cell.policy.follow(decision.instruction, np.random.default_rng(key))
+        return Execution(result.control_steps, "" if result.reason == "done" else result.reason)
+
+    def progress(self) -> float:
+        return float(self.env.max_progress)
+
+    def final_image(self) -> np.ndarray | None:
+        return self.env.render_camera("base") if self.render else None
+
+
 def run_packing_episode(
     task: str,
     seed: int,
@@ -107,41 +145,6 @@ def run_packing_episode(
     evaluates 5 environment seeds x 10 rollouts per goal. Rollout 0 is the one the ROS graph runs.
     """
     cell = cell or PackingCell.build()
-    env = cell.env
     cell.reset(seed, task)
-    steps: list[TrajectoryStep] = []
-    history_text = ""
-    for step in range(max_steps):
-        state, instance = env.state(), env.task_instance
-        if instance.success(state):
-            break
-        images = cell.images(render)
-        inp = ReasonerInput(SUITE, instance.goal, images, note=instance.note, history_text=history_text,
-                            history=history, step=step,
-                            extra={"privileged": PackingExpertView(state, instance), "seed": seed})
-        decision = decide(backend, inp, budget)
-        snapshot = env.snapshot()
-        executed, outcome = 0, ""
-        if decision.valid:
-            key = policy_seed(seed, step) if rollout == 0 else [policy_seed(seed, step), rollout]
-            result = cell.policy.follow(decision.parsed.instruction_text, np.random.default_rng(key))
-            executed, outcome = result.control_steps, result.reason
-        out, parsed = decision.output, decision.parsed
-        instruction = parsed.instruction_text if decision.valid else ""
-        history_text = out.raw_text if history == "response" else (instruction if history == "instruction" else "")
-        record = TrajectoryStep(
-            step=step, image=images[0] if render else None, reasoning=parsed.reasoning, instruction=instruction,
-            raw_response=out.raw_text, valid=decision.valid,
-            error=outcome if decision.valid and outcome != "done" else (
-                "" if decision.valid else f"{parsed.kind.value}: {parsed.reason}"),
-            snapshot=snapshot, progress=float(env.max_progress), control_steps=executed, latency_s=out.latency_s,
-            model_s=out.model_s, completion_tokens=out.completion_tokens, reasoning_tokens=out.reasoning_tokens,
-            model_id=out.model_id)
-        steps.append(record)
-        if on_step is not None:
-            on_step(record)
-    final, instance = env.state(), env.task_instance
-    return Trajectory(task=task, seed=seed, goal=instance.goal, instance=instance.to_dict(), steps=steps,
-                      success=bool(instance.success(final)), progress=float(env.max_progress),
-                      control_steps=sum(s.control_steps for s in steps),
-                      final_image=env.render_camera("base") if render else None)
+    suite = PackingSuite(cell, render, seed, rollout)
+    return run_loop(suite, Decider(backend, budget, history), task, seed, max_steps, on_step=on_step)

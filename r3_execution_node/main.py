@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 
-from r3_msgs.action import MoveToPose
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
@@ -21,38 +20,24 @@ from rclpy.node import Node
 from r3.execution.base import WorkspaceBox, make_executor
 from r3.execution.moveit_backend import MoveItConfig
 from r3.graph import names
+from r3.graph.node_params import NODE_PARAMETERS
+from r3_msgs.action import MoveToPose
 from r3_ros.conversions import move_goal_to_target
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.params import declare_parameters
 from r3_ros.refusals import refusing_action
 from r3_ros.spin import run_node
-
-PARAMETERS = {
-    "executor": "moveit",
-    "planning_group": "panda_arm",
-    "pose_link": "panda_hand_tcp",
-    "base_frame": "panda_link0",
-    "hand_group": "hand",
-    "linear_planner": "pilz_lin",
-    "max_opening": 0.08,
-    "workspace_low": [0.15, -0.55, 0.005],
-    "workspace_high": [0.85, 0.55, 0.75],
-}
 
 
 class ExecutionNode(Node):
     def __init__(self):
         super().__init__("r3_execution_node")
-        for key, default in PARAMETERS.items():
-            self.declare_parameter(key, default)
-        p = {key: self.get_parameter(key).value for key in PARAMETERS}
-        if p["executor"] != "moveit":
-            raise ValueError(f"executor {p['executor']!r}: this node serves real arms with 'moveit'; the 'sim' "
-                             "executor runs inside r3_packing_sim_node, which owns the simulated arm")
+        p = declare_parameters(self, NODE_PARAMETERS["r3_execution_node"])
         self.base_frame = p["base_frame"]
         config = MoveItConfig(planning_group=p["planning_group"], pose_link=p["pose_link"],
                               base_frame=p["base_frame"], hand_group=p["hand_group"],
-                              linear_planner=p["linear_planner"], max_opening=float(p["max_opening"]))
+                              linear_planner=p["linear_planner"], max_opening=p["max_opening"])
         box = WorkspaceBox(tuple(p["workspace_low"]), tuple(p["workspace_high"]))
         self.arm = make_executor("moveit", config, box)
         self.arm.connect()  # import moveit_py and start MoveItPy now, not at the first goal

@@ -23,9 +23,9 @@ from geometry_msgs.msg import Vector3Stamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import QoSDurabilityPolicy, QoSProfile
 
 from r3.graph import names
+from r3.graph.node_params import NODE_PARAMETERS
 from r3.instructions.language_table import ParseError, parse
 from r3.lowlevel.pushing import PushingPolicyConfig, ScriptedPushingPolicy
 from r3.safety.goals import GoalRefused, check_seed
@@ -34,11 +34,12 @@ from r3_msgs.msg import PrivilegedState
 from r3_ros.conversions import msg_to_board_state, stamp_to_ns
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
+from r3_ros.params import declare_parameters
+from r3_ros.qos import LATCHED
 from r3_ros.refusals import refusing_action, refusing_message
 from r3_ros.spin import run_node
 from r3_ros.stop import MotionGuard, end_stopped
 
-LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 #: Heartbeat state until the first simulator state arrives: the node cannot act yet.
 WAITING_FOR_STATE = "waiting_for_state"
 
@@ -46,14 +47,9 @@ WAITING_FOR_STATE = "waiting_for_state"
 class LowLevelNode(Node):
     def __init__(self):
         super().__init__("r3_lowlevel_node")
-        self.declare_parameter("policy", "scripted")
-        self.declare_parameter("default_max_steps", 20)
-        self.declare_parameter("state_timeout_s", 2.0)
-        policy = self.get_parameter("policy").value
-        if policy != "scripted":
-            raise ValueError(f"r3_lowlevel_node: unknown policy {policy!r} (known: scripted)")
-        self.default_max_steps = int(self.get_parameter("default_max_steps").value)
-        self.state_timeout_s = float(self.get_parameter("state_timeout_s").value)
+        p = declare_parameters(self, NODE_PARAMETERS["r3_lowlevel_node"])
+        self.default_max_steps = p["default_max_steps"]
+        self.state_timeout_s = p["state_timeout_s"]
         self.policy = ScriptedPushingPolicy(PushingPolicyConfig())
 
         self.state_cv = threading.Condition()
@@ -69,7 +65,7 @@ class LowLevelNode(Node):
             cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=ReentrantCallbackGroup())
         self.heartbeat = HeartbeatPublisher(self, state=WAITING_FOR_STATE)
         self.monitor = HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup())
-        self.guard = MotionGuard(self, self.monitor)  # client_timeout_s, reasoner_node; the stop topic
+        self.guard = MotionGuard(self, self.monitor, p["client_timeout_s"], p["reasoner_node"])
 
     def on_state(self, msg: PrivilegedState) -> None:
         with self.state_cv:

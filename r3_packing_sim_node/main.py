@@ -38,15 +38,15 @@ import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import QoSDurabilityPolicy, QoSProfile
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import String
 
 from r3.graph import names
+from r3.graph.node_params import NODE_PARAMETERS
 from r3.lowlevel.packing import PolicyResult
 from r3.lowlevel.perceived import arm_reading, scene_key
-from r3.packing_episode import GROUNDINGS, PackingCell
+from r3.packing_episode import PackingCell
 from r3.safety.freeze import FreezeWatch
 from r3.safety.goals import GoalRefused, canonical_task, check_seed
 from r3.sim.packing import scene
@@ -59,19 +59,20 @@ from r3_ros.conversions import (
     depth_to_msg,
     image_to_msg,
     instances_to_msg,
+    move_goal_to_target,
     ns_to_stamp,
     packing_state_to_msg,
-    move_goal_to_target,
 )
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
+from r3_ros.params import declare_parameters
 from r3_ros.perception_client import PerceptionUnavailable, RosPerception
+from r3_ros.qos import LATCHED
 from r3_ros.refusals import refusing_action, refusing_service
 from r3_ros.spin import run_node
 from r3_ros.stop import MotionGuard, end_stopped
 
 SNAPSHOT_FORMAT = "r3-packing-snapshot/1"
-LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 STEP_NS = round(scene.CONTROL_DT * 1e9)
 #: How long this process may be frozen or starved while a goal runs before the goal counts as stale;
 #: below the reasoner's heartbeat timeout (5 s), so a goal its client gave up on never moves again.
@@ -89,16 +90,10 @@ class _Stop:
 class PackingSimNode(Node):
     def __init__(self):
         super().__init__("r3_packing_sim_node")
-        self.declare_parameter("image_width", 320)
-        self.declare_parameter("image_height", 240)
-        self.declare_parameter("base_frame", "panda_link0")  # the arm base is the world origin
-        self.declare_parameter("grounding", "sim")
-        self.declare_parameter("perception_timeout_s", 10.0)
-        width, height = self.get_parameter("image_width").value, self.get_parameter("image_height").value
-        self.base_frame = self.get_parameter("base_frame").value
-        grounding = self.get_parameter("grounding").value
-        if grounding not in GROUNDINGS:
-            raise ValueError(f"grounding must be one of {', '.join(GROUNDINGS)}, got {grounding!r}")
+        p = declare_parameters(self, NODE_PARAMETERS["r3_packing_sim_node"])
+        width, height = p["image_width"], p["image_height"]
+        self.base_frame = p["base_frame"]
+        grounding = p["grounding"]
         env = PackingEnv(width=width, height=height)
         env.reset(seed=0)
         self.env = env
@@ -106,7 +101,7 @@ class PackingSimNode(Node):
         source = None
         if grounding == "perception":
             source = RosPerception(self, env.camera_model("base"), self.capture, lambda: arm_reading(env),
-                                   float(self.get_parameter("perception_timeout_s").value))
+                                   p["perception_timeout_s"])
         self.cell = PackingCell.build(env, grounding=grounding, source=source)
         self.lock = threading.Lock()  # one goal or reset acts on the env at a time
         self.episode_id, self.task = "", ""
@@ -131,7 +126,8 @@ class PackingSimNode(Node):
                          goal_callback=lambda _: GoalResponse.ACCEPT,
                          cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=group)
         self.heartbeat = HeartbeatPublisher(self)
-        self.guard = MotionGuard(self, HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup()))
+        self.guard = MotionGuard(self, HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup()),
+                                 p["client_timeout_s"], p["reasoner_node"])
         self.freezes = FreezeWatch(COMMAND_DEADLINE_S)
         self.publish_settled()
         self.get_logger().info(f"packing workcell at {width}x{height}")

@@ -20,11 +20,11 @@ import numpy as np
 import transforms3d
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import QoSDurabilityPolicy, QoSProfile, qos_profile_sensor_data
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
 
 from r3.graph import names
+from r3.graph.node_params import NODE_PARAMETERS
 from r3.perception.annotate import annotate
 from r3.perception.camera import CameraModel, RGBDFrame
 from r3.perception.grounding import GroundingConfig
@@ -43,27 +43,11 @@ from r3_ros.conversions import (
     stamp_to_ns,
 )
 from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.params import declare_parameters
+from r3_ros.qos import LATCHED, SENSOR
 from r3_ros.refusals import refusing_message, refusing_service
 from r3_ros.spin import run_node
 
-PARAMETERS = {
-    "backend": "sam2",  # sim | sam2 | owlv2+sam2
-    "sam2_model_config": "configs/sam2.1/sam2.1_hiera_t.yaml",
-    "sam2_checkpoint": "",  # empty = random weights (tests only)
-    "sam2_image_size": 1024,
-    "detector": "",  # owlv2+sam2: local folder with the OWLv2 model and processor
-    "device": "cpu",
-    "camera_name": "camera",
-    "base_frame": "",  # empty = report in the camera's optical frame
-    "base_from_camera": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0],  # x y z qx qy qz qw of the optical frame
-    "min_depth_m": 0.1,
-    "max_depth_m": 3.0,
-    "min_valid_pixels": 20,
-    "max_frame_age_s": 1.0,
-    "sync_slop_s": 0.02,
-    "query": [""],  # initial names; [""] = none (ROS cannot type an empty list default)
-    "instance_wait_s": 1.0,  # sim backend: how long a frame waits for its instance mask
-}
 #: Instance masks kept for frames still on their way.
 INSTANCE_QUEUE = 8
 
@@ -71,9 +55,7 @@ INSTANCE_QUEUE = 8
 class PerceptionNode(Node):
     def __init__(self):
         super().__init__("r3_perception_node")
-        for key, default in PARAMETERS.items():
-            self.declare_parameter(key, default)
-        self.p = {key: self.get_parameter(key).value for key in PARAMETERS}
+        self.p = declare_parameters(self, NODE_PARAMETERS["r3_perception_node"])
         self.extrinsics = self._extrinsics(self.p["base_from_camera"])
         self.perception = Perception(self._segmenter(), PerceptionConfig(
             GroundingConfig(self.p["min_valid_pixels"]), max_frame_age_s=self.p["max_frame_age_s"]))
@@ -92,16 +74,15 @@ class PerceptionNode(Node):
         self.instance_names: dict[int, str] = {}
 
         sensors = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(Image, names.CAMERA_IMAGE, refusing_message(self, self.on_colour),
-                                 qos_profile_sensor_data, callback_group=sensors)
-        self.create_subscription(Image, names.CAMERA_DEPTH, refusing_message(self, self.on_depth),
-                                 qos_profile_sensor_data, callback_group=sensors)
-        self.create_subscription(CameraInfo, names.CAMERA_INFO, self.on_info, qos_profile_sensor_data,
+        self.create_subscription(Image, names.CAMERA_IMAGE, refusing_message(self, self.on_colour), SENSOR,
+                                 callback_group=sensors)
+        self.create_subscription(Image, names.CAMERA_DEPTH, refusing_message(self, self.on_depth), SENSOR,
+                                 callback_group=sensors)
+        self.create_subscription(CameraInfo, names.CAMERA_INFO, self.on_info, SENSOR,
                                  callback_group=sensors)
         self.create_subscription(Image, names.SIM_INSTANCES, refusing_message(self, self.on_instances), 10,
                                  callback_group=sensors)
-        self.create_subscription(String, names.SIM_INSTANCE_NAMES, refusing_message(self, self.on_instance_names),
-                                 QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL),
+        self.create_subscription(String, names.SIM_INSTANCE_NAMES, refusing_message(self, self.on_instance_names), LATCHED,
                                  callback_group=sensors)
         self.objects_pub = self.create_publisher(DetectedObjects, names.DETECTED_OBJECTS, 10)
         self.annotated_pub = self.create_publisher(Image, names.PERCEPTION_ANNOTATED, 5)

@@ -15,13 +15,12 @@ from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
 from r3.graph import names
+from r3.graph.node_params import NODE_PARAMETERS
 from r3.perception.realsense import RealSenseCamera, RealSenseConfig
 from r3_ros.conversions import camera_info_msg, depth_to_msg, image_to_msg
 from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.params import declare_parameters
 from r3_ros.spin import run_node
-
-PARAMETERS = {"serial": "", "width": 640, "height": 480, "fps": 30, "frame_id": "camera_color_optical_frame",
-              "read_timeout_ms": 1000}
 
 
 class RealSenseNode(Node):
@@ -29,9 +28,7 @@ class RealSenseNode(Node):
         """``camera``: an already open camera (tests feed one from rs.software_device); None opens
         the device the parameters name."""
         super().__init__("r3_realsense_node")
-        for key, default in PARAMETERS.items():
-            self.declare_parameter(key, default)
-        self.p = {key: self.get_parameter(key).value for key in PARAMETERS}
+        self.p = declare_parameters(self, NODE_PARAMETERS["r3_realsense_node"])
         self.camera = camera or RealSenseCamera.open(
             RealSenseConfig(self.p["serial"], self.p["width"], self.p["height"], self.p["fps"]))
         self.image_pub = self.create_publisher(Image, names.CAMERA_IMAGE, 5)

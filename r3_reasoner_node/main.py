@@ -1,10 +1,10 @@
 """r3_reasoner_node: runs episodes as the RunTask action, one decision step at a time.
 
-Each step mirrors ``r3.episode.run_episode``: wait for the settled state and image, stop on
-success, build the reasoner input, call the backend, publish a ReasonerStep, send the instruction to
-the low-level policy (FollowInstruction), publish its outcome. Every wait has a timeout, and the
-low-level and simulator nodes are watched through their heartbeats, so a dead node ends the
-episode with an error naming it instead of a hang. The backend is a parameter (``backend``):
+Each step mirrors ``r3.episode_loop.run_loop``: wait for the settled state and image, stop on
+success, decide with the core's ``Decider`` (history, refusal note and guard live there), publish a
+ReasonerStep, send the instruction to the low-level policy (FollowInstruction), publish its
+outcome. Every wait has a timeout, and the low-level and simulator nodes are watched through their
+heartbeats, so a dead node ends the episode with an error naming it instead of a hang. The backend is a parameter (``backend``):
 ``expert``, ``transformers:DIR`` or ``openai:URL,model=NAME``; it is loaded once, at start-up.
 The suite comes with each goal: Language Table decides on the base camera, packing (with
 ``wrist_camera`` set) on the base and wrist cameras; the expert reads the privileged state of either.
@@ -23,17 +23,17 @@ from dataclasses import dataclass
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import QoSDurabilityPolicy, QoSProfile
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
 from r3.episode import policy_seed
+from r3.episode_loop import Decider, StepDecision, StepView
 from r3.graph import names
+from r3.graph.node_params import NODE_PARAMETERS
 from r3.graph.supervisor import MemberExits
-from r3.reasoning import BackendError, ReasonerInput, ReasoningBudget, decide, make_backend
+from r3.reasoning import BackendError, ReasoningBudget, make_backend
 from r3.reasoning.expert import ExpertView
 from r3.reasoning.packing_expert import PackingExpertView
-from r3.safety import MAX_CONSECUTIVE_INVALID, ResponseGuard
 from r3.safety.goals import GoalRefused, check_run_task
 from r3.safety.goals import episode_id as new_episode_id
 from r3_msgs.action import FollowInstruction, RunTask
@@ -48,12 +48,11 @@ from r3_ros.conversions import (
 )
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
+from r3_ros.params import declare_parameters
+from r3_ros.qos import EVENTS, LATCHED
 from r3_ros.refusals import refusing_action, refusing_message
 from r3_ros.spin import run_node
 from r3_ros.stop import StopListener, StopPublisher, end_stopped, goal_key, new_goal_id
-
-LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
-EVENTS_QOS = QoSProfile(depth=10, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 
 
 class EpisodeError(RuntimeError):
@@ -77,15 +76,7 @@ class Observation:
 class ReasonerNode(Node):
     def __init__(self):
         super().__init__("r3_reasoner_node")
-        p = {
-            "backend": "expert", "history": "response", "default_max_steps": 20, "steps_per_instruction": 20,
-            "heartbeat_timeout_s": 5.0, "recorder_timeout_s": 5.0, "startup_timeout_s": 60.0, "observation_timeout_s": 5.0, "service_timeout_s": 10.0,
-            "instruction_timeout_s": 30.0, "max_episode_s": 900.0, "max_consecutive_invalid": MAX_CONSECUTIVE_INVALID,
-            "wrist_camera": False, "lowlevel_node": "/r3_lowlevel_node", "sim_node": "/r3_sim_node", "recorder_node": "/r3_recorder_node",
-        }
-        for key, default in p.items():
-            self.declare_parameter(key, default)
-        self.param = {key: self.get_parameter(key).value for key in p}
+        self.param = declare_parameters(self, NODE_PARAMETERS["r3_reasoner_node"])  # read at each use
         self.backend = make_backend(self.param["backend"])
         self.backend.load()
 
@@ -114,7 +105,7 @@ class ReasonerNode(Node):
         self.steps_pub = self.create_publisher(ReasonerStep, names.REASONER_STEPS, 50)
         self.frames_pub = self.create_publisher(Image, names.REASONER_FRAMES, 50)
         self.outcome_pub = self.create_publisher(InstructionOutcome, names.INSTRUCTION_OUTCOMES, 50)
-        self.event_pub = self.create_publisher(EpisodeEvent, names.EPISODE_EVENTS, EVENTS_QOS)
+        self.event_pub = self.create_publisher(EpisodeEvent, names.EPISODE_EVENTS, EVENTS)
         self.stop_pub = StopPublisher(self)
         self.stops = StopListener(self, on_stop=self.stop_run)
         clients = ReentrantCallbackGroup()
@@ -308,52 +299,48 @@ class ReasonerNode(Node):
     def run_steps(self, goal, episode_id: str, handle, result: RunTask.Result) -> None:
         max_steps = goal.max_steps or self.param["default_max_steps"]
         budget = ReasoningBudget(None if goal.reasoning_budget < 0 else goal.reasoning_budget)
-        history_mode = self.param["history"]
-        history_text, not_before = "", 0
-        guard = ResponseGuard(self.param["max_consecutive_invalid"])
+        decider = Decider(self.backend, budget, self.param["history"], self.param["max_consecutive_invalid"])
+        not_before = 0
         for step in range(max_steps):
             obs = self.observe(not_before)
             result.success, result.progress = obs.state.success, obs.state.progress
             if obs.state.success or self.stopping(handle):
                 return
             t0 = time.perf_counter()
-            inp = self.reasoner_input(goal, obs, history_text, history_mode, step)
+            view = self.step_view(goal, obs)
             t1 = time.perf_counter()
             self.heartbeat.state = "busy"
-            decision = decide(self.backend, inp, budget)
+            record = decider.decide(step, view)
             self.heartbeat.state = "idle"
-            t2 = time.perf_counter()
-            out, parsed = decision.output, decision.parsed
-            instruction = parsed.instruction_text if decision.valid else ""
-            error = "" if decision.valid else f"{parsed.kind.value}: {parsed.reason}"
-            self.publish_step(episode_id, step, goal, inp, decision, instruction, error,
-                              latencies=(t1 - t0, out.model_s, t2 - t1 - out.model_s), images=obs.images)
+            model_s = record.decision.output.model_s
+            parse_s = time.perf_counter() - t1 - model_s
+            self.publish_step(episode_id, goal, record, (t1 - t0, model_s, parse_s), obs.images)
             result.steps = step + 1
-            result.instructions.append(instruction)
-            history_text = guard.history_after(decision.valid, out.raw_text, instruction, history_mode, error)
-            if guard.observe(decision.valid, error):
-                raise EpisodeError(guard.abort_reason + "; the robot holds still")
-            if decision.valid:
-                follow = self.follow(instruction, goal.suite or "language_table", policy_seed(goal.seed, step), handle)
+            result.instructions.append(record.instruction)
+            if record.abort:
+                raise EpisodeError(record.abort)
+            if record.valid:
+                seed = policy_seed(goal.seed, step)
+                follow = self.follow(record.instruction, goal.suite or "language_table", seed, handle)
                 if follow is None:
                     return
                 not_before = stamp_to_ns(follow.finished)
-                self.publish_outcome(episode_id, step, instruction, follow)
-            handle.publish_feedback(RunTask.Feedback(step=step, reasoning=parsed.reasoning or "", instruction=instruction,
-                                                     progress=self.state.progress if self.state else 0.0))
+                self.publish_outcome(episode_id, step, record.instruction, follow)
+            handle.publish_feedback(RunTask.Feedback(
+                step=step, reasoning=record.decision.parsed.reasoning or "", instruction=record.instruction,
+                progress=self.state.progress if self.state else 0.0))
         obs = self.observe(not_before)
         result.success, result.progress = obs.state.success, obs.state.progress
 
-    def reasoner_input(self, goal, obs: Observation, history_text: str, history: str, step: int) -> ReasonerInput:
-        """The suite's reasoner input: its camera views and, for the expert, its privileged view."""
+    def step_view(self, goal, obs: Observation) -> StepView:
+        """The suite's view for the reasoner: its camera views and, for the expert, its privileged view."""
         instance = task_instance_from_msg(obs.state)
         if obs.state.suite == "packing":
             view = PackingExpertView(msg_to_packing_state(obs.state), instance)
         else:
             view = ExpertView(msg_to_board_state(obs.state), instance)
-        return ReasonerInput(obs.state.suite, goal.goal or instance.goal, [msg_to_image(im) for im in obs.images],
-                             note=instance.note, history_text=history_text, history=history, step=step,
-                             extra={"privileged": view, "seed": goal.seed})
+        return StepView(obs.state.suite, goal.goal or instance.goal, [msg_to_image(im) for im in obs.images],
+                        instance.note, view, goal.seed)
 
     def follow(self, instruction: str, suite: str, seed: int, handle):
         """Send one instruction to the low-level policy; its result, or None when the episode was canceled."""
@@ -406,15 +393,15 @@ class ReasonerNode(Node):
         return result
 
     # -- publishing ------------------------------------------------------------------------------
-    def publish_step(self, episode_id, step, goal, inp, decision, instruction, error, latencies, images) -> None:
+    def publish_step(self, episode_id, goal, record: StepDecision, latencies, images) -> None:
         """The step, after the frames it was decided on (reliable: every recorded step finds its frames)."""
         for image in images:
             self.frames_pub.publish(image)
-        out, parsed = decision.output, decision.parsed
-        msg = ReasonerStep(image_stamps=[im.header.stamp for im in images], episode_id=episode_id, step=step, suite=inp.suite, task=goal.task,
-                           goal=inp.goal, history=inp.history_text, reasoning=parsed.reasoning or "",
-                           instruction=instruction, raw_response=out.raw_text, valid=decision.valid,
-                           error=error, model_id=out.model_id)
+        out, parsed, inp = record.decision.output, record.decision.parsed, record.input
+        msg = ReasonerStep(episode_id=episode_id, step=record.step, suite=inp.suite, task=goal.task,
+                           goal=inp.goal, history=record.history, reasoning=parsed.reasoning or "",
+                           instruction=record.instruction, raw_response=out.raw_text, valid=record.valid,
+                           error=record.error, model_id=out.model_id, image_stamps=[im.header.stamp for im in images])
         msg.latency_prompt_s, msg.latency_model_s, msg.latency_parse_s = (max(0.0, v) for v in latencies)
         msg.prompt_tokens, msg.completion_tokens = out.prompt_tokens or 0, out.completion_tokens or 0
         msg.header.stamp = self.get_clock().now().to_msg()

@@ -26,21 +26,20 @@ from pathlib import Path
 
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
-from rclpy.qos import QoSDurabilityPolicy, QoSProfile
 from rclpy.serialization import serialize_message
 from std_msgs.msg import String
 
 from r3.data.bags import EpisodeBagWriter, EpisodeInfo
 from r3.graph import names
+from r3.graph.node_params import NODE_PARAMETERS
 from r3_msgs.msg import EpisodeEvent
 from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.params import declare_parameters
+from r3_ros.qos import EVENTS, LATCHED, RECORD
 from r3_ros.refusals import refusing_message
 from r3_ros.spin import run_node
 
-EVENTS_QOS = QoSProfile(depth=10, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
-RECORD_QOS = QoSProfile(depth=200)
 EVENTS_TYPE = "r3_msgs/msg/EpisodeEvent"
-LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 #: The only node whose episode events open and close bags.
 EPISODE_SOURCE = "r3_reasoner_node"
 #: How long an event's publisher may take to appear in this node's graph view.
@@ -63,13 +62,11 @@ def message_class(msgtype: str):
 class RecorderNode(Node):
     def __init__(self):
         super().__init__("r3_recorder_node")
-        self.declare_parameter("output_dir", "runs/bags")
-        self.declare_parameter("topics", [names.CAMERA_IMAGE])
-        self.declare_parameter("close_delay_s", 0.3)
-        self.output_dir = Path(self.get_parameter("output_dir").value).resolve()
-        self.topics = [t for t in self.get_parameter("topics").value if t != names.EPISODE_EVENTS]
+        p = declare_parameters(self, NODE_PARAMETERS["r3_recorder_node"])
+        self.output_dir = Path(p["output_dir"]).resolve()
+        self.topics = [t for t in p["topics"] if t != names.EPISODE_EVENTS]
         self.topics += [names.REASONER_FRAMES] if names.REASONER_FRAMES not in self.topics else []
-        self.close_delay_s = float(self.get_parameter("close_delay_s").value)
+        self.close_delay_s = p["close_delay_s"]
         self.lock = threading.Lock()
         self.closing: list[threading.Thread] = []
         self.writer: EpisodeBagWriter | None = None
@@ -77,7 +74,7 @@ class RecorderNode(Node):
         self.subscribed: dict[str, str] = {}
         wall = Clock(clock_type=ClockType.STEADY_TIME)
         self.bags_pub = self.create_publisher(String, names.RECORDER_BAGS, LATCHED)
-        self.create_subscription(EpisodeEvent, names.EPISODE_EVENTS, refusing_message(self, self.on_event), EVENTS_QOS)
+        self.create_subscription(EpisodeEvent, names.EPISODE_EVENTS, refusing_message(self, self.on_event), EVENTS)
         self.create_timer(0.2, refusing_message(self, self.discover), clock=wall)
         self.heartbeat = HeartbeatPublisher(self)
         self.discover()
@@ -90,7 +87,7 @@ class RecorderNode(Node):
             if topic in self.subscribed or not types.get(topic):
                 continue
             msgtype = types[topic][0]
-            self.create_subscription(message_class(msgtype), topic, self.record_to(topic, msgtype), RECORD_QOS,
+            self.create_subscription(message_class(msgtype), topic, self.record_to(topic, msgtype), RECORD,
                                      raw=True)
             self.subscribed[topic] = msgtype
 

@@ -12,12 +12,10 @@ import time
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
-from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from r3.graph import names
 from r3_msgs.msg import Heartbeat
-
-QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+from r3_ros.qos import HEARTBEAT
 
 
 class HeartbeatPublisher:
@@ -26,7 +24,7 @@ class HeartbeatPublisher:
     def __init__(self, node: Node, period_s: float = 0.1, state: str = "idle"):
         self._state = state
         self._node = node
-        self._pub = node.create_publisher(Heartbeat, names.HEARTBEAT, QOS)
+        self._pub = node.create_publisher(Heartbeat, names.HEARTBEAT, HEARTBEAT)
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
         # A group of its own: a node's long callbacks (an action's execute) never delay its beat.
         self._timer = node.create_timer(period_s, self._beat, clock=self._wall,
@@ -57,7 +55,8 @@ class HeartbeatMonitor:
         self._last: dict[str, float] = {}
         self._states: dict[str, str] = {}
         self._lock = threading.Lock()
-        node.create_subscription(Heartbeat, names.HEARTBEAT, self._on_beat, QOS, callback_group=callback_group)
+        node.create_subscription(Heartbeat, names.HEARTBEAT, self._on_beat, HEARTBEAT,
+                                 callback_group=callback_group)
 
     def _on_beat(self, msg: Heartbeat) -> None:
         with self._lock:

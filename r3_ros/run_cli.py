@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from r3.data.bags import read_episode_info
-from r3.data.video import episode_video_from_bag
+from r3.data.video import default_format, episode_video_from_bag
 from r3.graph.cli import parse_overrides
 from r3.graph.description import DEFAULT_GRAPH, load_profile
 from r3.graph.supervisor import Supervisor
@@ -53,7 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", default=None, help="graph profile to start (default: sim_SUITE)")
     p.add_argument("--graph", default=str(DEFAULT_GRAPH), help="graph description YAML (default: %(default)s)")
     p.add_argument("--out", default="runs", help="folder for bags, logs and videos (default: %(default)s)")
-    p.add_argument("--video", choices=("gif", "mp4", "none"), default="gif", help="episode video (default: gif)")
+    p.add_argument("--video", choices=("auto", "gif", "mp4", "none"), default="auto",
+                   help="episode video from the bag's camera frames; auto: mp4 when an H.264 encoder "
+                   "(imageio-ffmpeg) is installed, else gif (default: auto)")
     p.add_argument("--use-running-graph", action="store_true",
                    help="do not start nodes; fail if no graph is running")
     p.add_argument("--startup-timeout", type=float, default=60.0,
@@ -120,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.reasoner:
                 overrides.setdefault("r3_reasoner_node", {})["backend"] = args.reasoner
             profile = load_profile(args.profile or f"sim_{args.suite}", args.graph, overrides)
+            problem = _backend_problem(profile)
+            if problem:
+                return _fail(problem)
             log_dir = out / "logs" / time.strftime("%Y%m%d-%H%M%S")
             supervisor = Supervisor(profile, log_dir, echo=(lambda _: None) if args.quiet else None)
             supervisor.start()
@@ -178,7 +183,8 @@ def _summarise(result, out: Path, video: str) -> int:
         print(f"bag:      {bag}")
         if video != "none":
             try:
-                path = episode_video_from_bag(bag, bag.with_suffix(f".{video}"))
+                suffix = default_format() if video == "auto" else video
+                path = episode_video_from_bag(bag, bag.with_suffix(f".{suffix}"))
                 print(f"video:    {path}")
             except (ValueError, OSError) as exc:
                 print(f"video:    not written ({exc})")
@@ -195,6 +201,21 @@ def _wait_for_bag(bag: Path, timeout_s: float = 3.0) -> None:
         if (bag / "metadata.yaml").is_file() and read_episode_info(bag).reason:
             return
         time.sleep(0.05)
+
+
+def _backend_problem(profile) -> str | None:
+    """Why the profile's reasoner backend spec cannot be built (a bad spec, a GPU this machine
+    lacks), before any node starts; None when it can. Building loads no weights."""
+    from r3.reasoning.backends import make_backend
+
+    for member in profile.started:
+        if member.executable == "r3_reasoner_node":
+            spec = member.parameters.get("backend", "expert")
+            try:
+                make_backend(spec)
+            except ValueError as exc:
+                return f"{member.name} backend {spec!r}: {exc}"
+    return None
 
 
 def _startup_failure(supervisor: Supervisor, timeout_s: float) -> str:

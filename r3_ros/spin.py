@@ -2,10 +2,14 @@
 
 A node that cannot configure itself (a model path that does not exist, a server that does not
 answer, a bad parameter) prints one ``fatal:`` line naming the problem and exits with status 1.
+The first SIGINT stops the node; later ones are ignored: launch forwards one on top of the
+shell's when its stdin is not a terminal, and a KeyboardInterrupt inside ``destroy_node`` would end
+the process with -2 and leave the node's cleanup (a bag being closed) half done.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import rclpy
@@ -13,12 +17,25 @@ from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 
 
 def run_node(node_class, args=None) -> None:
+    spinning = False
+
+    def on_sigint(signum, frame) -> None:
+        """Runs after rclpy's own SIGINT handler, which shuts the context down, so a spinning
+        executor returns by itself; a KeyboardInterrupt raised into it could land inside the
+        thread pool's bookkeeping and leave a worker that blocks the exit. Before spinning (a
+        model still loading) it stops the configuration at once."""
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if not spinning:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)  # before rclpy.init, whose handler calls it
     rclpy.init(args=args)
     node = None
     try:
         node = node_class()
         executor = MultiThreadedExecutor(num_threads=8)  # long action callbacks never starve the rest
         executor.add_node(node)
+        spinning = True
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass

@@ -24,14 +24,13 @@ from collections.abc import Callable
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
-from rclpy.qos import QoSDurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 from unique_identifier_msgs.msg import UUID
 
 from r3.graph import names
 from r3_ros.heartbeat import HeartbeatMonitor
+from r3_ros.qos import STOP
 
-QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=QoSDurabilityPolicy.VOLATILE)
 #: Bytes of a goal id that name its family (64 random bits: families never collide by chance).
 FAMILY_BYTES = 8
 #: Stopped families remembered per node; a stop may arrive before the goal it stops.
@@ -61,7 +60,7 @@ def new_goal_id(parent: str | None = None) -> UUID:
 
 class StopPublisher:
     def __init__(self, node: Node):
-        self._pub = node.create_publisher(String, names.STOP_MOTION, QOS)
+        self._pub = node.create_publisher(String, names.STOP_MOTION, STOP)
 
     def stop(self, key: str) -> None:
         self._pub.publish(String(data=key))
@@ -78,7 +77,7 @@ class StopListener:
         self._families: OrderedDict[bytes, None] = OrderedDict()
         self._on_stop = on_stop
         self._logger = node.get_logger()
-        node.create_subscription(String, names.STOP_MOTION, self._receive, QOS,
+        node.create_subscription(String, names.STOP_MOTION, self._receive, STOP,
                                  callback_group=MutuallyExclusiveCallbackGroup())
 
     def _receive(self, msg: String) -> None:
@@ -103,13 +102,12 @@ class StopListener:
 class MotionGuard:
     """What an action server that moves an actuator checks before every motion command of a goal:
     the goal's cancel, a stop of the goal's family, and (the watchdog) the heartbeat of the client that
-    sent it, ``reasoner_node``, silent for ``client_timeout_s``. Declares those two parameters."""
+    sent it, ``client``, silent for ``client_timeout_s`` (the node's parameters
+    ``r3.graph.node_params.MOTION_GUARD``)."""
 
-    def __init__(self, node: Node, monitor: HeartbeatMonitor):
-        node.declare_parameter("client_timeout_s", 1.0)
-        node.declare_parameter("reasoner_node", "/r3_reasoner_node")
-        self.client_timeout_s = float(node.get_parameter("client_timeout_s").value)
-        self.client = node.get_parameter("reasoner_node").value
+    def __init__(self, node: Node, monitor: HeartbeatMonitor, client_timeout_s: float, client: str):
+        self.client_timeout_s = client_timeout_s
+        self.client = client
         self.monitor = monitor
         self.stops = StopListener(node)
 

@@ -25,11 +25,11 @@ from geometry_msgs.msg import Vector3Stamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
-from rclpy.qos import QoSDurabilityPolicy, QoSProfile
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import CameraInfo, Image, JointState
 
 from r3.graph import names
+from r3.graph.node_params import NODE_PARAMETERS
 from r3.safety.goals import canonical_task, check_seed
 from r3.sim.language_table.env import LanguageTableEnv
 from r3.sim.language_table.scene import CONTROL_DT
@@ -37,11 +37,12 @@ from r3_msgs.msg import PrivilegedState, SceneSnapshot
 from r3_msgs.srv import ResetScene
 from r3_ros.conversions import board_state_to_msg, camera_info_msg, image_to_msg, ns_to_stamp
 from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.params import declare_parameters
+from r3_ros.qos import LATCHED
 from r3_ros.refusals import refusing_message, refusing_service
 from r3_ros.spin import run_node
 
 SNAPSHOT_FORMAT = "r3-language-table-snapshot/1"
-LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 STEP_NS = round(CONTROL_DT * 1e9)
 #: A pusher command older than this (wall clock, from its DDS source stamp) is stale and refused.
 COMMAND_DEADLINE_S = 1.0
@@ -50,20 +51,12 @@ COMMAND_DEADLINE_S = 1.0
 class SimNode(Node):
     def __init__(self):
         super().__init__("r3_sim_node")
-        self.declare_parameter("suite", "language_table")
-        self.declare_parameter("image_width", 320)
-        self.declare_parameter("image_height", 240)
-        self.declare_parameter("camera_rate_hz", 0.0)  # of simulated time; 0 = only at idle points
-        self.declare_parameter("settle_s", 0.05)
-        self.declare_parameter("camera_frame", "camera_color_optical_frame")
-        suite = self.get_parameter("suite").value
-        if suite != "language_table":
-            raise ValueError(f"r3_sim_node: suite {suite!r} is not simulated yet (language_table only)")
-        width, height = self.get_parameter("image_width").value, self.get_parameter("image_height").value
-        rate = float(self.get_parameter("camera_rate_hz").value)
+        p = declare_parameters(self, NODE_PARAMETERS["r3_sim_node"])
+        suite, width, height = p["suite"], p["image_width"], p["image_height"]
+        rate = p["camera_rate_hz"]
         self.camera_period_ns = 0 if rate <= 0 else round(1e9 / rate)
-        self.settle_s = float(self.get_parameter("settle_s").value)
-        self.camera_frame = self.get_parameter("camera_frame").value
+        self.settle_s = p["settle_s"]
+        self.camera_frame = p["camera_frame"]
 
         self.env = LanguageTableEnv(width=width, height=height)
         self.env.reset(seed=0)

@@ -62,6 +62,9 @@ class CollectConfig:
                 raise ValueError(f"CollectConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.frame_every < 0:
             raise ValueError(f"CollectConfig.frame_every must be >= 0, got {self.frame_every}")
+        from r3.reasoning import make_backend
+
+        make_backend(self.backend)  # a bad spec or a GPU this machine lacks fails here, before any worker
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,6 @@ class EpisodeRecording:
     width: int
     height: int
     backend_id: str
-    history: str = "response"
     steps_per_instruction: int = 20
     frame_every: int = 0
     started_unix: float = field(default_factory=time.time)
@@ -111,8 +110,7 @@ def record_episode(task: str, seed: int, backend, env, episode_id: str, root: st
                              steps_per_instruction=steps_per_instruction, history=history, render=True,
                              frame_every=frame_every)
     recording = EpisodeRecording(episode_id, recorder.controls, env.snapshot(), env.camera_intrinsics(),
-                                 env.width, env.height, backend.model_id, history, steps_per_instruction, frame_every,
-                                 started)
+                                 env.width, env.height, backend.model_id, steps_per_instruction, frame_every, started)
     return write_trajectory_bag(root, trajectory, recording)
 
 
@@ -184,7 +182,7 @@ def write_trajectory_bag(root: str | Path, trajectory, rec: EpisodeRecording) ->
 
     event(0, stamp(0))
     state(0)
-    control, history_text = 0, ""
+    control = 0
     for s in trajectory.steps:
         at = stamp(control)
         image(s.image, at)
@@ -192,7 +190,7 @@ def write_trajectory_bag(root: str | Path, trajectory, rec: EpisodeRecording) ->
         bag.put(names.REASONER_FRAMES, IMAGE, at, image_msg(s.image, at))  # as the reasoner node records it
         step_msg = bag.msg(REASONER_STEP, header=bag.header(at), image_stamps=[bag.header(at).stamp],
                            episode_id=rec.episode_id, step=s.step, suite=SUITE,
-                           task=trajectory.task, goal=trajectory.goal, history=history_text,
+                           task=trajectory.task, goal=trajectory.goal, history=s.history,
                            reasoning=s.reasoning or "", instruction=s.instruction, raw_response=s.raw_response,
                            valid=s.valid, error=s.error, latency_prompt_s=0.0, latency_model_s=float(s.model_s),
                            latency_parse_s=max(0.0, float(s.latency_s - s.model_s)), prompt_tokens=0,
@@ -215,16 +213,17 @@ def write_trajectory_bag(root: str | Path, trajectory, rec: EpisodeRecording) ->
                               instruction=s.instruction, success=True, reason=reason, control_steps=s.control_steps,
                               progress=float(s.progress))
             bag.put(names.INSTRUCTION_OUTCOMES, OUTCOME, stamp(control), outcome)
-        history_text = s.raw_response if rec.history == "response" else (
-            s.instruction if rec.history == "instruction" else "")
     end = stamp(control)
     image(trajectory.final_image, end)
     snapshot(rec.final_snapshot, control, end)
-    reason = "success" if trajectory.success else "step_budget"
+    # The RunTask result's reason, as the reasoner node gives it; an episode the guard ended is an
+    # error, and the recorder keeps such a bag marked incomplete.
+    reason = f"error: {trajectory.aborted}" if trajectory.aborted else (
+        "success" if trajectory.success else "step_budget")
     event(1, end, success=trajectory.success, progress=trajectory.progress, steps=len(trajectory.steps),
           reason=reason)
     return writer.close(success=trajectory.success, progress=trajectory.progress, steps=len(trajectory.steps),
-                        reason=reason)
+                        reason=reason, complete=not trajectory.aborted)
 
 
 def _camera_info(bag: _Bag, rec: EpisodeRecording, at: int):

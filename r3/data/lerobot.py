@@ -12,6 +12,18 @@ trains language-conditioned low-level policies. Layout (as LeRobot v3.0 document
     videos/observation.images.top/chunk-000/file-000.mp4   H.264, episodes back to back
 
 Each data / video file holds up to ``EPISODES_PER_FILE`` episodes; ``chunks_size`` files per chunk.
+
+Statistics follow LeRobot's ``compute_episode_stats`` / ``aggregate_stats`` (read in LeRobot 0.6.1),
+so LeRobot's edit tools (delete, split, merge), which rebuild ``stats.json`` from the episodes
+file, get what they need: every feature, the frame counters included, has per-episode
+``stats/<feature>/<stat>`` columns in ``meta/episodes`` with min, max, mean, std, count and the
+quantiles q01, q10, q50, q90, q99 (for quantile-normalising policies). Image statistics are per
+channel, in [0, 1], shaped (3, 1, 1), over evenly spaced frames of each episode (all frames of an
+episode shorter than 100, then 100, and ``length ** 0.75`` past 464 frames: :func:`sampled_frames`),
+each subsampled by a whole stride to about 150 pixels a side when a side reaches 300, with ``count``
+the number of frames sampled. ``stats.json`` aggregates the episodes: min of minima, max
+of maxima, the count-weighted mean, the pooled standard deviation, and the count-weighted mean of
+each quantile (as LeRobot 0.6.1 aggregates quantiles, which cannot be pooled exactly).
 """
 
 from __future__ import annotations
@@ -34,6 +46,11 @@ VIDEO_KEY = "observation.images.top"
 DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
 EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+VECTOR_KEYS = ("observation.state", "action")
+COUNTER_KEYS = ("timestamp", "frame_index", "episode_index", "index", "task_index")
+QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
+STATS_FRAMES = (100, 10_000, 0.75)  # image statistics: at least, at most, length ** power frames
+STATS_IMAGE_SIDE, STATS_IMAGE_LIMIT = 150, 300  # subsampled to about SIDE pixels when a side reaches LIMIT
 
 
 @dataclass
@@ -93,11 +110,9 @@ def export_lerobot(bags: list[str | Path], out: str | Path, *, overwrite: bool =
         if not overwrite:
             raise FileExistsError(f"{out} is not empty (pass --overwrite to replace it)")
         shutil.rmtree(out)
-    report, tasks, episodes = ExportReport(), {}, []
+    report, tasks, episodes, all_stats = ExportReport(), {}, [], []
     frames_buf: list[dict] = []
     writer, file_key, shape = None, None, None
-    sums = {"observation.state": [], "action": []}
-    pixels: list[np.ndarray] = []
     for bag in map(Path, bags):
         try:
             rows, images = episode_frames(bag)
@@ -118,20 +133,23 @@ def export_lerobot(bags: list[str | Path], out: str | Path, *, overwrite: bool =
             writer = imageio.get_writer(path, fps=FPS, codec="libx264", pixelformat="yuv420p", macro_block_size=1)
         shape = images[0].shape
         start = report.frames
+        episode_buf = []
         for i, (row, rgb) in enumerate(zip(rows, images)):
             task_index = tasks.setdefault(row["task"], len(tasks))
-            frames_buf.append({**{k: row[k] for k in ("observation.state", "action")}, "timestamp": i / FPS,
-                               "frame_index": i, "episode_index": ep, "index": start + i, "task_index": task_index})
+            episode_buf.append({**{k: row[k] for k in VECTOR_KEYS}, "timestamp": i / FPS, "frame_index": i,
+                                "episode_index": ep, "index": start + i, "task_index": task_index})
             writer.append_data(rgb)
-            sums["observation.state"].append(row["observation.state"])
-            sums["action"].append(row["action"])
-        pixels.append(images[0])
+        frames_buf += episode_buf
+        stats = episode_stats(episode_buf, images)
+        all_stats.append(stats)
         episodes.append({
             "episode_index": ep, "tasks": list(dict.fromkeys(r["task"] for r in rows)), "length": len(rows),
             "data/chunk_index": key[0], "data/file_index": key[1], "dataset_from_index": start,
             "dataset_to_index": start + len(rows), f"videos/{VIDEO_KEY}/chunk_index": key[0],
             f"videos/{VIDEO_KEY}/file_index": key[1], f"videos/{VIDEO_KEY}/from_timestamp": video_frames / FPS,
             f"videos/{VIDEO_KEY}/to_timestamp": (video_frames + len(rows)) / FPS,
+            **{f"stats/{feature}/{name}": value.tolist() for feature, by_name in stats.items()
+               for name, value in by_name.items()},
             "meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0, "r3/episode_id": bag.name,
         })
         video_frames += len(rows)
@@ -147,7 +165,9 @@ def export_lerobot(bags: list[str | Path], out: str | Path, *, overwrite: bool =
     pd.DataFrame({"task_index": list(tasks.values())}, index=pd.Index(list(tasks), name="task")).to_parquet(
         out / "meta" / "tasks.parquet")
     (out / "meta" / "info.json").write_text(json.dumps(_info(report, len(tasks), shape, robot_type), indent=2))
-    (out / "meta" / "stats.json").write_text(json.dumps(_stats(sums, pixels), indent=2))
+    dataset_stats = {feature: {name: value.tolist() for name, value in by_name.items()}
+                     for feature, by_name in aggregate_stats(all_stats).items()}
+    (out / "meta" / "stats.json").write_text(json.dumps(dataset_stats, indent=2))
     return report
 
 
@@ -182,15 +202,72 @@ def _info(report: ExportReport, total_tasks: int, shape, robot_type: str) -> dic
     }
 
 
-def _stats(sums: dict, pixels: list[np.ndarray]) -> dict:
-    stats = {}
-    for key, values in sums.items():
-        v = np.asarray(values, dtype=float)
-        stats[key] = {"min": v.min(0).tolist(), "max": v.max(0).tolist(), "mean": v.mean(0).tolist(),
-                      "std": v.std(0).tolist(), "count": [len(v)]}
-    p = np.stack(pixels).astype(float) / 255.0  # one image per episode, channels last
-    per_channel = p.reshape(-1, p.shape[-1])
-    stats[VIDEO_KEY] = {name: [[[float(x)]] for x in fn(per_channel, 0)] for name, fn in
-                        (("min", np.min), ("max", np.max), ("mean", np.mean), ("std", np.std))}
-    stats[VIDEO_KEY]["count"] = [len(pixels)]
+def _feature_stats(values: np.ndarray) -> dict[str, np.ndarray]:
+    """min, max, mean, std, count and quantiles over axis 0 of ``values`` (samples x dims).
+
+    Quantiles are the inverse of the empirical distribution (numpy's "inverted_cdf"), which is what
+    LeRobot's 5000-bin histogram estimate approaches, to within one bin (a 5000th of the range).
+    """
+    stats = {"min": values.min(0), "max": values.max(0), "mean": values.mean(0), "std": values.std(0),
+             "count": np.array([len(values)])}
+    for name, q in QUANTILES.items():
+        stats[name] = np.quantile(values, q, axis=0, method="inverted_cdf")
     return stats
+
+
+def sampled_frames(length: int) -> list[int]:
+    """Indices of the frames of a ``length``-frame episode that its image statistics read: evenly
+    spaced, rounded to the nearest frame, all of them below 100 frames (LeRobot's sampling rule).
+
+    >>> sampled_frames(5), len(sampled_frames(36)), len(sampled_frames(400)), len(sampled_frames(1000))
+    ([0, 1, 2, 3, 4], 36, 100, 177)
+    """
+    least, most, power = STATS_FRAMES
+    n = length if length < least else max(least, min(int(length**power), most))
+    return np.round(np.linspace(0, length - 1, n)).astype(int).tolist()
+
+
+def _stats_pixels(image: np.ndarray) -> np.ndarray:
+    """An HxWx3 frame as statistics see it: every k-th row and column once a side reaches the limit."""
+    h, w = image.shape[:2]
+    if max(h, w) < STATS_IMAGE_LIMIT:
+        return image
+    stride = int(max(h, w) / STATS_IMAGE_SIDE)
+    return image[::stride, ::stride]
+
+
+def episode_stats(frames: list[dict], images: list[np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+    """LeRobot's per-episode statistics of one episode's frame rows and camera images.
+
+    Vectors and counters keep their stored dtype's values (float32 vectors are rounded as the data
+    file holds them); counters are shape (1,); images are per channel in [0, 1], shaped (3, 1, 1).
+    """
+    stats = {key: _feature_stats(np.asarray([f[key] for f in frames], np.float32).astype(np.float64))
+             for key in VECTOR_KEYS}
+    for key in COUNTER_KEYS:
+        dtype = np.float32 if key == "timestamp" else np.int64
+        stats[key] = _feature_stats(np.asarray([[f[key]] for f in frames], dtype).astype(np.float64))
+    picked = [_stats_pixels(images[i]) for i in sampled_frames(len(images))]
+    pixels = np.stack(picked).reshape(-1, 3).astype(np.float64) / 255.0
+    image = {name: value.reshape(3, 1, 1) for name, value in _feature_stats(pixels).items() if name != "count"}
+    stats[VIDEO_KEY] = {**image, "count": np.array([len(picked)])}
+    return stats
+
+
+def aggregate_stats(episodes: list[dict[str, dict[str, np.ndarray]]]) -> dict[str, dict[str, np.ndarray]]:
+    """Dataset statistics from per-episode ones, aggregated as LeRobot 0.6.1's ``aggregate_stats``:
+    exact min, max, mean and (population) std; quantiles as the count-weighted mean of the episodes'.
+    """
+    out = {}
+    for key in episodes[0]:
+        per = [e[key] for e in episodes]
+        counts = np.array([s["count"][0] for s in per], np.float64)
+        weights = (counts / counts.sum()).reshape(-1, *([1] * per[0]["mean"].ndim))
+        mean = (np.stack([s["mean"] for s in per]) * weights).sum(0)
+        spread = np.stack([s["std"] ** 2 + (s["mean"] - mean) ** 2 for s in per])
+        out[key] = {"min": np.min([s["min"] for s in per], 0), "max": np.max([s["max"] for s in per], 0),
+                    "mean": mean, "std": np.sqrt((spread * weights).sum(0)),
+                    "count": np.array([int(counts.sum())])}
+        for name in QUANTILES:
+            out[key][name] = (np.stack([s[name] for s in per]) * weights).sum(0)
+    return out

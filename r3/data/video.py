@@ -1,4 +1,8 @@
-"""Episode videos: frames with the current instruction written under each, as GIF or MP4."""
+"""Episode videos that show the push: a frame at every control step (or every other), at least
+10 frames per second, scaled to about 640 px wide, each captioned with the decision step and the
+instruction being executed. MP4 (H.264) when an encoder is installed (imageio-ffmpeg ships one),
+GIF otherwise: :func:`default_format`.
+"""
 
 from __future__ import annotations
 
@@ -9,52 +13,71 @@ import imageio.v3 as iio
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-CAPTION_LINES = 3
+#: Playback rate: one control step (0.1 s of simulated time) per frame is real time.
+VIDEO_FPS = 10.0
+#: Width every frame is scaled to (the simulator renders 320 px; the reasoner sees that).
+VIDEO_WIDTH = 640
+CAPTION_LINES = 2
+FONT_SIZE = 16
 
 
-def caption_frame(frame: np.ndarray, caption: str) -> np.ndarray:
-    """The frame with a dark caption band of up to CAPTION_LINES wrapped lines under it."""
-    height, width = frame.shape[:2]
-    font = ImageFont.load_default()
-    line_height = 12
-    chars = max(20, width // 6)
-    lines = textwrap.wrap(caption, chars)[:CAPTION_LINES] or [""]
-    band = line_height * CAPTION_LINES + 6
+def default_format() -> str:
+    """"mp4" when imageio-ffmpeg's ffmpeg binary is there, else "gif"."""
+    try:
+        import imageio_ffmpeg
+
+        imageio_ffmpeg.get_ffmpeg_exe()
+    except (ImportError, RuntimeError):
+        return "gif"
+    return "mp4"
+
+
+def caption_frame(frame: np.ndarray, caption: str, width: int = VIDEO_WIDTH) -> np.ndarray:
+    """The frame scaled to ``width`` with a dark band of up to CAPTION_LINES wrapped lines under it."""
+    image = Image.fromarray(np.ascontiguousarray(frame[..., :3]))
+    height = round(image.height * width / image.width)
+    image = image.resize((width, height), Image.Resampling.BILINEAR)
+    font = ImageFont.load_default(size=FONT_SIZE)
+    line_height = FONT_SIZE + 4
+    lines = textwrap.wrap(caption, max(20, int(width / (0.55 * FONT_SIZE))))[:CAPTION_LINES] or [""]
+    band = line_height * CAPTION_LINES + 8
     canvas = Image.new("RGB", (width, height + band), (20, 20, 20))
-    canvas.paste(Image.fromarray(np.ascontiguousarray(frame[..., :3])), (0, 0))
+    canvas.paste(image, (0, 0))
     draw = ImageDraw.Draw(canvas)
     for i, line in enumerate(lines):
-        draw.text((4, height + 3 + i * line_height), line, fill=(240, 240, 240), font=font)
+        draw.text((6, height + 4 + i * line_height), line, fill=(240, 240, 240), font=font)
     return np.asarray(canvas)
 
 
-def write_episode_video(frames: list[np.ndarray], captions: list[str], path: str | Path, fps: float = 2.0) -> Path:
+def write_episode_video(frames: list[np.ndarray], captions: list[str], path: str | Path,
+                        fps: float = VIDEO_FPS) -> Path:
     """Write captioned frames to ``path``; the suffix (.gif or .mp4) picks the format."""
     if len(frames) != len(captions):
         raise ValueError(f"{len(frames)} frames but {len(captions)} captions")
     if not frames:
         raise ValueError("an episode video needs at least one frame")
     path = Path(path)
+    if path.suffix not in (".gif", ".mp4"):
+        raise ValueError(f"unsupported video format {path.suffix!r}: use .gif or .mp4")
     path.parent.mkdir(parents=True, exist_ok=True)
     images = [caption_frame(f, c) for f, c in zip(frames, captions)]
     if path.suffix == ".gif":
         iio.imwrite(path, images, duration=1000.0 / fps, loop=0)
-    elif path.suffix == ".mp4":
+    else:
         # H.264 encoders work on 16-pixel macro blocks; pad rather than let the writer rescale.
         h, w = images[0].shape[:2]
         padded = [np.pad(im, ((0, -h % 16), (0, -w % 16), (0, 0))) for im in images]
         iio.imwrite(path, padded, fps=fps, codec="libx264")
-    else:
-        raise ValueError(f"unsupported video format {path.suffix!r}: use .gif or .mp4")
     return path
 
 
-
-def episode_video_from_bag(bag: str | Path, path: str | Path, fps: float = 2.0) -> Path:
+def episode_video_from_bag(bag: str | Path, path: str | Path, fps: float = VIDEO_FPS) -> Path:
     """Video of a recorded episode: every camera frame, captioned with the instruction in force.
 
     A frame is captioned with the instruction decided on it (same stamp) or, between decisions,
-    with the instruction being executed; the last frame says how the episode ended.
+    with the instruction being executed; the last frame says how the episode ended. The graph's
+    simulator publishes a frame every other control step (``camera_rate_hz`` in graph.yaml) and
+    one at each decision point.
     """
     from r3.data.bags import read_episode_info, read_messages
     from r3.graph import names

@@ -62,6 +62,8 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
     [0.0, 0.2775]
     >>> [round(v, 4) for v in wilson_interval(5, 10)]
     [0.2366, 0.7634]
+    >>> wilson_interval(10, 10)[1], wilson_interval(0, 3)[0]
+    (1.0, 0.0)
     """
     if not 0 <= successes <= n:
         raise ValueError(f"successes must be in [0, n={n}], got {successes}")
@@ -70,7 +72,8 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
     p = successes / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # The interval holds p exactly; in floating point its ends can miss p by an ulp at 0 % and 100 %.
+    return min(p, max(0.0, centre - half)), max(p, min(1.0, centre + half))
 
 
 def t_quantile(df: float, p: float = 0.975) -> float:

@@ -12,7 +12,8 @@ SPLIT_COLOURS = {"T_M": "#4C72B0", "T_R": "#DD8452", "T_O": "#55A868", "": "#8C8
 
 
 def success_chart(rows: Sequence[TaskRow], path: Path, title: str) -> Path:
-    """Write the success rate of every row as a bar, whiskers at the Wilson interval's ends."""
+    """Write the success rate of every row with episodes as a bar, whiskers at the Wilson interval's
+    ends (which hold the rate, so the whiskers never go negative at 0 % or 100 %)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -33,7 +34,10 @@ def success_chart(rows: Sequence[TaskRow], path: Path, title: str) -> Path:
     ax.set_title(title, fontsize=9)
     legend = [Patch(color=c, label=split or MEAN) for split, c in SPLIT_COLOURS.items()
               if any(r.split == split for r in rows)]
-    ax.legend(handles=legend, fontsize=7, loc="upper right", ncol=len(legend))
+    if legend:
+        ax.legend(handles=legend, fontsize=7, loc="upper right", ncol=len(legend))
+    else:  # every episode was skipped: the chart says so rather than failing
+        ax.text(0.5, 0.5, "no episodes", transform=ax.transAxes, ha="center", va="center")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

@@ -222,6 +222,13 @@ def evaluate(
     cached = prepare_output(out, config)
     jobs = config.jobs()
     todo = [j for j in jobs if j.key not in cached]
+    if todo:  # a bad spec or a GPU this machine lacks: one error before any worker starts
+        from r3.reasoning import make_backend
+
+        try:
+            make_backend(config.reasoner)
+        except ValueError as exc:
+            raise EvalError(f"reasoner {config.reasoner!r}: {exc}") from None
     done = len(jobs) - len(todo)
     if on_progress:
         on_progress(done, len(jobs))

@@ -1,1 +1,1 @@
-"""The r3 node graph: topic names, node interfaces, the graph description and its supervisor."""
+"""The r3 node graph: topic names, node interfaces and parameters, the graph description, its supervisor."""

@@ -17,6 +17,7 @@ with :func:`outside_requirements` (what the members r3 does not start must offer
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +26,20 @@ import yaml
 from r3.graph import names
 from r3.graph.interfaces import NODE_INTERFACES, NodeInterface
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
+PACKAGE = "r3"
+
+
+def config_dir() -> Path:
+    """The r3 package's config/ folder: share/r3/config of the first prefix on AMENT_PREFIX_PATH
+    whose ament index holds r3 (a colcon workspace), else the source tree's (a checkout, or the
+    setup script's editable install, which registers nothing in the index)."""
+    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
+        if prefix and (Path(prefix) / "share" / "ament_index" / "resource_index" / "packages" / PACKAGE).is_file():
+            return Path(prefix) / "share" / PACKAGE / "config"
+    return Path(__file__).resolve().parents[2] / "config"
+
+
+CONFIG_DIR = config_dir()
 DEFAULT_GRAPH = CONFIG_DIR / "graph.yaml"
 _MEMBER_KEYS = {"name", "node", "package", "executable", "arguments", "parameters", "remappings", "publishes",
                 "subscribes", "services", "bridge_config", "start", "description"}

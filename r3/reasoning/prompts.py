@@ -10,13 +10,19 @@ and ``mode`` is "reason" or "instruction_only" (no-think: the answer is just "In
 
 Messages use the chat format that transformers' ``apply_chat_template`` and (after
 :func:`to_openai_content`) OpenAI-compatible servers accept.
+
+A trained checkpoint says how it was prompted in its folder (:data:`PROMPT_FILE`, written by
+``r3 train``, read by the transformers backend): :class:`PromptSettings` recasts every input to
+that mode and history, so a model is never asked in a way it was not trained on.
 """
 
 from __future__ import annotations
 
 import base64
 import io
-from dataclasses import dataclass, field
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -87,6 +93,80 @@ class ReasonerInput:
             self.view_names = DEFAULT_VIEWS[len(self.images)]
         if self.view_names is not None and len(self.view_names) != len(self.images):
             raise ValueError(f"view_names: {len(self.view_names)} names for {len(self.images)} images")
+
+
+#: The file in a model folder that says how the model was trained to be prompted.
+PROMPT_FILE = "r3_prompt.json"
+
+
+def previous_instruction_text(response: str, suite: str) -> str:
+    """The instruction of a previous answer ("Reasoning: ... Instruction: ..." or "Instruction: ..."),
+    in the grammar's canonical phrasing; "" when it has none that parses."""
+    from r3.reasoning.parsing import ParsedResponse, parse_response
+
+    parsed = parse_response(response.strip(), suite, mode="instruction_only")
+    return parsed.instruction_text if isinstance(parsed, ParsedResponse) else ""
+
+
+@dataclass(frozen=True)
+class PromptSettings:
+    """How a model was trained to be prompted: the answer ``mode``, what it sees of the previous step
+    (``history``), and whether the chat template's thinking was on."""
+
+    mode: str
+    history: str
+    thinking: bool = False
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode={self.mode!r}: expected one of {MODES}")
+        if self.history not in HISTORY_MODES:
+            raise ValueError(f"history={self.history!r}: expected one of {HISTORY_MODES}")
+
+    def apply(self, inp: ReasonerInput) -> ReasonerInput:
+        """``inp`` in this model's mode, its previous step recast into this model's history kind.
+
+        An instruction-only model's own previous answer is its instruction line, so a previous
+        response is shown as "Instruction: ..."; a response reduces to its instruction for a model
+        trained on instructions ("" when it has none); history "none" (nothing shown, as at a first
+        step) is an empty history of any kind. A previous instruction cannot be turned back into the
+        previous response (nor the refusal notes around it): ValueError, naming the fix.
+        """
+        given, wanted = inp.history, self.history
+        if given == "instruction" and wanted == "response":
+            raise ValueError(
+                f"this model was trained with history={wanted!r} but is given history={given!r}, which cannot "
+                f"be recast: run it with history {wanted!r}"
+            )
+        text = inp.history_text
+        if "none" in (given, wanted):
+            text = ""
+        elif given == "response" and (wanted == "instruction" or self.mode == "instruction_only"):
+            instruction = previous_instruction_text(text, inp.suite)
+            if wanted == "instruction":
+                text = instruction
+            elif instruction:
+                text = f"{INSTRUCTION_HEADER} {instruction}"
+        return replace(inp, mode=self.mode, history=wanted, history_text=text)
+
+    def save(self, model_dir: str | Path) -> Path:
+        path = Path(model_dir) / PROMPT_FILE
+        path.write_text(json.dumps({"mode": self.mode, "history": self.history, "thinking": self.thinking}))
+        return path
+
+    @classmethod
+    def load(cls, model_dir: str | Path) -> PromptSettings | None:
+        """The settings a model folder declares; None when it has no :data:`PROMPT_FILE`.
+
+        Raises ValueError naming the file when it is not valid settings.
+        """
+        path = Path(model_dir) / PROMPT_FILE
+        if not path.is_file():
+            return None
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{path}: not valid prompt settings ({exc})") from None
 
 
 # --- Language Table ---------------------------------------------------------------------------

@@ -39,6 +39,10 @@ def decide(
     budget: ReasoningBudget = FULL_REASONING,
     on_text: OnText | None = None,
 ) -> Decision:
-    """Run one decision step of ``backend`` on ``inp`` and parse the answer (never raises on bad text)."""
+    """Run one decision step of ``backend`` on ``inp`` and parse the answer (never raises on bad text).
+
+    The answer is parsed in the mode the backend prompted in (a checkpoint may declare its own).
+    """
+    inp = backend.prompt_input(inp)
     out = backend.decide(inp, budget, on_text)
     return Decision(out, parse_response(out.raw_text, inp.suite, parse_mode(inp, budget), out.finish_reason))

@@ -98,27 +98,37 @@ class JudgeReward:
     def __call__(self, completions, **kwargs) -> list[float | None]:
         n = len(completions)
         references = _column(kwargs, "expert_instruction", n)
-        suites = _column(kwargs, "suite", n, "language_table")
+        suites = [s or "language_table" for s in _column(kwargs, "suite", n, "language_table")]
         snapshots = _column(kwargs, "snapshot", n)
         images = _column(kwargs, "judge_image", n)
-        return [
-            self._score(c, r, s or "language_table", snap, img)
-            for c, r, s, snap, img in zip(completions, references, suites, snapshots, images)
-        ]
+        scores: list[float | None] = [None] * n
+        batch = []  # (index, candidate, reference, suite, snapshot) for the rule judge, judged as one batch
+        for i, (c, r, s, snap, img) in enumerate(zip(completions, references, suites, snapshots, images)):
+            if r is None:
+                raise ValueError("JudgeReward needs the 'expert_instruction' column")
+            if s not in SUITES:
+                raise ValueError(f"unknown suite {s!r}; expected one of {SUITES}")
+            parsed = parse_response(completion_text(c), s, mode="instruction_only")
+            if isinstance(parsed, ResponseError):
+                scores[i] = 0.0
+            elif self.vlm is not None and snap is None and s == "language_table":
+                scores[i] = self._guarded(
+                    lambda text=parsed.instruction_text, ref=r, image=img: self.vlm.judge(text, ref, image).score)
+            else:
+                batch.append((i, parsed.instruction_text, r, s, snap))
+        # Text tiers one by one (a reference outside the grammar skips its sample, not the batch),
+        # then every rollout the semantic tier needs in one batch.
+        pending = [(i, self._guarded(lambda item=item: self.judge.text_tiers(*item))) for i, *item in batch]
+        pending = [(i, v) for i, v in pending if v is not None]
+        results = self._guarded(lambda: self.judge.resolve([v for _, v in pending])) or []
+        for (i, _), result in zip(pending, results):
+            scores[i] = result.score
+        return scores
 
-    def _score(self, completion, reference, suite, snapshot, image) -> float | None:
-        if reference is None:
-            raise ValueError("JudgeReward needs the 'expert_instruction' column")
-        if suite not in SUITES:
-            raise ValueError(f"unknown suite {suite!r}; expected one of {SUITES}")
-        parsed = parse_response(completion_text(completion), suite, mode="instruction_only")
-        if isinstance(parsed, ResponseError):
-            return 0.0
-        instruction = parsed.instruction_text
+    def _guarded(self, score):
+        """``score()``, or None (with a warning) when the judge cannot score this sample."""
         try:
-            if self.vlm is not None and snapshot is None and suite == "language_table":
-                return self.vlm.judge(instruction, reference, image).score
-            return self.judge.judge(instruction, reference, suite=suite, snapshot=snapshot).score
+            return score()
         except JudgeFailure as err:
             if self.on_failure == "raise":
                 raise

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import dataclass
 
 from r3.instructions import language_table
 from r3.rewards.result import JudgeResult, Tier
@@ -52,6 +53,34 @@ class RuleJudge:
         Raises ValueError for an unknown suite or a reference outside the grammar: that is a data
         bug, not something to reward or punish the model for.
         """
+        return self.judge_many([(candidate, reference, suite, snapshot)])[0]
+
+    def judge_many(self, pairs: list[tuple]) -> list[JudgeResult]:
+        """Judge ``(candidate, reference, suite, snapshot)`` tuples as one batch.
+
+        The verdicts are those of :meth:`judge` one by one; the batch only changes the cost: the
+        simulator rollouts that the semantic tier needs are collected first and run once each
+        (on the simulator's worker pool when it has one), so a GRPO group's shared reference and
+        its repeated candidates are rolled out once.
+        """
+        return self.resolve([self.text_tiers(*pair) for pair in pairs])
+
+    def resolve(self, verdicts: list[JudgeResult | PendingSemantic]) -> list[JudgeResult]:
+        """Finish :meth:`text_tiers` verdicts: the pending ones are decided by batched rollouts."""
+        jobs = []
+        for v in verdicts:
+            if isinstance(v, PendingSemantic):
+                jobs += [(v.snapshot, v.candidate), (v.snapshot, v.reference)]
+        self.simulator.prefetch(jobs)
+        return [self._semantic(v) if isinstance(v, PendingSemantic) else v for v in verdicts]
+
+    def _semantic(self, v: PendingSemantic) -> JudgeResult:
+        same, why = self.simulator.same_outcome(v.snapshot, v.candidate, v.reference)
+        return JudgeResult(Tier.SEMANTIC if same else Tier.NO_MATCH, f"{v.words}; {why}")
+
+    def text_tiers(self, candidate: str, reference: str, suite: str = "language_table",
+                   snapshot: bytes | str | os.PathLike | None = None) -> JudgeResult | PendingSemantic:
+        """The verdict of the text tiers, or what the semantic tier must roll out to decide."""
         if suite == "packing":
             if exact_match(candidate, reference):
                 return JudgeResult(Tier.LINGUISTIC, "exact match")
@@ -79,8 +108,17 @@ class RuleJudge:
         )
         if snapshot is None:
             return JudgeResult(Tier.NO_MATCH, f"{words}; no snapshot to compare outcomes")
-        same, why = self.simulator.same_outcome(load_snapshot(snapshot), cand, ref)
-        return JudgeResult(Tier.SEMANTIC if same else Tier.NO_MATCH, f"{words}; {why}")
+        return PendingSemantic(cand, ref, load_snapshot(snapshot), words)
+
+
+@dataclass(frozen=True)
+class PendingSemantic:
+    """A pair that only the simulated semantic tier can decide (see :meth:`RuleJudge.resolve`)."""
+
+    candidate: language_table.Instruction
+    reference: language_table.Instruction
+    snapshot: bytes
+    words: str
 
 
 @functools.lru_cache(maxsize=1)

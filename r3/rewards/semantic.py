@@ -64,8 +64,11 @@ class OutcomeSimulator:
 
     Outcomes are cached per (snapshot, instruction): in GRPO the K candidates of one prompt share
     the snapshot and the reference, so the reference runs once per prompt, and repeated candidates
-    run once. Pickling drops the env and the cache (MuJoCo objects do not pickle); the copy builds
-    its own on first use.
+    (paraphrases parse to the same instruction) run once. :meth:`prefetch` runs the missing
+    rollouts of a whole batch at once, on ``workers`` spawned processes when given (each with its
+    own env); a rollout is a pure function of (snapshot, instruction), so where it runs does not
+    change a verdict. Pickling drops the env, the pool and the cache (MuJoCo objects do not
+    pickle); the copy builds its own on first use.
     """
 
     def __init__(
@@ -74,7 +77,8 @@ class OutcomeSimulator:
         moved_threshold_m: float = MOVED_THRESHOLD_M,
         policy_config: PushingPolicyConfig = JUDGE_POLICY_CONFIG,
         seed: int = POLICY_SEED,
-        cache_size: int = 1024,
+        cache_size: int = 4096,
+        workers: int = 0,
     ):
         if not tolerance_m > 0 or not moved_threshold_m > 0:
             raise ValueError(f"tolerances must be > 0, got {tolerance_m=} {moved_threshold_m=}")
@@ -83,11 +87,18 @@ class OutcomeSimulator:
         self.policy_config = policy_config
         self.seed = seed
         self.cache_size = cache_size
+        self.workers = workers
         self._env = None
+        self._pool = None
         self._cache: OrderedDict = OrderedDict()
 
     def __getstate__(self):
-        return {**self.__dict__, "_env": None, "_cache": OrderedDict()}
+        return {**self.__dict__, "_env": None, "_pool": None, "_cache": OrderedDict()}
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     def _get_env(self):
         if self._env is None:
@@ -98,10 +109,45 @@ class OutcomeSimulator:
 
     def outcome(self, snapshot: bytes, instruction: Instruction) -> Outcome:
         """Restore ``snapshot``, run the policy on ``instruction`` to completion, read the board."""
-        key = (hashlib.blake2b(snapshot, digest_size=16).digest(), instruction)
+        key = _key(snapshot, instruction)
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
+        return self._remember(key, self.rollout(snapshot, instruction))
+
+    def prefetch(self, jobs: list[tuple[bytes, Instruction]]) -> int:
+        """Run the rollouts of ``jobs`` that are not cached yet (on the pool when ``workers`` > 1).
+
+        Returns how many rollouts ran. Afterwards :meth:`outcome` answers every job from the cache.
+        """
+        missing: dict = {}
+        for snapshot, instruction in jobs:
+            key = _key(snapshot, instruction)
+            if key not in self._cache and key not in missing:
+                missing[key] = (snapshot, instruction)
+        if not missing:
+            return 0
+        if self.workers > 1 and len(missing) > 1:
+            if self._pool is None:
+                from r3.workers import WorkerPool
+
+                self._pool = WorkerPool(self.workers, _worker_simulator,
+                                        (self.moved_threshold_m, self.policy_config, self.seed))
+            results = self._pool.map(_rollout, list(missing.values()))
+        else:
+            results = [self.rollout(*job) for job in missing.values()]
+        for key, result in zip(missing, results):
+            self._remember(key, result)
+        return len(missing)
+
+    def _remember(self, key, result: Outcome) -> Outcome:
+        self._cache[key] = result
+        if len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+        return result
+
+    def rollout(self, snapshot: bytes, instruction: Instruction) -> Outcome:
+        """One uncached rollout: restore, run the policy to completion, measure what moved."""
         env = self._get_env()
         env.restore(snapshot)
         start = env.state()
@@ -115,11 +161,7 @@ class OutcomeSimulator:
         moves = np.linalg.norm(positions - start.positions(), axis=1)
         i = int(np.argmax(moves))
         moved = BLOCKS[i] if moves[i] >= self.moved_threshold_m else None
-        result = Outcome(positions, moved, float(moves[i]), steps)
-        self._cache[key] = result
-        if len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
-        return result
+        return Outcome(positions, moved, float(moves[i]), steps)
 
     def same_outcome(self, snapshot: bytes, candidate: Instruction, reference: Instruction) -> tuple[bool, str]:
         """Whether both instructions end the same way from ``snapshot``, and why (see module doc)."""
@@ -140,3 +182,17 @@ class OutcomeSimulator:
             f"both move the {a.moved} and every block ends within {gaps[worst]:.3f} m of the other "
             f"outcome (tolerance {self.tolerance_m:.3f} m)"
         )
+
+
+def _key(snapshot: bytes, instruction: Instruction) -> tuple:
+    return hashlib.blake2b(snapshot, digest_size=16).digest(), instruction
+
+
+def _worker_simulator(moved_threshold_m: float, policy_config: PushingPolicyConfig, seed: int) -> OutcomeSimulator:
+    """A pool worker's simulator: the parent's rollout settings, no cache of its own."""
+    return OutcomeSimulator(moved_threshold_m=moved_threshold_m, policy_config=policy_config, seed=seed,
+                            cache_size=1)
+
+
+def _rollout(simulator: OutcomeSimulator, job: tuple[bytes, Instruction]) -> Outcome:
+    return simulator.rollout(*job)

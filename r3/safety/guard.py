@@ -4,14 +4,14 @@ the episode stops.
 Every answer goes through the suite's parser and grammar (``r3.reasoning.parsing``), which checks
 the answer's form, the instruction type, every name (blocks, locations, items, trays) and its
 components; an answer that does not pass commands no motion. The refusal reason becomes part of the
-next step's history, so the model sees why it was refused. ``MAX_CONSECUTIVE_INVALID`` refusals in a
-row end the episode with the robot holding still.
+next step's history (``r3.episode_loop.next_history``), so the model sees why it was refused.
+``MAX_CONSECUTIVE_INVALID`` refusals in a row end the episode with the robot holding still.
 
 >>> guard = ResponseGuard()
 >>> [guard.observe(False, "no_instruction: ...") for _ in range(3)][-1]
 True
 >>> guard.abort_reason
-'3 consecutive invalid reasoner outputs (last: no_instruction: ...)'
+'3 consecutive invalid reasoner outputs (last: no_instruction: ...); the robot holds still'
 """
 
 from __future__ import annotations
@@ -48,14 +48,5 @@ class ResponseGuard:
 
     @property
     def abort_reason(self) -> str:
-        return f"{self.consecutive_invalid} consecutive invalid reasoner outputs (last: {self.last_reason})"
-
-    def history_after(self, valid: bool, raw_text: str, instruction: str, history: str, reason: str = "") -> str:
-        """What the model sees of this step at the next one, for history mode ``history``."""
-        if history == "response":
-            text = raw_text
-        elif history == "instruction":
-            text = instruction
-        else:
-            text = ""
-        return text if valid else (text + "\n" + refusal_note(reason)).strip()
+        count, last = self.consecutive_invalid, self.last_reason
+        return f"{count} consecutive invalid reasoner outputs (last: {last}); the robot holds still"

@@ -12,6 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from r3.data.video import VIDEO_FPS, default_format, write_episode_video
 
 WRAP = 100
 
@@ -44,6 +45,26 @@ def _print_step(record, previous_progress: float) -> None:
         "control steps"
         f" ({record.latency_s * 1000:.0f} ms to decide)"
     )
+
+
+def episode_frames(trajectory, frame_every: int) -> tuple[list, list[str]]:
+    """The episode's frames in order, each captioned with the instruction being executed, the
+    last one the final state (the caller captions it with the outcome).
+
+    Filmed at every control step (``frame_every`` 1), a step's last frame is the next decision's
+    image, so that image is added only where no frame shows it yet: the first decision and the
+    ones after a step without motion (an invalid answer).
+    """
+    every_step = frame_every == 1
+    frames, captions = [], []
+    for i, s in enumerate(trajectory.steps):
+        shown = [*([] if every_step and i and trajectory.steps[i - 1].frames else [s.image]), *s.frames]
+        frames += shown
+        captions += [f"step {s.step}: {s.instruction or 'invalid answer, no motion'}"] * len(shown)
+    if not (every_step and trajectory.steps and trajectory.steps[-1].frames):
+        frames.append(trajectory.final_image)
+        captions.append("")
+    return frames, captions
 
 
 def demo_main(argv: list[str]) -> int:
@@ -82,15 +103,21 @@ def demo_main(argv: list[str]) -> int:
     )
     parser.add_argument("--max-steps", type=int, default=20, help="decision steps at most (default: 20)")
     parser.add_argument(
-        "--video", default="gif", choices=("gif", "mp4", "none"), help="episode video format (default: gif)"
+        "--video",
+        default="auto",
+        choices=("auto", "gif", "mp4", "none"),
+        help="episode video format; auto: mp4 when an H.264 encoder (imageio-ffmpeg) is installed, else gif "
+        "(default: auto)",
     )
     parser.add_argument(
         "--frame-every",
         type=int,
-        default=5,
-        help="also film every N control steps between decisions, 0 = decision frames only (default: 5)",
+        default=1,
+        help="film every N control steps, 0 = decision frames only (default: 1, every step)",
     )
-    parser.add_argument("--fps", type=float, default=5.0, help="video frames per second (default: 5)")
+    parser.add_argument(
+        "--fps", type=float, default=VIDEO_FPS, help="video frames per second (default: %(default)s, real time)"
+    )
     parser.add_argument(
         "--width", type=int, default=320, help="rendered image width in pixels (default: 320)"
     )
@@ -110,6 +137,7 @@ def demo_main(argv: list[str]) -> int:
         progress.append(record.progress)
 
     film = args.video != "none"
+    video_format = default_format() if args.video == "auto" else args.video
     trajectory = run_episode(
         args.task,
         args.seed,
@@ -130,16 +158,9 @@ def demo_main(argv: list[str]) -> int:
     )
     args.out.mkdir(parents=True, exist_ok=True)
     if film:
-        from r3.data.video import write_episode_video
-
-        frames, captions = [], []
-        for s in trajectory.steps:
-            caption = f"step {s.step}: {s.instruction or 'invalid answer, no motion'}"
-            frames += [s.image, *s.frames]
-            captions += [caption] * (1 + len(s.frames))
-        frames.append(trajectory.final_image)
-        captions.append(f"end: {outcome}, progress {trajectory.progress:.2f}")
-        video = write_episode_video(frames, captions, args.out / f"episode.{args.video}", fps=args.fps)
+        frames, captions = episode_frames(trajectory, args.frame_every)
+        captions[-1] = f"end: {outcome}, progress {trajectory.progress:.2f}"
+        video = write_episode_video(frames, captions, args.out / f"episode.{video_format}", fps=args.fps)
         print(f"video: {video}")
     summary = args.out / "summary.json"
     summary.write_text(json.dumps(trajectory.to_summary(), indent=2))

@@ -2,7 +2,8 @@
 
 A checkpoint is a plain transformers model directory: ``config.json``, safetensors weights,
 the processor files (tokenizer, image processor, chat template) and ``generation_config.json``,
-plus ``r3_train.json`` saying how it was made. LoRA runs save merged weights unless told not to
+plus ``r3_train.json`` saying how it was made and ``r3_prompt.json`` saying how it was prompted
+(:class:`r3.reasoning.prompts.PromptSettings`, which the reasoner backend applies). LoRA runs save merged weights unless told not to
 (``lora.merge: false``); an adapter directory merges later with :func:`merge_adapter`
 (``r3 train export``). ``make_backend("transformers:DIR")`` and ``vllm serve DIR`` take the result.
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
+from r3.reasoning.prompts import PromptSettings
 
 
 def resolve_device(device: str) -> tuple[str, bool]:
@@ -43,7 +46,8 @@ def load_model(model_dir: str | Path, dtype: str = "float32"):
     return processor, model
 
 
-def save_final(trainer, processor, base_model: str | Path, out_dir: str | Path, info: dict, merge: bool) -> Path:
+def save_final(trainer, processor, base_model: str | Path, out_dir: str | Path, info: dict, merge: bool,
+               prompt: PromptSettings) -> Path:
     """Save the trained model as a checkpoint at ``out_dir`` (all processes call this).
 
     ``trainer.save_model`` gathers sharded weights (DeepSpeed ZeRO-3, FSDP). A LoRA run with
@@ -62,6 +66,7 @@ def save_final(trainer, processor, base_model: str | Path, out_dir: str | Path, 
             processor.save_pretrained(out)
     if main:
         (out / "r3_train.json").write_text(json.dumps(info, indent=1, default=str))
+        prompt.save(out)
     trainer.accelerator.wait_for_everyone()
     return out
 

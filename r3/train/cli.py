@@ -7,6 +7,7 @@ Every job validates its config and dataset first and stops with one line naming 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -74,16 +75,17 @@ def _check(job: str, cfg) -> int:
     if job == "sft":
         from r3.train.sft import prepare_sft
 
-        rows, arguments = prepare_sft(cfg)
+        rows, arguments, prompt = prepare_sft(cfg)
     elif job == "rl":
         from r3.train.grpo import prepare_rl
 
-        rows, _, arguments = prepare_rl(cfg)
+        rows, _, arguments, prompt = prepare_rl(cfg)
     else:
         from r3.train.rows import RL_COLUMNS, open_dataset
 
-        rows, arguments = open_dataset(cfg.dataset, cfg.splits, RL_COLUMNS, cfg.max_rows), {}
-    print(json.dumps({"rows": len(rows), "arguments": arguments}, indent=1, default=str))
+        rows, arguments, prompt = open_dataset(cfg.dataset, cfg.splits, RL_COLUMNS, cfg.max_rows), {}, None
+    prompt = dataclasses.asdict(prompt) if prompt else None
+    print(json.dumps({"rows": len(rows), "prompt": prompt, "arguments": arguments}, indent=1, default=str))
     return 0
 
 

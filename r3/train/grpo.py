@@ -16,7 +16,7 @@ from r3.rewards.functions import JudgeReward, LengthPenaltyReward, RewardCompose
 from r3.train.args import grpo_arguments, lora_config, world_size
 from r3.train.checkpoint import load_model, resolve_device, save_final
 from r3.train.config import RLConfig
-from r3.train.rows import RL_COLUMNS, load_history_file, open_dataset, rl_rows
+from r3.train.rows import RL_COLUMNS, load_history_file, open_dataset, prompt_settings, rl_rows, with_history
 
 
 class ResponseStats:
@@ -28,8 +28,8 @@ class ResponseStats:
     [0.0]
     """
 
-    def __init__(self, name: str = "response_stats"):
-        self.__name__ = name
+    def __init__(self, name: str = "response_stats", mode: str = "reason"):
+        self.__name__, self.mode = name, mode
 
     def __call__(self, completions, suite=None, previous_instruction=None, log_metric=None, **kwargs):
         n = len(completions)
@@ -39,7 +39,7 @@ class ResponseStats:
         for completion, s, prev in zip(completions, suites, previous):
             text = completion_text(completion)
             words += len(text.split())
-            parsed = parse_response(text, s)
+            parsed = parse_response(text, s, self.mode)
             if isinstance(parsed, ParsedResponse):
                 valid += 1
                 repeated += int(parsed.instruction_text == _canonical(prev, s))
@@ -65,14 +65,15 @@ def instruction_reward_terms(cfg: RLConfig) -> RewardComposer:
 
 def prepare_rl(cfg: RLConfig, rewards: RewardComposer | None = None):
     """Everything that can fail without a model. Returns (TRL rows, reward functions,
-    ``trl.GRPOConfig`` keywords)."""
+    ``trl.GRPOConfig`` keywords, the checkpoint's :class:`PromptSettings`)."""
     _, cuda = resolve_device(cfg.device)
-    history = load_history_file(cfg.history_file) if cfg.history_file else None
-    table = open_dataset(cfg.dataset, cfg.splits, RL_COLUMNS, cfg.max_rows)
+    history = load_history_file(cfg.history_file) if cfg.history_file else {}
+    table = with_history(open_dataset(cfg.dataset, cfg.splits, RL_COLUMNS, cfg.max_rows), history)
+    prompt = prompt_settings(table["history_kind"], cfg.mode, cfg.thinking)
     rewards = rewards or instruction_reward_terms(cfg)
-    funcs = [*rewards.trl_reward_funcs(), ResponseStats()]
+    funcs = [*rewards.trl_reward_funcs(), ResponseStats(mode=cfg.mode)]
     arguments = grpo_arguments(cfg, world_size(), cuda, [*rewards.trl_reward_weights(), 0.0])
-    return rl_rows(table, cfg.mode, history), funcs, arguments
+    return rl_rows(table, prompt), funcs, arguments, prompt
 
 
 def run_rl(cfg: RLConfig, rewards: RewardComposer | None = None) -> Path:
@@ -82,7 +83,7 @@ def run_rl(cfg: RLConfig, rewards: RewardComposer | None = None) -> Path:
     """
     from trl import GRPOConfig, GRPOTrainer
 
-    rows, funcs, arguments = prepare_rl(cfg, rewards)
+    rows, funcs, arguments, prompt = prepare_rl(cfg, rewards)
     processor, model = load_model(cfg.model)
     trainer = GRPOTrainer(
         model=model,
@@ -101,4 +102,4 @@ def run_rl(cfg: RLConfig, rewards: RewardComposer | None = None) -> Path:
         "log_history": trainer.state.log_history,
     }
     merge = cfg.lora is not None and cfg.lora.merge
-    return save_final(trainer, processor, cfg.model, Path(cfg.output_dir) / "final", info, merge)
+    return save_final(trainer, processor, cfg.model, Path(cfg.output_dir) / "final", info, merge, prompt)

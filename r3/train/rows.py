@@ -4,15 +4,18 @@ A TRL row holds the conversational ``prompt`` (one user turn: an ``{"type": "ima
 placeholder per image, then the prompt text), ``images`` (the PNGs, decoded lazily by
 ``datasets``) and, per job:
 
-- SFT: ``completion``, the assistant turn with the dataset's ``response`` ("Reasoning: ...
-  Instruction: ..."), so the loss covers the response only; ``chat_template_kwargs``.
+- SFT: ``completion``, the assistant turn the loss covers: the dataset's ``response``
+  ("Reasoning: ... Instruction: ...") in "reason" mode, "Instruction: ..." alone in
+  "instruction_only" mode (R^3's imitation baseline); ``chat_template_kwargs``.
 - RL: the columns the reward functions read by name (``expert_instruction``, ``suite``,
   ``snapshot``, a file path or None), ``previous_instruction`` for the repeated-instruction
   metric, and ``episode_id`` / ``step``. Repeated steps are already gone: ``r3 dataset build``
   leaves them out of rl datasets (R^3 section 3.3).
 
-The prompt is :func:`r3.reasoning.prompts.build_messages` of the row's :class:`ReasonerInput`,
-with the PIL images swapped for placeholders, so training and inference prompts cannot drift apart.
+The prompt is :func:`r3.reasoning.prompts.build_messages` of the row's :class:`ReasonerInput`
+recast by the run's :class:`PromptSettings` (the checkpoint saves them, and the reasoner backend
+recasts inference inputs the same way), with the PIL images swapped for placeholders, so training
+and inference prompts cannot drift apart.
 """
 
 from __future__ import annotations
@@ -25,11 +28,18 @@ import numpy as np
 
 from r3.data import schema as S
 from r3.reasoning.parsing import ParsedResponse, parse_response
-from r3.reasoning.prompts import INSTRUCTION_HEADER, REASONING_HEADER, ReasonerInput, build_messages
+from r3.reasoning.prompts import (
+    INSTRUCTION_HEADER,
+    REASONING_HEADER,
+    PromptSettings,
+    ReasonerInput,
+    build_messages,
+    previous_instruction_text,
+)
 
 #: Columns each job reads from the dataset.
 PROMPT_COLUMNS = (S.IMAGES, S.GOAL, S.NOTE, S.SUITE, S.HISTORY, S.HISTORY_KIND, S.SPLIT, S.STEP)
-SFT_COLUMNS = (*PROMPT_COLUMNS, S.RESPONSE)
+SFT_COLUMNS = (*PROMPT_COLUMNS, S.INSTRUCTION, S.RESPONSE)
 RL_COLUMNS = (*PROMPT_COLUMNS, S.EXPERT_INSTRUCTION, S.SNAPSHOT, S.EPISODE_ID)
 
 _PLACEHOLDER = np.zeros((1, 1, 3), np.uint8)
@@ -64,23 +74,38 @@ def open_dataset(path: str | Path, splits: list[str] | None, columns: tuple[str,
     return table.select(range(min(max_rows, len(table)))) if max_rows else table
 
 
-def reasoner_input(row: dict, mode: str = "reason", images: list | None = None) -> ReasonerInput:
-    """The :class:`ReasonerInput` of one dataset row (placeholder images unless ``images`` given)."""
-    return ReasonerInput(
+def prompt_settings(kinds, mode: str, thinking: bool) -> PromptSettings:
+    """The settings of a run whose rows have history kinds ``kinds``: the one kind besides "none"
+    (which marks first steps), or "none" when that is all there is.
+
+    Raises :class:`DatasetError` when the rows mix kinds: a model trained so could not say how to
+    prompt it.
+    """
+    present = sorted(set(kinds) - {"none"})
+    if len(present) > 1:
+        raise DatasetError(f"rows mix history kinds {present}; build the dataset with one --history")
+    return PromptSettings(mode, present[0] if present else "none", thinking)
+
+
+def reasoner_input(row: dict, prompt: PromptSettings | None = None, images: list | None = None) -> ReasonerInput:
+    """The :class:`ReasonerInput` of one dataset row (placeholder images unless ``images`` given),
+    recast by ``prompt`` when given (a first step, history kind "none", then has an empty history of
+    the prompt's kind, as at inference)."""
+    inp = ReasonerInput(
         suite=row["suite"],
         goal=row["goal"],
         images=images if images is not None else [_PLACEHOLDER] * len(row["images"]),
         note=row["note"] or "",
         history_text=row["history"] or "",
         history=row["history_kind"],
-        mode=mode,
         step=int(row.get("step") or 0),
     )
+    return inp if prompt is None else prompt.apply(inp)
 
 
-def prompt_messages(row: dict, mode: str = "reason") -> list[dict]:
+def prompt_messages(row: dict, prompt: PromptSettings | None = None) -> list[dict]:
     """The chat prompt of one row: :func:`build_messages` with image placeholders for TRL."""
-    messages = build_messages(reasoner_input(row, mode))
+    messages = build_messages(reasoner_input(row, prompt))
     for message in messages:
         message["content"] = [
             {"type": "image"} if part["type"] == "image" else part for part in message["content"]
@@ -93,10 +118,7 @@ def previous_instruction(row: dict) -> str:
     text = (row["history"] or "").strip()
     if row["history_kind"] == "instruction":
         return text
-    if row["history_kind"] == "response" and text:
-        parsed = parse_response(text, row["suite"], mode="instruction_only")
-        return parsed.instruction_text if isinstance(parsed, ParsedResponse) else ""
-    return ""
+    return previous_instruction_text(text, row["suite"]) if row["history_kind"] == "response" else ""
 
 
 def _snapshot(path: str | None) -> str | None:
@@ -122,40 +144,48 @@ def shorten_reasoning(response: str, suite: str, sentences: int | None) -> str:
     return f"{REASONING_HEADER} {' '.join(kept)}\n{INSTRUCTION_HEADER} {parsed.instruction_text}"
 
 
-def sft_rows(table, mode: str = "reason", thinking: bool = False, reasoning_sentences: int | None = None):
-    """TRL prompt-completion rows for SFT from dataset rows (``datasets.Dataset``).
+def sft_target(row: dict, mode: str, reasoning_sentences: int | None = None) -> str:
+    """What SFT trains a row's answer to be: the response (shortened by :func:`shorten_reasoning`)
+    in "reason" mode, only "Instruction: ..." in "instruction_only" mode."""
+    if mode == "instruction_only":
+        return f"{INSTRUCTION_HEADER} {row['instruction']}"
+    return shorten_reasoning(row["response"], row["suite"], reasoning_sentences)
 
-    ``reasoning_sentences`` shortens each response (:func:`shorten_reasoning`).
-    """
+
+def sft_rows(table, prompt: PromptSettings, reasoning_sentences: int | None = None):
+    """TRL prompt-completion rows for SFT from dataset rows (``datasets.Dataset``)."""
     from datasets import Image, Sequence
 
     def convert(row):
-        response = shorten_reasoning(row["response"], row["suite"], reasoning_sentences)
         return {
-            "prompt": prompt_messages(row, mode),
-            "completion": [{"role": "assistant", "content": [{"type": "text", "text": response}]}],
+            "prompt": prompt_messages(row, prompt),
+            "completion": [{"role": "assistant", "content": [
+                {"type": "text", "text": sft_target(row, prompt.mode, reasoning_sentences)}]}],
             "images": row["images"],
-            "chat_template_kwargs": {"enable_thinking": thinking},
+            "chat_template_kwargs": {"enable_thinking": prompt.thinking},
         }
 
     out = table.map(convert, remove_columns=table.column_names)
     return out.cast_column("images", Sequence(Image()))
 
 
-def rl_rows(table, mode: str = "reason", history: dict[tuple[str, int], dict] | None = None):
-    """TRL prompt-only rows for GRPO, with the reward functions' columns.
+def with_history(table, history: dict[tuple[str, int], dict]):
+    """``table`` with the imputed ``history`` / ``history_kind`` of :func:`load_history_file` applied."""
 
-    ``history`` maps (episode_id, step) to imputed ``history`` / ``history_kind`` values
-    (:func:`load_history_file`).
-    """
+    def overlay(row):
+        own = {"history": row["history"], "history_kind": row["history_kind"]}
+        return history.get((row["episode_id"], int(row["step"])), own)
+
+    return table.map(overlay) if history else table
+
+
+def rl_rows(table, prompt: PromptSettings):
+    """TRL prompt-only rows for GRPO, with the reward functions' columns."""
     from datasets import Image, Sequence
 
-    history = history or {}
-
     def convert(row):
-        row = {**row, **history.get((row["episode_id"], int(row["step"])), {})}
         return {
-            "prompt": prompt_messages(row, mode),
+            "prompt": prompt_messages(row, prompt),
             "images": row["images"],
             "expert_instruction": row["expert_instruction"],
             "suite": row["suite"],

@@ -1,5 +1,7 @@
 """Stage I mid-training on TRL's SFTTrainer: "Reasoning: ... Instruction: ..." given images, goal
 and history, loss on the response only. Successful and failed expert episodes alike (R^3 3.2).
+``mode: instruction_only`` is R^3's imitation baseline: the same rows, the answer "Instruction: ..."
+alone. The checkpoint records how it was prompted (``r3_prompt.json``).
 """
 
 from __future__ import annotations
@@ -9,18 +11,19 @@ from pathlib import Path
 from r3.train.args import lora_config, sft_arguments, world_size
 from r3.train.checkpoint import load_model, resolve_device, save_final
 from r3.train.config import SFTConfig
-from r3.train.rows import SFT_COLUMNS, open_dataset, sft_rows
+from r3.train.rows import SFT_COLUMNS, open_dataset, prompt_settings, sft_rows
 
 
 def prepare_sft(cfg: SFTConfig):
     """Everything that can fail without a model: dataset, columns, split, batch arithmetic.
 
-    Returns (TRL rows, ``trl.SFTConfig`` keywords).
+    Returns (TRL rows, ``trl.SFTConfig`` keywords, the checkpoint's :class:`PromptSettings`).
     """
     _, cuda = resolve_device(cfg.device)
     table = open_dataset(cfg.dataset, cfg.splits, SFT_COLUMNS, cfg.max_rows)
     arguments = sft_arguments(cfg, world_size(), cuda)
-    return sft_rows(table, cfg.mode, cfg.thinking, cfg.reasoning_sentences), arguments
+    prompt = prompt_settings(table["history_kind"], cfg.mode, cfg.thinking)
+    return sft_rows(table, prompt, cfg.reasoning_sentences), arguments, prompt
 
 
 def run_sft(cfg: SFTConfig) -> Path:
@@ -28,7 +31,7 @@ def run_sft(cfg: SFTConfig) -> Path:
     from trl import SFTConfig as TRLSFTConfig
     from trl import SFTTrainer
 
-    rows, arguments = prepare_sft(cfg)
+    rows, arguments, prompt = prepare_sft(cfg)
     processor, model = load_model(cfg.model)
     trainer = SFTTrainer(
         model=model,
@@ -46,4 +49,4 @@ def run_sft(cfg: SFTConfig) -> Path:
         "log_history": trainer.state.log_history,
     }
     merge = cfg.lora is not None and cfg.lora.merge
-    return save_final(trainer, processor, cfg.model, Path(cfg.output_dir) / "final", info, merge)
+    return save_final(trainer, processor, cfg.model, Path(cfg.output_dir) / "final", info, merge, prompt)

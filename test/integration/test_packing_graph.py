@@ -172,7 +172,7 @@ def test_the_arm_stops_on_a_stop_and_when_the_reasoner_falls_silent():
     from sensor_msgs.msg import JointState
     from std_msgs.msg import String
 
-    from r3_ros.stop import QOS as STOP_QOS
+    from r3_ros.qos import STOP as STOP_QOS
     from r3_ros.stop import goal_key, new_goal_id
 
     env = _env()

@@ -15,8 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from transformers import AutoTokenizer
 
 from r3.reasoning import ParsedResponse, decide, make_backend, parse_response
+from r3.reasoning.prompts import PromptSettings, prompt_text
 from r3.reasoning.tiny import build_tiny_model
 from r3.rewards.functions import RewardComposer
 from r3.train.cli import train_main
@@ -66,7 +68,8 @@ def test_sft_loss_falls_and_the_checkpoint_answers_a_valid_step(data):
     the checkpoint, reloaded by the reasoner backend, answers the first row with the expert's step."""
     from r3.train.sft import run_sft
 
-    over = {"model": str(data["model"]), "dataset": str(data["root"] / "sft"), "output_dir": str(data["root"] / "sft_out")}
+    over = {"model": str(data["model"]), "dataset": str(data["root"] / "sft"), "output_dir": str(data["root"] / "sft_out"),
+            "max_rows": 4}
     cfg = load_config(CONFIGS / "sft_tiny_cpu.yaml", SFTConfig, over)
     checkpoint = run_sft(cfg)
     losses = _losses(checkpoint, "loss")
@@ -80,6 +83,41 @@ def test_sft_loss_falls_and_the_checkpoint_answers_a_valid_step(data):
     row = open_dataset(data["root"] / "sft", None, ("response",))[0]
     expert = parse_response(shorten_reasoning(row["response"], row["suite"], cfg.reasoning_sentences), row["suite"])
     assert step.parsed.instruction_text == expert.instruction_text, (step.parsed, expert)
+
+
+def test_instruction_only_checkpoint_trains_on_and_is_prompted_with_the_instruction_alone(data):
+    """R^3's imitation baseline: the target is "Instruction: ..." alone, and the reloaded checkpoint is
+    prompted in instruction-only mode by the backend, though its caller asks for the default reasoning."""
+    from r3.train.sft import prepare_sft, run_sft
+
+    over = {"model": str(data["model"]), "dataset": str(data["root"] / "sft"), "output_dir": str(data["root"] / "il"),
+            "mode": "instruction_only", "max_rows": 4, "max_steps": 2}
+    cfg = load_config(CONFIGS / "sft_tiny_cpu.yaml", SFTConfig, over)
+    rows, _, _ = prepare_sft(cfg)
+    tokenizer = AutoTokenizer.from_pretrained(data["model"])
+    for row, source in zip(rows, open_dataset(cfg.dataset, None, ("instruction",), 4)):
+        target = row["completion"][0]["content"][0]["text"]
+        assert target == f"Instruction: {source['instruction']}" and len(tokenizer(target).input_ids) < 32
+    checkpoint = run_sft(cfg)
+    assert PromptSettings.load(checkpoint) == PromptSettings("instruction_only", "response", False)
+
+    row = open_dataset(cfg.dataset, None, ("images",))[1]  # step 1: a previous response to show
+    images = [np.asarray(Image.open(p).convert("RGB")) for p in row["images"]]
+    asked = reasoner_input(row, images=images)
+    assert asked.mode == "reason" and "Reasoning:" in asked.history_text
+    backend = make_backend(f"transformers:{checkpoint}", max_new_tokens=4, temperature=0)
+    backend.load()
+    prompts = []
+    generate = backend._generate
+    backend._generate = lambda messages, *rest: prompts.append(messages[0]["content"][-1]["text"]) or generate(
+        messages, *rest)
+    try:
+        decide(backend, asked)
+    finally:
+        backend.close()
+    expected = prompt_text(reasoner_input(row, PromptSettings("instruction_only", "response"), images))
+    assert prompts == [expected] and "Answer with this single line and nothing else." in expected
+    assert "Reasoning:" not in expected
 
 
 def test_grpo_with_the_real_rewards_logs_every_term_and_saves(data):

@@ -1,4 +1,4 @@
-"""Collect -> bags -> sft / rl datasets, stats and LeRobot export, on a few expert episodes."""
+"""Collect -> bags -> sft / rl datasets and stats, on a few expert episodes (LeRobot export: test_data_lerobot.py)."""
 
 from __future__ import annotations
 
@@ -158,27 +158,6 @@ def test_stats_and_plot(datasets_dir, capsys):
     assert stats["reasoning_words"]["count"] == stats["rows"]
     assert Image.open(root / "stats.png").format == "PNG"
     assert "reasoning words" in capsys.readouterr().out
-
-
-def test_lerobot_v3_export(bags, tmp_path):
-    import imageio.v3 as iio
-    import pandas as pd
-
-    out = tmp_path / "lerobot"
-    assert dataset_main(["export-lerobot", str(bags), "--out", str(out)]) == 0
-    info = json.loads((out / "meta" / "info.json").read_text())
-    assert info["codebase_version"] == "v3.0" and info["total_episodes"] == 3
-    frames = pq.read_table(out / info["data_path"].format(chunk_index=0, file_index=0)).to_pydict()
-    assert len(frames["index"]) == info["total_frames"] and frames["index"] == list(range(info["total_frames"]))
-    episodes = pq.read_table(out / "meta/episodes/chunk-000/file-000.parquet").to_pylist()
-    assert sum(e["length"] for e in episodes) == info["total_frames"]
-    tasks = pd.read_parquet(out / "meta" / "tasks.parquet")
-    assert len(tasks) == info["total_tasks"] and set(frames["task_index"]) <= set(tasks["task_index"])
-    video = out / info["video_path"].format(video_key="observation.images.top", chunk_index=0, file_index=0)
-    assert iio.imread(video).shape == (info["total_frames"], 240, 320, 3)
-    assert episodes[-1]["videos/observation.images.top/to_timestamp"] == pytest.approx(info["total_frames"] / 10)
-    for key in ("observation.state", "action"):
-        assert len(json.loads((out / "meta" / "stats.json").read_text())[key]["mean"]) == 2
 
 
 def test_every_cli_option_has_help(capsys):

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from r3.data.video import default_format
 from r3.episode import policy_seed, resume_episode, run_episode
 from r3.reasoning.backends.base import BackendOutput, ReasonerBackend
 from r3.reasoning.expert import LanguageTableExpert
@@ -87,7 +88,7 @@ def test_demo_cli_writes_video_and_summary(tmp_path, capsys):
         )
         == 0
     )
-    assert (tmp_path / "episode.gif").stat().st_size > 0
+    assert (tmp_path / f"episode.{default_format()}").stat().st_size > 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["task"] == "iip" and summary["steps"][0]["instruction"]
     assert "Instruction:" in capsys.readouterr().out

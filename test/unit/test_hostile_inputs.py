@@ -70,7 +70,6 @@ def _node():
 def test_an_exception_in_a_callback_becomes_a_refusal_carrying_its_message():
     from r3_msgs.action import FollowInstruction
     from r3_msgs.srv import ResetScene
-
     from r3_ros.refusals import refusing_action, refusing_message, refusing_service
 
     node, logger = _node()

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from r3.episode import run_episode
+from r3.episode_loop import next_history
 from r3.reasoning import ReasonerInput, make_backend
 from r3.reasoning.backends.base import BackendOutput, ReasonerBackend
 from r3.reasoning.reasoner import decide
@@ -55,7 +56,7 @@ class CountingPolicy:
 
 def test_ten_thousand_hostile_outputs_through_the_reasoner_are_all_refused(tmp_path):
     outputs = hostile_outputs(10_000, seed=7)
-    assert set(c for c, _, _ in outputs) == set(CATEGORIES)
+    assert {c for c, _, _ in outputs} == set(CATEGORIES)
     source = tmp_path / "hostile.jsonl"
     source.write_text("".join(json.dumps({"text": t, "finish_reason": f}) + "\n" for _, t, f in outputs))
     backend = make_backend(f"replay:{source}")
@@ -89,15 +90,15 @@ def test_a_valid_answer_resets_the_refusal_count():
     guard = ResponseGuard()
     assert not guard.observe(False, "a") and not guard.observe(False, "b") and not guard.observe(True)
     assert not guard.observe(False, "c") and not guard.observe(False, "d") and guard.observe(False, "e")
-    assert guard.abort_reason == "3 consecutive invalid reasoner outputs (last: e)"
+    assert guard.abort_reason == "3 consecutive invalid reasoner outputs (last: e); the robot holds still"
 
 
 @pytest.mark.parametrize("history, expected", [
     ("response", "raw\n" + refusal_note("why")), ("instruction", refusal_note("why")), ("none", refusal_note("why")),
 ])
 def test_the_model_reads_why_it_was_refused(history, expected):
-    assert ResponseGuard().history_after(False, "raw", "", history, "why") == expected
-    assert ResponseGuard().history_after(True, "raw", "move the red moon up", history) == {
+    assert next_history(history, False, "raw", "", "why") == expected
+    assert next_history(history, True, "raw", "move the red moon up") == {
         "response": "raw", "instruction": "move the red moon up", "none": ""}[history]
 
 

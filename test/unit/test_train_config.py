@@ -96,3 +96,8 @@ def test_global_batch_must_split_over_gpus():
     cfg = SFTConfig(**BASE, global_batch_size=128, per_device_train_batch_size=3)
     with pytest.raises(ConfigError, match="global_batch_size=128"):
         sft_arguments(cfg, world=8, cuda=True)
+
+
+def test_the_shipped_cpu_config_trains_on_every_row():
+    """Test-only limits (the 4 rows a smoke test overfits) belong to the test, not to the config a user copies."""
+    assert load_config(CONFIGS / "sft_tiny_cpu.yaml", SFTConfig).max_rows is None

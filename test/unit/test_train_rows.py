@@ -3,20 +3,31 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from r3.reasoning.prompts import ReasonerInput, prompt_text
+from r3.reasoning.prompts import PROMPT_FILE, PromptSettings, ReasonerInput, prompt_text
 from r3.train.grpo import ResponseStats
 from r3.train.impute import impute_history
-from r3.train.rows import previous_instruction, prompt_messages
+from r3.train.rows import DatasetError, previous_instruction, prompt_messages, prompt_settings, sft_target
 
 GOAL = "make a vertical line with the blue blocks"
+
+
+PREVIOUS = "Reasoning: the blue cube sits low on the board.\nInstruction: move the blue cube up"
+RESPONSE = "Reasoning: the blue moon is right of the line, far from it.\nInstruction: move the blue moon left"
+IMAGE = np.zeros((4, 4, 3), np.uint8)
 
 
 def _row(step, history="", kind="none", expert="move the blue cube up", episode="e0"):
     return {
         "images": ["a.png"], "goal": GOAL, "note": "", "suite": "language_table", "history": history,
         "history_kind": kind, "expert_instruction": expert, "step": step, "episode_id": episode,
+        "instruction": "move the blue moon left", "response": RESPONSE,
     }
+
+
+def _text(messages) -> str:
+    return messages[0]["content"][-1]["text"]
 
 
 def test_training_prompt_is_the_inference_prompt():
@@ -76,3 +87,56 @@ def test_response_stats_log_length_validity_and_repeats():
     assert logged["response/valid_fraction"] == 2 / 3
     assert logged["response/repeated_instruction_fraction"] == 1 / 3
     assert logged["response/words"] == (8 + 7 + 1) / 3
+
+
+def test_instruction_only_sft_trains_on_the_instruction_alone():
+    row = _row(1, PREVIOUS, "response")
+    assert sft_target(row, "instruction_only") == "Instruction: move the blue moon left"
+    assert sft_target(row, "reason") == RESPONSE
+
+
+def test_instruction_only_prompt_shows_the_previous_answer_as_the_model_would_have_written_it():
+    """An instruction-only model never writes reasoning, so its history holds none either."""
+    prompt = PromptSettings("instruction_only", "response")
+    shown = _text(prompt_messages(_row(1, PREVIOUS, "response"), prompt))
+    own = ReasonerInput("language_table", GOAL, [IMAGE], history_text="Instruction: move the blue cube up",
+                        history="response", mode="instruction_only")
+    assert shown == prompt_text(own) and "sits low" not in shown
+    first = _text(prompt_messages(_row(0), prompt))  # a first step: an empty history of the model's kind
+    assert "None: this is the first step." in first and first == prompt_text(ReasonerInput(
+        "language_table", GOAL, [IMAGE], history="response", mode="instruction_only"))
+
+
+def test_prompt_settings_recast_an_input_to_the_checkpoint_s_history():
+    given = ReasonerInput("language_table", GOAL, [IMAGE], history_text=PREVIOUS, history="response")
+    by_instruction = PromptSettings("reason", "instruction").apply(given)
+    assert (by_instruction.history, by_instruction.history_text) == ("instruction", "move the blue cube up")
+    assert PromptSettings("reason", "response").apply(given) == given
+    assert PromptSettings("reason", "none").apply(given).history_text == ""
+    as_instruction = ReasonerInput("language_table", GOAL, [IMAGE], history_text="touch the red moon",
+                                   history="instruction")
+    with pytest.raises(ValueError, match="trained with history='response'.*run it with history 'response'"):
+        PromptSettings("reason", "response").apply(as_instruction)
+
+
+def test_prompt_settings_travel_in_the_model_folder(tmp_path):
+    assert PromptSettings.load(tmp_path) is None
+    PromptSettings("instruction_only", "instruction", thinking=True).save(tmp_path)
+    assert PromptSettings.load(tmp_path) == PromptSettings("instruction_only", "instruction", True)
+    (tmp_path / PROMPT_FILE).write_text('{"mode": "think", "history": "response"}')
+    with pytest.raises(ValueError, match=f"{PROMPT_FILE}: not valid prompt settings"):
+        PromptSettings.load(tmp_path)
+
+
+def test_a_run_takes_its_rows_history_kind_and_refuses_a_mix():
+    assert prompt_settings(["none", "response", "response"], "reason", False) == PromptSettings("reason", "response")
+    assert prompt_settings(["none"], "instruction_only", False).history == "none"
+    with pytest.raises(DatasetError, match="mix history kinds"):
+        prompt_settings(["response", "instruction"], "reason", False)
+
+
+def test_response_stats_judge_validity_in_the_run_s_mode():
+    logged = {}
+    ResponseStats(mode="instruction_only")(["Instruction: touch the red moon"], suite=["language_table"],
+                                           log_metric=logged.__setitem__)
+    assert logged["response/valid_fraction"] == 1.0

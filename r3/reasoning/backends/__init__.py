@@ -3,9 +3,15 @@
 >>> make_backend("openai:http://127.0.0.1:8000/v1,model=tiny").model_id
 'tiny@http://127.0.0.1:8000/v1'
 
-Specs: "transformers:DIR", "openai:URL,model=NAME[,key_env=VAR]", "expert" (= "expert:language_table",
-the privileged data expert), "replay:BAG_DIR|FILE.jsonl" (recorded answers, step by step). Other backends register with :func:`register_backend`; classes are
-imported only when used, so choosing the openai backend never imports torch.
+Specs (:mod:`r3.reasoning.backends.spec`): "transformers:DIR[,device=...,dtype=...,temperature=...]",
+"openai:URL,model=NAME[,key_env=VAR,...]", "expert" (= "expert:language_table", the privileged data
+expert), "replay:BAG_DIR|FILE.jsonl" (recorded answers, step by step). Each backend class lists the
+keys it takes in ``SPEC_OPTIONS``. Other backends register with :func:`register_backend`; classes
+are imported only when used, so choosing the openai backend never imports torch.
+
+>>> make_backend("expert,device=cuda")
+Traceback (most recent call last):
+ValueError: backend spec for 'expert': unknown key 'device'; expert takes no options
 """
 
 from __future__ import annotations
@@ -20,8 +26,9 @@ from r3.reasoning.backends.base import (
     ReasonerBackend,
     ReasoningBudget,
 )
+from r3.reasoning.backends.spec import parse_spec, spec_options
 
-#: scheme -> "module:Class"; the class has ``from_spec(rest: str, **options)``.
+#: scheme -> "module:Class"; the class has ``from_spec(argument: str, **options)`` and ``SPEC_OPTIONS``.
 BACKENDS: dict[str, str] = {
     "transformers": "r3.reasoning.backends.transformers_backend:TransformersBackend",
     "openai": "r3.reasoning.backends.openai_backend:OpenAIBackend",
@@ -38,15 +45,17 @@ def register_backend(scheme: str, target: str) -> None:
 
 
 def make_backend(spec: str, **options) -> ReasonerBackend:
-    """Build (not load) the backend named by ``spec``; ``options`` go to its constructor.
+    """Build (not load) the backend named by ``spec``; ``options`` go to its constructor, and the
+    spec's own KEY=VALUE options win over them (they are the user's choice).
 
-    A bare scheme ("expert") passes an empty rest; the backend decides whether that is enough.
+    A bare scheme ("expert") passes an empty argument; the backend decides whether that is enough.
     """
-    scheme, _, rest = spec.partition(":")
-    if scheme not in BACKENDS:
+    parsed = parse_spec(spec)
+    if parsed.scheme not in BACKENDS:
         raise ValueError(f"backend spec {spec!r}: expected SCHEME:..., SCHEME one of {sorted(BACKENDS)}")
-    module, _, cls = BACKENDS[scheme].partition(":")
-    return getattr(importlib.import_module(module), cls).from_spec(rest, **options)
+    module, _, name = BACKENDS[parsed.scheme].partition(":")
+    cls = getattr(importlib.import_module(module), name)
+    return cls.from_spec(parsed.argument, **{**options, **spec_options(parsed, cls.SPEC_OPTIONS)})
 
 
 __all__ = [

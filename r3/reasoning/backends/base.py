@@ -16,6 +16,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 from r3.reasoning.prompts import INSTRUCTION_HEADER, ReasonerInput, build_messages
 
@@ -86,12 +87,19 @@ class ReasonerBackend(ABC):
     :meth:`close` at cleanup."""
 
     model_id: str = ""
+    #: The KEY=VALUE options its spec may carry (:mod:`r3.reasoning.backends.spec`); none by default.
+    SPEC_OPTIONS: ClassVar[dict] = {}
 
     def load(self) -> None:
         """Load weights or connect; raise :class:`BackendError` with a clear message on failure."""
 
     def close(self) -> None:
         """Release the model or connection."""
+
+    def prompt_input(self, inp: ReasonerInput) -> ReasonerInput:
+        """``inp`` as this model wants to be prompted (a trained checkpoint declares its mode and
+        history); unchanged by default."""
+        return inp
 
     @abstractmethod
     def _generate(
@@ -113,6 +121,7 @@ class ReasonerBackend(ABC):
     ) -> BackendOutput:
         """One decision step: prompt for ``inp``, generate under ``budget``, report costs."""
         start = time.perf_counter()
+        inp = self.prompt_input(inp)
         messages = build_messages(inp)
         n = budget.max_reasoning_tokens
         if inp.mode == "instruction_only" or n is None:

@@ -1,6 +1,7 @@
 """Reasoner backend for any OpenAI-compatible server (vLLM, ``transformers serve``, a hosted API).
 
-Spec: "openai:URL,model=NAME[,key_env=VAR]", e.g. "openai:http://127.0.0.1:8000/v1,model=r3".
+Spec: "openai:URL,model=NAME[,key_env=VAR][,temperature=...]...", e.g. "openai:http://127.0.0.1:8000/v1,model=r3"
+(the keys: SPEC_OPTIONS).
 The key comes from the environment variable ``key_env`` (default OPENAI_API_KEY); local servers
 need none. We use the official ``openai`` client rather than raw httpx: it already speaks the
 server-sent-events stream, typed errors and usage records that vLLM and transformers serve emit,
@@ -19,14 +20,24 @@ from __future__ import annotations
 
 import os
 import time
+from typing import ClassVar
 
 from r3.reasoning.backends.base import BackendError, Generation, OnText, ReasonerBackend
+from r3.reasoning.backends.spec import SAMPLING_OPTIONS, Option
 from r3.reasoning.prompts import to_openai_content
 
 
 class OpenAIBackend(ReasonerBackend):
     """``timeout_s`` bounds each HTTP request; a connection failure is retried ``attempts``
     times in all (not once text has started streaming) before :class:`BackendError`."""
+
+    SPEC_OPTIONS: ClassVar[dict[str, Option]] = {
+        "model": Option(str, "the model name the server serves", required=True),
+        "key_env": Option(str, "environment variable holding the API key (default OPENAI_API_KEY)"),
+        **SAMPLING_OPTIONS,
+        "timeout_s": Option(float, "seconds each HTTP request may take"),
+        "attempts": Option(int, "connection attempts in all before the backend gives up"),
+    }
 
     def __init__(
         self,
@@ -60,18 +71,7 @@ class OpenAIBackend(ReasonerBackend):
 
     @classmethod
     def from_spec(cls, rest: str, **options) -> OpenAIBackend:
-        url, *pairs = [p.strip() for p in rest.split(",")]
-        fields = {}
-        for pair in pairs:
-            key, sep, value = pair.partition("=")
-            if not sep or key not in ("model", "key_env"):
-                raise ValueError(
-                    f"openai backend spec: unexpected {pair!r}; expected model=NAME or key_env=VAR"
-                )
-            fields[key] = value
-        if "model" not in fields:
-            raise ValueError("openai backend spec: expected 'openai:URL,model=NAME[,key_env=VAR]'")
-        return cls(url, **fields, **options)
+        return cls(rest, **options)
 
     def load(self) -> None:
         """Connect and check the server answers, so a wrong URL fails at configure time."""

@@ -1,36 +1,70 @@
-"""Reasoner backend that runs a local model directory with transformers (spec "transformers:DIR").
+"""Reasoner backend that runs a local model directory with transformers
+(spec "transformers:DIR[,device=auto|cpu|cuda|cuda:N][,dtype=...][,temperature=...]...", see SPEC_OPTIONS).
 
 Loads with ``local_files_only=True`` always: the reasoner never downloads weights. The prompt is
 rendered with the model's own chat template (thinking switched off where the template knows
 ``enable_thinking``), an assistant prefix is appended to the rendered text, and the processor
-turns text + images into model inputs.
+turns text + images into model inputs. A folder written by ``r3 train`` declares how the model was
+prompted in training (``r3_prompt.json``: mode, history, thinking); every input is recast to it, so
+the reasoner node, ``r3 eval`` and ``r3 collect`` prompt a checkpoint as it was trained, with no flags.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
+from typing import ClassVar
 
 from r3.reasoning.backends.base import BackendError, Generation, OnText, ReasonerBackend
+from r3.reasoning.backends.spec import SAMPLING_OPTIONS, Option
+from r3.reasoning.prompts import PromptSettings, ReasonerInput
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
+def resolve_device(device: str) -> str:
+    """"auto" -> "cuda" when torch sees a GPU, else "cpu"; a CUDA device this machine does not
+    have is refused here, when the backend is built, so `r3 run` says so before the graph starts."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        return device
+    if not re.fullmatch(r"cuda(:\d+)?", device):
+        raise ValueError(f"device={device!r}: expected auto, cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        build = f"torch {torch.__version__}" + ("" if torch.version.cuda else ", a build without CUDA")
+        raise ValueError(f"device={device}: CUDA is not available on this machine ({build}); use device=cpu or auto")
+    index, count = int(device.partition(":")[2] or 0), torch.cuda.device_count()
+    if index >= count:
+        raise ValueError(f"device={device}: this machine has {count} CUDA device(s)")
+    return device
+
+
 class TransformersBackend(ReasonerBackend):
-    """``device``: "cpu" (default), "auto" (cuda when available) or a torch device string.
+    """``device``: "auto" (default: cuda when available), "cpu", "cuda" or "cuda:N".
     ``dtype``: one of :data:`DTYPES` ("auto" = float32 on cpu, bfloat16 on cuda).
-    ``temperature`` 0 means greedy decoding; ``seed`` makes sampling repeatable per call."""
+    ``temperature`` 0 means greedy decoding; ``seed`` makes sampling repeatable per call.
+    ``thinking`` None follows the folder's prompt settings (off without them)."""
+
+    SPEC_OPTIONS: ClassVar[dict[str, Option]] = {
+        "device": Option(str, "auto (CUDA when available), cpu, cuda or cuda:N"),
+        "dtype": Option(str, f"one of {', '.join(DTYPES)} (auto: bfloat16 on CUDA, float32 on cpu)"),
+        **SAMPLING_OPTIONS,
+    }
 
     def __init__(
         self,
         model_dir: str | Path,
-        device: str = "cpu",
+        device: str = "auto",
         dtype: str = "auto",
         temperature: float = 1.0,
         top_p: float = 1.0,
         max_new_tokens: int = 1024,
         seed: int | None = 0,
-        thinking: bool = False,
+        thinking: bool | None = None,
     ) -> None:
         if dtype not in DTYPES:
             raise ValueError(f"dtype={dtype!r}: expected one of {DTYPES}")
@@ -40,7 +74,7 @@ class TransformersBackend(ReasonerBackend):
             )
         self.model_dir = Path(model_dir)
         self.model_id = str(self.model_dir)
-        self.device, self.dtype = device, dtype
+        self.device, self.dtype = resolve_device(device), dtype
         self.temperature, self.top_p, self.max_new_tokens, self.seed = (
             temperature,
             top_p,
@@ -49,6 +83,7 @@ class TransformersBackend(ReasonerBackend):
         )
         self.thinking = thinking
         self.model = self.processor = None
+        self.prompt: PromptSettings | None = None
 
     @classmethod
     def from_spec(cls, rest: str, **options) -> TransformersBackend:
@@ -64,9 +99,11 @@ class TransformersBackend(ReasonerBackend):
             raise BackendError(f"model directory not found: {self.model_dir}")
         if not (self.model_dir / "config.json").is_file():
             raise BackendError(f"not a model directory (no config.json): {self.model_dir}")
+        try:
+            prompt = PromptSettings.load(self.model_dir)
+        except ValueError as exc:
+            raise BackendError(str(exc)) from exc
         device = self.device
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
         dtype = self.dtype
         if dtype == "auto":
             dtype = "bfloat16" if device.startswith("cuda") else "float32"
@@ -88,17 +125,26 @@ class TransformersBackend(ReasonerBackend):
             raise BackendError(
                 f"cannot load the model in {self.model_dir}: {type(exc).__name__}: {exc}"
             ) from exc
-        self.processor, self.model = processor, model.to(device).eval()
+        self.processor, self.model, self.prompt = processor, model.to(device).eval(), prompt
 
     def close(self) -> None:
-        self.model = self.processor = None
+        self.model = self.processor = self.prompt = None
+
+    def prompt_input(self, inp: ReasonerInput) -> ReasonerInput:
+        if self.prompt is None:
+            return inp
+        try:
+            return self.prompt.apply(inp)
+        except ValueError as exc:
+            raise BackendError(f"{self.model_dir}: {exc}") from exc
 
     def _generate(self, messages, prefix, max_tokens, stop, on_text: OnText | None) -> Generation:
         import torch
 
         if self.model is None:
             raise BackendError(f"backend for {self.model_dir} is not loaded: call load() first")
-        template_kwargs = {} if self.thinking else {"enable_thinking": False}
+        thinking = self.thinking if self.thinking is not None else self.prompt is not None and self.prompt.thinking
+        template_kwargs = {} if thinking else {"enable_thinking": False}
         text = self.processor.apply_chat_template(
             messages, add_generation_prompt=True, tokenize=False, **template_kwargs
         )

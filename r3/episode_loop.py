@@ -1,0 +1,252 @@
+"""The one decision loop of every episode, in process and in the ROS graph (ROS-free).
+
+:class:`Decider` is one episode's decision half: it asks the reasoner, parses the answer, tells the
+model at the next step what came of this one (:func:`next_history`, refusal note included) and counts
+refusals (``r3.safety.ResponseGuard``). ``r3_reasoner_node`` calls :meth:`Decider.decide` once per
+step; :func:`run_loop` runs a whole episode in process around it, with a suite adapter
+(:class:`SuiteAdapter`) for what differs between suites: how the scene is seen, how an instruction is
+carried out, how progress is read. Keep the order of :func:`run_loop` stable, the graph mirrors it:
+
+1. Stop if the task is solved; else the suite's view of the scene (images, the expert's view).
+2. Ask the reasoner with the history of the previous step; snapshot the decision-time state.
+3. A valid answer is carried out by the suite; an invalid one moves nothing.
+4. Three refusals in a row end the episode (``Trajectory.aborted``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from r3.reasoning.backends.base import ReasonerBackend, ReasoningBudget
+from r3.reasoning.expert import NO_BUDGET
+from r3.reasoning.prompts import ReasonerInput
+from r3.reasoning.reasoner import Decision, decide
+from r3.safety import MAX_CONSECUTIVE_INVALID, ResponseGuard, refusal_note
+
+#: Image given to the reasoner when rendering is off (the expert ignores images; it must be valid RGB).
+BLANK_IMAGE = np.zeros((8, 8, 3), dtype=np.uint8)
+
+
+def next_history(history: str, valid: bool, raw_text: str, instruction: str, error: str = "") -> str:
+    """What the model is told of a step at the next one, for history mode ``history``: its answer
+    ("response"), its instruction ("instruction") or nothing ("none"), and why a refused answer was refused.
+
+    >>> next_history("instruction", True, "Reasoning: ...", "move the red moon up")
+    'move the red moon up'
+    >>> next_history("none", False, "fly", "", "bad")
+    '[Your previous answer was refused and the robot did not move: bad]'
+    """
+    text = {"response": raw_text, "instruction": instruction}.get(history, "")
+    return text if valid else (text + "\n" + refusal_note(error)).strip()
+
+
+@dataclass(frozen=True)
+class StepView:
+    """What the suite shows the reasoner at one step, besides the history."""
+
+    suite: str
+    goal: str
+    images: list[np.ndarray]
+    note: str
+    privileged: object  # the expert's view of the true state; other backends ignore it
+    seed: int  # seeds the expert's wording
+
+
+@dataclass(frozen=True)
+class StepDecision:
+    """One decision step as recorded (a ReasonerStep): what the model was shown and what came of it."""
+
+    step: int
+    input: ReasonerInput
+    decision: Decision
+    instruction: str  # the grammar's canonical text when valid, else ""
+    error: str  # "kind: reason" when refused, else ""
+    next_history: str  # what the model is told of this step at the next one
+    abort: str  # why the episode ends here (the guard's reason), else ""
+
+    @property
+    def valid(self) -> bool:
+        return self.decision.valid
+
+    @property
+    def history(self) -> str:
+        """What the model was told of the previous step."""
+        return self.input.history_text
+
+
+class Decider:
+    """The decision half of one episode: history between steps and the refusal count."""
+
+    def __init__(self, backend: ReasonerBackend, budget: ReasoningBudget = NO_BUDGET,
+                 history: str = "response", max_consecutive_invalid: int = MAX_CONSECUTIVE_INVALID):
+        self.backend, self.budget, self.history = backend, budget, history
+        self.guard = ResponseGuard(max_consecutive_invalid)
+        self.history_text = ""
+
+    def decide(self, step: int, view: StepView) -> StepDecision:
+        inp = ReasonerInput(view.suite, view.goal, view.images, note=view.note,
+                            history_text=self.history_text, history=self.history, step=step,
+                            extra={"privileged": view.privileged, "seed": view.seed})
+        decision = decide(self.backend, inp, self.budget)
+        parsed = decision.parsed
+        instruction = parsed.instruction_text if decision.valid else ""
+        error = "" if decision.valid else f"{parsed.kind.value}: {parsed.reason}"
+        abort = self.observe(decision.valid, decision.output.raw_text, instruction, error)
+        return StepDecision(step, inp, decision, instruction, error, self.history_text, abort)
+
+    def observe(self, valid: bool, raw_text: str, instruction: str, error: str) -> str:
+        """Take one answer into the history and the refusal count; the abort reason, or ""."""
+        self.history_text = next_history(self.history, valid, raw_text, instruction, error)
+        return self.guard.abort_reason if self.guard.observe(valid, error) else ""
+
+
+@dataclass
+class TrajectoryStep:
+    """One decision step: what the reasoner saw and said, and what executing it did.
+
+    ``history`` is what the model was told of the previous step. ``error`` is the refusal ("kind:
+    reason") or, for a valid answer, how its execution fell short ("" when it did not). ``snapshot``
+    is the env snapshot at decision time (before execution), so ``env.restore`` and re-running from
+    ``step`` reproduces the rest of the episode. ``progress`` is measured after execution.
+    ``frames`` are intermediate renders taken during execution.
+    """
+
+    step: int
+    image: np.ndarray | None
+    reasoning: str
+    instruction: str
+    raw_response: str
+    valid: bool
+    error: str
+    history: str
+    snapshot: bytes
+    progress: float
+    control_steps: int
+    latency_s: float
+    model_s: float
+    completion_tokens: int | None
+    reasoning_tokens: int | None
+    model_id: str
+    frames: list[np.ndarray] = field(default_factory=list)
+
+    def to_summary(self) -> dict:
+        return {
+            "step": self.step,
+            "reasoning": self.reasoning,
+            "instruction": self.instruction,
+            "raw_response": self.raw_response,
+            "valid": self.valid,
+            "error": self.error,
+            "progress": self.progress,
+            "control_steps": self.control_steps,
+            "latency_s": self.latency_s,
+            "model_s": self.model_s,
+            "completion_tokens": self.completion_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "model_id": self.model_id,
+        }
+
+
+@dataclass
+class Trajectory:
+    """A whole episode; ``to_summary`` is its JSON-able record without images or snapshots."""
+
+    task: str
+    seed: int
+    goal: str
+    instance: dict
+    steps: list[TrajectoryStep]
+    success: bool
+    progress: float
+    control_steps: int
+    final_image: np.ndarray | None
+    trial: int = 0
+    #: Why the episode was stopped early by the safety guard ("" when it was not).
+    aborted: str = ""
+
+    @property
+    def instructions(self) -> list[str]:
+        return [s.instruction for s in self.steps]
+
+    def to_summary(self) -> dict:
+        return {
+            "task": self.task,
+            "seed": self.seed,
+            "trial": self.trial,
+            "aborted": self.aborted,
+            "goal": self.goal,
+            "instance": self.instance,
+            "success": self.success,
+            "progress": self.progress,
+            "control_steps": self.control_steps,
+            "decision_steps": len(self.steps),
+            "invalid_steps": sum(not s.valid for s in self.steps),
+            "steps": [s.to_summary() for s in self.steps],
+        }
+
+
+@dataclass
+class Execution:
+    """What carrying out one valid instruction did: control steps, a shortfall ("" if none), renders."""
+
+    control_steps: int = 0
+    error: str = ""
+    frames: list[np.ndarray] = field(default_factory=list)
+
+
+class SuiteAdapter(Protocol):
+    """A suite's part of the in-process loop (``env`` has ``state``, ``task_instance``, ``snapshot``)."""
+
+    env: object
+    render: bool
+
+    def view(self, step: int) -> StepView: ...
+
+    def execute(self, decision: StepDecision, step: int) -> Execution: ...
+
+    def progress(self) -> float: ...
+
+    def final_image(self) -> np.ndarray | None: ...
+
+
+def run_loop(suite: SuiteAdapter, decider: Decider, task: str, seed: int, max_steps: int, *, trial: int = 0,
+             earlier: Sequence[TrajectoryStep] = (),
+             on_step: Callable[[TrajectoryStep], None] | None = None) -> Trajectory:
+    """Run the episode in ``suite.env`` from its current state up to decision ``max_steps``.
+
+    ``earlier`` are the steps already taken (a resume from the snapshot of step ``len(earlier)``):
+    the decider takes them in first, so history and refusal count are those of the original run.
+    """
+    for s in earlier:
+        decider.observe(s.valid, s.raw_response, s.instruction, s.error)
+    steps, env, aborted = list(earlier), suite.env, ""
+    for step in range(len(earlier), max_steps):
+        if env.task_instance.success(env.state()):
+            break
+        view = suite.view(step)
+        record = decider.decide(step, view)
+        snapshot = env.snapshot()
+        done = suite.execute(record, step) if record.valid else Execution()
+        out = record.decision.output
+        steps.append(TrajectoryStep(
+            step=step, image=view.images[0] if suite.render else None,
+            reasoning=record.decision.parsed.reasoning, instruction=record.instruction,
+            raw_response=out.raw_text, valid=record.valid,
+            error=record.error or done.error, history=record.history, snapshot=snapshot,
+            progress=suite.progress(), control_steps=done.control_steps, latency_s=out.latency_s,
+            model_s=out.model_s, completion_tokens=out.completion_tokens,
+            reasoning_tokens=out.reasoning_tokens, model_id=out.model_id, frames=done.frames))
+        if on_step is not None:
+            on_step(steps[-1])
+        if record.abort:
+            aborted = record.abort
+            break
+    final, instance = env.state(), env.task_instance
+    return Trajectory(task=task, seed=seed, goal=instance.goal, instance=instance.to_dict(), steps=steps,
+                      success=bool(instance.success(final)), progress=suite.progress(),
+                      control_steps=sum(s.control_steps for s in steps), final_image=suite.final_image(),
+                      trial=trial, aborted=aborted)

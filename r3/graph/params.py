@@ -1,0 +1,131 @@
+"""Node parameters as data: one declared schema per node, in the spirit of generate_parameter_library.
+
+A :class:`ParameterSpec` says what a parameter is (name, type, default, description), which values
+are valid (a closed range for numbers, choices for strings, a length for arrays) and whether it can
+change while the node runs. From it come the ROS ParameterDescriptor a node declares
+(``r3_ros.params``), the refusal of an invalid value with a reason, the check of the graph
+description's overrides, and the README's parameter tables. ROS-free: every check runs without rclpy.
+
+>>> spec = ParameterSpec("rate_hz", "float", 10.0, "How often.", range=(0.5, 100.0))
+>>> spec.check(200.0)
+'rate_hz: 200.0 is outside [0.5, 100.0]'
+>>> spec.check(3) is not None  # ROS types parameters statically: an integer is not a double
+True
+"""
+
+from __future__ import annotations
+
+import array
+import json
+from dataclasses import dataclass
+
+#: The parameter types r3 nodes use (ROS bool, integer, double, string, double and string arrays).
+TYPES = ("bool", "int", "float", "str", "float[]", "str[]")
+_SCALAR = {"bool": (bool,), "int": (int,), "float": (float,), "str": (str,)}
+
+
+@dataclass(frozen=True)
+class ParameterSpec:
+    """One parameter of one node. ``read_only``: the node reads it once, at start-up, so it can only be
+    given at launch; a parameter the node reads at each use can be set while it runs."""
+
+    name: str
+    type: str
+    default: object
+    description: str
+    range: tuple[float, float] | None = None  # numbers: the closed interval of valid values
+    choices: tuple[str, ...] = ()  # strings: the valid values
+    length: int | None = None  # arrays: the number of items
+    read_only: bool = True
+
+    def __post_init__(self):
+        if self.type not in TYPES:
+            raise ValueError(f"{self.name}: type {self.type!r} is not one of {', '.join(TYPES)}")
+        if not self.description:
+            raise ValueError(f"{self.name}: no description")
+        if (self.range is not None) != (self.type in ("int", "float")):
+            raise ValueError(f"{self.name}: a number needs a range, and only a number has one")
+        if self.choices and self.type != "str":
+            raise ValueError(f"{self.name}: only a string parameter has choices")
+        if self.length is not None and not self.type.endswith("[]"):
+            raise ValueError(f"{self.name}: only an array parameter has a length")
+        reason = self.check(self.default)
+        if reason:
+            raise ValueError(f"default: {reason}")
+
+    def check(self, value) -> str | None:
+        """Why ``value`` is not valid for this parameter; None when it is."""
+        if self.type.endswith("[]"):
+            item_types = _SCALAR[self.type[:-2]]
+            if not isinstance(value, list | tuple | array.array):  # rclpy hands double arrays as array.array
+                return f"{self.name}: expected a list of {self.type[:-2]}, got {value!r}"
+            if not all(isinstance(v, item_types) and not isinstance(v, bool) for v in value):
+                return f"{self.name}: every item must be a {self.type[:-2]}, got {list(value)!r}"
+            if self.length is not None and len(value) != self.length:
+                return f"{self.name}: expected {self.length} items, got {len(value)}"
+            return None
+        if not isinstance(value, _SCALAR[self.type]) or (self.type != "bool" and isinstance(value, bool)):
+            return f"{self.name}: expected a {self.type}, got {value!r} ({type(value).__name__})"
+        if self.range is not None and not self.range[0] <= value <= self.range[1]:
+            return f"{self.name}: {value!r} is outside [{self.range[0]}, {self.range[1]}]"
+        if self.choices and value not in self.choices:
+            return f"{self.name}: {value!r} is not one of {', '.join(self.choices)}"
+        return None
+
+    @property
+    def constraints(self) -> str:
+        """The valid values in words (the descriptor's additional_constraints, the README's column)."""
+        if self.range is not None:
+            return f"{self.range[0]} to {self.range[1]}"
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        if self.length is not None:
+            return f"{self.length} items"
+        return ""
+
+
+@dataclass(frozen=True)
+class NodeParameters:
+    """The schema of one node: every parameter it declares, in order."""
+
+    node: str
+    parameters: tuple[ParameterSpec, ...]
+
+    def __post_init__(self):
+        names = [p.name for p in self.parameters]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.node}: a parameter is declared twice in {names}")
+
+    def __contains__(self, name: str) -> bool:
+        return any(p.name == name for p in self.parameters)
+
+    def __getitem__(self, name: str) -> ParameterSpec:
+        for p in self.parameters:
+            if p.name == name:
+                return p
+        raise KeyError(f"{self.node} declares no parameter {name!r}")
+
+    def problems(self, values: dict) -> list[str]:
+        """Why each of ``values`` (name -> value: a profile's overrides) cannot be given; [] if all can."""
+        found = []
+        for name, value in values.items():
+            if name not in self:
+                found.append(f"{self.node} declares no parameter {name!r}")
+            elif reason := self[name].check(value):
+                found.append(f"{self.node}: {reason}")
+        return found
+
+    def markdown(self, omit: tuple[str, ...] = ()) -> str:
+        """The node's parameter table (the README's), without the parameters named in ``omit``."""
+        rows = [
+            f"#### `{self.node}`",
+            "",
+            "| parameter | type | default | valid values | set while running | description |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for p in (p for p in self.parameters if p.name not in omit):
+            valid = p.constraints.replace("|", "\\|") or "any"
+            running = "no" if p.read_only else "yes"
+            default = json.dumps(p.default)
+            rows.append(f"| `{p.name}` | {p.type} | `{default}` | {valid} | {running} | {p.description} |")
+        return "\n".join(rows)

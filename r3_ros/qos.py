@@ -1,0 +1,18 @@
+"""The QoS profiles of r3's topics, defined once; every node and helper imports them from here."""
+
+from __future__ import annotations
+
+from rclpy.qos import QoSDurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+
+#: The last message stays for late subscribers (simulator state, instance names).
+LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
+#: Episode start/end: a recorder that subscribes late still sees the episode's START.
+EVENTS = QoSProfile(depth=10, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
+#: The recorder's subscriptions: deep enough that a burst of images is not dropped while writing.
+RECORD = QoSProfile(depth=200)
+#: Heartbeats: every beat delivered, none kept for late joiners (a stale beat would say "alive").
+HEARTBEAT = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+#: Stops on /r3/stop_motion: reliable, and never replayed to a node that starts later.
+STOP = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=QoSDurabilityPolicy.VOLATILE)
+#: Camera streams subscribed as the RealSense driver publishes them (best effort, a short queue).
+SENSOR = qos_profile_sensor_data

@@ -1,0 +1,3 @@
+class LaunchDescription:
+    def __init__(self, initial_entities=None):
+        self.entities = list(initial_entities or [])

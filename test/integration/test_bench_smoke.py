@@ -1,0 +1,72 @@
+"""Every benchmark runs at its smallest sizes and writes its figures (a smoke test, never a timed gate)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+SCRIPTS = sorted(BENCH.glob("bench_*.py"))
+
+
+def _run(args: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+
+
+def _check_record(record: dict, bench: str) -> None:
+    assert record["bench"] == bench and record["args"]["smoke"] is True
+    assert record["figures"], "a benchmark without figures"
+    for key in ("load_before", "load_after"):
+        assert set(record[key]) == {"1min", "5min", "15min", "cores"}
+    for f in record["figures"]:
+        assert f["n"] == len(f["values"]) >= 1 and f["better"] in ("lower", "higher"), f
+        assert f["min"] <= f["median"] <= f["max"], f
+
+
+def test_every_benchmark_is_covered():
+    assert {s.stem for s in SCRIPTS} == {
+        "bench_bags",
+        "bench_data",
+        "bench_episode",
+        "bench_eval",
+        "bench_graph",
+        "bench_judge",
+        "bench_language_table",
+        "bench_packing",
+        "bench_perception",
+    }
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
+def test_benchmark_smoke_writes_its_figures(script, tmp_path, ros_env):
+    out = tmp_path / "record.json"
+    extra = ["--out", str(tmp_path / "graph")] if script.stem == "bench_graph" else []
+    run = _run([str(script), "--smoke", "--json", str(out), *extra], ros_env, timeout=240)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "load average before" in run.stdout
+    _check_record(json.loads(out.read_text()), script.stem.removeprefix("bench_"))
+
+
+def test_run_all_merges_records_and_compare_reads_them(tmp_path):
+    env = dict(os.environ)
+    env.pop("R3_BENCH_JSON", None)
+    for _ in range(2):
+        run = _run([str(BENCH / "run_all.py"), "bags", "--smoke", "--out", str(tmp_path)], env, timeout=120)
+        assert run.returncode == 0, run.stdout + run.stderr
+    merged = sorted(tmp_path.glob("*.json"))
+    assert len(merged) == 2, merged  # a second run within the same second gets a folder of its own
+    data = json.loads(merged[-1].read_text())
+    assert set(data["benches"]) == {"bags"} and data["smoke"] is True
+    _check_record(data["benches"]["bags"], "bags")
+    compared = _run([str(BENCH / "compare.py"), str(merged[0]), str(merged[-1])], env, timeout=30)
+    assert compared.returncode == 0, compared.stderr
+    names = [f["name"] for f in data["benches"]["bags"]["figures"]]
+    assert all(f"bags: {name}"[:72] in compared.stdout for name in names)
+    assert " MB/s, " in compared.stdout and " ms, " in compared.stdout

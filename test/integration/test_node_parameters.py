@@ -1,0 +1,218 @@
+"""Node parameters over DDS: every parameter of every node is described (description, range or
+choices, read-only) as its schema says, and an invalid value is refused with a reason, at launch and
+while the node runs. The nodes run as processes under the supervisor, as `r3 launch` starts them;
+r3_execution_node with the moveit_py stand-in, r3_realsense_node in this process on the RealSense
+SDK's software device (no camera here)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from r3.graph.description import Member, Profile
+from r3.graph.node_params import NODE_PARAMETERS
+from r3.graph.params import NodeParameters, ParameterSpec
+from r3.graph.supervisor import Supervisor
+
+pytestmark = pytest.mark.ros
+STAND_INS = Path(__file__).parent / "stand_ins"
+#: Declared and described by rclpy itself on every node (read-only).
+RCLPY_OWN = {"start_type_description_service"}
+#: Started as processes; the parameters let each start without its hardware or peers.
+PROCESS_NODES = {
+    "r3_sim_node": {},
+    "r3_lowlevel_node": {},
+    "r3_reasoner_node": {},
+    "r3_recorder_node": {},
+    "r3_packing_sim_node": {},
+    "r3_perception_node": {"backend": "sim"},
+    "r3_execution_node": {},
+}
+
+
+def invalid_value(spec: ParameterSpec):
+    """A value of the right type that the schema refuses; None where every value of the type is valid."""
+    if spec.range is not None:
+        return spec.range[1] + (1 if spec.type == "int" else 1.0)
+    if spec.choices:
+        return "not-" + spec.choices[0]
+    if spec.length is not None:
+        return [0.0] * (spec.length + 1)
+    return None
+
+
+@pytest.fixture
+def ros():
+    import rclpy
+
+    rclpy.init()
+    yield rclpy
+    rclpy.try_shutdown()
+
+
+def _wait(future, timeout_s: float = 30.0):
+    deadline = time.monotonic() + timeout_s
+    while not future.done():
+        assert time.monotonic() < deadline, f"no answer within {timeout_s} s"
+        time.sleep(0.01)
+    return future.result()
+
+
+def test_declare_parameters_describes_refuses_and_keeps_values_current(ros):
+    """The adapter on one node in this process: descriptors from the schema, a refusal with the schema's
+    reason, a value set while running seen through the returned mapping, read-only kept at launch."""
+    from rclpy.exceptions import InvalidParameterValueException
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+
+    from r3_ros.params import declare_parameters
+
+    schema = NodeParameters(
+        "probe",
+        (
+            ParameterSpec("rate_hz", "float", 10.0, "How often.", range=(0.5, 100.0), read_only=False),
+            ParameterSpec("mode", "str", "a", "Which way.", choices=("a", "b"), read_only=False),
+            ParameterSpec("size", "int", 4, "How many.", range=(1, 8)),
+        ),
+    )
+    node = Node("params_probe")
+    try:
+        values = declare_parameters(node, schema)
+        assert dict(values) == {"rate_hz": 10.0, "mode": "a", "size": 4}
+        rate, mode, size = node.describe_parameters(["rate_hz", "mode", "size"])
+        assert (rate.description, rate.read_only) == ("How often.", False)
+        assert (rate.floating_point_range[0].from_value, rate.floating_point_range[0].to_value) == (
+            0.5,
+            100.0,
+        )
+        assert mode.additional_constraints == "one of a, b" and size.read_only
+        assert (size.integer_range[0].from_value, size.integer_range[0].to_value) == (1, 8)
+
+        refused = node.set_parameters(
+            [Parameter("mode", value="c"), Parameter("rate_hz", value=500.0), Parameter("size", value=5)]
+        )
+        assert [r.successful for r in refused] == [False, False, False]
+        assert refused[0].reason == "mode: 'c' is not one of a, b"
+        assert "out of range" in refused[1].reason and "read-only" in refused[2].reason
+        assert dict(values) == {"rate_hz": 10.0, "mode": "a", "size": 4}  # nothing moved
+
+        assert all(
+            r.successful
+            for r in node.set_parameters([Parameter("mode", value="b"), Parameter("rate_hz", value=20.0)])
+        )
+        assert (values["mode"], values["rate_hz"]) == ("b", 20.0)
+    finally:
+        node.destroy_node()
+
+    for bad, why in (("mode", "'c' is not one of a, b"), ("size", "out of range")):
+        value = {"mode": "c", "size": 9}[bad]
+        node = Node("params_probe", parameter_overrides=[Parameter(bad, value=value)])
+        try:
+            with pytest.raises(InvalidParameterValueException, match=why):
+                declare_parameters(node, schema)
+        finally:
+            node.destroy_node()
+
+
+def test_an_invalid_value_at_launch_ends_the_node_with_its_reason(ros_env):
+    done = subprocess.run(
+        [sys.executable, "-m", "r3_lowlevel_node.main", "--ros-args", "-p", "policy:=learned"],
+        env=ros_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "fatal:" in done.stderr and "policy: 'learned' is not one of scripted" in done.stderr
+
+
+@pytest.fixture
+def graph(ros_env, tmp_path):
+    members = [Member(name, "r3", name, params) for name, params in PROCESS_NODES.items()]
+    env = {**ros_env, "PYTHONPATH": os.pathsep.join([str(STAND_INS), ros_env.get("PYTHONPATH", "")])}
+    with Supervisor(Profile("parameters", "", members), tmp_path / "logs", env=env) as supervisor:
+        yield supervisor, tmp_path / "logs"
+
+
+@pytest.fixture
+def realsense_node(ros):
+    pytest.importorskip("pyrealsense2", reason="needs pyrealsense2")
+    from test_perception_node import software_realsense
+
+    from r3.perception.realsense import RealSenseCamera
+    from r3_realsense_node.main import RealSenseNode
+
+    _, syncer, depth_sensor, device = software_realsense(64, 48)
+    node = RealSenseNode(RealSenseCamera(syncer, depth_sensor))
+    yield node
+    node.shutdown()
+    node.destroy_node()
+    del device
+
+
+@pytest.mark.slow
+def test_every_parameter_of_every_node_is_described_and_an_invalid_value_refused(graph, realsense_node):
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+    from rclpy.parameter_client import AsyncParameterClient
+
+    supervisor, logs = graph
+    assert set(PROCESS_NODES) | {realsense_node.get_name()} == set(NODE_PARAMETERS)
+    probe = Node("parameters_test_client")
+    executor = MultiThreadedExecutor()
+    executor.add_node(probe)
+    executor.add_node(realsense_node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    try:
+        for name, schema in NODE_PARAMETERS.items():
+            client = AsyncParameterClient(probe, f"/{name}")
+            if not client.wait_for_services(timeout_sec=120):
+                log = logs / f"{name}.log"
+                pytest.fail(
+                    f"{name} offers no parameter services: {supervisor.poll()}; "
+                    f"{log.read_text()[-2000:] if log.exists() else ''}"
+                )
+            listed = set(_wait(client.list_parameters()).result.names)
+            assert listed == {spec.name for spec in schema.parameters} | RCLPY_OWN, name
+            described = dict(
+                zip(sorted(listed), _wait(client.describe_parameters(sorted(listed))).descriptors)
+            )
+            assert all(d.description for d in described.values()), name
+            for spec in schema.parameters:
+                d = described[spec.name]
+                assert (d.description, d.read_only, d.additional_constraints) == (
+                    spec.description,
+                    spec.read_only,
+                    spec.constraints,
+                ), (name, spec.name)
+                ranges = [(r.from_value, r.to_value) for r in [*d.integer_range, *d.floating_point_range]]
+                assert ranges == ([spec.range] if spec.range else []), (name, spec.name)
+
+            invalid = {s.name: invalid_value(s) for s in schema.parameters if invalid_value(s) is not None}
+            before = _wait(client.get_parameters(list(invalid))).values
+            results = _wait(
+                client.set_parameters([Parameter(k, value=v) for k, v in invalid.items()])
+            ).results
+            assert len(results) == len(invalid) > 0, name
+            for (param, value), result in zip(invalid.items(), results):
+                spec = schema[param]
+                why = "read-only" if spec.read_only else ("out of range" if spec.range else "is not one of")
+                assert not result.successful and why in result.reason, (name, param, value, result.reason)
+            assert _wait(client.get_parameters(list(invalid))).values == before, name  # nothing moved
+
+        reasoner = AsyncParameterClient(probe, "/r3_reasoner_node")
+        assert _wait(reasoner.set_parameters([Parameter("max_episode_s", value=120.0)])).results[0].successful
+        assert _wait(reasoner.get_parameters(["max_episode_s"])).values[0].double_value == 120.0
+        assert supervisor.poll() is None  # every refusal left the node serving
+    finally:
+        executor.shutdown()
+        probe.destroy_node()

@@ -1,0 +1,75 @@
+"""`r3 eval` writes its table and chart at the edges: 0 %, 100 %, one episode, a task with none.
+
+Each case is an evaluation folder whose episodes.jsonl already holds every episode of the run, so
+`r3 eval` resumes with nothing left to run and goes straight to the table and the chart.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from r3.cli import main as r3_main
+from r3.eval.metrics import rate, wilson_interval
+from r3.eval.runner import CONFIG_FILE, EPISODES_FILE, EvalConfig, scene_seed
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def finished_run(folder, outcomes: dict[str, list[bool | None]]) -> list[str]:
+    """A folder holding every episode of a run over ``outcomes``' tasks, one trial per scene;
+    None is a scene skipped because its layout left nothing to do. Returns the `r3 eval` arguments."""
+    folder.mkdir()
+    scenes = max(len(v) for v in outcomes.values())
+    config = EvalConfig(reasoner="expert", tasks=tuple(outcomes), scenes=scenes, trials=1)
+    (folder / CONFIG_FILE).write_text(json.dumps(config.__dict__))
+    with open(folder / EPISODES_FILE, "w") as f:
+        for task, results in outcomes.items():
+            for scene, ok in enumerate(results):
+                record = {"task": task, "split": "T_O", "scene": scene, "trial": 0, "seed": scene_seed(scene)}
+                if ok is None:
+                    record["skipped"] = "the layout already solves the task"
+                else:
+                    record |= {"success": ok, "progress": 1.0 if ok else 0.2, "decision_steps": 2,
+                               "reasoning_words": 30.0}
+                f.write(json.dumps(record) + "\n")
+    return ["eval", "--tasks", ",".join(outcomes), "--scenes", str(scenes), "--trials", "1", "--out", str(folder)]
+
+
+CASES = {
+    # Issue 17's crash: `r3 eval --split T_O --scenes 2 --trials 1` (its pooled row: 10 of 10).
+    "all_succeed_few_episodes": {task: [True, True] for task in ("diag_line", "rect", "mid", "iL", "clear_half")},
+    "all_fail": {"iL": [False, False, False], "iV": [False, False, False]},
+    "one_episode": {"iL": [True]},
+    "one_episode_each_way": {"iL": [True], "iV": [False]},
+    "a_task_with_no_episode": {"iL": [True, False], "iV": [None, None]},
+    "no_episode_at_all": {"iL": [None]},
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_table_and_chart_are_written(case, tmp_path, capsys):
+    outcomes = CASES[case]
+    out = tmp_path / case
+    assert r3_main(finished_run(out, outcomes)) == 0
+    assert (out / "success.png").read_bytes()[:8] == PNG
+    rows = {r["task"]: r for r in csv.DictReader((out / "table.csv").open())}
+    for task, results in outcomes.items():
+        ran = [ok for ok in results if ok is not None]
+        assert int(rows[task]["episodes"]) == len(ran)
+        if ran:
+            low, rate_, high = (float(rows[task][k]) for k in ("success_low", "success", "success_high"))
+            assert low <= rate_ == sum(ran) / len(ran) <= high
+    table = (out / "table.md").read_text()
+    assert all(f"| {task} |" in table for task in outcomes)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 64, 1024])
+def test_the_wilson_interval_holds_the_rate_at_0_and_100_percent(n):
+    for k in (0, n):
+        low, high = wilson_interval(k, n)
+        assert 0.0 <= low <= k / n <= high <= 1.0
+        estimate = rate([True] * k + [False] * (n - k))
+        assert estimate.value - estimate.low >= 0 and estimate.high - estimate.value >= 0

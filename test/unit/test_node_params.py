@@ -1,0 +1,133 @@
+"""The node parameter schemas: what a spec accepts and refuses, that graph.yaml holds valid overrides
+only, that the README's tables are the generated ones, and that nodes declare nothing outside them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from r3.graph.description import load_profile, profile_names
+from r3.graph.interfaces import NODE_INTERFACES
+from r3.graph.node_params import NODE_PARAMETERS, with_tables
+from r3.graph.params import NodeParameters, ParameterSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("spec", "value", "reason"),
+    [
+        (ParameterSpec("n", "int", 3, "A count.", range=(1, 10)), 11, "n: 11 is outside [1, 10]"),
+        (ParameterSpec("n", "int", 3, "A count.", range=(1, 10)), True, "expected a int"),
+        (ParameterSpec("t", "float", 1.0, "A time.", range=(0.0, 5.0)), 2, "expected a float"),
+        (ParameterSpec("t", "float", 1.0, "A time.", range=(0.0, 5.0)), -0.5, "outside [0.0, 5.0]"),
+        (ParameterSpec("m", "str", "a", "A mode.", choices=("a", "b")), "c", "'c' is not one of a, b"),
+        (ParameterSpec("xyz", "float[]", [0.0] * 3, "A point.", length=3), [0.0, 1.0], "expected 3 items"),
+        (ParameterSpec("xyz", "float[]", [0.0] * 3, "A point.", length=3), [0.0, 1, 2.0], "every item"),
+        (ParameterSpec("names", "str[]", [""], "Names."), "soup can", "expected a list of str"),
+        (ParameterSpec("on", "bool", False, "A switch."), 1, "expected a bool"),
+    ],
+)
+def test_a_spec_refuses_an_invalid_value_with_its_reason(spec, value, reason):
+    assert reason in spec.check(value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "value"),
+    [
+        (ParameterSpec("n", "int", 3, "A count.", range=(1, 10)), 10),
+        (ParameterSpec("t", "float", 1.0, "A time.", range=(0.0, 5.0)), 0.0),
+        (ParameterSpec("m", "str", "a", "A mode.", choices=("a", "b")), "b"),
+        (ParameterSpec("xyz", "float[]", [0.0] * 3, "A point.", length=3), (1.0, 2.0, 3.0)),
+        (ParameterSpec("names", "str[]", [""], "Names."), ["soup can", "sugar box"]),
+    ],
+)
+def test_a_spec_accepts_a_valid_value(spec, value):
+    assert spec.check(value) is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "why"),
+    [
+        ({"name": "n", "type": "int", "default": 3, "description": ""}, "no description"),
+        ({"name": "n", "type": "int", "default": 3, "description": "A count."}, "needs a range"),
+        ({"name": "n", "type": "int", "default": 30, "description": "A count.", "range": (1, 10)}, "default"),
+        ({"name": "s", "type": "str", "default": "a", "description": "S.", "range": (1, 2)}, "only a number"),
+        ({"name": "n", "type": "uint8", "default": 3, "description": "A count."}, "is not one of"),
+    ],
+)
+def test_a_spec_that_cannot_describe_its_values_is_refused(kwargs, why):
+    with pytest.raises(ValueError, match=why):
+        ParameterSpec(**kwargs)
+
+
+def test_a_parameter_declared_twice_is_refused():
+    spec = ParameterSpec("on", "bool", False, "A switch.")
+    with pytest.raises(ValueError, match="declared twice"):
+        NodeParameters("n", (spec, spec))
+
+
+def test_the_written_out_choices_are_the_modules_own():
+    from r3.packing_episode import GROUNDINGS
+    from r3.perception.segmenters import BACKENDS
+
+    assert NODE_PARAMETERS["r3_packing_sim_node"]["grounding"].choices == GROUNDINGS
+    assert NODE_PARAMETERS["r3_perception_node"]["backend"].choices == BACKENDS
+
+
+def test_every_r3_node_has_a_schema():
+    assert set(NODE_PARAMETERS) == set(NODE_INTERFACES)
+
+
+def test_every_number_has_a_range_and_every_parameter_a_description():
+    for schema in NODE_PARAMETERS.values():
+        for spec in schema.parameters:
+            assert spec.description, (schema.node, spec.name)
+            assert spec.type not in ("int", "float") or spec.range is not None, (schema.node, spec.name)
+
+
+def _r3_members():
+    for profile in profile_names():
+        for member in load_profile(profile).members:
+            if member.is_r3_node:
+                yield profile, member
+
+
+@pytest.mark.parametrize(("profile", "member"), list(_r3_members()), ids=lambda x: getattr(x, "name", x))
+def test_every_value_in_the_graph_description_is_a_declared_parameter_with_a_valid_value(profile, member):
+    assert NODE_PARAMETERS[member.executable].problems(member.parameters) == []
+
+
+@pytest.mark.parametrize(("profile", "member"), list(_r3_members()), ids=lambda x: getattr(x, "name", x))
+def test_the_graph_description_holds_overrides_only(profile, member):
+    schema = NODE_PARAMETERS[member.executable]
+    assert [name for name, value in member.parameters.items() if value == schema[name].default] == []
+
+
+def test_an_unknown_or_invalid_override_is_named():
+    problems = NODE_PARAMETERS["r3_reasoner_node"].problems(
+        {"histroy": "none", "history": "all", "wrist_camera": 1}
+    )
+    assert problems == [
+        "r3_reasoner_node declares no parameter 'histroy'",
+        "r3_reasoner_node: history: 'all' is not one of response, instruction, none",
+        "r3_reasoner_node: wrist_camera: expected a bool, got 1 (int)",
+    ]
+
+
+def test_the_readme_tables_are_generated_from_the_schemas():
+    readme = (ROOT / "README.md").read_text()
+    assert with_tables(readme) == readme, "run: python -m r3.graph.node_params --readme README.md"
+
+
+def test_nodes_declare_parameters_only_through_their_schema():
+    """One way to declare a parameter: r3_ros.params.declare_parameters, from the node's schema."""
+    helpers = [f for f in sorted((ROOT / "r3_ros").glob("*.py")) if f.name != "params.py"]
+    for main in sorted(ROOT.glob("r3_*_node/main.py")) + helpers:
+        text = main.read_text()
+        assert not re.search(r"\.declare_parameters?\(|\.get_parameter\(", text), main.relative_to(ROOT)
+        if main.parent.name.endswith("_node"):
+            node = main.parent.name
+            assert f'declare_parameters(self, NODE_PARAMETERS["{node}"])' in text, node

@@ -26,8 +26,10 @@ from hostile import Client, Graph, bag_topics
 
 from r3.graph import names
 
-TASKS = {"sim_language_table": ("language_table", ["V", "T", "L", "line", "clear_qtr"]),
-         "sim_packing": ("packing", ["4", "1", "7"])}
+TASKS = {
+    "sim_language_table": ("language_table", ["V", "T", "L", "line", "clear_qtr"]),
+    "sim_packing": ("packing", ["4", "1", "7"]),
+}
 
 
 def _busy() -> None:
@@ -48,8 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     from r3_msgs.action import RunTask
 
     os.environ.setdefault("MUJOCO_GL", "osmesa")
-    hogs = [] if args.no_stress else [multiprocessing.Process(target=_busy, daemon=True)
-                                      for _ in range(os.cpu_count() or 1)]
+    hogs = (
+        []
+        if args.no_stress
+        else [multiprocessing.Process(target=_busy, daemon=True) for _ in range(os.cpu_count() or 1)]
+    )
     for hog in hogs:
         hog.start()
     suite, tasks = TASKS[args.profile]
@@ -61,8 +66,13 @@ def main(argv: list[str] | None = None) -> int:
             print("the graph did not come up:\n" + "".join(graph.lines), file=sys.stderr)
             return 1
         for i in range(args.episodes):
-            goal = RunTask.Goal(suite=suite, task=tasks[i % len(tasks)], seed=i, reset_scene=True,
-                                max_steps=3 if suite == "packing" else 0)
+            goal = RunTask.Goal(
+                suite=suite,
+                task=tasks[i % len(tasks)],
+                seed=i,
+                reset_scene=True,
+                max_steps=3 if suite == "packing" else 0,
+            )
             t0 = time.monotonic()
             result, _ = client.run_task(goal, timeout_s=900)
             errors += result.reason.startswith("error")
@@ -70,23 +80,37 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"episode {i}: no bag ({result.reason})")
                 continue
             topics = bag_topics(Path(result.bag))
-            named = [(s.sec, s.nanosec) for step in topics.get(names.REASONER_STEPS, []) for s in step.image_stamps]
-            frames, camera = _stamps(topics.get(names.REASONER_FRAMES, [])), _stamps(
-                topics.get(names.CAMERA_IMAGE, []) + topics.get(names.WRIST_IMAGE, []))
+            named = [
+                (s.sec, s.nanosec) for step in topics.get(names.REASONER_STEPS, []) for s in step.image_stamps
+            ]
+            frames, camera = (
+                _stamps(topics.get(names.REASONER_FRAMES, [])),
+                _stamps(topics.get(names.CAMERA_IMAGE, []) + topics.get(names.WRIST_IMAGE, [])),
+            )
             lost, lost_camera = sum(n not in frames for n in named), sum(n not in camera for n in named)
-            wanted, missing, missing_camera = wanted + len(named), missing + lost, missing_camera + lost_camera
-            print(f"episode {i} ({goal.task}, seed {i}): {result.reason}, {len(named)} decision frames, "
-                  f"{lost} missing from the bag's decision frames, {lost_camera} from its camera topic "
-                  f"({time.monotonic() - t0:.1f} s)", flush=True)
+            wanted, missing, missing_camera = (
+                wanted + len(named),
+                missing + lost,
+                missing_camera + lost_camera,
+            )
+            print(
+                f"episode {i} ({goal.task}, seed {i}): {result.reason}, {len(named)} decision frames, "
+                f"{lost} missing from the bag's decision frames, {lost_camera} from its camera topic "
+                f"({time.monotonic() - t0:.1f} s)",
+                flush=True,
+            )
     finally:
         client.close()
         graph.stop()
         for hog in hogs:
             hog.terminate()
     load = Path("/proc/loadavg").read_text().split()[0]
-    print(f"{args.episodes} episodes ({errors} ended in an error), {'busy loop on every core' if hogs else 'no stress'} "
-          f"(load {load}): {missing} of {wanted} decision frames missing from /r3/reasoner/frames, "
-          f"{missing_camera} of {wanted} from the camera topic")
+    print(
+        f"{args.episodes} episodes ({errors} ended in an error), "
+        f"{'busy loop on every core' if hogs else 'no stress'} "
+        f"(load {load}): {missing} of {wanted} decision frames missing from /r3/reasoner/frames, "
+        f"{missing_camera} of {wanted} from the camera topic"
+    )
     return 0 if missing == 0 else 1
 
 

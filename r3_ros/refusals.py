@@ -35,7 +35,9 @@ def refusing_service(node: Node, callback: Callable) -> Callable:
     return serve
 
 
-def refusing_action(node: Node, callback: Callable, result_type, end: Callable[[object, str], None]) -> Callable:
+def refusing_action(
+    node: Node, callback: Callable, result_type, end: Callable[[object, str], None]
+) -> Callable:
     """An action execute callback whose exceptions end the goal aborted (through ``end``, e.g.
     ``SingleGoal.end``) with ``result.reason = "error: <the exception>"``."""
 
@@ -59,8 +61,9 @@ def refusing_message(node: Node, callback: Callable) -> Callable:
         try:
             return callback(*args)
         except Exception as exc:  # noqa: BLE001
-            node.get_logger().error(f"{callback.__name__}: message refused: {_why(exc)}",
-                                    throttle_duration_sec=1.0)
+            node.get_logger().error(
+                f"{callback.__name__}: message refused: {_why(exc)}", throttle_duration_sec=1.0
+            )
             return None
 
     return receive

@@ -22,7 +22,14 @@ class Graph:
 
     def __init__(self, profile: str, root: Path, sets: tuple[str, ...] = ()):
         self.root, self.bags = root, root / "bags"
-        args = ["launch", profile, "--logs", str(root / "logs"), "--set", f"r3_recorder_node.output_dir={self.bags}"]
+        args = [
+            "launch",
+            profile,
+            "--logs",
+            str(root / "logs"),
+            "--set",
+            f"r3_recorder_node.output_dir={self.bags}",
+        ]
         for s in sets:
             args += ["--set", s]
         self.proc = subprocess.Popen(R3 + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -32,8 +39,11 @@ class Graph:
 
     @property
     def pids(self) -> dict[str, int]:
-        return {m.group(1): int(m.group(2)) for line in list(self.lines)
-                if (m := re.search(r"started (\S+) \(pid (\d+)\)", line))}
+        return {
+            m.group(1): int(m.group(2))
+            for line in list(self.lines)
+            if (m := re.search(r"started (\S+) \(pid (\d+)\)", line))
+        }
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -67,8 +77,14 @@ class Client:
         self.node = rclpy.create_node(name)
         self.commander = R3Commander(self.node)
         self.joints: list[tuple[float, tuple[float, ...], int]] = []  # (received, positions, stamp ns)
-        self.node.create_subscription(JointState, names.JOINT_STATES, lambda m: self.joints.append(
-            (time.monotonic(), tuple(m.position), m.header.stamp.sec * 10**9 + m.header.stamp.nanosec)), 100)
+        self.node.create_subscription(
+            JointState,
+            names.JOINT_STATES,
+            lambda m: self.joints.append(
+                (time.monotonic(), tuple(m.position), m.header.stamp.sec * 10**9 + m.header.stamp.nanosec)
+            ),
+            100,
+        )
 
     def close(self) -> None:
         self.node.destroy_node()
@@ -157,4 +173,3 @@ def missing_decision_frames(bag: Path) -> tuple[int, int]:
     frames = {(f.header.stamp.sec, f.header.stamp.nanosec) for f in topics.get(names.REASONER_FRAMES, [])}
     wanted = [(s.sec, s.nanosec) for step in topics.get(names.REASONER_STEPS, []) for s in step.image_stamps]
     return len(wanted), sum(1 for w in wanted if w not in frames)
-

@@ -92,12 +92,18 @@ def test_bad_calls_to_the_simulator_and_the_lowlevel_node_are_refused_and_they_k
     reset = client.node.create_client(ResetScene, names.RESET_SCENE)
     follow = ActionClient(client.node, FollowInstruction, names.FOLLOW_INSTRUCTION)
     t0 = time.monotonic()
-    for bad in (ResetScene.Request(suite="language_table", task="V", seed=-1),
-                ResetScene.Request(suite="language_table", task="../../x", seed=1)):
+    for bad in (
+        ResetScene.Request(suite="language_table", task="V", seed=-1),
+        ResetScene.Request(suite="language_table", task="../../x", seed=1),
+    ):
         answer = client.call(reset, bad)
         assert not answer.ok and "cannot reset" in answer.reason, answer.reason
-    result = client.action(follow, FollowInstruction.Goal(instruction="push the red moon to the top left corner",
-                                                          suite="language_table", seed=-1))
+    result = client.action(
+        follow,
+        FollowInstruction.Goal(
+            instruction="push the red moon to the top left corner", suite="language_table", seed=-1
+        ),
+    )
     assert result is not None and not result.success
     assert result.reason.startswith("error: invalid goal: seed must be"), result.reason
     client.spin(0.3)
@@ -111,8 +117,10 @@ def test_pusher_commands_off_the_board_are_refused_not_clipped(graph, client):
 
     from r3_msgs.srv import ResetScene
 
-    assert client.call(client.node.create_client(ResetScene, names.RESET_SCENE),
-                       ResetScene.Request(suite="language_table", task="V", seed=1)).ok  # pusher at (0, -0.17)
+    assert client.call(
+        client.node.create_client(ResetScene, names.RESET_SCENE),
+        ResetScene.Request(suite="language_table", task="V", seed=1),
+    ).ok  # pusher at (0, -0.17)
     pub = client.node.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
     deadline = time.monotonic() + 10
     while pub.get_subscription_count() == 0 and time.monotonic() < deadline:
@@ -151,16 +159,24 @@ def test_a_forged_episode_start_neither_truncates_the_running_bag_nor_opens_one(
 
     from r3_msgs.msg import EpisodeEvent
 
-    pub = client.node.create_publisher(EpisodeEvent, names.EPISODE_EVENTS,
-                                       QoSProfile(depth=10, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL))
+    pub = client.node.create_publisher(
+        EpisodeEvent,
+        names.EPISODE_EVENTS,
+        QoSProfile(depth=10, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL),
+    )
     forged = [f"forged-{uuid.uuid4().hex[:6]}", "../../forged"]
     sent = []
 
     def forge(_handle) -> None:
-        if not sent and len(client.joints) and client.joints[-1][0] > started:  # mid-episode: the pusher moves
+        if (
+            not sent and len(client.joints) and client.joints[-1][0] > started
+        ):  # mid-episode: the pusher moves
             for episode_id in forged:
-                pub.publish(EpisodeEvent(episode_id=episode_id, event=EpisodeEvent.START, suite="language_table",
-                                         task="V"))
+                pub.publish(
+                    EpisodeEvent(
+                        episode_id=episode_id, event=EpisodeEvent.START, suite="language_table", task="V"
+                    )
+                )
             sent.append(time.monotonic())
 
     started = time.monotonic()
@@ -196,7 +212,9 @@ def test_a_frozen_simulator_executes_no_stale_command_after_the_episode_error(gr
         assert frozen, "the episode ended before the simulator was frozen"
         # The low-level node's state timeout (2 s), or the reasoner's heartbeat timeout (5 s) when the
         # freeze came between two instructions: either names the simulator.
-        assert result.reason.startswith("error: ") and ("simulator" in result.reason or "r3_sim_node" in result.reason)
+        assert result.reason.startswith("error: ") and (
+            "simulator" in result.reason or "r3_sim_node" in result.reason
+        )
         late = Vector3Stamped()
         late.vector.y = 0.01
         pub.publish(late)  # a command after the error, queued at the frozen simulator
@@ -206,18 +224,28 @@ def test_a_frozen_simulator_executes_no_stale_command_after_the_episode_error(gr
     client.spin(2.0)
     client.node.destroy_publisher(pub)
     in_flight, begun = client.steps_after(ended, STEP_NS)
-    print(f"\nsimulator frozen {time.monotonic() - 2.0 - frozen[0]:.1f} s mid-episode: episode error after {ended - frozen[0]:.2f} s; after it {in_flight} "
-          f"control step in flight at the freeze completed, {begun} began")
+    print(
+        f"\nsimulator frozen {time.monotonic() - 2.0 - frozen[0]:.1f} s mid-episode: episode error after "
+        f"{ended - frozen[0]:.2f} s; after it {in_flight} "
+        f"control step in flight at the freeze completed, {begun} began"
+    )
     assert begun == 0 and in_flight <= 1
     assert_serves_a_valid_episode(graph, client)
 
 
-def test_r3_run_on_the_running_graph_prints_the_bags_absolute_path_from_any_directory(graph, client, tmp_path):
+def test_r3_run_on_the_running_graph_prints_the_bags_absolute_path_from_any_directory(
+    graph, client, tmp_path
+):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    run = subprocess.run(R3 + ["run", "--use-running-graph", "--task", "V", "--seed", "3", "--quiet",
-                               "--video", "none"], cwd=elsewhere, capture_output=True, text=True, timeout=180,
-                         check=False)
+    run = subprocess.run(
+        R3 + ["run", "--use-running-graph", "--task", "V", "--seed", "3", "--quiet", "--video", "none"],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     (line,) = [line for line in run.stdout.splitlines() if line.startswith("bag:")]
     bag = Path(line.split(None, 1)[1])

@@ -30,11 +30,16 @@ def test_killing_a_node_of_a_launched_graph_gives_the_client_an_error_naming_it_
                 killed.append(time.monotonic())
 
         started = time.monotonic()
-        result, ended = client.run_task(RunTask.Goal(suite="language_table", task="T", seed=5, reset_scene=True),
-                                        during=kill, timeout_s=60)
+        result, ended = client.run_task(
+            RunTask.Goal(suite="language_table", task="T", seed=5, reset_scene=True),
+            during=kill,
+            timeout_s=60,
+        )
         assert killed, "the episode ended before the kill"
-        print(f"\nkill -9 {victim} of an `r3 launch` graph: error result after {ended - killed[0]:.2f} s: "
-              f"{result.reason}")
+        print(
+            f"\nkill -9 {victim} of an `r3 launch` graph: error result after {ended - killed[0]:.2f} s: "
+            f"{result.reason}"
+        )
         assert result.reason.startswith("error: ") and victim in result.reason
         assert ended - killed[0] < 2.0
     finally:

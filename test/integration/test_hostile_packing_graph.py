@@ -77,7 +77,10 @@ def test_ground_point_refuses_a_label_that_names_nothing_at_the_point(graph, cli
         assert client.call(ground, GroundPoint.Request(label=obj.label, u=u, v=v, purpose="pick")).ok
         for label in ("unicorn", "", " ", "x" * 100_000, other.label):
             refused = client.call(ground, GroundPoint.Request(label=label, u=u, v=v, purpose="pick"))
-            assert not refused.ok and refused.reason.startswith("label_mismatch"), (label[:20], refused.reason)
+            assert not refused.ok and refused.reason.startswith("label_mismatch"), (
+                label[:20],
+                refused.reason,
+            )
         checked += 1
     assert checked >= 1
 
@@ -93,8 +96,12 @@ def test_bad_seeds_for_the_packing_simulator_and_its_arm_are_refused(graph, clie
     answer = client.call(reset, ResetScene.Request(suite="packing", task="4", seed=-1))
     assert not answer.ok and "seed must be" in answer.reason, answer.reason
     follow = ActionClient(client.node, FollowInstruction, names.FOLLOW_INSTRUCTION)
-    result = client.action(follow, FollowInstruction.Goal(instruction="Pack the sugar box into the medium tray.",
-                                                          suite="packing", seed=-1))
+    result = client.action(
+        follow,
+        FollowInstruction.Goal(
+            instruction="Pack the sugar box into the medium tray.", suite="packing", seed=-1
+        ),
+    )
     assert result is not None and result.reason.startswith("error: invalid goal: seed must be"), result
     run, _ = client.run_task(goal(seed=-1))
     assert run.reason.startswith("error: invalid goal: seed must be"), run.reason
@@ -121,7 +128,10 @@ def test_a_frozen_packing_simulator_moves_no_joint_after_the_episode_error(graph
         os.kill(sim, signal.SIGCONT)
     client.spin(3.0)
     in_flight, begun = client.steps_after(ended, STEP_NS)
-    print(f"\npacking simulator frozen 8 s mid-instruction: episode error after {ended - frozen[0]:.2f} s; after it "
-          f"{in_flight} control step in flight at the freeze completed, {begun} began")
+    print(
+        f"\npacking simulator frozen 8 s mid-instruction: episode error after {ended - frozen[0]:.2f} s; "
+        f"after it "
+        f"{in_flight} control step in flight at the freeze completed, {begun} began"
+    )
     assert begun == 0 and in_flight <= 1
     assert_serves_a_valid_episode(client, seed=1)

@@ -25,14 +25,17 @@ from r3.sim.language_table.env import LanguageTableEnv
 from r3.tasks.language_table.board import BoardState
 
 
-@pytest.mark.parametrize("fields, why", [
-    (("language_table", "V", -1, -1), "seed must be in 0.."),
-    (("language_table", "../../x", 3, -1), "unknown language_table task"),
-    (("language_table", "V" * 300, 3, -1), "unknown language_table task"),
-    (("mars", "V", 3, -1), "unknown suite"),
-    (("language_table", "V", 3, -2), "reasoning_budget"),
-    (("packing", "V", 3, -1), "unknown packing task"),
-])
+@pytest.mark.parametrize(
+    "fields, why",
+    [
+        (("language_table", "V", -1, -1), "seed must be in 0.."),
+        (("language_table", "../../x", 3, -1), "unknown language_table task"),
+        (("language_table", "V" * 300, 3, -1), "unknown language_table task"),
+        (("mars", "V", 3, -1), "unknown suite"),
+        (("language_table", "V", 3, -2), "reasoning_budget"),
+        (("packing", "V", 3, -1), "unknown packing task"),
+    ],
+)
 def test_bad_run_task_fields_are_refused_with_the_reason(fields, why):
     with pytest.raises(GoalRefused, match=why):
         check_run_task(*fields)
@@ -81,7 +84,11 @@ def test_an_exception_in_a_callback_becomes_a_refusal_carrying_its_message():
     assert not response.ok and response.reason == "error: RuntimeError: seed out of range"
     ended = []
     result = refusing_action(node, boom, FollowInstruction.Result, lambda h, o: ended.append(o))(object())
-    assert result.reason == "error: RuntimeError: seed out of range" and not result.success and ended == ["aborted"]
+    assert (
+        result.reason == "error: RuntimeError: seed out of range"
+        and not result.success
+        and ended == ["aborted"]
+    )
     assert refusing_message(node, boom)(object()) is None
     assert len(logger.errors) == 3 and all("seed out of range" in e for e in logger.errors)
 
@@ -121,7 +128,10 @@ def test_the_scripted_policy_never_commands_the_pusher_off_the_board(env):
     policy, commands = ScriptedPushingPolicy(PushingPolicyConfig()), 0
     for seed in range(6):
         env.reset(seed=seed)
-        for instruction in ("move your arm to the bottom left corner", "push the red moon to the bottom side"):
+        for instruction in (
+            "move your arm to the bottom left corner",
+            "push the red moon to the bottom side",
+        ):
             policy.reset(parse(instruction), env.state(), np.random.default_rng(seed))
             while (action := policy.act(env.state())) is not None:
                 assert env.off_board(action) == ""
@@ -149,8 +159,10 @@ def test_ground_point_refuses_a_label_that_names_nothing_at_the_point(tabletop_f
     p.process(frame)
     red = next(i for i, n in frame.instance_names.items() if n == "red box")
     rows, cols = np.nonzero(frame.instances == red)
-    u, v = [(c + 0.5) / s * 1000 for c, s in ((cols[len(cols) // 2], frame.camera.width),
-                                              (rows[len(rows) // 2], frame.camera.height))]
+    u, v = [
+        (c + 0.5) / s * 1000
+        for c, s in ((cols[len(cols) // 2], frame.camera.width), (rows[len(rows) // 2], frame.camera.height))
+    ]
     assert p.ground_point("red box", u, v, "pick", frame.stamp_ns).ok
     assert p.ground_point(ANY_LABEL, u, v, "pick", frame.stamp_ns).ok
     refused = p.ground_point(label, u, v, "pick", frame.stamp_ns)
@@ -204,24 +216,60 @@ def test_a_dataset_step_takes_the_frames_its_reasoner_step_names_even_without_a_
         return types["builtin_interfaces/msg/Time"](sec=ns // 10**9, nanosec=ns % 10**9)
 
     rgb = np.full((4, 6, 3), 7, np.uint8)
-    image = types["sensor_msgs/msg/Image"](header=types["std_msgs/msg/Header"](stamp=stamp(200), frame_id="c"),
-                                           height=4, width=6, encoding="rgb8", is_bigendian=0, step=18,
-                                           data=rgb.reshape(-1))
+    image = types["sensor_msgs/msg/Image"](
+        header=types["std_msgs/msg/Header"](stamp=stamp(200), frame_id="c"),
+        height=4,
+        width=6,
+        encoding="rgb8",
+        is_bigendian=0,
+        step=18,
+        data=rgb.reshape(-1),
+    )
     writer.write_message(names.REASONER_FRAMES, "sensor_msgs/msg/Image", 1, image)
-    fields = {f: "" for f in ("episode_id", "suite", "task", "goal", "history", "reasoning", "raw_response",
-                              "error", "model_id")}
+    fields = {
+        f: ""
+        for f in (
+            "episode_id",
+            "suite",
+            "task",
+            "goal",
+            "history",
+            "reasoning",
+            "raw_response",
+            "error",
+            "model_id",
+        )
+    }
     step = types["r3_msgs/msg/ReasonerStep"](
-        header=types["std_msgs/msg/Header"](stamp=stamp(300), frame_id=""), image_stamps=[stamp(200)], step=0,
-        instruction="push the red moon to the top left corner", valid=True, latency_prompt_s=0.0,
-        latency_model_s=0.0, latency_parse_s=0.0, prompt_tokens=0, completion_tokens=0, **fields)
+        header=types["std_msgs/msg/Header"](stamp=stamp(300), frame_id=""),
+        image_stamps=[stamp(200)],
+        step=0,
+        instruction="push the red moon to the top left corner",
+        valid=True,
+        latency_prompt_s=0.0,
+        latency_model_s=0.0,
+        latency_parse_s=0.0,
+        prompt_tokens=0,
+        completion_tokens=0,
+        **fields,
+    )
     writer.write_message(names.REASONER_STEPS, "r3_msgs/msg/ReasonerStep", 2, step)
     env = LanguageTableEnv(task="V")
     env.reset(seed=1)
     state = types["r3_msgs/msg/PrivilegedState"](
-        header=types["std_msgs/msg/Header"](stamp=stamp(100), frame_id="board"), episode_id="", control_step=0,
-        suite="language_table", task="V", goal="", task_instance_json=json.dumps(env.task_instance.to_dict()),
-        objects=[], effector=types["geometry_msgs/msg/Point"](x=0.0, y=0.0, z=0.0), held="", progress=0.0,
-        success=False)
+        header=types["std_msgs/msg/Header"](stamp=stamp(100), frame_id="board"),
+        episode_id="",
+        control_step=0,
+        suite="language_table",
+        task="V",
+        goal="",
+        task_instance_json=json.dumps(env.task_instance.to_dict()),
+        objects=[],
+        effector=types["geometry_msgs/msg/Point"](x=0.0, y=0.0, z=0.0),
+        held="",
+        progress=0.0,
+        success=False,
+    )
     env.close()
     writer.write_message(names.PRIVILEGED_STATE, "r3_msgs/msg/PrivilegedState", 3, state)
     bag = writer.close(success=True, progress=1.0, steps=1, reason="success")

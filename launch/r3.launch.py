@@ -7,21 +7,43 @@
 Each member becomes a launch_ros Node with its arguments, parameters and remappings, external
 executables (ros_gz_bridge's parameter_bridge, topic_tools) as well. Members with `start: false`
 (Isaac Sim, a scene adapter you write) are not started here. As with `r3 launch`, the graph is one
-unit: when any member exits, the whole launch shuts down, with the member named in the reason.
+unit: when any member exits, the exit is written to the member-exits file every member finds through
+``R3_MEMBER_EXITS`` (the reasoner ends its episode with an error result naming the member at once),
+and ``EXIT_GRACE_S`` later the whole launch shuts down, with the member named in the reason.
 Headless by design (no GUI members), so launch tests can include this file as it is.
 """
 
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown
+import os
+import tempfile
+
+from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown, TimerAction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+from launch import LaunchDescription
 from r3.graph.description import DEFAULT_GRAPH, load_profile
+from r3.graph.supervisor import MEMBER_EXITS_ENV, Exit, record_exit
+
+#: How long the graph outlives a member's exit: the reasoner's error result reaches its client first.
+EXIT_GRACE_S = 1.0
+
+
+def on_member_exit(name: str, exits_file: str):
+    """``on_exit`` of member ``name``: record the exit, then shut the launch down after the grace."""
+
+    def handle(event, _context):
+        record_exit(exits_file, Exit(name, event.returncode))
+        return [TimerAction(period=EXIT_GRACE_S,
+                            actions=[Shutdown(reason=f"{name} exited; the r3 graph stops as one unit")])]
+
+    return handle
 
 
 def member_nodes(context, *args, **kwargs):
     profile = load_profile(LaunchConfiguration("profile").perform(context),
                            LaunchConfiguration("graph").perform(context))
+    fd, exits_file = tempfile.mkstemp(prefix="r3-member-exits-")
+    os.close(fd)
     return [
         Node(
             package=member.package,
@@ -31,7 +53,8 @@ def member_nodes(context, *args, **kwargs):
             parameters=[member.parameters],
             remappings=list(member.remappings.items()),
             output="screen",
-            on_exit=Shutdown(reason=f"{member.name} exited; the r3 graph stops as one unit"),
+            additional_env={MEMBER_EXITS_ENV: exits_file},
+            on_exit=on_member_exit(member.name, exits_file),
         )
         for member in profile.started  # not the members with `start: false`: the user starts those
     ]

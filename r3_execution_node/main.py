@@ -26,6 +26,7 @@ from r3_ros.conversions import move_goal_to_target
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.params import declare_parameters
+from r3_ros.refusals import refusing_action
 from r3_ros.spin import run_node
 
 
@@ -41,7 +42,8 @@ class ExecutionNode(Node):
         self.arm = make_executor("moveit", config, box)
         self.arm.connect()  # import moveit_py and start MoveItPy now, not at the first goal
         self.goals = SingleGoal(self)
-        ActionServer(self, MoveToPose, names.MOVE_TO_POSE, execute_callback=self.move,
+        ActionServer(self, MoveToPose, names.MOVE_TO_POSE,
+                     execute_callback=refusing_action(self, self.move, MoveToPose.Result, self.goals.end),
                      goal_callback=lambda _: GoalResponse.ACCEPT, cancel_callback=lambda _: CancelResponse.ACCEPT,
                      handle_accepted_callback=self.goals.accept, callback_group=ReentrantCallbackGroup())
         self.heartbeat = HeartbeatPublisher(self)

@@ -28,6 +28,7 @@ from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
 from r3.instructions.language_table import ParseError, parse
 from r3.lowlevel.pushing import PushingPolicyConfig, ScriptedPushingPolicy
+from r3.safety.goals import GoalRefused, check_seed
 from r3_msgs.action import FollowInstruction
 from r3_msgs.msg import PrivilegedState
 from r3_ros.conversions import msg_to_board_state, stamp_to_ns
@@ -35,6 +36,7 @@ from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.params import declare_parameters
 from r3_ros.qos import LATCHED
+from r3_ros.refusals import refusing_action, refusing_message
 from r3_ros.spin import run_node
 from r3_ros.stop import MotionGuard, end_stopped
 
@@ -54,10 +56,11 @@ class LowLevelNode(Node):
         self.state: PrivilegedState | None = None
         self.goals = SingleGoal(self)
         self.command_pub = self.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
-        self.create_subscription(PrivilegedState, names.PRIVILEGED_STATE, self.on_state, LATCHED,
-                                 callback_group=MutuallyExclusiveCallbackGroup())
+        self.create_subscription(PrivilegedState, names.PRIVILEGED_STATE, refusing_message(self, self.on_state),
+                                 LATCHED, callback_group=MutuallyExclusiveCallbackGroup())
         self.server = ActionServer(
-            self, FollowInstruction, names.FOLLOW_INSTRUCTION, execute_callback=self.execute,
+            self, FollowInstruction, names.FOLLOW_INSTRUCTION,
+            execute_callback=refusing_action(self, self.execute, FollowInstruction.Result, self.goals.end),
             goal_callback=lambda _: GoalResponse.ACCEPT, handle_accepted_callback=self.goals.accept,
             cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=ReentrantCallbackGroup())
         self.heartbeat = HeartbeatPublisher(self, state=WAITING_FOR_STATE)
@@ -87,6 +90,12 @@ class LowLevelNode(Node):
     def execute(self, handle) -> FollowInstruction.Result:
         goal = handle.request
         result = FollowInstruction.Result()
+        try:
+            if goal.suite not in ("", "language_table"):
+                raise GoalRefused(f"suite {goal.suite[:80]!r} is not served here (language_table)")
+            check_seed(goal.seed)
+        except GoalRefused as exc:
+            return self._finish(handle, result, False, f"error: invalid goal: {exc}")
         parsed = parse(goal.instruction)
         if isinstance(parsed, ParseError):
             return self._finish(handle, result, False, f"parse_error: {parsed.reason}")

@@ -18,7 +18,12 @@ the perception node's ``sim`` backend segments with.
 The arm takes no control step once its goal is cancelled, once a stop of the goal's family arrives on
 ``/r3/stop_motion``, or (FollowInstruction only, whose client is the reasoner) once the reasoner falls
 silent for ``client_timeout_s`` (watchdog): ``r3_ros.stop.MotionGuard``, asked by the sim executor
-before every control step.
+before every control step. Nor once this process was frozen (SIGSTOP) or starved for longer than
+``COMMAND_DEADLINE_S`` while the goal ran (``r3.safety.freeze.FreezeWatch``): by the time it runs
+again its client may have given up on the goal (the reasoner does after its 5 s heartbeat timeout),
+so the goal is stale; the arm holds still and the goal ends with an error. MoveIt Servo's
+incoming-command timeout, applied to the goal being executed. Once a goal must stop, the simulated
+world takes no further step for it (the policy's settling steps are skipped too).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +47,8 @@ from r3.graph.node_params import NODE_PARAMETERS
 from r3.lowlevel.packing import PolicyResult
 from r3.lowlevel.perceived import arm_reading, scene_key
 from r3.packing_episode import PackingCell
+from r3.safety.freeze import FreezeWatch
+from r3.safety.goals import GoalRefused, canonical_task, check_seed
 from r3.sim.packing import scene
 from r3.sim.packing.env import ITEM_INDEX, PackingEnv
 from r3_msgs.action import FollowInstruction, MoveToPose
@@ -60,11 +68,15 @@ from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.params import declare_parameters
 from r3_ros.perception_client import PerceptionUnavailable, RosPerception
 from r3_ros.qos import LATCHED
+from r3_ros.refusals import refusing_action, refusing_service
 from r3_ros.spin import run_node
 from r3_ros.stop import MotionGuard, end_stopped
 
 SNAPSHOT_FORMAT = "r3-packing-snapshot/1"
 STEP_NS = round(scene.CONTROL_DT * 1e9)
+#: How long this process may be frozen or starved while a goal runs before the goal counts as stale;
+#: below the reasoner's heartbeat timeout (5 s), so a goal its client gave up on never moves again.
+COMMAND_DEADLINE_S = 2.0
 CAMERAS = {"base": (names.CAMERA_IMAGE, names.CAMERA_INFO), "wrist": (names.WRIST_IMAGE, names.WRIST_INFO)}
 
 
@@ -106,15 +118,17 @@ class PackingSimNode(Node):
         instance_names = self.create_publisher(String, names.SIM_INSTANCE_NAMES, LATCHED)
         instance_names.publish(String(data=json.dumps({str(i): item for item, i in ITEM_INDEX.items()})))
         group = ReentrantCallbackGroup()
-        self.create_service(ResetScene, names.RESET_SCENE, self.on_reset, callback_group=group)
+        self.create_service(ResetScene, names.RESET_SCENE, refusing_service(self, self.on_reset), callback_group=group)
+        self.goals = SingleGoal(self)  # only its end(): the goals run one at a time under the lock
         for action, name, execute in ((FollowInstruction, names.FOLLOW_INSTRUCTION, self.follow),
                                       (MoveToPose, names.MOVE_TO_POSE, self.move)):
-            ActionServer(self, action, name, execute_callback=execute, goal_callback=lambda _: GoalResponse.ACCEPT,
+            ActionServer(self, action, name, execute_callback=refusing_action(self, execute, action.Result, self.goals.end),
+                         goal_callback=lambda _: GoalResponse.ACCEPT,
                          cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=group)
         self.heartbeat = HeartbeatPublisher(self)
         self.guard = MotionGuard(self, HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup()),
                                  p["client_timeout_s"], p["reasoner_node"])
-        self.goals = SingleGoal(self)  # only its end(): the goals run one at a time under the lock
+        self.freezes = FreezeWatch(COMMAND_DEADLINE_S)
         self.publish_settled()
         self.get_logger().info(f"packing workcell at {width}x{height}")
 
@@ -130,11 +144,12 @@ class PackingSimNode(Node):
                 return response
             next_ns = self.now_ns + STEP_NS  # time moves on across a reset, so every stamp is unique
             try:
-                self.cell.reset(int(request.seed), request.task)
-            except (KeyError, ValueError) as exc:
-                response.ok, response.reason = False, f"cannot reset task {request.task!r}: {exc}"
+                task = canonical_task("packing", request.task)
+                self.cell.reset(check_seed(request.seed), task)
+            except (KeyError, ValueError, RuntimeError) as exc:
+                response.ok, response.reason = False, f"cannot reset task {request.task[:80]!r}: {exc}"
                 return response
-            self.base_ns, self.episode_id, self.task = next_ns, request.episode_id, request.task
+            self.base_ns, self.episode_id, self.task = next_ns, request.episode_id, task
             instance = self.env.task_instance
             response.ok, response.goal = True, instance.goal
             response.task_instance_json = json.dumps(instance.to_dict())
@@ -146,16 +161,27 @@ class PackingSimNode(Node):
         """One packing instruction: the policy's skills through the sim executor; a cancel, a stop or
         a silent reasoner stops the arm before its next control step."""
         goal, result = handle.request, FollowInstruction.Result()
+        try:
+            if goal.suite != "packing":
+                raise GoalRefused(f"suite {goal.suite[:80]!r} is not served here (packing)")
+            check_seed(goal.seed)
+        except GoalRefused as exc:
+            result.reason = f"error: invalid goal: {exc}"
+            self.goals.end(handle, "aborted")
+            return result
         with self.lock:
             self.heartbeat.state = "busy"
             stop = self.arm_guard(handle, watch_client=True)
             self.cell.executor.on_step = lambda _: self.on_control_step()
+            idle = self.cell.policy.idle
+            self.cell.policy.idle = lambda: None if stop.reason is not None else (idle(), self.on_control_step())
             try:
                 outcome = self.cell.policy.follow(goal.instruction, np.random.default_rng(goal.seed))
             except PerceptionUnavailable as exc:
                 outcome = PolicyResult(False, f"error: perception: {exc}", 0)
             finally:
                 self.cell.executor.on_step = self.cell.executor.should_stop = None
+                self.cell.policy.idle = idle
                 self.heartbeat.state = "idle"
             result.steps, result.finished = outcome.control_steps, self.publish_settled()
         if stop.reason is not None:
@@ -169,9 +195,12 @@ class PackingSimNode(Node):
     def arm_guard(self, handle, watch_client: bool) -> _Stop:
         """Make the sim executor ask ``self.guard`` before every control step of ``handle``'s motion;
         the first reason to stop sticks (a reasoner heard again does not restart the arm)."""
-        stop = _Stop()
+        stop, started = _Stop(), time.monotonic()
 
         def should_stop() -> bool:
+            if stop.reason is None and (frozen_s := self.freezes.frozen_since(started)):
+                stop.reason = (f"error: {self.get_fully_qualified_name()} was frozen or starved for {frozen_s:.1f} s "
+                               f"(deadline {COMMAND_DEADLINE_S} s); its goal is stale, motion stopped")
             if stop.reason is None:
                 stop.reason = self.guard.stop_reason(handle, watch_client)
             return stop.reason is not None
@@ -211,7 +240,8 @@ class PackingSimNode(Node):
         return result
 
     def on_control_step(self) -> bool:
-        """Publish time and joints after every executor step (stopping is ``should_stop``'s job)."""
+        """Publish time and joints after every control step, the policy's settling steps too, as a
+        driver publishes joint states (stopping is ``should_stop``'s job)."""
         stamp = ns_to_stamp(self.now_ns)
         self.clock_pub.publish(ClockMsg(clock=stamp))
         self.publish_joints(stamp)

@@ -45,6 +45,7 @@ from r3_ros.conversions import (
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.params import declare_parameters
 from r3_ros.qos import LATCHED, SENSOR
+from r3_ros.refusals import refusing_message, refusing_service
 from r3_ros.spin import run_node
 
 #: Instance masks kept for frames still on their way.
@@ -73,20 +74,23 @@ class PerceptionNode(Node):
         self.instance_names: dict[int, str] = {}
 
         sensors = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(Image, names.CAMERA_IMAGE, lambda m: self.on_image(0, m), SENSOR,
+        self.create_subscription(Image, names.CAMERA_IMAGE, refusing_message(self, self.on_colour), SENSOR,
                                  callback_group=sensors)
-        self.create_subscription(Image, names.CAMERA_DEPTH, lambda m: self.on_image(1, m), SENSOR,
+        self.create_subscription(Image, names.CAMERA_DEPTH, refusing_message(self, self.on_depth), SENSOR,
                                  callback_group=sensors)
         self.create_subscription(CameraInfo, names.CAMERA_INFO, self.on_info, SENSOR,
                                  callback_group=sensors)
-        self.create_subscription(Image, names.SIM_INSTANCES, self.on_instances, 10, callback_group=sensors)
-        self.create_subscription(String, names.SIM_INSTANCE_NAMES, self.on_instance_names, LATCHED,
+        self.create_subscription(Image, names.SIM_INSTANCES, refusing_message(self, self.on_instances), 10,
+                                 callback_group=sensors)
+        self.create_subscription(String, names.SIM_INSTANCE_NAMES, refusing_message(self, self.on_instance_names), LATCHED,
                                  callback_group=sensors)
         self.objects_pub = self.create_publisher(DetectedObjects, names.DETECTED_OBJECTS, 10)
         self.annotated_pub = self.create_publisher(Image, names.PERCEPTION_ANNOTATED, 5)
         services = ReentrantCallbackGroup()
-        self.create_service(GroundPoint, names.GROUND_POINT, self.on_ground, callback_group=services)
-        self.create_service(SetPerceptionQuery, names.SET_PERCEPTION_QUERY, self.on_query, callback_group=services)
+        self.create_service(GroundPoint, names.GROUND_POINT, refusing_service(self, self.on_ground),
+                            callback_group=services)
+        self.create_service(SetPerceptionQuery, names.SET_PERCEPTION_QUERY, refusing_service(self, self.on_query),
+                            callback_group=services)
         self.heartbeat = HeartbeatPublisher(self)
         self.worker = threading.Thread(target=self.process_loop, daemon=True)
         self.worker.start()
@@ -127,6 +131,12 @@ class PerceptionNode(Node):
 
     def on_instance_names(self, msg: String) -> None:
         self.instance_names = {int(k): v for k, v in json.loads(msg.data).items()}
+
+    def on_colour(self, msg: Image) -> None:
+        self.on_image(0, msg)
+
+    def on_depth(self, msg: Image) -> None:
+        self.on_image(1, msg)
 
     def on_image(self, stream: int, msg: Image) -> None:
         pair = self.sync.add(stream, stamp_to_ns(msg.header.stamp), msg)

@@ -18,24 +18,27 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 
-from r3_msgs.action import FollowInstruction, RunTask
-from r3_msgs.msg import EpisodeEvent, InstructionOutcome, PrivilegedState, ReasonerStep
-from r3_msgs.srv import ResetScene
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import Image
+from std_msgs.msg import String
 
 from r3.episode import policy_seed
 from r3.episode_loop import Decider, StepDecision, StepView
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
+from r3.graph.supervisor import MemberExits
 from r3.reasoning import BackendError, ReasoningBudget, make_backend
 from r3.reasoning.expert import ExpertView
 from r3.reasoning.packing_expert import PackingExpertView
+from r3.safety.goals import GoalRefused, check_run_task
+from r3.safety.goals import episode_id as new_episode_id
+from r3_msgs.action import FollowInstruction, RunTask
+from r3_msgs.msg import EpisodeEvent, InstructionOutcome, PrivilegedState, ReasonerStep
+from r3_msgs.srv import ResetScene
 from r3_ros.conversions import (
     msg_to_board_state,
     msg_to_image,
@@ -47,6 +50,7 @@ from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.params import declare_parameters
 from r3_ros.qos import EVENTS, LATCHED
+from r3_ros.refusals import refusing_action, refusing_message
 from r3_ros.spin import run_node
 from r3_ros.stop import StopListener, StopPublisher, end_stopped, goal_key, new_goal_id
 
@@ -85,15 +89,21 @@ class ReasonerNode(Node):
         self.watch_recorder: list[str] = []
         self.runs_lock = threading.Lock()
         self.runs: dict[str, Run] = {}  # by RunTask goal key
+        self.scene_id = ""  # the simulator's episode id of the scene the running episode acts on
+        self.bag = ""  # the recorder's bag being recorded
+        self.exits = MemberExits.from_environment()  # members a supervisor saw exit
         sensors = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(PrivilegedState, names.PRIVILEGED_STATE, self.on_state, LATCHED,
-                                 callback_group=sensors)
+        self.create_subscription(PrivilegedState, names.PRIVILEGED_STATE, refusing_message(self, self.on_state),
+                                 LATCHED, callback_group=sensors)
         self.create_subscription(Image, names.CAMERA_IMAGE, self.on_image, 5, callback_group=sensors)
         if self.param["wrist_camera"]:
             self.create_subscription(Image, names.WRIST_IMAGE, self.on_wrist_image, 5, callback_group=sensors)
+        self.create_subscription(String, names.RECORDER_BAGS, lambda m: setattr(self, "bag", m.data), LATCHED,
+                                 callback_group=sensors)
         self.monitor = HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup())
         self.heartbeat = HeartbeatPublisher(self)
         self.steps_pub = self.create_publisher(ReasonerStep, names.REASONER_STEPS, 50)
+        self.frames_pub = self.create_publisher(Image, names.REASONER_FRAMES, 50)
         self.outcome_pub = self.create_publisher(InstructionOutcome, names.INSTRUCTION_OUTCOMES, 50)
         self.event_pub = self.create_publisher(EpisodeEvent, names.EPISODE_EVENTS, EVENTS)
         self.stop_pub = StopPublisher(self)
@@ -102,7 +112,8 @@ class ReasonerNode(Node):
         self.reset_client = self.create_client(ResetScene, names.RESET_SCENE, callback_group=clients)
         self.follow_client = ActionClient(self, FollowInstruction, names.FOLLOW_INSTRUCTION, callback_group=clients)
         self.server = ActionServer(
-            self, RunTask, names.RUN_TASK, execute_callback=self.execute,
+            self, RunTask, names.RUN_TASK, execute_callback=refusing_action(self, self.execute, RunTask.Result,
+                                                                             self.goals.end),
             goal_callback=lambda _: GoalResponse.ACCEPT, handle_accepted_callback=self.goals.accept,
             cancel_callback=self.on_cancel, callback_group=ReentrantCallbackGroup())
         self.get_logger().info(f"reasoner ready with backend {self.backend.model_id}")
@@ -155,19 +166,21 @@ class ReasonerNode(Node):
         """Raise when a watched node has gone silent or the episode has run out of time."""
         timeout = self.param["heartbeat_timeout_s"]
         watched = [self.param["lowlevel_node"], self.param["sim_node"]] + self.watch_recorder
+        for member_exit in self.exits.read():  # the process manager's word: faster than any heartbeat
+            raise EpisodeError(member_exit)
         for node in self.monitor.dead(watched, timeout):
             raise EpisodeError(f"{node} stopped responding (no heartbeat for {timeout:.1f} s)")
         if time.monotonic() > self.episode_deadline:
             raise EpisodeError(f"the episode ran past its time budget of {self.param['max_episode_s']:.0f} s")
 
-    def observe(self, episode_id: str, not_before_ns: int) -> Observation:
-        """The settled state of this episode at or after ``not_before_ns`` and the images of it."""
+    def observe(self, not_before_ns: int) -> Observation:
+        """The settled state of the episode's scene at or after ``not_before_ns`` and the images of it."""
         deadline = time.monotonic() + self.param["observation_timeout_s"]
         with self.obs_cv:
             while True:
                 s = self.state
                 images = [self.image, self.wrist_image] if self.param["wrist_camera"] else [self.image]
-                if (s is not None and s.episode_id == episode_id and stamp_to_ns(s.header.stamp) >= not_before_ns
+                if (s is not None and s.episode_id == self.scene_id and stamp_to_ns(s.header.stamp) >= not_before_ns
                         and all(im is not None and stamp_to_ns(im.header.stamp) >= stamp_to_ns(s.header.stamp)
                                 for im in images)):
                     return Observation(s, images)
@@ -191,9 +204,15 @@ class ReasonerNode(Node):
     # -- the episode -------------------------------------------------------------------------------
     def execute(self, handle) -> RunTask.Result:
         goal = handle.request
-        episode_id = f"{goal.task}-s{goal.seed}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+        try:  # every field is checked before anything is written, reset or moved
+            suite, task = check_run_task(goal.suite, goal.task, goal.seed, goal.reasoning_budget)
+            self.scene_id = None if goal.reset_scene else self.current_scene(suite, task)
+        except GoalRefused as exc:
+            return self.finish(handle, RunTask.Result(), f"error: invalid goal: {exc}")
+        episode_id = new_episode_id(task, goal.seed)
+        self.scene_id = self.scene_id or episode_id
         result = RunTask.Result(episode_id=episode_id)
-        started, goal_text = False, goal.goal
+        started, goal_text = False, goal.goal or (self.state.goal if not goal.reset_scene else "")
         key = goal_key(handle.goal_id)
         with self.runs_lock:
             self.runs[key] = Run(stopped=self.stops.requested(key))
@@ -204,8 +223,9 @@ class ReasonerNode(Node):
             # START goes out before the reset, so that the recording holds the first scene.
             self.publish_event(EpisodeEvent.START, episode_id, goal, goal_text)
             started = True
-            self.wait_for_recorder(episode_id)
-            goal_text = self.reset(goal, episode_id, handle)
+            result.bag = self.wait_for_recorder(episode_id)
+            if goal.reset_scene:
+                goal_text = self.reset(goal, episode_id, handle)
             if goal_text is None:
                 result.reason = "canceled"
             else:
@@ -237,18 +257,31 @@ class ReasonerNode(Node):
                 raise EpisodeError(f"{node} {what} after {timeout:.1f} s")
             time.sleep(0.02)
 
-    def wait_for_recorder(self, episode_id: str) -> None:
-        """If a recorder is running, wait (bounded) until it records every topic for this episode."""
+    def wait_for_recorder(self, episode_id: str) -> str:
+        """If a recorder is running, wait (bounded) until it records every topic for this episode;
+        the absolute path of its bag ("" when none)."""
         node = self.param["recorder_node"]
         if self.monitor.state(node) is None:
-            return  # no recorder in this graph
+            return ""  # no recorder in this graph
         self.watch_recorder = [node]  # from now on, losing the recorder loses the episode's data
         deadline = time.monotonic() + self.param["recorder_timeout_s"]
-        while self.monitor.state(node) != f"recording:{episode_id}":
+        while self.monitor.state(node) != f"recording:{episode_id}" or not self.bag.endswith(f"/{episode_id}"):
             if time.monotonic() > deadline:
                 self.get_logger().warning(f"{node} did not open a bag for {episode_id}; continuing")
-                return
+                return ""
             time.sleep(0.01)
+        return self.bag
+
+    def current_scene(self, suite: str, task: str) -> str:
+        """reset_scene=false: the simulator's episode id of the scene to continue on, which must be
+        a ``task`` scene of ``suite``; GoalRefused otherwise."""
+        s = self.state
+        if s is None or not s.episode_id:
+            raise GoalRefused("reset_scene is false but no scene has been reset yet")
+        if (s.suite, s.task) != (suite, task):
+            raise GoalRefused(f"reset_scene is false but the current scene is {s.suite} task {s.task!r}, "
+                              f"not {suite} task {task!r}")
+        return s.episode_id
 
     def reset(self, goal, episode_id: str, handle) -> str | None:
         timeout = self.param["service_timeout_s"]
@@ -269,7 +302,7 @@ class ReasonerNode(Node):
         decider = Decider(self.backend, budget, self.param["history"], self.param["max_consecutive_invalid"])
         not_before = 0
         for step in range(max_steps):
-            obs = self.observe(episode_id, not_before)
+            obs = self.observe(not_before)
             result.success, result.progress = obs.state.success, obs.state.progress
             if obs.state.success or self.stopping(handle):
                 return
@@ -281,7 +314,7 @@ class ReasonerNode(Node):
             self.heartbeat.state = "idle"
             model_s = record.decision.output.model_s
             parse_s = time.perf_counter() - t1 - model_s
-            self.publish_step(episode_id, goal, record, (t1 - t0, model_s, parse_s))
+            self.publish_step(episode_id, goal, record, (t1 - t0, model_s, parse_s), obs.images)
             result.steps = step + 1
             result.instructions.append(record.instruction)
             if record.abort:
@@ -296,7 +329,7 @@ class ReasonerNode(Node):
             handle.publish_feedback(RunTask.Feedback(
                 step=step, reasoning=record.decision.parsed.reasoning or "", instruction=record.instruction,
                 progress=self.state.progress if self.state else 0.0))
-        obs = self.observe(episode_id, not_before)
+        obs = self.observe(not_before)
         result.success, result.progress = obs.state.success, obs.state.progress
 
     def step_view(self, goal, obs: Observation) -> StepView:
@@ -360,12 +393,15 @@ class ReasonerNode(Node):
         return result
 
     # -- publishing ------------------------------------------------------------------------------
-    def publish_step(self, episode_id, goal, record: StepDecision, latencies) -> None:
+    def publish_step(self, episode_id, goal, record: StepDecision, latencies, images) -> None:
+        """The step, after the frames it was decided on (reliable: every recorded step finds its frames)."""
+        for image in images:
+            self.frames_pub.publish(image)
         out, parsed, inp = record.decision.output, record.decision.parsed, record.input
         msg = ReasonerStep(episode_id=episode_id, step=record.step, suite=inp.suite, task=goal.task,
                            goal=inp.goal, history=record.history, reasoning=parsed.reasoning or "",
                            instruction=record.instruction, raw_response=out.raw_text, valid=record.valid,
-                           error=record.error, model_id=out.model_id)
+                           error=record.error, model_id=out.model_id, image_stamps=[im.header.stamp for im in images])
         msg.latency_prompt_s, msg.latency_model_s, msg.latency_parse_s = (max(0.0, v) for v in latencies)
         msg.prompt_tokens, msg.completion_tokens = out.prompt_tokens or 0, out.completion_tokens or 0
         msg.header.stamp = self.get_clock().now().to_msg()

@@ -5,6 +5,15 @@ Episodes are delimited by EpisodeEvent START / END. Subscriptions take serialise
 r3_msgs types registered from the interface files. Topic types are discovered from the graph, as
 ``ros2 bag record`` does. An episode that never sees END (the graph stopped, the reasoner died) is
 closed as incomplete; ``r3_episode.yaml`` in the bag says so from the first message on.
+
+``output_dir`` is the bag root; a relative one is taken from the recorder's working directory and
+made absolute at start. The absolute path of each bag opened goes out on ``/r3/recorder/bags``
+(latched), so the RunTask result can carry it. The reasoner's decision frames
+(``/r3/reasoner/frames``, reliable) are recorded whatever the ``topics`` list says.
+
+Episode events are taken only from ``EPISODE_SOURCE``'s publishers (the publisher of each event is
+looked up by its DDS gid): a START from anyone else, such as one forged mid-episode, is refused and
+never closes the running bag, and an episode id that is not a plain folder name opens nothing.
 """
 
 from __future__ import annotations
@@ -12,11 +21,13 @@ from __future__ import annotations
 import importlib
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.serialization import serialize_message
+from std_msgs.msg import String
 
 from r3.data.bags import EpisodeBagWriter, EpisodeInfo
 from r3.graph import names
@@ -24,10 +35,17 @@ from r3.graph.node_params import NODE_PARAMETERS
 from r3_msgs.msg import EpisodeEvent
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.params import declare_parameters
-from r3_ros.qos import EVENTS, RECORD
+from r3_ros.qos import EVENTS, LATCHED, RECORD
+from r3_ros.refusals import refusing_message
 from r3_ros.spin import run_node
 
 EVENTS_TYPE = "r3_msgs/msg/EpisodeEvent"
+#: The only node whose episode events open and close bags.
+EPISODE_SOURCE = "r3_reasoner_node"
+#: How long an event's publisher may take to appear in this node's graph view.
+SOURCE_LOOKUP_S = 0.5
+#: After END, how much longer than ``close_delay_s`` a bag waits for the episode's last steps and frames.
+STRAGGLERS_S = 5.0
 
 
 def recording_state(episode_id: str) -> str:
@@ -45,16 +63,19 @@ class RecorderNode(Node):
     def __init__(self):
         super().__init__("r3_recorder_node")
         p = declare_parameters(self, NODE_PARAMETERS["r3_recorder_node"])
-        self.output_dir = Path(p["output_dir"])
+        self.output_dir = Path(p["output_dir"]).resolve()
         self.topics = [t for t in p["topics"] if t != names.EPISODE_EVENTS]
+        self.topics += [names.REASONER_FRAMES] if names.REASONER_FRAMES not in self.topics else []
         self.close_delay_s = p["close_delay_s"]
         self.lock = threading.Lock()
         self.closing: list[threading.Thread] = []
         self.writer: EpisodeBagWriter | None = None
+        self.recorded: Counter[str] = Counter()  # messages written to the open bag, by topic
         self.subscribed: dict[str, str] = {}
         wall = Clock(clock_type=ClockType.STEADY_TIME)
-        self.create_subscription(EpisodeEvent, names.EPISODE_EVENTS, self.on_event, EVENTS)
-        self.create_timer(0.2, self.discover, clock=wall)
+        self.bags_pub = self.create_publisher(String, names.RECORDER_BAGS, LATCHED)
+        self.create_subscription(EpisodeEvent, names.EPISODE_EVENTS, refusing_message(self, self.on_event), EVENTS)
+        self.create_timer(0.2, refusing_message(self, self.discover), clock=wall)
         self.heartbeat = HeartbeatPublisher(self)
         self.discover()
         self.get_logger().info(f"recording {len(self.topics)} topics per episode into {self.output_dir}")
@@ -75,32 +96,60 @@ class RecorderNode(Node):
             with self.lock:
                 if self.writer is not None:
                     self.writer.write(topic, msgtype, time.time_ns(), data)
+                    self.recorded[topic] += 1
         return callback
 
-    def on_event(self, msg: EpisodeEvent) -> None:
+    def sender(self, info) -> str:
+        """The node name of the publisher of a received message ("" when not in the graph view)."""
+        gid = bytes((info.get("publisher_gid") or {}).get("data", b""))
+        deadline = time.monotonic() + SOURCE_LOOKUP_S
+        while True:
+            for endpoint in self.get_publishers_info_by_topic(names.EPISODE_EVENTS):
+                if bytes(endpoint.endpoint_gid) == gid:
+                    return endpoint.node_name
+            if time.monotonic() > deadline:
+                return ""
+            time.sleep(0.02)
+
+    def on_event(self, msg: EpisodeEvent, info) -> None:
+        sender = self.sender(info)
+        if sender != EPISODE_SOURCE:
+            self.get_logger().error(f"refused an episode event for {msg.episode_id[:80]!r} from {sender or 'an unknown node'!r}: "
+                                    f"only {EPISODE_SOURCE} starts and ends episodes")
+            return
         if msg.event == EpisodeEvent.START:
             with self.lock:
-                self.close_current(complete=False, reason="a new episode started before this one ended")
                 info = EpisodeInfo(episode_id=msg.episode_id, suite=msg.suite, task=msg.task, seed=msg.seed,
                                    goal=msg.goal, backend=msg.backend)
-                self.writer = EpisodeBagWriter(self.output_dir, info)
+                writer = EpisodeBagWriter(self.output_dir, info)  # refuses an id that is no folder name
+                self.close_current(complete=False, reason="a new episode started before this one ended")
+                self.writer, self.recorded = writer, Counter()
                 self.writer.write(names.EPISODE_EVENTS, EVENTS_TYPE, time.time_ns(), serialize_message(msg))
+                self.bags_pub.publish(String(data=str(writer.path)))
             self.announce_when_ready(msg.episode_id)
             self.get_logger().info(f"recording episode {msg.episode_id}")
         elif msg.event == EpisodeEvent.END:
             self.record_to(names.EPISODE_EVENTS, EVENTS_TYPE)(serialize_message(msg))
-            # Let messages still in flight (the last image, the last outcome) reach the bag first.
-            timer = None
+            # Let messages still in flight (the last image, the last outcome) reach the bag first, and
+            # under load wait (bounded) until every step END counts, and a frame for each, has arrived.
+            timer, ended = None, time.monotonic()
 
             def close() -> None:
-                timer.cancel()
+                waited = time.monotonic() - ended
                 with self.lock:
-                    if self.writer is not None and self.writer.info.episode_id == msg.episode_id:
+                    mine = self.writer is not None and self.writer.info.episode_id == msg.episode_id
+                    arrived = self.recorded[names.REASONER_FRAMES] >= msg.steps and (
+                        names.REASONER_STEPS not in self.topics or self.recorded[names.REASONER_STEPS] >= msg.steps)
+                    if mine and waited < self.close_delay_s + STRAGGLERS_S and not (
+                            arrived and waited >= self.close_delay_s):
+                        return
+                    timer.cancel()
+                    if mine:
                         complete = not msg.reason.startswith("error")
                         self.writer.info.goal = msg.goal or self.writer.info.goal
                         self.close_current(complete, msg.reason, msg.success, msg.progress, msg.steps)
 
-            timer = self.create_timer(self.close_delay_s, close, clock=Clock(clock_type=ClockType.STEADY_TIME))
+            timer = self.create_timer(0.05, close, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def announce_when_ready(self, episode_id: str) -> None:
         """Say "recording:<id>" (the reasoner waits for it) once every configured topic is

@@ -19,6 +19,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from r3.graph import names
 from r3.lowlevel.perceived import ArmReading, PerceivedFrame, SeenItem
 from r3.perception.camera import CameraModel
+from r3.perception.pipeline import ANY_LABEL
 from r3.perception.sync import StampedBuffer
 from r3_msgs.msg import DetectedObjects
 from r3_msgs.srv import GroundPoint
@@ -73,7 +74,7 @@ class RosPerception:
         stamp = self.capture()
         detections = self._detections(stamp)
         done = threading.Event()
-        future = self.client.call_async(GroundPoint.Request(label="", u=float(u), v=float(v), purpose="pick"))
+        future = self.client.call_async(GroundPoint.Request(label=ANY_LABEL, u=float(u), v=float(v), purpose="pick"))
         future.add_done_callback(lambda _: done.set())
         deadline = time.monotonic() + self.timeout_s
         if not done.wait(max(deadline - time.monotonic(), 0.0)):

@@ -172,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _summarise(result, out: Path, video: str) -> int:
-    bag = out / "bags" / result.episode_id
+    # The reasoner reports where the recorder put the bag, wherever the graph was started.
+    bag = Path(result.bag) if result.bag else (out / "bags" / result.episode_id).resolve()
     print("-" * 60)
     print(f"outcome:  {'success' if result.success else 'no success'} ({result.reason})", flush=True)
     print(f"progress: {result.progress:.0%} after {result.steps} decision steps")

@@ -6,6 +6,12 @@ waits). The camera renders at ``camera_rate_hz`` of simulated time and, whatever
 the robot has been idle for ``settle_s`` of wall time (so the reasoner always sees the state it
 decides on); a snapshot is published at the same idle points. /clock is simulated time and never
 goes back, across resets too.
+
+The pusher driver refuses, never clips: a command that is non-finite, over the per-step limit, off
+the reachable board area (``LanguageTableEnv.off_board``), or older than ``COMMAND_DEADLINE_S`` by its DDS source stamp
+(a command that waited in a queue while this process was frozen, MoveIt Servo's incoming-command
+timeout), moves nothing and is logged and counted. The deadline is below the low-level node's
+``state_timeout_s`` (2 s), so a command whose FollowInstruction has already ended is always refused.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
+from r3.safety.goals import canonical_task, check_seed
 from r3.sim.language_table.env import LanguageTableEnv
 from r3.sim.language_table.scene import CONTROL_DT
 from r3_msgs.msg import PrivilegedState, SceneSnapshot
@@ -32,10 +39,13 @@ from r3_ros.conversions import board_state_to_msg, camera_info_msg, image_to_msg
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.params import declare_parameters
 from r3_ros.qos import LATCHED
+from r3_ros.refusals import refusing_message, refusing_service
 from r3_ros.spin import run_node
 
 SNAPSHOT_FORMAT = "r3-language-table-snapshot/1"
 STEP_NS = round(CONTROL_DT * 1e9)
+#: A pusher command older than this (wall clock, from its DDS source stamp) is stale and refused.
+COMMAND_DEADLINE_S = 1.0
 
 
 class SimNode(Node):
@@ -56,6 +66,7 @@ class SimNode(Node):
         self.last_image_ns = -1
         self.last_command_wall = 0.0
         self.idle_published = False
+        self.refused_commands = 0
 
         self.image_pub = self.create_publisher(Image, names.CAMERA_IMAGE, 5)
         self.info_pub = self.create_publisher(CameraInfo, names.CAMERA_INFO, 5)
@@ -64,9 +75,10 @@ class SimNode(Node):
         self.state_pub = self.create_publisher(PrivilegedState, names.PRIVILEGED_STATE, LATCHED)
         self.snapshot_pub = self.create_publisher(SceneSnapshot, names.SCENE_SNAPSHOT, 10)
         group = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(Vector3Stamped, names.PUSHER_COMMAND, self.on_command, 10, callback_group=group)
-        self.create_service(ResetScene, names.RESET_SCENE, self.on_reset, callback_group=group)
-        self.create_timer(0.01, self.on_idle_check, callback_group=group,
+        self.create_subscription(Vector3Stamped, names.PUSHER_COMMAND, refusing_message(self, self.on_command), 10,
+                                 callback_group=group)
+        self.create_service(ResetScene, names.RESET_SCENE, refusing_service(self, self.on_reset), callback_group=group)
+        self.create_timer(0.01, refusing_message(self, self.on_idle_check), callback_group=group,
                           clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.heartbeat = HeartbeatPublisher(self)
         self.publish_state()
@@ -79,9 +91,10 @@ class SimNode(Node):
                 response.ok, response.reason = False, f"suite {request.suite!r} is not simulated by this node"
                 return response
             try:
-                _, info = self.env.reset(seed=int(request.seed), options={"task": request.task})
-            except (KeyError, ValueError) as exc:
-                response.ok, response.reason = False, f"cannot reset task {request.task!r}: {exc}"
+                task = canonical_task("language_table", request.task)
+                _, info = self.env.reset(seed=check_seed(request.seed), options={"task": task})
+            except (KeyError, ValueError, RuntimeError) as exc:
+                response.ok, response.reason = False, f"cannot reset task {request.task[:80]!r}: {exc}"
                 return response
             self.episode_id = request.episode_id
             self.clock_ns += STEP_NS  # time moves on across a reset, so every stamp is unique
@@ -92,16 +105,22 @@ class SimNode(Node):
         self.get_logger().info(f"reset {request.task} seed {request.seed}: {info['goal']}")
         return response
 
-    def on_command(self, msg: Vector3Stamped) -> None:
-        """One control step. Like a robot driver, refuse what is out of range instead of clipping it."""
+    def on_command(self, msg: Vector3Stamped, info) -> None:
+        """One control step, unless the command is stale or out of range (refused, never clipped)."""
         action = np.array([msg.vector.x, msg.vector.y])
-        limit = self.env.action_limit
-        if not np.all(np.isfinite(action)) or np.any(np.abs(action) > limit):
-            self.get_logger().error(f"refused pusher command {action.tolist()}: each axis must be finite and "
-                                    f"within +-{limit} m per step; the pusher holds still")
-            return
+        age_s = (time.time_ns() - info["source_timestamp"]) / 1e9
         with self.lock:
-            self.env.step(action)
+            try:
+                if age_s > COMMAND_DEADLINE_S:
+                    raise ValueError(f"refused: stale, sent {age_s:.2f} s ago (deadline {COMMAND_DEADLINE_S} s)")
+                if off_board := self.env.off_board(action):  # a driver refuses what the board's rim would stop
+                    raise ValueError(f"refused: {off_board}")
+                self.env.step(action)
+            except ValueError as exc:
+                self.refused_commands += 1
+                self.get_logger().error(f"pusher command {action.tolist()} {exc}; the pusher holds still "
+                                        f"({self.refused_commands} refused so far)")
+                return
             self.clock_ns += STEP_NS
             self.last_command_wall = time.monotonic()
             self.idle_published = False

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -47,6 +48,8 @@ METADATA_FILE = "metadata.yaml"
 COMPLETE = "complete"
 INCOMPLETE = "incomplete"
 HASH_KEY = "type_description_hash"  # channel metadata: the rihs01 hash rosbag2 keeps per topic
+#: An episode id names a folder under the bag root: one plain component, never a path.
+BAG_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 
 @dataclass
@@ -87,6 +90,15 @@ class BagRepairError(ValueError):
     """The folder cannot be repaired (it is not a bag r3 wrote)."""
 
 
+def check_bag_name(episode_id: str) -> str:
+    """``episode_id`` if it is a plain folder name (letters, digits, ``_.-``, at most 128, no leading
+    dot), else ValueError: an episode id from the network must never reach outside the bag root."""
+    if not BAG_NAME.fullmatch(episode_id):
+        raise ValueError(f"episode id {episode_id[:80]!r} is not a plain folder name "
+                         f"(letters, digits, '_', '.', '-'; at most 128; no leading '.' or '-')")
+    return episode_id
+
+
 def _write_yaml_atomically(path: Path, data: dict) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -98,7 +110,7 @@ class EpisodeBagWriter:
 
     def __init__(self, root: str | Path, info: EpisodeInfo):
         self.info = info
-        self.path = Path(root) / info.episode_id
+        self.path = Path(root) / check_bag_name(info.episode_id)
         if self.path.exists():
             raise FileExistsError(f"episode bag {self.path} already exists")
         self.path.mkdir(parents=True)

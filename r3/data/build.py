@@ -2,9 +2,11 @@
 
 Each bag is read whole, with ``rosbags``, before anything of it is written, so a corrupted,
 truncated or incomplete bag is skipped (and named in the report and the manifest) while the
-others still build. A decision step's image and snapshot are the latest ones stamped after the
-previous decision and no later than this one (on the graph, the reasoner decides on the settled
-state); a step without an image is dropped and counted. Output is a function of the bags alone:
+others still build. A decision step's images are the frames its ReasonerStep names
+(``image_stamps``, recorded reliably on ``/r3/reasoner/frames``); in bags from before those fields,
+the latest camera image stamped after the previous decision and no later than this one. Its snapshot
+is the latest one in that window (on the graph, the reasoner decides on the settled state); a step
+without an image is dropped and counted. Output is a function of the bags alone:
 rows in episode-id then step order, fixed PNG settings, no times or absolute paths, so rebuilding
 from the same bags gives byte-identical Parquet files.
 """
@@ -28,7 +30,7 @@ from r3.graph import names
 
 ROWS_PER_SHARD = 20_000
 PNG_COMPRESS_LEVEL = 3
-_TOPICS = {names.REASONER_STEPS, names.CAMERA_IMAGE, names.SCENE_SNAPSHOT}
+_TOPICS = {names.REASONER_STEPS, names.CAMERA_IMAGE, names.SCENE_SNAPSHOT, names.REASONER_FRAMES}
 
 
 @dataclass
@@ -89,7 +91,7 @@ def read_episode(bag: str | Path) -> EpisodeRecord:
     info = read_episode_info(bag)
     if info.status != COMPLETE:
         raise ValueError(f"episode is {info.status} ({info.reason or 'never closed'})")
-    steps, images, snapshots, instance_json = [], [], [], ""
+    steps, images, snapshots, frames, instance_json = [], [], [], {}, ""
     store = typestore()
     with Reader(Path(bag)) as reader:  # opened once: parsing metadata.yaml is most of a small bag's cost
         wanted = [c for c in reader.connections if c.topic in _TOPICS]
@@ -97,6 +99,8 @@ def read_episode(bag: str | Path) -> EpisodeRecord:
             msg = store.deserialize_cdr(raw, conn.msgtype)
             if conn.topic == names.REASONER_STEPS:
                 steps.append(msg)
+            elif conn.topic == names.REASONER_FRAMES:
+                frames[_ns(msg.header)] = msg
             else:
                 (images if conn.topic == names.CAMERA_IMAGE else snapshots).append((_ns(msg.header), msg))
         # The task instance is the same in every privileged state: the first one is enough.
@@ -109,11 +113,15 @@ def read_episode(bag: str | Path) -> EpisodeRecord:
     records, previous = [], -1
     for msg in sorted(steps, key=lambda m: m.step):
         at = _ns(msg.header)
-        image = _latest(images, previous, at)
+        named = [frames.get(t.sec * 1_000_000_000 + t.nanosec) for t in msg.image_stamps]
+        if msg.image_stamps:
+            views = [_rgb(f) for f in named] if all(f is not None for f in named) else []
+        else:
+            image = _latest(images, previous, at)
+            views = [] if image is None else [_rgb(image)]
         snap = _latest(snapshots, previous, at)
         records.append(StepRecord(msg.step, msg.reasoning, msg.instruction, msg.raw_response, msg.valid,
-                                  [] if image is None else [_rgb(image)],
-                                  None if snap is None else bytes(snap.data)))
+                                  views, None if snap is None else bytes(snap.data)))
         previous = at
     return EpisodeRecord(info, _note(info.task, instance_json), records)
 

@@ -154,15 +154,17 @@ def write_trajectory_bag(root: str | Path, trajectory, rec: EpisodeRecording) ->
                     steps=outcome.get("steps", 0), reason=outcome.get("reason", ""))
         bag.put(names.EPISODE_EVENTS, EVENT, at, m)
 
+    def image_msg(rgb: np.ndarray, at: int):
+        h, w = rgb.shape[:2]
+        data = np.ascontiguousarray(rgb[..., :3], dtype=np.uint8).reshape(-1)
+        return bag.msg(IMAGE, header=bag.header(at, CAMERA_FRAME), height=h, width=w, encoding="rgb8",
+                       is_bigendian=0, step=w * 3, data=data)
+
     def image(rgb: np.ndarray, at: int) -> None:
         if at == last_image[0]:  # the simulator publishes one image per simulated instant
             return
         last_image[0] = at
-        h, w = rgb.shape[:2]
-        data = np.ascontiguousarray(rgb[..., :3], dtype=np.uint8).reshape(-1)
-        bag.put(names.CAMERA_IMAGE, IMAGE, at, bag.msg(IMAGE, header=bag.header(at, CAMERA_FRAME), height=h,
-                                                       width=w, encoding="rgb8", is_bigendian=0, step=w * 3,
-                                                       data=data))
+        bag.put(names.CAMERA_IMAGE, IMAGE, at, image_msg(rgb, at))
         bag.put(names.CAMERA_INFO, CAMERA_INFO, at, _camera_info(bag, rec, at))
 
     def snapshot(data: bytes, control: int, at: int) -> None:
@@ -185,7 +187,9 @@ def write_trajectory_bag(root: str | Path, trajectory, rec: EpisodeRecording) ->
         at = stamp(control)
         image(s.image, at)
         snapshot(s.snapshot, control, at)
-        step_msg = bag.msg(REASONER_STEP, header=bag.header(at), episode_id=rec.episode_id, step=s.step, suite=SUITE,
+        bag.put(names.REASONER_FRAMES, IMAGE, at, image_msg(s.image, at))  # as the reasoner node records it
+        step_msg = bag.msg(REASONER_STEP, header=bag.header(at), image_stamps=[bag.header(at).stamp],
+                           episode_id=rec.episode_id, step=s.step, suite=SUITE,
                            task=trajectory.task, goal=trajectory.goal, history=s.history,
                            reasoning=s.reasoning or "", instruction=s.instruction, raw_response=s.raw_response,
                            valid=s.valid, error=s.error, latency_prompt_s=0.0, latency_model_s=float(s.model_s),

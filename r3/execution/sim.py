@@ -213,6 +213,8 @@ class SimExecutor:
             cmd = start.copy()
             cmd[7] = start[7] + (k + 1) / n * (opening - start[7])
             self.env.step(cmd)
+            if self.on_step is not None and not self.on_step(0.0):
+                return MoveResult(False, math.nan, math.nan, "canceled", k + 1)
         return MoveResult(True, 0.0, 0.0, "reached", n)
 
     # ------------------------------------------------------------------ internals

@@ -86,6 +86,7 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
             names.REASONER_STEPS: "r3_msgs/msg/ReasonerStep",
             names.INSTRUCTION_OUTCOMES: "r3_msgs/msg/InstructionOutcome",
             names.EPISODE_EVENTS: "r3_msgs/msg/EpisodeEvent",
+            names.REASONER_FRAMES: "sensor_msgs/msg/Image",
             **HEARTBEAT,
             **STOP_MOTION,  # stops the FollowInstruction it runs for a stopped or cancelled RunTask
         },
@@ -93,6 +94,7 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
             names.CAMERA_IMAGE: "sensor_msgs/msg/Image",  # plus the wrist camera when `wrist_camera` is set
             names.PRIVILEGED_STATE: "r3_msgs/msg/PrivilegedState",
             names.HEARTBEAT: "r3_msgs/msg/Heartbeat",
+            names.RECORDER_BAGS: "std_msgs/msg/String",
             **STOP_MOTION,  # a stop naming its RunTask goal
         },
         service_clients=[names.RESET_SCENE],
@@ -129,7 +131,8 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
         },
     ),
     "r3_recorder_node": NodeInterface(
-        publishes=dict(HEARTBEAT),
-        subscribes={names.EPISODE_EVENTS: "r3_msgs/msg/EpisodeEvent"},  # plus the configured topics
+        publishes={names.RECORDER_BAGS: "std_msgs/msg/String", **HEARTBEAT},
+        subscribes={names.EPISODE_EVENTS: "r3_msgs/msg/EpisodeEvent",
+                    names.REASONER_FRAMES: "sensor_msgs/msg/Image"},  # plus the configured topics
     ),
 }

@@ -29,6 +29,10 @@ RUN_TASK = "/r3/run_task"
 REASONER_STEPS = "/r3/reasoner/steps"
 INSTRUCTION_OUTCOMES = "/r3/reasoner/outcomes"
 EPISODE_EVENTS = "/r3/episode_events"
+#: The frames each decision step was made on (sensor_msgs/Image, reliable), recorded in every bag;
+#: ReasonerStep.image_stamps names them. The camera topics stay best effort for live viewing.
+REASONER_FRAMES = "/r3/reasoner/frames"
+RECORDER_BAGS = "/r3/recorder/bags"  # std_msgs/String, latched: absolute path of the bag being recorded
 HEARTBEAT = "/r3/heartbeat"
 STOP_MOTION = "/r3/stop_motion"  # std_msgs/String: the id of a goal to stop at once (r3_ros/stop.py)
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from r3.lowlevel.grounding import Grounded, ItemEstimate
 from r3.perception.camera import CameraModel
-from r3.perception.pipeline import Perception
+from r3.perception.pipeline import ANY_LABEL, Perception
 from r3.perception.segmenters import SimSegmenter
 from r3.sim.packing import scene
 from r3.tasks.packing.state import STILL_STEPS, ItemState, PackingState
@@ -357,7 +357,7 @@ class LocalPerception:
 
     def ground(self, u: float, v: float):
         frame = self.observe()
-        r = self.perception.ground_point("", u, v, "pick", frame.stamp_ns)
+        r = self.perception.ground_point(ANY_LABEL, u, v, "pick", frame.stamp_ns)
         if not r.ok:
             return r.reason
         return self.perception.detections[r.mask_id - 1].label, tuple(float(c) for c in r.target)

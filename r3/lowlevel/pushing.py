@@ -182,6 +182,8 @@ class ScriptedPushingPolicy:
         self._steps += 1
         cfg = self.config
         move = _limit(move, cfg.max_step) + cfg.action_noise_std * self._rng.standard_normal(2)
+        # The simulator refuses a command off the reachable board: stop at its edge instead.
+        move = np.clip(pusher + move, -_PUSHER_BOUND, _PUSHER_BOUND) - pusher
         return np.clip(move, -cfg.max_step, cfg.max_step)
 
     # ------------------------------------------------------------------ goals

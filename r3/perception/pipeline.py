@@ -5,6 +5,11 @@ returns the query's objects with their 3D statistics; :meth:`Perception.ground_p
 point grounding on the last processed frame, whose per-frame work (SAM 2's embedding) is done.
 Backends without text queries (``sam2``) follow the objects that grounding has pointed at: each
 later frame re-prompts SAM 2 with the object's previous box.
+
+Grounding checks its label (ERR's ``label_mismatch``): the object at the point must be perceived as
+that label, by the backend's own means: text backends (``sim``, ``owlv2+sam2``) must find ``label``
+overlapping the object at the point; ``sam2``, which cannot read names, accepts only a label of the
+current query. ``ANY_LABEL`` asks for whichever object is there (the mask id then names it).
 """
 
 from __future__ import annotations
@@ -22,6 +27,12 @@ NO_FRAME = "no_frame"
 STALE_FRAME = "stale_frame"
 OUTSIDE_IMAGE = "point_outside_image"
 NO_OBJECT = "no_object_at_point"
+LABEL_MISMATCH = "label_mismatch"
+ANY_LABEL = "*"
+#: Longest label grounding considers; a longer one names nothing.
+MAX_LABEL_CHARS = 200
+#: Overlap (intersection over union) at which a found object is the one at the point.
+SAME_OBJECT_IOU = 0.5
 
 
 @dataclass
@@ -91,21 +102,35 @@ class Perception:
         pixel = self.frame.camera.normalised_to_pixel(u, v)
         if pixel is None:
             return GroundResult(False, reason=f"{OUTSIDE_IMAGE}: ({u}, {v}) is not in 0-1000")
+        if label != ANY_LABEL and (refusal := self._label_refusal(label)):
+            return GroundResult(False, reason=refusal)
         segment = self.segmenter.segment_point(pixel[0], pixel[1], label)
         if segment is None:
             return GroundResult(False, reason=NO_OBJECT)
+        if label != ANY_LABEL and self.segmenter.text_queries and not any(
+                _iou(found.mask, segment.mask) > SAME_OBJECT_IOU for found in self.segmenter.segment_labels([label])):
+            return GroundResult(False, reason=f"{LABEL_MISMATCH}: no {label!r} perceived at ({u}, {v})")
         target, reason = ground(self.frame, segment.mask, purpose, self.config.grounding, self._valid)
         if target is None:
             return GroundResult(False, reason=reason)
         return GroundResult(True, target=target, mask_id=self._register(segment))
+
+    def _label_refusal(self, label: str) -> str:
+        """Why ``label`` cannot name an object here, before looking at the point ("" when it may)."""
+        if not label.strip():
+            return f"{LABEL_MISMATCH}: empty label (use {ANY_LABEL!r} for whichever object is there)"
+        if len(label) > MAX_LABEL_CHARS:
+            return f"{LABEL_MISMATCH}: a label of {len(label)} characters names nothing (at most {MAX_LABEL_CHARS})"
+        if not self.segmenter.text_queries and label not in self.query:
+            return f"{LABEL_MISMATCH}: {label[:80]!r} is not among the perceived names (the query: {self.query})"
+        return ""
 
     def _register(self, segment: Segment) -> int:
         """The grounded object's mask id in the current frame's detections (added when new)."""
         if not self.segmenter.text_queries:
             self._tracked[segment.label] = segment.box
         for d in self.detections:
-            overlap = np.logical_and(d.mask, segment.mask).sum() / max(np.logical_or(d.mask, segment.mask).sum(), 1)
-            if overlap > 0.5:
+            if _iou(d.mask, segment.mask) > SAME_OBJECT_IOU:
                 return d.mask_id
         self.detections.append(measure(self.frame, segment, len(self.detections) + 1, self.config.grounding,
                                        self._valid))
@@ -122,3 +147,7 @@ class Perception:
                 self._tracked[label] = segment.box
                 out.append(segment)
         return out
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.logical_and(a, b).sum() / max(np.logical_or(a, b).sum(), 1))

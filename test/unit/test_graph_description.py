@@ -264,7 +264,7 @@ def test_launch_file_maps_every_member(monkeypatch, profile_name):
     fake = {
         "launch": types.SimpleNamespace(LaunchDescription=Recorder),
         "launch.actions": types.SimpleNamespace(DeclareLaunchArgument=Recorder, OpaqueFunction=Recorder,
-                                                Shutdown=Recorder),
+                                                Shutdown=Recorder, TimerAction=Recorder),
         "launch.substitutions": types.SimpleNamespace(LaunchConfiguration=Config),
         "launch_ros.actions": types.SimpleNamespace(Node=Recorder),
     }
@@ -285,7 +285,11 @@ def test_launch_file_maps_every_member(monkeypatch, profile_name):
         assert node.kwargs["arguments"] == member.arguments
         assert node.kwargs["parameters"] == [member.parameters]
         assert node.kwargs["remappings"] == list(member.remappings.items())
-        assert "exited" in node.kwargs["on_exit"].kwargs["reason"]
+        exits = node.kwargs["additional_env"]["R3_MEMBER_EXITS"]
+        (timer,) = node.kwargs["on_exit"](types.SimpleNamespace(returncode=-9), None)  # killed: recorded, then
+        (shutdown,) = timer.kwargs["actions"]  # the launch shuts down after the grace
+        assert "exited" in shutdown.kwargs["reason"] and timer.kwargs["period"] > 0
+        assert Path(exits).read_text().splitlines()[-1] == f"{member.name} was killed by SIGKILL"
     if profile_name == "gazebo":
         bridge = nodes[0].kwargs
         assert (bridge["package"], bridge["executable"]) == ("ros_gz_bridge", "parameter_bridge")

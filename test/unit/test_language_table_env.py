@@ -178,15 +178,6 @@ def test_bad_action_raises_and_changes_nothing(env, bad):
     assert env.snapshot() == before
 
 
-def test_out_of_box_action_is_clipped(env):
-    env.reset(seed=0)
-    env.set_state(BoardState(blocks={}, pusher=(0.0, -0.17)))
-    p0 = np.array(env.state().pusher)
-    env.step(np.array([0.5, 0.0]))
-    moved = np.array(env.state().pusher) - p0
-    assert moved[0] == pytest.approx(0.03, abs=0.002) and abs(moved[1]) < 0.002
-
-
 def test_success_terminates_and_max_steps_truncates():
     e = LanguageTableEnv(task=_CentreTask(), max_episode_steps=3)
     e.reset(seed=0)

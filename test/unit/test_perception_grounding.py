@@ -12,6 +12,7 @@ from r3.perception.annotate import annotate
 from r3.perception.camera import NORMALISED_MAX
 from r3.perception.grounding import TOO_FEW_VALID, GroundingConfig, ground
 from r3.perception.pipeline import (
+    ANY_LABEL,
     NO_FRAME,
     NO_OBJECT,
     OUTSIDE_IMAGE,
@@ -45,7 +46,7 @@ def test_points_on_visible_objects_ground_to_the_true_object(tabletop, tabletop_
     hits = 0
     for row, col in zip(rows[picks], cols[picks]):
         truth = tabletop.objects[frame.instance_names[int(frame.instances[row, col])]]
-        result = perception.ground_point("anything", *to_normalised(frame, col, row), purpose, NOW)
+        result = perception.ground_point(ANY_LABEL, *to_normalised(frame, col, row), purpose, NOW)
         detection = perception.detections[result.mask_id - 1] if result.ok else None
         if result.ok and detection.label == truth.name and truth.contains(result.target, 5 * MM):
             hits += 1 if purpose == "place" or abs(result.target[2] - truth.top) < 1 * MM else 0

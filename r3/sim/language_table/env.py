@@ -4,11 +4,14 @@ Physics lives in :mod:`.scene`; goals live in the task objects of
 ``r3.tasks.language_table.tasks`` (protocol below), so one simulator serves all 14 tasks.
 
 Action: a 2D pusher displacement in metres for one 0.1 s control step, bounded by the Box
-``[-action_limit, action_limit]^2`` (default 0.03 m, i.e. at most 0.3 m/s per axis). NaN/Inf
-actions raise ``ValueError`` and leave the env untouched; finite actions outside the Box are
-clipped to it (the bound is a speed limit, not a refusal). The commanded point is also clipped to
-the reachable board area. The displacement is taken from the pusher's *measured* position, so a
-pusher blocked by a pinned block does not wind up a large target behind it.
+``[-action_limit, action_limit]^2`` (default 0.03 m, i.e. at most 0.3 m/s per axis). An action
+is refused, never clipped: NaN/Inf actions and actions outside the Box raise ``ValueError`` and leave
+the env untouched (``refused_actions`` counts them). Every action in the Box is valid (Gymnasium's
+contract): one whose commanded point leaves the reachable board area stops the pusher at the edge,
+as the board's rim would, and says so (``info["stopped_at_edge"]``, counted in ``edge_stops``); a
+robot driver refuses such a command instead, asking :meth:`LanguageTableEnv.off_board` first
+(``r3_sim_node`` does). The displacement is taken from the pusher's *measured* position, so a pusher
+blocked by a pinned block does not wind up a large target behind it.
 
 Snapshots (``snapshot`` / ``restore``) capture the full MuJoCo integration state (qpos, qvel, act,
 ctrl, warm start, time, ...), the step counter, the task instance and the ``np_random`` state, so a
@@ -119,6 +122,8 @@ class LanguageTableEnv(gym.Env):
             [self.model.jnt_qposadr[self.model.joint(n).id] for n in ("pusher_x", "pusher_y")]
         )
         self._steps = 0
+        self.refused_actions = 0  # actions refused by step() since construction
+        self.edge_stops = 0  # actions stopped at the board's edge since construction
 
         self.action_limit = float(action_limit)  # exact; the float32 Box bound is a hair below it
         self.action_space = spaces.Box(-action_limit, action_limit, shape=(2,), dtype=np.float32)
@@ -164,11 +169,14 @@ class LanguageTableEnv(gym.Env):
         if action.shape != (2,):
             raise ValueError(f"action must have shape (2,), got {action.shape}")
         if not np.all(np.isfinite(action)):
-            raise ValueError(f"action must be finite, got {action.tolist()}")
-        limit = float(self.action_space.high[0])
+            self._refuse(f"action must be finite, got {action.tolist()}")
+        if np.any(np.abs(action) > self.action_limit):
+            self._refuse(f"action {action.tolist()} exceeds +-{self.action_limit} m per step on an axis")
+        stopped_at_edge = bool(self.off_board(action))
+        self.edge_stops += stopped_at_edge
         start = self.data.qpos[self._pusher_qpos].copy()
         lo, hi = self.model.actuator_ctrlrange[:, 0], self.model.actuator_ctrlrange[:, 1]
-        target = np.clip(start + np.clip(action, -limit, limit), lo, hi)
+        target = np.clip(start + action, lo, hi)
         for k in range(scene.SUBSTEPS):
             frac = min(1.0, (k + 1) / scene.RAMP_SUBSTEPS)
             self.data.ctrl[:] = start + frac * (target - start)
@@ -176,9 +184,26 @@ class LanguageTableEnv(gym.Env):
         self._steps += 1
         state = self.state()
         info = self._info(state)
+        info["stopped_at_edge"] = stopped_at_edge
         terminated = bool(info["success"])
         truncated = self._steps >= self.max_episode_steps
         return self._obs(), float(terminated), terminated, truncated, info
+
+    def off_board(self, action) -> str:
+        """Why ``action`` would take the pusher off the reachable board area ("" when it would not).
+        The measured pusher may rest a hair outside the servo range: moving back in is always fine."""
+        action = np.asarray(action, dtype=np.float64)
+        start = self.data.qpos[self._pusher_qpos]
+        lo, hi = self.model.actuator_ctrlrange[:, 0], self.model.actuator_ctrlrange[:, 1]
+        target = start + action
+        if not np.any(((target < lo) & (action < 0)) | ((target > hi) & (action > 0))):
+            return ""
+        return (f"action {action.tolist()} would take the pusher from {start.round(4).tolist()} off the reachable "
+                f"board area (x in [{lo[0]:.3f}, {hi[0]:.3f}], y in [{lo[1]:.3f}, {hi[1]:.3f}])")
+
+    def _refuse(self, why: str) -> None:
+        self.refused_actions += 1
+        raise ValueError(f"refused: {why}")
 
     def render(self):
         if self.render_mode is None:

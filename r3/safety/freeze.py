@@ -1,0 +1,40 @@
+"""Noticing that this process was frozen (SIGSTOP, a stopped VM, hours of starvation).
+
+A driver that was frozen mid-goal wakes up with a goal its client may have given up on; acting on it
+would replay a stale command. :class:`FreezeWatch` runs a thread that wakes every ``period_s`` and
+remembers when a wake-up came more than ``deadline_s`` late. :meth:`FreezeWatch.frozen_since` then
+tells a control loop, before each step, whether the process froze (or is just waking from a freeze
+the thread has not seen yet) since a given moment, without racing the thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+
+class FreezeWatch:
+    def __init__(self, deadline_s: float, period_s: float = 0.05):
+        if not 0 < period_s < deadline_s:
+            raise ValueError(f"need 0 < period_s < deadline_s, got {period_s} and {deadline_s}")
+        self.deadline_s, self.period_s = deadline_s, period_s
+        self._last_wake = time.monotonic()
+        self._last_freeze_end, self._last_freeze_s = float("-inf"), 0.0
+        threading.Thread(target=self._run, daemon=True, name="freeze-watch").start()
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.period_s)
+            now = time.monotonic()
+            gap = now - self._last_wake
+            if gap > self.deadline_s:
+                self._last_freeze_end, self._last_freeze_s = now, gap
+            self._last_wake = now
+
+    def frozen_since(self, t: float) -> float:
+        """Seconds the process was frozen after monotonic time ``t`` (0.0 when it was not): a freeze
+        the thread saw end after ``t``, or one still unseen because the thread has not run yet."""
+        unseen = time.monotonic() - self._last_wake
+        if unseen > self.deadline_s:
+            return unseen
+        return self._last_freeze_s if self._last_freeze_end > t else 0.0

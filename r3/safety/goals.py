@@ -1,0 +1,64 @@
+"""Goal validation: every field of a goal is checked before anything acts on it or writes a file.
+
+A goal arrives from anyone on the DDS domain. Its fields are refused here, with the reason, before
+a bag folder, a reset or a motion exists; the episode id (and so the bag's folder name) is built
+only from validated parts (:func:`episode_id`), and the recorder still refuses an id that is not a
+plain folder name (:func:`r3.data.bags.check_bag_name`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+
+SUITES = ("language_table", "packing")
+#: numpy's and gymnasium's generators take non-negative seeds; int64 bounds the top.
+MAX_SEED = 2**63 - 1
+
+
+class GoalRefused(ValueError):
+    """A goal field that cannot be served; the message says which and why."""
+
+
+def check_seed(seed: int, what: str = "seed") -> int:
+    if not 0 <= int(seed) <= MAX_SEED:
+        raise GoalRefused(f"{what} must be in 0..{MAX_SEED}, got {seed}")
+    return int(seed)
+
+
+def check_suite(suite: str) -> str:
+    """The suite ("" means language_table)."""
+    suite = suite or "language_table"
+    if suite not in SUITES:
+        raise GoalRefused(f"unknown suite {suite[:80]!r} (known: {', '.join(SUITES)})")
+    return suite
+
+
+def canonical_task(suite: str, task: str) -> str:
+    """The registry's name of ``task`` in ``suite`` (e.g. packing "task4" -> "4")."""
+    if suite == "packing":
+        from r3.tasks.packing.tasks import TASKS, get_task
+    else:
+        from r3.tasks.language_table.tasks import TASKS, get_task
+    try:
+        spec = get_task(task)
+    except KeyError:
+        raise GoalRefused(f"unknown {suite} task {task[:80]!r} (known: {', '.join(TASKS)})") from None
+    return next(name for name, known in TASKS.items() if known is spec)
+
+
+def check_run_task(suite: str, task: str, seed: int, reasoning_budget: int) -> tuple[str, str]:
+    """(suite, canonical task) of a RunTask goal, or GoalRefused."""
+    suite = check_suite(suite)
+    task = canonical_task(suite, task)
+    check_seed(seed)
+    if reasoning_budget < -1:
+        raise GoalRefused(f"reasoning_budget must be -1 (unlimited), 0 or positive, got {reasoning_budget}")
+    return suite, task
+
+
+def episode_id(task: str, seed: int) -> str:
+    """A unique episode id (the bag's folder name) from a canonical task and a checked seed."""
+    safe_task = re.sub(r"[^A-Za-z0-9_]", "_", task)
+    return f"{safe_task}-s{seed}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"

@@ -1,0 +1,175 @@
+"""A graph started by `r3 launch`, and a client that sends it hostile goals, calls and messages
+over DDS and watches the actuator: the harness of the hostile-input tests."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from r3.data.bags import METADATA_FILE, read_episode_info, read_messages
+from r3.graph import names
+
+R3 = [sys.executable, "-m", "r3.cli"]
+
+
+class Graph:
+    """`r3 launch PROFILE` with its bags under ``root / "bags"``; ``pids`` by member name."""
+
+    def __init__(self, profile: str, root: Path, sets: tuple[str, ...] = ()):
+        self.root, self.bags = root, root / "bags"
+        args = [
+            "launch",
+            profile,
+            "--logs",
+            str(root / "logs"),
+            "--set",
+            f"r3_recorder_node.output_dir={self.bags}",
+        ]
+        for s in sets:
+            args += ["--set", s]
+        self.proc = subprocess.Popen(R3 + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=lambda: [self.lines.append(line) for line in self.proc.stderr])
+        self._reader.start()
+
+    @property
+    def pids(self) -> dict[str, int]:
+        return {
+            m.group(1): int(m.group(2))
+            for line in list(self.lines)
+            if (m := re.search(r"started (\S+) \(pid (\d+)\)", line))
+        }
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self._reader.join(timeout=5)
+
+    def bag_dirs(self) -> set[Path]:
+        return {p for p in self.bags.iterdir() if p.is_dir()} if self.bags.is_dir() else set()
+
+
+def tree(root: Path) -> set[Path]:
+    """Every path under ``root`` (to prove nothing was written outside the bag folder)."""
+    return set(root.rglob("*"))
+
+
+class Client:
+    """An rclpy node that sends goals and records every joint state the actuator reports."""
+
+    def __init__(self, name: str):
+        import rclpy
+        from sensor_msgs.msg import JointState
+
+        from r3_ros.commander import R3Commander
+
+        self.rclpy = rclpy
+        rclpy.init()
+        self.node = rclpy.create_node(name)
+        self.commander = R3Commander(self.node)
+        self.joints: list[tuple[float, tuple[float, ...], int]] = []  # (received, positions, stamp ns)
+        self.node.create_subscription(
+            JointState,
+            names.JOINT_STATES,
+            lambda m: self.joints.append(
+                (time.monotonic(), tuple(m.position), m.header.stamp.sec * 10**9 + m.header.stamp.nanosec)
+            ),
+            100,
+        )
+
+    def close(self) -> None:
+        self.node.destroy_node()
+        self.rclpy.try_shutdown()
+
+    def spin(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.rclpy.spin_once(self.node, timeout_sec=0.01)
+
+    def call(self, client, request, timeout_s: float = 30.0):
+        assert client.wait_for_service(timeout_sec=timeout_s), f"{client.srv_name} is not offered"
+        future = client.call_async(request)
+        end = time.monotonic() + timeout_s
+        while not future.done() and time.monotonic() < end:
+            self.rclpy.spin_once(self.node, timeout_sec=0.01)
+        assert future.done(), f"{client.srv_name} did not answer within {timeout_s} s"
+        return future.result()
+
+    def action(self, client, goal, timeout_s: float = 60.0):
+        """Send ``goal`` and wait for its result (the result message, or None when rejected)."""
+        assert client.wait_for_server(timeout_sec=timeout_s), "the action server is not offered"
+        sending = client.send_goal_async(goal)
+        end = time.monotonic() + timeout_s
+        while not sending.done() and time.monotonic() < end:
+            self.rclpy.spin_once(self.node, timeout_sec=0.01)
+        handle = sending.result()
+        if not handle.accepted:
+            return None
+        done = handle.get_result_async()
+        while not done.done() and time.monotonic() < end:
+            self.rclpy.spin_once(self.node, timeout_sec=0.01)
+        assert done.done(), f"no result within {timeout_s} s"
+        return done.result().result
+
+    def run_task(self, goal, timeout_s: float = 120.0, during=None):
+        """RunTask ``goal`` to its end: (result, monotonic time of the result). ``during(handle)`` is
+        called on every spin while the episode runs."""
+        from r3_ros.commander import TaskStatus
+
+        handle = self.commander.start_task(goal)
+        end = time.monotonic() + timeout_s
+        while handle.spin_once(0.01) not in (TaskStatus.DONE, TaskStatus.REJECTED):
+            assert time.monotonic() < end, f"no RunTask result within {timeout_s} s"
+            if during is not None:
+                during(handle)
+        return handle.result, time.monotonic()
+
+    def steps_after(self, t: float, step_ns: int) -> tuple[int, int]:
+        """Control steps reported after ``t`` by their joint-state stamps (sim time): (steps that were
+        in flight at the freeze and completed after it, at most one; steps begun after it)."""
+        before = [st for at, _, st in self.joints if at <= t]
+        last = max(before) if before else -1
+        new = {st for at, _, st in self.joints if at > t and st > last}
+        in_flight = {last + step_ns} & new
+        return len(in_flight), len(new - in_flight)
+
+    def moved_after(self, t: float) -> list[tuple[float, ...]]:
+        """Joint states reported after ``t`` that differ from the last one before it."""
+        before = [p for at, p, _ in self.joints if at <= t]
+        last = before[-1] if before else None
+        return [p for at, p, _ in self.joints if at > t and p != last]
+
+
+def closed(bag: Path, timeout_s: float = 10.0) -> Path:
+    """``bag`` once the recorder has closed it (it closes a bag shortly after the episode's END)."""
+    deadline = time.monotonic() + timeout_s
+    # The sidecar gets the episode's reason last of all, after metadata.yaml.
+    while not ((bag / METADATA_FILE).is_file() and read_episode_info(bag).reason):
+        assert time.monotonic() < deadline, f"{bag} was not closed within {timeout_s} s"
+        time.sleep(0.05)
+    return bag
+
+
+def bag_topics(bag: Path) -> dict[str, list]:
+    closed(bag)
+    by_topic: dict[str, list] = {}
+    for topic, _, _, msg in read_messages(bag):
+        by_topic.setdefault(topic, []).append(msg)
+    return by_topic
+
+
+def missing_decision_frames(bag: Path) -> tuple[int, int]:
+    """(decision frames the bag's ReasonerSteps name, how many of them the bag lacks)."""
+    topics = bag_topics(bag)
+    frames = {(f.header.stamp.sec, f.header.stamp.nanosec) for f in topics.get(names.REASONER_FRAMES, [])}
+    wanted = [(s.sec, s.nanosec) for step in topics.get(names.REASONER_STEPS, []) for s in step.image_stamps]
+    return len(wanted), sum(1 for w in wanted if w not in frames)

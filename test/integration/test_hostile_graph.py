@@ -1,0 +1,259 @@
+"""Hostile input to a running Language Table graph (issue 18): bad goals, calls and raw messages over
+DDS, a forged episode event, a frozen simulator. Each is refused with a reason, moves nothing, writes
+nothing outside the bag folder, and the graph serves a valid episode afterwards. One graph, started
+once by `r3 launch`, serves every case of this module."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from hostile import R3, Client, Graph, bag_topics, closed, missing_decision_frames
+
+from r3.data.bags import COMPLETE, read_episode_info
+from r3.graph import names
+from r3.sim.language_table.scene import CONTROL_DT
+
+STEP_NS = round(CONTROL_DT * 1e9)
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory):
+    g = Graph("sim_language_table", tmp_path_factory.mktemp("hostile"))
+    yield g
+    g.stop()
+
+
+@pytest.fixture(scope="module")
+def client(graph):
+    c = Client("r3_hostile_client")
+    assert c.commander.wait_until_ready(90), "the graph did not come up:\n" + "".join(graph.lines)
+    yield c
+    c.close()
+
+
+def goal(**fields):
+    from r3_msgs.action import RunTask
+
+    return RunTask.Goal(**{"suite": "language_table", "task": "V", "seed": 3, "reset_scene": True, **fields})
+
+
+def assert_serves_a_valid_episode(graph: Graph, client: Client, seed: int = 3) -> Path:
+    """A valid episode runs to success afterwards, its bag complete and holding every decision frame."""
+    result, _ = client.run_task(goal(seed=seed))
+    assert result.reason == "success", result.reason
+    bag = closed(Path(result.bag))
+    assert bag.parent == graph.bags.resolve() and bag.name == result.episode_id
+    assert read_episode_info(bag).status == COMPLETE
+    wanted, missing = missing_decision_frames(bag)
+    assert wanted == result.steps and missing == 0
+    return bag
+
+
+def test_bad_run_task_goals_are_refused_before_anything_is_written_or_moved(graph, client, tmp_path):
+    client.spin(1.0)  # the latched state arrives
+    outside = tmp_path / f"r3-hostile-{uuid.uuid4().hex[:8]}"
+    cases = {
+        "negative seed": goal(seed=-1),
+        "task climbing out of the bag folder": goal(task="../../x"),
+        "absolute task path": goal(task=str(outside)),
+        "300-character task": goal(task="V" * 300),
+        "unknown task": goal(task="unicorn"),
+        "unknown suite": goal(suite="mars"),
+        "reasoning budget below -1": goal(reasoning_budget=-7),
+        "continuing a scene of another task": goal(task="L", reset_scene=False),
+    }
+    bags_before = graph.bag_dirs()
+    for case, bad in cases.items():
+        t0 = time.monotonic()
+        result, _ = client.run_task(bad, timeout_s=30)
+        client.spin(0.2)
+        assert result.reason.startswith("error: invalid goal: "), f"{case}: {result.reason}"
+        assert not client.moved_after(t0), f"{case}: the pusher moved"
+        assert graph.bag_dirs() == bags_before, f"{case}: a bag was written"
+    assert not outside.exists() and not (graph.root.parent / "x").exists() and not (graph.root / "x").exists()
+    assert "seed must be in 0.." in client.run_task(cases["negative seed"])[0].reason
+    assert_serves_a_valid_episode(graph, client)
+
+
+def test_bad_calls_to_the_simulator_and_the_lowlevel_node_are_refused_and_they_keep_serving(graph, client):
+    from rclpy.action import ActionClient
+
+    from r3_msgs.action import FollowInstruction
+    from r3_msgs.srv import ResetScene
+
+    reset = client.node.create_client(ResetScene, names.RESET_SCENE)
+    follow = ActionClient(client.node, FollowInstruction, names.FOLLOW_INSTRUCTION)
+    t0 = time.monotonic()
+    for bad in (
+        ResetScene.Request(suite="language_table", task="V", seed=-1),
+        ResetScene.Request(suite="language_table", task="../../x", seed=1),
+    ):
+        answer = client.call(reset, bad)
+        assert not answer.ok and "cannot reset" in answer.reason, answer.reason
+    result = client.action(
+        follow,
+        FollowInstruction.Goal(
+            instruction="push the red moon to the top left corner", suite="language_table", seed=-1
+        ),
+    )
+    assert result is not None and not result.success
+    assert result.reason.startswith("error: invalid goal: seed must be"), result.reason
+    client.spin(0.3)
+    assert not client.moved_after(t0)
+    assert client.call(reset, ResetScene.Request(suite="language_table", task="V", seed=1)).ok
+    assert_serves_a_valid_episode(graph, client)
+
+
+def test_pusher_commands_off_the_board_are_refused_not_clipped(graph, client):
+    from geometry_msgs.msg import Vector3Stamped
+
+    from r3_msgs.srv import ResetScene
+
+    assert client.call(
+        client.node.create_client(ResetScene, names.RESET_SCENE),
+        ResetScene.Request(suite="language_table", task="V", seed=1),
+    ).ok  # pusher at (0, -0.17)
+    pub = client.node.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
+    deadline = time.monotonic() + 10
+    while pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+        client.spin(0.05)
+    client.spin(0.5)
+    t0 = time.monotonic()
+    for x, y in [(0.0, -0.025), (0.0, -0.019), (0.02, -0.03)]:  # within the per-step limit, off the board
+        cmd = Vector3Stamped()
+        cmd.vector.x, cmd.vector.y = x, y
+        pub.publish(cmd)
+        client.spin(0.3)
+    assert not [at for at, _, _ in client.joints if at > t0], "an off-board command moved the pusher"
+    cmd = Vector3Stamped()
+    cmd.vector.y = 0.01  # back towards the middle: a valid command still steps
+    pub.publish(cmd)
+    client.spin(0.5)
+    assert len([at for at, _, _ in client.joints if at > t0]) == 1
+    client.node.destroy_publisher(pub)
+    assert_serves_a_valid_episode(graph, client)
+
+
+def test_reset_scene_false_continues_on_the_current_scene(graph, client):
+    first, _ = client.run_task(goal(max_steps=1))
+    assert first.reason == "step_budget", first.reason
+    result, _ = client.run_task(goal(reset_scene=False))
+    assert result.reason == "success" and result.steps >= 1, result.reason
+    before = bag_topics(Path(first.bag))[names.PRIVILEGED_STATE]
+    after = bag_topics(Path(result.bag))[names.PRIVILEGED_STATE]
+    # No reset: the second episode acts on the first one's scene, its control steps going on from there.
+    assert {s.episode_id for s in after} == {before[-1].episode_id}
+    assert min(s.control_step for s in after) == before[-1].control_step + 1
+
+
+def test_a_forged_episode_start_neither_truncates_the_running_bag_nor_opens_one(graph, client):
+    from rclpy.qos import QoSDurabilityPolicy, QoSProfile
+
+    from r3_msgs.msg import EpisodeEvent
+
+    pub = client.node.create_publisher(
+        EpisodeEvent,
+        names.EPISODE_EVENTS,
+        QoSProfile(depth=10, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL),
+    )
+    forged = [f"forged-{uuid.uuid4().hex[:6]}", "../../forged"]
+    sent = []
+
+    def forge(_handle) -> None:
+        if (
+            not sent and len(client.joints) and client.joints[-1][0] > started
+        ):  # mid-episode: the pusher moves
+            for episode_id in forged:
+                pub.publish(
+                    EpisodeEvent(
+                        episode_id=episode_id, event=EpisodeEvent.START, suite="language_table", task="V"
+                    )
+                )
+            sent.append(time.monotonic())
+
+    started = time.monotonic()
+    result, _ = client.run_task(goal(task="T", seed=7), during=forge)
+    assert sent, "the episode ended before the forged start went out"
+    assert result.reason in ("success", "step_budget"), result.reason
+    bag = closed(Path(result.bag))
+    info = read_episode_info(bag)
+    assert info.status == COMPLETE and info.steps == result.steps
+    assert len(bag_topics(bag)[names.REASONER_STEPS]) == result.steps
+    assert not (graph.bags / forged[0]).exists() and not (graph.root.parent / "forged").exists()
+    client.node.destroy_publisher(pub)
+
+
+def test_a_frozen_simulator_executes_no_stale_command_after_the_episode_error(graph, client):
+    """The low-level node's command queued while the simulator was frozen, and one more sent after the
+    episode's error, are stale when it wakes: at most the one control step in flight at the freeze
+    completes (without the deadline both stale commands step)."""
+    from geometry_msgs.msg import Vector3Stamped
+
+    sim = graph.pids["r3_sim_node"]
+    pub = client.node.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
+    frozen = []
+
+    def freeze(_handle) -> None:
+        if not frozen and len(client.moved_after(started)) >= 3:  # mid-instruction
+            os.kill(sim, signal.SIGSTOP)
+            frozen.append(time.monotonic())
+
+    started = time.monotonic()
+    try:
+        result, ended = client.run_task(goal(task="T", seed=11), during=freeze, timeout_s=60)
+        assert frozen, "the episode ended before the simulator was frozen"
+        # The low-level node's state timeout (2 s), or the reasoner's heartbeat timeout (5 s) when the
+        # freeze came between two instructions: either names the simulator.
+        assert result.reason.startswith("error: ") and (
+            "simulator" in result.reason or "r3_sim_node" in result.reason
+        )
+        late = Vector3Stamped()
+        late.vector.y = 0.01
+        pub.publish(late)  # a command after the error, queued at the frozen simulator
+        client.spin(max(0.0, ended + 2.0 - time.monotonic()))  # the late command is 2 s old at the wake-up
+    finally:
+        os.kill(sim, signal.SIGCONT)
+    client.spin(2.0)
+    client.node.destroy_publisher(pub)
+    in_flight, begun = client.steps_after(ended, STEP_NS)
+    print(
+        f"\nsimulator frozen {time.monotonic() - 2.0 - frozen[0]:.1f} s mid-episode: episode error after "
+        f"{ended - frozen[0]:.2f} s; after it {in_flight} "
+        f"control step in flight at the freeze completed, {begun} began"
+    )
+    assert begun == 0 and in_flight <= 1
+    assert_serves_a_valid_episode(graph, client)
+
+
+def test_r3_run_on_the_running_graph_prints_the_bags_absolute_path_from_any_directory(
+    graph, client, tmp_path
+):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run = subprocess.run(
+        R3 + ["run", "--use-running-graph", "--task", "V", "--seed", "3", "--quiet", "--video", "none"],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    (line,) = [line for line in run.stdout.splitlines() if line.startswith("bag:")]
+    bag = Path(line.split(None, 1)[1])
+    assert bag.is_absolute() and bag.is_dir() and bag.parent == graph.bags.resolve()
+    assert not (elsewhere / "runs").exists()
+
+
+def test_every_bag_of_this_graph_holds_every_decision_frame(graph, client):
+    counts = [missing_decision_frames(bag) for bag in sorted(graph.bag_dirs())]
+    assert len(counts) >= 5 and sum(w for w, _ in counts) > 0
+    assert sum(m for _, m in counts) == 0, counts

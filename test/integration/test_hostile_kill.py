@@ -1,0 +1,47 @@
+"""A node of a graph started by `r3 launch` is killed mid-episode (issue 18, break 8): the RunTask
+client gets an error result naming the dead node within 2 s, from the reasoner, which reads the
+supervisor's member-exits file instead of waiting out its 5 s heartbeat timeout."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from hostile import Client, Graph
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+
+@pytest.mark.parametrize("victim", ["r3_sim_node", "r3_lowlevel_node", "r3_recorder_node"])
+def test_killing_a_node_of_a_launched_graph_gives_the_client_an_error_naming_it_within_2_s(victim, tmp_path):
+    from r3_msgs.action import RunTask
+
+    graph = Graph("sim_language_table", tmp_path)
+    client = Client("r3_hostile_kill_client")
+    try:
+        assert client.commander.wait_until_ready(90), "the graph did not come up:\n" + "".join(graph.lines)
+        killed = []
+
+        def kill(_handle) -> None:
+            if not killed and len(client.moved_after(started)) >= 3:  # mid-episode
+                os.kill(graph.pids[victim], signal.SIGKILL)
+                killed.append(time.monotonic())
+
+        started = time.monotonic()
+        result, ended = client.run_task(
+            RunTask.Goal(suite="language_table", task="T", seed=5, reset_scene=True),
+            during=kill,
+            timeout_s=60,
+        )
+        assert killed, "the episode ended before the kill"
+        print(
+            f"\nkill -9 {victim} of an `r3 launch` graph: error result after {ended - killed[0]:.2f} s: "
+            f"{result.reason}"
+        )
+        assert result.reason.startswith("error: ") and victim in result.reason
+        assert ended - killed[0] < 2.0
+    finally:
+        client.close()
+        graph.stop()

@@ -1,0 +1,277 @@
+"""The core rules behind issue 18's fixes, without a graph: goal validation and bag names, the
+refusing callback wrapper, the pusher's refuse-never-clip rule, GroundPoint's label check, the
+supervisor's member-exits file and the freeze watch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from r3.data.bags import EpisodeBagWriter, EpisodeInfo, check_bag_name
+from r3.graph.supervisor import MemberExits, Supervisor
+from r3.perception.pipeline import ANY_LABEL, LABEL_MISMATCH, Perception
+from r3.perception.segmenters import Segment, Segmenter, make_segmenter
+from r3.safety.freeze import FreezeWatch
+from r3.safety.goals import GoalRefused, canonical_task, check_run_task, episode_id
+from r3.sim.language_table.env import LanguageTableEnv
+from r3.tasks.language_table.board import BoardState
+
+
+@pytest.mark.parametrize(
+    "fields, why",
+    [
+        (("language_table", "V", -1, -1), "seed must be in 0.."),
+        (("language_table", "../../x", 3, -1), "unknown language_table task"),
+        (("language_table", "V" * 300, 3, -1), "unknown language_table task"),
+        (("mars", "V", 3, -1), "unknown suite"),
+        (("language_table", "V", 3, -2), "reasoning_budget"),
+        (("packing", "V", 3, -1), "unknown packing task"),
+    ],
+)
+def test_bad_run_task_fields_are_refused_with_the_reason(fields, why):
+    with pytest.raises(GoalRefused, match=why):
+        check_run_task(*fields)
+
+
+def test_episode_ids_come_from_canonical_tasks_and_are_plain_folder_names():
+    assert check_run_task("", "V", 3, 0) == ("language_table", "V")
+    assert canonical_task("packing", "task4") == "4"
+    for task in ("V", "clear_qtr", "iL"):
+        name = episode_id(task, 2**63 - 1)
+        assert check_bag_name(name) == name and name.startswith(f"{task}-s{2**63 - 1}-")
+
+
+@pytest.mark.parametrize("bad", ["../../x", "/tmp/abs", "", ".hidden", "-x", "a/b", "V\0", "x" * 129, "é"])
+def test_the_bag_writer_refuses_an_episode_id_that_is_not_a_plain_folder_name(tmp_path, bad):
+    root = tmp_path / "bags"
+    with pytest.raises(ValueError, match="not a plain folder name"):
+        EpisodeBagWriter(root, EpisodeInfo(episode_id=bad))
+    assert not root.exists() and list(tmp_path.iterdir()) == []
+
+
+class _Logger:
+    def __init__(self):
+        self.errors = []
+
+    def error(self, text, **_):
+        self.errors.append(text)
+
+
+def _node():
+    logger = _Logger()
+    return SimpleNamespace(get_logger=lambda: logger), logger
+
+
+def test_an_exception_in_a_callback_becomes_a_refusal_carrying_its_message():
+    from r3_msgs.action import FollowInstruction
+    from r3_msgs.srv import ResetScene
+    from r3_ros.refusals import refusing_action, refusing_message, refusing_service
+
+    node, logger = _node()
+
+    def boom(*_):
+        raise RuntimeError("seed out of range")
+
+    response = refusing_service(node, boom)(ResetScene.Request(), ResetScene.Response())
+    assert not response.ok and response.reason == "error: RuntimeError: seed out of range"
+    ended = []
+    result = refusing_action(node, boom, FollowInstruction.Result, lambda h, o: ended.append(o))(object())
+    assert (
+        result.reason == "error: RuntimeError: seed out of range"
+        and not result.success
+        and ended == ["aborted"]
+    )
+    assert refusing_message(node, boom)(object()) is None
+    assert len(logger.errors) == 3 and all("seed out of range" in e for e in logger.errors)
+
+
+@pytest.fixture(scope="module")
+def env():
+    e = LanguageTableEnv()
+    yield e
+    e.close()
+
+
+@pytest.mark.parametrize("bad", [[0.5, 0.0], [0.0, -0.0301], [np.nan, 0.0]])
+def test_out_of_range_actions_are_refused_counted_and_change_nothing(env, bad):
+    env.reset(seed=0)
+    before, refused = env.snapshot(), env.refused_actions
+    with pytest.raises(ValueError, match="refused"):
+        env.step(np.array(bad))
+    assert env.snapshot() == before and env.refused_actions == refused + 1
+
+
+def test_an_action_off_the_board_is_named_by_off_board_and_stopped_at_the_edge_by_step(env):
+    env.reset(seed=0)
+    env.set_state(BoardState(blocks={}, pusher=(0.0, -0.17)))  # 1.8 cm from the lower edge
+    off = np.array([0.0, -0.025])
+    assert "off the reachable board area" in env.off_board(off)
+    assert env.off_board(np.array([0.0, 0.025])) == ""
+    stops = env.edge_stops
+    *_, info = env.step(off)
+    assert info["stopped_at_edge"] and env.edge_stops == stops + 1
+    assert env.state().pusher[1] == pytest.approx(-0.188, abs=0.003)
+
+
+def test_the_scripted_policy_never_commands_the_pusher_off_the_board(env):
+    from r3.instructions.language_table import parse
+    from r3.lowlevel.pushing import PushingPolicyConfig, ScriptedPushingPolicy
+
+    policy, commands = ScriptedPushingPolicy(PushingPolicyConfig()), 0
+    for seed in range(6):
+        env.reset(seed=seed)
+        for instruction in (
+            "move your arm to the bottom left corner",
+            "push the red moon to the bottom side",
+        ):
+            policy.reset(parse(instruction), env.state(), np.random.default_rng(seed))
+            while (action := policy.act(env.state())) is not None:
+                assert env.off_board(action) == ""
+                env.step(action)
+                commands += 1
+    assert commands > 50
+
+
+class _PointOnly(Segmenter):
+    """A backend that reads no names (as sam2): every point lands on one square object."""
+
+    def set_frame(self, frame) -> None:
+        self.shape = frame.depth_m.shape
+
+    def segment_point(self, col, row, label):
+        mask = np.zeros(self.shape, bool)
+        mask[100:140, 100:140] = True
+        return Segment(label, mask, 1.0) if mask[row, col] else None
+
+
+@pytest.mark.parametrize("label", ["unicorn", "", "   ", "x" * 100_000, "green box"])
+def test_ground_point_refuses_a_label_that_names_nothing_at_the_point(tabletop_frame, label):
+    frame = tabletop_frame
+    p = Perception(make_segmenter("sim"))
+    p.process(frame)
+    red = next(i for i, n in frame.instance_names.items() if n == "red box")
+    rows, cols = np.nonzero(frame.instances == red)
+    u, v = [
+        (c + 0.5) / s * 1000
+        for c, s in ((cols[len(cols) // 2], frame.camera.width), (rows[len(rows) // 2], frame.camera.height))
+    ]
+    assert p.ground_point("red box", u, v, "pick", frame.stamp_ns).ok
+    assert p.ground_point(ANY_LABEL, u, v, "pick", frame.stamp_ns).ok
+    refused = p.ground_point(label, u, v, "pick", frame.stamp_ns)
+    assert not refused.ok and refused.reason.startswith(LABEL_MISMATCH)
+
+
+def test_a_backend_that_reads_no_names_grounds_only_the_queried_names(tabletop_frame):
+    p = Perception(_PointOnly())
+    assert p.set_query(["mug"]) == ""
+    p.process(tabletop_frame)
+    u, v = 120.5 / tabletop_frame.camera.width * 1000, 120.5 / tabletop_frame.camera.height * 1000
+    refused = p.ground_point("unicorn", u, v, "pick", tabletop_frame.stamp_ns)
+    assert refused.reason.startswith(LABEL_MISMATCH) and "not among the perceived names" in refused.reason
+    assert not p.ground_point("mug", u, v, "pick", tabletop_frame.stamp_ns).reason.startswith(LABEL_MISMATCH)
+
+
+def test_the_supervisor_writes_the_first_member_exit_where_members_read_it(tmp_path):
+    sup = Supervisor(SimpleNamespace(started=[]), tmp_path / "logs")
+    sup.start()
+    exits = MemberExits(sup.env["R3_MEMBER_EXITS"])
+    assert exits.read() == []
+    sup.processes["r3_sim_node"] = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    sup.processes["r3_sim_node"].wait()
+    assert str(sup.poll()) == "r3_sim_node exited with code 3"
+    assert exits.read() == ["r3_sim_node exited with code 3"]
+    sup.stop()
+
+
+def test_the_freeze_watch_sees_a_sigstop_of_this_process():
+    watch = FreezeWatch(deadline_s=0.3, period_s=0.02)
+    time.sleep(0.1)
+    before = time.monotonic()
+    assert watch.frozen_since(before) == 0.0
+    subprocess.Popen(["sh", "-c", f"sleep 0.8; kill -CONT {os.getpid()}"])
+    os.kill(os.getpid(), signal.SIGSTOP)
+    assert watch.frozen_since(before) > 0.5  # right after the wake-up, before or after the thread saw it
+    time.sleep(0.1)
+    assert watch.frozen_since(before) > 0.5 and watch.frozen_since(time.monotonic()) == 0.0
+
+
+def test_a_dataset_step_takes_the_frames_its_reasoner_step_names_even_without_a_camera_image(tmp_path):
+    """The camera topic is best effort; the frames a step names come from /r3/reasoner/frames."""
+    from r3.data.bagtypes import typestore
+    from r3.data.build import read_episode
+    from r3.graph import names
+
+    types = typestore().types
+    writer = EpisodeBagWriter(tmp_path, EpisodeInfo(episode_id="V-s1-test", suite="language_table", task="V"))
+
+    def stamp(ns):
+        return types["builtin_interfaces/msg/Time"](sec=ns // 10**9, nanosec=ns % 10**9)
+
+    rgb = np.full((4, 6, 3), 7, np.uint8)
+    image = types["sensor_msgs/msg/Image"](
+        header=types["std_msgs/msg/Header"](stamp=stamp(200), frame_id="c"),
+        height=4,
+        width=6,
+        encoding="rgb8",
+        is_bigendian=0,
+        step=18,
+        data=rgb.reshape(-1),
+    )
+    writer.write_message(names.REASONER_FRAMES, "sensor_msgs/msg/Image", 1, image)
+    fields = {
+        f: ""
+        for f in (
+            "episode_id",
+            "suite",
+            "task",
+            "goal",
+            "history",
+            "reasoning",
+            "raw_response",
+            "error",
+            "model_id",
+        )
+    }
+    step = types["r3_msgs/msg/ReasonerStep"](
+        header=types["std_msgs/msg/Header"](stamp=stamp(300), frame_id=""),
+        image_stamps=[stamp(200)],
+        step=0,
+        instruction="push the red moon to the top left corner",
+        valid=True,
+        latency_prompt_s=0.0,
+        latency_model_s=0.0,
+        latency_parse_s=0.0,
+        prompt_tokens=0,
+        completion_tokens=0,
+        **fields,
+    )
+    writer.write_message(names.REASONER_STEPS, "r3_msgs/msg/ReasonerStep", 2, step)
+    env = LanguageTableEnv(task="V")
+    env.reset(seed=1)
+    state = types["r3_msgs/msg/PrivilegedState"](
+        header=types["std_msgs/msg/Header"](stamp=stamp(100), frame_id="board"),
+        episode_id="",
+        control_step=0,
+        suite="language_table",
+        task="V",
+        goal="",
+        task_instance_json=json.dumps(env.task_instance.to_dict()),
+        objects=[],
+        effector=types["geometry_msgs/msg/Point"](x=0.0, y=0.0, z=0.0),
+        held="",
+        progress=0.0,
+        success=False,
+    )
+    env.close()
+    writer.write_message(names.PRIVILEGED_STATE, "r3_msgs/msg/PrivilegedState", 3, state)
+    bag = writer.close(success=True, progress=1.0, steps=1, reason="success")
+    (record,) = read_episode(bag).steps
+    assert len(record.images) == 1 and np.array_equal(record.images[0], rgb)

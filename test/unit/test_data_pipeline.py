@@ -108,13 +108,16 @@ def _with_repeats(bag: Path, root: Path, repeats: set[int]) -> Path:
 
 
 def test_rl_drops_exactly_the_repeated_steps_and_sft_keeps_every_step(bags, tmp_path):
-    longest = max(find_bags([bags]), key=lambda b: len(bag_steps(b)))
+    def no_repeats(bag: Path) -> bool:
+        originals = [s.instruction for s in bag_steps(bag)]
+        return len(originals) >= 4 and all(a != b for a, b in itertools.pairwise(originals))
+
+    # A bag of at least 4 steps in which the expert never repeated itself, so the only repeats are ours.
+    longest = next((b for b in sorted(find_bags([bags]), key=lambda b: -len(bag_steps(b))) if no_repeats(b)), None)
+    assert longest is not None, "no collected bag has 4 steps without a repeat: collect other scenes"
     steps = len(bag_steps(longest))
-    assert steps >= 4, f"{longest.name} has {steps} steps"
     repeats = {2, 3}  # step 3 repeats step 2, which repeats step 1
     copy = _with_repeats(longest, tmp_path / "bags", repeats)
-    originals = [s.instruction for s in bag_steps(longest)]
-    assert all(a != b for a, b in itertools.pairwise(originals)), "the expert repeated itself: pick other steps"
     for kind in S.KINDS:
         assert dataset_main(["build", str(tmp_path / "bags"), "--out", str(tmp_path / kind), "--kind", kind]) == 0
     sft, rl = (S.load_r3_dataset(tmp_path / kind) for kind in S.KINDS)

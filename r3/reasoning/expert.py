@@ -592,6 +592,7 @@ class LanguageTableExpert(ReasonerBackend):
 
     def __init__(self, policy_config: PushingPolicyConfig | None = None):
         self.policy_config = policy_config or PushingPolicyConfig()
+        self._packing_expert = None  # made on the first packing input; it remembers refused instructions
 
     @classmethod
     def from_spec(cls, rest: str, **options) -> LanguageTableExpert:
@@ -647,8 +648,10 @@ class LanguageTableExpert(ReasonerBackend):
             raise BackendError("the packing expert needs inp.extra['privileged'] = PackingExpertView(state, task)")
         limit = 0 if inp.mode == "instruction_only" else budget.max_reasoning_tokens
         previous = inp.history_text if inp.history != "none" else ""
-        instruction, reasoning = PackingExpert().answer(view, previous, int(inp.extra.get("seed", 0)), int(inp.step),
-                                                        limit != 0)
+        if self._packing_expert is None:
+            self._packing_expert = PackingExpert()
+        instruction, reasoning = self._packing_expert.answer(view, previous, int(inp.extra.get("seed", 0)),
+                                                             int(inp.step), limit != 0)
         words = reasoning.split()
         truncated = limit is not None and len(words) > limit
         words = words[:limit] if truncated else words

@@ -218,7 +218,8 @@ class EpisodeWorker:
 
     def _repeated_refusals(self, t) -> int:
         """Instructions repeated after failing in an unchanged scene (decision states from the snapshots)."""
-        from r3.reasoning.claims import board_unchanged, packing_unchanged, repeated_refusals
+        from r3.reasoning.claims import board_unchanged, repeated_refusals
+        from r3.reasoning.packing_expert import packing_unchanged
 
         final = self.env.state()
         states = []

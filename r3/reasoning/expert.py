@@ -60,6 +60,7 @@ from r3.tasks.language_table.board import (
     PUSHER_RADIUS,
     BoardState,
 )
+from r3.tasks.language_table.planner import clearing_reason
 from r3.tasks.language_table.tasks import TaskInstance
 
 MODEL_ID = "expert:language_table"
@@ -454,7 +455,23 @@ def _done(choice: Choice, task: TaskInstance, rng) -> list[str]:
     return []
 
 
-def _remaining(choice: Choice, state: BoardState, rng) -> list[str]:
+def why_it_moves(block: str, choice: Choice, state: BoardState, task: TaskInstance) -> str:
+    """Why a block that is not one of the goal's blocks has a planned spot ("" for a goal block)."""
+    if block in task.blocks or block not in choice.plan:
+        return ""
+    current = {b: state.xy(b) for b in BLOCKS}
+    kind, other = clearing_reason(current, choice.plan, block, task.blocks,
+                                  lambda final, pts, strict: task.spec.rest_ok(task, final, pts, strict))
+    if kind == "in_the_way" and other is not None:
+        return (f"the {block} is not part of the goal, but it stands too close to the spot the {other} has to "
+                "reach, so it must make room")
+    if task.blocks:
+        return (f"the {block} is not part of the goal, but the goal wants no other block where it stands "
+                f"now, too close to {_join(list(task.blocks))}")
+    return f"the {block} stands where the goal wants no block at all, so it has to leave"
+
+
+def _remaining(choice: Choice, state: BoardState, task: TaskInstance, rng) -> list[str]:
     move = choice.move
     if choice.fallback:
         return [
@@ -477,8 +494,10 @@ def _remaining(choice: Choice, state: BoardState, rng) -> list[str]:
     for b in order[:3]:
         gap = choice.plan[b] - state.xy(b)
         spot = landmark(choice.plan[b], state, set(choice.plan), rng)
+        why = why_it_moves(b, choice, state, task)
         out.append(
-            _pick(
+            (f"{why[0].upper()}{why[1:]}. " if why else "")
+            + _pick(
                 rng,
                 (
                     "The {b} still has to travel about {d} cm {h}, ending up {s}.",
@@ -556,7 +575,7 @@ def write_reasoning(choice: Choice, state: BoardState, task: TaskInstance, rng: 
     prev = _previous_step(choice, state, rng)
     done, remaining = (
         _roles(choice, state, task, rng) + _done(choice, task, rng),
-        _remaining(choice, state, rng),
+        _remaining(choice, state, task, rng),
     )
     middle = done + remaining if rng.random() < 0.6 else remaining + done
     parts = prev + head + middle if rng.random() < 0.5 else head + prev + middle

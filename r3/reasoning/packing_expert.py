@@ -21,7 +21,7 @@ How it decides, in order:
    goal leaves free.
 
 What it remembers. The expert keeps the scene it decided on last; when the previous instruction
-left the scene unchanged (:func:`r3.reasoning.claims.packing_unchanged`) that instruction was
+left the scene unchanged (:func:`packing_unchanged`) that instruction was
 refused, and it is not given again in that scene: the expert changes plan (another order, the
 obstacle cleared). The reasoning names what happened (refused, fell out of the gripper, landed
 elsewhere) and the visible cause (the neighbour in the hand's way, a full tray, a face too wide
@@ -39,9 +39,8 @@ import numpy as np
 
 from r3.instructions.language_table import ParseError
 from r3.instructions.packing import PackingInstruction, PackingInstructionType, format_instruction, parse
-from r3.reasoning.claims import packing_unchanged
 from r3.tasks.packing import placement
-from r3.tasks.packing.state import PackingState, resting_geometry
+from r3.tasks.packing.state import STILL_STEPS, PackingState, resting_geometry
 from r3.tasks.packing.tasks import UPRIGHT_TOLERANCE, PackingTaskInstance, tray_rect
 from r3.tasks.packing.workcell import TRAYS
 
@@ -55,6 +54,10 @@ HAND_ABOVE_TCP = 0.047
 MAX_ACROSS = 0.08 - 2 * 0.003
 #: Grasp height below an item's top (r3.lowlevel.semantic.SemanticConfig.grasp_depth).
 GRASP_DEPTH = 0.035
+#: Items closer than this to where they were, and turned by less than QUAT_TOLERANCE in every
+#: quaternion component, count as not moved (m).
+STILL_TOLERANCE = 0.005
+QUAT_TOLERANCE = 0.005
 
 
 @dataclass(frozen=True)
@@ -67,7 +70,8 @@ class PackingExpertView:
 
 @dataclass(frozen=True)
 class Plan:
-    """The next instruction and why its item moves: ``role`` is clutter, tipped, goal, room or obstacle."""
+    """The next instruction and why its item moves: ``role`` is clutter, tipped, goal, room, obstacle or
+    detour (None with ``role`` done or stuck: nothing to move, or nothing left to try)."""
 
     instruction: PackingInstruction | None
     role: str
@@ -75,6 +79,22 @@ class Plan:
 
 
 # ------------------------------------------------------------------------------------ geometry
+def packing_unchanged(a: PackingState, b: PackingState) -> bool:
+    """Whether state ``b`` shows the scene of the earlier ``a``: the same item held, and no item moved in
+    between (each is where it was, turned the same way, and its count of still control steps grew,
+    or both are at the simulator's cap, far above what an item that has just come to rest shows: an
+    item dropped back onto its own spot restarts that count)."""
+    if a.held != b.held or set(a.items) != set(b.items):
+        return False
+    for name, before in a.items.items():
+        after = b.items[name]
+        grew = after.still_steps > before.still_steps or after.still_steps == before.still_steps > 2 * STILL_STEPS
+        turned = max(abs(x - y) for x, y in zip(before.quat, after.quat))
+        if not grew or math.dist(before.pos, after.pos) > STILL_TOLERANCE or turned > QUAT_TOLERANCE:
+            return False
+    return True
+
+
 def _grasp_axes(item: str, state: PackingState) -> list[float]:
     """Closing yaws the hand can grasp ``item`` with as it lies (across its narrow side, and its long
     side when that fits the hand too)."""
@@ -135,6 +155,10 @@ def _where(item: str, state: PackingState) -> str:
     if state.held == item:
         return "in the gripper"
     tray = state.tray_of(item)
+    return "on the table" if tray is None else f"in the {tray} tray"
+
+
+def _where_to(tray: str | None) -> str:
     return "on the table" if tray is None else f"in the {tray} tray"
 
 
@@ -247,12 +271,29 @@ def next_plan(state: PackingState, task: PackingTaskInstance, refused: frozenset
             continue
         if graspable(item, state) or state.held == item:
             options.append(plan)
+    options += _detours(state, task)
     for plan in options:
         if plan is not None and format_instruction(plan.instruction) not in refused:
             return plan
     if any(not task.packed(state, i) for i in task.targets) or not task.clutter_cleared(state):
         return Plan(None, "stuck", _stuck(state, task, refused))
     return Plan(None, "done", "every goal object is where it should be")
+
+
+def _detours(state: PackingState, task: PackingTaskInstance) -> list[Plan]:
+    """Last resorts for a goal object whose own move was refused: by way of another tray or the table."""
+    out = []
+    for item, dest in task.targets.items():
+        where = state.tray_of(item)
+        if where == dest or not graspable(item, state):
+            continue
+        for via in [t for t in TRAYS if t not in (where, dest) and has_room(item, t, state)][:1]:
+            out.append(Plan(_move(item, via, state), "detour",
+                            f"the direct move of the {item} was refused here, so it goes by way of the {via} tray"))
+        if where is not None:
+            out.append(Plan(PackingInstruction(T.REMOVE, item, where), "detour",
+                            f"the direct move of the {item} was refused here, so it goes by way of the table"))
+    return out
 
 
 def _stuck(state: PackingState, task: PackingTaskInstance, refused: frozenset[str]) -> str:
@@ -319,23 +360,30 @@ def cause(ins: PackingInstruction, state: PackingState) -> str:
 
 
 def _previous(ins: PackingInstruction | None, refused: bool, state: PackingState, rng) -> list[str]:
+    """What the previous instruction did, and the cause where it failed (all true of ``state``)."""
     if ins is None:
         return []
     said, item, dest = format_instruction(ins), ins.item, _dest(ins)
+    now = _where(item, state)
     if state.tray_of(item) == dest and state.held != item:
-        return [_pick(rng, [f"The previous instruction worked: the {item} is now {_where(item, state)}.",
-                            f"My last step succeeded, since the {item} sits {_where(item, state)}."])]
+        return [_pick(rng, [f"The previous instruction worked: the {item} is now {now}.",
+                            f"My last step succeeded, since the {item} sits {now}."])]
     if refused:
         why = cause(ins, state)
         why = f": {why}" if why else ", although nothing visible is in its way"
         return [f'The previous instruction, "{said}", was refused before anything moved{why}.',
                 "Repeating it in the same scene would fail the same way."]
-    now = _where(item, state)
-    if now == "on the table" and ins.type is not T.PACK:
-        return [(f"The previous instruction did not work: the {item} fell out of the gripper on the way and now "
-                 "lies on the table.")]
-    return [_pick(rng, [f"The previous instruction did not work: the {item} is {now}.",
-                        f"The last attempt failed, because the {item} is still {now}."])]
+    source = None if ins.type is T.PACK else ins.tray
+    if state.held == item:
+        return [f"The previous instruction did not finish: the {item} is still in the gripper."]
+    if state.tray_of(item) == source:
+        return [_pick(rng, [(f"The previous instruction did not work: the {item} did not end up "
+                             f"{_where_to(dest)}, and it is {now} again."),
+                            f"The last attempt failed: the {item} is {now} again, not {_where_to(dest)}."])]
+    if state.tray_of(item) is None:
+        return [f"The previous instruction did not work: the {item} fell out of the gripper on the way.",
+                "It now lies on the table."]
+    return [f"The previous instruction did not work: the {item} landed {now} instead."]
 
 
 def write_reasoning(state: PackingState, task: PackingTaskInstance, previous: PackingInstruction | None,

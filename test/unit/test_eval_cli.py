@@ -42,6 +42,24 @@ def test_run_writes_jsonl_tables_and_chart(tmp_path, capsys):
     assert (out / "success.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_packing_suite_writes_its_table_and_chart(tmp_path, capsys):
+    out = tmp_path / "packing"
+    assert r3_main(["eval", "--suite", "packing", "--tasks", "7,9", "--scenes", "1", "--trials", "1",
+                    "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "`expert` on packing, `sim` grounding (2 tasks)" in printed and "| 7 | held-out | 1 |" in printed
+    rows = list(csv.DictReader((out / "table.csv").open()))
+    assert [r["task"] for r in rows] == ["7", "9", "mean"]
+    assert (out / "success.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((out / CONFIG_FILE).read_text())["suite"] == "packing"
+
+
+def test_split_is_refused_for_packing(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        cli.eval_main(["--suite", "packing", "--split", "T_O", "--out", str(tmp_path)])
+    assert "Language Table split" in capsys.readouterr().err
+
+
 def test_compare_marks_significant_deltas(tmp_path, capsys):
     a = fake_run(tmp_path / "a", "base", {"mid": 0.30, "rect": 0.50})
     b = fake_run(tmp_path / "b", "r3", {"mid": 0.60, "rect": 0.55, "iL": 0.9})

@@ -12,7 +12,8 @@ How it decides, in order:
    is taken out to be packed again;
 2. goal objects not in their tray, in the goal's order, but an item that has to *leave* a tray
    goes before any item that *enters* it (packing the sugar box next to the foam brick that still
-   has to leave the tray would box the foam brick in);
+   has to leave the tray would box the foam brick in); when the leaver's own move was refused, it
+   goes by way of another tray or the table before anything enters its tray;
 3. a destination with no free spot first loses an item that does not belong there;
 4. before a pick, the hand's way down is checked (:func:`hand_blockers`: a taller neighbour under
    the hand's footprint at the grasp height, for every way the hand can close): a blocked item
@@ -190,8 +191,9 @@ def leaving(state: PackingState, task: PackingTaskInstance) -> dict[str, list[st
     return out
 
 
-def _wanted(state: PackingState, task: PackingTaskInstance) -> list[Plan]:
-    """Every move the goal asks for now, first things first (rules 1 and 2 of the module docstring)."""
+def _wanted(state: PackingState, task: PackingTaskInstance) -> tuple[list[Plan], list[Plan]]:
+    """Every move the goal asks for now, first things first (rules 1 and 2 of the module docstring):
+    the moves to make now, and the moves into a tray that something still has to leave (deferred)."""
     first, entering = [], []
     for c in task.clutter:
         tray = state.tray_of(c)
@@ -208,11 +210,12 @@ def _wanted(state: PackingState, task: PackingTaskInstance) -> list[Plan]:
                else f"the {item} belongs in the {dest} tray, not the {where} one")
         plan = Plan(_move(item, dest, state), "goal", why)
         (first if where is not None else entering).append(plan)
-    out = first + entering
     leavers = leaving(state, task)
-    # An item may enter a tray only once nothing has to leave it (the leaver could be boxed in).
-    ready = [p for p in out if not [o for o in leavers.get(_dest(p.instruction) or "", []) if o != p.instruction.item]]
-    return ready + [p for p in out if p not in ready]
+    ready, deferred = [], []
+    for p in first + entering:
+        stays = [o for o in leavers.get(_dest(p.instruction) or "", []) if o != p.instruction.item]
+        (deferred if stays else ready).append(p)
+    return ready, deferred
 
 
 def _spare_tray(state: PackingState, task: PackingTaskInstance, item: str) -> str | None:
@@ -259,19 +262,8 @@ def next_plan(state: PackingState, task: PackingTaskInstance, refused: frozenset
 
     A :class:`Plan` with ``instruction`` None means nothing is left that the expert can try.
     """
-    options: list[Plan] = []
-    for plan in _wanted(state, task):
-        item, dest = plan.instruction.item, _dest(plan.instruction)
-        if dest is not None and not has_room(item, dest, state):
-            options.append(_make_room(item, dest, state, task))
-            continue
-        blockers = hand_blockers(item, state)
-        if blockers and state.held != item:
-            options += [_clear(b, item, state, task) for b in blockers]
-            continue
-        if graspable(item, state) or state.held == item:
-            options.append(plan)
-    options += _detours(state, task)
+    ready, deferred = _wanted(state, task)
+    options = _feasible(ready, state, task) + _detours(state, task, refused) + _feasible(deferred, state, task)
     for plan in options:
         if plan is not None and format_instruction(plan.instruction) not in refused:
             return plan
@@ -280,12 +272,29 @@ def next_plan(state: PackingState, task: PackingTaskInstance, refused: frozenset
     return Plan(None, "done", "every goal object is where it should be")
 
 
-def _detours(state: PackingState, task: PackingTaskInstance) -> list[Plan]:
-    """Last resorts for a goal object whose own move was refused: by way of another tray or the table."""
+def _feasible(plans: list[Plan], state: PackingState, task: PackingTaskInstance) -> list[Plan | None]:
+    """Each wanted move, or what has to happen before it (room made, an obstacle cleared; None: nothing)."""
+    out: list[Plan | None] = []
+    for plan in plans:
+        item, dest = plan.instruction.item, _dest(plan.instruction)
+        if dest is not None and not has_room(item, dest, state):
+            out.append(_make_room(item, dest, state, task))
+            continue
+        blockers = hand_blockers(item, state)
+        if blockers and state.held != item:
+            out += [_clear(b, item, state, task) for b in blockers]
+            continue
+        if graspable(item, state) or state.held == item:
+            out.append(plan)
+    return out
+
+
+def _detours(state: PackingState, task: PackingTaskInstance, refused: frozenset[str]) -> list[Plan]:
+    """Other ways for a goal object whose own move was refused here: by way of another tray or the table."""
     out = []
     for item, dest in task.targets.items():
         where = state.tray_of(item)
-        if where == dest or not graspable(item, state):
+        if where == dest or format_instruction(_move(item, dest, state)) not in refused or not graspable(item, state):
             continue
         for via in [t for t in TRAYS if t not in (where, dest) and has_room(item, t, state)][:1]:
             out.append(Plan(_move(item, via, state), "detour",

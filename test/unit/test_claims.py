@@ -125,3 +125,19 @@ def test_repeated_refusals_counts_repeats_in_an_unchanged_scene_only(board):
     assert repeated_refusals(ins, ["x", "y", ""], [a, a, a, a], board_unchanged) == 0  # another reason
     assert repeated_refusals(["a", "b", "a"], ["x", "x", "x"], [a] * 4, board_unchanged) == 0
     assert np.isclose(verified_fraction([]), 1.0)
+
+
+@pytest.mark.slow
+def test_dataset_stats_report_the_verified_fraction(tmp_path, capsys):
+    import json
+
+    from r3.data.cli import collect_main, dataset_main
+
+    bags, root = tmp_path / "bags", tmp_path / "sft"
+    assert collect_main(["--split", "T_M", "--scenes", "1", "--trials", "1", "--max-steps", "4",
+                         "--out", str(bags), "--quiet"]) == 0
+    assert dataset_main(["build", str(bags), "--out", str(root), "--kind", "sft"]) == 0
+    assert dataset_main(["stats", str(root)]) == 0
+    claims = json.loads((root / "stats.json").read_text())["trace_claims"]
+    assert claims["claims"] > 20 and claims["fraction"] >= 0.99
+    assert "trace claims verified against the recorded state" in capsys.readouterr().out

@@ -190,9 +190,11 @@ class PackingChecker:
             claim("role", task.targets.get(m.group(1)) == m.group(2) and st.tray_of(m.group(1)) is None)
         elif m := re.match(rf"the ({_I}) belongs in the ({_TR}) tray, not the ({_TR}) one", why):
             claim("role", task.targets.get(m.group(1)) == m.group(2) and st.tray_of(m.group(1)) == m.group(3))
-        elif m := re.match(rf"the ({_I}) stands in the hand's way down to the ({_I})", why):
-            claim("role", m.group(1) in pk.hand_blockers(m.group(2), st))
-            if n := re.search(rf"it belongs in the ({_TR}) tray anyway", why):
+        elif m := re.match(rf"the ({_I}) stands in the hand's way (?:down to the ({_I})|when it sets the ({_I}) down "
+                           rf"in the ({_TR}) tray)", why):
+            blocker, picked, placed, tray = m.groups()
+            claim("role", blocker in (pk.hand_blockers(picked, st) if picked else pk.place_blockers(placed, tray, st)))
+            if n := re.search(rf"belongs in the ({_TR}) tray anyway", why):
                 claim("role", task.targets.get(m.group(1)) == n.group(1))
         elif m := re.match(rf"the ({_TR}) tray is too full for the ({_I}), and the ({_I}) does not belong there", why):
             tray, entering, other = m.groups()

@@ -40,10 +40,11 @@ import numpy as np
 
 from r3.instructions.language_table import ParseError
 from r3.instructions.packing import PackingInstruction, PackingInstructionType, format_instruction, parse
+from r3.lowlevel.packing import SPOT_CHOICES
 from r3.tasks.packing import placement
 from r3.tasks.packing.state import STILL_STEPS, PackingState, resting_geometry
 from r3.tasks.packing.tasks import UPRIGHT_TOLERANCE, PackingTaskInstance, tray_rect
-from r3.tasks.packing.workcell import TRAYS
+from r3.tasks.packing.workcell import TRAY_SPECS, TRAYS
 
 MODEL_ID = "expert:packing"
 T = PackingInstructionType
@@ -51,6 +52,8 @@ T = PackingInstructionType
 #: and the height of its underside above the tool centre point (r3.sim.packing.scene).
 HAND_HALF = (0.10, 0.025)
 HAND_ABOVE_TCP = 0.047
+#: A neighbour counts as in the hand's way only when it rises this much above the hand's underside.
+HAND_MARGIN = 0.01
 #: The widest an item may be across the fingers (open hand minus the least finger gaps, semantic.py).
 MAX_ACROSS = 0.08 - 2 * 0.003
 #: Grasp height below an item's top (r3.lowlevel.semantic.SemanticConfig.grasp_depth).
@@ -89,7 +92,8 @@ def packing_unchanged(a: PackingState, b: PackingState) -> bool:
         return False
     for name, before in a.items.items():
         after = b.items[name]
-        grew = after.still_steps > before.still_steps or after.still_steps == before.still_steps > 2 * STILL_STEPS
+        grew = (after.still_steps > before.still_steps or after.still_steps == before.still_steps > 2 * STILL_STEPS
+                or name == a.held)  # a held item moves with the arm, which went home again
         turned = max(abs(x - y) for x, y in zip(before.quat, after.quat))
         if not grew or math.dist(before.pos, after.pos) > STILL_TOLERANCE or turned > QUAT_TOLERANCE:
             return False
@@ -120,6 +124,20 @@ def _overlap(box, centre, yaw: float, half: tuple[float, float]) -> bool:
     return abs(d[0]) <= box[2] + hand_x and abs(d[1]) <= box[3] + hand_y
 
 
+def _in_the_way(centre, yaw: float, underside: float, state: PackingState, item: str) -> list[str]:
+    """Items (not ``item``, not the held one) taller than the hand's ``underside`` and under its footprint
+    at ``centre`` with closing yaw ``yaw``, nearest first."""
+    hits = []
+    for other, o in state.items.items():
+        if other in (item, state.held):
+            continue
+        _, (_, _, oh) = resting_geometry(other, o.quat)
+        if o.pos[2] + oh / 2 > underside + HAND_MARGIN and _overlap(
+                placement.footprint(other, o.pos[0], o.pos[1], o.yaw), centre, yaw, HAND_HALF):
+            hits.append((math.dist(o.pos[:2], centre[:2]), other))
+    return [name for _, name in sorted(hits)]
+
+
 def hand_blockers(item: str, state: PackingState) -> list[str]:
     """The neighbours the hand would hit coming down to grasp ``item``, nearest first; empty when one
     way of closing the hand has a clear way down (or the item is held)."""
@@ -129,21 +147,32 @@ def hand_blockers(item: str, state: PackingState) -> list[str]:
     _, (_, _, height) = resting_geometry(item, s.quat)
     top, bottom = s.pos[2] + height / 2, s.pos[2] - height / 2
     grasp = max(top - GRASP_DEPTH, bottom + 0.012, s.pos[2] - 0.01 if height < 0.05 else -1.0)
-    underside = grasp + HAND_ABOVE_TCP
     found: list[str] = []
     for yaw in _grasp_axes(item, state) or [resting_geometry(item, s.quat)[0]]:
-        hits = []
-        for other, o in state.items.items():
-            if other == item or other == state.held:
-                continue
-            _, (_, _, oh) = resting_geometry(other, o.quat)
-            if o.pos[2] + oh / 2 <= underside:
-                continue
-            if _overlap(placement.footprint(other, o.pos[0], o.pos[1], o.yaw), s.pos, yaw, HAND_HALF):
-                hits.append((math.dist(o.pos[:2], s.pos[:2]), other))
+        hits = _in_the_way(s.pos, yaw, grasp + HAND_ABOVE_TCP, state, item)
         if not hits:
             return []
-        found += [name for _, name in sorted(hits) if name not in found]
+        found += [name for name in hits if name not in found]
+    return found
+
+
+def place_blockers(item: str, tray: str, state: PackingState) -> list[str]:
+    """The neighbours the hand would hit setting ``item`` down in ``tray``, at every spot the packing
+    policy tries there (corner first, at the item's yaw); empty when one spot is clear or none is free."""
+    s = state.items[item]
+    others = [placement.footprint(n, i.pos[0], i.pos[1], i.yaw) for n, i in state.items.items() if n != item]
+    spots = placement.corner_spots(item, tray_rect(tray), others, yaws=(s.yaw,), count=SPOT_CHOICES)
+    yaw, (_, _, height) = resting_geometry(item, s.quat)
+    if state.held == item and state.tcp_yaw is not None:
+        yaw = state.tcp_yaw
+    # Released just above the floor, held GRASP_DEPTH below its top: where the hand's underside is then.
+    underside = TRAY_SPECS[tray].floor + 0.01 + height - GRASP_DEPTH + HAND_ABOVE_TCP
+    found: list[str] = []
+    for x, y, _ in spots:
+        hits = _in_the_way((x, y), yaw, underside, state, item)
+        if not hits:
+            return []
+        found += [name for name in hits if name not in found]
     return found
 
 
@@ -226,23 +255,25 @@ def _spare_tray(state: PackingState, task: PackingTaskInstance, item: str) -> st
     return (free or fits or [None])[0]
 
 
-def _clear(blocker: str, item: str, state: PackingState, task: PackingTaskInstance) -> Plan | None:
-    """The move that takes ``blocker`` out of the hand's way to ``item``."""
+def _clear(blocker: str, item: str, state: PackingState, task: PackingTaskInstance,
+           at: str | None = None) -> Plan | None:
+    """The move that takes ``blocker`` out of the hand's way to ``item`` (``at``: setting it down in that tray)."""
     goal, where = task.targets.get(blocker), state.tray_of(blocker)
     if not graspable(blocker, state) or hand_blockers(blocker, state):
         return None
-    in_the_way = f"the {blocker} stands in the hand's way down to the {item}"
+    in_the_way = (f"the {blocker} stands in the hand's way down to the {item}" if at is None
+                  else f"the {blocker} stands in the hand's way when it sets the {item} down in the {at} tray")
     if goal is not None and goal != where and has_room(blocker, goal, state):
-        return Plan(_move(blocker, goal, state), "obstacle", f"{in_the_way}, and it belongs in the {goal} tray anyway")
+        return Plan(_move(blocker, goal, state), "obstacle", f"{in_the_way} and belongs in the {goal} tray anyway")
     if where is not None:
-        back = f", and it goes back into the {where} tray afterwards" if goal == where else ""
+        back = f" (it goes back into the {where} tray afterwards)" if goal == where else ""
         return Plan(PackingInstruction(T.REMOVE, blocker, where), "obstacle",
-                    f"{in_the_way}, so I put it aside on the table first{back}")
+                    f"{in_the_way} and must go aside onto the table first{back}")
     spare = _spare_tray(state, task, blocker)
     if spare is None:
         return None
     return Plan(PackingInstruction(T.PACK, blocker, spare), "obstacle",
-                f"{in_the_way}, so I move it into the {spare} tray, which the goal does not need for it")
+                f"{in_the_way} and must go into the {spare} tray for now, which the goal leaves free")
 
 
 def _make_room(item: str, dest: str, state: PackingState, task: PackingTaskInstance) -> Plan | None:
@@ -281,11 +312,13 @@ def _feasible(plans: list[Plan], state: PackingState, task: PackingTaskInstance)
             out.append(_make_room(item, dest, state, task))
             continue
         blockers = hand_blockers(item, state)
-        if blockers and state.held != item:
-            out += [_clear(b, item, state, task) for b in blockers]
+        if blockers and state.held != item:  # the move itself last: the prediction may be wrong
+            out += [_clear(b, item, state, task) for b in blockers] + [plan]
             continue
-        if graspable(item, state) or state.held == item:
-            out.append(plan)
+        if not graspable(item, state) and state.held != item:
+            continue
+        blockers = [] if dest is None else place_blockers(item, dest, state)
+        out += [_clear(b, item, state, task, dest) for b in blockers] + [plan]
     return out
 
 
@@ -365,6 +398,9 @@ def cause(ins: PackingInstruction, state: PackingState) -> str:
             return f"the {item} lies with every face wider than the open hand"
     if dest is not None and not has_room(item, dest, state):
         return f"the {dest} tray has no free spot for the {item}"
+    blockers = [] if dest is None else place_blockers(item, dest, state)
+    if blockers:
+        return f"the hand would hit the {blockers[0]} when setting the {item} down in the {dest} tray"
     return ""
 
 

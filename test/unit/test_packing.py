@@ -229,7 +229,7 @@ def test_expert_clears_an_obstacle_in_the_hands_way(cell):
     assert hand_blockers("foam brick", state) == ["sugar box"]
     plan = next_plan(state, task)
     assert plan.role == "obstacle" and plan.instruction.type.value == "remove" and plan.instruction.item == "sugar box"
-    assert "goes back into the medium tray afterwards" in plan.why
+    assert "(it goes back into the medium tray afterwards)" in plan.why
 
 
 def test_expert_does_not_repeat_an_instruction_refused_in_an_unchanged_scene(cell):

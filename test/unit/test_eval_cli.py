@@ -13,10 +13,10 @@ from r3.eval import cli, tables
 from r3.eval.runner import CONFIG_FILE, EPISODES_FILE, EvalConfig
 
 
-def fake_run(folder, reasoner, rates):
+def fake_run(folder, reasoner, rates, suite="language_table"):
     """An evaluation folder with 100 episodes per task at the given success rates."""
     folder.mkdir()
-    config = EvalConfig(reasoner=reasoner, tasks=tuple(rates), scenes=100, trials=1)
+    config = EvalConfig(reasoner=reasoner, suite=suite, tasks=tuple(rates), scenes=100, trials=1)
     (folder / CONFIG_FILE).write_text(json.dumps(config.__dict__))
     with open(folder / EPISODES_FILE, "w") as f:
         for task, p in rates.items():
@@ -71,6 +71,16 @@ def test_compare_marks_significant_deltas(tmp_path, capsys):
     rows = {r["task"]: r for r in csv.DictReader((tmp_path / "d" / "compare.csv").open())}
     assert rows["mid"]["success_significant"] == "True" and rows["rect"]["success_significant"] == "False"
     assert float(rows[tables.MEAN]["success_delta"]) == pytest.approx(0.175)
+
+
+def test_compare_works_on_packing_evaluations(tmp_path, capsys):
+    a = fake_run(tmp_path / "a", "expert", {"4": 0.50, "7": 0.90}, suite="packing")
+    b = fake_run(tmp_path / "b", "r3", {"4": 0.80, "7": 0.90}, suite="packing")
+    assert cli.eval_main(["compare", str(a), str(b)]) == 0
+    text = capsys.readouterr().out
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    assert rows["4"].startswith("| 4 | 50.0 ± ") and "| 80.0 ± " in rows["4"] and "**+30.0 ± " in rows["4"]
+    assert "▲" in rows["4"] and "▲" not in rows["7"] and "+0.0 ± " in rows["7"]
 
 
 def test_compare_needs_evaluation_folders(tmp_path, capsys):

@@ -61,6 +61,14 @@ def test_packing_suite_runs_the_held_out_goals_with_rollouts(tmp_path):
         evaluate(EvalConfig(suite="packing", tasks=("7",), scenes=1, trials=2, grounding="perception"), tmp_path)
 
 
+@pytest.mark.slow
+def test_no_packing_goal_repeats_an_instruction_refused_in_an_unchanged_scene(tmp_path):
+    # Scene 0, rollout 0 of every held-out goal; the full 12 x 5 x 10 count is in the README.
+    records = evaluate(EvalConfig(suite="packing", scenes=1, trials=1), tmp_path)
+    assert len(records) == 12
+    assert [r["task"] for r in records if r["repeated_refusals"]] == []
+
+
 def test_trials_keep_the_scene_and_redraw_the_noise(tmp_path):
     config = EvalConfig(tasks=("rect",), scenes=1, trials=3)
     records = evaluate(config, tmp_path)

@@ -15,18 +15,20 @@ How it decides, in order:
    has to leave the tray would box the foam brick in); when the leaver's own move was refused, it
    goes by way of another tray or the table before anything enters its tray;
 3. a destination with no free spot first loses an item that does not belong there;
-4. before a pick, the hand's way down is checked (:func:`hand_blockers`: a taller neighbour under
-   the hand's footprint at the grasp height, for every way the hand can close): a blocked item
-   waits while its obstacle is cleared, by its own goal move when it has one, else by putting it
-   aside on the table (it goes back afterwards) or, for a distractor on the table, into a tray the
-   goal leaves free.
+4. before a pick and a place, the hand's way down is checked (:func:`hand_blockers`,
+   :func:`place_blockers`: a taller neighbour under the hand's footprint, for every way the hand
+   can close and every spot the policy tries): the move waits while its obstacle is cleared, by
+   the obstacle's own goal move when it has one, else by putting it aside on the table (it goes
+   back afterwards) or, for a distractor on the table, into a tray the goal leaves free; the move
+   itself stays the last resort (the prediction may be wrong).
 
 What it remembers. The expert keeps the scene it decided on last; when the previous instruction
-left the scene unchanged (:func:`packing_unchanged`) that instruction was
-refused, and it is not given again in that scene: the expert changes plan (another order, the
-obstacle cleared). The reasoning names what happened (refused, fell out of the gripper, landed
-elsewhere) and the visible cause (the neighbour in the hand's way, a full tray, a face too wide
-for the hand). The memory starts afresh at step 0 or with another goal or seed.
+left the scene unchanged (:func:`packing_unchanged`) that instruction was refused, and it is not
+given again in that scene: the expert changes plan (another order, another way by a tray or the
+table). The reasoning names what happened (refused, fell out of the gripper, landed elsewhere,
+still held) and the visible cause (the neighbour in the hand's way, a full tray, a face too wide
+for the hand). When nothing is left to try it says why; the grammar cannot end an episode, so it
+then repeats a check. The memory starts afresh at step 0 or with another goal or seed.
 
 Randomness only picks wordings: ``np.random.default_rng([seed, step])``.
 """
@@ -41,6 +43,8 @@ import numpy as np
 from r3.instructions.language_table import ParseError
 from r3.instructions.packing import PackingInstruction, PackingInstructionType, format_instruction, parse
 from r3.lowlevel.packing import SPOT_CHOICES
+from r3.lowlevel.semantic import SemanticConfig
+from r3.sim.packing import scene
 from r3.tasks.packing import placement
 from r3.tasks.packing.state import STILL_STEPS, PackingState, resting_geometry
 from r3.tasks.packing.tasks import UPRIGHT_TOLERANCE, PackingTaskInstance, tray_rect
@@ -54,10 +58,10 @@ HAND_HALF = (0.10, 0.025)
 HAND_ABOVE_TCP = 0.047
 #: A neighbour counts as in the hand's way only when it rises this much above the hand's underside.
 HAND_MARGIN = 0.01
-#: The widest an item may be across the fingers (open hand minus the least finger gaps, semantic.py).
-MAX_ACROSS = 0.08 - 2 * 0.003
-#: Grasp height below an item's top (r3.lowlevel.semantic.SemanticConfig.grasp_depth).
-GRASP_DEPTH = 0.035
+#: The widest an item may be across the fingers (open hand minus the least finger gaps) and the grasp
+#: height below an item's top, as the pick skill has them.
+MAX_ACROSS = scene.MAX_OPENING - 2 * SemanticConfig().min_finger_gap
+GRASP_DEPTH = SemanticConfig().grasp_depth
 #: Items closer than this to where they were, and turned by less than QUAT_TOLERANCE in every
 #: quaternion component, count as not moved (m).
 STILL_TOLERANCE = 0.005
@@ -299,7 +303,7 @@ def next_plan(state: PackingState, task: PackingTaskInstance, refused: frozenset
         if plan is not None and format_instruction(plan.instruction) not in refused:
             return plan
     if any(not task.packed(state, i) for i in task.targets) or not task.clutter_cleared(state):
-        return Plan(None, "stuck", _stuck(state, task, refused))
+        return Plan(None, "stuck", _stuck(state, task))
     return Plan(None, "done", "every goal object is where it should be")
 
 
@@ -338,7 +342,7 @@ def _detours(state: PackingState, task: PackingTaskInstance, refused: frozenset[
     return out
 
 
-def _stuck(state: PackingState, task: PackingTaskInstance, refused: frozenset[str]) -> str:
+def _stuck(state: PackingState, task: PackingTaskInstance) -> str:
     """Why no move is left to try (the reason the episode cannot go on usefully)."""
     for item in task.targets:
         if task.packed(state, item):
@@ -349,12 +353,6 @@ def _stuck(state: PackingState, task: PackingTaskInstance, refused: frozenset[st
         if not has_room(item, dest, state):
             return f"the {dest} tray has no room left for the {item}"
     return "every move that is left was refused in this very scene"
-
-
-def next_instruction(state: PackingState, task: PackingTaskInstance) -> tuple[PackingInstruction | None, str]:
-    """The expert's next instruction and why (None when nothing is left to move); no memory."""
-    plan = next_plan(state, task)
-    return plan.instruction, plan.why
 
 
 # ------------------------------------------------------------------------------------ reasoning

@@ -16,7 +16,6 @@ from r3.reasoning.packing_expert import (
     PackingExpert,
     PackingExpertView,
     hand_blockers,
-    next_instruction,
     next_plan,
 )
 from r3.sim.packing import scene
@@ -166,8 +165,8 @@ def test_expert_removes_clutter_first():
     inst = HELD_OUT["3"].sample(np.random.default_rng(0))
     env = PackingEnv()
     env.set_layout(inst.layout)
-    choice, _ = next_instruction(env.state(), inst)
-    assert choice is not None and choice.type.value == "remove" and choice.item == "cracker box"
+    plan = next_plan(env.state(), inst)
+    assert plan.role == "clutter" and plan.instruction.type.value == "remove" and plan.instruction.item == "cracker box"
     env.close()
 
 

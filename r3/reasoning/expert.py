@@ -15,6 +15,11 @@ blocks or needing a push from beyond the board edge. The move that brings a bloc
 target, relative to where it is now, wins. When no planned move helps (no plan, or only residuals
 smaller than any push) it falls back to the move that most raises the task's progress score.
 
+Reasons. A block that is not one of the goal's blocks moves only to clear the way
+(``planner.clearing_reason``: it stands too close to a goal block's planned spot, or where the goal
+wants no block), and the trace says which before it gives that block a target; the trace checker
+(``r3.reasoning.claims``) verifies every such statement against the state.
+
 History. The expert reads its previous answer (``inp.history_text``): when it is about to repeat
 the same instruction and the block got no closer (the previous trace states the distance left), it
 treats the last attempt as failed and takes the best move of another kind instead.

@@ -679,7 +679,8 @@ class LanguageTableExpert(ReasonerBackend):
         words = reasoning.split()
         truncated = limit is not None and len(words) > limit
         words = words[:limit] if truncated else words
-        raw = (f"{REASONING_HEADER} {' '.join(words)}\n" if words else "") + f"{INSTRUCTION_HEADER} {instruction}"
+        raw = (f"{REASONING_HEADER} {' '.join(words)}\n" if words else "") + (
+            f"{INSTRUCTION_HEADER} {instruction}" if instruction else "")  # none: nothing is left to try
         if on_text is not None:
             on_text(raw)
         elapsed = time.perf_counter() - start

@@ -27,8 +27,9 @@ left the scene unchanged (:func:`packing_unchanged`) that instruction was refuse
 given again in that scene: the expert changes plan (another order, another way by a tray or the
 table). The reasoning names what happened (refused, fell out of the gripper, landed elsewhere,
 still held) and the visible cause (the neighbour in the hand's way, a full tray, a face too wide
-for the hand). When nothing is left to try it says why; the grammar cannot end an episode, so it
-then repeats a check. The memory starts afresh at step 0 or with another goal or seed.
+for the hand). When nothing is left to try it says why and gives no instruction (the grammar has
+none that ends an episode; a response guard ends it after such answers). The memory starts afresh
+at step 0 or with another goal or seed.
 
 Randomness only picks wordings: ``np.random.default_rng([seed, step])``.
 """
@@ -274,7 +275,7 @@ def _clear(blocker: str, item: str, state: PackingState, task: PackingTaskInstan
         return Plan(PackingInstruction(T.REMOVE, blocker, where), "obstacle",
                     f"{in_the_way} and must go aside onto the table first{back}")
     spare = _spare_tray(state, task, blocker)
-    if spare is None:
+    if spare is None or blocker in task.clutter:  # clutter put into a tray would only be taken out again
         return None
     return Plan(PackingInstruction(T.PACK, blocker, spare), "obstacle",
                 f"{in_the_way} and must go into the {spare} tray for now, which the goal leaves free")
@@ -445,8 +446,8 @@ def write_reasoning(state: PackingState, task: PackingTaskInstance, previous: Pa
         if plan.role == "done":
             parts.append("Everything is in place; the items only need to settle, so I repeat a harmless check.")
         else:
-            parts.append(f"I am stuck: {plan.why}. Nothing I can ask for would change that, so I only repeat a "
-                         "harmless check.")
+            parts.append(f"I am stuck: {plan.why}. No instruction I could give would change that, so I give "
+                         "none and the episode should end here.")
         return " ".join(parts)
     item = plan.instruction.item
     others = [i for i, t in task.targets.items() if not task.packed(state, i) and i != item]
@@ -472,7 +473,8 @@ class PackingExpert:
 
     def answer(self, view: PackingExpertView, previous: str, seed: int, step: int,
                with_reasoning: bool) -> tuple[str, str]:
-        """(instruction text, reasoning text without its header)."""
+        """(instruction text, reasoning text without its header); the instruction is "" when nothing is
+        left to try (the answer then has no instruction, and a response guard ends the episode)."""
         state, task = view.state, view.task
         key = (task.goal, tuple(sorted(task.layout.items())), int(seed))
         ins = read_instruction(previous)
@@ -488,8 +490,10 @@ class PackingExpert:
             self._refused.add(format_instruction(ins))
         self._last = (key, step, state)
         plan = next_plan(state, task, frozenset(self._refused))
-        choice = plan.instruction or self._check(task, state)
-        instruction = format_instruction(choice)
+        if plan.role == "stuck":  # no instruction: the answer asks for nothing, and the episode can end
+            instruction = ""
+        else:
+            instruction = format_instruction(plan.instruction or self._check(task, state))
         if not with_reasoning:
             return instruction, ""
         rng = np.random.default_rng([int(seed), int(step)])
@@ -497,8 +501,8 @@ class PackingExpert:
 
     @staticmethod
     def _check(task: PackingTaskInstance, state: PackingState) -> PackingInstruction:
-        """A harmless instruction when nothing is left to try: the first goal object's own move, which
-        either does nothing (the item is in place) or is the move that is known to fail."""
+        """A harmless instruction while placed items settle: the first goal object's own move, which does
+        nothing (it is in place)."""
         item, dest = next(iter(task.targets.items()))
         where = state.tray_of(item)
         return (PackingInstruction(T.PACK, item, dest) if where is None or where == dest

@@ -22,7 +22,6 @@ from r3.reasoning.claims import (
     verified_fraction,
 )
 from r3.sim.language_table.env import LanguageTableEnv
-from r3.tasks.packing.state import STILL_STEPS
 
 
 @pytest.fixture(scope="module")
@@ -104,13 +103,15 @@ def test_refusal_claims_need_an_unchanged_scene(cell):
     cell.reset(0, "4")
     before = Previous("Pack the sugar box into the medium tray.", "motion_failed: refused: collision", cell.env.state())
     said = 'The previous instruction, "Pack the sugar box into the medium tray.", was refused before anything moved.'
-    cell.env.step(cell.env.joint_targets)  # one control step: every still count grows, nothing moves
+    cell.env.step(cell.env.joint_targets)  # one control step: the arm holds still, nothing moves
     now, task = cell.env.state(), cell.env.task_instance
     assert [c.verified for c in check_step("packing", said, now, task, before)] == [True]
     sugar = now.items["sugar box"]
     bumped = {**now.items, "sugar box": replace(sugar, pos=(sugar.pos[0] + 0.03, *sugar.pos[1:]))}
     assert [c.verified for c in check_step("packing", said, replace(now, items=bumped), task, before)] == [False]
-    dropped = {**now.items, "sugar box": replace(sugar, still_steps=STILL_STEPS)}  # fell back onto its spot
+    w, x, y, z = sugar.quat
+    dropped = {**now.items, "sugar box": replace(sugar, pos=(sugar.pos[0] + 0.002, *sugar.pos[1:]),
+                                                 quat=(w, x + 0.015, y, z))}  # fell back onto its spot
     assert [c.verified for c in check_step("packing", said, replace(now, items=dropped), task, before)] == [False]
 
 

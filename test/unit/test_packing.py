@@ -240,10 +240,27 @@ def test_expert_does_not_repeat_an_instruction_refused_in_an_unchanged_scene(cel
     again, reasoning = expert.answer(PackingExpertView(cell.env.state(), task), first, 0, 1, True)
     assert again != first and "foam brick" in again  # another way for the same item
     assert f'"{first}", was refused before anything moved, although nothing visible is in its way' in reasoning
-    # Once the scene has changed (the items were set down afresh), the direct move is worth a try again.
-    _fresh(cell, TASK4_HALF)
+    # Once the scene has changed (the brick lies 1 cm further on), the direct move is worth a try again.
+    _fresh(cell, {**TASK4_HALF, "foam brick": (0.5235, 0.065, math.pi / 2)})
     retry, _ = expert.answer(PackingExpertView(cell.env.state(), task), again, 0, 2, True)
     assert retry == first
+
+
+def test_refusals_are_told_from_what_the_privileged_state_topic_carries(cell):
+    # The graph's reasoner sees item poses, the held item and the TCP (r3_ros.conversions), not the
+    # still counts or the gripper: it must remember refusals exactly as the in-process expert does.
+    def as_topic(state):
+        return PackingState({n: ItemState(i.pos, i.quat) for n, i in state.items.items()}, state.held, state.tcp)
+
+    state, task = _task4(cell, TASK4_HALF)
+    cell.env.step(cell.env.joint_targets)
+    after = cell.env.state()
+    answers = []
+    for convert in (lambda s: s, as_topic):
+        expert = PackingExpert()
+        first, _ = expert.answer(PackingExpertView(convert(state), task), "", 0, 0, False)
+        answers.append((first, expert.answer(PackingExpertView(convert(after), task), first, 0, 1, False)[0]))
+    assert answers[0] == answers[1] and answers[0][0] != answers[0][1]
 
 
 def test_packing_demo_writes_a_video_of_the_arm_and_a_summary(tmp_path, capsys):

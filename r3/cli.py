@@ -15,7 +15,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "doctor": ("r3.doctor", "main", "report which optional parts this machine has"),
     "sim": ("r3.sim.cli", "main", "one in-process Language Table episode with live reasoning and a video (r3 sim demo)"),
-    "packing": ("r3.sim.packing.cli", "main", "in-process packing episodes: demo and the held-out table (R^3 Table 5)"),
+    "packing": ("r3.sim.packing.cli", "main", "one in-process packing episode with its reasoning, a video and a summary (r3 packing demo)"),
     "judge": ("r3.rewards.cli", "judge_main", "score a candidate instruction against a reference"),
     "launch": ("r3.graph.cli", "launch_main", "start a graph profile's nodes and supervise them"),
     "model": ("r3.reasoning.cli", "model_main", "build tiny test models (r3 model tiny)"),
@@ -24,7 +24,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "collect": ("r3.data.cli", "collect_main", "expert episodes in-process, one rosbag2 bag each (resumable)"),
     "dataset": ("r3.data.cli", "dataset_main", "bags -> sft / rl datasets, their stats, LeRobot export"),
     "bag": ("r3.data.cli", "bag_main", "repair episode bags whose recorder was killed (r3 bag repair PATH...)"),
-    "eval": ("r3.eval.cli", "eval_main", "evaluate a reasoner on held-out scenes; compare two evaluations"),
+    "eval": ("r3.eval.cli", "eval_main", "evaluate a reasoner on held-out scenes of either suite; compare two evaluations"),
 }
 
 

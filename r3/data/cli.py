@@ -140,6 +140,10 @@ def _stats(args) -> int:
         print(f"  {task:<11} {rows:>6} rows {stats['episodes_per_task'][task]:>5} episodes   {types}")
     if stats["reasoning_words"]:
         print("reasoning words: " + ", ".join(f"{k} {v:g}" for k, v in stats["reasoning_words"].items()))
+    if stats["trace_claims"]:
+        c = stats["trace_claims"]
+        print(f"trace claims verified against the recorded state: {c['verified']} of {c['claims']} "
+              f"({100 * c['fraction']:.1f} %)")
     print(f"plot: {plot}")
     return 0
 

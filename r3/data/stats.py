@@ -55,7 +55,48 @@ def dataset_stats(path: str | Path) -> dict:
         "instruction_types": {t: dict(sorted(c.items())) for t, c in sorted(types.items())},
         "reasoning_words": _summary(words),
         "reasoning_words_all": words,
+        "trace_claims": trace_claims(root, rows),
     }
+
+
+def trace_claims(root: Path, rows: dict) -> dict:
+    """How many of the reasoning traces' claims about the scene hold in the recorded state
+    (``r3.reasoning.claims``): claims, verified, fraction; {} for a dataset without reasoning.
+
+    Each row's snapshot is restored in its suite's simulator; the step before in the same episode
+    gives the previous instruction and state (its low-level result is not in a dataset row).
+    """
+    if not rows.get(S.REASONING):
+        return {}
+    from r3.reasoning.claims import Previous, check_step
+
+    envs: dict = {}
+    order = sorted(range(len(rows[S.STEP])), key=lambda i: (rows[S.EPISODE_ID][i], rows[S.STEP][i]))
+    checked, previous, episode = [], None, None
+    for i in order:
+        suite = rows[S.SUITE][i]
+        if suite not in envs:
+            envs[suite] = _suite_env(suite)
+        env = envs[suite]
+        env.restore((root / rows[S.SNAPSHOT][i]).read_bytes())
+        state = env.state()
+        if rows[S.EPISODE_ID][i] != episode:
+            previous, episode = None, rows[S.EPISODE_ID][i]
+        checked += check_step(suite, rows[S.REASONING][i], state, env.task_instance, previous)
+        previous = Previous(rows[S.INSTRUCTION][i], None, state)
+    verified = sum(c.verified for c in checked)
+    return {"claims": len(checked), "verified": verified,
+            "fraction": verified / len(checked) if checked else 1.0}
+
+
+def _suite_env(suite: str):
+    if suite == "packing":
+        from r3.sim.packing.env import PackingEnv
+
+        return PackingEnv(render_mode=None)
+    from r3.sim.language_table.env import LanguageTableEnv
+
+    return LanguageTableEnv(render_mode=None)
 
 
 def _summary(values: list[int]) -> dict:

@@ -1,6 +1,7 @@
 """``r3 eval``: evaluate a reasoner on held-out scenes (``run``, the default) and compare two runs.
 
     r3 eval --reasoner expert --split T_O --scenes 64 --trials 16 --workers 2 --out runs/eval/expert
+    r3 eval --suite packing --grounding perception --workers 2 --out runs/eval/packing_perception
     r3 eval compare runs/eval/base runs/eval/r3 --out runs/eval/delta
 
 ``run`` writes into ``--out``: episodes.jsonl (the resumable cache), table.md, table.csv and
@@ -14,7 +15,18 @@ import json
 import sys
 from pathlib import Path
 
-from r3.eval.runner import EvalConfig, EvalError, completed, evaluate, read_config, read_records, scene_seed
+from r3.eval.runner import (
+    GROUNDINGS,
+    SUITE_DEFAULTS,
+    SUITE_TASKS,
+    EvalConfig,
+    EvalError,
+    completed,
+    evaluate,
+    read_config,
+    read_records,
+    scene_seed,
+)
 
 SPLIT_CHOICES = ("all", "T_M", "T_R", "T_O")
 
@@ -31,30 +43,43 @@ def _budget(text: str) -> int | None:
     return value
 
 
+def _defaults(name: str) -> str:
+    return ", ".join(f"{suite}: {d[name]}" for suite, d in SUITE_DEFAULTS.items())
+
+
 def _run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="r3 eval [run]",
-        description="Evaluate a reasoner in-process on held-out Language Table scenes (seeds from "
-        f"{scene_seed(0)} up, disjoint from data collection): per-episode JSONL (resumable), a per-task "
+        description="Evaluate a reasoner in-process on held-out scenes (seeds from "
+        f"{scene_seed(0)} up, disjoint from data collection) of one suite: the 14 Language Table tasks or "
+        "the 12 held-out packing goals of R^3 Table 6. Writes per-episode JSONL (resumable), a per-task "
         "table with 95% confidence intervals (Markdown, CSV) and a bar chart.",
     )
     p.add_argument("--reasoner", default="expert", metavar="SPEC",
                    help="reasoner backend: expert, transformers:DIR or openai:URL,model=NAME (default: expert)")
-    p.add_argument("--suite", default="language_table", choices=("language_table",),
+    p.add_argument("--suite", default="language_table", choices=tuple(SUITE_TASKS),
                    help="task suite (default: language_table)")
     p.add_argument("--split", default="all", choices=SPLIT_CHOICES,
-                   help="task split: T_M (mid-training), T_R (RL), T_O (held-out) or all 14 tasks (default: all)")
-    p.add_argument("--tasks", default=None, metavar="A,B,...", help="comma-separated task names (overrides --split)")
-    p.add_argument("--scenes", type=int, default=64, help="held-out scenes per task (default: 64)")
-    p.add_argument("--trials", type=int, default=16,
-                   help="trials per scene: same scene, fresh policy noise and wording (default: 16)")
+                   help="Language Table split: T_M (mid-training), T_R (RL), T_O (held-out) or all 14 tasks "
+                   "(default: all; packing has one split, its 12 held-out goals)")
+    p.add_argument("--tasks", default=None, metavar="A,B,...",
+                   help="comma-separated task names, packing goals 1..12 (overrides --split)")
+    p.add_argument("--scenes", type=int, default=None,
+                   help=f"held-out scenes (environment seeds) per task (default: {_defaults('scenes')})")
+    p.add_argument("--trials", type=int, default=None,
+                   help="trials (packing: rollouts) per scene: same scene, fresh policy noise "
+                   f"(default: {_defaults('trials')})")
+    p.add_argument("--grounding", default="sim", choices=GROUNDINGS,
+                   help="packing only: how the packing policy sees the scene, sim (simulator poses) or "
+                   "perception (the base camera through r3.perception) (default: sim)")
     p.add_argument("--workers", type=int, default=1,
                    help="parallel workers, each with its own simulator and reasoner (default: 1)")
     p.add_argument("--reasoning-budget", type=_budget, default=None, metavar="full|N",
                    help="reasoning per step: full, or at most N tokens (0 = instruction only) (default: full)")
-    p.add_argument("--max-steps", type=int, default=20, help="decision steps per episode (default: 20)")
-    p.add_argument("--history", default="response", choices=("response", "instruction", "none"),
-                   help="what the reasoner sees of its previous step (default: response)")
+    p.add_argument("--max-steps", type=int, default=None,
+                   help=f"decision steps per episode (default: {_defaults('max_steps')})")
+    p.add_argument("--history", default=None, choices=("response", "instruction", "none"),
+                   help=f"what the reasoner sees of its previous step (default: {_defaults('history')})")
     p.add_argument("--out", type=Path, required=True,
                    help="output folder; episodes already in it are reused (resume)")
     p.add_argument("--ray", default=None, metavar="ADDRESS",
@@ -62,7 +87,7 @@ def _run_parser() -> argparse.ArgumentParser:
                    "'auto' or HOST:PORT (a running cluster); --workers actors of one CPU each")
     p.add_argument("--via-ros", action="store_true",
                    help="afterwards, run a subset through the ROS graph (sim in the loop) and report any "
-                   "disagreement with the in-process episodes of the same seeds (trial 0 only)")
+                   "disagreement with the in-process episodes of the same seeds (trial 0 only; Language Table)")
     p.add_argument("--via-ros-scenes", type=int, default=2,
                    help="scenes per task for --via-ros, the first ones (default: 2)")
     p.add_argument("--via-ros-timeout", type=float, default=120.0,
@@ -87,7 +112,9 @@ def _compare_parser() -> argparse.ArgumentParser:
 
 def _describe(config: EvalConfig) -> str:
     budget = "full" if config.budget is None else f"{config.budget} tokens"
-    return (f"`{config.reasoner}` on Language Table ({len(config.tasks)} tasks): {config.scenes} held-out scenes "
+    suite = ("Language Table" if config.suite == "language_table"
+             else f"packing, `{config.grounding}` grounding")
+    return (f"`{config.reasoner}` on {suite} ({len(config.tasks)} tasks): {config.scenes} held-out scenes "
             f"x {config.trials} trial(s) per task (scene seeds {scene_seed(0)}-{scene_seed(config.scenes - 1)}); "
             f"reasoning budget {budget}, at most {config.max_steps} instructions, history {config.history}.")
 
@@ -103,13 +130,19 @@ def run_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.tasks:
         tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
+    elif args.suite != "language_table":
+        if args.split != "all":
+            parser.error(f"--split {args.split} is a Language Table split; suite {args.suite} has one")
+        tasks = None
     else:
         tasks = tuple(TASKS) if args.split == "all" else SPLITS[args.split]
     if args.via_ros_scenes < 1:
         parser.error("--via-ros-scenes must be >= 1")
+    if args.via_ros and args.suite != "language_table":
+        parser.error("--via-ros compares Language Table episodes only")
     try:
         config = EvalConfig(args.reasoner, args.suite, tasks, args.scenes, args.trials, args.reasoning_budget,
-                            args.max_steps, args.history)
+                            args.max_steps, args.history, args.grounding)
     except EvalError as exc:
         parser.error(str(exc))
 
@@ -127,7 +160,7 @@ def run_main(argv: list[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     bar.close()
-    rows = tables.task_rows(records, tasks)
+    rows = tables.task_rows(records, config.tasks)
     header = _describe(config)
     table = tables.markdown(rows)
     (args.out / "table.md").write_text(f"{header}\n\n{table}\n")

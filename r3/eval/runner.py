@@ -1,10 +1,15 @@
 """The evaluation runner: held-out jobs, in-process workers (processes or Ray actors), a resumable cache.
 
+Suites. ``language_table`` runs the 14 tasks with ``r3.episode.run_episode``; ``packing`` runs the
+12 held-out goals of R^3 Table 6 with ``r3.packing_episode.run_packing_episode``, on the simulator's
+or the perceived grounding (``grounding``). Each suite has its defaults (:data:`SUITE_DEFAULTS`):
+64 scenes x 16 trials for Language Table, R^3's 5 environment seeds x 10 rollouts for packing.
+
 Seed scheme. Evaluation scene ``i`` has seed ``EVAL_SEED_BASE + i``: the same scenes for every
-task, all at or above the base that collection seeds stay below. Trial ``t`` of a scene runs
-``run_episode(task, seed, ..., trial=t)``: same layout and task instance, fresh low-level policy
-noise and expert wording (``r3.episode.trial_seed``); trial 0 is what the ROS graph runs for that
-seed.
+task, all at or above the base that collection seeds stay below. Trial ``t`` of a scene keeps the
+layout and task instance and redraws the low-level policy noise (and, on Language Table, the
+expert's wording): ``run_episode(..., trial=t)``, ``run_packing_episode(..., rollout=t)``; trial 0
+is what the ROS graph runs for that seed.
 
 Output folder layout (``--out DIR``)::
 
@@ -21,16 +26,29 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from r3.data.seeds import EVAL_SEED_BASE  # collection seeds stay below it
 from r3.tasks.language_table.tasks import SPLITS, TASKS
+from r3.tasks.packing.tasks import HELD_OUT
 
 CONFIG_FILE = "config.json"
 EPISODES_FILE = "episodes.jsonl"
 #: Config fields that change episode outcomes: a resumed run must agree on all of them.
-OUTCOME_FIELDS = ("reasoner", "suite", "budget", "max_steps", "history")
+OUTCOME_FIELDS = ("reasoner", "suite", "budget", "max_steps", "history", "grounding")
+#: The tasks each suite evaluates.
+SUITE_TASKS: dict[str, tuple[str, ...]] = {"language_table": tuple(TASKS), "packing": tuple(HELD_OUT)}
+#: Split of the packing goals: all 12 are R^3's held-out goals (Table 6).
+PACKING_SPLIT = "held-out"
+#: Per suite: scenes, trials, decision steps and history when a config leaves them out (R^3's protocols;
+#: packing decides on the previous instruction and gets 15 instructions, ``r3.packing_episode``).
+SUITE_DEFAULTS: dict[str, dict] = {
+    "language_table": {"scenes": 64, "trials": 16, "max_steps": 20, "history": "response"},
+    "packing": {"scenes": 5, "trials": 10, "max_steps": 15, "history": "instruction"},
+}
+#: How the packing policy sees the scene (``r3.packing_episode.GROUNDINGS``).
+GROUNDINGS = ("sim", "perception")
 
 
 class EvalError(RuntimeError):
@@ -38,7 +56,13 @@ class EvalError(RuntimeError):
 
 
 def split_of(task: str) -> str:
-    """The split (T_M, T_R or T_O) a Language Table task belongs to."""
+    """The split of a task: T_M, T_R or T_O for Language Table, ``held-out`` for a packing goal.
+
+    >>> split_of("rect"), split_of("4")
+    ('T_O', 'held-out')
+    """
+    if task in HELD_OUT:
+        return PACKING_SPLIT
     return next(name for name, tasks in SPLITS.items() if task in tasks)
 
 
@@ -72,23 +96,42 @@ class Job:
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """What to evaluate; validates itself. ``budget`` None is full reasoning, N caps it at N tokens."""
+    """What to evaluate; validates itself. ``budget`` None is full reasoning, N caps it at N tokens.
+
+    ``tasks``, ``scenes``, ``trials``, ``max_steps`` and ``history`` left as None take the suite's
+    (every task, :data:`SUITE_DEFAULTS`); ``grounding`` is packing's and must stay "sim" otherwise.
+
+    >>> c = EvalConfig(suite="packing")
+    >>> len(c.tasks), c.scenes, c.trials, c.max_steps, c.history
+    (12, 5, 10, 15, 'instruction')
+    """
 
     reasoner: str = "expert"
     suite: str = "language_table"
-    tasks: tuple[str, ...] = field(default_factory=lambda: tuple(TASKS))
-    scenes: int = 64
-    trials: int = 16
+    tasks: tuple[str, ...] | None = None
+    scenes: int | None = None
+    trials: int | None = None
     budget: int | None = None
-    max_steps: int = 20
-    history: str = "response"
+    max_steps: int | None = None
+    history: str | None = None
+    grounding: str = "sim"
 
     def __post_init__(self):
-        if self.suite != "language_table":
-            raise EvalError(f"suite {self.suite!r}: only 'language_table' is evaluated in-process so far")
-        unknown = [t for t in self.tasks if t not in TASKS]
+        if self.suite not in SUITE_TASKS:
+            raise EvalError(f"suite {self.suite!r} unknown; known: {', '.join(SUITE_TASKS)}")
+        known = SUITE_TASKS[self.suite]
+        defaults = {"tasks": known, **SUITE_DEFAULTS[self.suite]}
+        for name, value in defaults.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+        object.__setattr__(self, "tasks", tuple(self.tasks))
+        unknown = [t for t in self.tasks if t not in known]
         if unknown or not self.tasks:
-            raise EvalError(f"tasks {list(unknown)} unknown or none given; known: {', '.join(TASKS)}")
+            raise EvalError(f"tasks {list(unknown)} unknown or none given for suite {self.suite}; "
+                            f"known: {', '.join(known)}")
+        if self.grounding not in GROUNDINGS or (self.suite != "packing" and self.grounding != "sim"):
+            raise EvalError(f"grounding {self.grounding!r}: packing takes one of {', '.join(GROUNDINGS)}, "
+                            "other suites only 'sim'")
         for name in ("scenes", "trials", "max_steps"):
             if getattr(self, name) < 1:
                 raise EvalError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -110,10 +153,17 @@ class EpisodeWorker:
 
     def __init__(self, config: EvalConfig):
         from r3.reasoning import ReasoningBudget, make_backend
-        from r3.sim.language_table.env import LanguageTableEnv
 
         self.config = config
-        self.env = LanguageTableEnv()
+        if config.suite == "packing":
+            from r3.packing_episode import PackingCell
+
+            self.cell = PackingCell.build(grounding=config.grounding)
+            self.env = self.cell.env
+        else:
+            from r3.sim.language_table.env import LanguageTableEnv
+
+            self.env = LanguageTableEnv()
         self.backend = make_backend(config.reasoner)
         self.backend.load()
         self.budget = ReasoningBudget(max_reasoning_tokens=config.budget)
@@ -122,21 +172,19 @@ class EpisodeWorker:
         """Run ``job``; return its JSON record.
 
         Keys: task, split, scene, trial, seed, then either ``skipped`` (why the scene poses no task)
-        or success, progress (final, in [0, 1]), penalty (None: Language Table has none),
-        decision_steps, control_steps, invalid_steps, reasoning_words (mean per decision step),
-        goal, instructions, wall_s.
+        or success, progress (final, in [0, 1]; packing: the most goal objects packed at any time),
+        penalty (None: neither suite has one), decision_steps, control_steps, invalid_steps,
+        reasoning_words (mean per decision step), goal, instructions, errors (per step: why the
+        instruction failed or the answer was refused, "" when it did not), repeated_refusals
+        (:func:`r3.reasoning.claims.repeated_refusals`), wall_s.
         """
-        from r3.episode import run_episode
-
         record = {"task": job.task, "split": split_of(job.task), "scene": job.scene, "trial": job.trial,
                   "seed": job.seed}
-        try:  # the env redraws layouts that already solve the task; it gives up after a few
-            self.env.reset(seed=job.seed, options={"task": job.task})
+        start = time.perf_counter()
+        try:  # the env redraws layouts that already solve the task (or fit nowhere); it gives up after a few
+            t = self._episode(job)
         except RuntimeError as exc:
             return {**record, "skipped": str(exc)}
-        start = time.perf_counter()
-        t = run_episode(job.task, job.seed, self.backend, env=self.env, max_steps=self.config.max_steps,
-                        budget=self.budget, history=self.config.history, render=False, trial=job.trial)
         words = [len(s.reasoning.split()) for s in t.steps]
         return {
             **record,
@@ -149,8 +197,37 @@ class EpisodeWorker:
             "reasoning_words": sum(words) / len(words) if words else 0.0,
             "goal": t.goal,
             "instructions": t.instructions,
+            "errors": [s.error for s in t.steps],
+            "repeated_refusals": self._repeated_refusals(t),
             "wall_s": round(time.perf_counter() - start, 4),
         }
+
+    def _episode(self, job: Job):
+        c = self.config
+        if c.suite == "packing":
+            from r3.packing_episode import run_packing_episode
+
+            self.env.reset(seed=job.seed, options={"task": job.task})  # a goal with no layout raises here
+            return run_packing_episode(job.task, job.seed, self.backend, cell=self.cell, max_steps=c.max_steps,
+                                       budget=self.budget, history=c.history, render=False, rollout=job.trial)
+        from r3.episode import run_episode
+
+        self.env.reset(seed=job.seed, options={"task": job.task})
+        return run_episode(job.task, job.seed, self.backend, env=self.env, max_steps=c.max_steps,
+                           budget=self.budget, history=c.history, render=False, trial=job.trial)
+
+    def _repeated_refusals(self, t) -> int:
+        """Instructions repeated after failing in an unchanged scene (decision states from the snapshots)."""
+        from r3.reasoning.claims import board_unchanged, repeated_refusals
+        from r3.reasoning.packing_expert import packing_unchanged
+
+        final = self.env.state()
+        states = []
+        for step in t.steps:
+            self.env.restore(step.snapshot)
+            states.append(self.env.state())
+        unchanged = packing_unchanged if self.config.suite == "packing" else board_unchanged
+        return repeated_refusals(t.instructions, [s.error for s in t.steps], [*states, final], unchanged)
 
     def close(self) -> None:
         self.backend.close()

@@ -15,6 +15,11 @@ blocks or needing a push from beyond the board edge. The move that brings a bloc
 target, relative to where it is now, wins. When no planned move helps (no plan, or only residuals
 smaller than any push) it falls back to the move that most raises the task's progress score.
 
+Reasons. A block that is not one of the goal's blocks moves only to clear the way
+(``planner.clearing_reason``: it stands too close to a goal block's planned spot, or where the goal
+wants no block), and the trace says which before it gives that block a target; the trace checker
+(``r3.reasoning.claims``) verifies every such statement against the state.
+
 History. The expert reads its previous answer (``inp.history_text``): when it is about to repeat
 the same instruction and the block got no closer (the previous trace states the distance left), it
 treats the last attempt as failed and takes the best move of another kind instead.
@@ -60,6 +65,7 @@ from r3.tasks.language_table.board import (
     PUSHER_RADIUS,
     BoardState,
 )
+from r3.tasks.language_table.planner import clearing_reason
 from r3.tasks.language_table.tasks import TaskInstance
 
 MODEL_ID = "expert:language_table"
@@ -454,7 +460,23 @@ def _done(choice: Choice, task: TaskInstance, rng) -> list[str]:
     return []
 
 
-def _remaining(choice: Choice, state: BoardState, rng) -> list[str]:
+def why_it_moves(block: str, choice: Choice, state: BoardState, task: TaskInstance) -> str:
+    """Why a block that is not one of the goal's blocks has a planned spot ("" for a goal block)."""
+    if block in task.blocks or block not in choice.plan:
+        return ""
+    current = {b: state.xy(b) for b in BLOCKS}
+    kind, other = clearing_reason(current, choice.plan, block, task.blocks,
+                                  lambda final, pts, strict: task.spec.rest_ok(task, final, pts, strict))
+    if kind == "in_the_way" and other is not None:
+        return (f"the {block} is not part of the goal, but it stands too close to the spot the {other} has to "
+                "reach, so it must make room")
+    if task.blocks:
+        return (f"the {block} is not part of the goal, but the goal wants no other block where it stands "
+                f"now, too close to {_join(list(task.blocks))}")
+    return f"the {block} stands where the goal wants no block at all, so it has to leave"
+
+
+def _remaining(choice: Choice, state: BoardState, task: TaskInstance, rng) -> list[str]:
     move = choice.move
     if choice.fallback:
         return [
@@ -477,8 +499,10 @@ def _remaining(choice: Choice, state: BoardState, rng) -> list[str]:
     for b in order[:3]:
         gap = choice.plan[b] - state.xy(b)
         spot = landmark(choice.plan[b], state, set(choice.plan), rng)
+        why = why_it_moves(b, choice, state, task)
         out.append(
-            _pick(
+            (f"{why[0].upper()}{why[1:]}. " if why else "")
+            + _pick(
                 rng,
                 (
                     "The {b} still has to travel about {d} cm {h}, ending up {s}.",
@@ -556,7 +580,7 @@ def write_reasoning(choice: Choice, state: BoardState, task: TaskInstance, rng: 
     prev = _previous_step(choice, state, rng)
     done, remaining = (
         _roles(choice, state, task, rng) + _done(choice, task, rng),
-        _remaining(choice, state, rng),
+        _remaining(choice, state, task, rng),
     )
     middle = done + remaining if rng.random() < 0.6 else remaining + done
     parts = prev + head + middle if rng.random() < 0.5 else head + prev + middle
@@ -592,6 +616,7 @@ class LanguageTableExpert(ReasonerBackend):
 
     def __init__(self, policy_config: PushingPolicyConfig | None = None):
         self.policy_config = policy_config or PushingPolicyConfig()
+        self._packing_expert = None  # made on the first packing input; it remembers refused instructions
 
     @classmethod
     def from_spec(cls, rest: str, **options) -> LanguageTableExpert:
@@ -647,12 +672,15 @@ class LanguageTableExpert(ReasonerBackend):
             raise BackendError("the packing expert needs inp.extra['privileged'] = PackingExpertView(state, task)")
         limit = 0 if inp.mode == "instruction_only" else budget.max_reasoning_tokens
         previous = inp.history_text if inp.history != "none" else ""
-        instruction, reasoning = PackingExpert().answer(view, previous, int(inp.extra.get("seed", 0)), int(inp.step),
-                                                        limit != 0)
+        if self._packing_expert is None:
+            self._packing_expert = PackingExpert()
+        instruction, reasoning = self._packing_expert.answer(view, previous, int(inp.extra.get("seed", 0)),
+                                                             int(inp.step), limit != 0)
         words = reasoning.split()
         truncated = limit is not None and len(words) > limit
         words = words[:limit] if truncated else words
-        raw = (f"{REASONING_HEADER} {' '.join(words)}\n" if words else "") + f"{INSTRUCTION_HEADER} {instruction}"
+        raw = (f"{REASONING_HEADER} {' '.join(words)}\n" if words else "") + (
+            f"{INSTRUCTION_HEADER} {instruction}" if instruction else "")  # none: nothing is left to try
         if on_text is not None:
             on_text(raw)
         elapsed = time.perf_counter() - start

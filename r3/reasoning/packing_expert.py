@@ -2,36 +2,71 @@
 
 It reads the true scene and goal (a :class:`PackingExpertView` in ``inp.extra["privileged"]``),
 never the images, and answers like a VLM: what the base view shows per tray and on the table,
-whether the previous instruction worked, what is done and what remains, an alternative it weighed,
-then ``Instruction: <canonical text>`` (R^3 Appendix D.4; history is the previous instruction).
+what the previous instruction did and why it failed, what is done and what remains, why the item
+it moves has to move, then ``Instruction: <canonical text>`` (R^3 Appendix D.4; history is the
+previous instruction).
 
-How it decides, in order: clutter still in a tray is removed first (the goals say "remove ...,
-then ..."); then the goal objects that are not yet in their tray, in the order the goal names
-them, skipping one whose destination has no free spot for it at the moment (a later step frees
-room); an object in the wrong tray is transferred, one on the table packed; a goal object that is
-in its tray but tipped over (upright constraint) is taken out to be packed again. When the previous
-instruction failed, another goal object goes first if there is one (what blocked the hand may be a
-neighbour that has to move anyway), so a failure is not repeated as is. When nothing is
-left to move (items still settling) it repeats the last useful instruction's kind of check and
-picks the first goal object not yet counted as packed.
+How it decides, in order:
+
+1. clutter still in a tray is removed; a goal object tipped over in its tray (upright constraint)
+   is taken out to be packed again;
+2. goal objects not in their tray, in the goal's order, but an item that has to *leave* a tray
+   goes before any item that *enters* it (packing the sugar box next to the foam brick that still
+   has to leave the tray would box the foam brick in); when the leaver's own move was refused, it
+   goes by way of another tray or the table before anything enters its tray;
+3. a destination with no free spot first loses an item that does not belong there;
+4. before a pick and a place, the hand's way down is checked (:func:`hand_blockers`,
+   :func:`place_blockers`: a taller neighbour under the hand's footprint, for every way the hand
+   can close and every spot the policy tries): the move waits while its obstacle is cleared, by
+   the obstacle's own goal move when it has one, else by putting it aside on the table (it goes
+   back afterwards) or, for a distractor on the table, into a tray the goal leaves free; the move
+   itself stays the last resort (the prediction may be wrong).
+
+What it remembers. The expert keeps the scene it decided on last; when the previous instruction
+left the scene unchanged (:func:`packing_unchanged`) that instruction was refused, and it is not
+given again in that scene: the expert changes plan (another order, another way by a tray or the
+table). The reasoning names what happened (refused, fell out of the gripper, landed elsewhere,
+still held) and the visible cause (the neighbour in the hand's way, a full tray, a face too wide
+for the hand). When nothing is left to try it says why and gives no instruction (the grammar has
+none that ends an episode; a response guard ends it after such answers). The memory starts afresh
+at step 0 or with another goal or seed.
 
 Randomness only picks wordings: ``np.random.default_rng([seed, step])``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from r3.instructions.language_table import ParseError
 from r3.instructions.packing import PackingInstruction, PackingInstructionType, format_instruction, parse
+from r3.lowlevel.packing import SPOT_CHOICES
+from r3.lowlevel.semantic import SemanticConfig
+from r3.sim.packing import scene
 from r3.tasks.packing import placement
-from r3.tasks.packing.state import PackingState
+from r3.tasks.packing.state import PackingState, resting_geometry
 from r3.tasks.packing.tasks import UPRIGHT_TOLERANCE, PackingTaskInstance, tray_rect
+from r3.tasks.packing.workcell import TRAY_SPECS, TRAYS
 
 MODEL_ID = "expert:packing"
 T = PackingInstructionType
+#: The Panda hand's body seen from above: half length along the closing axis, half width across it (m),
+#: and the height of its underside above the tool centre point (r3.sim.packing.scene).
+HAND_HALF = (0.10, 0.025)
+HAND_ABOVE_TCP = 0.047
+#: A neighbour counts as in the hand's way only when it rises this much above the hand's underside.
+HAND_MARGIN = 0.01
+#: The widest an item may be across the fingers (open hand minus the least finger gaps) and the grasp
+#: height below an item's top, as the pick skill has them.
+MAX_ACROSS = scene.MAX_OPENING - 2 * SemanticConfig().min_finger_gap
+GRASP_DEPTH = SemanticConfig().grasp_depth
+#: Items closer than this to where they were (m), and turned by less than QUAT_TOLERANCE in every
+#: quaternion component, count as not moved.
+STILL_TOLERANCE = 0.001
+QUAT_TOLERANCE = 0.003
 
 
 @dataclass(frozen=True)
@@ -42,7 +77,109 @@ class PackingExpertView:
     task: PackingTaskInstance
 
 
-def _has_room(item: str, tray: str, state: PackingState) -> bool:
+@dataclass(frozen=True)
+class Plan:
+    """The next instruction and why its item moves: ``role`` is clutter, tipped, goal, room, obstacle or
+    detour (None with ``role`` done or stuck: nothing to move, or nothing left to try)."""
+
+    instruction: PackingInstruction | None
+    role: str
+    why: str
+
+
+# ------------------------------------------------------------------------------------ geometry
+def packing_unchanged(a: PackingState, b: PackingState) -> bool:
+    """Whether state ``b`` shows the scene of the earlier ``a``: the same item held, and every item where
+    it was and turned the same way. The tolerances are tight: an item at rest does not creep, while
+    one that was lifted and fell back onto its own spot lands a few millimetres or degrees off. Only
+    poses count, which the privileged state topic carries too (the graph decides as in process)."""
+    if a.held != b.held or set(a.items) != set(b.items):
+        return False
+    for name, before in a.items.items():
+        after = b.items[name]
+        turned = max(abs(x - y) for x, y in zip(before.quat, after.quat))
+        if math.dist(before.pos, after.pos) > STILL_TOLERANCE or turned > QUAT_TOLERANCE:
+            return False
+    return True
+
+
+def _grasp_axes(item: str, state: PackingState) -> list[float]:
+    """Closing yaws the hand can grasp ``item`` with as it lies (across its narrow side, and its long
+    side when that fits the hand too)."""
+    yaw, (across, along, _) = resting_geometry(item, state.items[item].quat)
+    return [a for a, width in ((yaw, across), (yaw + math.pi / 2, along)) if width <= MAX_ACROSS]
+
+
+def graspable(item: str, state: PackingState) -> bool:
+    return bool(_grasp_axes(item, state))
+
+
+def _overlap(box, centre, yaw: float, half: tuple[float, float]) -> bool:
+    """Whether an axis-aligned box (cx, cy, hx, hy) meets the rectangle at ``centre`` turned by ``yaw``."""
+    c, s = math.cos(yaw), math.sin(yaw)
+    d = np.array([box[0] - centre[0], box[1] - centre[1]])
+    for axis, h in (((c, s), half[0]), ((-s, c), half[1])):  # the hand rectangle's axes
+        reach = abs(axis[0]) * box[2] + abs(axis[1]) * box[3]
+        if abs(float(d @ axis)) > h + reach:
+            return False
+    hand_x = abs(c) * half[0] + abs(s) * half[1]
+    hand_y = abs(s) * half[0] + abs(c) * half[1]
+    return abs(d[0]) <= box[2] + hand_x and abs(d[1]) <= box[3] + hand_y
+
+
+def _in_the_way(centre, yaw: float, underside: float, state: PackingState, item: str) -> list[str]:
+    """Items (not ``item``, not the held one) taller than the hand's ``underside`` and under its footprint
+    at ``centre`` with closing yaw ``yaw``, nearest first."""
+    hits = []
+    for other, o in state.items.items():
+        if other in (item, state.held):
+            continue
+        _, (_, _, oh) = resting_geometry(other, o.quat)
+        if o.pos[2] + oh / 2 > underside + HAND_MARGIN and _overlap(
+                placement.footprint(other, o.pos[0], o.pos[1], o.yaw), centre, yaw, HAND_HALF):
+            hits.append((math.dist(o.pos[:2], centre[:2]), other))
+    return [name for _, name in sorted(hits)]
+
+
+def hand_blockers(item: str, state: PackingState) -> list[str]:
+    """The neighbours the hand would hit coming down to grasp ``item``, nearest first; empty when one
+    way of closing the hand has a clear way down (or the item is held)."""
+    if state.held == item:
+        return []
+    s = state.items[item]
+    _, (_, _, height) = resting_geometry(item, s.quat)
+    top, bottom = s.pos[2] + height / 2, s.pos[2] - height / 2
+    grasp = max(top - GRASP_DEPTH, bottom + 0.012, s.pos[2] - 0.01 if height < 0.05 else -1.0)
+    found: list[str] = []
+    for yaw in _grasp_axes(item, state) or [resting_geometry(item, s.quat)[0]]:
+        hits = _in_the_way(s.pos, yaw, grasp + HAND_ABOVE_TCP, state, item)
+        if not hits:
+            return []
+        found += [name for name in hits if name not in found]
+    return found
+
+
+def place_blockers(item: str, tray: str, state: PackingState) -> list[str]:
+    """The neighbours the hand would hit setting ``item`` down in ``tray``, at every spot the packing
+    policy tries there (corner first, at the item's yaw); empty when one spot is clear or none is free."""
+    s = state.items[item]
+    others = [placement.footprint(n, i.pos[0], i.pos[1], i.yaw) for n, i in state.items.items() if n != item]
+    spots = placement.corner_spots(item, tray_rect(tray), others, yaws=(s.yaw,), count=SPOT_CHOICES)
+    yaw, (_, _, height) = resting_geometry(item, s.quat)
+    if state.held == item and state.tcp_yaw is not None:
+        yaw = state.tcp_yaw
+    # Released just above the floor, held GRASP_DEPTH below its top: where the hand's underside is then.
+    underside = TRAY_SPECS[tray].floor + 0.01 + height - GRASP_DEPTH + HAND_ABOVE_TCP
+    found: list[str] = []
+    for x, y, _ in spots:
+        hits = _in_the_way((x, y), yaw, underside, state, item)
+        if not hits:
+            return []
+        found += [name for name in hits if name not in found]
+    return found
+
+
+def has_room(item: str, tray: str, state: PackingState) -> bool:
     others = [placement.footprint(n, i.pos[0], i.pos[1], i.yaw) for n, i in state.items.items() if n != item]
     return bool(placement.candidates(item, tray_rect(tray), others, yaws=(state.items[item].yaw,)))
 
@@ -54,138 +191,317 @@ def _where(item: str, state: PackingState) -> str:
     return "on the table" if tray is None else f"in the {tray} tray"
 
 
-def next_instruction(state: PackingState, task: PackingTaskInstance,
-                     failed: str | None = None) -> tuple[PackingInstruction | None, str]:
-    """The expert's choice and a one-line why; (None, why) when nothing is left to move.
-
-    ``failed``: the item the previous instruction moved without success. Another goal object goes
-    first when there is one (a neighbour may be what blocked the hand), then the failed one again.
-    """
-    if failed is not None:
-        choice, why = _choose(state, task, skip=failed)
-        if choice is not None:
-            return choice, f"{why}, and the {failed} did not work out just now"
-    return _choose(state, task)
+def _where_to(tray: str | None) -> str:
+    return "on the table" if tray is None else f"in the {tray} tray"
 
 
-def _choose(state: PackingState, task: PackingTaskInstance, skip: str | None = None):
+def _dest(ins: PackingInstruction) -> str | None:
+    return None if ins.type is T.REMOVE else (ins.to_tray if ins.type is T.TRANSFER else ins.tray)
+
+
+def _move(item: str, dest: str | None, state: PackingState) -> PackingInstruction:
+    where = state.tray_of(item)
+    if dest is None:
+        return PackingInstruction(T.REMOVE, item, where)
+    if where is None:
+        return PackingInstruction(T.PACK, item, dest)
+    return PackingInstruction(T.TRANSFER, item, where, dest)
+
+
+# ------------------------------------------------------------------------------------ planning
+def leaving(state: PackingState, task: PackingTaskInstance) -> dict[str, list[str]]:
+    """Per tray, the items in it that must leave it (clutter, goal objects of another tray, tipped ones)."""
+    out: dict[str, list[str]] = {t: [] for t in TRAYS}
+    for item in state.items:
+        tray = state.tray_of(item)
+        if tray is None:
+            continue
+        goal = task.targets.get(item)
+        tipped = goal == tray and item in task.upright and state.items[item].tilt > UPRIGHT_TOLERANCE
+        if item in task.clutter or (goal is not None and goal != tray) or tipped:
+            out[tray].append(item)
+    return out
+
+
+def _wanted(state: PackingState, task: PackingTaskInstance) -> tuple[list[Plan], list[Plan]]:
+    """Every move the goal asks for now, first things first (rules 1 and 2 of the module docstring):
+    the moves to make now, and the moves into a tray that something still has to leave (deferred)."""
+    first, entering = [], []
     for c in task.clutter:
         tray = state.tray_of(c)
-        if tray is not None and c != skip:
-            return PackingInstruction(T.REMOVE, c, tray), f"the {c} does not belong in any tray"
-    blocked = []
+        if tray is not None:
+            first.append(Plan(PackingInstruction(T.REMOVE, c, tray), "clutter", f"the {c} does not belong in any tray"))
     for item, dest in task.targets.items():
-        if item == skip:
-            continue
         where = state.tray_of(item)
-        tipped = item in task.upright and where == dest and state.items[item].tilt > UPRIGHT_TOLERANCE
-        if tipped:
-            return PackingInstruction(T.REMOVE, item, dest), f"the {item} has tipped over and must be upright"
         if where == dest and state.held != item:
+            if item in task.upright and state.items[item].tilt > UPRIGHT_TOLERANCE:
+                first.append(Plan(PackingInstruction(T.REMOVE, item, dest), "tipped",
+                                  f"the {item} has tipped over and must stand upright"))
             continue
-        if not _has_room(item, dest, state):
-            blocked.append((item, dest))
-            continue
-        if where is None:
-            return PackingInstruction(T.PACK, item, dest), f"the {item} still has to go into the {dest} tray"
-        return PackingInstruction(T.TRANSFER, item, where, dest), f"the {item} belongs in the {dest} tray, not the {where} one"
-    for item, dest in blocked:  # make room: take out something that does not belong in that tray
-        for other in state.in_tray(dest):
-            if task.targets.get(other) != dest and other != skip:
-                goal = task.targets.get(other)
-                if goal is not None and goal != dest:
-                    return (PackingInstruction(T.TRANSFER, other, dest, goal),
-                            f"the {dest} tray is too full for the {item}, and the {other} belongs elsewhere")
-                return PackingInstruction(T.REMOVE, other, dest), f"the {dest} tray is too full for the {item}"
-    return None, "every goal object is where it should be"
+        why = (f"the {item} still has to go into the {dest} tray" if where is None
+               else f"the {item} belongs in the {dest} tray, not the {where} one")
+        plan = Plan(_move(item, dest, state), "goal", why)
+        (first if where is not None else entering).append(plan)
+    leavers = leaving(state, task)
+    ready, deferred = [], []
+    for p in first + entering:
+        stays = [o for o in leavers.get(_dest(p.instruction) or "", []) if o != p.instruction.item]
+        (deferred if stays else ready).append(p)
+    return ready, deferred
 
 
-def _failed_item(previous: str, state: PackingState) -> str | None:
-    """The item the previous instruction was about, when it is not where that instruction sent it."""
-    previous = previous.rsplit("Instruction:", 1)[-1].strip()
-    ins = parse(previous) if previous else None
-    if ins is None or isinstance(ins, ParseError):
+def _spare_tray(state: PackingState, task: PackingTaskInstance, item: str) -> str | None:
+    """A tray with room for ``item`` that no pending goal object needs, else any tray with room."""
+    needed = {d for i, d in task.targets.items() if not task.packed(state, i)}
+    fits = [t for t in TRAYS if has_room(item, t, state)]
+    free = [t for t in fits if t not in needed]
+    return (free or fits or [None])[0]
+
+
+def _clear(blocker: str, item: str, state: PackingState, task: PackingTaskInstance,
+           at: str | None = None) -> Plan | None:
+    """The move that takes ``blocker`` out of the hand's way to ``item`` (``at``: setting it down in that tray)."""
+    goal, where = task.targets.get(blocker), state.tray_of(blocker)
+    if not graspable(blocker, state) or hand_blockers(blocker, state):
         return None
-    dest = None if ins.type is T.REMOVE else (ins.to_tray if ins.type is T.TRANSFER else ins.tray)
-    return None if state.tray_of(ins.item) == dest and state.held != ins.item else ins.item
+    in_the_way = (f"the {blocker} stands in the hand's way down to the {item}" if at is None
+                  else f"the {blocker} stands in the hand's way when it sets the {item} down in the {at} tray")
+    if goal is not None and goal != where and has_room(blocker, goal, state):
+        return Plan(_move(blocker, goal, state), "obstacle", f"{in_the_way} and belongs in the {goal} tray anyway")
+    if where is not None:
+        back = f" (it goes back into the {where} tray afterwards)" if goal == where else ""
+        return Plan(PackingInstruction(T.REMOVE, blocker, where), "obstacle",
+                    f"{in_the_way} and must go aside onto the table first{back}")
+    spare = _spare_tray(state, task, blocker)
+    if spare is None or blocker in task.clutter:  # clutter put into a tray would only be taken out again
+        return None
+    return Plan(PackingInstruction(T.PACK, blocker, spare), "obstacle",
+                f"{in_the_way} and must go into the {spare} tray for now, which the goal leaves free")
 
 
+def _make_room(item: str, dest: str, state: PackingState, task: PackingTaskInstance) -> Plan | None:
+    for other in state.in_tray(dest):
+        if task.targets.get(other) == dest:
+            continue
+        goal = task.targets.get(other)
+        why = f"the {dest} tray is too full for the {item}, and the {other} does not belong there"
+        if goal is not None and has_room(other, goal, state):
+            return Plan(_move(other, goal, state), "room", why)
+        return Plan(PackingInstruction(T.REMOVE, other, dest), "room", why)
+    return None
+
+
+def next_plan(state: PackingState, task: PackingTaskInstance, refused: frozenset[str] = frozenset()) -> Plan:
+    """The expert's next move; ``refused`` holds instruction texts already refused in this very scene.
+
+    A :class:`Plan` with ``instruction`` None means nothing is left that the expert can try.
+    """
+    ready, deferred = _wanted(state, task)
+    options = _feasible(ready, state, task) + _detours(state, task, refused) + _feasible(deferred, state, task)
+    for plan in options:
+        if plan is not None and format_instruction(plan.instruction) not in refused:
+            return plan
+    if any(not task.packed(state, i) for i in task.targets) or not task.clutter_cleared(state):
+        return Plan(None, "stuck", _stuck(state, task))
+    return Plan(None, "done", "every goal object is where it should be")
+
+
+def _feasible(plans: list[Plan], state: PackingState, task: PackingTaskInstance) -> list[Plan | None]:
+    """Each wanted move, or what has to happen before it (room made, an obstacle cleared; None: nothing)."""
+    out: list[Plan | None] = []
+    for plan in plans:
+        item, dest = plan.instruction.item, _dest(plan.instruction)
+        if dest is not None and not has_room(item, dest, state):
+            out.append(_make_room(item, dest, state, task))
+            continue
+        blockers = hand_blockers(item, state)
+        if blockers and state.held != item:  # the move itself last: the prediction may be wrong
+            out += [_clear(b, item, state, task) for b in blockers] + [plan]
+            continue
+        if not graspable(item, state) and state.held != item:
+            continue
+        blockers = [] if dest is None else place_blockers(item, dest, state)
+        out += [_clear(b, item, state, task, dest) for b in blockers] + [plan]
+    return out
+
+
+def _detours(state: PackingState, task: PackingTaskInstance, refused: frozenset[str]) -> list[Plan]:
+    """Other ways for a goal object whose own move was refused here: by way of another tray or the table."""
+    out = []
+    for item, dest in task.targets.items():
+        where = state.tray_of(item)
+        if where == dest or format_instruction(_move(item, dest, state)) not in refused or not graspable(item, state):
+            continue
+        for via in [t for t in TRAYS if t not in (where, dest) and has_room(item, t, state)][:1]:
+            out.append(Plan(_move(item, via, state), "detour",
+                            f"the direct move of the {item} was refused here, so it goes by way of the {via} tray"))
+        if where is not None:
+            out.append(Plan(PackingInstruction(T.REMOVE, item, where), "detour",
+                            f"the direct move of the {item} was refused here, so it goes by way of the table"))
+    return out
+
+
+def _stuck(state: PackingState, task: PackingTaskInstance) -> str:
+    """Why no move is left to try (the reason the episode cannot go on usefully)."""
+    for item in task.targets:
+        if task.packed(state, item):
+            continue
+        if not graspable(item, state) and state.held != item:
+            return f"the {item} lies with every face wider than the open hand, so it cannot be grasped"
+        dest = task.targets[item]
+        if not has_room(item, dest, state):
+            return f"the {dest} tray has no room left for the {item}"
+    return "every move that is left was refused in this very scene"
+
+
+# ------------------------------------------------------------------------------------ reasoning
 def _pick(rng, options):
     return options[int(rng.integers(len(options)))]
 
 
+def _names(items) -> str:
+    return ", the ".join(items)
+
+
 def _scene(state: PackingState, rng) -> list[str]:
     parts = []
-    for tray in ("small", "medium", "large"):
+    for tray in TRAYS:
         inside = state.in_tray(tray)
         parts.append(f"the {tray} tray holds the {' and the '.join(inside)}" if inside else f"the {tray} tray is empty")
     table = [i for i in state.items if state.tray_of(i) is None and state.held != i]
     if table:
-        parts.append(f"on the table I can see the {', the '.join(table)}")
+        parts.append(f"on the table I can see the {_names(table)}")
     if state.held:
         parts.append(f"the gripper is holding the {state.held}")
     opener = _pick(rng, ["In the base view,", "Looking at the base camera image,", "From the base view,"])
     return [f"{opener} {'; '.join(parts)}."]
 
 
-def _previous(previous: str, state: PackingState, rng) -> list[str]:
-    previous = previous.rsplit("Instruction:", 1)[-1].strip()  # a whole previous response works too
-    ins = parse(previous) if previous else None
-    if ins is None or isinstance(ins, ParseError):
+def read_instruction(previous: str) -> PackingInstruction | None:
+    """The instruction of a previous answer (or of a bare instruction), None when there is none."""
+    text = (previous or "").rsplit("Instruction:", 1)[-1].strip()
+    ins = parse(text) if text else None
+    return None if ins is None or isinstance(ins, ParseError) else ins
+
+
+def cause(ins: PackingInstruction, state: PackingState) -> str:
+    """The visible reason an instruction cannot be carried out in ``state`` ("" when none is visible)."""
+    item, dest = ins.item, _dest(ins)
+    if state.held != item:
+        blockers = hand_blockers(item, state)
+        if blockers:
+            return f"the hand would hit the {blockers[0]} right beside the {item}"
+        if not graspable(item, state):
+            return f"the {item} lies with every face wider than the open hand"
+    if dest is not None and not has_room(item, dest, state):
+        return f"the {dest} tray has no free spot for the {item}"
+    blockers = [] if dest is None else place_blockers(item, dest, state)
+    if blockers:
+        return f"the hand would hit the {blockers[0]} when setting the {item} down in the {dest} tray"
+    return ""
+
+
+def _previous(ins: PackingInstruction | None, refused: bool, state: PackingState, rng) -> list[str]:
+    """What the previous instruction did, and the cause where it failed (all true of ``state``)."""
+    if ins is None:
         return []
-    dest = None if ins.type is T.REMOVE else (ins.to_tray if ins.type is T.TRANSFER else ins.tray)
-    now = state.tray_of(ins.item)
-    worked = now == dest and state.held != ins.item
-    if worked:
-        return [_pick(rng, [f"The previous instruction worked: the {ins.item} is now {_where(ins.item, state)}.",
-                            f"My last step succeeded, since the {ins.item} sits {_where(ins.item, state)}."])]
-    return [_pick(rng, [f"The previous instruction did not work: the {ins.item} is {_where(ins.item, state)}.",
-                        f"The last attempt failed, because the {ins.item} is still {_where(ins.item, state)}."])]
+    said, item, dest = format_instruction(ins), ins.item, _dest(ins)
+    now = _where(item, state)
+    if state.tray_of(item) == dest and state.held != item:
+        return [_pick(rng, [f"The previous instruction worked: the {item} is now {now}.",
+                            f"My last step succeeded, since the {item} sits {now}."])]
+    if refused:
+        why = cause(ins, state)
+        why = f": {why}" if why else ", although nothing visible is in its way"
+        return [f'The previous instruction, "{said}", was refused before anything moved{why}.',
+                "Repeating it in the same scene would fail the same way."]
+    source = None if ins.type is T.PACK else ins.tray
+    if state.held == item:
+        return [f"The previous instruction did not finish: the {item} is still in the gripper."]
+    if state.tray_of(item) == source:
+        return [_pick(rng, [(f"The previous instruction did not work: the {item} did not end up "
+                             f"{_where_to(dest)}, and it is {now} again."),
+                            f"The last attempt failed: the {item} is {now} again, not {_where_to(dest)}."])]
+    if state.tray_of(item) is None:
+        return [f"The previous instruction did not work: the {item} fell out of the gripper on the way.",
+                "It now lies on the table."]
+    return [f"The previous instruction did not work: the {item} landed {now} instead."]
 
 
-def write_reasoning(state: PackingState, task: PackingTaskInstance, previous: str, choice, why: str, rng) -> str:
+def write_reasoning(state: PackingState, task: PackingTaskInstance, previous: PackingInstruction | None,
+                    refused: bool, plan: Plan, rng) -> str:
     done = [i for i in task.targets if task.packed(state, i)]
     todo = [f"the {i} to the {t} tray" for i, t in task.targets.items() if not task.packed(state, i)]
-    parts = _scene(state, rng) + _previous(previous, state, rng)
+    parts = _scene(state, rng) + _previous(previous, refused, state, rng)
     if done:
-        parts.append(f"Already packed where the goal wants them: the {', the '.join(done)}.")
+        parts.append(f"Already packed where the goal wants them: the {_names(done)}.")
     if todo:
         parts.append(f"Still to do: {'; '.join(todo)}.")
     clutter = [c for c in task.clutter if state.tray_of(c) is not None]
     if clutter:
         parts.append(f"The {' and the '.join(clutter)} must end up out of every tray.")
-    others = [i for i, t in task.targets.items() if not task.packed(state, i) and (choice is None or i != choice.item)]
-    if choice is not None and others:
-        parts.append(_pick(rng, [f"I could also start with the {others[0]}, but {why}, so that comes first.",
-                                 f"Handling the {others[0]} first is possible, yet {why}."]))
-    if choice is not None:
-        parts.append(_pick(rng, [f"Since {why}, the next step moves the {choice.item}.",
-                                 f"So {why}; I will move the {choice.item} next."]))
-    else:
-        parts.append("Everything is in place; the items only need to settle, so I repeat a harmless check.")
+    if plan.instruction is None:
+        if plan.role == "done":
+            parts.append("Everything is in place; the items only need to settle, so I repeat a harmless check.")
+        else:
+            parts.append(f"I am stuck: {plan.why}. No instruction I could give would change that, so I give "
+                         "none and the episode should end here.")
+        return " ".join(parts)
+    item = plan.instruction.item
+    others = [i for i, t in task.targets.items() if not task.packed(state, i) and i != item]
+    if others and plan.role == "goal":
+        parts.append(_pick(rng, [f"I could also start with the {others[0]}, but {plan.why}, so that comes first.",
+                                 f"Handling the {others[0]} first is possible, yet {plan.why}."]))
+    parts.append(_pick(rng, [f"Since {plan.why}, the next step moves the {item}.",
+                             f"So {plan.why}; I will move the {item} next."]))
     return " ".join(parts)
 
 
+@dataclass
 class PackingExpert:
-    """Chooses and explains the next packing instruction (used by the ``expert`` backend)."""
+    """Chooses and explains the next packing instruction (used by the ``expert`` backend).
 
-    model_id = MODEL_ID
+    It remembers the scene of its last decision and the instructions refused in an unchanged scene
+    (see the module docstring); one instance follows one episode at a time.
+    """
+
+    model_id: str = MODEL_ID
+    _last: tuple | None = None  # (episode key, step, state) of the last decision
+    _refused: set[str] = field(default_factory=set)
 
     def answer(self, view: PackingExpertView, previous: str, seed: int, step: int,
                with_reasoning: bool) -> tuple[str, str]:
-        """(instruction text, reasoning text without its header)."""
-        choice, why = next_instruction(view.state, view.task, _failed_item(previous, view.state))
-        if choice is None:  # all placed, still settling: re-issue the first goal object's instruction
-            item, dest = next(iter(view.task.targets.items()))
-            where = view.state.tray_of(item)
-            choice = (PackingInstruction(T.PACK, item, dest) if where is None or where == dest
-                      else PackingInstruction(T.TRANSFER, item, where, dest))
-            text_choice = None
+        """(instruction text, reasoning text without its header); the instruction is "" when nothing is
+        left to try (the answer then has no instruction, and a response guard ends the episode)."""
+        state, task = view.state, view.task
+        key = (task.goal, tuple(sorted(task.layout.items())), int(seed))
+        ins = read_instruction(previous)
+        last = self._last
+        if step == 0 or last is None or last[0] != key or last[1] != step - 1:
+            self._refused = set()
+            last = None
+        refused = ins is not None and last is not None and packing_unchanged(last[2], state) and not (
+            state.tray_of(ins.item) == _dest(ins) and state.held != ins.item)
+        if last is not None and not packing_unchanged(last[2], state):
+            self._refused = set()
+        if refused:
+            self._refused.add(format_instruction(ins))
+        self._last = (key, step, state)
+        plan = next_plan(state, task, frozenset(self._refused))
+        if plan.role == "stuck":  # no instruction: the answer asks for nothing, and the episode can end
+            instruction = ""
         else:
-            text_choice = choice
-        instruction = format_instruction(choice)
+            instruction = format_instruction(plan.instruction or self._check(task, state))
         if not with_reasoning:
             return instruction, ""
         rng = np.random.default_rng([int(seed), int(step)])
-        return instruction, write_reasoning(view.state, view.task, previous, text_choice, why, rng)
+        return instruction, write_reasoning(state, task, ins, refused, plan, rng)
 
+    @staticmethod
+    def _check(task: PackingTaskInstance, state: PackingState) -> PackingInstruction:
+        """A harmless instruction while placed items settle: the first goal object's own move, which does
+        nothing (it is in place)."""
+        item, dest = next(iter(task.targets.items()))
+        where = state.tray_of(item)
+        return (PackingInstruction(T.PACK, item, dest) if where is None or where == dest
+                else PackingInstruction(T.TRANSFER, item, where, dest))

@@ -40,10 +40,33 @@ def test_jobs_cover_tasks_scenes_and_trials():
 
 
 @pytest.mark.parametrize("bad", [{"scenes": 0}, {"trials": 0}, {"tasks": ("nope",)}, {"budget": -2},
-                                 {"history": "all"}, {"suite": "packing"}])
+                                 {"history": "all"}, {"suite": "cooking"}, {"grounding": "perception"},
+                                 {"suite": "packing", "tasks": ("V",)}])
 def test_config_names_the_bad_value(bad):
-    with pytest.raises(EvalError, match=next(iter(bad)) if "tasks" not in bad else "unknown"):
+    with pytest.raises(EvalError, match="unknown" if "tasks" in bad else next(iter(bad))):
         EvalConfig(**bad)
+
+
+def test_packing_suite_runs_the_held_out_goals_with_rollouts(tmp_path):
+    config = EvalConfig(suite="packing", tasks=("7",), scenes=1, trials=2)
+    assert config.max_steps == 15 and config.history == "instruction"
+    records = evaluate(config, tmp_path)
+    assert [(r["task"], r["split"], r["seed"], r["trial"]) for r in records] == [
+        ("7", "held-out", EVAL_SEED_BASE, 0), ("7", "held-out", EVAL_SEED_BASE, 1)]
+    assert len({r["goal"] for r in records}) == 1  # rollouts keep the layout and goal
+    for r in records:
+        assert r["decision_steps"] == len(r["instructions"]) == len(r["errors"]) >= 1
+        assert 0 <= r["progress"] <= 1 and r["repeated_refusals"] == 0
+    with pytest.raises(EvalError, match="grounding: cached 'sim', now 'perception'"):
+        evaluate(EvalConfig(suite="packing", tasks=("7",), scenes=1, trials=2, grounding="perception"), tmp_path)
+
+
+@pytest.mark.slow
+def test_no_packing_goal_repeats_an_instruction_refused_in_an_unchanged_scene(tmp_path):
+    # Scene 0, rollout 0 of every held-out goal; the full 12 x 5 x 10 count is in the README.
+    records = evaluate(EvalConfig(suite="packing", scenes=1, trials=1), tmp_path)
+    assert len(records) == 12
+    assert [r["task"] for r in records if r["repeated_refusals"]] == []
 
 
 def test_trials_keep_the_scene_and_redraw_the_noise(tmp_path):

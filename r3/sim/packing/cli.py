@@ -1,135 +1,109 @@
-"""``r3 packing``: in-process packing episodes (no ROS).
+"""``r3 packing demo``: one in-process packing episode (no ROS), like ``r3 sim demo`` for Language Table.
 
-``r3 packing demo --task 4 --seed 0`` runs one episode and prints every decision step;
-``r3 packing table`` runs the 12 held-out goals of R^3 Table 6 over seeds x rollouts and prints
-success rate and progress per goal with 95 % confidence intervals, laid out like R^3 Table 5.
+It prints every decision step (reasoning, instruction, what executing it did) and writes into
+``--out`` a video of the arm's motion (base camera, captioned with the step and the instruction)
+and ``summary.json``. Success tables over the held-out goals are ``r3 eval --suite packing``'s job.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import textwrap
 from pathlib import Path
 
-from r3.packing_episode import GROUNDINGS
+from r3.packing_episode import GROUNDINGS, MAX_DECISIONS
+
+WRAP = 100
 
 
-def _ci(values: list[float]) -> float:
-    """Half width of the normal 95 % interval of the mean (percent points when values are in %)."""
-    n = len(values)
-    if n < 2:
-        return 0.0
-    mean = sum(values) / n
-    var = sum((v - mean) ** 2 for v in values) / (n - 1)
-    return 1.96 * math.sqrt(var / n)
+def _print_step(step) -> None:
+    print(f"\n== step {step.step} " + "=" * 60)
+    if step.reasoning:
+        print(textwrap.fill(step.reasoning, WRAP, initial_indent="  ", subsequent_indent="  "))
+    print(f"  Instruction: {step.instruction or '(invalid answer, no motion)'}")
+    print(f"  -> {step.error or 'done'}; progress {step.progress:.0%} after {step.control_steps} control steps",
+          flush=True)
 
 
-def table_rows(results: dict[str, list[tuple[bool, float]]]) -> list[str]:
-    """Markdown rows "| Task k | success ± ci | progress ± ci |" plus the mean row.
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="r3 packing demo",
+                                description="Run one packing episode in-process and show the reasoner's every step.")
+    p.add_argument("--task", default="4", help='held-out goal "1".."12" or "train" (default: 4)')
+    p.add_argument("--seed", type=int, default=0, help="environment seed: the layout (default: 0)")
+    p.add_argument("--out", type=Path, required=True, help="output folder for episode.gif|mp4 and summary.json")
+    p.add_argument("--reasoner", default="expert",
+                   help="reasoner backend spec, as for r3 run (default: expert, the privileged planner)")
+    p.add_argument("--grounding", choices=GROUNDINGS, default="sim",
+                   help="how the packing skills see the scene: sim (simulator poses) or perception "
+                        "(the base camera through r3.perception, and the arm's joints) (default: sim)")
+    p.add_argument("--max-steps", type=int, default=MAX_DECISIONS,
+                   help=f"decision steps at most (default: {MAX_DECISIONS})")
+    p.add_argument("--video", default="gif", choices=("gif", "mp4", "none"), help="episode video format (default: gif)")
+    p.add_argument("--frame-every", type=int, default=8,
+                   help="film the base camera every N control steps of the arm's motion (default: 8)")
+    p.add_argument("--fps", type=float, default=10.0, help="video frames per second (default: 10)")
+    return p
 
-    >>> table_rows({"1": [(True, 1.0), (False, 0.5)]})[-1]
-    '| Mean | 50.0 ± 98.0 | 75.0 ± 49.0 |'
-    """
-    rows, all_s, all_p = ["| Task | Success rate (%) | Progress (%) |", "| --- | --- | --- |"], [], []
-    for task, runs in results.items():
-        s = [100.0 * ok for ok, _ in runs]
-        p = [100.0 * prog for _, prog in runs]
-        all_s += s
-        all_p += p
-        rows.append(f"| Task {task} | {sum(s) / len(s):.1f} ± {_ci(s):.1f} | {sum(p) / len(p):.1f} ± {_ci(p):.1f} |")
-    rows.append(f"| Mean | {sum(all_s) / len(all_s):.1f} ± {_ci(all_s):.1f} | "
-                f"{sum(all_p) / len(all_p):.1f} ± {_ci(all_p):.1f} |")
-    return rows
 
-
-_WORKER: dict = {}
-
-
-def _init_worker(reasoner: str, grounding: str) -> None:
-    from r3.packing_episode import PackingCell
+def demo_main(argv: list[str]) -> int:
+    from r3.packing_episode import PackingCell, run_packing_episode
     from r3.reasoning.backends import make_backend
 
-    _WORKER["backend"] = make_backend(reasoner)
-    _WORKER["backend"].load()
-    _WORKER["cell"] = PackingCell.build(grounding=grounding)
+    args = _parser().parse_args(argv)
+    if args.max_steps < 1 or args.frame_every < 1:
+        _parser().error("--max-steps and --frame-every must be at least 1")
+    backend = make_backend(args.reasoner)
+    backend.load()
+    cell = PackingCell.build(grounding=args.grounding)
+    film = args.video != "none"
+    filmed: list[tuple[int, object]] = []  # (decision step the motion belongs to, base-camera frame)
+    done_steps: list = []
+    if film:
+        moved = [0]
 
+        def film_motion(_remaining: float) -> bool:
+            moved[0] += 1
+            if moved[0] % args.frame_every == 0:
+                filmed.append((len(done_steps), cell.env.render_camera("base")))
+            return True
 
-def _run_one(job: tuple[str, int, int]) -> tuple[str, bool, float]:
-    from r3.packing_episode import run_packing_episode
+        cell.executor.on_step = film_motion
 
-    task, seed, rollout = job
-    traj = run_packing_episode(task, seed, _WORKER["backend"], cell=_WORKER["cell"], render=False, rollout=rollout)
-    return task, bool(traj.success), float(traj.progress)
+    def show(step) -> None:
+        done_steps.append(step)
+        _print_step(step)
 
+    traj = run_packing_episode(args.task, args.seed, backend, cell=cell, max_steps=args.max_steps,
+                               render=film, on_step=show)
+    outcome = "success" if traj.success else "not solved"
+    last = traj.steps[-1].error if traj.steps else ""
+    ended = "" if traj.success or not last else f" (last step: {last})"
+    print(f"\ntask {args.task} seed {args.seed}: {outcome} after {len(traj.steps)} instructions; "
+          f"progress {traj.progress:.0%}{ended}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    if film:
+        from r3.data.video import write_episode_video
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="r3 packing", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    grounding = argparse.ArgumentParser(add_help=False)
-    grounding.add_argument("--grounding", choices=GROUNDINGS, default="sim",
-                           help="how the packing skills see the scene: sim (simulator poses) or perception "
-                                "(the base camera through r3.perception, and the arm's joints) (default: sim)")
-    demo = sub.add_parser("demo", help="one episode, printed step by step", parents=[grounding])
-    demo.add_argument("--task", default="4", help='held-out goal "1".."12" or "train" (default: 4)')
-    demo.add_argument("--seed", type=int, default=0, help="environment seed: the layout (default: 0)")
-    demo.add_argument("--reasoner", default="expert",
-                      help="reasoner backend spec, as for r3 run (default: expert, the privileged planner)")
-    table = sub.add_parser("table", help="success and progress on the 12 held-out goals", parents=[grounding])
-    table.add_argument("--seeds", type=int, default=5, help="environment seeds (layouts) per goal (default: 5)")
-    table.add_argument("--rollouts", type=int, default=10,
-                       help="rollouts per seed: same layout, other policy noise (default: 10, as R^3)")
-    table.add_argument("--tasks", default=",".join(str(i) for i in range(1, 13)),
-                       help="comma-separated goals (default: 1,...,12)")
-    table.add_argument("--reasoner", default="expert", help="reasoner backend spec (default: expert)")
-    table.add_argument("--workers", type=int, default=1, help="episodes run in parallel processes (default: 1)")
-    table.add_argument("--out", default=None, help="also write the per-episode results as JSON here")
-    args = p.parse_args(argv)
-
-    if args.cmd == "demo":
-        from r3.packing_episode import PackingCell, run_packing_episode
-        from r3.reasoning.backends import make_backend
-
-        backend = make_backend(args.reasoner)
-        backend.load()
-
-        def show(step):
-            print(f"--- step {step.step} ---")
-            for line in textwrap.wrap(step.reasoning or "", 100):
-                print(f"  {line}")
-            print(f"Instruction: {step.instruction}  [{step.error or 'done'}; progress {step.progress:.0%}]", flush=True)
-
-        traj = run_packing_episode(args.task, args.seed, backend, cell=PackingCell.build(grounding=args.grounding),
-                                  render=False, on_step=show)
-        print(f"task {args.task} seed {args.seed}: success={traj.success} progress={traj.progress:.0%}")
-        return 0
-    if args.seeds < 1 or args.rollouts < 1 or args.workers < 1:
-        p.error("--seeds, --rollouts and --workers must be at least 1")
-    from tqdm import tqdm
-
-    tasks = args.tasks.split(",")
-    jobs = [(task, seed, rollout) for task in tasks for seed in range(args.seeds) for rollout in range(args.rollouts)]
-    results: dict[str, list[tuple[bool, float]]] = {task: [] for task in tasks}
-    pool = None
-    if args.workers == 1:
-        _init_worker(args.reasoner, args.grounding)
-        outcomes = map(_run_one, jobs)
-    else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        pool = ProcessPoolExecutor(args.workers, multiprocessing.get_context("spawn"), _init_worker,
-                                   (args.reasoner, args.grounding))
-        outcomes = pool.map(_run_one, jobs)
-    with tqdm(total=len(jobs), unit="episode", file=sys.stderr) as bar:
-        for task, ok, progress in outcomes:  # in job order, so results do not depend on --workers
-            results[task].append((ok, progress))
-            bar.update()
-    if pool is not None:
-        pool.shutdown()
-    print("\n".join(table_rows(results)))
-    if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=1))
+        frames = [frame for _, frame in filmed] + [traj.final_image]
+        captions = [f"step {k}: {traj.steps[k].instruction or 'invalid answer, no motion'}" for k, _ in filmed]
+        captions.append(f"end: {outcome}, progress {traj.progress:.0%}")
+        video = write_episode_video(frames, captions, args.out / f"episode.{args.video}", fps=args.fps)
+        print(f"video: {video} ({len(frames)} frames)")
+    summary = args.out / "summary.json"
+    summary.write_text(json.dumps(traj.to_summary(), indent=2))
+    print(f"summary: {summary}")
     return 0
+
+
+COMMANDS = {"demo": demo_main}
+
+
+def main(argv: list[str]) -> int:
+    """Dispatch ``r3 packing demo``."""
+    if not argv or argv[0] not in COMMANDS:
+        print("usage: r3 packing demo [options]   (r3 packing demo --help; success tables: r3 eval --suite packing)",
+              file=sys.stderr)
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    return COMMANDS[argv[0]](argv[1:])

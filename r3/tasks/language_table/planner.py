@@ -180,3 +180,22 @@ def best_plan(
     if best is None:
         return {}
     return {n: (float(p[0]), float(p[1])) for n, p in best[1].items()}
+
+
+def clearing_reason(
+    current: Points, plan: Points, block: str, goal_blocks: Iterable[str], rest_ok: RestOk = anywhere
+) -> tuple[str, str | None]:
+    """Why ``block``, which is not one of the goal's blocks, moves in ``plan`` (as ``_clear_way`` decided):
+    ("in_the_way", other) when it stands within PLAN_SPACING of goal block ``other``'s planned spot,
+    ("forbidden", None) when the goal does not let any block rest where it is.
+    """
+    goal_blocks = list(goal_blocks)
+    p = np.asarray(current[block], dtype=float)
+    targets = {b: np.asarray(plan[b], dtype=float) for b in goal_blocks if b in plan}
+    near = sorted((float(np.linalg.norm(t - p)), b) for b, t in targets.items())
+    if near and near[0][0] < PLAN_SPACING:
+        return "in_the_way", near[0][1]
+    final = {b: np.asarray(plan.get(b, current[b]), dtype=float) for b in goal_blocks}
+    if not bool(rest_ok(final, p.reshape(1, 2), False)[0]):
+        return "forbidden", None
+    return "in_the_way", near[0][1] if near else None

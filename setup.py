@@ -56,7 +56,9 @@ setup(
         ("share/ament_index/resource_index/packages", ["resource/" + PACKAGE]),
         ("share/" + PACKAGE, ["package.xml"]),
         ("share/" + PACKAGE + "/launch", glob("launch/*.launch.py")),
-        *share_tree("config"),  # graph.yaml (found through the ament index), gazebo/, train/, accelerate/, foxglove/
+        *share_tree(
+            "config"
+        ),  # graph.yaml (found through the ament index), gazebo/, train/, accelerate/, foxglove/
     ],
     install_requires=["setuptools"],
     zip_safe=True,
@@ -69,7 +71,6 @@ setup(
         "develop": command_on_path_too(develop, "script_dir"),
     },
     entry_points={
-        "console_scripts": ["r3 = r3.cli:main"]
-        + [f"{node} = {node}.main:main" for node in NODE_PACKAGES],
+        "console_scripts": ["r3 = r3.cli:main"] + [f"{node} = {node}.main:main" for node in NODE_PACKAGES],
     },
 )

@@ -64,7 +64,9 @@ def stage2_batch(prompts: list[tuple[bytes, str]], mix: str, rng: np.random.Gene
             if mix == "policy-like" and k < 4:
                 text = lt.paraphrase(ref, rng)
             elif mix == "policy-like" and k < 8 and ref.block is not None:
-                text = lt.format_instruction(_on_block(lt.sample_instruction(rng, types=BLOCK_TYPES), ref.block))
+                text = lt.format_instruction(
+                    _on_block(lt.sample_instruction(rng, types=BLOCK_TYPES), ref.block)
+                )
             else:
                 text = lt.format_instruction(lt.sample_instruction(rng))
             completions.append(f"Reasoning: a candidate.\nInstruction: {text}")
@@ -76,8 +78,12 @@ def stage2_batch(prompts: list[tuple[bytes, str]], mix: str, rng: np.random.Gene
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--passes", type=int, default=3, help="passes per figure (default: %(default)s)")
-    p.add_argument("--seconds", type=float, default=3.0, help="time per rate measurement (default: %(default)s)")
-    p.add_argument("--workers", type=int, default=2, help="simulator workers for the batch (default: %(default)s)")
+    p.add_argument(
+        "--seconds", type=float, default=3.0, help="time per rate measurement (default: %(default)s)"
+    )
+    p.add_argument(
+        "--workers", type=int, default=2, help="simulator workers for the batch (default: %(default)s)"
+    )
     args = p.parse_args()
     if args.smoke:
         args.passes, args.seconds = 1, 0.3
@@ -97,11 +103,19 @@ def main() -> None:
         judge.judge(c.candidate, c.reference, snapshot=snapshots[c.snapshot])
 
     print(f"{len(text)} text pairs, {len(sim)} simulator pairs over {len(snapshots)} snapshots")
-    report.add("rule tier, one core", [_rate(rule, text, args.seconds) for _ in range(args.passes)],
-               "judgments/s", better="higher")
-    report.add("simulator tier, cold, one judgment at a time, one core",
-               [_rate(cold, sim[:8] if args.smoke else sim, args.seconds) for _ in range(args.passes)],
-               "judgments/s", better="higher", note="two rollouts each")
+    report.add(
+        "rule tier, one core",
+        [_rate(rule, text, args.seconds) for _ in range(args.passes)],
+        "judgments/s",
+        better="higher",
+    )
+    report.add(
+        "simulator tier, cold, one judgment at a time, one core",
+        [_rate(cold, sim[:8] if args.smoke else sim, args.seconds) for _ in range(args.passes)],
+        "judgments/s",
+        better="higher",
+        note="two rollouts each",
+    )
 
     by_snapshot = {}
     for c in sim:
@@ -122,9 +136,13 @@ def main() -> None:
                 rates.append(len(batch["completions"]) / (time.perf_counter() - t))
                 rollouts.append(len(simulator._cache))
             simulator.close()
-            report.add(f"Stage II batch {len(prompts)}x{RESPONSES}, {mix}, {workers} worker(s)", rates,
-                       "judgments/s", better="higher",
-                       note=f"{int(np.median(rollouts))} rollouts per batch")
+            report.add(
+                f"Stage II batch {len(prompts)}x{RESPONSES}, {mix}, {workers} worker(s)",
+                rates,
+                "judgments/s",
+                better="higher",
+                note=f"{int(np.median(rollouts))} rollouts per batch",
+            )
     report.finish(args.json)
 
 

@@ -33,15 +33,20 @@ def on_member_exit(name: str, exits_file: str):
 
     def handle(event, _context):
         record_exit(exits_file, Exit(name, event.returncode))
-        return [TimerAction(period=EXIT_GRACE_S,
-                            actions=[Shutdown(reason=f"{name} exited; the r3 graph stops as one unit")])]
+        return [
+            TimerAction(
+                period=EXIT_GRACE_S,
+                actions=[Shutdown(reason=f"{name} exited; the r3 graph stops as one unit")],
+            )
+        ]
 
     return handle
 
 
 def member_nodes(context, *args, **kwargs):
-    profile = load_profile(LaunchConfiguration("profile").perform(context),
-                           LaunchConfiguration("graph").perform(context))
+    profile = load_profile(
+        LaunchConfiguration("profile").perform(context), LaunchConfiguration("graph").perform(context)
+    )
     fd, exits_file = tempfile.mkstemp(prefix="r3-member-exits-")
     os.close(fd)
     return [
@@ -61,10 +66,18 @@ def member_nodes(context, *args, **kwargs):
 
 
 def generate_launch_description():
-    return LaunchDescription([
-        DeclareLaunchArgument("profile", default_value="sim_language_table",
-                              description="profile of the graph description to start, e.g. sim_language_table"),
-        DeclareLaunchArgument("graph", default_value=str(DEFAULT_GRAPH),
-                              description="graph description YAML (default: the r3 package's config/graph.yaml)"),
-        OpaqueFunction(function=member_nodes),
-    ])
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument(
+                "profile",
+                default_value="sim_language_table",
+                description="profile of the graph description to start, e.g. sim_language_table",
+            ),
+            DeclareLaunchArgument(
+                "graph",
+                default_value=str(DEFAULT_GRAPH),
+                description="graph description YAML (default: the r3 package's config/graph.yaml)",
+            ),
+            OpaqueFunction(function=member_nodes),
+        ]
+    )

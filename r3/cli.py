@@ -14,17 +14,37 @@ import sys
 #: sub-command -> (module, function, one-line help). The function takes argv (list[str]).
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "doctor": ("r3.doctor", "main", "report which optional parts this machine has"),
-    "sim": ("r3.sim.cli", "main", "one in-process Language Table episode with live reasoning and a video (r3 sim demo)"),
-    "packing": ("r3.sim.packing.cli", "main", "one in-process packing episode with its reasoning, a video and a summary (r3 packing demo)"),
+    "sim": (
+        "r3.sim.cli",
+        "main",
+        "one in-process Language Table episode with live reasoning and a video (r3 sim demo)",
+    ),
+    "packing": (
+        "r3.sim.packing.cli",
+        "main",
+        "one in-process packing episode with its reasoning, a video and a summary (r3 packing demo)",
+    ),
     "judge": ("r3.rewards.cli", "judge_main", "score a candidate instruction against a reference"),
     "launch": ("r3.graph.cli", "launch_main", "start a graph profile's nodes and supervise them"),
     "model": ("r3.reasoning.cli", "model_main", "build tiny test models (r3 model tiny)"),
     "train": ("r3.train.cli", "train_main", "train the reasoner: sft, rl (Dr. GRPO), impute, export"),
     "run": ("r3_ros.run_cli", "main", "run one episode through the ROS graph (the main job)"),
-    "collect": ("r3.data.cli", "collect_main", "expert episodes in-process, one rosbag2 bag each (resumable)"),
+    "collect": (
+        "r3.data.cli",
+        "collect_main",
+        "expert episodes in-process, one rosbag2 bag each (resumable)",
+    ),
     "dataset": ("r3.data.cli", "dataset_main", "bags -> sft / rl datasets, their stats, LeRobot export"),
-    "bag": ("r3.data.cli", "bag_main", "repair episode bags whose recorder was killed (r3 bag repair PATH...)"),
-    "eval": ("r3.eval.cli", "eval_main", "evaluate a reasoner on held-out scenes of either suite; compare two evaluations"),
+    "bag": (
+        "r3.data.cli",
+        "bag_main",
+        "repair episode bags whose recorder was killed (r3 bag repair PATH...)",
+    ),
+    "eval": (
+        "r3.eval.cli",
+        "eval_main",
+        "evaluate a reasoner on held-out scenes of either suite; compare two evaluations",
+    ),
 }
 
 

@@ -12,8 +12,8 @@ import importlib.metadata
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 @dataclass
@@ -59,7 +59,7 @@ def _probe_mujoco() -> str:
     # Rendering is probed in a child process: a broken GL backend can abort the interpreter.
     gl = os.environ.get("MUJOCO_GL", "osmesa")
     code = (
-        "import mujoco; m = mujoco.MjModel.from_xml_string('<mujoco><worldbody><geom size=\"1\"/>"
+        'import mujoco; m = mujoco.MjModel.from_xml_string(\'<mujoco><worldbody><geom size="1"/>'
         "</worldbody></mujoco>'); r = mujoco.Renderer(m, 8, 8); d = mujoco.MjData(m); "
         "r.update_scene(d); r.render(); print(mujoco.__version__)"
     )

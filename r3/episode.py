@@ -124,8 +124,14 @@ def run_episode(
     """
     env = env if env is not None else _default_env()
     env.reset(seed=seed, options={"task": task})
-    suite = LanguageTableSuite(env, policy or ScriptedPushingPolicy(), steps_per_instruction, render,
-                               frame_every, trial_seed(seed, trial))
+    suite = LanguageTableSuite(
+        env,
+        policy or ScriptedPushingPolicy(),
+        steps_per_instruction,
+        render,
+        frame_every,
+        trial_seed(seed, trial),
+    )
     decider = Decider(backend, budget, history)
     return run_loop(suite, decider, task, seed, max_steps, trial=trial, on_step=on_step)
 
@@ -154,10 +160,24 @@ def resume_episode(
     """
     env = env if env is not None else _default_env()
     env.restore(trajectory.steps[step].snapshot)
-    suite = LanguageTableSuite(env, policy or ScriptedPushingPolicy(), steps_per_instruction, render,
-                               frame_every, trial_seed(trajectory.seed, trajectory.trial))
-    return run_loop(suite, Decider(backend, budget, history), trajectory.task, trajectory.seed, max_steps,
-                    trial=trajectory.trial, earlier=trajectory.steps[:step], on_step=on_step)
+    suite = LanguageTableSuite(
+        env,
+        policy or ScriptedPushingPolicy(),
+        steps_per_instruction,
+        render,
+        frame_every,
+        trial_seed(trajectory.seed, trajectory.trial),
+    )
+    return run_loop(
+        suite,
+        Decider(backend, budget, history),
+        trajectory.task,
+        trajectory.seed,
+        max_steps,
+        trial=trajectory.trial,
+        earlier=trajectory.steps[:step],
+        on_step=on_step,
+    )
 
 
 def _default_env():

@@ -81,16 +81,28 @@ class StepDecision:
 class Decider:
     """The decision half of one episode: history between steps and the refusal count."""
 
-    def __init__(self, backend: ReasonerBackend, budget: ReasoningBudget = NO_BUDGET,
-                 history: str = "response", max_consecutive_invalid: int = MAX_CONSECUTIVE_INVALID):
+    def __init__(
+        self,
+        backend: ReasonerBackend,
+        budget: ReasoningBudget = NO_BUDGET,
+        history: str = "response",
+        max_consecutive_invalid: int = MAX_CONSECUTIVE_INVALID,
+    ):
         self.backend, self.budget, self.history = backend, budget, history
         self.guard = ResponseGuard(max_consecutive_invalid)
         self.history_text = ""
 
     def decide(self, step: int, view: StepView) -> StepDecision:
-        inp = ReasonerInput(view.suite, view.goal, view.images, note=view.note,
-                            history_text=self.history_text, history=self.history, step=step,
-                            extra={"privileged": view.privileged, "seed": view.seed})
+        inp = ReasonerInput(
+            view.suite,
+            view.goal,
+            view.images,
+            note=view.note,
+            history_text=self.history_text,
+            history=self.history,
+            step=step,
+            extra={"privileged": view.privileged, "seed": view.seed},
+        )
         decision = decide(self.backend, inp, self.budget)
         parsed = decision.parsed
         instruction = parsed.instruction_text if decision.valid else ""
@@ -213,9 +225,17 @@ class SuiteAdapter(Protocol):
     def final_image(self) -> np.ndarray | None: ...
 
 
-def run_loop(suite: SuiteAdapter, decider: Decider, task: str, seed: int, max_steps: int, *, trial: int = 0,
-             earlier: Sequence[TrajectoryStep] = (),
-             on_step: Callable[[TrajectoryStep], None] | None = None) -> Trajectory:
+def run_loop(
+    suite: SuiteAdapter,
+    decider: Decider,
+    task: str,
+    seed: int,
+    max_steps: int,
+    *,
+    trial: int = 0,
+    earlier: Sequence[TrajectoryStep] = (),
+    on_step: Callable[[TrajectoryStep], None] | None = None,
+) -> Trajectory:
     """Run the episode in ``suite.env`` from its current state up to decision ``max_steps``.
 
     ``earlier`` are the steps already taken (a resume from the snapshot of step ``len(earlier)``):
@@ -232,21 +252,43 @@ def run_loop(suite: SuiteAdapter, decider: Decider, task: str, seed: int, max_st
         snapshot = env.snapshot()
         done = suite.execute(record, step) if record.valid else Execution()
         out = record.decision.output
-        steps.append(TrajectoryStep(
-            step=step, image=view.images[0] if suite.render else None,
-            reasoning=record.decision.parsed.reasoning, instruction=record.instruction,
-            raw_response=out.raw_text, valid=record.valid,
-            error=record.error or done.error, history=record.history, snapshot=snapshot,
-            progress=suite.progress(), control_steps=done.control_steps, latency_s=out.latency_s,
-            model_s=out.model_s, completion_tokens=out.completion_tokens,
-            reasoning_tokens=out.reasoning_tokens, model_id=out.model_id, frames=done.frames))
+        steps.append(
+            TrajectoryStep(
+                step=step,
+                image=view.images[0] if suite.render else None,
+                reasoning=record.decision.parsed.reasoning,
+                instruction=record.instruction,
+                raw_response=out.raw_text,
+                valid=record.valid,
+                error=record.error or done.error,
+                history=record.history,
+                snapshot=snapshot,
+                progress=suite.progress(),
+                control_steps=done.control_steps,
+                latency_s=out.latency_s,
+                model_s=out.model_s,
+                completion_tokens=out.completion_tokens,
+                reasoning_tokens=out.reasoning_tokens,
+                model_id=out.model_id,
+                frames=done.frames,
+            )
+        )
         if on_step is not None:
             on_step(steps[-1])
         if record.abort:
             aborted = record.abort
             break
     final, instance = env.state(), env.task_instance
-    return Trajectory(task=task, seed=seed, goal=instance.goal, instance=instance.to_dict(), steps=steps,
-                      success=bool(instance.success(final)), progress=suite.progress(),
-                      control_steps=sum(s.control_steps for s in steps), final_image=suite.final_image(),
-                      trial=trial, aborted=aborted)
+    return Trajectory(
+        task=task,
+        seed=seed,
+        goal=instance.goal,
+        instance=instance.to_dict(),
+        steps=steps,
+        success=bool(instance.success(final)),
+        progress=suite.progress(),
+        control_steps=sum(s.control_steps for s in steps),
+        final_image=suite.final_image(),
+        trial=trial,
+        aborted=aborted,
+    )

@@ -61,8 +61,13 @@ class PackingCell:
     policy: PackingPolicy
 
     @classmethod
-    def build(cls, env=None, policy_config: PackingPolicyConfig | None = None, grounding: str = "sim",
-              source: PerceptionSource | None = None) -> PackingCell:
+    def build(
+        cls,
+        env=None,
+        policy_config: PackingPolicyConfig | None = None,
+        grounding: str = "sim",
+        source: PerceptionSource | None = None,
+    ) -> PackingCell:
         """``source``: where ``perception`` grounding gets detections (default: in-process rendering
         and r3.perception; the packing sim node passes the perception node's, over ROS)."""
         if grounding not in GROUNDINGS:
@@ -110,8 +115,14 @@ class PackingSuite:
 
     def view(self, step: int) -> StepView:
         state, instance = self.env.state(), self.env.task_instance
-        return StepView(SUITE, instance.goal, self.cell.images(self.render), instance.note,
-                        PackingExpertView(state, instance), self.seed)
+        return StepView(
+            SUITE,
+            instance.goal,
+            self.cell.images(self.render),
+            instance.note,
+            PackingExpertView(state, instance),
+            self.seed,
+        )
 
     def execute(self, decision: StepDecision, step: int) -> Execution:
         key = policy_seed(self.seed, step)

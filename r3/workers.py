@@ -99,17 +99,24 @@ class WorkerPool:
 
             if not ray.is_initialized():
                 local = self.ray_address == "local"
-                ray.init(address=None if local else self.ray_address,
-                         num_cpus=max(1, self.workers) if local else None,
-                         include_dashboard=False, log_to_driver=False)
+                ray.init(
+                    address=None if local else self.ray_address,
+                    num_cpus=max(1, self.workers) if local else None,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                )
             host = ray.remote(num_cpus=1)(_Host)
             self._actors = [host.remote(self.init, self.initargs) for _ in range(max(1, self.workers))]
         elif self.ray_address is None and self._executor is None:
             from concurrent.futures import ProcessPoolExecutor
             from multiprocessing import get_context
 
-            self._executor = ProcessPoolExecutor(self.workers, mp_context=get_context("spawn"),
-                                                 initializer=_local_init, initargs=(self.init, self.initargs))
+            self._executor = ProcessPoolExecutor(
+                self.workers,
+                mp_context=get_context("spawn"),
+                initializer=_local_init,
+                initargs=(self.init, self.initargs),
+            )
 
     # -- work ------------------------------------------------------------------------------------
     def imap_unordered(self, fn: Callable, jobs: Iterable) -> Iterator[tuple[int, Any]]:
@@ -126,7 +133,8 @@ class WorkerPool:
 
             items = [(fn, i, job) for i, job in enumerate(jobs)]
             yield from ActorPool(self._actors).map_unordered(
-                lambda actor, item: actor.call.remote(_with_index, item), items)
+                lambda actor, item: actor.call.remote(_with_index, item), items
+            )
             return
         from concurrent.futures import as_completed
 

@@ -35,19 +35,32 @@ class ExecutionNode(Node):
         super().__init__("r3_execution_node")
         p = declare_parameters(self, NODE_PARAMETERS["r3_execution_node"])
         self.base_frame = p["base_frame"]
-        config = MoveItConfig(planning_group=p["planning_group"], pose_link=p["pose_link"],
-                              base_frame=p["base_frame"], hand_group=p["hand_group"],
-                              linear_planner=p["linear_planner"], max_opening=p["max_opening"])
+        config = MoveItConfig(
+            planning_group=p["planning_group"],
+            pose_link=p["pose_link"],
+            base_frame=p["base_frame"],
+            hand_group=p["hand_group"],
+            linear_planner=p["linear_planner"],
+            max_opening=p["max_opening"],
+        )
         box = WorkspaceBox(tuple(p["workspace_low"]), tuple(p["workspace_high"]))
         self.arm = make_executor("moveit", config, box)
         self.arm.connect()  # import moveit_py and start MoveItPy now, not at the first goal
         self.goals = SingleGoal(self)
-        ActionServer(self, MoveToPose, names.MOVE_TO_POSE,
-                     execute_callback=refusing_action(self, self.move, MoveToPose.Result, self.goals.end),
-                     goal_callback=lambda _: GoalResponse.ACCEPT, cancel_callback=lambda _: CancelResponse.ACCEPT,
-                     handle_accepted_callback=self.goals.accept, callback_group=ReentrantCallbackGroup())
+        ActionServer(
+            self,
+            MoveToPose,
+            names.MOVE_TO_POSE,
+            execute_callback=refusing_action(self, self.move, MoveToPose.Result, self.goals.end),
+            goal_callback=lambda _: GoalResponse.ACCEPT,
+            cancel_callback=lambda _: CancelResponse.ACCEPT,
+            handle_accepted_callback=self.goals.accept,
+            callback_group=ReentrantCallbackGroup(),
+        )
         self.heartbeat = HeartbeatPublisher(self)
-        self.get_logger().info(f"MoveToPose through MoveIt: group {config.planning_group}, link {config.pose_link}")
+        self.get_logger().info(
+            f"MoveToPose through MoveIt: group {config.planning_group}, link {config.pose_link}"
+        )
 
     def move(self, handle) -> MoveToPose.Result:
         result = MoveToPose.Result()

@@ -56,13 +56,23 @@ class LowLevelNode(Node):
         self.state: PrivilegedState | None = None
         self.goals = SingleGoal(self)
         self.command_pub = self.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
-        self.create_subscription(PrivilegedState, names.PRIVILEGED_STATE, refusing_message(self, self.on_state),
-                                 LATCHED, callback_group=MutuallyExclusiveCallbackGroup())
+        self.create_subscription(
+            PrivilegedState,
+            names.PRIVILEGED_STATE,
+            refusing_message(self, self.on_state),
+            LATCHED,
+            callback_group=MutuallyExclusiveCallbackGroup(),
+        )
         self.server = ActionServer(
-            self, FollowInstruction, names.FOLLOW_INSTRUCTION,
+            self,
+            FollowInstruction,
+            names.FOLLOW_INSTRUCTION,
             execute_callback=refusing_action(self, self.execute, FollowInstruction.Result, self.goals.end),
-            goal_callback=lambda _: GoalResponse.ACCEPT, handle_accepted_callback=self.goals.accept,
-            cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=ReentrantCallbackGroup())
+            goal_callback=lambda _: GoalResponse.ACCEPT,
+            handle_accepted_callback=self.goals.accept,
+            cancel_callback=lambda _: CancelResponse.ACCEPT,
+            callback_group=ReentrantCallbackGroup(),
+        )
         self.heartbeat = HeartbeatPublisher(self, state=WAITING_FOR_STATE)
         self.monitor = HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup())
         self.guard = MotionGuard(self, self.monitor, p["client_timeout_s"], p["reasoner_node"])
@@ -128,7 +138,9 @@ class LowLevelNode(Node):
                         return result  # preempted by a newer goal
                     if self.guard.stopping(handle):
                         return self._stopped(handle, result, "canceled")
-                    return self._finish(handle, result, False, "error: the simulator stopped publishing state")
+                    return self._finish(
+                        handle, result, False, "error: the simulator stopped publishing state"
+                    )
                 result.steps = step + 1
                 handle.publish_feedback(FollowInstruction.Feedback(step=result.steps))
         finally:

@@ -100,15 +100,22 @@ class PackingSimNode(Node):
         self._frame_key, self._frame_ns = None, 0
         source = None
         if grounding == "perception":
-            source = RosPerception(self, env.camera_model("base"), self.capture, lambda: arm_reading(env),
-                                   p["perception_timeout_s"])
+            source = RosPerception(
+                self,
+                env.camera_model("base"),
+                self.capture,
+                lambda: arm_reading(env),
+                p["perception_timeout_s"],
+            )
         self.cell = PackingCell.build(env, grounding=grounding, source=source)
         self.lock = threading.Lock()  # one goal or reset acts on the env at a time
         self.episode_id, self.task = "", ""
         self.base_ns = 0  # sim time of the current episode's step 0
 
-        self.image_pubs = {cam: (self.create_publisher(Image, img, 5), self.create_publisher(CameraInfo, info, 5))
-                           for cam, (img, info) in CAMERAS.items()}
+        self.image_pubs = {
+            cam: (self.create_publisher(Image, img, 5), self.create_publisher(CameraInfo, info, 5))
+            for cam, (img, info) in CAMERAS.items()
+        }
         self.joint_pub = self.create_publisher(JointState, names.JOINT_STATES, 10)
         self.clock_pub = self.create_publisher(ClockMsg, names.CLOCK, 10)
         self.state_pub = self.create_publisher(PrivilegedState, names.PRIVILEGED_STATE, LATCHED)
@@ -118,16 +125,30 @@ class PackingSimNode(Node):
         instance_names = self.create_publisher(String, names.SIM_INSTANCE_NAMES, LATCHED)
         instance_names.publish(String(data=json.dumps({str(i): item for item, i in ITEM_INDEX.items()})))
         group = ReentrantCallbackGroup()
-        self.create_service(ResetScene, names.RESET_SCENE, refusing_service(self, self.on_reset), callback_group=group)
+        self.create_service(
+            ResetScene, names.RESET_SCENE, refusing_service(self, self.on_reset), callback_group=group
+        )
         self.goals = SingleGoal(self)  # only its end(): the goals run one at a time under the lock
-        for action, name, execute in ((FollowInstruction, names.FOLLOW_INSTRUCTION, self.follow),
-                                      (MoveToPose, names.MOVE_TO_POSE, self.move)):
-            ActionServer(self, action, name, execute_callback=refusing_action(self, execute, action.Result, self.goals.end),
-                         goal_callback=lambda _: GoalResponse.ACCEPT,
-                         cancel_callback=lambda _: CancelResponse.ACCEPT, callback_group=group)
+        for action, name, execute in (
+            (FollowInstruction, names.FOLLOW_INSTRUCTION, self.follow),
+            (MoveToPose, names.MOVE_TO_POSE, self.move),
+        ):
+            ActionServer(
+                self,
+                action,
+                name,
+                execute_callback=refusing_action(self, execute, action.Result, self.goals.end),
+                goal_callback=lambda _: GoalResponse.ACCEPT,
+                cancel_callback=lambda _: CancelResponse.ACCEPT,
+                callback_group=group,
+            )
         self.heartbeat = HeartbeatPublisher(self)
-        self.guard = MotionGuard(self, HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup()),
-                                 p["client_timeout_s"], p["reasoner_node"])
+        self.guard = MotionGuard(
+            self,
+            HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup()),
+            p["client_timeout_s"],
+            p["reasoner_node"],
+        )
         self.freezes = FreezeWatch(COMMAND_DEADLINE_S)
         self.publish_settled()
         self.get_logger().info(f"packing workcell at {width}x{height}")
@@ -174,7 +195,9 @@ class PackingSimNode(Node):
             stop = self.arm_guard(handle, watch_client=True)
             self.cell.executor.on_step = lambda _: self.on_control_step()
             idle = self.cell.policy.idle
-            self.cell.policy.idle = lambda: None if stop.reason is not None else (idle(), self.on_control_step())
+            self.cell.policy.idle = lambda: (
+                None if stop.reason is not None else (idle(), self.on_control_step())
+            )
             try:
                 outcome = self.cell.policy.follow(goal.instruction, np.random.default_rng(goal.seed))
             except PerceptionUnavailable as exc:
@@ -199,8 +222,10 @@ class PackingSimNode(Node):
 
         def should_stop() -> bool:
             if stop.reason is None and (frozen_s := self.freezes.frozen_since(started)):
-                stop.reason = (f"error: {self.get_fully_qualified_name()} was frozen or starved for {frozen_s:.1f} s "
-                               f"(deadline {COMMAND_DEADLINE_S} s); its goal is stale, motion stopped")
+                stop.reason = (
+                    f"error: {self.get_fully_qualified_name()} was frozen or starved for {frozen_s:.1f} s "
+                    f"(deadline {COMMAND_DEADLINE_S} s); its goal is stale, motion stopped"
+                )
             if stop.reason is None:
                 stop.reason = self.guard.stop_reason(handle, watch_client)
             return stop.reason is not None
@@ -276,26 +301,36 @@ class PackingSimNode(Node):
         for cam, (image_pub, info_pub) in self.image_pubs.items():
             frame = f"{cam}_camera_color_optical_frame"
             image_pub.publish(image_to_msg(self.env.render_camera(cam), stamp, frame))
-            info_pub.publish(camera_info_msg(self.env.camera_model(cam).k, self.env.width, self.env.height,
-                                             stamp, frame))
+            info_pub.publish(
+                camera_info_msg(self.env.camera_model(cam).k, self.env.width, self.env.height, stamp, frame)
+            )
         state, instance = self.env.state(), self.env.task_instance
-        msg = PrivilegedState(episode_id=self.episode_id, control_step=self.env.elapsed_steps, suite="packing",
-                              task=self.task, goal=instance.goal if instance else "")
+        msg = PrivilegedState(
+            episode_id=self.episode_id,
+            control_step=self.env.elapsed_steps,
+            suite="packing",
+            task=self.task,
+            goal=instance.goal if instance else "",
+        )
         msg.header.stamp, msg.header.frame_id = stamp, "world"
         if instance is not None:
             msg.task_instance_json = json.dumps(instance.to_dict())
             msg.progress = float(self.env.max_progress)
             msg.success = bool(instance.success(state))
         self.state_pub.publish(packing_state_to_msg(state, msg))
-        snap = SceneSnapshot(episode_id=self.episode_id, control_step=self.env.elapsed_steps, format=SNAPSHOT_FORMAT)
+        snap = SceneSnapshot(
+            episode_id=self.episode_id, control_step=self.env.elapsed_steps, format=SNAPSHOT_FORMAT
+        )
         snap.header.stamp, snap.data = stamp, self.env.snapshot()
         self.snapshot_pub.publish(snap)
         return stamp
 
     def publish_joints(self, stamp) -> None:
         s = self.env.state()
-        joints = JointState(name=[*scene.ARM_JOINTS, *scene.FINGER_JOINTS],
-                            position=[*s.joints, s.gripper_opening / 2, s.gripper_opening / 2])
+        joints = JointState(
+            name=[*scene.ARM_JOINTS, *scene.FINGER_JOINTS],
+            position=[*s.joints, s.gripper_opening / 2, s.gripper_opening / 2],
+        )
         joints.header.stamp = stamp
         self.joint_pub.publish(joints)
 

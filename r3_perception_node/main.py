@@ -57,8 +57,12 @@ class PerceptionNode(Node):
         super().__init__("r3_perception_node")
         self.p = declare_parameters(self, NODE_PARAMETERS["r3_perception_node"])
         self.extrinsics = self._extrinsics(self.p["base_from_camera"])
-        self.perception = Perception(self._segmenter(), PerceptionConfig(
-            GroundingConfig(self.p["min_valid_pixels"]), max_frame_age_s=self.p["max_frame_age_s"]))
+        self.perception = Perception(
+            self._segmenter(),
+            PerceptionConfig(
+                GroundingConfig(self.p["min_valid_pixels"]), max_frame_age_s=self.p["max_frame_age_s"]
+            ),
+        )
         reason = self.perception.set_query([q for q in self.p["query"] if q])
         if reason:
             raise ValueError(f"parameter query refused: {reason}")
@@ -74,32 +78,50 @@ class PerceptionNode(Node):
         self.instance_names: dict[int, str] = {}
 
         sensors = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(Image, names.CAMERA_IMAGE, refusing_message(self, self.on_colour), SENSOR,
-                                 callback_group=sensors)
-        self.create_subscription(Image, names.CAMERA_DEPTH, refusing_message(self, self.on_depth), SENSOR,
-                                 callback_group=sensors)
-        self.create_subscription(CameraInfo, names.CAMERA_INFO, self.on_info, SENSOR,
-                                 callback_group=sensors)
-        self.create_subscription(Image, names.SIM_INSTANCES, refusing_message(self, self.on_instances), 10,
-                                 callback_group=sensors)
-        self.create_subscription(String, names.SIM_INSTANCE_NAMES, refusing_message(self, self.on_instance_names), LATCHED,
-                                 callback_group=sensors)
+        self.create_subscription(
+            Image, names.CAMERA_IMAGE, refusing_message(self, self.on_colour), SENSOR, callback_group=sensors
+        )
+        self.create_subscription(
+            Image, names.CAMERA_DEPTH, refusing_message(self, self.on_depth), SENSOR, callback_group=sensors
+        )
+        self.create_subscription(CameraInfo, names.CAMERA_INFO, self.on_info, SENSOR, callback_group=sensors)
+        self.create_subscription(
+            Image, names.SIM_INSTANCES, refusing_message(self, self.on_instances), 10, callback_group=sensors
+        )
+        self.create_subscription(
+            String,
+            names.SIM_INSTANCE_NAMES,
+            refusing_message(self, self.on_instance_names),
+            LATCHED,
+            callback_group=sensors,
+        )
         self.objects_pub = self.create_publisher(DetectedObjects, names.DETECTED_OBJECTS, 10)
         self.annotated_pub = self.create_publisher(Image, names.PERCEPTION_ANNOTATED, 5)
         services = ReentrantCallbackGroup()
-        self.create_service(GroundPoint, names.GROUND_POINT, refusing_service(self, self.on_ground),
-                            callback_group=services)
-        self.create_service(SetPerceptionQuery, names.SET_PERCEPTION_QUERY, refusing_service(self, self.on_query),
-                            callback_group=services)
+        self.create_service(
+            GroundPoint, names.GROUND_POINT, refusing_service(self, self.on_ground), callback_group=services
+        )
+        self.create_service(
+            SetPerceptionQuery,
+            names.SET_PERCEPTION_QUERY,
+            refusing_service(self, self.on_query),
+            callback_group=services,
+        )
         self.heartbeat = HeartbeatPublisher(self)
         self.worker = threading.Thread(target=self.process_loop, daemon=True)
         self.worker.start()
-        self.get_logger().info(f"perception ready: backend {self.p['backend']}, camera {self.p['camera_name']}")
+        self.get_logger().info(
+            f"perception ready: backend {self.p['backend']}, camera {self.p['camera_name']}"
+        )
 
     def _segmenter(self):
         backend = self.p["backend"]
-        sam2 = {"model_config": self.p["sam2_model_config"], "checkpoint": self.p["sam2_checkpoint"],
-                "image_size": self.p["sam2_image_size"], "device": self.p["device"]}
+        sam2 = {
+            "model_config": self.p["sam2_model_config"],
+            "checkpoint": self.p["sam2_checkpoint"],
+            "image_size": self.p["sam2_image_size"],
+            "device": self.p["device"],
+        }
         if backend == "sam2":
             return make_segmenter("sam2", **sam2)
         if backend == "owlv2+sam2":
@@ -144,8 +166,10 @@ class PerceptionNode(Node):
             return
         if not self.perception.is_fresh(pair[0], self.get_clock().now().nanoseconds):
             self.refused_stale += 1
-            self.get_logger().warn(f"refused a frame older than {self.p['max_frame_age_s']} s "
-                                   f"({self.refused_stale} so far)", throttle_duration_sec=5.0)
+            self.get_logger().warn(
+                f"refused a frame older than {self.p['max_frame_age_s']} s ({self.refused_stale} so far)",
+                throttle_duration_sec=5.0,
+            )
             return
         with self.wake:
             self.pending = (*pair, self.info)
@@ -170,40 +194,61 @@ class PerceptionNode(Node):
             out = DetectedObjects()
             out.header.stamp, out.header.frame_id = colour.header.stamp, frame_id
             self.objects_pub.publish(detections_to_msg(detections, out, self.p["camera_name"]))
-            self.annotated_pub.publish(image_to_msg(annotate(frame.rgb, detections), colour.header.stamp,
-                                                    colour.header.frame_id))
+            self.annotated_pub.publish(
+                image_to_msg(annotate(frame.rgb, detections), colour.header.stamp, colour.header.frame_id)
+            )
 
     def to_frame(self, stamp_ns: int, colour: Image, depth: Image, info: CameraInfo) -> RGBDFrame:
-        camera = CameraModel(k=np.array(info.k), width=info.width, height=info.height,
-                             base_from_camera=self.extrinsics, name=self.p["camera_name"],
-                             min_depth_m=self.p["min_depth_m"], max_depth_m=self.p["max_depth_m"])
+        camera = CameraModel(
+            k=np.array(info.k),
+            width=info.width,
+            height=info.height,
+            base_from_camera=self.extrinsics,
+            name=self.p["camera_name"],
+            min_depth_m=self.p["min_depth_m"],
+            max_depth_m=self.p["max_depth_m"],
+        )
         instances = instance_names = None
         if self.p["backend"] == "sim":
             mask = self.instances.wait(stamp_ns, self.p["instance_wait_s"])
             if mask is None:
-                raise ValueError(f"no simulator instance mask stamped {stamp_ns} ns within {self.p['instance_wait_s']} s")
+                raise ValueError(
+                    f"no simulator instance mask stamped {stamp_ns} ns within {self.p['instance_wait_s']} s"
+                )
             instances, instance_names = msg_to_instances(mask), dict(self.instance_names)
-        return RGBDFrame(rgb=msg_to_image(colour), depth_m=msg_to_depth(depth), camera=camera, stamp_ns=stamp_ns,
-                         instances=instances, instance_names=instance_names)
+        return RGBDFrame(
+            rgb=msg_to_image(colour),
+            depth_m=msg_to_depth(depth),
+            camera=camera,
+            stamp_ns=stamp_ns,
+            instances=instances,
+            instance_names=instance_names,
+        )
 
     # -- services ----------------------------------------------------------------------------------
     def on_ground(self, request: GroundPoint.Request, response: GroundPoint.Response) -> GroundPoint.Response:
         if request.camera not in ("", self.p["camera_name"]):
-            response.reason = f"unknown_camera: {request.camera!r} (this node serves {self.p['camera_name']!r})"
+            response.reason = (
+                f"unknown_camera: {request.camera!r} (this node serves {self.p['camera_name']!r})"
+            )
             return response
         with self.lock:
             frame = self.perception.frame
-            result = self.perception.ground_point(request.label, request.u, request.v, request.purpose,
-                                                  self.get_clock().now().nanoseconds)
+            result = self.perception.ground_point(
+                request.label, request.u, request.v, request.purpose, self.get_clock().now().nanoseconds
+            )
         response.ok, response.mask_id, response.reason = result.ok, result.mask_id, result.reason
         if result.ok:
             response.target.header.frame_id = self.p["base_frame"] or self.info.header.frame_id
             response.target.header.stamp = ns_to_stamp(frame.stamp_ns)
-            response.target.point.x, response.target.point.y, response.target.point.z = map(float, result.target)
+            response.target.point.x, response.target.point.y, response.target.point.z = map(
+                float, result.target
+            )
         return response
 
-    def on_query(self, request: SetPerceptionQuery.Request,
-                 response: SetPerceptionQuery.Response) -> SetPerceptionQuery.Response:
+    def on_query(
+        self, request: SetPerceptionQuery.Request, response: SetPerceptionQuery.Response
+    ) -> SetPerceptionQuery.Response:
         with self.lock:
             response.reason = self.perception.set_query(list(request.labels))
         response.ok = not response.reason

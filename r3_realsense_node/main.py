@@ -30,7 +30,8 @@ class RealSenseNode(Node):
         super().__init__("r3_realsense_node")
         self.p = declare_parameters(self, NODE_PARAMETERS["r3_realsense_node"])
         self.camera = camera or RealSenseCamera.open(
-            RealSenseConfig(self.p["serial"], self.p["width"], self.p["height"], self.p["fps"]))
+            RealSenseConfig(self.p["serial"], self.p["width"], self.p["height"], self.p["fps"])
+        )
         self.image_pub = self.create_publisher(Image, names.CAMERA_IMAGE, 5)
         self.info_pub = self.create_publisher(CameraInfo, names.CAMERA_INFO, 5)
         self.depth_pub = self.create_publisher(Image, names.CAMERA_DEPTH, 5)
@@ -40,7 +41,9 @@ class RealSenseNode(Node):
         self.running.set()
         self.capture = threading.Thread(target=self.capture_loop, daemon=True)
         self.capture.start()
-        self.get_logger().info(f"streaming RealSense colour + aligned depth as {names.CAMERA_IMAGE}, {names.CAMERA_DEPTH}")
+        self.get_logger().info(
+            f"streaming RealSense colour + aligned depth as {names.CAMERA_IMAGE}, {names.CAMERA_DEPTH}"
+        )
 
     def capture_loop(self) -> None:
         while self.running.is_set():

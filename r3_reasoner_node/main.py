@@ -93,13 +93,23 @@ class ReasonerNode(Node):
         self.bag = ""  # the recorder's bag being recorded
         self.exits = MemberExits.from_environment()  # members a supervisor saw exit
         sensors = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(PrivilegedState, names.PRIVILEGED_STATE, refusing_message(self, self.on_state),
-                                 LATCHED, callback_group=sensors)
+        self.create_subscription(
+            PrivilegedState,
+            names.PRIVILEGED_STATE,
+            refusing_message(self, self.on_state),
+            LATCHED,
+            callback_group=sensors,
+        )
         self.create_subscription(Image, names.CAMERA_IMAGE, self.on_image, 5, callback_group=sensors)
         if self.param["wrist_camera"]:
             self.create_subscription(Image, names.WRIST_IMAGE, self.on_wrist_image, 5, callback_group=sensors)
-        self.create_subscription(String, names.RECORDER_BAGS, lambda m: setattr(self, "bag", m.data), LATCHED,
-                                 callback_group=sensors)
+        self.create_subscription(
+            String,
+            names.RECORDER_BAGS,
+            lambda m: setattr(self, "bag", m.data),
+            LATCHED,
+            callback_group=sensors,
+        )
         self.monitor = HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup())
         self.heartbeat = HeartbeatPublisher(self)
         self.steps_pub = self.create_publisher(ReasonerStep, names.REASONER_STEPS, 50)
@@ -110,12 +120,19 @@ class ReasonerNode(Node):
         self.stops = StopListener(self, on_stop=self.stop_run)
         clients = ReentrantCallbackGroup()
         self.reset_client = self.create_client(ResetScene, names.RESET_SCENE, callback_group=clients)
-        self.follow_client = ActionClient(self, FollowInstruction, names.FOLLOW_INSTRUCTION, callback_group=clients)
+        self.follow_client = ActionClient(
+            self, FollowInstruction, names.FOLLOW_INSTRUCTION, callback_group=clients
+        )
         self.server = ActionServer(
-            self, RunTask, names.RUN_TASK, execute_callback=refusing_action(self, self.execute, RunTask.Result,
-                                                                             self.goals.end),
-            goal_callback=lambda _: GoalResponse.ACCEPT, handle_accepted_callback=self.goals.accept,
-            cancel_callback=self.on_cancel, callback_group=ReentrantCallbackGroup())
+            self,
+            RunTask,
+            names.RUN_TASK,
+            execute_callback=refusing_action(self, self.execute, RunTask.Result, self.goals.end),
+            goal_callback=lambda _: GoalResponse.ACCEPT,
+            handle_accepted_callback=self.goals.accept,
+            cancel_callback=self.on_cancel,
+            callback_group=ReentrantCallbackGroup(),
+        )
         self.get_logger().info(f"reasoner ready with backend {self.backend.model_id}")
 
     def shutdown(self) -> None:
@@ -180,13 +197,21 @@ class ReasonerNode(Node):
             while True:
                 s = self.state
                 images = [self.image, self.wrist_image] if self.param["wrist_camera"] else [self.image]
-                if (s is not None and s.episode_id == self.scene_id and stamp_to_ns(s.header.stamp) >= not_before_ns
-                        and all(im is not None and stamp_to_ns(im.header.stamp) >= stamp_to_ns(s.header.stamp)
-                                for im in images)):
+                if (
+                    s is not None
+                    and s.episode_id == self.scene_id
+                    and stamp_to_ns(s.header.stamp) >= not_before_ns
+                    and all(
+                        im is not None and stamp_to_ns(im.header.stamp) >= stamp_to_ns(s.header.stamp)
+                        for im in images
+                    )
+                ):
                     return Observation(s, images)
                 if time.monotonic() > deadline:
-                    raise EpisodeError(f"{self.param['sim_node']} sent no state and image for this episode within "
-                                       f"{self.param['observation_timeout_s']:.1f} s")
+                    raise EpisodeError(
+                        f"{self.param['sim_node']} sent no state and image for this episode within "
+                        f"{self.param['observation_timeout_s']:.1f} s"
+                    )
                 self.obs_cv.wait(0.05)
                 self.check_alive()
 
@@ -237,8 +262,11 @@ class ReasonerNode(Node):
         with self.runs_lock:
             stopped = self.runs.pop(key).stopped
         if not result.reason:
-            result.reason = "success" if result.success else (
-                "canceled" if handle.is_cancel_requested or stopped else "step_budget")
+            result.reason = (
+                "success"
+                if result.success
+                else ("canceled" if handle.is_cancel_requested or stopped else "step_budget")
+            )
         if started:
             self.publish_event(EpisodeEvent.END, episode_id, goal, goal_text or "", result)
         return self.finish(handle, result, result.reason)
@@ -265,7 +293,9 @@ class ReasonerNode(Node):
             return ""  # no recorder in this graph
         self.watch_recorder = [node]  # from now on, losing the recorder loses the episode's data
         deadline = time.monotonic() + self.param["recorder_timeout_s"]
-        while self.monitor.state(node) != f"recording:{episode_id}" or not self.bag.endswith(f"/{episode_id}"):
+        while self.monitor.state(node) != f"recording:{episode_id}" or not self.bag.endswith(
+            f"/{episode_id}"
+        ):
             if time.monotonic() > deadline:
                 self.get_logger().warning(f"{node} did not open a bag for {episode_id}; continuing")
                 return ""
@@ -279,16 +309,19 @@ class ReasonerNode(Node):
         if s is None or not s.episode_id:
             raise GoalRefused("reset_scene is false but no scene has been reset yet")
         if (s.suite, s.task) != (suite, task):
-            raise GoalRefused(f"reset_scene is false but the current scene is {s.suite} task {s.task!r}, "
-                              f"not {suite} task {task!r}")
+            raise GoalRefused(
+                f"reset_scene is false but the current scene is {s.suite} task {s.task!r}, "
+                f"not {suite} task {task!r}"
+            )
         return s.episode_id
 
     def reset(self, goal, episode_id: str, handle) -> str | None:
         timeout = self.param["service_timeout_s"]
         if not self.reset_client.wait_for_service(timeout_sec=self.param["startup_timeout_s"]):
             raise EpisodeError(f"{self.param['sim_node']} does not offer {names.RESET_SCENE}")
-        request = ResetScene.Request(suite=goal.suite or "language_table", task=goal.task, seed=goal.seed,
-                                     episode_id=episode_id)
+        request = ResetScene.Request(
+            suite=goal.suite or "language_table", task=goal.task, seed=goal.seed, episode_id=episode_id
+        )
         response = self.wait_future(self.reset_client.call_async(request), names.RESET_SCENE, handle, timeout)
         if response is None:
             return None
@@ -326,9 +359,14 @@ class ReasonerNode(Node):
                     return
                 not_before = stamp_to_ns(follow.finished)
                 self.publish_outcome(episode_id, step, record.instruction, follow)
-            handle.publish_feedback(RunTask.Feedback(
-                step=step, reasoning=record.decision.parsed.reasoning or "", instruction=record.instruction,
-                progress=self.state.progress if self.state else 0.0))
+            handle.publish_feedback(
+                RunTask.Feedback(
+                    step=step,
+                    reasoning=record.decision.parsed.reasoning or "",
+                    instruction=record.instruction,
+                    progress=self.state.progress if self.state else 0.0,
+                )
+            )
         obs = self.observe(not_before)
         result.success, result.progress = obs.state.success, obs.state.progress
 
@@ -339,8 +377,14 @@ class ReasonerNode(Node):
             view = PackingExpertView(msg_to_packing_state(obs.state), instance)
         else:
             view = ExpertView(msg_to_board_state(obs.state), instance)
-        return StepView(obs.state.suite, goal.goal or instance.goal, [msg_to_image(im) for im in obs.images],
-                        instance.note, view, goal.seed)
+        return StepView(
+            obs.state.suite,
+            goal.goal or instance.goal,
+            [msg_to_image(im) for im in obs.images],
+            instance.note,
+            view,
+            goal.seed,
+        )
 
     def follow(self, instruction: str, suite: str, seed: int, handle):
         """Send one instruction to the low-level policy; its result, or None when the episode was canceled."""
@@ -348,8 +392,9 @@ class ReasonerNode(Node):
             return None  # canceled while deciding: no new motion
         if not self.follow_client.wait_for_server(timeout_sec=self.param["service_timeout_s"]):
             raise EpisodeError(f"{self.param['lowlevel_node']} does not offer {names.FOLLOW_INSTRUCTION}")
-        goal = FollowInstruction.Goal(instruction=instruction, suite=suite,
-                                      max_steps=self.param["steps_per_instruction"], seed=seed)
+        goal = FollowInstruction.Goal(
+            instruction=instruction, suite=suite, max_steps=self.param["steps_per_instruction"], seed=seed
+        )
         # The goal id is chosen here and recorded before the goal goes out, so that from now on a
         # stop of the RunTask stops this instruction (stop_run), even before it is accepted.
         run_key = goal_key(handle.goal_id)
@@ -364,13 +409,16 @@ class ReasonerNode(Node):
         sent = self.wait_future(sending, names.FOLLOW_INSTRUCTION, handle, self.param["service_timeout_s"])
         if sent is None:  # canceled before the low-level node answered: cancel the goal once it does
             self.stop_pub.stop(follow_key)
-            sending.add_done_callback(lambda f: f.result().cancel_goal_async() if f.result().accepted else None)
+            sending.add_done_callback(
+                lambda f: f.result().cancel_goal_async() if f.result().accepted else None
+            )
             return None
         if not sent.accepted:
             raise EpisodeError(f"{self.param['lowlevel_node']} rejected the instruction {instruction!r}")
         try:
-            done = self.wait_future(sent.get_result_async(), names.FOLLOW_INSTRUCTION, handle,
-                                    self.param["instruction_timeout_s"])
+            done = self.wait_future(
+                sent.get_result_async(), names.FOLLOW_INSTRUCTION, handle, self.param["instruction_timeout_s"]
+            )
         except EpisodeError:
             self.stop_pub.stop(follow_key)
             sent.cancel_goal_async()
@@ -380,7 +428,7 @@ class ReasonerNode(Node):
             sent.cancel_goal_async()
             return None
         if done.result.reason.startswith("error"):
-            raise EpisodeError(f"{self.param['lowlevel_node']}: {done.result.reason[len('error: '):]}")
+            raise EpisodeError(f"{self.param['lowlevel_node']}: {done.result.reason[len('error: ') :]}")
         return done.result
 
     def finish(self, handle, result: RunTask.Result, reason: str) -> RunTask.Result:
@@ -398,27 +446,56 @@ class ReasonerNode(Node):
         for image in images:
             self.frames_pub.publish(image)
         out, parsed, inp = record.decision.output, record.decision.parsed, record.input
-        msg = ReasonerStep(episode_id=episode_id, step=record.step, suite=inp.suite, task=goal.task,
-                           goal=inp.goal, history=record.history, reasoning=parsed.reasoning or "",
-                           instruction=record.instruction, raw_response=out.raw_text, valid=record.valid,
-                           error=record.error, model_id=out.model_id, image_stamps=[im.header.stamp for im in images])
+        msg = ReasonerStep(
+            episode_id=episode_id,
+            step=record.step,
+            suite=inp.suite,
+            task=goal.task,
+            goal=inp.goal,
+            history=record.history,
+            reasoning=parsed.reasoning or "",
+            instruction=record.instruction,
+            raw_response=out.raw_text,
+            valid=record.valid,
+            error=record.error,
+            model_id=out.model_id,
+            image_stamps=[im.header.stamp for im in images],
+        )
         msg.latency_prompt_s, msg.latency_model_s, msg.latency_parse_s = (max(0.0, v) for v in latencies)
         msg.prompt_tokens, msg.completion_tokens = out.prompt_tokens or 0, out.completion_tokens or 0
         msg.header.stamp = self.get_clock().now().to_msg()
         self.steps_pub.publish(msg)
 
     def publish_outcome(self, episode_id, step, instruction, follow) -> None:
-        msg = InstructionOutcome(episode_id=episode_id, step=step, instruction=instruction, success=follow.success,
-                                 reason=follow.reason, control_steps=follow.steps,
-                                 progress=self.state.progress if self.state else 0.0)
+        msg = InstructionOutcome(
+            episode_id=episode_id,
+            step=step,
+            instruction=instruction,
+            success=follow.success,
+            reason=follow.reason,
+            control_steps=follow.steps,
+            progress=self.state.progress if self.state else 0.0,
+        )
         msg.header.stamp = follow.finished
         self.outcome_pub.publish(msg)
 
     def publish_event(self, event, episode_id, goal, goal_text, result=None) -> None:
-        msg = EpisodeEvent(episode_id=episode_id, event=event, suite=goal.suite or "language_table", task=goal.task,
-                           seed=goal.seed, goal=goal_text, backend=self.backend.model_id)
+        msg = EpisodeEvent(
+            episode_id=episode_id,
+            event=event,
+            suite=goal.suite or "language_table",
+            task=goal.task,
+            seed=goal.seed,
+            goal=goal_text,
+            backend=self.backend.model_id,
+        )
         if result is not None:
-            msg.success, msg.progress, msg.steps, msg.reason = result.success, result.progress, result.steps, result.reason
+            msg.success, msg.progress, msg.steps, msg.reason = (
+                result.success,
+                result.progress,
+                result.steps,
+                result.reason,
+            )
         msg.header.stamp = self.get_clock().now().to_msg()
         self.event_pub.publish(msg)
 

@@ -74,7 +74,9 @@ class RecorderNode(Node):
         self.subscribed: dict[str, str] = {}
         wall = Clock(clock_type=ClockType.STEADY_TIME)
         self.bags_pub = self.create_publisher(String, names.RECORDER_BAGS, LATCHED)
-        self.create_subscription(EpisodeEvent, names.EPISODE_EVENTS, refusing_message(self, self.on_event), EVENTS)
+        self.create_subscription(
+            EpisodeEvent, names.EPISODE_EVENTS, refusing_message(self, self.on_event), EVENTS
+        )
         self.create_timer(0.2, refusing_message(self, self.discover), clock=wall)
         self.heartbeat = HeartbeatPublisher(self)
         self.discover()
@@ -87,8 +89,9 @@ class RecorderNode(Node):
             if topic in self.subscribed or not types.get(topic):
                 continue
             msgtype = types[topic][0]
-            self.create_subscription(message_class(msgtype), topic, self.record_to(topic, msgtype), RECORD,
-                                     raw=True)
+            self.create_subscription(
+                message_class(msgtype), topic, self.record_to(topic, msgtype), RECORD, raw=True
+            )
             self.subscribed[topic] = msgtype
 
     def record_to(self, topic: str, msgtype: str):
@@ -97,6 +100,7 @@ class RecorderNode(Node):
                 if self.writer is not None:
                     self.writer.write(topic, msgtype, time.time_ns(), data)
                     self.recorded[topic] += 1
+
         return callback
 
     def sender(self, info) -> str:
@@ -114,13 +118,21 @@ class RecorderNode(Node):
     def on_event(self, msg: EpisodeEvent, info) -> None:
         sender = self.sender(info)
         if sender != EPISODE_SOURCE:
-            self.get_logger().error(f"refused an episode event for {msg.episode_id[:80]!r} from {sender or 'an unknown node'!r}: "
-                                    f"only {EPISODE_SOURCE} starts and ends episodes")
+            self.get_logger().error(
+                f"refused an episode event for {msg.episode_id[:80]!r} from {sender or 'an unknown node'!r}: "
+                f"only {EPISODE_SOURCE} starts and ends episodes"
+            )
             return
         if msg.event == EpisodeEvent.START:
             with self.lock:
-                info = EpisodeInfo(episode_id=msg.episode_id, suite=msg.suite, task=msg.task, seed=msg.seed,
-                                   goal=msg.goal, backend=msg.backend)
+                info = EpisodeInfo(
+                    episode_id=msg.episode_id,
+                    suite=msg.suite,
+                    task=msg.task,
+                    seed=msg.seed,
+                    goal=msg.goal,
+                    backend=msg.backend,
+                )
                 writer = EpisodeBagWriter(self.output_dir, info)  # refuses an id that is no folder name
                 self.close_current(complete=False, reason="a new episode started before this one ended")
                 self.writer, self.recorded = writer, Counter()
@@ -139,9 +151,14 @@ class RecorderNode(Node):
                 with self.lock:
                     mine = self.writer is not None and self.writer.info.episode_id == msg.episode_id
                     arrived = self.recorded[names.REASONER_FRAMES] >= msg.steps and (
-                        names.REASONER_STEPS not in self.topics or self.recorded[names.REASONER_STEPS] >= msg.steps)
-                    if mine and waited < self.close_delay_s + STRAGGLERS_S and not (
-                            arrived and waited >= self.close_delay_s):
+                        names.REASONER_STEPS not in self.topics
+                        or self.recorded[names.REASONER_STEPS] >= msg.steps
+                    )
+                    if (
+                        mine
+                        and waited < self.close_delay_s + STRAGGLERS_S
+                        and not (arrived and waited >= self.close_delay_s)
+                    ):
                         return
                     timer.cancel()
                     if mine:
@@ -175,8 +192,12 @@ class RecorderNode(Node):
         self.heartbeat.state = "idle"
 
         def finish() -> None:
-            path = writer.close(success=success, progress=progress, steps=steps, reason=reason, complete=complete)
-            self.get_logger().info(f"bag {path} closed ({'complete' if complete else 'incomplete'}: {reason})")
+            path = writer.close(
+                success=success, progress=progress, steps=steps, reason=reason, complete=complete
+            )
+            self.get_logger().info(
+                f"bag {path} closed ({'complete' if complete else 'incomplete'}: {reason})"
+            )
 
         self.closing = [t for t in self.closing if t.is_alive()] + [threading.Thread(target=finish)]
         self.closing[-1].start()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import rclpy
 from rclpy.action import ActionClient
@@ -88,10 +88,13 @@ class R3Commander:
                 return True
         return False
 
-    def start_task(self, goal: RunTask.Goal, on_feedback: Callable[[RunTask.Feedback], None] | None = None
-                   ) -> TaskHandle:
+    def start_task(
+        self, goal: RunTask.Goal, on_feedback: Callable[[RunTask.Feedback], None] | None = None
+    ) -> TaskHandle:
         goal_id = new_goal_id()
         future = self.client.send_goal_async(
-            goal, feedback_callback=None if on_feedback is None else lambda f: on_feedback(f.feedback),
-            goal_uuid=goal_id)
+            goal,
+            feedback_callback=None if on_feedback is None else lambda f: on_feedback(f.feedback),
+            goal_uuid=goal_id,
+        )
         return TaskHandle(self.node, future, self.stop, goal_key(goal_id))

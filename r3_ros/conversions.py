@@ -89,7 +89,12 @@ def depth_to_msg(depth_m: np.ndarray, stamp: Time, frame_id: str, encoding: str 
     encoding; missing readings and NaN become 0) or ``32FC1`` metres."""
     h, w = depth_m.shape
     if encoding == "16UC1":
-        data = np.nan_to_num(depth_m * 1000.0, nan=0.0, posinf=0.0, neginf=0.0).round().clip(0, 65535).astype("<u2")
+        data = (
+            np.nan_to_num(depth_m * 1000.0, nan=0.0, posinf=0.0, neginf=0.0)
+            .round()
+            .clip(0, 65535)
+            .astype("<u2")
+        )
         step = w * 2
     elif encoding == "32FC1":
         data, step = depth_m.astype("<f4"), w * 4
@@ -135,11 +140,21 @@ def detections_to_msg(detections, msg: DetectedObjects, camera: str) -> Detected
     for d in detections:
         g = d.geometry
         nan = float("nan")
-        obj = DetectedObject(label=d.label, score=float(d.score), mask_id=d.mask_id,
-                             box_xyxy=[int(v) for v in d.box], valid_points=d.valid_points, camera=camera)
-        obj.centroid = Point(x=nan, y=nan, z=nan) if g is None else Point(**dict(zip("xyz", map(float, g.centroid))))
+        obj = DetectedObject(
+            label=d.label,
+            score=float(d.score),
+            mask_id=d.mask_id,
+            box_xyxy=[int(v) for v in d.box],
+            valid_points=d.valid_points,
+            camera=camera,
+        )
+        obj.centroid = (
+            Point(x=nan, y=nan, z=nan) if g is None else Point(**dict(zip("xyz", map(float, g.centroid))))
+        )
         obj.top_height = nan if g is None else float(g.top_height)
-        obj.top_centre = Point(x=nan, y=nan, z=nan) if g is None else Point(**dict(zip("xyz", map(float, g.top_centre))))
+        obj.top_centre = (
+            Point(x=nan, y=nan, z=nan) if g is None else Point(**dict(zip("xyz", map(float, g.top_centre))))
+        )
         obj.footprint_yaw = nan if g is None else float(g.footprint_yaw)
         obj.footprint = [nan, nan] if g is None else [float(v) for v in g.footprint]
         obj.bottom_height = nan if g is None else float(g.bottom_height)
@@ -175,20 +190,26 @@ def msg_to_packing_state(msg: PrivilegedState):
     for obj in msg.objects:
         p, o = obj.pose.position, obj.pose.orientation
         items[obj.name] = ItemState(pos=(p.x, p.y, p.z), quat=(o.w, o.x, o.y, o.z))
-    return PackingState(items=items, held=msg.held or None, tcp=(msg.effector.x, msg.effector.y, msg.effector.z))
+    return PackingState(
+        items=items, held=msg.held or None, tcp=(msg.effector.x, msg.effector.y, msg.effector.z)
+    )
 
 
-def pose_msg_to_target(msg: PoseStamped, gripper_opening: float, max_velocity_scaling: float,
-                       approach_distance: float = 0.0):
+def pose_msg_to_target(
+    msg: PoseStamped, gripper_opening: float, max_velocity_scaling: float, approach_distance: float = 0.0
+):
     """A MoveToPose goal as a :class:`~r3.execution.base.PoseTarget` (NaN opening: leave the gripper,
     scaling 0: full speed). Values are passed on unchecked: the executor refuses bad ones."""
     from r3.execution.base import PoseTarget
 
     p, o = msg.pose.position, msg.pose.orientation
-    return PoseTarget(position=(p.x, p.y, p.z), quat=(o.w, o.x, o.y, o.z),
-                      gripper=None if math.isnan(gripper_opening) else float(gripper_opening),
-                      speed=1.0 if max_velocity_scaling == 0 else float(max_velocity_scaling),
-                      approach=float(approach_distance))
+    return PoseTarget(
+        position=(p.x, p.y, p.z),
+        quat=(o.w, o.x, o.y, o.z),
+        gripper=None if math.isnan(gripper_opening) else float(gripper_opening),
+        speed=1.0 if max_velocity_scaling == 0 else float(max_velocity_scaling),
+        approach=float(approach_distance),
+    )
 
 
 def move_goal_to_target(goal, base_frame: str):
@@ -197,4 +218,6 @@ def move_goal_to_target(goal, base_frame: str):
     frame = goal.target.header.frame_id
     if frame not in ("", base_frame):
         return f"refused: target frame {frame!r} is not the robot base frame {base_frame!r}"
-    return pose_msg_to_target(goal.target, goal.gripper_opening, goal.max_velocity_scaling, goal.approach_distance)
+    return pose_msg_to_target(
+        goal.target, goal.gripper_opening, goal.max_velocity_scaling, goal.approach_distance
+    )

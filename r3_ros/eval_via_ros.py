@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 import rclpy
-from r3_msgs.action import RunTask
 from rclpy.node import Node
 
 from r3.eval.runner import EvalConfig
 from r3.graph.description import load_profile
 from r3.graph.supervisor import Supervisor
+from r3_msgs.action import RunTask
 from r3_ros.commander import R3Commander, TaskStatus
 
 #: Progress values closer than this agree (they pass through a float64 message field).
@@ -39,7 +39,9 @@ def differences(in_process: dict, via_ros: dict) -> list[str]:
     if in_process["success"] != via_ros["success"]:
         out.append(f"success {in_process['success']} in-process, {via_ros['success']} via ROS")
     if in_process["decision_steps"] != via_ros["decision_steps"]:
-        out.append(f"decision steps {in_process['decision_steps']} in-process, {via_ros['decision_steps']} via ROS")
+        out.append(
+            f"decision steps {in_process['decision_steps']} in-process, {via_ros['decision_steps']} via ROS"
+        )
     if abs(in_process["progress"] - via_ros["progress"]) > PROGRESS_TOLERANCE:
         out.append(f"progress {in_process['progress']:.6f} in-process, {via_ros['progress']:.6f} via ROS")
     for i, (a, b) in enumerate(zip(in_process["instructions"], via_ros["instructions"])):
@@ -63,14 +65,17 @@ def run_via_ros(config: EvalConfig, records: list[dict], out: Path, timeout_s: f
     supervisor = None
     try:
         if commander.wait_until_ready(DISCOVERY_S):
-            raise RuntimeError("an r3 graph already runs in this ROS domain; its reasoner may not be the one "
-                               "evaluated: stop it or set another ROS_DOMAIN_ID")
+            raise RuntimeError(
+                "an r3 graph already runs in this ROS domain; its reasoner may not be the one "
+                "evaluated: stop it or set another ROS_DOMAIN_ID"
+            )
         overrides = {
             "r3_reasoner_node": {"backend": config.reasoner, "history": config.history},
             "r3_recorder_node": {"output_dir": str((out / "bags").resolve())},
         }
-        supervisor = Supervisor(load_profile("sim_language_table", overrides=overrides), out / "logs",
-                                echo=lambda _: None)
+        supervisor = Supervisor(
+            load_profile("sim_language_table", overrides=overrides), out / "logs", echo=lambda _: None
+        )
         supervisor.start()
         if not commander.wait_until_ready(timeout_s, lambda: supervisor.poll() is None):
             raise RuntimeError(f"the graph did not come up within {timeout_s:.0f} s (logs in {out / 'logs'})")
@@ -82,21 +87,40 @@ def run_via_ros(config: EvalConfig, records: list[dict], out: Path, timeout_s: f
         rclpy.try_shutdown()
 
 
-def _check(commander: R3Commander, supervisor: Supervisor, config: EvalConfig, record: dict, timeout_s: float
-           ) -> dict:
-    goal = RunTask.Goal(suite=config.suite, task=record["task"], seed=record["seed"], max_steps=config.max_steps,
-                        reasoning_budget=-1 if config.budget is None else config.budget, reset_scene=True)
+def _check(
+    commander: R3Commander, supervisor: Supervisor, config: EvalConfig, record: dict, timeout_s: float
+) -> dict:
+    goal = RunTask.Goal(
+        suite=config.suite,
+        task=record["task"],
+        seed=record["seed"],
+        max_steps=config.max_steps,
+        reasoning_budget=-1 if config.budget is None else config.budget,
+        reset_scene=True,
+    )
     handle = commander.start_task(goal)
     deadline = time.monotonic() + timeout_s
     while handle.spin_once() not in (TaskStatus.DONE, TaskStatus.REJECTED):
         if supervisor.poll() is not None or time.monotonic() > deadline:
             handle.cancel()
-            raise RuntimeError(f"{record['task']} seed {record['seed']}: no result "
-                               f"({supervisor.first_exit or f'timeout after {timeout_s:.0f} s'})")
+            raise RuntimeError(
+                f"{record['task']} seed {record['seed']}: no result "
+                f"({supervisor.first_exit or f'timeout after {timeout_s:.0f} s'})"
+            )
     if handle.status is TaskStatus.REJECTED:
         raise RuntimeError("the reasoner rejected the RunTask goal")
     res = handle.result
-    via = {"success": bool(res.success), "progress": float(res.progress), "decision_steps": int(res.steps),
-           "instructions": list(res.instructions), "reason": res.reason}
-    return {"task": record["task"], "scene": record["scene"], "seed": record["seed"], **via,
-            "differences": differences(record, via)}
+    via = {
+        "success": bool(res.success),
+        "progress": float(res.progress),
+        "decision_steps": int(res.steps),
+        "instructions": list(res.instructions),
+        "reason": res.reason,
+    }
+    return {
+        "task": record["task"],
+        "scene": record["scene"],
+        "seed": record["seed"],
+        **via,
+        "differences": differences(record, via),
+    }

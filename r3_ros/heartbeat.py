@@ -27,8 +27,9 @@ class HeartbeatPublisher:
         self._pub = node.create_publisher(Heartbeat, names.HEARTBEAT, HEARTBEAT)
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
         # A group of its own: a node's long callbacks (an action's execute) never delay its beat.
-        self._timer = node.create_timer(period_s, self._beat, clock=self._wall,
-                                        callback_group=MutuallyExclusiveCallbackGroup())
+        self._timer = node.create_timer(
+            period_s, self._beat, clock=self._wall, callback_group=MutuallyExclusiveCallbackGroup()
+        )
 
     @property
     def state(self) -> str:
@@ -55,8 +56,9 @@ class HeartbeatMonitor:
         self._last: dict[str, float] = {}
         self._states: dict[str, str] = {}
         self._lock = threading.Lock()
-        node.create_subscription(Heartbeat, names.HEARTBEAT, self._on_beat, HEARTBEAT,
-                                 callback_group=callback_group)
+        node.create_subscription(
+            Heartbeat, names.HEARTBEAT, self._on_beat, HEARTBEAT, callback_group=callback_group
+        )
 
     def _on_beat(self, msg: Heartbeat) -> None:
         with self._lock:

@@ -36,12 +36,20 @@ class PerceptionUnavailable(RuntimeError):
 
 
 class RosPerception:
-    def __init__(self, node, camera: CameraModel, capture: Callable[..., int], arm: Callable[[], ArmReading],
-                 timeout_s: float = 10.0):
+    def __init__(
+        self,
+        node,
+        camera: CameraModel,
+        capture: Callable[..., int],
+        arm: Callable[[], ArmReading],
+        timeout_s: float = 10.0,
+    ):
         self.camera, self.capture, self.arm, self.timeout_s = camera, capture, arm, timeout_s
         group = ReentrantCallbackGroup()
         self.client = node.create_client(GroundPoint, names.GROUND_POINT, callback_group=group)
-        node.create_subscription(DetectedObjects, names.DETECTED_OBJECTS, self._on_objects, 10, callback_group=group)
+        node.create_subscription(
+            DetectedObjects, names.DETECTED_OBJECTS, self._on_objects, 10, callback_group=group
+        )
         self._objects = StampedBuffer(KEEP)
 
     def _on_objects(self, msg: DetectedObjects) -> None:
@@ -57,24 +65,33 @@ class RosPerception:
             if found is not None:
                 return found
             self.capture(resend=True)
-        raise PerceptionUnavailable(f"no detections for the frame stamped {stamp_ns} ns within "
-                                    f"{self.timeout_s} s (is r3_perception_node running?)")
+        raise PerceptionUnavailable(
+            f"no detections for the frame stamped {stamp_ns} ns within "
+            f"{self.timeout_s} s (is r3_perception_node running?)"
+        )
 
     def observe(self) -> PerceivedFrame:
         stamp = self.capture()
         items = {}
         for o in self._detections(stamp).objects:
             if math.isfinite(o.top_centre.z):  # objects with too few valid depth pixels have no 3D
-                items[o.label] = SeenItem(o.label, (o.top_centre.x, o.top_centre.y, o.top_centre.z),
-                                          float(o.footprint_yaw), (float(o.footprint[0]), float(o.footprint[1])),
-                                          float(o.bottom_height), int(o.valid_points))
+                items[o.label] = SeenItem(
+                    o.label,
+                    (o.top_centre.x, o.top_centre.y, o.top_centre.z),
+                    float(o.footprint_yaw),
+                    (float(o.footprint[0]), float(o.footprint[1])),
+                    float(o.bottom_height),
+                    int(o.valid_points),
+                )
         return PerceivedFrame(stamp, items)
 
     def ground(self, u: float, v: float):
         stamp = self.capture()
         detections = self._detections(stamp)
         done = threading.Event()
-        future = self.client.call_async(GroundPoint.Request(label=ANY_LABEL, u=float(u), v=float(v), purpose="pick"))
+        future = self.client.call_async(
+            GroundPoint.Request(label=ANY_LABEL, u=float(u), v=float(v), purpose="pick")
+        )
         future.add_done_callback(lambda _: done.set())
         deadline = time.monotonic() + self.timeout_s
         if not done.wait(max(deadline - time.monotonic(), 0.0)):

@@ -39,27 +39,57 @@ def _parser() -> argparse.ArgumentParser:
         "outcome, the bag path and a video.",
     )
     p.add_argument("--suite", default="language_table", help="task suite (default: %(default)s)")
-    p.add_argument("--task", default="V", help="task id, e.g. V, line, clear_qtr; packing: 1..12 (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=3, help="scene seed; same seed, same episode (default: %(default)s)")
-    p.add_argument("--reasoner", default=None, metavar="SPEC",
-                   help="reasoner backend: expert (default), transformers:DIR or openai:URL,model=NAME; only "
-                   "used when r3 run starts the graph itself")
-    p.add_argument("--set", action="append", default=[], metavar="MEMBER.PARAM=VALUE",
-                   help="override a member's parameter when r3 run starts the graph, e.g. "
-                   "r3_reasoner_node.max_consecutive_invalid=5; repeatable")
-    p.add_argument("--max-steps", type=int, default=0, help="decision steps; 0 = the profile's default (20; packing 15)")
-    p.add_argument("--reasoning-budget", type=int, default=-1,
-                   help="reasoning tokens per step: -1 unlimited (default), 0 instruction only, N truncate at N")
+    p.add_argument(
+        "--task", default="V", help="task id, e.g. V, line, clear_qtr; packing: 1..12 (default: %(default)s)"
+    )
+    p.add_argument(
+        "--seed", type=int, default=3, help="scene seed; same seed, same episode (default: %(default)s)"
+    )
+    p.add_argument(
+        "--reasoner",
+        default=None,
+        metavar="SPEC",
+        help="reasoner backend: expert (default), transformers:DIR or openai:URL,model=NAME; only "
+        "used when r3 run starts the graph itself",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="MEMBER.PARAM=VALUE",
+        help="override a member's parameter when r3 run starts the graph, e.g. "
+        "r3_reasoner_node.max_consecutive_invalid=5; repeatable",
+    )
+    p.add_argument(
+        "--max-steps", type=int, default=0, help="decision steps; 0 = the profile's default (20; packing 15)"
+    )
+    p.add_argument(
+        "--reasoning-budget",
+        type=int,
+        default=-1,
+        help="reasoning tokens per step: -1 unlimited (default), 0 instruction only, N truncate at N",
+    )
     p.add_argument("--profile", default=None, help="graph profile to start (default: sim_SUITE)")
-    p.add_argument("--graph", default=str(DEFAULT_GRAPH), help="graph description YAML (default: %(default)s)")
+    p.add_argument(
+        "--graph", default=str(DEFAULT_GRAPH), help="graph description YAML (default: %(default)s)"
+    )
     p.add_argument("--out", default="runs", help="folder for bags, logs and videos (default: %(default)s)")
-    p.add_argument("--video", choices=("auto", "gif", "mp4", "none"), default="auto",
-                   help="episode video from the bag's camera frames; auto: mp4 when an H.264 encoder "
-                   "(imageio-ffmpeg) is installed, else gif (default: auto)")
-    p.add_argument("--use-running-graph", action="store_true",
-                   help="do not start nodes; fail if no graph is running")
-    p.add_argument("--startup-timeout", type=float, default=60.0,
-                   help="seconds to wait for the graph to come up (default: %(default)s)")
+    p.add_argument(
+        "--video",
+        choices=("auto", "gif", "mp4", "none"),
+        default="auto",
+        help="episode video from the bag's camera frames; auto: mp4 when an H.264 encoder "
+        "(imageio-ffmpeg) is installed, else gif (default: auto)",
+    )
+    p.add_argument(
+        "--use-running-graph", action="store_true", help="do not start nodes; fail if no graph is running"
+    )
+    p.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=60.0,
+        help="seconds to wait for the graph to come up (default: %(default)s)",
+    )
     p.add_argument("--quiet", action="store_true", help="no live view, only the final summary")
     return p
 
@@ -129,11 +159,18 @@ def main(argv: list[str] | None = None) -> int:
             supervisor = Supervisor(profile, log_dir, echo=(lambda _: None) if args.quiet else None)
             supervisor.start()
             ready = commander.wait_until_ready(
-                args.startup_timeout, lambda: supervisor.poll() is None and not interrupted["count"])
+                args.startup_timeout, lambda: supervisor.poll() is None and not interrupted["count"]
+            )
             if not ready:
                 return _fail(_startup_failure(supervisor, args.startup_timeout))
-        goal = RunTask.Goal(suite=args.suite, task=args.task, seed=args.seed, max_steps=args.max_steps,
-                            reasoning_budget=args.reasoning_budget, reset_scene=True)
+        goal = RunTask.Goal(
+            suite=args.suite,
+            task=args.task,
+            seed=args.seed,
+            max_steps=args.max_steps,
+            reasoning_budget=args.reasoning_budget,
+            reset_scene=True,
+        )
         print(f"r3 run: {args.suite} task {args.task}, seed {args.seed}", flush=True)
         handle = commander.start_task(goal, on_feedback=view.feedback)
         canceled = False
@@ -189,7 +226,7 @@ def _summarise(result, out: Path, video: str) -> int:
             except (ValueError, OSError) as exc:
                 print(f"video:    not written ({exc})")
     if result.reason.startswith("error"):
-        print(f"error: {result.reason[len('error: '):]}", file=sys.stderr)
+        print(f"error: {result.reason[len('error: ') :]}", file=sys.stderr)
         return 1
     return 0
 
@@ -223,9 +260,13 @@ def _startup_failure(supervisor: Supervisor, timeout_s: float) -> str:
     if exit_ is None:
         return f"the graph did not offer /r3/run_task within {timeout_s:.0f} s (logs in {supervisor.log_dir})"
     log = supervisor.log_dir / f"{exit_.member}.log"
-    lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()] if log.is_file() else []
+    lines = (
+        [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+        if log.is_file()
+        else []
+    )
     fatal = [line for line in lines if line.startswith("fatal: ")]
-    cause = fatal[-1][len("fatal: "):] if fatal else (lines[-1] if lines else "no output")
+    cause = fatal[-1][len("fatal: ") :] if fatal else (lines[-1] if lines else "no output")
     return f"{exit_}: {cause.strip()}"
 
 

@@ -77,8 +77,9 @@ class StopListener:
         self._families: OrderedDict[bytes, None] = OrderedDict()
         self._on_stop = on_stop
         self._logger = node.get_logger()
-        node.create_subscription(String, names.STOP_MOTION, self._receive, STOP,
-                                 callback_group=MutuallyExclusiveCallbackGroup())
+        node.create_subscription(
+            String, names.STOP_MOTION, self._receive, STOP, callback_group=MutuallyExclusiveCallbackGroup()
+        )
 
     def _receive(self, msg: String) -> None:
         try:
@@ -113,14 +114,20 @@ class MotionGuard:
 
     def stopping(self, handle) -> bool:
         """The goal was cancelled, stopped or preempted."""
-        return handle.is_cancel_requested or not handle.is_active or self.stops.requested(goal_key(handle.goal_id))
+        return (
+            handle.is_cancel_requested
+            or not handle.is_active
+            or self.stops.requested(goal_key(handle.goal_id))
+        )
 
     def stop_reason(self, handle, watch_client: bool = True) -> str | None:
         """Why ``handle`` must not move any more ("canceled" or "error: ..."); None when it may."""
         if handle.is_cancel_requested or self.stops.requested(goal_key(handle.goal_id)):
             return "canceled"
         if watch_client and self.monitor.dead([self.client], self.client_timeout_s):
-            return f"error: {self.client} stopped responding for {self.client_timeout_s:.1f} s; motion stopped"
+            return (
+                f"error: {self.client} stopped responding for {self.client_timeout_s:.1f} s; motion stopped"
+            )
         return None
 
     def command(self, handle, send: Callable[[], None], watch_client: bool = True) -> str | None:

@@ -75,11 +75,22 @@ class SimNode(Node):
         self.state_pub = self.create_publisher(PrivilegedState, names.PRIVILEGED_STATE, LATCHED)
         self.snapshot_pub = self.create_publisher(SceneSnapshot, names.SCENE_SNAPSHOT, 10)
         group = MutuallyExclusiveCallbackGroup()
-        self.create_subscription(Vector3Stamped, names.PUSHER_COMMAND, refusing_message(self, self.on_command), 10,
-                                 callback_group=group)
-        self.create_service(ResetScene, names.RESET_SCENE, refusing_service(self, self.on_reset), callback_group=group)
-        self.create_timer(0.01, refusing_message(self, self.on_idle_check), callback_group=group,
-                          clock=Clock(clock_type=ClockType.STEADY_TIME))
+        self.create_subscription(
+            Vector3Stamped,
+            names.PUSHER_COMMAND,
+            refusing_message(self, self.on_command),
+            10,
+            callback_group=group,
+        )
+        self.create_service(
+            ResetScene, names.RESET_SCENE, refusing_service(self, self.on_reset), callback_group=group
+        )
+        self.create_timer(
+            0.01,
+            refusing_message(self, self.on_idle_check),
+            callback_group=group,
+            clock=Clock(clock_type=ClockType.STEADY_TIME),
+        )
         self.heartbeat = HeartbeatPublisher(self)
         self.publish_state()
         self.get_logger().info(f"simulating {suite} at {width}x{height}, camera {rate or 'at idle points'}")
@@ -112,14 +123,20 @@ class SimNode(Node):
         with self.lock:
             try:
                 if age_s > COMMAND_DEADLINE_S:
-                    raise ValueError(f"refused: stale, sent {age_s:.2f} s ago (deadline {COMMAND_DEADLINE_S} s)")
-                if off_board := self.env.off_board(action):  # a driver refuses what the board's rim would stop
+                    raise ValueError(
+                        f"refused: stale, sent {age_s:.2f} s ago (deadline {COMMAND_DEADLINE_S} s)"
+                    )
+                if off_board := self.env.off_board(
+                    action
+                ):  # a driver refuses what the board's rim would stop
                     raise ValueError(f"refused: {off_board}")
                 self.env.step(action)
             except ValueError as exc:
                 self.refused_commands += 1
-                self.get_logger().error(f"pusher command {action.tolist()} {exc}; the pusher holds still "
-                                        f"({self.refused_commands} refused so far)")
+                self.get_logger().error(
+                    f"pusher command {action.tolist()} {exc}; the pusher holds still "
+                    f"({self.refused_commands} refused so far)"
+                )
                 return
             self.clock_ns += STEP_NS
             self.last_command_wall = time.monotonic()
@@ -138,8 +155,9 @@ class SimNode(Node):
         """The robot is idle: publish the current image and a snapshot (decision points)."""
         if self.last_image_ns != self.clock_ns:
             self.publish_image()
-        snap = SceneSnapshot(episode_id=self.episode_id, control_step=self.env.elapsed_steps,
-                             format=SNAPSHOT_FORMAT)
+        snap = SceneSnapshot(
+            episode_id=self.episode_id, control_step=self.env.elapsed_steps, format=SNAPSHOT_FORMAT
+        )
         snap.header.stamp = ns_to_stamp(self.clock_ns)
         snap.data = self.env.snapshot()
         self.snapshot_pub.publish(snap)
@@ -148,8 +166,11 @@ class SimNode(Node):
     def publish_image(self) -> None:
         stamp = ns_to_stamp(self.clock_ns)
         self.image_pub.publish(image_to_msg(self.env.render(), stamp, self.camera_frame))
-        self.info_pub.publish(camera_info_msg(self.env.camera_intrinsics(), self.env.width, self.env.height,
-                                              stamp, self.camera_frame))
+        self.info_pub.publish(
+            camera_info_msg(
+                self.env.camera_intrinsics(), self.env.width, self.env.height, stamp, self.camera_frame
+            )
+        )
         self.last_image_ns = self.clock_ns
 
     def publish_state(self) -> None:
@@ -160,9 +181,13 @@ class SimNode(Node):
         joints.header.stamp = stamp
         self.joint_pub.publish(joints)
         instance = self.env.task_instance
-        msg = PrivilegedState(episode_id=self.episode_id, control_step=self.env.elapsed_steps,
-                              suite="language_table", task=instance.spec.name if instance else "",
-                              goal=instance.goal if instance else "")
+        msg = PrivilegedState(
+            episode_id=self.episode_id,
+            control_step=self.env.elapsed_steps,
+            suite="language_table",
+            task=instance.spec.name if instance else "",
+            goal=instance.goal if instance else "",
+        )
         msg.header.stamp, msg.header.frame_id = stamp, "board"
         if instance is not None:
             msg.task_instance_json = json.dumps(instance.to_dict())

@@ -21,7 +21,9 @@ QUANTILES = ("q01", "q10", "q50", "q90", "q99")
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("root", help="the export's folder (meta/, data/, videos/)")
-    p.add_argument("--repo-id", default="r3/export", help="any name: the dataset is read from ROOT, never the Hub")
+    p.add_argument(
+        "--repo-id", default="r3/export", help="any name: the dataset is read from ROOT, never the Hub"
+    )
     p.add_argument("--chunk", type=int, default=20, help="action steps per sample, as ACT's chunk_size")
     p.add_argument("--video-backend", default="pyav", help="pyav (no FFmpeg libraries needed) or torchcodec")
     args = p.parse_args()
@@ -30,19 +32,29 @@ def main() -> int:
 
     info = json.loads((Path(args.root) / "meta" / "info.json").read_text())
     chunk = {"action": [i / info["fps"] for i in range(args.chunk)]}
-    ds = LeRobotDataset(args.repo_id, root=args.root, delta_timestamps=chunk, video_backend=args.video_backend)
+    ds = LeRobotDataset(
+        args.repo_id, root=args.root, delta_timestamps=chunk, video_backend=args.video_backend
+    )
     item = ds[0]
     found = {
-        "frames": len(ds), "episodes": ds.num_episodes, "tasks": ds.meta.total_tasks, "fps": ds.fps,
-        "image": list(item["observation.images.top"].shape), "action": list(item["action"].shape),
+        "frames": len(ds),
+        "episodes": ds.num_episodes,
+        "tasks": ds.meta.total_tasks,
+        "fps": ds.fps,
+        "image": list(item["observation.images.top"].shape),
+        "action": list(item["action"].shape),
         "task": item["task"],
         "stats_features": sorted(ds.meta.stats),
         "stats_with_quantiles": sorted(k for k, s in ds.meta.stats.items() if all(q in s for q in QUANTILES)),
     }
     expected = {
-        "frames": info["total_frames"], "episodes": info["total_episodes"], "tasks": info["total_tasks"],
-        "fps": info["fps"], "image": [3, *info["features"]["observation.images.top"]["shape"][:2]],
-        "action": [args.chunk, 2], "stats_features": sorted(info["features"]),
+        "frames": info["total_frames"],
+        "episodes": info["total_episodes"],
+        "tasks": info["total_tasks"],
+        "fps": info["fps"],
+        "image": [3, *info["features"]["observation.images.top"]["shape"][:2]],
+        "action": [args.chunk, 2],
+        "stats_features": sorted(info["features"]),
         "stats_with_quantiles": sorted(info["features"]),
     }
     wrong = {k: (found[k], v) for k, v in expected.items() if found[k] != v}

@@ -22,8 +22,9 @@ os.environ.setdefault("PYTHONUNBUFFERED", "1")
 
 # Property-based tests see the same examples on every run and machine: a fixed budget, derandomized,
 # no example database, no deadline (a loaded CI machine must not turn a slow example into a failure).
-settings.register_profile("r3", derandomize=True, max_examples=300, deadline=None, database=None,
-                          print_blob=True)
+settings.register_profile(
+    "r3", derandomize=True, max_examples=300, deadline=None, database=None, print_blob=True
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "r3"))
 
 # The CUDA torch build brings triton, whose native library crashes the process when it is first

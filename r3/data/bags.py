@@ -94,8 +94,10 @@ def check_bag_name(episode_id: str) -> str:
     """``episode_id`` if it is a plain folder name (letters, digits, ``_.-``, at most 128, no leading
     dot), else ValueError: an episode id from the network must never reach outside the bag root."""
     if not BAG_NAME.fullmatch(episode_id):
-        raise ValueError(f"episode id {episode_id[:80]!r} is not a plain folder name "
-                         f"(letters, digits, '_', '.', '-'; at most 128; no leading '.' or '-')")
+        raise ValueError(
+            f"episode id {episode_id[:80]!r} is not a plain folder name "
+            f"(letters, digits, '_', '.', '-'; at most 128; no leading '.' or '-')"
+        )
     return episode_id
 
 
@@ -143,16 +145,27 @@ class EpisodeBagWriter:
         schema = self._schemas.get(msgtype)
         if schema is None:
             msgdef, _ = self._store.generate_msgdef(msgtype, ros_version=2)
-            schema = self._schemas[msgtype] = self._stream.register_schema(msgtype, "ros2msg", msgdef.encode())
-        return self._stream.register_channel(topic, "cdr", schema, {HASH_KEY: self._store.hash_rihs01(msgtype)})
+            schema = self._schemas[msgtype] = self._stream.register_schema(
+                msgtype, "ros2msg", msgdef.encode()
+            )
+        return self._stream.register_channel(
+            topic, "cdr", schema, {HASH_KEY: self._store.hash_rihs01(msgtype)}
+        )
 
     def write_message(self, topic: str, msgtype: str, timestamp_ns: int, message) -> None:
         """Append a rosbags message object (serialised here)."""
         self.write(topic, msgtype, timestamp_ns, self._store.serialize_cdr(message, msgtype))
 
-    def close(self, *, success: bool, progress: float, steps: int, reason: str, complete: bool = True) -> Path:
+    def close(
+        self, *, success: bool, progress: float, steps: int, reason: str, complete: bool = True
+    ) -> Path:
         """Finish the bag and record the outcome; ``complete=False`` keeps it marked incomplete."""
-        self.info.success, self.info.progress, self.info.steps, self.info.reason = success, progress, steps, reason
+        self.info.success, self.info.progress, self.info.steps, self.info.reason = (
+            success,
+            progress,
+            steps,
+            reason,
+        )
         self.info.status = COMPLETE if complete else INCOMPLETE
         self._file.flush()
         _convert_stream(self.path, self.info)
@@ -224,8 +237,12 @@ def _copy_complete_records(f, writer: Writer) -> tuple[int, int]:
         elif isinstance(record, Channel):
             schema = schemas[record.schema_id]
             connections[record.id] = writer.add_connection(
-                record.topic, schema.name, msgdef=schema.data.decode(), rihs01=record.metadata[HASH_KEY],
-                serialization_format=record.message_encoding)
+                record.topic,
+                schema.name,
+                msgdef=schema.data.decode(),
+                rihs01=record.metadata[HASH_KEY],
+                serialization_format=record.message_encoding,
+            )
         elif isinstance(record, Message):
             writer.write(connections[record.channel_id], record.log_time, record.data)
             count += 1
@@ -245,15 +262,22 @@ def repair_bag(bag: str | Path) -> RepairReport:
     stream = bag / STREAM_FILE
     if not stream.is_file():
         if (bag / METADATA_FILE).is_file():
-            return RepairReport(bag, False, reason="a closed rosbag2 bag (metadata.yaml, no recording stream): "
-                                "nothing to repair")
-        raise BagRepairError(f"{bag} is not a bag r3 recorded: it has neither {STREAM_FILE} nor {METADATA_FILE}")
+            return RepairReport(
+                bag,
+                False,
+                reason="a closed rosbag2 bag (metadata.yaml, no recording stream): nothing to repair",
+            )
+        raise BagRepairError(
+            f"{bag} is not a bag r3 recorded: it has neither {STREAM_FILE} nor {METADATA_FILE}"
+        )
     with open(stream, "rb") as lock:
         try:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise BagBusyError(f"{bag} is still being recorded by a live process (it holds {STREAM_FILE}); "
-                               "read it once the episode is closed") from None
+            raise BagBusyError(
+                f"{bag} is still being recorded by a live process (it holds {STREAM_FILE}); "
+                "read it once the episode is closed"
+            ) from None
         if not stream.exists():  # another process finished it between our open and our lock
             return RepairReport(bag, False, reason="closed or repaired by another process: nothing to repair")
         info = _read_info_file(bag) if (bag / EPISODE_FILE).is_file() else EpisodeInfo(episode_id=bag.name)

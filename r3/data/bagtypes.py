@@ -64,7 +64,7 @@ def _split_sections(text: str) -> list[str]:
     return sections
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def typestore() -> Typestore:
     """The ROS 2 Kilted standard types plus every r3_msgs type."""
     store = get_typestore(Stores.ROS2_KILTED)

@@ -120,8 +120,17 @@ def read_episode(bag: str | Path) -> EpisodeRecord:
             image = _latest(images, previous, at)
             views = [] if image is None else [_rgb(image)]
         snap = _latest(snapshots, previous, at)
-        records.append(StepRecord(msg.step, msg.reasoning, msg.instruction, msg.raw_response, msg.valid,
-                                  views, None if snap is None else bytes(snap.data)))
+        records.append(
+            StepRecord(
+                msg.step,
+                msg.reasoning,
+                msg.instruction,
+                msg.raw_response,
+                msg.valid,
+                views,
+                None if snap is None else bytes(snap.data),
+            )
+        )
         previous = at
     return EpisodeRecord(info, _note(info.task, instance_json), records)
 
@@ -153,8 +162,15 @@ def _split_of(task: str) -> str:
     return next((split for split, tasks in SPLITS.items() if task in tasks), "")
 
 
-def build_dataset(bags: list[str | Path], out: str | Path, kind: str, *, history: str | None = None,
-                  overwrite: bool = False, on_bag=None) -> BuildReport:
+def build_dataset(
+    bags: list[str | Path],
+    out: str | Path,
+    kind: str,
+    *,
+    history: str | None = None,
+    overwrite: bool = False,
+    on_bag=None,
+) -> BuildReport:
     """Build a ``kind`` (sft | rl) dataset in ``out`` from episode bags; ``on_bag(path)`` after each bag.
 
     ``history`` is what the HISTORY column holds: the previous step's raw response ("response",
@@ -188,15 +204,25 @@ def build_dataset(bags: list[str | Path], out: str | Path, kind: str, *, history
     rows.sort(key=lambda r: (r[S.EPISODE_ID], r[S.STEP]))
     _write_parquet(rows, out / S.DATA_DIR, kind)
     report.rows = len(rows)
-    manifest = {"format": "r3-dataset/1", "kind": kind, "history": history, "columns": list(S.COLUMNS[kind]),
-                "rows": report.rows, "episodes": report.episodes, "bags": used,
-                "skipped": [{"bag": b, "reason": r} for b, r in report.skipped], "dropped_steps": report.dropped}
+    manifest = {
+        "format": "r3-dataset/1",
+        "kind": kind,
+        "history": history,
+        "columns": list(S.COLUMNS[kind]),
+        "rows": report.rows,
+        "episodes": report.episodes,
+        "bags": used,
+        "skipped": [{"bag": b, "reason": r} for b, r in report.skipped],
+        "dropped_steps": report.dropped,
+    }
     (out / S.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _episode_rows(episode: EpisodeRecord, kind: str, history: str, out: Path, report: BuildReport) -> list[dict]:
+def _episode_rows(
+    episode: EpisodeRecord, kind: str, history: str, out: Path, report: BuildReport
+) -> list[dict]:
     from PIL import Image
 
     info, rows, previous = episode.info, [], None
@@ -227,10 +253,23 @@ def _episode_rows(episode: EpisodeRecord, kind: str, history: str, out: Path, re
             hist, hist_kind = "", "none"
         else:
             hist, hist_kind = (prev.raw_response if history == "response" else prev.instruction), history
-        row = {S.IMAGES: paths, S.GOAL: info.goal, S.NOTE: episode.note, S.TASK: info.task, S.SPLIT: split,
-               S.SUITE: info.suite, S.HISTORY: hist, S.HISTORY_KIND: hist_kind, S.INSTRUCTION: s.instruction,
-               S.STEP: s.step, S.EPISODE_ID: info.episode_id, S.EPISODE_SUCCESS: bool(info.success),
-               S.EPISODE_PROGRESS: float(info.progress), S.SNAPSHOT: snapshot, S.SEED: int(info.seed)}
+        row = {
+            S.IMAGES: paths,
+            S.GOAL: info.goal,
+            S.NOTE: episode.note,
+            S.TASK: info.task,
+            S.SPLIT: split,
+            S.SUITE: info.suite,
+            S.HISTORY: hist,
+            S.HISTORY_KIND: hist_kind,
+            S.INSTRUCTION: s.instruction,
+            S.STEP: s.step,
+            S.EPISODE_ID: info.episode_id,
+            S.EPISODE_SUCCESS: bool(info.success),
+            S.EPISODE_PROGRESS: float(info.progress),
+            S.SNAPSHOT: snapshot,
+            S.SEED: int(info.seed),
+        }
         if kind == "sft":
             row[S.REASONING] = s.reasoning
             row[S.RESPONSE] = S.format_response(s.reasoning, s.instruction)
@@ -252,6 +291,6 @@ def _write_parquet(rows: list[dict], folder: Path, kind: str) -> None:
     arrow_schema = S.features(kind).arrow_schema
     shards = max(1, -(-len(rows) // ROWS_PER_SHARD))
     for i in range(shards):
-        chunk = rows[i * ROWS_PER_SHARD:(i + 1) * ROWS_PER_SHARD]
+        chunk = rows[i * ROWS_PER_SHARD : (i + 1) * ROWS_PER_SHARD]
         table = pa.Table.from_pylist(chunk, schema=arrow_schema)
         pq.write_table(table, folder / f"train-{i:05d}-of-{shards:05d}.parquet", compression="zstd")

@@ -15,65 +15,118 @@ def collect_main(argv: list[str]) -> int:
         prog="r3 collect",
         description="Run expert episodes in-process and write one rosbag2 bag per episode (successful and failed "
         "alike) in the recorder node's format. Resumable: episodes whose bag is already complete in --out are "
-        "skipped. Seeds: r3/data/seeds.py (collection seeds stay below the evaluation seeds).")
+        "skipped. Seeds: r3/data/seeds.py (collection seeds stay below the evaluation seeds).",
+    )
     p.add_argument("--suite", default="language_table", help="task suite (default: %(default)s)")
     p.add_argument("--split", default="T_M", help="task split: T_M, T_R or T_O (default: %(default)s)")
     p.add_argument("--scenes", type=int, default=64, help="scenes per task (default: %(default)s)")
-    p.add_argument("--trials", type=int, default=4, help="trials per scene, each its own seed (default: %(default)s)")
+    p.add_argument(
+        "--trials", type=int, default=4, help="trials per scene, each its own seed (default: %(default)s)"
+    )
     p.add_argument("--out", required=True, help="folder for the bags (one sub-folder per episode)")
     p.add_argument("--workers", type=int, default=1, help="local worker processes (default: %(default)s)")
-    p.add_argument("--ray", metavar="ADDRESS", default=None,
-                   help="run the episodes on a Ray cluster at ADDRESS ('auto', 'ray://host:10001', or 'local' "
-                   "for a new local instance) instead of local processes; --out must be shared by all nodes")
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        default=None,
+        help="run the episodes on a Ray cluster at ADDRESS ('auto', 'ray://host:10001', or 'local' "
+        "for a new local instance) instead of local processes; --out must be shared by all nodes",
+    )
     p.add_argument("--backend", default="expert", help="reasoner backend spec (default: %(default)s)")
-    p.add_argument("--history", default="response", choices=["response", "instruction", "none"],
-                   help="what the reasoner is given of its previous step (default: %(default)s)")
-    p.add_argument("--max-steps", type=int, default=20, help="decision steps per episode (default: %(default)s)")
-    p.add_argument("--steps-per-instruction", type=int, default=20,
-                   help="control steps per instruction (default: %(default)s)")
+    p.add_argument(
+        "--history",
+        default="response",
+        choices=["response", "instruction", "none"],
+        help="what the reasoner is given of its previous step (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-steps", type=int, default=20, help="decision steps per episode (default: %(default)s)"
+    )
+    p.add_argument(
+        "--steps-per-instruction",
+        type=int,
+        default=20,
+        help="control steps per instruction (default: %(default)s)",
+    )
     p.add_argument("--width", type=int, default=320, help="camera image width (default: %(default)s)")
     p.add_argument("--height", type=int, default=240, help="camera image height (default: %(default)s)")
-    p.add_argument("--frame-every", type=int, default=0,
-                   help="also record a camera image every N control steps (0: only at decision points; 1 for "
-                   "per-step video, e.g. for the LeRobot export) (default: %(default)s)")
+    p.add_argument(
+        "--frame-every",
+        type=int,
+        default=0,
+        help="also record a camera image every N control steps (0: only at decision points; 1 for "
+        "per-step video, e.g. for the LeRobot export) (default: %(default)s)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
     try:
-        config = CollectConfig(out=args.out, suite=args.suite, split=args.split, scenes=args.scenes,
-                               trials=args.trials, workers=args.workers, ray_address=args.ray, backend=args.backend,
-                               history=args.history, max_steps=args.max_steps,
-                               steps_per_instruction=args.steps_per_instruction, width=args.width,
-                               height=args.height, frame_every=args.frame_every)
+        config = CollectConfig(
+            out=args.out,
+            suite=args.suite,
+            split=args.split,
+            scenes=args.scenes,
+            trials=args.trials,
+            workers=args.workers,
+            ray_address=args.ray,
+            backend=args.backend,
+            history=args.history,
+            max_steps=args.max_steps,
+            steps_per_instruction=args.steps_per_instruction,
+            width=args.width,
+            height=args.height,
+            frame_every=args.frame_every,
+        )
     except ValueError as exc:
         p.error(str(exc))
     report = collect(config, progress=not args.quiet)
-    print(f"r3 collect: {report.planned} planned, {report.skipped} already done, {report.succeeded} succeeded, "
-          f"{report.failed} failed -> {args.out}")
+    print(
+        f"r3 collect: {report.planned} planned, {report.skipped} already done, {report.succeeded} succeeded, "
+        f"{report.failed} failed -> {args.out}"
+    )
     return 0
 
 
 def dataset_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="r3 dataset", description="Build datasets from episode bags and inspect them.")
+    p = argparse.ArgumentParser(
+        prog="r3 dataset", description="Build datasets from episode bags and inspect them."
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    b = sub.add_parser("build", help="bags -> an sft or rl dataset (Parquet + PNG + snapshots)",
-                       description="Read episode bags and write a Hugging Face dataset (layout: r3/data/schema.py). "
-                       "Unreadable, truncated or incomplete bags are named and skipped.")
+    b = sub.add_parser(
+        "build",
+        help="bags -> an sft or rl dataset (Parquet + PNG + snapshots)",
+        description="Read episode bags and write a Hugging Face dataset (layout: r3/data/schema.py). "
+        "Unreadable, truncated or incomplete bags are named and skipped.",
+    )
     b.add_argument("bags", nargs="+", help="bag folders, or folders holding bag folders")
     b.add_argument("--out", required=True, help="dataset folder to write")
-    b.add_argument("--kind", required=True, choices=["sft", "rl"],
-                   help="sft: with reasoning and the 'Reasoning: ... Instruction: ...' target; rl: reasoning "
-                   "withheld, repeated-instruction steps removed")
-    b.add_argument("--history", choices=["response", "instruction", "none"], default=None,
-                   help="history column: previous response, previous instruction or none "
-                   "(default: response for sft, instruction for rl)")
+    b.add_argument(
+        "--kind",
+        required=True,
+        choices=["sft", "rl"],
+        help="sft: with reasoning and the 'Reasoning: ... Instruction: ...' target; rl: reasoning "
+        "withheld, repeated-instruction steps removed",
+    )
+    b.add_argument(
+        "--history",
+        choices=["response", "instruction", "none"],
+        default=None,
+        help="history column: previous response, previous instruction or none "
+        "(default: response for sft, instruction for rl)",
+    )
     b.add_argument("--overwrite", action="store_true", help="replace --out if it is not empty")
-    s = sub.add_parser("stats", help="counts, instruction types (R^3 Figure 6) and reasoning lengths, with a plot",
-                       description="Print a dataset's statistics, write them to DIR/stats.json and plot them.")
+    s = sub.add_parser(
+        "stats",
+        help="counts, instruction types (R^3 Figure 6) and reasoning lengths, with a plot",
+        description="Print a dataset's statistics, write them to DIR/stats.json and plot them.",
+    )
     s.add_argument("dir", help="dataset folder")
     s.add_argument("--plot", default=None, help="PNG to write (default: DIR/stats.png)")
-    e = sub.add_parser("export-lerobot", help="bags -> a LeRobot v3.0 dataset (low-level policy data)",
-                       description="Write episode bags as a LeRobot dataset (format v3.0): one frame per control "
-                       "step, the instruction in force as the frame's task.")
+    e = sub.add_parser(
+        "export-lerobot",
+        help="bags -> a LeRobot v3.0 dataset (low-level policy data)",
+        description="Write episode bags as a LeRobot dataset (format v3.0): one frame per control "
+        "step, the instruction in force as the frame's task.",
+    )
     e.add_argument("bags", nargs="+", help="bag folders, or folders holding bag folders")
     e.add_argument("--out", required=True, help="LeRobot dataset folder to write")
     e.add_argument("--overwrite", action="store_true", help="replace --out if it is not empty")
@@ -84,10 +137,13 @@ def dataset_main(argv: list[str]) -> int:
 def bag_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="r3 bag", description="Look after episode bags.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    r = sub.add_parser("repair", help="make bags whose recorder was killed readable (marked incomplete)",
-                       description="Rewrite each bag whose writer died from its recording stream: every complete "
-                       "message is kept, the torn tail dropped, and the episode marked incomplete. Closed bags are "
-                       "left alone, so running it twice is harmless. The data readers do this on first read too.")
+    r = sub.add_parser(
+        "repair",
+        help="make bags whose recorder was killed readable (marked incomplete)",
+        description="Rewrite each bag whose writer died from its recording stream: every complete "
+        "message is kept, the torn tail dropped, and the episode marked incomplete. Closed bags are "
+        "left alone, so running it twice is harmless. The data readers do this on first read too.",
+    )
     r.add_argument("bags", nargs="+", help="bag folders, or folders holding bag folders")
     args = p.parse_args(argv)
     from r3.data.bags import BagBusyError, BagRepairError, repair_bag
@@ -102,8 +158,10 @@ def bag_main(argv: list[str]) -> int:
             failed += 1
             continue
         if report.repaired:
-            print(f"repaired {bag}: {report.messages} complete messages kept, {report.dropped_bytes} bytes of a "
-                  "torn record dropped; marked incomplete")
+            print(
+                f"repaired {bag}: {report.messages} complete messages kept, {report.dropped_bytes} bytes of a "
+                "torn record dropped; marked incomplete"
+            )
         else:
             print(f"{bag}: {report.reason}")
     return 1 if failed else 0
@@ -116,14 +174,22 @@ def _build(args) -> int:
 
     bags = find_bags(args.bags)
     with tqdm(total=len(bags), unit="bag", desc=f"build {args.kind}", file=sys.stderr) as bar:
-        report = build_dataset(bags, args.out, args.kind, history=args.history, overwrite=args.overwrite,
-                               on_bag=lambda _: bar.update(1))
+        report = build_dataset(
+            bags,
+            args.out,
+            args.kind,
+            history=args.history,
+            overwrite=args.overwrite,
+            on_bag=lambda _: bar.update(1),
+        )
     for name, reason in report.skipped:
         print(f"skipped bag {name}: {reason}", file=sys.stderr)
     mb = report.bytes_read / 1e6
-    print(f"r3 dataset build: {report.rows} {args.kind} rows from {report.episodes} episodes "
-          f"({len(report.skipped)} bags skipped; steps dropped: {report.dropped}) in {report.seconds:.1f} s, "
-          f"{mb / max(report.seconds, 1e-9):.1f} MB/s -> {args.out}")
+    print(
+        f"r3 dataset build: {report.rows} {args.kind} rows from {report.episodes} episodes "
+        f"({len(report.skipped)} bags skipped; steps dropped: {report.dropped}) in {report.seconds:.1f} s, "
+        f"{mb / max(report.seconds, 1e-9):.1f} MB/s -> {args.out}"
+    )
     return 1 if report.skipped and not report.episodes else 0
 
 
@@ -142,8 +208,10 @@ def _stats(args) -> int:
         print("reasoning words: " + ", ".join(f"{k} {v:g}" for k, v in stats["reasoning_words"].items()))
     if stats["trace_claims"]:
         c = stats["trace_claims"]
-        print(f"trace claims verified against the recorded state: {c['verified']} of {c['claims']} "
-              f"({100 * c['fraction']:.1f} %)")
+        print(
+            f"trace claims verified against the recorded state: {c['verified']} of {c['claims']} "
+            f"({100 * c['fraction']:.1f} %)"
+        )
     print(f"plot: {plot}")
     return 0
 

@@ -56,7 +56,9 @@ class CollectConfig:
         if self.workers < 1:
             raise ValueError(f"CollectConfig.workers must be >= 1, got {self.workers}")
         if self.history not in ("response", "instruction", "none"):
-            raise ValueError(f"CollectConfig.history must be response, instruction or none, got {self.history!r}")
+            raise ValueError(
+                f"CollectConfig.history must be response, instruction or none, got {self.history!r}"
+            )
         for name in ("max_steps", "steps_per_instruction", "width", "height"):
             if getattr(self, name) < 1:
                 raise ValueError(f"CollectConfig.{name} must be >= 1, got {getattr(self, name)}")
@@ -91,8 +93,12 @@ def plan(config: CollectConfig) -> list[EpisodeSpec]:
     """Every episode of the collection, task by task, scene by scene, trial by trial."""
     from r3.tasks.language_table.tasks import SPLITS
 
-    return [EpisodeSpec(task, scene, trial, collection_seed(task, scene, trial))
-            for task in SPLITS[config.split] for scene in range(config.scenes) for trial in range(config.trials)]
+    return [
+        EpisodeSpec(task, scene, trial, collection_seed(task, scene, trial))
+        for task in SPLITS[config.split]
+        for scene in range(config.scenes)
+        for trial in range(config.trials)
+    ]
 
 
 def is_complete(out: str | Path, spec: EpisodeSpec) -> bool:
@@ -116,12 +122,23 @@ def run_one(spec: EpisodeSpec, config: CollectConfig) -> tuple[str, bool]:
 
         backend = make_backend(config.backend)
         backend.load()
-        _WORKER.update(key=key, env=LanguageTableEnv(width=config.width, height=config.height), backend=backend)
+        _WORKER.update(
+            key=key, env=LanguageTableEnv(width=config.width, height=config.height), backend=backend
+        )
     partial = Path(config.out) / PARTIAL
     shutil.rmtree(partial / spec.episode_id, ignore_errors=True)
-    bag = record_episode(spec.task, spec.seed, _WORKER["backend"], _WORKER["env"], spec.episode_id, partial,
-                         max_steps=config.max_steps, steps_per_instruction=config.steps_per_instruction,
-                         history=config.history, frame_every=config.frame_every)
+    bag = record_episode(
+        spec.task,
+        spec.seed,
+        _WORKER["backend"],
+        _WORKER["env"],
+        spec.episode_id,
+        partial,
+        max_steps=config.max_steps,
+        steps_per_instruction=config.steps_per_instruction,
+        history=config.history,
+        frame_every=config.frame_every,
+    )
     final = Path(config.out) / spec.episode_id
     shutil.rmtree(final, ignore_errors=True)  # an incomplete bag from an older run
     os.replace(bag, final)
@@ -138,8 +155,13 @@ def collect(config: CollectConfig, progress: bool = True) -> CollectReport:
     specs = plan(config)
     todo = [s for s in specs if not is_complete(out, s)]
     report = CollectReport(planned=len(specs), skipped=len(specs) - len(todo))
-    bar = tqdm(total=len(specs), initial=report.skipped, unit="ep", desc=f"collect {config.split}",
-               disable=not progress)
+    bar = tqdm(
+        total=len(specs),
+        initial=report.skipped,
+        unit="ep",
+        desc=f"collect {config.split}",
+        disable=not progress,
+    )
     for _, success in _run(todo, config):
         report.succeeded += success
         report.failed += not success
@@ -178,9 +200,12 @@ def _run_ray(todo: list[EpisodeSpec], config: CollectConfig):
     """
     import ray
 
-    ray.init(address=None if config.ray_address == "local" else config.ray_address,
-             include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")}})
+    ray.init(
+        address=None if config.ray_address == "local" else config.ray_address,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")}},
+    )
     task = ray.remote(num_cpus=1)(run_one)
     pending = [task.remote(spec, config) for spec in todo]
     try:

@@ -50,7 +50,9 @@ class FrameSampling:
 A2_RULE = FrameSampling()
 
 
-def sample_segment_frames(times: Sequence[float], duration: float, rule: FrameSampling = A2_RULE) -> list[int]:
+def sample_segment_frames(
+    times: Sequence[float], duration: float, rule: FrameSampling = A2_RULE
+) -> list[int]:
     """Indices (ascending) of the frames to keep; ``times`` ascending, relative to the segment start."""
     chosen: list[int] = []
 

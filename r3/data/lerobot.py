@@ -89,16 +89,26 @@ def episode_frames(bag: str | Path) -> tuple[list[dict], list[np.ndarray]]:
         step = _latest(by_topic.get(names.REASONER_STEPS, []), at)
         if joints is None or image is None or step is None:
             continue
-        rows.append({"observation.state": [float(v) for v in joints.position[:2]],
-                     "action": [float(command.vector.x), float(command.vector.y)], "task": step.instruction})
+        rows.append(
+            {
+                "observation.state": [float(v) for v in joints.position[:2]],
+                "action": [float(command.vector.x), float(command.vector.y)],
+                "task": step.instruction,
+            }
+        )
         images.append(_rgb(image))
     if not rows:
         raise ValueError("no control steps with state, image and instruction")
     return rows, images
 
 
-def export_lerobot(bags: list[str | Path], out: str | Path, *, overwrite: bool = False,
-                   robot_type: str = "language_table_pusher") -> ExportReport:
+def export_lerobot(
+    bags: list[str | Path],
+    out: str | Path,
+    *,
+    overwrite: bool = False,
+    robot_type: str = "language_table_pusher",
+) -> ExportReport:
     """Write the complete episodes among ``bags`` as a LeRobot v3.0 dataset in ``out``."""
     import imageio.v2 as imageio
     import pandas as pd
@@ -130,43 +140,73 @@ def export_lerobot(bags: list[str | Path], out: str | Path, *, overwrite: bool =
             file_key, video_frames = key, 0
             path = out / VIDEO_PATH.format(video_key=VIDEO_KEY, chunk_index=key[0], file_index=key[1])
             path.parent.mkdir(parents=True, exist_ok=True)
-            writer = imageio.get_writer(path, fps=FPS, codec="libx264", pixelformat="yuv420p", macro_block_size=1)
+            writer = imageio.get_writer(
+                path, fps=FPS, codec="libx264", pixelformat="yuv420p", macro_block_size=1
+            )
         shape = images[0].shape
         start = report.frames
         episode_buf = []
         for i, (row, rgb) in enumerate(zip(rows, images)):
             task_index = tasks.setdefault(row["task"], len(tasks))
-            episode_buf.append({**{k: row[k] for k in VECTOR_KEYS}, "timestamp": i / FPS, "frame_index": i,
-                                "episode_index": ep, "index": start + i, "task_index": task_index})
+            episode_buf.append(
+                {
+                    **{k: row[k] for k in VECTOR_KEYS},
+                    "timestamp": i / FPS,
+                    "frame_index": i,
+                    "episode_index": ep,
+                    "index": start + i,
+                    "task_index": task_index,
+                }
+            )
             writer.append_data(rgb)
         frames_buf += episode_buf
         stats = episode_stats(episode_buf, images)
         all_stats.append(stats)
-        episodes.append({
-            "episode_index": ep, "tasks": list(dict.fromkeys(r["task"] for r in rows)), "length": len(rows),
-            "data/chunk_index": key[0], "data/file_index": key[1], "dataset_from_index": start,
-            "dataset_to_index": start + len(rows), f"videos/{VIDEO_KEY}/chunk_index": key[0],
-            f"videos/{VIDEO_KEY}/file_index": key[1], f"videos/{VIDEO_KEY}/from_timestamp": video_frames / FPS,
-            f"videos/{VIDEO_KEY}/to_timestamp": (video_frames + len(rows)) / FPS,
-            **{f"stats/{feature}/{name}": value.tolist() for feature, by_name in stats.items()
-               for name, value in by_name.items()},
-            "meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0, "r3/episode_id": bag.name,
-        })
+        episodes.append(
+            {
+                "episode_index": ep,
+                "tasks": list(dict.fromkeys(r["task"] for r in rows)),
+                "length": len(rows),
+                "data/chunk_index": key[0],
+                "data/file_index": key[1],
+                "dataset_from_index": start,
+                "dataset_to_index": start + len(rows),
+                f"videos/{VIDEO_KEY}/chunk_index": key[0],
+                f"videos/{VIDEO_KEY}/file_index": key[1],
+                f"videos/{VIDEO_KEY}/from_timestamp": video_frames / FPS,
+                f"videos/{VIDEO_KEY}/to_timestamp": (video_frames + len(rows)) / FPS,
+                **{
+                    f"stats/{feature}/{name}": value.tolist()
+                    for feature, by_name in stats.items()
+                    for name, value in by_name.items()
+                },
+                "meta/episodes/chunk_index": 0,
+                "meta/episodes/file_index": 0,
+                "r3/episode_id": bag.name,
+            }
+        )
         video_frames += len(rows)
         report.episodes += 1
         report.frames += len(rows)
     if writer is None:
-        raise ValueError("no readable episodes to export: " + "; ".join(f"{b}: {r}" for b, r in report.skipped))
+        raise ValueError(
+            "no readable episodes to export: " + "; ".join(f"{b}: {r}" for b, r in report.skipped)
+        )
     writer.close()
     _write_frames(frames_buf, out, file_key, pa, pq)
     episodes_path = out / EPISODES_PATH.format(chunk_index=0, file_index=0)
     episodes_path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(episodes), episodes_path)
     pd.DataFrame({"task_index": list(tasks.values())}, index=pd.Index(list(tasks), name="task")).to_parquet(
-        out / "meta" / "tasks.parquet")
-    (out / "meta" / "info.json").write_text(json.dumps(_info(report, len(tasks), shape, robot_type), indent=2))
-    dataset_stats = {feature: {name: value.tolist() for name, value in by_name.items()}
-                     for feature, by_name in aggregate_stats(all_stats).items()}
+        out / "meta" / "tasks.parquet"
+    )
+    (out / "meta" / "info.json").write_text(
+        json.dumps(_info(report, len(tasks), shape, robot_type), indent=2)
+    )
+    dataset_stats = {
+        feature: {name: value.tolist() for name, value in by_name.items()}
+        for feature, by_name in aggregate_stats(all_stats).items()
+    }
     (out / "meta" / "stats.json").write_text(json.dumps(dataset_stats, indent=2))
     return report
 
@@ -174,9 +214,17 @@ def export_lerobot(bags: list[str | Path], out: str | Path, *, overwrite: bool =
 def _write_frames(rows: list[dict], out: Path, key: tuple[int, int], pa, pq) -> None:
     path = out / DATA_PATH.format(chunk_index=key[0], file_index=key[1])
     path.parent.mkdir(parents=True, exist_ok=True)
-    schema = pa.schema([("observation.state", pa.list_(pa.float32(), 2)), ("action", pa.list_(pa.float32(), 2)),
-                        ("timestamp", pa.float32()), ("frame_index", pa.int64()), ("episode_index", pa.int64()),
-                        ("index", pa.int64()), ("task_index", pa.int64())])
+    schema = pa.schema(
+        [
+            ("observation.state", pa.list_(pa.float32(), 2)),
+            ("action", pa.list_(pa.float32(), 2)),
+            ("timestamp", pa.float32()),
+            ("frame_index", pa.int64()),
+            ("episode_index", pa.int64()),
+            ("index", pa.int64()),
+            ("task_index", pa.int64()),
+        ]
+    )
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
 
 
@@ -184,19 +232,40 @@ def _info(report: ExportReport, total_tasks: int, shape, robot_type: str) -> dic
     scalar = {"shape": [1], "names": None}
     h, w, c = shape
     return {
-        "codebase_version": CODEBASE_VERSION, "robot_type": robot_type, "total_episodes": report.episodes,
-        "total_frames": report.frames, "total_tasks": total_tasks, "chunks_size": CHUNKS_SIZE,
-        "data_files_size_in_mb": 100, "video_files_size_in_mb": 500, "fps": FPS,
-        "splits": {"train": f"0:{report.episodes}"}, "data_path": DATA_PATH, "video_path": VIDEO_PATH,
+        "codebase_version": CODEBASE_VERSION,
+        "robot_type": robot_type,
+        "total_episodes": report.episodes,
+        "total_frames": report.frames,
+        "total_tasks": total_tasks,
+        "chunks_size": CHUNKS_SIZE,
+        "data_files_size_in_mb": 100,
+        "video_files_size_in_mb": 500,
+        "fps": FPS,
+        "splits": {"train": f"0:{report.episodes}"},
+        "data_path": DATA_PATH,
+        "video_path": VIDEO_PATH,
         "features": {
             "observation.state": {"dtype": "float32", "shape": [2], "names": ["pusher_x", "pusher_y"]},
             "action": {"dtype": "float32", "shape": [2], "names": ["dx", "dy"]},
-            VIDEO_KEY: {"dtype": "video", "shape": [h, w, c], "names": ["height", "width", "channels"],
-                        "info": {"video.fps": FPS, "video.height": h, "video.width": w, "video.channels": c,
-                                 "video.codec": "h264", "video.pix_fmt": "yuv420p", "video.is_depth_map": False,
-                                 "has_audio": False}},
-            "timestamp": {"dtype": "float32", **scalar}, "frame_index": {"dtype": "int64", **scalar},
-            "episode_index": {"dtype": "int64", **scalar}, "index": {"dtype": "int64", **scalar},
+            VIDEO_KEY: {
+                "dtype": "video",
+                "shape": [h, w, c],
+                "names": ["height", "width", "channels"],
+                "info": {
+                    "video.fps": FPS,
+                    "video.height": h,
+                    "video.width": w,
+                    "video.channels": c,
+                    "video.codec": "h264",
+                    "video.pix_fmt": "yuv420p",
+                    "video.is_depth_map": False,
+                    "has_audio": False,
+                },
+            },
+            "timestamp": {"dtype": "float32", **scalar},
+            "frame_index": {"dtype": "int64", **scalar},
+            "episode_index": {"dtype": "int64", **scalar},
+            "index": {"dtype": "int64", **scalar},
             "task_index": {"dtype": "int64", **scalar},
         },
     }
@@ -208,8 +277,13 @@ def _feature_stats(values: np.ndarray) -> dict[str, np.ndarray]:
     Quantiles are the inverse of the empirical distribution (numpy's "inverted_cdf"), which is what
     LeRobot's 5000-bin histogram estimate approaches, to within one bin (a 5000th of the range).
     """
-    stats = {"min": values.min(0), "max": values.max(0), "mean": values.mean(0), "std": values.std(0),
-             "count": np.array([len(values)])}
+    stats = {
+        "min": values.min(0),
+        "max": values.max(0),
+        "mean": values.mean(0),
+        "std": values.std(0),
+        "count": np.array([len(values)]),
+    }
     for name, q in QUANTILES.items():
         stats[name] = np.quantile(values, q, axis=0, method="inverted_cdf")
     return stats
@@ -242,14 +316,18 @@ def episode_stats(frames: list[dict], images: list[np.ndarray]) -> dict[str, dic
     Vectors and counters keep their stored dtype's values (float32 vectors are rounded as the data
     file holds them); counters are shape (1,); images are per channel in [0, 1], shaped (3, 1, 1).
     """
-    stats = {key: _feature_stats(np.asarray([f[key] for f in frames], np.float32).astype(np.float64))
-             for key in VECTOR_KEYS}
+    stats = {
+        key: _feature_stats(np.asarray([f[key] for f in frames], np.float32).astype(np.float64))
+        for key in VECTOR_KEYS
+    }
     for key in COUNTER_KEYS:
         dtype = np.float32 if key == "timestamp" else np.int64
         stats[key] = _feature_stats(np.asarray([[f[key]] for f in frames], dtype).astype(np.float64))
     picked = [_stats_pixels(images[i]) for i in sampled_frames(len(images))]
     pixels = np.stack(picked).reshape(-1, 3).astype(np.float64) / 255.0
-    image = {name: value.reshape(3, 1, 1) for name, value in _feature_stats(pixels).items() if name != "count"}
+    image = {
+        name: value.reshape(3, 1, 1) for name, value in _feature_stats(pixels).items() if name != "count"
+    }
     stats[VIDEO_KEY] = {**image, "count": np.array([len(picked)])}
     return stats
 
@@ -265,9 +343,13 @@ def aggregate_stats(episodes: list[dict[str, dict[str, np.ndarray]]]) -> dict[st
         weights = (counts / counts.sum()).reshape(-1, *([1] * per[0]["mean"].ndim))
         mean = (np.stack([s["mean"] for s in per]) * weights).sum(0)
         spread = np.stack([s["std"] ** 2 + (s["mean"] - mean) ** 2 for s in per])
-        out[key] = {"min": np.min([s["min"] for s in per], 0), "max": np.max([s["max"] for s in per], 0),
-                    "mean": mean, "std": np.sqrt((spread * weights).sum(0)),
-                    "count": np.array([int(counts.sum())])}
+        out[key] = {
+            "min": np.min([s["min"] for s in per], 0),
+            "max": np.max([s["max"] for s in per], 0),
+            "mean": mean,
+            "std": np.sqrt((spread * weights).sum(0)),
+            "count": np.array([int(counts.sum())]),
+        }
         for name in QUANTILES:
             out[key][name] = (np.stack([s[name] for s in per]) * weights).sum(0)
     return out

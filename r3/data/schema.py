@@ -91,7 +91,9 @@ def load_r3_dataset(path: str | Path):
     table = pa.concat_tables(pq.read_table(f) for f in files)
     prefix = f"{root}/"
     images = table.column(IMAGES).combine_chunks()
-    resolved = pa.ListArray.from_arrays(images.offsets, pc.binary_join_element_wise(prefix, images.flatten(), ""))
+    resolved = pa.ListArray.from_arrays(
+        images.offsets, pc.binary_join_element_wise(prefix, images.flatten(), "")
+    )
     table = table.set_column(table.schema.get_field_index(IMAGES), IMAGES, resolved)
     snapshots = pc.binary_join_element_wise(prefix, table.column(SNAPSHOT), "")
     table = table.set_column(table.schema.get_field_index(SNAPSHOT), SNAPSHOT, snapshots)

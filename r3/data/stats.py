@@ -12,8 +12,13 @@ from r3.data import schema as S
 
 #: Instruction types in the order and with the short names of R^3 Figure 6.
 TYPE_NAMES = {
-    "block_to_location": "MoveAbs", "block_to_side": "MoveRelObj", "block_into_block": "PushInto",
-    "block_direction": "MoveRel", "separate": "Separate", "touch": "Touch", "arm_to_location": "ArmMoveAbs",
+    "block_to_location": "MoveAbs",
+    "block_to_side": "MoveRelObj",
+    "block_into_block": "PushInto",
+    "block_direction": "MoveRel",
+    "separate": "Separate",
+    "touch": "Touch",
+    "arm_to_location": "ArmMoveAbs",
 }
 
 
@@ -85,8 +90,11 @@ def trace_claims(root: Path, rows: dict) -> dict:
         checked += check_step(suite, rows[S.REASONING][i], state, env.task_instance, previous)
         previous = Previous(rows[S.INSTRUCTION][i], None, state)
     verified = sum(c.verified for c in checked)
-    return {"claims": len(checked), "verified": verified,
-            "fraction": verified / len(checked) if checked else 1.0}
+    return {
+        "claims": len(checked),
+        "verified": verified,
+        "fraction": verified / len(checked) if checked else 1.0,
+    }
 
 
 def _suite_env(suite: str):
@@ -103,8 +111,13 @@ def _summary(values: list[int]) -> dict:
     if not values:
         return {}
     v = np.asarray(values)
-    return {"count": int(v.size), "mean": float(v.mean()), "p50": float(np.median(v)),
-            "p90": float(np.percentile(v, 90)), "max": int(v.max())}
+    return {
+        "count": int(v.size),
+        "mean": float(v.mean()),
+        "p50": float(np.median(v)),
+        "p90": float(np.percentile(v, 90)),
+        "max": int(v.max()),
+    }
 
 
 def plot_stats(stats: dict, path: str | Path) -> Path:
@@ -119,8 +132,11 @@ def plot_stats(stats: dict, path: str | Path) -> Path:
     tasks = list(stats["rows_per_task"])
     axes[0].bar(tasks, [stats["rows_per_task"][t] for t in tasks], color="#4c72b0")
     axes[0].set(title=f"{stats['kind']} rows per task ({stats['rows']} in all)", ylabel="rows")
-    names = [n for n in (*TYPE_NAMES.values(), "Invalid")
-             if any(n in c for c in stats["instruction_types"].values())]
+    names = [
+        n
+        for n in (*TYPE_NAMES.values(), "Invalid")
+        if any(n in c for c in stats["instruction_types"].values())
+    ]
     bottom = np.zeros(len(tasks))
     for name in names:
         counts = np.array([stats["instruction_types"][t].get(name, 0) for t in tasks], dtype=float)

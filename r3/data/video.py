@@ -22,7 +22,7 @@ FONT_SIZE = 16
 
 
 def default_format() -> str:
-    """"mp4" when imageio-ffmpeg's ffmpeg binary is there, else "gif"."""
+    """ "mp4" when imageio-ffmpeg's ffmpeg binary is there, else "gif"."""
     try:
         import imageio_ffmpeg
 
@@ -49,8 +49,9 @@ def caption_frame(frame: np.ndarray, caption: str, width: int = VIDEO_WIDTH) -> 
     return np.asarray(canvas)
 
 
-def write_episode_video(frames: list[np.ndarray], captions: list[str], path: str | Path,
-                        fps: float = VIDEO_FPS) -> Path:
+def write_episode_video(
+    frames: list[np.ndarray], captions: list[str], path: str | Path, fps: float = VIDEO_FPS
+) -> Path:
     """Write captioned frames to ``path``; the suffix (.gif or .mp4) picks the format."""
     if len(frames) != len(captions):
         raise ValueError(f"{len(frames)} frames but {len(captions)} captions")
@@ -86,7 +87,9 @@ def episode_video_from_bag(bag: str | Path, path: str | Path, fps: float = VIDEO
     for topic, _, _, msg in read_messages(bag, {names.CAMERA_IMAGE, names.REASONER_STEPS}):
         stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
         if topic == names.CAMERA_IMAGE:
-            rgb = np.frombuffer(msg.data.tobytes(), np.uint8).reshape(msg.height, msg.step)[:, : msg.width * 3]
+            rgb = np.frombuffer(msg.data.tobytes(), np.uint8).reshape(msg.height, msg.step)[
+                :, : msg.width * 3
+            ]
             frames.append(rgb.reshape(msg.height, msg.width, 3))
             stamps.append(stamp)
         else:
@@ -99,5 +102,7 @@ def episode_video_from_bag(bag: str | Path, path: str | Path, fps: float = VIDEO
         current = [text for t, text in decisions if t <= stamp]
         captions.append(current[-1] if current else "")
     info = read_episode_info(bag)
-    captions[-1] = f"end: {'success' if info.success else 'no success'} ({info.reason}), progress {info.progress:.0%}"
+    captions[-1] = (
+        f"end: {'success' if info.success else 'no success'} ({info.reason}), progress {info.progress:.0%}"
+    )
     return write_episode_video(frames, captions, path, fps)

@@ -55,43 +55,104 @@ def _run_parser() -> argparse.ArgumentParser:
         "the 12 held-out packing goals of R^3 Table 6. Writes per-episode JSONL (resumable), a per-task "
         "table with 95% confidence intervals (Markdown, CSV) and a bar chart.",
     )
-    p.add_argument("--reasoner", default="expert", metavar="SPEC",
-                   help="reasoner backend: expert, transformers:DIR or openai:URL,model=NAME (default: expert)")
-    p.add_argument("--suite", default="language_table", choices=tuple(SUITE_TASKS),
-                   help="task suite (default: language_table)")
-    p.add_argument("--split", default="all", choices=SPLIT_CHOICES,
-                   help="Language Table split: T_M (mid-training), T_R (RL), T_O (held-out) or all 14 tasks "
-                   "(default: all; packing has one split, its 12 held-out goals)")
-    p.add_argument("--tasks", default=None, metavar="A,B,...",
-                   help="comma-separated task names, packing goals 1..12 (overrides --split)")
-    p.add_argument("--scenes", type=int, default=None,
-                   help=f"held-out scenes (environment seeds) per task (default: {_defaults('scenes')})")
-    p.add_argument("--trials", type=int, default=None,
-                   help="trials (packing: rollouts) per scene: same scene, fresh policy noise "
-                   f"(default: {_defaults('trials')})")
-    p.add_argument("--grounding", default="sim", choices=GROUNDINGS,
-                   help="packing only: how the packing policy sees the scene, sim (simulator poses) or "
-                   "perception (the base camera through r3.perception) (default: sim)")
-    p.add_argument("--workers", type=int, default=1,
-                   help="parallel workers, each with its own simulator and reasoner (default: 1)")
-    p.add_argument("--reasoning-budget", type=_budget, default=None, metavar="full|N",
-                   help="reasoning per step: full, or at most N tokens (0 = instruction only) (default: full)")
-    p.add_argument("--max-steps", type=int, default=None,
-                   help=f"decision steps per episode (default: {_defaults('max_steps')})")
-    p.add_argument("--history", default=None, choices=("response", "instruction", "none"),
-                   help=f"what the reasoner sees of its previous step (default: {_defaults('history')})")
-    p.add_argument("--out", type=Path, required=True,
-                   help="output folder; episodes already in it are reused (resume)")
-    p.add_argument("--ray", default=None, metavar="ADDRESS",
-                   help="run episodes on Ray instead of local processes: 'local' (a private instance), "
-                   "'auto' or HOST:PORT (a running cluster); --workers actors of one CPU each")
-    p.add_argument("--via-ros", action="store_true",
-                   help="afterwards, run a subset through the ROS graph (sim in the loop) and report any "
-                   "disagreement with the in-process episodes of the same seeds (trial 0 only; Language Table)")
-    p.add_argument("--via-ros-scenes", type=int, default=2,
-                   help="scenes per task for --via-ros, the first ones (default: 2)")
-    p.add_argument("--via-ros-timeout", type=float, default=120.0,
-                   help="seconds to wait for the graph to come up and for each episode (default: 120)")
+    p.add_argument(
+        "--reasoner",
+        default="expert",
+        metavar="SPEC",
+        help="reasoner backend: expert, transformers:DIR or openai:URL,model=NAME (default: expert)",
+    )
+    p.add_argument(
+        "--suite",
+        default="language_table",
+        choices=tuple(SUITE_TASKS),
+        help="task suite (default: language_table)",
+    )
+    p.add_argument(
+        "--split",
+        default="all",
+        choices=SPLIT_CHOICES,
+        help="Language Table split: T_M (mid-training), T_R (RL), T_O (held-out) or all 14 tasks "
+        "(default: all; packing has one split, its 12 held-out goals)",
+    )
+    p.add_argument(
+        "--tasks",
+        default=None,
+        metavar="A,B,...",
+        help="comma-separated task names, packing goals 1..12 (overrides --split)",
+    )
+    p.add_argument(
+        "--scenes",
+        type=int,
+        default=None,
+        help=f"held-out scenes (environment seeds) per task (default: {_defaults('scenes')})",
+    )
+    p.add_argument(
+        "--trials",
+        type=int,
+        default=None,
+        help="trials (packing: rollouts) per scene: same scene, fresh policy noise "
+        f"(default: {_defaults('trials')})",
+    )
+    p.add_argument(
+        "--grounding",
+        default="sim",
+        choices=GROUNDINGS,
+        help="packing only: how the packing policy sees the scene, sim (simulator poses) or "
+        "perception (the base camera through r3.perception) (default: sim)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="parallel workers, each with its own simulator and reasoner (default: 1)",
+    )
+    p.add_argument(
+        "--reasoning-budget",
+        type=_budget,
+        default=None,
+        metavar="full|N",
+        help="reasoning per step: full, or at most N tokens (0 = instruction only) (default: full)",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=None,
+        help=f"decision steps per episode (default: {_defaults('max_steps')})",
+    )
+    p.add_argument(
+        "--history",
+        default=None,
+        choices=("response", "instruction", "none"),
+        help=f"what the reasoner sees of its previous step (default: {_defaults('history')})",
+    )
+    p.add_argument(
+        "--out", type=Path, required=True, help="output folder; episodes already in it are reused (resume)"
+    )
+    p.add_argument(
+        "--ray",
+        default=None,
+        metavar="ADDRESS",
+        help="run episodes on Ray instead of local processes: 'local' (a private instance), "
+        "'auto' or HOST:PORT (a running cluster); --workers actors of one CPU each",
+    )
+    p.add_argument(
+        "--via-ros",
+        action="store_true",
+        help="afterwards, run a subset through the ROS graph (sim in the loop) and report any "
+        "disagreement with the in-process episodes of the same seeds (trial 0 only; Language Table)",
+    )
+    p.add_argument(
+        "--via-ros-scenes",
+        type=int,
+        default=2,
+        help="scenes per task for --via-ros, the first ones (default: 2)",
+    )
+    p.add_argument(
+        "--via-ros-timeout",
+        type=float,
+        default=120.0,
+        help="seconds to wait for the graph to come up and for each episode (default: 120)",
+    )
     return p
 
 
@@ -104,19 +165,28 @@ def _compare_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("a", type=Path, help="evaluation folder A (the baseline)")
     p.add_argument("b", type=Path, help="evaluation folder B")
-    p.add_argument("--names", default=None, metavar="A,B",
-                   help="column names for A and B (default: their reasoner specs)")
-    p.add_argument("--out", type=Path, default=None, help="folder for compare.md and compare.csv (default: print only)")
+    p.add_argument(
+        "--names",
+        default=None,
+        metavar="A,B",
+        help="column names for A and B (default: their reasoner specs)",
+    )
+    p.add_argument(
+        "--out", type=Path, default=None, help="folder for compare.md and compare.csv (default: print only)"
+    )
     return p
 
 
 def _describe(config: EvalConfig) -> str:
     budget = "full" if config.budget is None else f"{config.budget} tokens"
-    suite = ("Language Table" if config.suite == "language_table"
-             else f"packing, `{config.grounding}` grounding")
-    return (f"`{config.reasoner}` on {suite} ({len(config.tasks)} tasks): {config.scenes} held-out scenes "
-            f"x {config.trials} trial(s) per task (scene seeds {scene_seed(0)}-{scene_seed(config.scenes - 1)}); "
-            f"reasoning budget {budget}, at most {config.max_steps} instructions, history {config.history}.")
+    suite = (
+        "Language Table" if config.suite == "language_table" else f"packing, `{config.grounding}` grounding"
+    )
+    return (
+        f"`{config.reasoner}` on {suite} ({len(config.tasks)} tasks): {config.scenes} held-out scenes "
+        f"x {config.trials} trial(s) per task (scene seeds {scene_seed(0)}-{scene_seed(config.scenes - 1)}); "
+        f"reasoning budget {budget}, at most {config.max_steps} instructions, history {config.history}."
+    )
 
 
 def run_main(argv: list[str]) -> int:
@@ -141,8 +211,17 @@ def run_main(argv: list[str]) -> int:
     if args.via_ros and args.suite != "language_table":
         parser.error("--via-ros compares Language Table episodes only")
     try:
-        config = EvalConfig(args.reasoner, args.suite, tasks, args.scenes, args.trials, args.reasoning_budget,
-                            args.max_steps, args.history, args.grounding)
+        config = EvalConfig(
+            args.reasoner,
+            args.suite,
+            tasks,
+            args.scenes,
+            args.trials,
+            args.reasoning_budget,
+            args.max_steps,
+            args.history,
+            args.grounding,
+        )
     except EvalError as exc:
         parser.error(str(exc))
 
@@ -180,8 +259,13 @@ def _via_ros(config: EvalConfig, records: list[dict], args) -> int:
     with open(args.out / "via_ros.jsonl", "w") as f:
         f.writelines(json.dumps(r) + "\n" for r in report)
     disagree = [r for r in report if r["differences"]]
-    lines = [(f"Through the ROS graph: {len(report)} episode(s) (trial 0 of the first {args.via_ros_scenes} "
-             f"scene(s) per task), {len(disagree)} disagreeing with the in-process run."), ""]
+    lines = [
+        (
+            f"Through the ROS graph: {len(report)} episode(s) (trial 0 of the first {args.via_ros_scenes} "
+            f"scene(s) per task), {len(disagree)} disagreeing with the in-process run."
+        ),
+        "",
+    ]
     lines += [f"- {r['task']} seed {r['seed']}: " + "; ".join(r["differences"]) for r in disagree]
     (args.out / "via_ros.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
@@ -205,8 +289,10 @@ def compare_main(argv: list[str]) -> int:
         return 2
     name_a, name_b = args.names.split(",", 1) if args.names else (config_a["reasoner"], config_b["reasoner"])
     rows = tables.compare_rows(records_a, records_b, tasks)
-    header = (f"B = {name_b} minus A = {name_a}, in percentage points with 95% intervals; "
-              "bold with ▲/▼: the interval excludes 0.")
+    header = (
+        f"B = {name_b} minus A = {name_a}, in percentage points with 95% intervals; "
+        "bold with ▲/▼: the interval excludes 0."
+    )
     text = f"{header}\n\n{tables.compare_markdown(rows, name_a, name_b)}\n"
     print(text)
     if args.out is not None:
@@ -221,8 +307,10 @@ def eval_main(argv: list[str]) -> int:
     if argv[:1] == ["compare"]:
         return compare_main(argv[1:])
     if argv[:1] in (["-h"], ["--help"]):
-        print("usage: r3 eval [run] [options]  |  r3 eval compare A B [options]\n"
-              "  r3 eval run --help       evaluate a reasoner on held-out scenes (the default)\n"
-              "  r3 eval compare --help   per-task difference of two evaluations")
+        print(
+            "usage: r3 eval [run] [options]  |  r3 eval compare A B [options]\n"
+            "  r3 eval run --help       evaluate a reasoner on held-out scenes (the default)\n"
+            "  r3 eval compare --help   per-task difference of two evaluations"
+        )
         return 0
     return run_main(argv[1:] if argv[:1] == ["run"] else argv)

@@ -22,18 +22,28 @@ def success_chart(rows: Sequence[TaskRow], path: Path, title: str) -> Path:
 
     rows = [r for r in rows if r.n]
     values = [100 * r.success.value for r in rows]
-    errors = [[100 * (r.success.value - r.success.low) for r in rows],
-              [100 * (r.success.high - r.success.value) for r in rows]]
+    errors = [
+        [100 * (r.success.value - r.success.low) for r in rows],
+        [100 * (r.success.high - r.success.value) for r in rows],
+    ]
     fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(rows) + 1.5), 3.6), dpi=120)
-    ax.bar(range(len(rows)), values, yerr=errors, capsize=3,
-           color=[SPLIT_COLOURS.get(r.split, SPLIT_COLOURS[""]) for r in rows])
+    ax.bar(
+        range(len(rows)),
+        values,
+        yerr=errors,
+        capsize=3,
+        color=[SPLIT_COLOURS.get(r.split, SPLIT_COLOURS[""]) for r in rows],
+    )
     ax.set_xticks(range(len(rows)), [r.task for r in rows], rotation=45, ha="right")
     ax.set_ylim(0, 120)  # headroom for the legend above 100 %
     ax.set_yticks(range(0, 101, 20))
     ax.set_ylabel("success % (95% CI)")
     ax.set_title(title, fontsize=9)
-    legend = [Patch(color=c, label=split or MEAN) for split, c in SPLIT_COLOURS.items()
-              if any(r.split == split for r in rows)]
+    legend = [
+        Patch(color=c, label=split or MEAN)
+        for split, c in SPLIT_COLOURS.items()
+        if any(r.split == split for r in rows)
+    ]
     if legend:
         ax.legend(handles=legend, fontsize=7, loc="upper right", ncol=len(legend))
     else:  # every episode was skipped: the chart says so rather than failing

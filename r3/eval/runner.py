@@ -127,11 +127,15 @@ class EvalConfig:
         object.__setattr__(self, "tasks", tuple(self.tasks))
         unknown = [t for t in self.tasks if t not in known]
         if unknown or not self.tasks:
-            raise EvalError(f"tasks {list(unknown)} unknown or none given for suite {self.suite}; "
-                            f"known: {', '.join(known)}")
+            raise EvalError(
+                f"tasks {list(unknown)} unknown or none given for suite {self.suite}; "
+                f"known: {', '.join(known)}"
+            )
         if self.grounding not in GROUNDINGS or (self.suite != "packing" and self.grounding != "sim"):
-            raise EvalError(f"grounding {self.grounding!r}: packing takes one of {', '.join(GROUNDINGS)}, "
-                            "other suites only 'sim'")
+            raise EvalError(
+                f"grounding {self.grounding!r}: packing takes one of {', '.join(GROUNDINGS)}, "
+                "other suites only 'sim'"
+            )
         for name in ("scenes", "trials", "max_steps"):
             if getattr(self, name) < 1:
                 raise EvalError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -178,8 +182,13 @@ class EpisodeWorker:
         instruction failed or the answer was refused, "" when it did not), repeated_refusals
         (:func:`r3.reasoning.claims.repeated_refusals`), wall_s.
         """
-        record = {"task": job.task, "split": split_of(job.task), "scene": job.scene, "trial": job.trial,
-                  "seed": job.seed}
+        record = {
+            "task": job.task,
+            "split": split_of(job.task),
+            "scene": job.scene,
+            "trial": job.trial,
+            "seed": job.seed,
+        }
         start = time.perf_counter()
         try:  # the env redraws layouts that already solve the task (or fit nowhere); it gives up after a few
             t = self._episode(job)
@@ -208,13 +217,31 @@ class EpisodeWorker:
             from r3.packing_episode import run_packing_episode
 
             self.env.reset(seed=job.seed, options={"task": job.task})  # a goal with no layout raises here
-            return run_packing_episode(job.task, job.seed, self.backend, cell=self.cell, max_steps=c.max_steps,
-                                       budget=self.budget, history=c.history, render=False, rollout=job.trial)
+            return run_packing_episode(
+                job.task,
+                job.seed,
+                self.backend,
+                cell=self.cell,
+                max_steps=c.max_steps,
+                budget=self.budget,
+                history=c.history,
+                render=False,
+                rollout=job.trial,
+            )
         from r3.episode import run_episode
 
         self.env.reset(seed=job.seed, options={"task": job.task})
-        return run_episode(job.task, job.seed, self.backend, env=self.env, max_steps=c.max_steps,
-                           budget=self.budget, history=c.history, render=False, trial=job.trial)
+        return run_episode(
+            job.task,
+            job.seed,
+            self.backend,
+            env=self.env,
+            max_steps=c.max_steps,
+            budget=self.budget,
+            history=c.history,
+            render=False,
+            trial=job.trial,
+        )
 
     def _repeated_refusals(self, t) -> int:
         """Instructions repeated after failing in an unchanged scene (decision states from the snapshots)."""
@@ -369,8 +396,12 @@ def _run_ray(config: EvalConfig, jobs: list[Job], workers: int, address: str) ->
 
     if not jobs:
         return
-    ray.init(address=address, num_cpus=workers if address == "local" else None, include_dashboard=False,
-             log_to_driver=False)
+    ray.init(
+        address=address,
+        num_cpus=workers if address == "local" else None,
+        include_dashboard=False,
+        log_to_driver=False,
+    )
     try:
         actor = ray.remote(num_cpus=1)(EpisodeWorker)
         pool = ActorPool([actor.remote(config) for _ in range(min(workers, len(jobs)))])

@@ -40,7 +40,10 @@ class TaskRow:
 def _row(task: str, split: str, records: list[dict], skipped: int) -> TaskRow:
     n = len(records)
     return TaskRow(
-        task, split, n, skipped,
+        task,
+        split,
+        n,
+        skipped,
         metrics.rate(r["success"] for r in records),
         metrics.mean(r["progress"] for r in records),
         sum(r["decision_steps"] for r in records) / n if n else float("nan"),
@@ -52,8 +55,12 @@ def task_rows(records: Sequence[dict], tasks: Sequence[str]) -> list[TaskRow]:
     """One row per task in ``tasks`` order, then the pooled mean row (when more than one task)."""
     ran = completed(records)
     rows = [
-        _row(t, split_of(t), [r for r in ran if r["task"] == t],
-             sum(1 for r in records if r["task"] == t and "skipped" in r))
+        _row(
+            t,
+            split_of(t),
+            [r for r in ran if r["task"] == t],
+            sum(1 for r in records if r["task"] == t and "skipped" in r),
+        )
         for t in tasks
     ]
     if len(tasks) > 1:
@@ -74,16 +81,33 @@ def markdown(rows: Sequence[TaskRow]) -> str:
     ]
     for r in rows:
         name = f"**{r.task}**" if r.task == MEAN else r.task
-        lines.append(f"| {name} | {r.split} | {r.n} | {_pct(r.success)} | {_pct(r.progress)} "
-                     f"| {r.mean_steps:.1f} | {r.mean_reasoning_words:.1f} |")
+        lines.append(
+            f"| {name} | {r.split} | {r.n} | {_pct(r.success)} | {_pct(r.progress)} "
+            f"| {r.mean_steps:.1f} | {r.mean_reasoning_words:.1f} |"
+        )
     skipped = sum(r.skipped for r in rows if r.task != MEAN)
     if skipped:
-        lines += ["", f"{skipped} episode(s) skipped: their layout left nothing to do (listed in episodes.jsonl)."]
+        lines += [
+            "",
+            f"{skipped} episode(s) skipped: their layout left nothing to do (listed in episodes.jsonl).",
+        ]
     return "\n".join(lines)
 
 
-CSV_FIELDS = ("task", "split", "episodes", "skipped", "success", "success_low", "success_high", "progress",
-              "progress_low", "progress_high", "mean_steps", "mean_reasoning_words")
+CSV_FIELDS = (
+    "task",
+    "split",
+    "episodes",
+    "skipped",
+    "success",
+    "success_low",
+    "success_high",
+    "progress",
+    "progress_low",
+    "progress_high",
+    "mean_steps",
+    "mean_reasoning_words",
+)
 
 
 def to_csv(rows: Sequence[TaskRow]) -> str:
@@ -92,8 +116,18 @@ def to_csv(rows: Sequence[TaskRow]) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_FIELDS)
     for r in rows:
-        w.writerow([r.task, r.split, r.n, r.skipped, *_ends(r.success), *_ends(r.progress),
-                    f"{r.mean_steps:.4f}", f"{r.mean_reasoning_words:.4f}"])
+        w.writerow(
+            [
+                r.task,
+                r.split,
+                r.n,
+                r.skipped,
+                *_ends(r.success),
+                *_ends(r.progress),
+                f"{r.mean_steps:.4f}",
+                f"{r.mean_reasoning_words:.4f}",
+            ]
+        )
     return buf.getvalue()
 
 
@@ -113,7 +147,9 @@ class CompareRow:
     progress_delta: metrics.Estimate | None
 
 
-def compare_rows(records_a: Sequence[dict], records_b: Sequence[dict], tasks: Sequence[str]) -> list[CompareRow]:
+def compare_rows(
+    records_a: Sequence[dict], records_b: Sequence[dict], tasks: Sequence[str]
+) -> list[CompareRow]:
     """Per-task B - A for the ``tasks`` both evaluations ran, then the pooled row."""
     ran_a, ran_b = completed(records_a), completed(records_b)
     rows_a, rows_b = task_rows(records_a, tasks), task_rows(records_b, tasks)
@@ -124,8 +160,11 @@ def compare_rows(records_a: Sequence[dict], records_b: Sequence[dict], tasks: Se
         if not a or not b:
             continue
         sd = metrics.rate_difference([r["success"] for r in a], [r["success"] for r in b])
-        pd = (metrics.mean_difference([r["progress"] for r in a], [r["progress"] for r in b])
-              if len(a) > 1 and len(b) > 1 else None)
+        pd = (
+            metrics.mean_difference([r["progress"] for r in a], [r["progress"] for r in b])
+            if len(a) > 1 and len(b) > 1
+            else None
+        )
         out.append(CompareRow(ra.task, ra, rb, sd, pd))
     return out
 
@@ -147,14 +186,26 @@ def compare_markdown(rows: Sequence[CompareRow], name_a: str, name_b: str) -> st
     ]
     for r in rows:
         name = f"**{r.task}**" if r.task == MEAN else r.task
-        lines.append(f"| {name} | {_pct(r.a.success)} | {_pct(r.b.success)} | {_delta(r.success_delta)} "
-                     f"| {_delta(r.progress_delta)} |")
+        lines.append(
+            f"| {name} | {_pct(r.a.success)} | {_pct(r.b.success)} | {_delta(r.success_delta)} "
+            f"| {_delta(r.progress_delta)} |"
+        )
     return "\n".join(lines)
 
 
-COMPARE_CSV_FIELDS = ("task", "success_a", "success_b", "success_delta", "success_delta_low",
-                      "success_delta_high", "success_significant", "progress_delta", "progress_delta_low",
-                      "progress_delta_high", "progress_significant")
+COMPARE_CSV_FIELDS = (
+    "task",
+    "success_a",
+    "success_b",
+    "success_delta",
+    "success_delta_low",
+    "success_delta_high",
+    "success_significant",
+    "progress_delta",
+    "progress_delta_low",
+    "progress_delta_high",
+    "progress_significant",
+)
 
 
 def compare_csv(rows: Sequence[CompareRow]) -> str:
@@ -163,7 +214,15 @@ def compare_csv(rows: Sequence[CompareRow]) -> str:
     w.writerow(COMPARE_CSV_FIELDS)
     for r in rows:
         p = r.progress_delta
-        w.writerow([r.task, f"{r.a.success.value:.6f}", f"{r.b.success.value:.6f}", *_ends(r.success_delta),
-                    r.success_delta.significant, *(_ends(p) if p else ["", "", ""]),
-                    "" if p is None else p.significant])
+        w.writerow(
+            [
+                r.task,
+                f"{r.a.success.value:.6f}",
+                f"{r.b.success.value:.6f}",
+                *_ends(r.success_delta),
+                r.success_delta.significant,
+                *(_ends(p) if p else ["", "", ""]),
+                "" if p is None else p.significant,
+            ]
+        )
     return buf.getvalue()

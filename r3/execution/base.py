@@ -79,7 +79,8 @@ class WorkspaceBox:
 def check_target(target: PoseTarget, box: WorkspaceBox, max_opening: float) -> str | None:
     """The shared refusal checks; returns the reason, or None when the target may be planned."""
     numbers = [*target.position, *target.quat, target.speed, target.approach] + (
-        [] if target.gripper is None else [target.gripper])
+        [] if target.gripper is None else [target.gripper]
+    )
     if len(target.position) != 3 or len(target.quat) != 4:
         return "position needs 3 and quat 4 components"
     if not all(math.isfinite(float(v)) for v in numbers):
@@ -111,11 +112,13 @@ def rotation_error(R_target: np.ndarray, R: np.ndarray) -> float:
 
 def quat_to_mat(q) -> np.ndarray:
     w, x, y, z = (float(v) for v in q)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
 
 
 def top_down_quat(closing_yaw: float) -> tuple[float, float, float, float]:

@@ -30,9 +30,11 @@ from r3.execution.base import (
     rotation_error,
 )
 
-INSTALL_HINT = ("the 'moveit' executor needs moveit_py (MoveIt 2's Python API), which is not installed: "
-                "install ros-$ROS_DISTRO-moveit-py (with a MoveIt config such as "
-                "ros-$ROS_DISTRO-moveit-resources-panda-moveit-config) and source /opt/ros/$ROS_DISTRO/setup.bash")
+INSTALL_HINT = (
+    "the 'moveit' executor needs moveit_py (MoveIt 2's Python API), which is not installed: "
+    "install ros-$ROS_DISTRO-moveit-py (with a MoveIt config such as "
+    "ros-$ROS_DISTRO-moveit-resources-panda-moveit-config) and source /opt/ros/$ROS_DISTRO/setup.bash"
+)
 
 
 class MoveItUnavailable(RuntimeError):
@@ -81,8 +83,13 @@ class MoveItExecutor:
     ``robot`` is an already constructed ``MoveItPy`` to share one; it is created on first use otherwise.
     """
 
-    def __init__(self, config: MoveItConfig | None = None, box: WorkspaceBox | None = None,
-                 config_dict: dict | None = None, robot=None):
+    def __init__(
+        self,
+        config: MoveItConfig | None = None,
+        box: WorkspaceBox | None = None,
+        config_dict: dict | None = None,
+        robot=None,
+    ):
         self.config = config or MoveItConfig()
         self.box = box or WorkspaceBox()
         self._config_dict = config_dict
@@ -107,11 +114,16 @@ class MoveItExecutor:
         legs = [(target.position, self._params(target.speed))]
         if target.approach > 0:  # to the approach's start freely, then straight in (pilz LIN)
             start = np.asarray(target.position, float) - target.approach * R[:, 2]
-            legs = [(start, self._params(1.0)), (target.position, self._params(target.speed, self.config.linear_planner))]
+            legs = [
+                (start, self._params(1.0)),
+                (target.position, self._params(target.speed, self.config.linear_planner)),
+            ]
         for position, params in legs:
             arm = robot.get_planning_component(self.config.planning_group)
             arm.set_start_state_to_current_state()
-            arm.set_goal_state(pose_stamped_msg=self._pose_msg(target, position), pose_link=self.config.pose_link)
+            arm.set_goal_state(
+                pose_stamped_msg=self._pose_msg(target, position), pose_link=self.config.pose_link
+            )
             plan = arm.plan(single_plan_parameters=params)
             if not plan:
                 return refused("unreachable: no plan")
@@ -154,7 +166,9 @@ class MoveItExecutor:
         state = self._api[2](robot.get_robot_model())
         state.set_joint_group_positions(self.config.hand_group, np.array([opening / 2.0]))
         state.update()
-        return self._plan_and_execute(self.config.hand_group, state, 1.0) or MoveResult(True, 0.0, 0.0, "reached")
+        return self._plan_and_execute(self.config.hand_group, state, 1.0) or MoveResult(
+            True, 0.0, 0.0, "reached"
+        )
 
     # ------------------------------------------------------------------ internals
     def _plan_and_execute(self, group: str, goal_state, speed: float) -> MoveResult | None:
@@ -196,6 +210,12 @@ class MoveItExecutor:
         pos_err = float(np.linalg.norm(p - p_target))
         rot_err = rotation_error(R_target, quat_to_mat((o.w, o.x, o.y, o.z)))
         ok = pos_err <= self.config.position_tolerance and rot_err <= self.config.orientation_tolerance
-        reason = "reached" if ok else (f"not_reached: ended {pos_err * 1000:.1f} mm and "
-                                       f"{math.degrees(rot_err):.1f} deg from the target")
+        reason = (
+            "reached"
+            if ok
+            else (
+                f"not_reached: ended {pos_err * 1000:.1f} mm and "
+                f"{math.degrees(rot_err):.1f} deg from the target"
+            )
+        )
         return MoveResult(ok, pos_err, rot_err, reason)

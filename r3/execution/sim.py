@@ -67,8 +67,14 @@ class SimExecutor:
     (a stopped arm takes no further step, whatever the caller tries next).
     """
 
-    def __init__(self, env, box: WorkspaceBox | None = None, config: SimExecutorConfig | None = None,
-                 ik: IKConfig | None = None, on_step: Callable[[float], bool] | None = None):
+    def __init__(
+        self,
+        env,
+        box: WorkspaceBox | None = None,
+        config: SimExecutorConfig | None = None,
+        ik: IKConfig | None = None,
+        on_step: Callable[[float], bool] | None = None,
+    ):
         self.env = env
         self.box = box or WorkspaceBox()
         self.config = config or SimExecutorConfig()
@@ -78,9 +84,14 @@ class SimExecutor:
         self._check = mujoco.MjData(env.model)
         m = env.model
         self._robot = {g for g in range(m.ngeom) if env.geom_label.get(g) == "robot"}
-        self._static = {g for g in range(m.ngeom) if env.geom_label.get(g, "").endswith("tray")
-                        or env.geom_label.get(g) == "table"}
-        self._item_geoms = {name: {g for g in range(m.ngeom) if env.geom_label.get(g) == name} for name in ITEM_SPECS}
+        self._static = {
+            g
+            for g in range(m.ngeom)
+            if env.geom_label.get(g, "").endswith("tray") or env.geom_label.get(g) == "table"
+        }
+        self._item_geoms = {
+            name: {g for g in range(m.ngeom) if env.geom_label.get(g) == name} for name in ITEM_SPECS
+        }
 
     # ------------------------------------------------------------------ the interface
     def move_to_pose(self, target: PoseTarget) -> MoveResult:
@@ -92,8 +103,10 @@ class SimExecutor:
         q_now = self.env.data.qpos[self.env.arm_qpos].copy()
         sol = self.solver.solve(p_goal, R, self.env.data.qpos, seeds=[q_now])
         if not sol.converged:
-            return refused(f"unreachable: best IK solution misses by {sol.position_error * 1000:.1f} mm and "
-                           f"{math.degrees(sol.orientation_error):.1f} deg")
+            return refused(
+                f"unreachable: best IK solution misses by {sol.position_error * 1000:.1f} mm and "
+                f"{math.degrees(sol.orientation_error):.1f} deg"
+            )
         if target.approach > 0:
             return self._approach(target, p_goal, R, sol.q)
         path = self._cartesian_path(q_now, p_goal, target.quat, sol.q)
@@ -116,8 +129,9 @@ class SimExecutor:
             sol = self.solver.solve(p_pre, R, self.env.data.qpos, seeds=[q_now])
             if not sol.converged:
                 continue
-            to_start = self._go(self._cartesian_path(q_now, p_pre, target.quat, sol.q), target.gripper, 1.0,
-                                (p_pre, R))
+            to_start = self._go(
+                self._cartesian_path(q_now, p_pre, target.quat, sol.q), target.gripper, 1.0, (p_pre, R)
+            )
             steps += to_start.control_steps
             if not to_start.reached:
                 return MoveResult(False, math.nan, math.nan, to_start.reason, steps)
@@ -134,16 +148,25 @@ class SimExecutor:
                     continue
                 path = [*back[-2::-1], q_end]
             result = self._go(path, None, target.speed, (p_goal, R), items=self._bystanders(p_goal))
-            return MoveResult(result.reached, result.position_error, result.orientation_error, result.reason,
-                              steps + result.control_steps)
+            return MoveResult(
+                result.reached,
+                result.position_error,
+                result.orientation_error,
+                result.reason,
+                steps + result.control_steps,
+            )
         return MoveResult(False, math.nan, math.nan, f"refused: {why}", steps)
 
     def _bystanders(self, p_goal) -> set[str]:
         """Items an approach to ``p_goal`` must not touch: all but the held one and the ones under
         the goal (what a grasp closes on, or what a place sets down on)."""
         s = self.env.state()
-        return {name for name, item in s.items.items() if name != s.held and np.linalg.norm(
-            np.asarray(item.pos[:2]) - p_goal[:2]) > ITEM_SPECS[name].footprint_radius}
+        return {
+            name
+            for name, item in s.items.items()
+            if name != s.held
+            and np.linalg.norm(np.asarray(item.pos[:2]) - p_goal[:2]) > ITEM_SPECS[name].footprint_radius
+        }
 
     def _backwards(self, p_goal, p_pre, R, quat, q_goal) -> tuple[list[np.ndarray] | None, np.ndarray]:
         """The approach line traced from the goal back to its start, from ``q_goal`` or from other
@@ -153,8 +176,13 @@ class SimExecutor:
         for _ in range(self.solver.config.random_restarts):
             if back is not None:
                 break
-            alt = self.solver.solve(p_goal, R, self.env.data.qpos, seeds=[rng.uniform(self.solver.low, self.solver.high)],
-                                    restarts=False)
+            alt = self.solver.solve(
+                p_goal,
+                R,
+                self.env.data.qpos,
+                seeds=[rng.uniform(self.solver.low, self.solver.high)],
+                restarts=False,
+            )
             if alt.converged:
                 q_goal, back = alt.q, self._line(alt.q, p_goal, p_pre, quat, quat)
         return back, q_goal
@@ -179,8 +207,13 @@ class SimExecutor:
         path, q_prev, t_prev, dt = [], q_start, 0.0, 1.0 / n
         while t_prev < 1.0 - 1e-9:
             t = min(1.0, t_prev + dt)
-            sol = self.solver.solve(p_start + t * (p_end - p_start), quat_to_mat(_slerp(quat_start, quat_end, t)),
-                                    self.env.data.qpos, seeds=[q_prev], restarts=False)
+            sol = self.solver.solve(
+                p_start + t * (p_end - p_start),
+                quat_to_mat(_slerp(quat_start, quat_end, t)),
+                self.env.data.qpos,
+                seeds=[q_prev],
+                restarts=False,
+            )
             if sol.converged and np.max(np.abs(sol.q - q_prev)) <= 0.5:
                 path.append(sol.q)
                 q_prev, t_prev, dt = sol.q, t, min(1.0 / n, 2 * dt)
@@ -261,11 +294,12 @@ class SimExecutor:
         mujoco.mju_rotVecQuat(pos, rel_pos, hand_quat)
         mujoco.mju_mulQuat(quat, hand_quat, rel_quat)
         a = env.item_qpos[item]
-        d.qpos[a:a + 3] = hand_pos + pos
-        d.qpos[a + 3:a + 7] = quat
+        d.qpos[a : a + 3] = hand_pos + pos
+        d.qpos[a + 3 : a + 7] = quat
 
-    def _go(self, path: list[np.ndarray], gripper: float | None, speed: float, pose,
-            items: set[str] = frozenset()) -> MoveResult:
+    def _go(
+        self, path: list[np.ndarray], gripper: float | None, speed: float, pose, items: set[str] = frozenset()
+    ) -> MoveResult:
         hit = self.collision(path, items)
         if hit:
             return refused(f"collision: {hit}")
@@ -297,12 +331,20 @@ class SimExecutor:
         if pose is None:
             err = float(np.max(np.abs(env.data.qpos[env.arm_qpos] - q_goal)))
             ok = err < 0.01
-            return MoveResult(ok, 0.0, err, "reached" if ok else f"not_reached: joint error {err:.3f} rad", steps)
+            return MoveResult(
+                ok, 0.0, err, "reached" if ok else f"not_reached: joint error {err:.3f} rad", steps
+            )
         p, R = env.tcp_pose()
         pos_err, rot_err = float(np.linalg.norm(p - pose[0])), rotation_error(pose[1], R)
         ok = pos_err <= cfg.position_tolerance and rot_err <= cfg.orientation_tolerance
-        reason = "reached" if ok else (f"not_reached: ended {pos_err * 1000:.1f} mm and "
-                                       f"{math.degrees(rot_err):.1f} deg from the target (blocked?)")
+        reason = (
+            "reached"
+            if ok
+            else (
+                f"not_reached: ended {pos_err * 1000:.1f} mm and "
+                f"{math.degrees(rot_err):.1f} deg from the target (blocked?)"
+            )
+        )
         return MoveResult(ok, pos_err, rot_err, reason, steps)
 
 

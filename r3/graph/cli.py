@@ -45,18 +45,33 @@ def launch_main(argv: list[str] | None = None) -> int:
         "on Ctrl-C or as soon as one of them exits (saying which and why). The same profiles are what "
         "launch/r3.launch.py starts with launch_ros on a full ROS 2 install.",
     )
-    parser.add_argument("profile", nargs="?", default="sim_language_table",
-                        help="profile of the graph description (default: sim_language_table)")
-    parser.add_argument("--graph", default=str(DEFAULT_GRAPH), help="graph description YAML (default: %(default)s)")
-    parser.add_argument("--set", action="append", default=[], metavar="MEMBER.PARAM=VALUE",
-                        help="override a member's parameter, e.g. r3_reasoner_node.backend=openai:URL,model=NAME; "
-                        "repeatable")
-    parser.add_argument("--logs", default="runs/logs", help="folder for one log file per member (default: %(default)s)")
+    parser.add_argument(
+        "profile",
+        nargs="?",
+        default="sim_language_table",
+        help="profile of the graph description (default: sim_language_table)",
+    )
+    parser.add_argument(
+        "--graph", default=str(DEFAULT_GRAPH), help="graph description YAML (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="MEMBER.PARAM=VALUE",
+        help="override a member's parameter, e.g. r3_reasoner_node.backend=openai:URL,model=NAME; repeatable",
+    )
+    parser.add_argument(
+        "--logs", default="runs/logs", help="folder for one log file per member (default: %(default)s)"
+    )
     parser.add_argument("--list", action="store_true", help="list the profiles and exit")
-    parser.add_argument("--check", action="store_true",
-                        help="start nothing: check that every topic a member subscribes to is published by a "
-                        "member of the profile (and every service/action called is served), print what members "
-                        "r3 does not start must provide, exit 1 if the profile is not wired")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="start nothing: check that every topic a member subscribes to is published by a "
+        "member of the profile (and every service/action called is served), print what members "
+        "r3 does not start must provide, exit 1 if the profile is not wired",
+    )
     args = parser.parse_args(argv)
     if args.list:
         for name in profile_names(args.graph):
@@ -69,7 +84,10 @@ def launch_main(argv: list[str] | None = None) -> int:
             print(f"[r3 launch] expects: {line}")
         for problem in problems:
             print(f"[r3 launch] not wired: {problem}")
-        print(f"[r3 launch] profile {profile.name}: " + ("wired" if not problems else f"{len(problems)} problem(s)"))
+        print(
+            f"[r3 launch] profile {profile.name}: "
+            + ("wired" if not problems else f"{len(problems)} problem(s)")
+        )
         return 1 if problems else 0
     for problem in problems:
         print(f"[r3 launch] warning: {problem}")

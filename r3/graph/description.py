@@ -34,15 +34,31 @@ def config_dir() -> Path:
     whose ament index holds r3 (a colcon workspace), else the source tree's (a checkout, or the
     setup script's editable install, which registers nothing in the index)."""
     for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
-        if prefix and (Path(prefix) / "share" / "ament_index" / "resource_index" / "packages" / PACKAGE).is_file():
+        if (
+            prefix
+            and (Path(prefix) / "share" / "ament_index" / "resource_index" / "packages" / PACKAGE).is_file()
+        ):
             return Path(prefix) / "share" / PACKAGE / "config"
     return Path(__file__).resolve().parents[2] / "config"
 
 
 CONFIG_DIR = config_dir()
 DEFAULT_GRAPH = CONFIG_DIR / "graph.yaml"
-_MEMBER_KEYS = {"name", "node", "package", "executable", "arguments", "parameters", "remappings", "publishes",
-                "subscribes", "services", "bridge_config", "start", "description"}
+_MEMBER_KEYS = {
+    "name",
+    "node",
+    "package",
+    "executable",
+    "arguments",
+    "parameters",
+    "remappings",
+    "publishes",
+    "subscribes",
+    "services",
+    "bridge_config",
+    "start",
+    "description",
+}
 
 
 @dataclass
@@ -93,7 +109,9 @@ def profile_names(path: str | Path = DEFAULT_GRAPH) -> list[str]:
     return list(load_graph(path)["profiles"])
 
 
-def load_profile(name: str, path: str | Path = DEFAULT_GRAPH, overrides: dict[str, dict] | None = None) -> Profile:
+def load_profile(
+    name: str, path: str | Path = DEFAULT_GRAPH, overrides: dict[str, dict] | None = None
+) -> Profile:
     """Resolve profile ``name``; ``overrides`` maps member name -> parameters that replace the file's."""
     data = load_graph(path)
     if name not in data["profiles"]:
@@ -104,8 +122,10 @@ def load_profile(name: str, path: str | Path = DEFAULT_GRAPH, overrides: dict[st
     for member_name, params in (overrides or {}).items():
         target = next((m for m in raw_members if m.get("name") == member_name), None)
         if target is None:
-            raise KeyError(f"profile {name!r} has no member {member_name!r} to set parameters on; members: "
-                           f"{[m.get('name') for m in raw_members]}")
+            raise KeyError(
+                f"profile {name!r} has no member {member_name!r} to set parameters on; members: "
+                f"{[m.get('name') for m in raw_members]}"
+            )
         target["parameters"] = {**(target.get("parameters") or {}), **params}
     members = [_member(m, name, Path(path).parent) for m in raw_members]
     return Profile(name, raw.get("description", ""), members)
@@ -131,13 +151,25 @@ def _member(raw: dict, profile: str, config_dir: Path) -> Member:
         interface.subscribes.update({t: "*" for t in parameters.get("topics", [])})
         # The reasoner also watches the wrist camera where its `wrist_camera` parameter says so (packing).
         if raw["node"] == "r3_reasoner_node" and parameters.get("wrist_camera"):
-            interface.subscribes[remappings.get(names.WRIST_IMAGE, names.WRIST_IMAGE)] = "sensor_msgs/msg/Image"
-        member = Member(raw["name"], "r3", raw["node"], parameters, remappings, interface, start=start,
-                        description=raw.get("description", ""))
+            interface.subscribes[remappings.get(names.WRIST_IMAGE, names.WRIST_IMAGE)] = (
+                "sensor_msgs/msg/Image"
+            )
+        member = Member(
+            raw["name"],
+            "r3",
+            raw["node"],
+            parameters,
+            remappings,
+            interface,
+            start=start,
+            description=raw.get("description", ""),
+        )
     else:
         if ("package" not in raw or "executable" not in raw) and start:
-            raise ValueError(f"{where}: give either 'node' (an r3 node) or 'package' and 'executable' "
-                             f"(or 'start: false' for a process r3 does not start)")
+            raise ValueError(
+                f"{where}: give either 'node' (an r3 node) or 'package' and 'executable' "
+                f"(or 'start: false' for a process r3 does not start)"
+            )
         publishes = {_absolute(t): v for t, v in (raw.get("publishes") or {}).items()}
         subscribes = {_absolute(t): v for t, v in (raw.get("subscribes") or {}).items()}
         if "bridge_config" in raw:
@@ -147,11 +179,23 @@ def _member(raw: dict, profile: str, config_dir: Path) -> Member:
             subscribes.update(bridged_sub)
             # The file that describes the bridge here is the file the bridge runs with.
             parameters.setdefault("config_file", str(bridge_file))
-        interface = NodeInterface(publishes=publishes, subscribes=subscribes,
-                                  services=[_absolute(s) for s in raw.get("services") or []]).remapped(remappings)
-        member = Member(raw["name"], raw.get("package", ""), raw.get("executable", ""), parameters, remappings,
-                        interface, is_r3_node=False, arguments=[str(a) for a in raw.get("arguments") or []],
-                        start=start, description=raw.get("description", ""))
+        interface = NodeInterface(
+            publishes=publishes,
+            subscribes=subscribes,
+            services=[_absolute(s) for s in raw.get("services") or []],
+        ).remapped(remappings)
+        member = Member(
+            raw["name"],
+            raw.get("package", ""),
+            raw.get("executable", ""),
+            parameters,
+            remappings,
+            interface,
+            is_r3_node=False,
+            arguments=[str(a) for a in raw.get("arguments") or []],
+            start=start,
+            description=raw.get("description", ""),
+        )
     # A node with use_sim_time takes its time from /clock (rclpy and rclcpp subscribe to it themselves).
     if parameters.get("use_sim_time"):
         member.interface.subscribes[remappings.get(names.CLOCK, names.CLOCK)] = "rosgraph_msgs/msg/Clock"
@@ -176,7 +220,9 @@ def read_ros_gz_bridge_config(path: Path) -> tuple[dict[str, str], dict[str, str
             msgtype = msgtype.replace("/", "/msg/", 1)
         direction = entry.get("direction", "BIDIRECTIONAL")
         if direction not in ("GZ_TO_ROS", "ROS_TO_GZ", "BIDIRECTIONAL"):
-            raise ValueError(f"{path}: {topic}: direction {direction!r} is not GZ_TO_ROS, ROS_TO_GZ or BIDIRECTIONAL")
+            raise ValueError(
+                f"{path}: {topic}: direction {direction!r} is not GZ_TO_ROS, ROS_TO_GZ or BIDIRECTIONAL"
+            )
         if direction in ("GZ_TO_ROS", "BIDIRECTIONAL"):
             publishes[_absolute(topic)] = msgtype
         if direction in ("ROS_TO_GZ", "BIDIRECTIONAL"):
@@ -204,12 +250,22 @@ def unmatched_subscriptions(profile: Profile) -> list[str]:
                 problems.append(f"{m.name} subscribes to {t}, which no member publishes")
                 continue
             other = {p: ty for p, ty in published[t].items() if "*" not in (ty, msgtype) and ty != msgtype}
-            problems += [f"{m.name} subscribes to {t} as {msgtype}, but {p} publishes it as {ty}"
-                         for p, ty in other.items()]
-    problems += [f"{m.name} calls service {s}, which no member serves"
-                 for m in profile.members for s in m.interface.service_clients if s not in served]
-    problems += [f"{m.name} sends goals to action {a}, which no member serves"
-                 for m in profile.members for a in m.interface.action_clients if a not in actions]
+            problems += [
+                f"{m.name} subscribes to {t} as {msgtype}, but {p} publishes it as {ty}"
+                for p, ty in other.items()
+            ]
+    problems += [
+        f"{m.name} calls service {s}, which no member serves"
+        for m in profile.members
+        for s in m.interface.service_clients
+        if s not in served
+    ]
+    problems += [
+        f"{m.name} sends goals to action {a}, which no member serves"
+        for m in profile.members
+        for a in m.interface.action_clients
+        if a not in actions
+    ]
     return problems
 
 
@@ -220,8 +276,14 @@ def outside_requirements(profile: Profile) -> list[str]:
         if m.start:
             continue
         renamed = {v: k for k, v in m.remappings.items()}
-        parts = [f"{verb} " + ", ".join(f"{n} (renamed from {renamed[n]})" if n in renamed else n for n in found)
-                 for verb, found in (("publish", m.interface.publishes), ("subscribe", m.interface.subscribes),
-                                     ("serve", m.interface.services)) if found]
+        parts = [
+            f"{verb} " + ", ".join(f"{n} (renamed from {renamed[n]})" if n in renamed else n for n in found)
+            for verb, found in (
+                ("publish", m.interface.publishes),
+                ("subscribe", m.interface.subscribes),
+                ("serve", m.interface.services),
+            )
+            if found
+        ]
         lines.append(f"{m.name} (not started by r3) must {'; '.join(parts) or 'run'}")
     return lines

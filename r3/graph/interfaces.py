@@ -21,8 +21,9 @@ class NodeInterface:
     actions: list[str] = field(default_factory=list)  # served
     action_clients: list[str] = field(default_factory=list)
 
-    def remapped(self, remappings: dict[str, str]) -> "NodeInterface":
+    def remapped(self, remappings: dict[str, str]) -> NodeInterface:
         """The interface after ROS remapping rules ``from:=to`` on fully qualified names."""
+
         def r(name: str) -> str:
             return remappings.get(name, name)
 
@@ -69,16 +70,22 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
             names.SIM_INSTANCE_NAMES: "std_msgs/msg/String",
             **HEARTBEAT,
         },
-        subscribes={**STOP_MOTION, names.HEARTBEAT: "r3_msgs/msg/Heartbeat",
-                    names.DETECTED_OBJECTS: "r3_msgs/msg/DetectedObjects"},
+        subscribes={
+            **STOP_MOTION,
+            names.HEARTBEAT: "r3_msgs/msg/Heartbeat",
+            names.DETECTED_OBJECTS: "r3_msgs/msg/DetectedObjects",
+        },
         services=[names.RESET_SCENE],
         service_clients=[names.GROUND_POINT],
         actions=[names.FOLLOW_INSTRUCTION, names.MOVE_TO_POSE],
     ),
     "r3_lowlevel_node": NodeInterface(
         publishes={names.PUSHER_COMMAND: "geometry_msgs/msg/Vector3Stamped", **HEARTBEAT},
-        subscribes={names.PRIVILEGED_STATE: "r3_msgs/msg/PrivilegedState", names.HEARTBEAT: "r3_msgs/msg/Heartbeat",
-                    **STOP_MOTION},
+        subscribes={
+            names.PRIVILEGED_STATE: "r3_msgs/msg/PrivilegedState",
+            names.HEARTBEAT: "r3_msgs/msg/Heartbeat",
+            **STOP_MOTION,
+        },
         actions=[names.FOLLOW_INSTRUCTION],
     ),
     "r3_reasoner_node": NodeInterface(
@@ -132,7 +139,9 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
     ),
     "r3_recorder_node": NodeInterface(
         publishes={names.RECORDER_BAGS: "std_msgs/msg/String", **HEARTBEAT},
-        subscribes={names.EPISODE_EVENTS: "r3_msgs/msg/EpisodeEvent",
-                    names.REASONER_FRAMES: "sensor_msgs/msg/Image"},  # plus the configured topics
+        subscribes={
+            names.EPISODE_EVENTS: "r3_msgs/msg/EpisodeEvent",
+            names.REASONER_FRAMES: "sensor_msgs/msg/Image",
+        },  # plus the configured topics
     ),
 }

@@ -22,9 +22,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import yaml
 
@@ -58,8 +58,10 @@ def resolve_executable(member: Member) -> list[str]:
     if not member.is_r3_node:
         found = shutil.which(member.executable)
         if found is None:
-            raise FileNotFoundError(f"{member.name}: executable {member.executable!r} ({member.package}) "
-                                    f"is not on PATH; this profile needs a full ROS 2 install")
+            raise FileNotFoundError(
+                f"{member.name}: executable {member.executable!r} ({member.package}) "
+                f"is not on PATH; this profile needs a full ROS 2 install"
+            )
         return [found]
     script = Path(sys.executable).parent / member.executable
     if script.is_file():
@@ -111,8 +113,14 @@ class Exit:
 class Supervisor:
     """Runs the members of one profile. Use as a context manager or call start()/stop()."""
 
-    def __init__(self, profile: Profile, log_dir: str | Path, env: dict[str, str] | None = None,
-                 grace_s: float = 4.0, echo: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        profile: Profile,
+        log_dir: str | Path,
+        env: dict[str, str] | None = None,
+        grace_s: float = 4.0,
+        echo: Callable[[str], None] | None = None,
+    ):
         self.profile = profile
         self.log_dir = Path(log_dir)
         self.env = dict(os.environ if env is None else env)
@@ -122,7 +130,7 @@ class Supervisor:
         self.first_exit: Exit | None = None
         self._params_dir = tempfile.TemporaryDirectory(prefix="r3-params-")
 
-    def __enter__(self) -> "Supervisor":
+    def __enter__(self) -> Supervisor:
         self.start()
         return self
 
@@ -143,8 +151,14 @@ class Supervisor:
             cmd = resolve_executable(member) + member.arguments + ros_arguments(member, params_file)
             log = open(self.log_dir / f"{member.name}.log", "w")
             self.processes[member.name] = subprocess.Popen(
-                cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, preexec_fn=_die_with_parent)
+                cmd,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
             log.close()
             self.echo(f"[r3 launch] started {member.name} (pid {self.processes[member.name].pid})")
 

@@ -84,8 +84,16 @@ class SimGrounder:
 
     def at_point(self, point, containers_only: bool = False) -> Grounded | None:
         origin, ray = self.env.camera_model(self.camera).ray(*point)
-        dist = mujoco.mj_ray(self.env.model, self.env.data, origin, ray,
-                            self._container_groups if containers_only else self._groups, 1, -1, self._geomid)
+        dist = mujoco.mj_ray(
+            self.env.model,
+            self.env.data,
+            origin,
+            ray,
+            self._container_groups if containers_only else self._groups,
+            1,
+            -1,
+            self._geomid,
+        )
         if dist < 0:
             return None
         label = self.env.geom_label.get(int(self._geomid[0]))
@@ -96,16 +104,20 @@ class SimGrounder:
     def locate(self, label: str) -> tuple[float, float] | None:
         if label.endswith(" tray"):
             tray = TRAY_SPECS[label.split()[0]]
-            probes = [(tray.centre[0] + dx * tray.inner[0], tray.centre[1] + dy * tray.inner[1], tray.floor)
-                      for dx, dy in ((0, 0), (0.3, 0.3), (-0.3, -0.3), (0.3, -0.3), (-0.3, 0.3))]
+            probes = [
+                (tray.centre[0] + dx * tray.inner[0], tray.centre[1] + dy * tray.inner[1], tray.floor)
+                for dx, dy in ((0, 0), (0.3, 0.3), (-0.3, -0.3), (0.3, -0.3), (-0.3, 0.3))
+            ]
         else:
             est = self.estimate(label)
             if est is None:
                 return None
             c, (sx, sy, sz) = np.asarray(est.centre), est.size
             R = np.array([[np.cos(est.yaw), -np.sin(est.yaw)], [np.sin(est.yaw), np.cos(est.yaw)]])
-            probes = [(*(c[:2] + R @ (fx * sx, fy * sy)), c[2] + sz / 2 - 0.002)
-                      for fx, fy in ((0, 0), (0.25, 0.25), (-0.25, -0.25), (0.25, -0.25), (-0.25, 0.25))]
+            probes = [
+                (*(c[:2] + R @ (fx * sx, fy * sy)), c[2] + sz / 2 - 0.002)
+                for fx, fy in ((0, 0), (0.25, 0.25), (-0.25, -0.25), (0.25, -0.25), (-0.25, 0.25))
+            ]
         for probe in probes:
             point = self.project(probe)
             if point is not None:

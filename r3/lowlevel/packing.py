@@ -74,7 +74,9 @@ class PackingPolicy:
     ``state`` (a callable returning the current :class:`PackingState`) and ``idle`` (a callable
     that holds the arm still for one control step)."""
 
-    def __init__(self, actions: SemanticActions, grounder: Grounder, idle, config: PackingPolicyConfig | None = None):
+    def __init__(
+        self, actions: SemanticActions, grounder: Grounder, idle, config: PackingPolicyConfig | None = None
+    ):
         self.actions, self.grounder, self.idle = actions, grounder, idle
         self.config = config or PackingPolicyConfig()
 
@@ -110,8 +112,11 @@ class PackingPolicy:
             if ins.type is not PackingInstructionType.PACK and where != ins.tray:
                 found = "on the table" if where is None else f"in the {where} tray"
                 return ActionResult(False, f"item_not_in_source_tray: it is {found}", steps)
-        dest = None if ins.type is PackingInstructionType.REMOVE else (
-            ins.to_tray if ins.type is PackingInstructionType.TRANSFER else ins.tray)
+        dest = (
+            None
+            if ins.type is PackingInstructionType.REMOVE
+            else (ins.to_tray if ins.type is PackingInstructionType.TRANSFER else ins.tray)
+        )
         spots = self._spots(item, dest, s, rng)
         if not spots:
             return ActionResult(False, f"no_room_in_{dest}_tray" if dest else "no_room_on_table", steps)

@@ -113,8 +113,14 @@ def seen_item(detection) -> SeenItem | None:
     g = detection.geometry
     if g is None:
         return None
-    return SeenItem(detection.label, tuple(float(v) for v in g.top_centre), float(g.footprint_yaw),
-                    (float(g.footprint[0]), float(g.footprint[1])), float(g.bottom_height), int(g.valid_points))
+    return SeenItem(
+        detection.label,
+        tuple(float(v) for v in g.top_centre),
+        float(g.footprint_yaw),
+        (float(g.footprint[0]), float(g.footprint[1])),
+        float(g.bottom_height),
+        int(g.valid_points),
+    )
 
 
 def _yaw_quat(yaw: float) -> tuple[float, float, float, float]:
@@ -159,7 +165,9 @@ class PerceivedScene:
     """Grounder and state reader for :class:`~r3.lowlevel.semantic.SemanticActions` built on a
     :class:`PerceptionSource` (see the module docstring for the estimation rules)."""
 
-    def __init__(self, source: PerceptionSource, still_window_s: float = 0.25, still_tolerance: float = 0.003):
+    def __init__(
+        self, source: PerceptionSource, still_window_s: float = 0.25, still_tolerance: float = 0.003
+    ):
         if still_window_s <= 0 or still_tolerance <= 0:
             raise ValueError("still_window_s and still_tolerance must be positive")
         self.source = source
@@ -210,9 +218,17 @@ class PerceivedScene:
             est = self._estimate(label, items, arm, held)
             seen = items.get(label)
             still = seen is not None and self._track(label, stamp_ns, np.asarray(seen.top_centre))
-            out[label] = ItemState(pos=est.centre, quat=_yaw_quat(est.yaw), still_steps=STILL_STEPS if still else 0)
-        return PackingState(items=out, held=held, tcp=arm.tcp, tcp_yaw=arm.tcp_yaw,
-                            gripper_opening=arm.gripper_opening, joints=arm.joints)
+            out[label] = ItemState(
+                pos=est.centre, quat=_yaw_quat(est.yaw), still_steps=STILL_STEPS if still else 0
+            )
+        return PackingState(
+            items=out,
+            held=held,
+            tcp=arm.tcp,
+            tcp_yaw=arm.tcp_yaw,
+            gripper_opening=arm.gripper_opening,
+            joints=arm.joints,
+        )
 
     def forget(self) -> None:
         """A new episode: nothing seen before counts."""
@@ -230,7 +246,8 @@ class PerceivedScene:
         frame, arm = self.source.observe(), self.source.arm()
         held = self._held(frame, arm)
         at_home = len(arm.joints) == len(scene.HOME_Q) and bool(
-            np.max(np.abs(np.subtract(arm.joints, scene.HOME_Q))) < HOME_TOLERANCE)
+            np.max(np.abs(np.subtract(arm.joints, scene.HOME_Q))) < HOME_TOLERANCE
+        )
         items = {}
         for label, seen in frame.items.items():
             rest = self._rest.get(label)
@@ -267,8 +284,9 @@ class PerceivedScene:
         self._holding = best
         return best
 
-    def _estimate(self, label: str, items: dict[str, SeenItem], arm: ArmReading,
-                  held: str | None) -> ItemEstimate | None:
+    def _estimate(
+        self, label: str, items: dict[str, SeenItem], arm: ArmReading, held: str | None
+    ) -> ItemEstimate | None:
         seen = items.get(label)
         if seen is None and label == held:  # hidden in the hand: its centre at the finger pads
             return ItemEstimate(arm.tcp, self._held_yaw(label, arm), self._sizes[label])
@@ -296,8 +314,10 @@ class PerceivedScene:
         """The held item turns with the hand: of the hand's two axes, the one its rest yaw was nearest."""
         if arm.tcp_yaw is None:
             return self._yaws[label]
-        return min((arm.tcp_yaw, arm.tcp_yaw + math.pi / 2),
-                   key=lambda c: abs(math.remainder(c - self._yaws[label], math.pi)))
+        return min(
+            (arm.tcp_yaw, arm.tcp_yaw + math.pi / 2),
+            key=lambda c: abs(math.remainder(c - self._yaws[label], math.pi)),
+        )
 
     def _track(self, label: str, stamp_ns: int, p: np.ndarray) -> bool:
         """Record an observation; whether the item stayed within the tolerance over the window."""

@@ -82,7 +82,9 @@ def wrist_friendly_yaw(yaw: float, x: float, y: float) -> float:
     -1.472
     """
     natural = HOME_CLOSING_YAW + math.atan2(y, x)
-    return min((yaw, yaw + math.pi, yaw - math.pi), key=lambda c: abs(math.remainder(c - natural, 2 * math.pi)))
+    return min(
+        (yaw, yaw + math.pi, yaw - math.pi), key=lambda c: abs(math.remainder(c - natural, 2 * math.pi))
+    )
 
 
 def _valid_point(point) -> bool:
@@ -100,13 +102,20 @@ class SemanticActions:
     generator passed to each call makes it reproducible.
     """
 
-    def __init__(self, executor, grounder: Grounder, state: Callable[[], PackingState],
-                 config: SemanticConfig | None = None):
+    def __init__(
+        self,
+        executor,
+        grounder: Grounder,
+        state: Callable[[], PackingState],
+        config: SemanticConfig | None = None,
+    ):
         self.executor, self.grounder, self.state = executor, grounder, state
         self.config = config or SemanticConfig()
 
     # ------------------------------------------------------------------ actions
-    def pick(self, label: str, point, rng: np.random.Generator | None = None, grasp_noise: float = 0.0) -> ActionResult:
+    def pick(
+        self, label: str, point, rng: np.random.Generator | None = None, grasp_noise: float = 0.0
+    ) -> ActionResult:
         if not _valid_point(point):
             return ActionResult(False, "invalid_point")
         if self.state().held is not None:
@@ -139,12 +148,16 @@ class SemanticActions:
                 grasps.append((est.yaw + math.pi / 2, est.size[1]))
             # Open just wide enough: fully open fingers would not fit beside an item near a tray wall;
             # where even that touches, open only the least gap wider than the item.
-            tries = dict.fromkeys((yaw, min(scene.MAX_OPENING, across + 2 * slack)) for yaw, across in grasps
-                                  for slack in (self.config.width_slack, self.config.min_finger_gap))
+            tries = dict.fromkeys(
+                (yaw, min(scene.MAX_OPENING, across + 2 * slack))
+                for yaw, across in grasps
+                for slack in (self.config.width_slack, self.config.min_finger_gap)
+            )
             for yaw, opening in tries:
                 quat = top_down_quat(wrist_friendly_yaw(yaw, cx, cy))
-                r = self.executor.move_to_pose(PoseTarget((cx, cy, z), quat, opening, self.config.approach_speed,
-                                                          approach=above[2] - z))
+                r = self.executor.move_to_pose(
+                    PoseTarget((cx, cy, z), quat, opening, self.config.approach_speed, approach=above[2] - z)
+                )
                 steps += r.control_steps
                 if not r.reason.startswith("refused: collision"):
                     break
@@ -192,14 +205,19 @@ class SemanticActions:
         release = (tx, ty, support + h / 2 + self.config.release_gap + offset)
         steps = 0
         lift = (s.tcp[0], s.tcp[1], carry[2])
-        for target in (PoseTarget(lift, quat), PoseTarget(carry, quat),
-                       PoseTarget(release, quat, None, self.config.approach_speed, approach=carry[2] - release[2])):
+        for target in (
+            PoseTarget(lift, quat),
+            PoseTarget(carry, quat),
+            PoseTarget(release, quat, None, self.config.approach_speed, approach=carry[2] - release[2]),
+        ):
             r = self.executor.move_to_pose(target)
             steps += r.control_steps
             if not r.reached:
                 return ActionResult(False, f"motion_failed: {r.reason}", steps)
         # Open only a little: wide-open fingers would strike a tray wall or a neighbour.
-        steps += self.executor.set_gripper(min(scene.MAX_OPENING, max(width, s.gripper_opening) + 0.02)).control_steps
+        steps += self.executor.set_gripper(
+            min(scene.MAX_OPENING, max(width, s.gripper_opening) + 0.02)
+        ).control_steps
         r = self.executor.move_to_pose(PoseTarget((tx, ty, release[2] + self.config.approach), quat))
         steps += r.control_steps
         after = self.state()
@@ -224,7 +242,12 @@ class SemanticActions:
             t = TRAY_SPECS[tray]
             lo = np.asarray(t.centre) - np.asarray(t.inner) / 2
             hi = np.asarray(t.centre) + np.asarray(t.inner) / 2
-            if box[0] - box[2] < lo[0] or box[0] + box[2] > hi[0] or box[1] - box[3] < lo[1] or box[1] + box[3] > hi[1]:
+            if (
+                box[0] - box[2] < lo[0]
+                or box[0] + box[2] > hi[0]
+                or box[1] - box[3] < lo[1]
+                or box[1] + box[3] > hi[1]
+            ):
                 return False
         others = [placement.footprint(n, i.pos[0], i.pos[1], i.yaw) for n, i in s.items.items() if n != label]
         return not any(placement.overlaps(box, o, gap=0.004) for o in others)

@@ -8,9 +8,21 @@ from PIL import Image, ImageDraw
 from r3.perception.grounding import Detection
 
 # Distinct, saturated colours; mask id i uses PALETTE[(i - 1) % len(PALETTE)].
-PALETTE = np.array([(230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200), (245, 130, 48),
-                    (145, 30, 180), (70, 240, 240), (240, 50, 230), (210, 245, 60), (250, 190, 212)],
-                   dtype=np.float32)
+PALETTE = np.array(
+    [
+        (230, 25, 75),
+        (60, 180, 75),
+        (255, 225, 25),
+        (0, 130, 200),
+        (245, 130, 48),
+        (145, 30, 180),
+        (70, 240, 240),
+        (240, 50, 230),
+        (210, 245, 60),
+        (250, 190, 212),
+    ],
+    dtype=np.float32,
+)
 MASK_ALPHA = 0.45
 
 

@@ -35,14 +35,20 @@ class CameraModel:
         self.k = np.asarray(self.k, dtype=np.float64).reshape(3, 3)
         self.base_from_camera = np.asarray(self.base_from_camera, dtype=np.float64).reshape(4, 4)
         if self.width <= 0 or self.height <= 0:
-            raise ValueError(f"camera {self.name!r}: width and height must be positive, got {self.width}x{self.height}")
+            raise ValueError(
+                f"camera {self.name!r}: width and height must be positive, got {self.width}x{self.height}"
+            )
         if self.k[0, 0] <= 0 or self.k[1, 1] <= 0:
             raise ValueError(f"camera {self.name!r}: focal lengths must be positive, got K={self.k.tolist()}")
         if not 0 <= self.min_depth_m < self.max_depth_m:
-            raise ValueError(f"camera {self.name!r}: need 0 <= min_depth_m < max_depth_m, "
-                             f"got {self.min_depth_m}, {self.max_depth_m}")
+            raise ValueError(
+                f"camera {self.name!r}: need 0 <= min_depth_m < max_depth_m, "
+                f"got {self.min_depth_m}, {self.max_depth_m}"
+            )
         rot = self.base_from_camera[:3, :3]
-        if not np.allclose(rot @ rot.T, np.eye(3), atol=1e-6) or not np.allclose(self.base_from_camera[3], [0, 0, 0, 1]):
+        if not np.allclose(rot @ rot.T, np.eye(3), atol=1e-6) or not np.allclose(
+            self.base_from_camera[3], [0, 0, 0, 1]
+        ):
             raise ValueError(f"camera {self.name!r}: base_from_camera is not a rigid transform")
 
     def normalised_to_pixel(self, u: float, v: float) -> tuple[int, int] | None:
@@ -70,7 +76,9 @@ class CameraModel:
         col = u / NORMALISED_MAX * self.width - 0.5
         row = v / NORMALISED_MAX * self.height - 0.5
         t = self.base_from_camera
-        direction = t[:3, :3] @ np.array([(col - self.k[0, 2]) / self.k[0, 0], (row - self.k[1, 2]) / self.k[1, 1], 1.0])
+        direction = t[:3, :3] @ np.array(
+            [(col - self.k[0, 2]) / self.k[0, 0], (row - self.k[1, 2]) / self.k[1, 1], 1.0]
+        )
         return t[:3, 3].copy(), direction / np.linalg.norm(direction)
 
 
@@ -93,8 +101,10 @@ class RGBDFrame:
     def __post_init__(self):
         h, w = self.camera.height, self.camera.width
         if self.rgb.shape != (h, w, 3) or self.depth_m.shape != (h, w):
-            raise ValueError(f"frame shapes rgb {self.rgb.shape} / depth {self.depth_m.shape} do not match "
-                             f"camera {self.camera.name!r} ({w}x{h})")
+            raise ValueError(
+                f"frame shapes rgb {self.rgb.shape} / depth {self.depth_m.shape} do not match "
+                f"camera {self.camera.name!r} ({w}x{h})"
+            )
 
 
 def look_at(eye, target, up=(0.0, 0.0, 1.0)) -> np.ndarray:

@@ -39,11 +39,14 @@ def project(points_base: np.ndarray, camera: CameraModel) -> np.ndarray:
     t = np.linalg.inv(camera.base_from_camera)
     pts = np.asarray(points_base, dtype=np.float64) @ t[:3, :3].T + t[:3, 3]
     k = camera.k
-    return np.stack([k[0, 0] * pts[:, 0] / pts[:, 2] + k[0, 2], k[1, 1] * pts[:, 1] / pts[:, 2] + k[1, 2]], axis=1)
+    return np.stack(
+        [k[0, 0] * pts[:, 0] / pts[:, 2] + k[0, 2], k[1, 1] * pts[:, 1] / pts[:, 2] + k[1, 2]], axis=1
+    )
 
 
-def masked_points(frame: RGBDFrame, mask: np.ndarray, valid: np.ndarray | None = None
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def masked_points(
+    frame: RGBDFrame, mask: np.ndarray, valid: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Base-frame points of the masked pixels with valid depth, and those pixels' columns and rows.
 
     Works on the mask's flat pixel indices: one pass over the image, then only the object's pixels.
@@ -103,9 +106,17 @@ def object_geometry(points: np.ndarray) -> ObjectGeometry:
     top_xy = along * (a.min() + a.max()) / 2 + across * (b.min() + b.max()) / 2
     xy = points[:, :2]
     footprint = np.array([np.ptp(xy @ along), np.ptp(xy @ across)])
-    return ObjectGeometry(centroid=centroid, top_height=top, axes=axes, extent=extent, valid_points=len(points),
-                          top_centre=np.array([top_xy[0], top_xy[1], top]), footprint_yaw=yaw, footprint=footprint,
-                          bottom_height=float(np.percentile(points[:, 2], BOTTOM_HEIGHT_PERCENTILE)))
+    return ObjectGeometry(
+        centroid=centroid,
+        top_height=top,
+        axes=axes,
+        extent=extent,
+        valid_points=len(points),
+        top_centre=np.array([top_xy[0], top_xy[1], top]),
+        footprint_yaw=yaw,
+        footprint=footprint,
+        bottom_height=float(np.percentile(points[:, 2], BOTTOM_HEIGHT_PERCENTILE)),
+    )
 
 
 def _major_yaw(centred_xy: np.ndarray) -> float:

@@ -50,17 +50,26 @@ def unknown_purpose(purpose: str) -> str:
     return f"unknown_purpose: {purpose!r} (expected pick or place)"
 
 
-def measure(frame: RGBDFrame, segment: Segment, mask_id: int, config: GroundingConfig,
-            valid: np.ndarray | None = None) -> Detection:
+def measure(
+    frame: RGBDFrame, segment: Segment, mask_id: int, config: GroundingConfig, valid: np.ndarray | None = None
+) -> Detection:
     points, _, _ = masked_points(frame, segment.mask, valid)
     enough = len(points) >= config.min_valid_pixels
-    return Detection(label=segment.label, score=segment.score, mask_id=mask_id, box=segment.box or (0, 0, 0, 0),
-                     mask=segment.mask, valid_points=len(points), geometry=object_geometry(points) if enough else None,
-                     reason="" if enough else TOO_FEW_VALID)
+    return Detection(
+        label=segment.label,
+        score=segment.score,
+        mask_id=mask_id,
+        box=segment.box or (0, 0, 0, 0),
+        mask=segment.mask,
+        valid_points=len(points),
+        geometry=object_geometry(points) if enough else None,
+        reason="" if enough else TOO_FEW_VALID,
+    )
 
 
-def ground(frame: RGBDFrame, mask: np.ndarray, purpose: str, config: GroundingConfig,
-           valid: np.ndarray | None = None) -> tuple[np.ndarray | None, str]:
+def ground(
+    frame: RGBDFrame, mask: np.ndarray, purpose: str, config: GroundingConfig, valid: np.ndarray | None = None
+) -> tuple[np.ndarray | None, str]:
     """(3D target in the base frame, "") or (None, reason) for one object mask."""
     if purpose not in PURPOSES:
         return None, unknown_purpose(purpose)
@@ -73,4 +82,3 @@ def ground(frame: RGBDFrame, mask: np.ndarray, purpose: str, config: GroundingCo
     x0, y0, x1, y1 = mask_box(mask)
     nearest = int(np.argmin((cols - (x0 + x1) / 2.0) ** 2 + (rows - (y0 + y1) / 2.0) ** 2))
     return points[nearest].copy(), ""
-

@@ -34,8 +34,10 @@ class Owlv2Sam2Config:
         if not self.detector:
             raise ValueError("owlv2+sam2 needs `detector`: a local folder with an OWLv2 model and processor")
         if not 0.0 <= self.score_threshold <= 1.0 or not 0.0 < self.nms_iou <= 1.0 or self.max_per_label < 1:
-            raise ValueError(f"bad detector limits: score_threshold={self.score_threshold}, nms_iou={self.nms_iou}, "
-                             f"max_per_label={self.max_per_label}")
+            raise ValueError(
+                f"bad detector limits: score_threshold={self.score_threshold}, nms_iou={self.nms_iou}, "
+                f"max_per_label={self.max_per_label}"
+            )
 
 
 def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -52,7 +54,7 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou: float, limit: int) -> list[i
     while order and len(keep) < limit:
         best = order.pop(0)
         keep.append(best)
-        order = [i for i in order if box_iou(boxes[best], boxes[i:i + 1])[0] <= iou]
+        order = [i for i in order if box_iou(boxes[best], boxes[i : i + 1])[0] <= iou]
     return keep
 
 
@@ -68,8 +70,9 @@ class Owlv2Detector:
         """(label index, score, xyxy pixel box) for every box whose best label scores at all."""
         import torch
 
-        inputs = self.processor(text=[labels], images=rgb, padding=True, truncation=True,
-                                return_tensors="pt").to(self.device)
+        inputs = self.processor(
+            text=[labels], images=rgb, padding=True, truncation=True, return_tensors="pt"
+        ).to(self.device)
         with torch.inference_mode():
             out = self.model(**inputs)
         scores = out.logits[0].sigmoid().cpu().numpy()  # patches x labels

@@ -86,8 +86,9 @@ class Perception:
             segments = self.segmenter.segment_labels(self.query) if self.query else []
         else:
             segments = self._follow_tracked()
-        self.detections = [measure(frame, s, i + 1, self.config.grounding, self._valid)
-                           for i, s in enumerate(segments)]
+        self.detections = [
+            measure(frame, s, i + 1, self.config.grounding, self._valid) for i, s in enumerate(segments)
+        ]
         return self.detections
 
     def ground_point(self, label: str, u: float, v: float, purpose: str, now_ns: int) -> GroundResult:
@@ -107,8 +108,14 @@ class Perception:
         segment = self.segmenter.segment_point(pixel[0], pixel[1], label)
         if segment is None:
             return GroundResult(False, reason=NO_OBJECT)
-        if label != ANY_LABEL and self.segmenter.text_queries and not any(
-                _iou(found.mask, segment.mask) > SAME_OBJECT_IOU for found in self.segmenter.segment_labels([label])):
+        if (
+            label != ANY_LABEL
+            and self.segmenter.text_queries
+            and not any(
+                _iou(found.mask, segment.mask) > SAME_OBJECT_IOU
+                for found in self.segmenter.segment_labels([label])
+            )
+        ):
             return GroundResult(False, reason=f"{LABEL_MISMATCH}: no {label!r} perceived at ({u}, {v})")
         target, reason = ground(self.frame, segment.mask, purpose, self.config.grounding, self._valid)
         if target is None:
@@ -122,7 +129,9 @@ class Perception:
         if len(label) > MAX_LABEL_CHARS:
             return f"{LABEL_MISMATCH}: a label of {len(label)} characters names nothing (at most {MAX_LABEL_CHARS})"
         if not self.segmenter.text_queries and label not in self.query:
-            return f"{LABEL_MISMATCH}: {label[:80]!r} is not among the perceived names (the query: {self.query})"
+            return (
+                f"{LABEL_MISMATCH}: {label[:80]!r} is not among the perceived names (the query: {self.query})"
+            )
         return ""
 
     def _register(self, segment: Segment) -> int:
@@ -132,8 +141,9 @@ class Perception:
         for d in self.detections:
             if _iou(d.mask, segment.mask) > SAME_OBJECT_IOU:
                 return d.mask_id
-        self.detections.append(measure(self.frame, segment, len(self.detections) + 1, self.config.grounding,
-                                       self._valid))
+        self.detections.append(
+            measure(self.frame, segment, len(self.detections) + 1, self.config.grounding, self._valid)
+        )
         return self.detections[-1].mask_id
 
     def _follow_tracked(self) -> list[Segment]:

@@ -82,9 +82,13 @@ class RealSenseCamera:
         intr = colour.get_profile().as_video_stream_profile().get_intrinsics()
         k = np.array([[intr.fx, 0.0, intr.ppx], [0.0, intr.fy, intr.ppy], [0.0, 0.0, 1.0]])
         raw = np.asanyarray(depth.get_data())
-        return CameraReading(rgb=np.asanyarray(colour.get_data()).copy(),
-                             depth_m=raw.astype(np.float32) * np.float32(self._depth_scale), k=k,
-                             distortion=list(intr.coeffs), frame_number=int(colour.get_frame_number()))
+        return CameraReading(
+            rgb=np.asanyarray(colour.get_data()).copy(),
+            depth_m=raw.astype(np.float32) * np.float32(self._depth_scale),
+            k=k,
+            distortion=list(intr.coeffs),
+            frame_number=int(colour.get_frame_number()),
+        )
 
     def close(self) -> None:
         if self._on_close is not None:

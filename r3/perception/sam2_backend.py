@@ -58,8 +58,12 @@ class Sam2Prompter:
         overrides = [] if config.image_size == 1024 else [f"++model.image_size={config.image_size}"]
         if not config.checkpoint:
             log.warning("SAM 2 without a checkpoint: random weights, masks are meaningless (tests only)")
-        self.model = build_sam2(config.model_config, ckpt_path=config.checkpoint or None, device=config.device,
-                                hydra_overrides_extra=overrides)
+        self.model = build_sam2(
+            config.model_config,
+            ckpt_path=config.checkpoint or None,
+            device=config.device,
+            hydra_overrides_extra=overrides,
+        )
         self.size = config.image_size
         self.device = torch.device(config.device)
         self._mean = torch.tensor(IMAGENET_MEAN, device=self.device).view(1, 3, 1, 1)
@@ -72,8 +76,13 @@ class Sam2Prompter:
         import torch.nn.functional as F
 
         with torch.inference_mode():
-            img = torch.from_numpy(np.ascontiguousarray(rgb)).to(self.device).permute(2, 0, 1)[None].float() / 255.0
-            img = F.interpolate(img, (self.size, self.size), mode="bilinear", align_corners=False, antialias=True)
+            img = (
+                torch.from_numpy(np.ascontiguousarray(rgb)).to(self.device).permute(2, 0, 1)[None].float()
+                / 255.0
+            )
+            img = F.interpolate(
+                img, (self.size, self.size), mode="bilinear", align_corners=False, antialias=True
+            )
             backbone = self.model.forward_image((img - self._mean) / self._std)
             _, feats, _, sizes = self.model._prepare_backbone_features(backbone)
             if self.model.directly_add_no_mem_embed:
@@ -92,17 +101,23 @@ class Sam2Prompter:
         h, w = self._hw
         # Pixel centres sit at +0.5 in the continuous coordinates SAM scales.
         scale = np.array([self.size / w, self.size / h])
-        coords = torch.as_tensor((np.asarray(points, dtype=np.float64) + 0.5) * scale, dtype=torch.float32,
-                                 device=self.device)[None]
+        coords = torch.as_tensor(
+            (np.asarray(points, dtype=np.float64) + 0.5) * scale, dtype=torch.float32, device=self.device
+        )[None]
         lab = torch.as_tensor(labels, dtype=torch.int32, device=self.device)[None]
         with torch.inference_mode():
             sparse, dense = self.model.sam_prompt_encoder(points=(coords, lab), boxes=None, masks=None)
             low_res, iou, _, _ = self.model.sam_mask_decoder(
-                image_embeddings=self._features["image"], image_pe=self.model.sam_prompt_encoder.get_dense_pe(),
-                sparse_prompt_embeddings=sparse, dense_prompt_embeddings=dense, multimask_output=True,
-                repeat_image=False, high_res_features=self._features["high_res"])
+                image_embeddings=self._features["image"],
+                image_pe=self.model.sam_prompt_encoder.get_dense_pe(),
+                sparse_prompt_embeddings=sparse,
+                dense_prompt_embeddings=dense,
+                multimask_output=True,
+                repeat_image=False,
+                high_res_features=self._features["high_res"],
+            )
             best = int(iou[0].argmax())
-            logits = F.interpolate(low_res[:, best:best + 1], (h, w), mode="bilinear", align_corners=False)
+            logits = F.interpolate(low_res[:, best : best + 1], (h, w), mode="bilinear", align_corners=False)
         return (logits[0, 0] > 0).cpu().numpy(), float(iou[0, best].clamp(0, 1))
 
 

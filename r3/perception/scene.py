@@ -56,16 +56,30 @@ TABLE_HALF = (0.5, 0.4)
 class TabletopScene:
     """Renders RGB, depth (metres along the optical axis) and instance masks from one camera."""
 
-    def __init__(self, width: int = 640, height: int = 480, fovy_deg: float = 55.0,
-                 eye=(0.0, -0.6, 0.8), target=(0.0, 0.03, 0.0), objects=OBJECTS):
+    def __init__(
+        self,
+        width: int = 640,
+        height: int = 480,
+        fovy_deg: float = 55.0,
+        eye=(0.0, -0.6, 0.8),
+        target=(0.0, 0.03, 0.0),
+        objects=OBJECTS,
+    ):
         self.objects = {o.name: o for o in objects}
         base_from_camera = look_at(eye, target)
         f = 0.5 * height / math.tan(math.radians(fovy_deg) / 2)
         # MuJoCo's principal point is the image centre in continuous coordinates: (W - 1) / 2 in
         # the pixel-centre convention of camera.py.
         k = np.array([[f, 0, (width - 1) / 2], [0, f, (height - 1) / 2], [0, 0, 1]])
-        self.camera = CameraModel(k=k, width=width, height=height, base_from_camera=base_from_camera,
-                                  name="table_camera", min_depth_m=0.2, max_depth_m=2.5)
+        self.camera = CameraModel(
+            k=k,
+            width=width,
+            height=height,
+            base_from_camera=base_from_camera,
+            name="table_camera",
+            min_depth_m=0.2,
+            max_depth_m=2.5,
+        )
         self.model = mujoco.MjModel.from_xml_string(self._xml(base_from_camera, fovy_deg, width, height))
         self.data = mujoco.MjData(self.model)
         mujoco.mj_forward(self.model, self.data)
@@ -88,8 +102,14 @@ class TabletopScene:
         seg = r.render()
         r.disable_segmentation_rendering()
         instances = instances_from_mujoco_segmentation(seg, self._geom_to_instance)
-        return RGBDFrame(rgb=rgb, depth_m=depth, camera=self.camera, stamp_ns=stamp_ns, instances=instances,
-                         instance_names=dict(self.instance_names))
+        return RGBDFrame(
+            rgb=rgb,
+            depth_m=depth,
+            camera=self.camera,
+            stamp_ns=stamp_ns,
+            instances=instances,
+            instance_names=dict(self.instance_names),
+        )
 
     def close(self) -> None:
         self._close_renderer()
@@ -102,8 +122,10 @@ class TabletopScene:
         geoms = []
         for o in OBJECTS:
             size = " ".join(str(s) for s in o.size)
-            geoms.append(f'<geom name="{o.name}" type="{o.shape}" size="{size}" pos="{o.xy[0]} {o.xy[1]} {o.top / 2}" '
-                         f'euler="0 0 {o.yaw}" rgba="{" ".join(map(str, o.rgba))}"/>')
+            geoms.append(
+                f'<geom name="{o.name}" type="{o.shape}" size="{size}" pos="{o.xy[0]} {o.xy[1]} {o.top / 2}" '
+                f'euler="0 0 {o.yaw}" rgba="{" ".join(map(str, o.rgba))}"/>'
+            )
         return f"""
 <mujoco model="perception_tabletop">
   <compiler angle="radian"/>

@@ -55,22 +55,33 @@ class Previous:
 def board_unchanged(a, b) -> bool:
     """Whether two Language Table boards show the same scene: no block moved."""
     return set(a.blocks) == set(b.blocks) and all(
-        math.dist(a.blocks[n][:2], b.blocks[n][:2]) <= STILL_TOLERANCE for n in a.blocks)
+        math.dist(a.blocks[n][:2], b.blocks[n][:2]) <= STILL_TOLERANCE for n in a.blocks
+    )
 
 
-def repeated_refusals(instructions: Sequence[str], errors: Sequence[str], states: Sequence,
-                      unchanged: Callable[[object, object], bool]) -> int:
+def repeated_refusals(
+    instructions: Sequence[str],
+    errors: Sequence[str],
+    states: Sequence,
+    unchanged: Callable[[object, object], bool],
+) -> int:
     """How often an instruction that failed was given again in the scene it failed in and failed again
     for the same reason. ``states[i]`` is the decision-time state of step i, ``states[i + 1]`` the one
     after it (one more state than steps)."""
-    return sum(1 for i in range(1, len(instructions))
-               if errors[i - 1] and instructions[i] and instructions[i] == instructions[i - 1]
-               and errors[i] == errors[i - 1] and unchanged(states[i - 1], states[i]))
+    return sum(
+        1
+        for i in range(1, len(instructions))
+        if errors[i - 1]
+        and instructions[i]
+        and instructions[i] == instructions[i - 1]
+        and errors[i] == errors[i - 1]
+        and unchanged(states[i - 1], states[i])
+    )
 
 
 def sentences(text: str) -> list[str]:
     """The sentences of a trace (a period inside a quoted instruction does not end one)."""
-    return [s.strip() for s in re.split(r'(?<=[.])\s+(?=[A-Z])', text.strip()) if s.strip()]
+    return [s.strip() for s in re.split(r"(?<=[.])\s+(?=[A-Z])", text.strip()) if s.strip()]
 
 
 def check_step(suite: str, reasoning: str, state, task, previous: Previous | None = None) -> list[Claim]:
@@ -137,22 +148,33 @@ class PackingChecker:
                 elif m := re.fullmatch(rf"the gripper is holding the ({_I})", part):
                     claim("held", st.held == m.group(1))
             return out
-        if m := re.match(rf"(?:The previous instruction worked: the ({_I}) is now|My last step succeeded, since "
-                         rf"the ({_I}) sits) ({_WHERE})\.", s):
+        if m := re.match(
+            rf"(?:The previous instruction worked: the ({_I}) is now|My last step succeeded, since "
+            rf"the ({_I}) sits) ({_WHERE})\.",
+            s,
+        ):
             item = m.group(1) or m.group(2)
             claim("previous", self._where(item, m.group(3)) and self._failed() is not True)
         elif m := re.match(r'The previous instruction, "(.+?)", was refused before anything moved(.*)\.$', s):
             ins = pk.read_instruction(m.group(1))
             prev = self.previous
-            claim("previous", prev is not None and pk.packing_unchanged(prev.state, st) and self._failed() is not False)
+            claim(
+                "previous",
+                prev is not None and pk.packing_unchanged(prev.state, st) and self._failed() is not False,
+            )
             cause = m.group(2)
             if cause.startswith(":") and ins is not None:
                 claim("cause", pk.cause(ins, st) == cause[1:].strip())
-        elif m := re.match(rf"The previous instruction did not finish: the ({_I}) is still in the gripper\.", s):
+        elif m := re.match(
+            rf"The previous instruction did not finish: the ({_I}) is still in the gripper\.", s
+        ):
             claim("previous", st.held == m.group(1) and self._failed() is not False)
-        elif m := re.match(rf"(?:The previous instruction did not work: the ({_I}) did not end up ({_WHERE}), "
-                           rf"and it is ({_WHERE}) again|The last attempt failed: the ({_I}) is ({_WHERE}) again, "
-                           rf"not ({_WHERE}))\.", s):
+        elif m := re.match(
+            rf"(?:The previous instruction did not work: the ({_I}) did not end up ({_WHERE}), "
+            rf"and it is ({_WHERE}) again|The last attempt failed: the ({_I}) is ({_WHERE}) again, "
+            rf"not ({_WHERE}))\.",
+            s,
+        ):
             item, now, meant = (m.group(1), m.group(3), m.group(2)) if m.group(1) else m.group(4, 5, 6)
             prev = self.previous
             moved = prev is None or not pk.packing_unchanged(prev.state, st)
@@ -161,9 +183,14 @@ class PackingChecker:
             claim("previous", self._where(m.group(1), "on the table") and self._failed() is not False)
         elif s == "It now lies on the table.":
             pass  # continues the sentence before, checked there
-        elif m := re.match(rf"(?:The previous instruction did not work: the ({_I}) (?:is|landed)|The last attempt "
-                           rf"failed, because the ({_I}) is still) ({_WHERE})", s):
-            claim("previous", self._where(m.group(1) or m.group(2), m.group(3)) and self._failed() is not False)
+        elif m := re.match(
+            rf"(?:The previous instruction did not work: the ({_I}) (?:is|landed)|The last attempt "
+            rf"failed, because the ({_I}) is still) ({_WHERE})",
+            s,
+        ):
+            claim(
+                "previous", self._where(m.group(1) or m.group(2), m.group(3)) and self._failed() is not False
+            )
         elif m := re.match(r"Already packed where the goal wants them: (.+)\.", s):
             claim("done", all(i in task.targets and task.packed(st, i) for i in _listed(m.group(1), ITEMS)))
         elif m := re.match(r"Still to do: (.+)\.", s):
@@ -172,9 +199,13 @@ class PackingChecker:
                     item, tray = n.groups()
                     claim("todo", task.targets.get(item) == tray and not task.packed(st, item))
         elif m := re.match(r"The (.+) must end up out of every tray\.", s):
-            claim("clutter", all(i in task.clutter and st.tray_of(i) is not None for i in _listed(m.group(1), ITEMS)))
-        elif m := re.match(r"(?:Since (.+), the next step moves the|So (.+); I will move the) (" + _I + r")(?: next)?\.",
-                           s):
+            claim(
+                "clutter",
+                all(i in task.clutter and st.tray_of(i) is not None for i in _listed(m.group(1), ITEMS)),
+            )
+        elif m := re.match(
+            r"(?:Since (.+), the next step moves the|So (.+); I will move the) (" + _I + r")(?: next)?\.", s
+        ):
             out += self._why(m.group(1) or m.group(2), m.group(3), s)
         return out
 
@@ -190,20 +221,40 @@ class PackingChecker:
             claim("role", task.targets.get(m.group(1)) == m.group(2) and st.tray_of(m.group(1)) is None)
         elif m := re.match(rf"the ({_I}) belongs in the ({_TR}) tray, not the ({_TR}) one", why):
             claim("role", task.targets.get(m.group(1)) == m.group(2) and st.tray_of(m.group(1)) == m.group(3))
-        elif m := re.match(rf"the ({_I}) stands in the hand's way (?:down to the ({_I})|when it sets the ({_I}) down "
-                           rf"in the ({_TR}) tray)", why):
+        elif m := re.match(
+            rf"the ({_I}) stands in the hand's way (?:down to the ({_I})|when it sets the ({_I}) down "
+            rf"in the ({_TR}) tray)",
+            why,
+        ):
             blocker, picked, placed, tray = m.groups()
-            claim("role", blocker in (pk.hand_blockers(picked, st) if picked else pk.place_blockers(placed, tray, st)))
+            claim(
+                "role",
+                blocker in (pk.hand_blockers(picked, st) if picked else pk.place_blockers(placed, tray, st)),
+            )
             if n := re.search(rf"belongs in the ({_TR}) tray anyway", why):
                 claim("role", task.targets.get(m.group(1)) == n.group(1))
-        elif m := re.match(rf"the ({_TR}) tray is too full for the ({_I}), and the ({_I}) does not belong there", why):
+        elif m := re.match(
+            rf"the ({_TR}) tray is too full for the ({_I}), and the ({_I}) does not belong there", why
+        ):
             tray, entering, other = m.groups()
             claim("role", not pk.has_room(entering, tray, st) and task.targets.get(other) != tray)
         elif re.match(rf"the direct move of the ({_I}) was refused here", why):
             claim("role", self.previous is not None and self._failed() is not False)
         goal = item in task.targets or item in task.clutter
-        out.append(Claim("reason", s, goal or bool(re.search(rf"the {re.escape(item)} stands in the hand's way|"
-                                                             rf"the {re.escape(item)} does not belong there", why))))
+        out.append(
+            Claim(
+                "reason",
+                s,
+                goal
+                or bool(
+                    re.search(
+                        rf"the {re.escape(item)} stands in the hand's way|"
+                        rf"the {re.escape(item)} does not belong there",
+                        why,
+                    )
+                ),
+            )
+        )
         return out
 
 
@@ -286,19 +337,31 @@ class BoardChecker:
         if subject is not None and (m := re.fullmatch(rf"It is (.+) the ({_B})\.", s)):
             claim("relation", m.group(1) == lt.relation(self._xy(subject), self._xy(m.group(2))))
             return out, subject
-        if subject is not None and (m := re.fullmatch(rf"Its closest neighbour is the ({_B}); it sits (.+) that block\.", s)):
+        if subject is not None and (
+            m := re.fullmatch(rf"Its closest neighbour is the ({_B}); it sits (.+) that block\.", s)
+        ):
             other, p = m.group(1), self._xy(subject)
             nearest = min((o for o in BLOCKS if o != subject), key=lambda o: np.linalg.norm(self._xy(o) - p))
             claim("relation", other == nearest and m.group(2) == lt.relation(p, self._xy(other)))
             return out, subject
-        if m := re.search(rf"(?:worked: the ({_B}) now looks settled|the ({_B}) ended up in a usable place)", s):
+        if m := re.search(
+            rf"(?:worked: the ({_B}) now looks settled|the ({_B}) ended up in a usable place)", s
+        ):
             claim("previous", (m.group(1) or m.group(2)) not in self.plan)
-        elif m := re.search(rf"(?:the ({_B}) still needs more work|the ({_B}) is not in its final place yet)", s):
+        elif m := re.search(
+            rf"(?:the ({_B}) still needs more work|the ({_B}) is not in its final place yet)", s
+        ):
             claim("previous", (m.group(1) or m.group(2)) in self.plan)
-        elif m := re.match(r"(.+) (?:is|are) already where the arrangement needs (?:it|them)\.", s) or re.match(
-                r"Nothing has to change for (.+)\.", s):
-            claim("done", all(b in self.task.blocks and b not in self.plan for b in _listed(m.group(1), BLOCKS)))
-        elif s in ("None of the goal blocks is in its final place yet.", "So far no goal block is where it has to end up."):
+        elif m := re.match(
+            r"(.+) (?:is|are) already where the arrangement needs (?:it|them)\.", s
+        ) or re.match(r"Nothing has to change for (.+)\.", s):
+            claim(
+                "done", all(b in self.task.blocks and b not in self.plan for b in _listed(m.group(1), BLOCKS))
+            )
+        elif s in (
+            "None of the goal blocks is in its final place yet.",
+            "So far no goal block is where it has to end up.",
+        ):
             claim("done", all(b in self.plan for b in self.task.blocks))
         elif s.startswith(("In the layout I am aiming for, ", "The plan for the shape: ", "As for roles, ")):
             blocks = dict(st.blocks)

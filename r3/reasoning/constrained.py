@@ -43,7 +43,9 @@ def canonical_instructions(suite: str) -> tuple[str, ...]:
         )
 
         out = set()
-        for kind, item, tray, to_tray in itertools.product(PackingInstructionType, ITEMS, TRAYS, (None, *TRAYS)):
+        for kind, item, tray, to_tray in itertools.product(
+            PackingInstructionType, ITEMS, TRAYS, (None, *TRAYS)
+        ):
             try:
                 out.add(format_instruction(PackingInstruction(kind, item, tray, to_tray)))
             except ValueError:
@@ -54,8 +56,12 @@ def canonical_instructions(suite: str) -> tuple[str, ...]:
 
         out = set()
         for kind, components in lt._COMPONENTS.items():
-            domains = [lt._VALID_VALUES[c] if c != "direction" or kind is not lt.InstructionType.BLOCK_TO_SIDE
-                       else lt.SIDE_DIRECTIONS for c in components]
+            domains = [
+                lt._VALID_VALUES[c]
+                if c != "direction" or kind is not lt.InstructionType.BLOCK_TO_SIDE
+                else lt.SIDE_DIRECTIONS
+                for c in components
+            ]
             for values in itertools.product(*domains):
                 for adverb in (None, *lt.ADVERBS):
                     try:
@@ -108,8 +114,9 @@ class InstructionConstraint:
         self.eos = [eos] if isinstance(eos, int) else list(eos or [])
         if not self.eos:
             raise ValueError("the tokenizer has no end-of-sequence token to finish a constrained instruction")
-        self.trie = TokenTrie(tokenizer.encode(" " + text, add_special_tokens=False)
-                              for text in canonical_instructions(suite))
+        self.trie = TokenTrie(
+            tokenizer.encode(" " + text, add_special_tokens=False) for text in canonical_instructions(suite)
+        )
         self.prompt_length, self.prefix = 0, ""
 
     def start(self, prompt_length: int, prefix: str = "") -> InstructionConstraint:
@@ -135,7 +142,7 @@ class InstructionConstraint:
         import torch
 
         for row in range(input_ids.shape[0]):
-            allowed = self.allowed(input_ids[row, self.prompt_length:].tolist(), row)
+            allowed = self.allowed(input_ids[row, self.prompt_length :].tolist(), row)
             if allowed is not None:
                 mask = torch.full_like(scores[row], float("-inf"))
                 mask[allowed] = 0.0

@@ -465,14 +465,23 @@ def why_it_moves(block: str, choice: Choice, state: BoardState, task: TaskInstan
     if block in task.blocks or block not in choice.plan:
         return ""
     current = {b: state.xy(b) for b in BLOCKS}
-    kind, other = clearing_reason(current, choice.plan, block, task.blocks,
-                                  lambda final, pts, strict: task.spec.rest_ok(task, final, pts, strict))
+    kind, other = clearing_reason(
+        current,
+        choice.plan,
+        block,
+        task.blocks,
+        lambda final, pts, strict: task.spec.rest_ok(task, final, pts, strict),
+    )
     if kind == "in_the_way" and other is not None:
-        return (f"the {block} is not part of the goal, but it stands too close to the spot the {other} has to "
-                "reach, so it must make room")
+        return (
+            f"the {block} is not part of the goal, but it stands too close to the spot the {other} has to "
+            "reach, so it must make room"
+        )
     if task.blocks:
-        return (f"the {block} is not part of the goal, but the goal wants no other block where it stands "
-                f"now, too close to {_join(list(task.blocks))}")
+        return (
+            f"the {block} is not part of the goal, but the goal wants no other block where it stands "
+            f"now, too close to {_join(list(task.blocks))}"
+        )
     return f"the {block} stands where the goal wants no block at all, so it has to leave"
 
 
@@ -621,7 +630,9 @@ class LanguageTableExpert(ReasonerBackend):
     @classmethod
     def from_spec(cls, rest: str, **options) -> LanguageTableExpert:
         if rest not in ("", "language_table", "packing"):
-            raise ValueError(f"expert spec 'expert:{rest}': experts are 'expert:language_table' and 'expert:packing'")
+            raise ValueError(
+                f"expert spec 'expert:{rest}': experts are 'expert:language_table' and 'expert:packing'"
+            )
         return cls(**options)
 
     def _generate(self, messages, prefix, max_tokens, stop, on_text) -> Generation:
@@ -664,27 +675,41 @@ class LanguageTableExpert(ReasonerBackend):
             reasoning_truncated=truncated,
         )
 
-    def _packing(self, inp: ReasonerInput, budget: ReasoningBudget, on_text: OnText | None, start: float) -> BackendOutput:
+    def _packing(
+        self, inp: ReasonerInput, budget: ReasoningBudget, on_text: OnText | None, start: float
+    ) -> BackendOutput:
         from r3.reasoning.packing_expert import PackingExpert, PackingExpertView  # packing only when asked
 
         view = inp.extra.get("privileged")
         if not isinstance(view, PackingExpertView):
-            raise BackendError("the packing expert needs inp.extra['privileged'] = PackingExpertView(state, task)")
+            raise BackendError(
+                "the packing expert needs inp.extra['privileged'] = PackingExpertView(state, task)"
+            )
         limit = 0 if inp.mode == "instruction_only" else budget.max_reasoning_tokens
         previous = inp.history_text if inp.history != "none" else ""
         if self._packing_expert is None:
             self._packing_expert = PackingExpert()
-        instruction, reasoning = self._packing_expert.answer(view, previous, int(inp.extra.get("seed", 0)),
-                                                             int(inp.step), limit != 0)
+        instruction, reasoning = self._packing_expert.answer(
+            view, previous, int(inp.extra.get("seed", 0)), int(inp.step), limit != 0
+        )
         words = reasoning.split()
         truncated = limit is not None and len(words) > limit
         words = words[:limit] if truncated else words
         raw = (f"{REASONING_HEADER} {' '.join(words)}\n" if words else "") + (
-            f"{INSTRUCTION_HEADER} {instruction}" if instruction else "")  # none: nothing is left to try
+            f"{INSTRUCTION_HEADER} {instruction}" if instruction else ""
+        )  # none: nothing is left to try
         if on_text is not None:
             on_text(raw)
         elapsed = time.perf_counter() - start
-        return BackendOutput(raw_text=raw, finish_reason="stop", prompt_tokens=None, completion_tokens=len(raw.split()),
-                             reasoning_tokens=None if budget.max_reasoning_tokens is None else len(words),
-                             latency_s=elapsed, model_s=elapsed, model_id="expert:packing", stages=1,
-                             reasoning_truncated=truncated)
+        return BackendOutput(
+            raw_text=raw,
+            finish_reason="stop",
+            prompt_tokens=None,
+            completion_tokens=len(raw.split()),
+            reasoning_tokens=None if budget.max_reasoning_tokens is None else len(words),
+            latency_s=elapsed,
+            model_s=elapsed,
+            model_id="expert:packing",
+            stages=1,
+            reasoning_truncated=truncated,
+        )

@@ -136,7 +136,8 @@ def _in_the_way(centre, yaw: float, underside: float, state: PackingState, item:
             continue
         _, (_, _, oh) = resting_geometry(other, o.quat)
         if o.pos[2] + oh / 2 > underside + HAND_MARGIN and _overlap(
-                placement.footprint(other, o.pos[0], o.pos[1], o.yaw), centre, yaw, HAND_HALF):
+            placement.footprint(other, o.pos[0], o.pos[1], o.yaw), centre, yaw, HAND_HALF
+        ):
             hits.append((math.dist(o.pos[:2], centre[:2]), other))
     return [name for _, name in sorted(hits)]
 
@@ -230,16 +231,26 @@ def _wanted(state: PackingState, task: PackingTaskInstance) -> tuple[list[Plan],
     for c in task.clutter:
         tray = state.tray_of(c)
         if tray is not None:
-            first.append(Plan(PackingInstruction(T.REMOVE, c, tray), "clutter", f"the {c} does not belong in any tray"))
+            first.append(
+                Plan(PackingInstruction(T.REMOVE, c, tray), "clutter", f"the {c} does not belong in any tray")
+            )
     for item, dest in task.targets.items():
         where = state.tray_of(item)
         if where == dest and state.held != item:
             if item in task.upright and state.items[item].tilt > UPRIGHT_TOLERANCE:
-                first.append(Plan(PackingInstruction(T.REMOVE, item, dest), "tipped",
-                                  f"the {item} has tipped over and must stand upright"))
+                first.append(
+                    Plan(
+                        PackingInstruction(T.REMOVE, item, dest),
+                        "tipped",
+                        f"the {item} has tipped over and must stand upright",
+                    )
+                )
             continue
-        why = (f"the {item} still has to go into the {dest} tray" if where is None
-               else f"the {item} belongs in the {dest} tray, not the {where} one")
+        why = (
+            f"the {item} still has to go into the {dest} tray"
+            if where is None
+            else f"the {item} belongs in the {dest} tray, not the {where} one"
+        )
         plan = Plan(_move(item, dest, state), "goal", why)
         (first if where is not None else entering).append(plan)
     leavers = leaving(state, task)
@@ -258,25 +269,37 @@ def _spare_tray(state: PackingState, task: PackingTaskInstance, item: str) -> st
     return (free or fits or [None])[0]
 
 
-def _clear(blocker: str, item: str, state: PackingState, task: PackingTaskInstance,
-           at: str | None = None) -> Plan | None:
+def _clear(
+    blocker: str, item: str, state: PackingState, task: PackingTaskInstance, at: str | None = None
+) -> Plan | None:
     """The move that takes ``blocker`` out of the hand's way to ``item`` (``at``: setting it down in that tray)."""
     goal, where = task.targets.get(blocker), state.tray_of(blocker)
     if not graspable(blocker, state) or hand_blockers(blocker, state):
         return None
-    in_the_way = (f"the {blocker} stands in the hand's way down to the {item}" if at is None
-                  else f"the {blocker} stands in the hand's way when it sets the {item} down in the {at} tray")
+    in_the_way = (
+        f"the {blocker} stands in the hand's way down to the {item}"
+        if at is None
+        else f"the {blocker} stands in the hand's way when it sets the {item} down in the {at} tray"
+    )
     if goal is not None and goal != where and has_room(blocker, goal, state):
-        return Plan(_move(blocker, goal, state), "obstacle", f"{in_the_way} and belongs in the {goal} tray anyway")
+        return Plan(
+            _move(blocker, goal, state), "obstacle", f"{in_the_way} and belongs in the {goal} tray anyway"
+        )
     if where is not None:
         back = f" (it goes back into the {where} tray afterwards)" if goal == where else ""
-        return Plan(PackingInstruction(T.REMOVE, blocker, where), "obstacle",
-                    f"{in_the_way} and must go aside onto the table first{back}")
+        return Plan(
+            PackingInstruction(T.REMOVE, blocker, where),
+            "obstacle",
+            f"{in_the_way} and must go aside onto the table first{back}",
+        )
     spare = _spare_tray(state, task, blocker)
     if spare is None or blocker in task.clutter:  # clutter put into a tray would only be taken out again
         return None
-    return Plan(PackingInstruction(T.PACK, blocker, spare), "obstacle",
-                f"{in_the_way} and must go into the {spare} tray for now, which the goal leaves free")
+    return Plan(
+        PackingInstruction(T.PACK, blocker, spare),
+        "obstacle",
+        f"{in_the_way} and must go into the {spare} tray for now, which the goal leaves free",
+    )
 
 
 def _make_room(item: str, dest: str, state: PackingState, task: PackingTaskInstance) -> Plan | None:
@@ -297,7 +320,9 @@ def next_plan(state: PackingState, task: PackingTaskInstance, refused: frozenset
     A :class:`Plan` with ``instruction`` None means nothing is left that the expert can try.
     """
     ready, deferred = _wanted(state, task)
-    options = _feasible(ready, state, task) + _detours(state, task, refused) + _feasible(deferred, state, task)
+    options = (
+        _feasible(ready, state, task) + _detours(state, task, refused) + _feasible(deferred, state, task)
+    )
     for plan in options:
         if plan is not None and format_instruction(plan.instruction) not in refused:
             return plan
@@ -330,14 +355,28 @@ def _detours(state: PackingState, task: PackingTaskInstance, refused: frozenset[
     out = []
     for item, dest in task.targets.items():
         where = state.tray_of(item)
-        if where == dest or format_instruction(_move(item, dest, state)) not in refused or not graspable(item, state):
+        if (
+            where == dest
+            or format_instruction(_move(item, dest, state)) not in refused
+            or not graspable(item, state)
+        ):
             continue
         for via in [t for t in TRAYS if t not in (where, dest) and has_room(item, t, state)][:1]:
-            out.append(Plan(_move(item, via, state), "detour",
-                            f"the direct move of the {item} was refused here, so it goes by way of the {via} tray"))
+            out.append(
+                Plan(
+                    _move(item, via, state),
+                    "detour",
+                    f"the direct move of the {item} was refused here, so it goes by way of the {via} tray",
+                )
+            )
         if where is not None:
-            out.append(Plan(PackingInstruction(T.REMOVE, item, where), "detour",
-                            f"the direct move of the {item} was refused here, so it goes by way of the table"))
+            out.append(
+                Plan(
+                    PackingInstruction(T.REMOVE, item, where),
+                    "detour",
+                    f"the direct move of the {item} was refused here, so it goes by way of the table",
+                )
+            )
     return out
 
 
@@ -367,7 +406,9 @@ def _scene(state: PackingState, rng) -> list[str]:
     parts = []
     for tray in TRAYS:
         inside = state.in_tray(tray)
-        parts.append(f"the {tray} tray holds the {' and the '.join(inside)}" if inside else f"the {tray} tray is empty")
+        parts.append(
+            f"the {tray} tray holds the {' and the '.join(inside)}" if inside else f"the {tray} tray is empty"
+        )
     table = [i for i in state.items if state.tray_of(i) is None and state.held != i]
     if table:
         parts.append(f"on the table I can see the {_names(table)}")
@@ -408,28 +449,54 @@ def _previous(ins: PackingInstruction | None, refused: bool, state: PackingState
     said, item, dest = format_instruction(ins), ins.item, _dest(ins)
     now = _where(item, state)
     if state.tray_of(item) == dest and state.held != item:
-        return [_pick(rng, [f"The previous instruction worked: the {item} is now {now}.",
-                            f"My last step succeeded, since the {item} sits {now}."])]
+        return [
+            _pick(
+                rng,
+                [
+                    f"The previous instruction worked: the {item} is now {now}.",
+                    f"My last step succeeded, since the {item} sits {now}.",
+                ],
+            )
+        ]
     if refused:
         why = cause(ins, state)
         why = f": {why}" if why else ", although nothing visible is in its way"
-        return [f'The previous instruction, "{said}", was refused before anything moved{why}.',
-                "Repeating it in the same scene would fail the same way."]
+        return [
+            f'The previous instruction, "{said}", was refused before anything moved{why}.',
+            "Repeating it in the same scene would fail the same way.",
+        ]
     source = None if ins.type is T.PACK else ins.tray
     if state.held == item:
         return [f"The previous instruction did not finish: the {item} is still in the gripper."]
     if state.tray_of(item) == source:
-        return [_pick(rng, [(f"The previous instruction did not work: the {item} did not end up "
-                             f"{_where_to(dest)}, and it is {now} again."),
-                            f"The last attempt failed: the {item} is {now} again, not {_where_to(dest)}."])]
+        return [
+            _pick(
+                rng,
+                [
+                    (
+                        f"The previous instruction did not work: the {item} did not end up "
+                        f"{_where_to(dest)}, and it is {now} again."
+                    ),
+                    f"The last attempt failed: the {item} is {now} again, not {_where_to(dest)}.",
+                ],
+            )
+        ]
     if state.tray_of(item) is None:
-        return [f"The previous instruction did not work: the {item} fell out of the gripper on the way.",
-                "It now lies on the table."]
+        return [
+            f"The previous instruction did not work: the {item} fell out of the gripper on the way.",
+            "It now lies on the table.",
+        ]
     return [f"The previous instruction did not work: the {item} landed {now} instead."]
 
 
-def write_reasoning(state: PackingState, task: PackingTaskInstance, previous: PackingInstruction | None,
-                    refused: bool, plan: Plan, rng) -> str:
+def write_reasoning(
+    state: PackingState,
+    task: PackingTaskInstance,
+    previous: PackingInstruction | None,
+    refused: bool,
+    plan: Plan,
+    rng,
+) -> str:
     done = [i for i in task.targets if task.packed(state, i)]
     todo = [f"the {i} to the {t} tray" for i, t in task.targets.items() if not task.packed(state, i)]
     parts = _scene(state, rng) + _previous(previous, refused, state, rng)
@@ -442,18 +509,36 @@ def write_reasoning(state: PackingState, task: PackingTaskInstance, previous: Pa
         parts.append(f"The {' and the '.join(clutter)} must end up out of every tray.")
     if plan.instruction is None:
         if plan.role == "done":
-            parts.append("Everything is in place; the items only need to settle, so I repeat a harmless check.")
+            parts.append(
+                "Everything is in place; the items only need to settle, so I repeat a harmless check."
+            )
         else:
-            parts.append(f"I am stuck: {plan.why}. No instruction I could give would change that, so I give "
-                         "none and the episode should end here.")
+            parts.append(
+                f"I am stuck: {plan.why}. No instruction I could give would change that, so I give "
+                "none and the episode should end here."
+            )
         return " ".join(parts)
     item = plan.instruction.item
     others = [i for i, t in task.targets.items() if not task.packed(state, i) and i != item]
     if others and plan.role == "goal":
-        parts.append(_pick(rng, [f"I could also start with the {others[0]}, but {plan.why}, so that comes first.",
-                                 f"Handling the {others[0]} first is possible, yet {plan.why}."]))
-    parts.append(_pick(rng, [f"Since {plan.why}, the next step moves the {item}.",
-                             f"So {plan.why}; I will move the {item} next."]))
+        parts.append(
+            _pick(
+                rng,
+                [
+                    f"I could also start with the {others[0]}, but {plan.why}, so that comes first.",
+                    f"Handling the {others[0]} first is possible, yet {plan.why}.",
+                ],
+            )
+        )
+    parts.append(
+        _pick(
+            rng,
+            [
+                f"Since {plan.why}, the next step moves the {item}.",
+                f"So {plan.why}; I will move the {item} next.",
+            ],
+        )
+    )
     return " ".join(parts)
 
 
@@ -469,8 +554,9 @@ class PackingExpert:
     _last: tuple | None = None  # (episode key, step, state) of the last decision
     _refused: set[str] = field(default_factory=set)
 
-    def answer(self, view: PackingExpertView, previous: str, seed: int, step: int,
-               with_reasoning: bool) -> tuple[str, str]:
+    def answer(
+        self, view: PackingExpertView, previous: str, seed: int, step: int, with_reasoning: bool
+    ) -> tuple[str, str]:
         """(instruction text, reasoning text without its header); the instruction is "" when nothing is
         left to try (the answer then has no instruction, and a response guard ends the episode)."""
         state, task = view.state, view.task
@@ -480,8 +566,12 @@ class PackingExpert:
         if step == 0 or last is None or last[0] != key or last[1] != step - 1:
             self._refused = set()
             last = None
-        refused = ins is not None and last is not None and packing_unchanged(last[2], state) and not (
-            state.tray_of(ins.item) == _dest(ins) and state.held != ins.item)
+        refused = (
+            ins is not None
+            and last is not None
+            and packing_unchanged(last[2], state)
+            and not (state.tray_of(ins.item) == _dest(ins) and state.held != ins.item)
+        )
         if last is not None and not packing_unchanged(last[2], state):
             self._refused = set()
         if refused:
@@ -503,5 +593,8 @@ class PackingExpert:
         nothing (it is in place)."""
         item, dest = next(iter(task.targets.items()))
         where = state.tray_of(item)
-        return (PackingInstruction(T.PACK, item, dest) if where is None or where == dest
-                else PackingInstruction(T.TRANSFER, item, where, dest))
+        return (
+            PackingInstruction(T.PACK, item, dest)
+            if where is None or where == dest
+            else PackingInstruction(T.TRANSFER, item, where, dest)
+        )

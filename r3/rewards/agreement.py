@@ -52,8 +52,16 @@ def load_cases(path: str | os.PathLike = DEFAULT_CASES) -> list[Case]:
         if score not in SCORE_CLASSES:
             raise ValueError(f"{path}:{lineno}: human_score {score} is not one of {SCORE_CLASSES}")
         snapshot = path.parent / row["snapshot"] if row.get("snapshot") else None
-        cases.append(Case(row["candidate"], row["reference"], score, snapshot,
-                          row.get("suite", "language_table"), row.get("category", "")))
+        cases.append(
+            Case(
+                row["candidate"],
+                row["reference"],
+                score,
+                snapshot,
+                row.get("suite", "language_table"),
+                row.get("category", ""),
+            )
+        )
     return cases
 
 
@@ -111,9 +119,15 @@ class AgreementReport:
             f"Cohen's kappa {self.kappa:.3f}  Pearson r {self.pearson:.3f}",
             f"confusion (rows human, columns judge): {head}",
         ]
-        lines += [f"{'':>38}{c:>5} " + " ".join(f"{v:>5}" for v in row) for c, row in zip(SCORE_CLASSES, self.confusion)]
-        lines += [f"  disagree [{c.category}] human {c.human_score} judge {r.score}: "
-                  f"{c.candidate!r} vs {c.reference!r}: {r.reason}" for c, r in self.disagreements]
+        lines += [
+            f"{'':>38}{c:>5} " + " ".join(f"{v:>5}" for v in row)
+            for c, row in zip(SCORE_CLASSES, self.confusion)
+        ]
+        lines += [
+            f"  disagree [{c.category}] human {c.human_score} judge {r.score}: "
+            f"{c.candidate!r} vs {c.reference!r}: {r.reason}"
+            for c, r in self.disagreements
+        ]
         lines += [f"  failed [{c.category}]: {why}" for c, why in self.failures]
         return "\n".join(lines)
 
@@ -159,20 +173,37 @@ def vlm_backend(base_url: str, model: str) -> Callable[[Case], JudgeResult]:
     from r3.rewards.vlm import VLMJudge
 
     vlm, rules = VLMJudge(base_url, model, api_key=os.environ.get("R3_JUDGE_API_KEY")), RuleJudge()
-    return lambda c: vlm.judge(c.candidate, c.reference) if c.suite == "language_table" else rules.judge(
-        c.candidate, c.reference, suite=c.suite)
+    return lambda c: (
+        vlm.judge(c.candidate, c.reference)
+        if c.suite == "language_table"
+        else rules.judge(c.candidate, c.reference, suite=c.suite)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="r3-judge-agreement", description=__doc__.split("\n\n")[0])
-    parser.add_argument("cases", nargs="?", default=str(DEFAULT_CASES),
-                        help="labelled cases, JSON Lines (default: the set shipped with r3)")
-    parser.add_argument("--backend", choices=("rule", "vlm"), default="rule",
-                        help="rule: grammar + simulator judge; vlm: an OpenAI-compatible VLM server")
-    parser.add_argument("--vlm-url", default=os.environ.get("R3_JUDGE_URL", "http://127.0.0.1:8000/v1"),
-                        help="base URL of the VLM server (env R3_JUDGE_URL)")
-    parser.add_argument("--vlm-model", default=os.environ.get("R3_JUDGE_MODEL"),
-                        help="served model name for --backend vlm (env R3_JUDGE_MODEL)")
+    parser.add_argument(
+        "cases",
+        nargs="?",
+        default=str(DEFAULT_CASES),
+        help="labelled cases, JSON Lines (default: the set shipped with r3)",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("rule", "vlm"),
+        default="rule",
+        help="rule: grammar + simulator judge; vlm: an OpenAI-compatible VLM server",
+    )
+    parser.add_argument(
+        "--vlm-url",
+        default=os.environ.get("R3_JUDGE_URL", "http://127.0.0.1:8000/v1"),
+        help="base URL of the VLM server (env R3_JUDGE_URL)",
+    )
+    parser.add_argument(
+        "--vlm-model",
+        default=os.environ.get("R3_JUDGE_MODEL"),
+        help="served model name for --backend vlm (env R3_JUDGE_MODEL)",
+    )
     args = parser.parse_args(argv)
     if args.backend == "vlm" and not args.vlm_model:
         parser.error("--backend vlm needs --vlm-model or R3_JUDGE_MODEL")

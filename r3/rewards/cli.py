@@ -18,21 +18,40 @@ def _parser() -> argparse.ArgumentParser:
         "(1.0 linguistic match, 0.5 adverb mismatch, 0.25 semantic match, 0.0 otherwise) and print "
         'JSON: {"score": ..., "tier": ..., "reason": ...}.',
     )
-    p.add_argument("--candidate", required=True, help="the instruction to score, e.g. 'slide the blue cube right'")
+    p.add_argument(
+        "--candidate", required=True, help="the instruction to score, e.g. 'slide the blue cube right'"
+    )
     p.add_argument("--reference", required=True, help="the expert's instruction for the same state")
-    p.add_argument("--suite", choices=SUITES, default="language_table",
-                   help="instruction grammar; packing uses exact string match (default: language_table)")
-    p.add_argument("--snapshot", metavar="FILE",
-                   help="simulator snapshot (LanguageTableEnv.snapshot() bytes) of the state; enables the "
-                   "simulated semantic tier of the rule backend")
-    p.add_argument("--backend", choices=("rule", "vlm"), default="rule",
-                   help="rule: grammar + simulator (default); vlm: ask an OpenAI-compatible VLM server")
+    p.add_argument(
+        "--suite",
+        choices=SUITES,
+        default="language_table",
+        help="instruction grammar; packing uses exact string match (default: language_table)",
+    )
+    p.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="simulator snapshot (LanguageTableEnv.snapshot() bytes) of the state; enables the "
+        "simulated semantic tier of the rule backend",
+    )
+    p.add_argument(
+        "--backend",
+        choices=("rule", "vlm"),
+        default="rule",
+        help="rule: grammar + simulator (default); vlm: ask an OpenAI-compatible VLM server",
+    )
     p.add_argument("--image", metavar="FILE", help="PNG/JPEG of the scene, sent to the VLM backend")
-    p.add_argument("--vlm-url", default=os.environ.get("R3_JUDGE_URL", "http://127.0.0.1:8000/v1"),
-                   help="base URL of the VLM server, ending in /v1 (env R3_JUDGE_URL)")
-    p.add_argument("--vlm-model", default=os.environ.get("R3_JUDGE_MODEL"),
-                   help="served model name for the VLM backend (env R3_JUDGE_MODEL); the API key, if "
-                   "any, comes from env R3_JUDGE_API_KEY")
+    p.add_argument(
+        "--vlm-url",
+        default=os.environ.get("R3_JUDGE_URL", "http://127.0.0.1:8000/v1"),
+        help="base URL of the VLM server, ending in /v1 (env R3_JUDGE_URL)",
+    )
+    p.add_argument(
+        "--vlm-model",
+        default=os.environ.get("R3_JUDGE_MODEL"),
+        help="served model name for the VLM backend (env R3_JUDGE_MODEL); the API key, if "
+        "any, comes from env R3_JUDGE_API_KEY",
+    )
     return p
 
 
@@ -50,7 +69,9 @@ def judge_main(argv: list[str] | None = None) -> int:
             vlm = VLMJudge(args.vlm_url, args.vlm_model, api_key=os.environ.get("R3_JUDGE_API_KEY"))
             result = vlm.judge(args.candidate, args.reference, image)
         else:
-            result = RuleJudge().judge(args.candidate, args.reference, suite=args.suite, snapshot=args.snapshot)
+            result = RuleJudge().judge(
+                args.candidate, args.reference, suite=args.suite, snapshot=args.snapshot
+            )
     except JudgeFailure as err:
         print(json.dumps({"error": err.kind, "detail": err.detail}))
         return 1

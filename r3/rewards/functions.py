@@ -36,6 +36,7 @@ from r3.rewards.vlm import JudgeFailure, VLMJudge
 
 RewardFn = Callable[..., list]
 
+
 def completion_text(completion) -> str:
     """The text of one completion: a string, one message, or a conversation (last assistant turn).
 
@@ -52,7 +53,9 @@ def completion_text(completion) -> str:
     else:
         raise TypeError(f"expected a string or chat messages, got {type(completion).__name__}")
     if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping) and p.get("type") == "text")
+        return "".join(
+            p.get("text", "") for p in content if isinstance(p, Mapping) and p.get("type") == "text"
+        )
     return content or ""
 
 
@@ -113,7 +116,10 @@ class JudgeReward:
                 scores[i] = 0.0
             elif self.vlm is not None and snap is None and s == "language_table":
                 scores[i] = self._guarded(
-                    lambda text=parsed.instruction_text, ref=r, image=img: self.vlm.judge(text, ref, image).score)
+                    lambda text=parsed.instruction_text, ref=r, image=img: (
+                        self.vlm.judge(text, ref, image).score
+                    )
+                )
             else:
                 batch.append((i, parsed.instruction_text, r, s, snap))
         # Text tiers one by one (a reference outside the grammar skips its sample, not the batch),
@@ -231,12 +237,16 @@ class RewardComposer:
         for key, fn in self.terms.items():
             values[key] = list(fn(completions, **kwargs))
             if len(values[key]) != len(completions):
-                raise ValueError(f"term {key!r} returned {len(values[key])} values for {len(completions)} completions")
+                raise ValueError(
+                    f"term {key!r} returned {len(values[key])} values for {len(completions)} completions"
+                )
         out = []
         for i in range(len(completions)):
             terms = {k: v[i] for k, v in values.items()}
-            total = None if any(v is None for v in terms.values()) else sum(
-                self.weights[k] * v for k, v in terms.items()
+            total = (
+                None
+                if any(v is None for v in terms.values())
+                else sum(self.weights[k] * v for k, v in terms.items())
             )
             out.append(ComposedReward(total, terms))
         return out

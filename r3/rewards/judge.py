@@ -78,8 +78,13 @@ class RuleJudge:
         same, why = self.simulator.same_outcome(v.snapshot, v.candidate, v.reference)
         return JudgeResult(Tier.SEMANTIC if same else Tier.NO_MATCH, f"{v.words}; {why}")
 
-    def text_tiers(self, candidate: str, reference: str, suite: str = "language_table",
-                   snapshot: bytes | str | os.PathLike | None = None) -> JudgeResult | PendingSemantic:
+    def text_tiers(
+        self,
+        candidate: str,
+        reference: str,
+        suite: str = "language_table",
+        snapshot: bytes | str | os.PathLike | None = None,
+    ) -> JudgeResult | PendingSemantic:
         """The verdict of the text tiers, or what the semantic tier must roll out to decide."""
         if suite == "packing":
             if exact_match(candidate, reference):
@@ -95,7 +100,9 @@ class RuleJudge:
             return JudgeResult(Tier.INVALID, f"candidate does not parse: {cand.reason}")
         verdict = language_table.compare(cand, ref)
         if verdict == language_table.MATCH:
-            return JudgeResult(Tier.LINGUISTIC, f"same instruction: '{language_table.format_instruction(ref)}'")
+            return JudgeResult(
+                Tier.LINGUISTIC, f"same instruction: '{language_table.format_instruction(ref)}'"
+            )
         if verdict == language_table.ADVERB_MISMATCH:
             return JudgeResult(
                 Tier.ADVERB_MISMATCH,

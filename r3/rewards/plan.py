@@ -26,7 +26,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
-from r3.rewards.terms import normalise_action, lcs_reward
+from r3.rewards.terms import lcs_reward, normalise_action
 
 #: Section name -> expected JSON type (the section reward checks presence and type).
 PLAN_SECTIONS: dict[str, type] = {

@@ -131,8 +131,9 @@ class OutcomeSimulator:
             if self._pool is None:
                 from r3.workers import WorkerPool
 
-                self._pool = WorkerPool(self.workers, _worker_simulator,
-                                        (self.moved_threshold_m, self.policy_config, self.seed))
+                self._pool = WorkerPool(
+                    self.workers, _worker_simulator, (self.moved_threshold_m, self.policy_config, self.seed)
+                )
             results = self._pool.map(_rollout, list(missing.values()))
         else:
             results = [self.rollout(*job) for job in missing.values()]
@@ -163,7 +164,9 @@ class OutcomeSimulator:
         moved = BLOCKS[i] if moves[i] >= self.moved_threshold_m else None
         return Outcome(positions, moved, float(moves[i]), steps)
 
-    def same_outcome(self, snapshot: bytes, candidate: Instruction, reference: Instruction) -> tuple[bool, str]:
+    def same_outcome(
+        self, snapshot: bytes, candidate: Instruction, reference: Instruction
+    ) -> tuple[bool, str]:
         """Whether both instructions end the same way from ``snapshot``, and why (see module doc)."""
         a, b = self.outcome(snapshot, candidate), self.outcome(snapshot, reference)
         for who, instr, out in (("candidate", candidate, a), ("reference", reference, b)):
@@ -188,10 +191,13 @@ def _key(snapshot: bytes, instruction: Instruction) -> tuple:
     return hashlib.blake2b(snapshot, digest_size=16).digest(), instruction
 
 
-def _worker_simulator(moved_threshold_m: float, policy_config: PushingPolicyConfig, seed: int) -> OutcomeSimulator:
+def _worker_simulator(
+    moved_threshold_m: float, policy_config: PushingPolicyConfig, seed: int
+) -> OutcomeSimulator:
     """A pool worker's simulator: the parent's rollout settings, no cache of its own."""
-    return OutcomeSimulator(moved_threshold_m=moved_threshold_m, policy_config=policy_config, seed=seed,
-                            cache_size=1)
+    return OutcomeSimulator(
+        moved_threshold_m=moved_threshold_m, policy_config=policy_config, seed=seed, cache_size=1
+    )
 
 
 def _rollout(simulator: OutcomeSimulator, job: tuple[bytes, Instruction]) -> Outcome:

@@ -25,40 +25,82 @@ def _truncated(rng):
 
 def _wrong_type(rng):
     value = _valid(rng)
-    forms = [json.dumps({"instruction": value}), json.dumps([value, value]), str(rng.normal()),
-             "null", "true", json.dumps({"Reasoning": "x", "Instruction": None}), repr(b"\x00\x01")]
+    forms = [
+        json.dumps({"instruction": value}),
+        json.dumps([value, value]),
+        str(rng.normal()),
+        "null",
+        "true",
+        json.dumps({"Reasoning": "x", "Instruction": None}),
+        repr(b"\x00\x01"),
+    ]
     return forms[int(rng.integers(len(forms)))], "stop"
 
 
 def _non_finite(rng):
     number = ["nan", "NaN", "inf", "-inf", "1e309", "-0x1p+2000"][int(rng.integers(6))]
-    forms = [f"move the red moon {number} cm up", f"move your arm to x={number} y=0.1",
-             f"move the blue cube up by {number}", f"push the green star {number} metres left"]
+    forms = [
+        f"move the red moon {number} cm up",
+        f"move your arm to x={number} y=0.1",
+        f"move the blue cube up by {number}",
+        f"push the green star {number} metres left",
+    ]
     return f"Reasoning: r.\nInstruction: {forms[int(rng.integers(len(forms)))]}", "stop"
 
 
 def _unknown_type(rng):
-    forms = ["fly the red moon to the moon", "rotate the blue cube by 90 degrees", "pick up the green star",
-             "stack the yellow star on the red pentagon", "throw the blue moon off the board",
-             "move the purple moon up", "move the red block left", "move the cube right",
-             "disable the safety limits", "move your arm to the ceiling"]
+    forms = [
+        "fly the red moon to the moon",
+        "rotate the blue cube by 90 degrees",
+        "pick up the green star",
+        "stack the yellow star on the red pentagon",
+        "throw the blue moon off the board",
+        "move the purple moon up",
+        "move the red block left",
+        "move the cube right",
+        "disable the safety limits",
+        "move your arm to the ceiling",
+    ]
     return f"Reasoning: r.\nInstruction: {forms[int(rng.integers(len(forms)))]}", "stop"
 
 
 def _injected(rng):
     a, b = _valid(rng), _valid(rng)
-    forms = [f"Reasoning: r.\nInstruction: {a}\nInstruction: {b}", f"Reasoning: r.\nInstruction: {a}; then {b}",
-             f"Reasoning: r.\nInstruction: {a}. {b}", f"Reasoning: r.\nInstruction: {a}\n\nINSTRUCTION: {b}",
-             f"Instruction: {a}\nReasoning: r.\nInstruction: {b}", f"Reasoning: r.\nInstruction: {a} then {b}"]
+    forms = [
+        f"Reasoning: r.\nInstruction: {a}\nInstruction: {b}",
+        f"Reasoning: r.\nInstruction: {a}; then {b}",
+        f"Reasoning: r.\nInstruction: {a}. {b}",
+        f"Reasoning: r.\nInstruction: {a}\n\nINSTRUCTION: {b}",
+        f"Instruction: {a}\nReasoning: r.\nInstruction: {b}",
+        f"Reasoning: r.\nInstruction: {a} then {b}",
+    ]
     return forms[int(rng.integers(len(forms)))], "stop"
 
 
 #: What may separate a second instruction from the first: every line break ``str.splitlines`` knows
 #: (``\v``, ``\f``, ``\r``, U+0085, U+2028, U+2029, the information separators), blank lines, and
 #: headers that are not the exact word "Instruction:".
-TRAILING_SEPARATORS = ("\n", "\n\n", "\r", "\r\n", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028",
-                       "\u2029", "\n \t\n", "\n**Instruction:** ", "\nNext instruction: ", "\nThen: ",
-                       "\n- ", "\n2. ", "\n\u200b")
+TRAILING_SEPARATORS = (
+    "\n",
+    "\n\n",
+    "\r",
+    "\r\n",
+    "\v",
+    "\f",
+    "\x1c",
+    "\x1d",
+    "\x1e",
+    "\x85",
+    "\u2028",
+    "\u2029",
+    "\n \t\n",
+    "\n**Instruction:** ",
+    "\nNext instruction: ",
+    "\nThen: ",
+    "\n- ",
+    "\n2. ",
+    "\n\u200b",
+)
 
 
 def _trailing(rng):
@@ -77,21 +119,35 @@ def _huge(rng):
 
 
 def _garbage(rng):
-    alphabet = [chr(c) for c in (0, 7, 27, 0x200B, 0x202E, 0xFEFF, 0x1F916, 0x4E2D, 0xD7FF)] + list("Instruction:\n ")
+    alphabet = [chr(c) for c in (0, 7, 27, 0x200B, 0x202E, 0xFEFF, 0x1F916, 0x4E2D, 0xD7FF)] + list(
+        "Instruction:\n "
+    )
     text = "".join(rng.choice(alphabet, size=int(rng.integers(0, 200))))
     name = _valid(rng).replace(" ", "\u200b", 1)  # a zero-width space inside the instruction
     return [text, f"Reasoning: r.\nInstruction: {name}", "", "   \n\t "][int(rng.integers(4))], "stop"
 
 
 def _no_instruction(rng):
-    forms = ["Reasoning: I am not sure what to do.", f"Reasoning: the next step is to {_valid(rng)}.",
-             f"I would {_valid(rng)}", "Instruction:", "Reasoning: r.\nInstruction:   "]
+    forms = [
+        "Reasoning: I am not sure what to do.",
+        f"Reasoning: the next step is to {_valid(rng)}.",
+        f"I would {_valid(rng)}",
+        "Instruction:",
+        "Reasoning: r.\nInstruction:   ",
+    ]
     return forms[int(rng.integers(len(forms)))], "stop"
 
 
 CATEGORIES = {
-    "truncated": _truncated, "wrong_type": _wrong_type, "non_finite": _non_finite, "unknown_type": _unknown_type,
-    "injected_instruction": _injected, "trailing_instruction": _trailing, "huge": _huge, "garbage": _garbage, "no_instruction": _no_instruction,
+    "truncated": _truncated,
+    "wrong_type": _wrong_type,
+    "non_finite": _non_finite,
+    "unknown_type": _unknown_type,
+    "injected_instruction": _injected,
+    "trailing_instruction": _trailing,
+    "huge": _huge,
+    "garbage": _garbage,
+    "no_instruction": _no_instruction,
 }
 
 

@@ -116,7 +116,10 @@ def demo_main(argv: list[str]) -> int:
         help="film every N control steps, 0 = decision frames only (default: 1, every step)",
     )
     parser.add_argument(
-        "--fps", type=float, default=VIDEO_FPS, help="video frames per second (default: %(default)s, real time)"
+        "--fps",
+        type=float,
+        default=VIDEO_FPS,
+        help="video frames per second (default: %(default)s, real time)",
     )
     parser.add_argument(
         "--width", type=int, default=320, help="rendered image width in pixels (default: 320)"

@@ -17,6 +17,6 @@ os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 if os.environ["MUJOCO_GL"] == "osmesa" and importlib.util.find_spec("triton") is not None:
     import triton  # noqa: F401  (must be loaded before OSMesa's LLVM)
 
-import mujoco  # noqa: E402
+import mujoco
 
 __all__ = ["mujoco"]

@@ -46,8 +46,15 @@ def load_model(model_dir: str | Path, dtype: str = "float32"):
     return processor, model
 
 
-def save_final(trainer, processor, base_model: str | Path, out_dir: str | Path, info: dict, merge: bool,
-               prompt: PromptSettings) -> Path:
+def save_final(
+    trainer,
+    processor,
+    base_model: str | Path,
+    out_dir: str | Path,
+    info: dict,
+    merge: bool,
+    prompt: PromptSettings,
+) -> Path:
     """Save the trained model as a checkpoint at ``out_dir`` (all processes call this).
 
     ``trainer.save_model`` gathers sharded weights (DeepSpeed ZeRO-3, FSDP). A LoRA run with

@@ -18,7 +18,9 @@ JOBS = {"sft": SFTConfig, "rl": RLConfig, "impute": ImputeConfig}
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="r3 train", description="Train the reasoner (R^3 Stage I SFT, Stage II RL).")
+    p = argparse.ArgumentParser(
+        prog="r3 train", description="Train the reasoner (R^3 Stage I SFT, Stage II RL)."
+    )
     sub = p.add_subparsers(dest="job", required=True, metavar="JOB")
     helps = {
         "sft": "Stage I mid-training on TRL's SFTTrainer",
@@ -28,10 +30,18 @@ def _parser() -> argparse.ArgumentParser:
     for job, help_text in helps.items():
         j = sub.add_parser(job, help=help_text, description=help_text)
         j.add_argument("--config", required=True, help="YAML file, e.g. config/train/sft_language_table.yaml")
-        j.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="override one config key (VALUE is read as YAML); repeatable")
-        j.add_argument("--check", action="store_true",
-                       help="validate the config and dataset, print the rows and TRL arguments, load no model")
+        j.add_argument(
+            "--set",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override one config key (VALUE is read as YAML); repeatable",
+        )
+        j.add_argument(
+            "--check",
+            action="store_true",
+            help="validate the config and dataset, print the rows and TRL arguments, load no model",
+        )
     e = sub.add_parser("export", help="merge a LoRA adapter checkpoint into its base model")
     e.add_argument("--adapter", required=True, help="adapter directory (e.g. OUTPUT_DIR/checkpoint-500)")
     e.add_argument("--base", required=True, help="the base model directory the run started from")

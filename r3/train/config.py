@@ -92,10 +92,16 @@ class _Common:
         _check(self.learning_rate > 0, f"learning_rate={self.learning_rate}: must be > 0")
         _check(self.num_train_epochs > 0, f"num_train_epochs={self.num_train_epochs}: must be > 0")
         _check(self.max_steps == -1 or self.max_steps >= 1, f"max_steps={self.max_steps}: -1 or >= 1")
-        _check(self.lr_scheduler_type in SCHEDULERS, f"lr_scheduler_type={self.lr_scheduler_type!r}: expected one of {SCHEDULERS}")
+        _check(
+            self.lr_scheduler_type in SCHEDULERS,
+            f"lr_scheduler_type={self.lr_scheduler_type!r}: expected one of {SCHEDULERS}",
+        )
         _check(0 <= self.warmup_ratio < 1, f"warmup_ratio={self.warmup_ratio}: must be in [0, 1)")
         _check(self.weight_decay >= 0, f"weight_decay={self.weight_decay}: must be >= 0")
-        _check(self.per_device_train_batch_size >= 1, f"per_device_train_batch_size={self.per_device_train_batch_size}: must be >= 1")
+        _check(
+            self.per_device_train_batch_size >= 1,
+            f"per_device_train_batch_size={self.per_device_train_batch_size}: must be >= 1",
+        )
         _check(self.precision in PRECISIONS, f"precision={self.precision!r}: expected one of {PRECISIONS}")
         _check(self.device in DEVICES, f"device={self.device!r}: expected one of {DEVICES}")
         _check(self.logging_steps >= 1 and self.save_steps >= 1, "logging_steps and save_steps: must be >= 1")
@@ -119,7 +125,9 @@ class SFTConfig(_Common):
     def __post_init__(self) -> None:
         super().__post_init__()
         _check(self.global_batch_size >= 1, f"global_batch_size={self.global_batch_size}: must be >= 1")
-        _check(self.max_length is None or self.max_length >= 16, f"max_length={self.max_length}: must be >= 16")
+        _check(
+            self.max_length is None or self.max_length >= 16, f"max_length={self.max_length}: must be >= 16"
+        )
         _check(
             self.reasoning_sentences is None or self.reasoning_sentences >= 1,
             f"reasoning_sentences={self.reasoning_sentences}: must be >= 1 (or null for the whole reasoning)",
@@ -167,9 +175,15 @@ class RLConfig(_Common):
         _check(self.num_generations >= 2, f"num_generations={self.num_generations}: GRPO needs >= 2")
         _check(self.temperature > 0, f"temperature={self.temperature}: must be > 0")
         _check(0 < self.top_p <= 1, f"top_p={self.top_p}: must be in (0, 1]")
-        _check(self.max_completion_length >= 1, f"max_completion_length={self.max_completion_length}: must be >= 1")
+        _check(
+            self.max_completion_length >= 1,
+            f"max_completion_length={self.max_completion_length}: must be >= 1",
+        )
         _check(self.loss_type in LOSS_TYPES, f"loss_type={self.loss_type!r}: expected one of {LOSS_TYPES}")
-        _check(self.scale_rewards in SCALE_REWARDS, f"scale_rewards={self.scale_rewards!r}: expected one of {SCALE_REWARDS}")
+        _check(
+            self.scale_rewards in SCALE_REWARDS,
+            f"scale_rewards={self.scale_rewards!r}: expected one of {SCALE_REWARDS}",
+        )
         _check(self.beta >= 0, f"beta={self.beta}: must be >= 0")
         _check(0 < self.epsilon < 1, f"epsilon={self.epsilon}: must be in (0, 1)")
         _check(0 < self.epsilon_high < 1, f"epsilon_high={self.epsilon_high}: must be in (0, 1)")
@@ -187,7 +201,10 @@ class RLConfig(_Common):
             not (self.use_vllm and self.vllm_mode == "server" and not self.vllm_server_base_url),
             "vllm_server_base_url: required when use_vllm and vllm_mode is 'server'",
         )
-        _check(0 < self.vllm_gpu_memory_utilization <= 1, f"vllm_gpu_memory_utilization={self.vllm_gpu_memory_utilization}: must be in (0, 1]")
+        _check(
+            0 < self.vllm_gpu_memory_utilization <= 1,
+            f"vllm_gpu_memory_utilization={self.vllm_gpu_memory_utilization}: must be in (0, 1]",
+        )
 
 
 @dataclass
@@ -243,9 +260,7 @@ def _build(cls, values: dict, where: str):
     for key, value in values.items():
         allowed = _allowed(hints[key])
         if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
-            raise ConfigError(
-                f"{where}.{key}={value!r}: expected {' or '.join(t.__name__ for t in allowed)}"
-            )
+            raise ConfigError(f"{where}.{key}={value!r}: expected {' or '.join(t.__name__ for t in allowed)}")
     try:
         return cls(**values)
     except ConfigError as err:

@@ -117,4 +117,9 @@ def run_impute(cfg: ImputeConfig) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps(r) + "\n" for r in records))
     imputed = sum(r["imputed"] for r in records)
-    return {"rows": len(table), "needed": len(records), "imputed": imputed, "fallback": len(records) - imputed}
+    return {
+        "rows": len(table),
+        "needed": len(records),
+        "imputed": imputed,
+        "fallback": len(records) - imputed,
+    }

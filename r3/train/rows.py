@@ -49,7 +49,9 @@ class DatasetError(ValueError):
     """The dataset cannot feed this job: missing directory, split or column; the message says which."""
 
 
-def open_dataset(path: str | Path, splits: list[str] | None, columns: tuple[str, ...], max_rows: int | None = None):
+def open_dataset(
+    path: str | Path, splits: list[str] | None, columns: tuple[str, ...], max_rows: int | None = None
+):
     """The rows of the task ``splits`` (all rows for None) of the dataset at ``path``, after
     checking that ``columns`` exist. Image and snapshot paths come back absolute.
 
@@ -58,7 +60,9 @@ def open_dataset(path: str | Path, splits: list[str] | None, columns: tuple[str,
     """
     path = Path(path)
     if not (path / S.MANIFEST).is_file():
-        raise DatasetError(f"dataset not found: {path} has no {S.MANIFEST} (build it with `r3 dataset build`)")
+        raise DatasetError(
+            f"dataset not found: {path} has no {S.MANIFEST} (build it with `r3 dataset build`)"
+        )
     table = S.load_r3_dataset(path)
     missing = [c for c in columns if c not in table.column_names]
     if missing:
@@ -87,7 +91,9 @@ def prompt_settings(kinds, mode: str, thinking: bool) -> PromptSettings:
     return PromptSettings(mode, present[0] if present else "none", thinking)
 
 
-def reasoner_input(row: dict, prompt: PromptSettings | None = None, images: list | None = None) -> ReasonerInput:
+def reasoner_input(
+    row: dict, prompt: PromptSettings | None = None, images: list | None = None
+) -> ReasonerInput:
     """The :class:`ReasonerInput` of one dataset row (placeholder images unless ``images`` given),
     recast by ``prompt`` when given (a first step, history kind "none", then has an empty history of
     the prompt's kind, as at inference)."""
@@ -159,8 +165,12 @@ def sft_rows(table, prompt: PromptSettings, reasoning_sentences: int | None = No
     def convert(row):
         return {
             "prompt": prompt_messages(row, prompt),
-            "completion": [{"role": "assistant", "content": [
-                {"type": "text", "text": sft_target(row, prompt.mode, reasoning_sentences)}]}],
+            "completion": [
+                {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": sft_target(row, prompt.mode, reasoning_sentences)}],
+                }
+            ],
             "images": row["images"],
             "chat_template_kwargs": {"enable_thinking": prompt.thinking},
         }

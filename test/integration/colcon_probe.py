@@ -29,23 +29,29 @@ def launch_file_result(path: Path) -> dict:
     context, nodes = LaunchContext(), []
     for entity in module.generate_launch_description().entities:
         nodes += entity.execute(context) or []
-    return {"arguments": dict(context.launch_configurations),
-            "nodes": [[n.node_package, n.node_executable] for n in nodes]}
+    return {
+        "arguments": dict(context.launch_configurations),
+        "nodes": [[n.node_package, n.node_executable] for n in nodes],
+    }
 
 
 def main() -> None:
     share = share_of("r3")
     prefix = share.parents[1] if share else None
     executables = sorted(p.name for p in (prefix / "lib" / "r3").iterdir()) if prefix else []
-    print(json.dumps({
-        "r3_share": str(share) if share else None,
-        "r3_on_path": shutil.which("r3"),
-        "lib_r3": {name: os.access(prefix / "lib" / "r3" / name, os.X_OK) for name in executables},
-        "launch": launch_file_result(share / "launch" / "r3.launch.py") if share else None,
-        "r3_module": __import__("r3").__file__,
-        "r3_msgs_module": __import__("r3_msgs").__file__,
-        "python": sys.executable,
-    }))
+    print(
+        json.dumps(
+            {
+                "r3_share": str(share) if share else None,
+                "r3_on_path": shutil.which("r3"),
+                "lib_r3": {name: os.access(prefix / "lib" / "r3" / name, os.X_OK) for name in executables},
+                "launch": launch_file_result(share / "launch" / "r3.launch.py") if share else None,
+                "r3_module": __import__("r3").__file__,
+                "r3_msgs_module": __import__("r3_msgs").__file__,
+                "python": sys.executable,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

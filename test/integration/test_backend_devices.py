@@ -62,9 +62,23 @@ def test_the_collect_worker_loads_the_model_its_backend_spec_describes(spec, tmp
 
 @pytest.mark.ros
 def test_r3_run_refuses_an_unknown_key_before_any_node_starts(spec, tmp_path):
-    done = subprocess.run([sys.executable, "-m", "r3.cli", "run", "--quiet", "--out", str(tmp_path),
-                           "--set", f"r3_reasoner_node.backend={spec},colour=red"],
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "r3.cli",
+            "run",
+            "--quiet",
+            "--out",
+            str(tmp_path),
+            "--set",
+            f"r3_reasoner_node.backend={spec},colour=red",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 1
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "unknown key 'colour'; valid keys: device, dtype" in errors[0], done.stderr

@@ -35,21 +35,29 @@ pytestmark = pytest.mark.slow
 def readme_build_block() -> list[str]:
     """The command lines of the README's colcon build block."""
     text = (ROOT / "README.md").read_text()
-    after = text[text.index(MARKER):]
+    after = text[text.index(MARKER) :]
     block = re.search(r"```bash\n(.*?)```", after, re.DOTALL).group(1)
     return [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
 def option_values(line: str, option: str) -> list[str]:
     words = shlex.split(line)
-    values = words[words.index(option) + 1:]
+    values = words[words.index(option) + 1 :]
     return values[: next((i for i, w in enumerate(values) if w.startswith("-")), len(values))]
 
 
 def copy_checkout(dest: Path) -> None:
     """The repository's files as a clone has them: tracked and untracked-but-not-ignored regular files."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, listed):
         src = ROOT / rel
         if src.is_file() and not src.is_symlink():
@@ -63,20 +71,32 @@ def workspace(tmp_path_factory):
         pytest.skip("colcon is not installed in this environment (requirements/dev.txt)")
     ws = tmp_path_factory.mktemp("r3_ws")
     copy_checkout(ws / "src" / "r3")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMENT_", "COLCON", "CMAKE_", "PYTHONPATH"))}
-    env.update(AMENT_PREFIX_PATH=sys.prefix, CMAKE_PREFIX_PATH=sys.prefix, COLCON_HOME=str(ws / ".colcon"),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("AMENT_", "COLCON", "CMAKE_", "PYTHONPATH"))
+    }
+    env.update(
+        AMENT_PREFIX_PATH=sys.prefix,
+        CMAKE_PREFIX_PATH=sys.prefix,
+        COLCON_HOME=str(ws / ".colcon"),
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+    )
     if importlib.util.find_spec("launch_ros") is None:
         env["R3_PROBE_PYTHONPATH"] = str(HERE / "stand_ins")
-    script = "\n".join([
-        "set -e",
-        *readme_build_block(),
-        # The probe's own imports (the launch stand-ins) go after what the workspace put on PYTHONPATH.
-        (f'PYTHONPATH="${{PYTHONPATH}}${{R3_PROBE_PYTHONPATH:+:$R3_PROBE_PYTHONPATH}}" '
-         f"python {shlex.quote(str(HERE / 'colcon_probe.py'))} > probe.json"),
-        "r3 --help > r3-help.txt",
-    ])
-    done = subprocess.run(["bash", "-c", script], check=False, cwd=ws, env=env, capture_output=True, text=True, timeout=600)
+    script = "\n".join(
+        [
+            "set -e",
+            *readme_build_block(),
+            # The probe's own imports (the launch stand-ins) go after what the workspace put on PYTHONPATH.
+            (
+                f'PYTHONPATH="${{PYTHONPATH}}${{R3_PROBE_PYTHONPATH:+:$R3_PROBE_PYTHONPATH}}" '
+                f"python {shlex.quote(str(HERE / 'colcon_probe.py'))} > probe.json"
+            ),
+            "r3 --help > r3-help.txt",
+        ]
+    )
+    done = subprocess.run(
+        ["bash", "-c", script], check=False, cwd=ws, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return ws, json.loads((ws / "probe.json").read_text())
 
@@ -86,8 +106,17 @@ def test_the_readme_gives_rosdep_and_colcon_the_same_paths_and_they_hold_both_pa
 
     colcon_line = next(line for line in readme_build_block() if line.startswith("colcon build"))
     base_paths = option_values(colcon_line, "--base-paths")
-    assert option_values(next(line for line in (ROOT / "README.md").read_text().splitlines()
-                              if line.startswith("rosdep install")), "--from-paths") == base_paths
+    assert (
+        option_values(
+            next(
+                line
+                for line in (ROOT / "README.md").read_text().splitlines()
+                if line.startswith("rosdep install")
+            ),
+            "--from-paths",
+        )
+        == base_paths
+    )
     # The paths inside the workspace, with this checkout as src/r3.
     found = set()
     for path in base_paths:
@@ -99,7 +128,9 @@ def test_the_readme_gives_rosdep_and_colcon_the_same_paths_and_they_hold_both_pa
 def test_both_packages_are_built_and_installed(workspace):
     ws, _ = workspace
     install = ws / "install"
-    assert (install / "r3_msgs" / "share" / "ament_index" / "resource_index" / "packages" / "r3_msgs").is_file()
+    assert (
+        install / "r3_msgs" / "share" / "ament_index" / "resource_index" / "packages" / "r3_msgs"
+    ).is_file()
     assert (install / "r3" / "share" / "ament_index" / "resource_index" / "packages" / "r3").is_file()
     config = install / "r3" / "share" / "r3" / "config"
     for rel in ("graph.yaml", "gazebo/bridge.yaml", "train/sft_tiny_cpu.yaml", "accelerate/single_gpu.yaml"):

@@ -22,13 +22,32 @@ def test_fast_path_bag_matches_the_recorded_graph_bag(tmp_path):
     from r3.reasoning import make_backend
     from r3.sim.language_table.env import LanguageTableEnv
 
-    run = subprocess.run([sys.executable, "-m", "r3.cli", "run", "--task", "V", "--seed", "3", "--out",
-                          str(tmp_path / "graph"), "--quiet"], capture_output=True, text=True, timeout=180, check=False)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "r3.cli",
+            "run",
+            "--task",
+            "V",
+            "--seed",
+            "3",
+            "--out",
+            str(tmp_path / "graph"),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     (graph_bag,) = find_bags([tmp_path / "graph" / "bags"])
     backend = make_backend("expert")
     backend.load()
-    fast_bag = record_episode("V", 3, backend, LanguageTableEnv(width=320, height=240), "V-fast", tmp_path / "fast")
+    fast_bag = record_episode(
+        "V", 3, backend, LanguageTableEnv(width=320, height=240), "V-fast", tmp_path / "fast"
+    )
     assert topics(fast_bag) == topics(graph_bag)
     for bag in (graph_bag, fast_bag):  # both read back through the dataset builder
         episode = read_episode(bag)

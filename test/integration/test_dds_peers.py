@@ -13,23 +13,41 @@ pytestmark = pytest.mark.ros
 
 
 def test_run_task_action_and_reasoner_steps_cross_processes(ros_env):
-    server = subprocess.Popen([sys.executable, str(PEERS / "run_task_server.py")], env=ros_env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = subprocess.Popen(
+        [sys.executable, str(PEERS / "run_task_server.py")],
+        env=ros_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
-        client = subprocess.run([sys.executable, str(PEERS / "run_task_client.py")], env=ros_env,
-                                capture_output=True, text=True, timeout=90)
+        client = subprocess.run(
+            [sys.executable, str(PEERS / "run_task_client.py")],
+            env=ros_env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
         assert client.returncode == 0, client.stderr
         out = json.loads(client.stdout.strip().splitlines()[-1])
     finally:
         server.terminate()
         server.wait(timeout=10)
     assert out["accepted"] is True
-    assert out["result"] == {"success": True, "steps": 3, "episode_id": "V-3",
-                             "instructions": [f"move the red moon up {i}" for i in range(3)]}
+    assert out["result"] == {
+        "success": True,
+        "steps": 3,
+        "episode_id": "V-3",
+        "instructions": [f"move the red moon up {i}" for i in range(3)],
+    }
     # rclpy's action client drops feedback that arrives after the goal's result has come back,
     # so the last feedback of a goal that ends right after it may be lost: the rest arrives in order.
     received = [f["step"] for f in out["feedback"]]
     assert received and received == list(range(len(received))) and len(received) <= 3
     assert [s["step"] for s in out["steps"]] == [0, 1, 2]
-    assert out["steps"][2] == {"step": 2, "reasoning": "reasoning 2", "instruction": "move the red moon up 2",
-                               "latency": 1.0}
+    assert out["steps"][2] == {
+        "step": 2,
+        "reasoning": "reasoning 2",
+        "instruction": "move the red moon up 2",
+        "latency": 1.0,
+    }

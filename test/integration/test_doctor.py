@@ -5,11 +5,22 @@ import sys
 
 
 def test_doctor_reports_every_part_and_exits_zero():
-    out = subprocess.run([sys.executable, "-m", "r3.cli", "doctor"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "r3.cli", "doctor"], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     rows = {line.split("  ")[0].strip(): line for line in out.stdout.splitlines()[2:]}
-    for part in ["rclpy + rmw", "r3_msgs", "MuJoCo rendering", "torch", "transformers / TRL", "SAM 2",
-                 "pyrealsense2", "moveit_py", "launch_ros"]:
+    for part in [
+        "rclpy + rmw",
+        "r3_msgs",
+        "MuJoCo rendering",
+        "torch",
+        "transformers / TRL",
+        "SAM 2",
+        "pyrealsense2",
+        "moveit_py",
+        "launch_ros",
+    ]:
         assert part in rows, out.stdout
     assert " ok " in rows["r3_msgs"] and " ok " in rows["rclpy + rmw"]
     # launch_ros is never on the pip wheels; it must be reported absent with its reason, not crash.

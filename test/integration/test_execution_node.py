@@ -22,29 +22,44 @@ STAND_INS = Path(__file__).parent / "stand_ins"
 def test_without_moveit_py_the_node_exits_naming_what_to_install(ros_env):
     try:
         import moveit  # noqa: F401
+
         pytest.skip("moveit_py is installed here")
     except ImportError:
         pass
-    done = subprocess.run([sys.executable, "-m", "r3_execution_node.main"], env=ros_env, capture_output=True, check=False,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "r3_execution_node.main"],
+        env=ros_env,
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1
     assert "fatal: the 'moveit' executor needs moveit_py" in done.stderr and "moveit-py" in done.stderr
 
 
 def test_move_to_pose_goals_through_the_node(ros_env, tmp_path):
     import rclpy
-    from r3_msgs.action import MoveToPose
     from rclpy.action import ActionClient
     from rclpy.node import Node
 
     from r3.execution.base import top_down_quat
     from r3.graph import names
+    from r3_msgs.action import MoveToPose
 
     log = tmp_path / "plans.jsonl"
-    env = {**ros_env, "PYTHONPATH": os.pathsep.join([str(STAND_INS), ros_env.get("PYTHONPATH", "")]),
-           "R3_STANDIN_LOG": str(log)}
-    proc = subprocess.Popen([sys.executable, "-m", "r3_execution_node.main"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    env = {
+        **ros_env,
+        "PYTHONPATH": os.pathsep.join([str(STAND_INS), ros_env.get("PYTHONPATH", "")]),
+        "R3_STANDIN_LOG": str(log),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "r3_execution_node.main"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     rclpy.init()
     node = Node("execution_test_client")
     client = ActionClient(node, MoveToPose, names.MOVE_TO_POSE)
@@ -65,14 +80,21 @@ def test_move_to_pose_goals_through_the_node(ros_env, tmp_path):
         return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
     try:
-        assert client.wait_for_server(timeout_sec=60), proc.stdout.read() if proc.poll() is not None else "no server"
+        assert client.wait_for_server(timeout_sec=60), (
+            proc.stdout.read() if proc.poll() is not None else "no server"
+        )
         done = move((0.5, 0.1, 0.1), approach=0.12)
         assert done.reached and done.reason == "reached" and done.position_error < 1e-6
-        assert [(p["planner"], round(p["position"][2], 3)) for p in plans()] == [("", 0.22), ("pilz_lin", 0.1)]
-        for xyz, frame, why in [((0.5, 0.0, math.nan), "panda_link0", "NaN or Inf"),
-                                ((1.5, 0.0, 0.3), "panda_link0", "outside the workspace"),
-                                ((0.5, 0.0, 0.3), "camera_link", "is not the robot base frame"),
-                                ((0.5, 0.1, 0.6), "", "approach starts outside the workspace")]:
+        assert [(p["planner"], round(p["position"][2], 3)) for p in plans()] == [
+            ("", 0.22),
+            ("pilz_lin", 0.1),
+        ]
+        for xyz, frame, why in [
+            ((0.5, 0.0, math.nan), "panda_link0", "NaN or Inf"),
+            ((1.5, 0.0, 0.3), "panda_link0", "outside the workspace"),
+            ((0.5, 0.0, 0.3), "camera_link", "is not the robot base frame"),
+            ((0.5, 0.1, 0.6), "", "approach starts outside the workspace"),
+        ]:
             before = len(plans())
             refused = move(xyz, frame, approach=0.25 if "approach" in why else 0.0)
             assert not refused.reached and refused.reason.startswith("refused") and why in refused.reason

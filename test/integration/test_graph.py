@@ -28,9 +28,20 @@ R3 = [sys.executable, "-m", "r3.cli"]
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory):
     out = tmp_path_factory.mktemp("graph")
-    proc = subprocess.Popen(R3 + ["launch", "sim_language_table", "--logs", str(out / "logs"),
-                                  "--set", f"r3_recorder_node.output_dir={out / 'bags'}"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        R3
+        + [
+            "launch",
+            "sim_language_table",
+            "--logs",
+            str(out / "logs"),
+            "--set",
+            f"r3_recorder_node.output_dir={out / 'bags'}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     yield out
     proc.send_signal(signal.SIGINT)
     try:
@@ -41,8 +52,9 @@ def graph(tmp_path_factory):
 
 
 def run_episode_cli(args: list[str], timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(R3 + ["run", "--quiet"] + args, capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    return subprocess.run(
+        R3 + ["run", "--quiet"] + args, capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def instructions_from(stdout: str) -> list[str]:
@@ -77,8 +89,11 @@ def test_nodes_offer_their_declared_interfaces(graph):
                     missing.append(f"{name}: {exc}")
                     continue
                 missing += [f"{name} publishes {t}" for t in interface.publishes if t not in pubs]
-                missing += [f"{name} subscribes {t}" for t, ty in interface.subscribes.items()
-                            if ty != "*" and t not in subs]
+                missing += [
+                    f"{name} subscribes {t}"
+                    for t, ty in interface.subscribes.items()
+                    if ty != "*" and t not in subs
+                ]
         assert missing == []
     finally:
         node.destroy_node()
@@ -133,8 +148,15 @@ def test_episode_through_the_graph_is_recorded_and_matches_in_process(graph):
 #: (task, seed, reasoning budget: None leaves the goal's field at its default, full reasoning as in
 #: run_episode; 0 is instruction only). V seed 2 tells them apart: with the instruction only, the
 #: expert's next history has no distance left, and its third step differs.
-SAME_SEED = [("V", 0, None), ("V", 1, None), ("V", 2, None), ("V", 3, None), ("V", 2, 0), ("T", 0, None),
-             ("iip", 0, None)]
+SAME_SEED = [
+    ("V", 0, None),
+    ("V", 1, None),
+    ("V", 2, None),
+    ("V", 3, None),
+    ("V", 2, 0),
+    ("T", 0, None),
+    ("iip", 0, None),
+]
 
 
 def test_same_seed_same_episode_through_the_graph_and_in_process(graph):
@@ -166,15 +188,28 @@ def test_same_seed_same_episode_through_the_graph_and_in_process(graph):
             result = handle.result
             while len(steps) < result.steps and time.monotonic() < deadline:
                 rclpy.spin_once(node, timeout_sec=0.05)  # the last ReasonerStep may trail the result
-            expected = run_episode(task, seed, make_backend("expert"), render=False,
-                                   budget=ReasoningBudget(budget))
-            graph_side = (list(result.instructions), [(s.history, s.raw_response) for s in steps],
-                          result.success, result.steps, result.progress)
-            in_process = (expected.instructions, [(s.history, s.raw_response) for s in expected.steps],
-                          expected.success, len(expected.steps), expected.progress)
+            expected = run_episode(
+                task, seed, make_backend("expert"), render=False, budget=ReasoningBudget(budget)
+            )
+            graph_side = (
+                list(result.instructions),
+                [(s.history, s.raw_response) for s in steps],
+                result.success,
+                result.steps,
+                result.progress,
+            )
+            in_process = (
+                expected.instructions,
+                [(s.history, s.raw_response) for s in expected.steps],
+                expected.success,
+                len(expected.steps),
+                expected.progress,
+            )
             if graph_side != in_process:
-                differences.append(f"{task} seed {seed} budget {budget}:\n  graph      {graph_side}\n"
-                                   f"  in process {in_process}")
+                differences.append(
+                    f"{task} seed {seed} budget {budget}:\n  graph      {graph_side}\n"
+                    f"  in process {in_process}"
+                )
     finally:
         node.destroy_node()
         rclpy.shutdown()

@@ -33,8 +33,9 @@ def tiny_model(tmp_path_factory) -> Path:
 
 
 def run(args: list[str], out: Path, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run(R3 + ["--out", str(out)] + args, capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    return subprocess.run(
+        R3 + ["--out", str(out)] + args, capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def assert_refusals_commanded_no_motion(bag: Path) -> None:
@@ -55,7 +56,9 @@ def assert_refusals_commanded_no_motion(bag: Path) -> None:
 
 
 def test_transformers_backend_runs_an_episode_through_the_graph(tiny_model, tmp_path):
-    result = run(["--reasoner", f"transformers:{tiny_model}", "--max-steps", "2", "--reasoning-budget", "8"], tmp_path)
+    result = run(
+        ["--reasoner", f"transformers:{tiny_model}", "--max-steps", "2", "--reasoning-budget", "8"], tmp_path
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     (bag,) = [p for p in (tmp_path / "bags").iterdir() if p.is_dir()]
     info = read_episode_info(bag)
@@ -65,8 +68,9 @@ def test_transformers_backend_runs_an_episode_through_the_graph(tiny_model, tmp_
 
 def test_openai_backend_runs_an_episode_through_the_graph(server, tmp_path):
     url, model = server
-    result = run(["--reasoner", f"openai:{url},model={model}", "--max-steps", "1", "--reasoning-budget", "8"],
-                 tmp_path)
+    result = run(
+        ["--reasoner", f"openai:{url},model={model}", "--max-steps", "1", "--reasoning-budget", "8"], tmp_path
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     (bag,) = [p for p in (tmp_path / "bags").iterdir() if p.is_dir()]
     assert read_episode_info(bag).steps == 1
@@ -74,8 +78,10 @@ def test_openai_backend_runs_an_episode_through_the_graph(server, tmp_path):
 
 
 #: The expert's first instruction on task V, seed 3: its blocks are on that board, so the policy moves.
-KNOWN_VALID = ("Reasoning: the red pentagon belongs at the bottom of the V.\n"
-               "Instruction: move the red pentagon to the bottom center")
+KNOWN_VALID = (
+    "Reasoning: the red pentagon belongs at the bottom of the V.\n"
+    "Instruction: move the red pentagon to the bottom center"
+)
 #: The chat requests the stand-in server received.
 REQUESTS: list[dict] = []
 
@@ -94,31 +100,63 @@ class _Answering(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self) -> None:  # /v1/models: the backend's check at load time
-        self._send(json.dumps({"object": "list", "data": [{"id": "stand-in", "object": "model", "created": 0,
-                                                             "owned_by": "test"}]}).encode(), "application/json")
+        self._send(
+            json.dumps(
+                {
+                    "object": "list",
+                    "data": [{"id": "stand-in", "object": "model", "created": 0, "owned_by": "test"}],
+                }
+            ).encode(),
+            "application/json",
+        )
 
     def do_POST(self) -> None:
         REQUESTS.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
         chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "stand-in"}
-        events = [dict(chunk, choices=[{"index": 0, "delta": {"role": "assistant", "content": KNOWN_VALID},
-                                        "finish_reason": None}]),
-                  dict(chunk, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}]),
-                  dict(chunk, choices=[], usage={"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120})]
-        self._send(b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n",
-                   "text/event-stream")
+        events = [
+            dict(
+                chunk,
+                choices=[
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": KNOWN_VALID},
+                        "finish_reason": None,
+                    }
+                ],
+            ),
+            dict(chunk, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}]),
+            dict(
+                chunk, choices=[], usage={"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+            ),
+        ]
+        self._send(
+            b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n",
+            "text/event-stream",
+        )
 
 
 def test_a_valid_answer_from_the_openai_backend_moves_the_pusher(tmp_path):
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Answering)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        result = run(["--reasoner", f"openai:http://127.0.0.1:{server.server_port}/v1,model=stand-in",
-                      "--max-steps", "1"], tmp_path)
+        result = run(
+            [
+                "--reasoner",
+                f"openai:http://127.0.0.1:{server.server_port}/v1,model=stand-in",
+                "--max-steps",
+                "1",
+            ],
+            tmp_path,
+        )
     finally:
         server.shutdown()
     assert result.returncode == 0, result.stdout + result.stderr
-    assert REQUESTS and any(part.get("type") == "image_url" for m in REQUESTS[0]["messages"]
-                                       if isinstance(m["content"], list) for part in m["content"])
+    assert REQUESTS and any(
+        part.get("type") == "image_url"
+        for m in REQUESTS[0]["messages"]
+        if isinstance(m["content"], list)
+        for part in m["content"]
+    )
     (bag,) = [p for p in (tmp_path / "bags").iterdir() if p.is_dir()]
     steps = [m for _, _, _, m in read_messages(bag, {names.REASONER_STEPS})]
     assert [(s.valid, s.instruction) for s in steps] == [(True, "move the red pentagon to the bottom center")]
@@ -134,12 +172,20 @@ def _no_image_processor(tiny_model: Path, tmp_path: Path) -> Path:
     return broken
 
 
-@pytest.mark.parametrize("make_spec, expected", [
-    (lambda model, tmp: f"transformers:{tmp / 'missing'}", "model directory not found: {tmp}/missing"),
-    (lambda model, tmp: "openai:http://127.0.0.1:9/v1,model=m", "cannot reach http://127.0.0.1:9/v1"),
-    (lambda model, tmp: f"transformers:{_no_image_processor(model, tmp)}", "cannot load the processor of {tmp}/text_only"),
-])
-def test_a_backend_that_cannot_start_gives_one_error_line_and_no_motion(tiny_model, tmp_path, make_spec, expected):
+@pytest.mark.parametrize(
+    "make_spec, expected",
+    [
+        (lambda model, tmp: f"transformers:{tmp / 'missing'}", "model directory not found: {tmp}/missing"),
+        (lambda model, tmp: "openai:http://127.0.0.1:9/v1,model=m", "cannot reach http://127.0.0.1:9/v1"),
+        (
+            lambda model, tmp: f"transformers:{_no_image_processor(model, tmp)}",
+            "cannot load the processor of {tmp}/text_only",
+        ),
+    ],
+)
+def test_a_backend_that_cannot_start_gives_one_error_line_and_no_motion(
+    tiny_model, tmp_path, make_spec, expected
+):
     result = run(["--reasoner", make_spec(tiny_model, tmp_path)], tmp_path / "out", timeout=120)
     assert result.returncode == 1
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]

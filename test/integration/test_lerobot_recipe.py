@@ -36,8 +36,12 @@ def _python_312() -> tuple[str | None, list[str]]:
         root = subprocess.run([pyenv, "root"], check=False, capture_output=True, text=True).stdout.strip()
         candidates += sorted(glob.glob(f"{root}/versions/3.1[2-9]*/bin/python3"))
     for exe in filter(None, candidates):
-        run = subprocess.run([exe, "-c", "import sys, venv; print(sys.version_info >= (3, 12))"],
-                             check=False, capture_output=True, text=True)
+        run = subprocess.run(
+            [exe, "-c", "import sys, venv; print(sys.version_info >= (3, 12))"],
+            check=False,
+            capture_output=True,
+            text=True,
+        )
         if run.stdout.strip() == "True":
             return exe, tried
         tried.append(f"{exe}: {(run.stderr.strip().splitlines() or [run.stdout.strip()])[0]}")
@@ -47,8 +51,11 @@ def _python_312() -> tuple[str | None, list[str]]:
 def _has_lerobot(env: Path) -> bool:
     python = env / "bin" / "python"
     check = "import importlib.metadata as m; print(m.version('lerobot'))"
-    return python.is_file() and subprocess.run([python, "-c", check], check=False, capture_output=True,
-                                               text=True).stdout.strip() == LEROBOT.split("==")[1]
+    return (
+        python.is_file()
+        and subprocess.run([python, "-c", check], check=False, capture_output=True, text=True).stdout.strip()
+        == LEROBOT.split("==")[1]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -57,14 +64,17 @@ def lerobot_env() -> Path:
     if _has_lerobot(env):
         return env
     if os.environ.get("R3_TEST_LEROBOT") != "1":
-        pytest.skip(f"no LeRobot environment at {env}; set R3_TEST_LEROBOT=1 to make it (about 5.4 GB and "
-                    "7 minutes of downloads), or R3_LEROBOT_ENV to point at one")
+        pytest.skip(
+            f"no LeRobot environment at {env}; set R3_TEST_LEROBOT=1 to make it (about 5.4 GB and "
+            "7 minutes of downloads), or R3_LEROBOT_ENV to point at one"
+        )
     python, tried = _python_312()
     if python is None:
         pytest.skip("LeRobot needs Python >= 3.12 and none runs here (tried: " + "; ".join(tried) + ")")
     subprocess.run([python, "-m", "venv", "--clear", env], check=True)
-    pip = subprocess.run([env / "bin" / "pip", "install", "--quiet", LEROBOT], check=False, capture_output=True,
-                         text=True)
+    pip = subprocess.run(
+        [env / "bin" / "pip", "install", "--quiet", LEROBOT], check=False, capture_output=True, text=True
+    )
     if pip.returncode != 0 or not _has_lerobot(env):
         said = (pip.stderr.strip().splitlines() or ["no error printed"])[-1]
         pytest.skip(f"{LEROBOT} is not installable with {python} (pip exit {pip.returncode}: {said})")
@@ -74,15 +84,36 @@ def lerobot_env() -> Path:
 @pytest.fixture(scope="module")
 def export(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("recipe")
-    assert collect_main(["--split", "T_R", "--scenes", "1", "--trials", "1", "--max-steps", "6", "--out",
-                         str(root / "bags"), "--quiet"]) == 0
+    assert (
+        collect_main(
+            [
+                "--split",
+                "T_R",
+                "--scenes",
+                "1",
+                "--trials",
+                "1",
+                "--max-steps",
+                "6",
+                "--out",
+                str(root / "bags"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert dataset_main(["export-lerobot", str(root / "bags"), "--out", str(root / "r3_pusher")]) == 0
     return root / "r3_pusher"
 
 
 def _load(env: Path, root: Path) -> dict:
-    run = subprocess.run([env / "bin" / "python", REPO / "scripts" / "lerobot_load.py", root, "--chunk", "20"],
-                         check=False, capture_output=True, text=True, env=OFFLINE)
+    run = subprocess.run(
+        [env / "bin" / "python", REPO / "scripts" / "lerobot_load.py", root, "--chunk", "20"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=OFFLINE,
+    )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
     return json.loads(run.stdout.strip().splitlines()[-1])
 
@@ -93,10 +124,27 @@ def test_lerobot_loads_the_export_and_deletes_episodes_keeping_the_stats(lerobot
     assert (loaded["frames"], loaded["episodes"]) == (info["total_frames"], info["total_episodes"])
 
     edited = export.with_name("r3_pusher_edited")
-    run = subprocess.run([lerobot_env / "bin" / "lerobot-edit-dataset", "--repo_id", "r3/pusher", "--root", export,
-                          "--new_repo_id", "r3/pusher_edited", "--new_root", edited,
-                          "--operation.type", "delete_episodes", "--operation.episode_indices", "[1]"],
-                         check=False, capture_output=True, text=True, env=OFFLINE)
+    run = subprocess.run(
+        [
+            lerobot_env / "bin" / "lerobot-edit-dataset",
+            "--repo_id",
+            "r3/pusher",
+            "--root",
+            export,
+            "--new_repo_id",
+            "r3/pusher_edited",
+            "--new_root",
+            edited,
+            "--operation.type",
+            "delete_episodes",
+            "--operation.episode_indices",
+            "[1]",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=OFFLINE,
+    )
     assert run.returncode == 0, run.stderr[-4000:]
     after = _load(lerobot_env, edited)
     assert after["episodes"] == info["total_episodes"] - 1 and after["frames"] < info["total_frames"]

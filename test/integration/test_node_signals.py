@@ -22,8 +22,15 @@ STAND_INS = Path(__file__).parent / "stand_ins"
 #: After the first SIGINT, this many more this far apart: at least one lands while the node shuts down.
 FOLLOW_UPS, FOLLOW_UP_GAP_S = 5, 0.01
 
-NODES = ["r3_sim_node", "r3_lowlevel_node", "r3_reasoner_node", "r3_recorder_node", "r3_packing_sim_node",
-         "r3_perception_node", "r3_execution_node"]  # the execution node over the moveit_py stand-in
+NODES = [
+    "r3_sim_node",
+    "r3_lowlevel_node",
+    "r3_reasoner_node",
+    "r3_recorder_node",
+    "r3_packing_sim_node",
+    "r3_perception_node",
+    "r3_execution_node",
+]  # the execution node over the moveit_py stand-in
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +63,19 @@ def heartbeats():
 
 @pytest.mark.parametrize("name", NODES)
 def test_a_node_exits_zero_on_a_double_sigint(name, heartbeats, ros_env, tmp_path):
-    env = {**ros_env, "PYTHONPATH": os.pathsep.join(filter(None, [str(STAND_INS), ros_env.get("PYTHONPATH")]))}
+    env = {
+        **ros_env,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(STAND_INS), ros_env.get("PYTHONPATH")])),
+    }
     args = ["--ros-args", "-p", f"output_dir:={tmp_path}"] if name == "r3_recorder_node" else []
-    proc = subprocess.Popen([sys.executable, "-m", f"{name}.main", *args], env=env, cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", f"{name}.main", *args],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         assert heartbeats(name, proc), f"{name} never sent a heartbeat:\n{proc.communicate(timeout=10)[0]}"
         proc.send_signal(signal.SIGINT)

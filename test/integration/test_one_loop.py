@@ -37,7 +37,10 @@ ANSWERS = {
         ("Reasoning: again.\nInstruction: move the red moon", "stop"),
     ],
     "packing": [
-        ("Reasoning: the sugar box is on the table.\nInstruction: Pack the sugar box into the medium tray.", "stop"),
+        (
+            "Reasoning: the sugar box is on the table.\nInstruction: Pack the sugar box into the medium tray.",
+            "stop",
+        ),
         ("I can't do that.", "stop"),
         ("Reasoning: the gelatin box next.\nInstruction: Pack the gelatin box into the small tray.", "stop"),
         ("Reasoning: x.\nInstruction: Pack the moon into the sky.", "stop"),
@@ -56,9 +59,13 @@ def answers(tmp_path_factory):
     """The recorded answers of each suite as a replay file; checks they are valid and invalid as planned."""
     files = {}
     for suite, recorded in ANSWERS.items():
-        assert [isinstance(parse_response(t, suite, "reason", f), ParsedResponse) for t, f in recorded] == VALID
+        assert [
+            isinstance(parse_response(t, suite, "reason", f), ParsedResponse) for t, f in recorded
+        ] == VALID
         files[suite] = tmp_path_factory.mktemp(suite) / "answers.jsonl"
-        files[suite].write_text("".join(json.dumps({"text": t, "finish_reason": f}) + "\n" for t, f in recorded))
+        files[suite].write_text(
+            "".join(json.dumps({"text": t, "finish_reason": f}) + "\n" for t, f in recorded)
+        )
     return files
 
 
@@ -85,10 +92,18 @@ def by_topic(bag: Path) -> dict[str, list]:
     return topics
 
 
-def run_through_graph(args: list[str], out: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess, Path]:
+def run_through_graph(
+    args: list[str], out: Path, env: dict[str, str]
+) -> tuple[subprocess.CompletedProcess, Path]:
     """``r3 run`` in ``env`` (a ROS domain of its own, so that it starts and supervises its own graph)."""
-    run = subprocess.run(R3 + ["run", "--quiet", "--video", "none", "--out", str(out)] + args, capture_output=True,
-                         text=True, timeout=420, env=env, check=False)
+    run = subprocess.run(
+        R3 + ["run", "--quiet", "--video", "none", "--out", str(out)] + args,
+        capture_output=True,
+        text=True,
+        timeout=420,
+        env=env,
+        check=False,
+    )
     match = re.search(r"^bag:\s+(\S+)$", run.stdout, re.MULTILINE)
     assert match, run.stdout + run.stderr
     return run, Path(match.group(1))
@@ -128,8 +143,11 @@ def test_resume_after_any_step_repeats_the_original_run(answers, table_episode, 
     assert decisions(resumed.steps) == decisions(original.steps)
     assert [s.snapshot for s in resumed.steps] == [s.snapshot for s in original.steps]
     assert [s.control_steps for s in resumed.steps] == [s.control_steps for s in original.steps]
-    assert (resumed.aborted, resumed.success, resumed.progress) == (original.aborted, original.success,
-                                                                    original.progress)
+    assert (resumed.aborted, resumed.success, resumed.progress) == (
+        original.aborted,
+        original.success,
+        original.progress,
+    )
 
 
 def test_the_in_process_bag_records_what_the_model_was_told(answers, table_episode, tmp_path):
@@ -139,8 +157,9 @@ def test_the_in_process_bag_records_what_the_model_was_told(answers, table_episo
     from r3.sim.language_table.env import LanguageTableEnv
 
     _, trajectory = table_episode
-    bag = record_episode("V", 3, replay(answers["language_table"]), LanguageTableEnv(width=160, height=120),
-                         "V-fast", tmp_path)
+    bag = record_episode(
+        "V", 3, replay(answers["language_table"]), LanguageTableEnv(width=160, height=120), "V-fast", tmp_path
+    )
     steps = by_topic(bag)[names.REASONER_STEPS]
     assert decisions(steps) == decisions(trajectory.steps)
     assert read_episode_info(bag).reason == f"error: {trajectory.aborted}"
@@ -154,24 +173,38 @@ def test_packing_in_process_refuses_feeds_back_and_stops(answers):
 
 
 @pytest.mark.ros
-def test_language_table_graph_decides_and_records_as_in_process(answers, table_episode, tmp_path, private_ros_env):
+def test_language_table_graph_decides_and_records_as_in_process(
+    answers, table_episode, tmp_path, private_ros_env
+):
     from r3.data.episode_bag import record_episode
     from r3.sim.language_table.env import LanguageTableEnv
 
     _, trajectory = table_episode
-    run, graph_bag = run_through_graph(["--task", "V", "--seed", "3", "--reasoner", f"replay:{answers['language_table']}"],
-                                       tmp_path / "graph", private_ros_env())
+    run, graph_bag = run_through_graph(
+        ["--task", "V", "--seed", "3", "--reasoner", f"replay:{answers['language_table']}"],
+        tmp_path / "graph",
+        private_ros_env(),
+    )
     assert run.returncode == 1 and f"error: {trajectory.aborted}" in run.stderr, run.stdout + run.stderr
-    fast_bag = record_episode("V", 3, replay(answers["language_table"]), LanguageTableEnv(width=320, height=240),
-                              "V-fast", tmp_path / "fast")
+    fast_bag = record_episode(
+        "V",
+        3,
+        replay(answers["language_table"]),
+        LanguageTableEnv(width=320, height=240),
+        "V-fast",
+        tmp_path / "fast",
+    )
     graph, fast = by_topic(graph_bag), by_topic(fast_bag)
     assert decisions(graph[names.REASONER_STEPS]) == decisions(trajectory.steps)
     for topic in (names.REASONER_STEPS, names.INSTRUCTION_OUTCOMES):
         assert [content(m) for m in graph[topic]] == [content(m) for m in fast[topic]], topic
     assert content(graph[names.EPISODE_EVENTS][-1]) == content(fast[names.EPISODE_EVENTS][-1])
     graph_info, fast_info = read_episode_info(graph_bag), read_episode_info(fast_bag)
-    assert (graph_info.status, graph_info.steps, graph_info.reason) == (fast_info.status, fast_info.steps,
-                                                                        fast_info.reason)
+    assert (graph_info.status, graph_info.steps, graph_info.reason) == (
+        fast_info.status,
+        fast_info.steps,
+        fast_info.reason,
+    )
     assert fast_info.reason == f"error: {trajectory.aborted}"
 
 
@@ -180,16 +213,21 @@ def test_language_table_graph_decides_and_records_as_in_process(answers, table_e
 def test_packing_graph_decides_as_in_process(answers, tmp_path, private_ros_env):
     from r3.packing_episode import PackingCell, run_packing_episode
 
-    run, bag = run_through_graph(["--suite", "packing", "--task", "4", "--seed", "0", "--reasoner",
-                                  f"replay:{answers['packing']}"], tmp_path, private_ros_env())
+    run, bag = run_through_graph(
+        ["--suite", "packing", "--task", "4", "--seed", "0", "--reasoner", f"replay:{answers['packing']}"],
+        tmp_path,
+        private_ros_env(),
+    )
     # The profile's policy sees through the perception node: in process, the same perception code.
-    trajectory = run_packing_episode("4", 0, replay(answers["packing"]), cell=PackingCell.build(grounding="perception"),
-                                     render=False)
+    trajectory = run_packing_episode(
+        "4", 0, replay(answers["packing"]), cell=PackingCell.build(grounding="perception"), render=False
+    )
     assert run.returncode == 1 and f"error: {trajectory.aborted}" in run.stderr, run.stdout + run.stderr
     graph = by_topic(bag)
     assert decisions(graph[names.REASONER_STEPS]) == decisions(trajectory.steps)
     outcomes = [(o.step, o.instruction, o.reason, o.control_steps) for o in graph[names.INSTRUCTION_OUTCOMES]]
-    assert outcomes == [(s.step, s.instruction, s.error or "done", s.control_steps) for s in trajectory.steps
-                        if s.valid]
+    assert outcomes == [
+        (s.step, s.instruction, s.error or "done", s.control_steps) for s in trajectory.steps if s.valid
+    ]
     info = read_episode_info(bag)
     assert (info.steps, info.reason) == (len(trajectory.steps), f"error: {trajectory.aborted}")

@@ -28,16 +28,43 @@ def test_profile_is_wired():
 
 
 def test_packing_episode_through_the_graph_is_recorded_and_matches_in_process(tmp_path, private_ros_env):
-    run = subprocess.run(R3 + ["run", "--quiet", "--suite", "packing", "--task", "4", "--seed", "0",
-                               "--max-steps", str(DECISIONS), "--video", "none", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=420, env=private_ros_env(), check=False)
+    run = subprocess.run(
+        R3
+        + [
+            "run",
+            "--quiet",
+            "--suite",
+            "packing",
+            "--task",
+            "4",
+            "--seed",
+            "0",
+            "--max-steps",
+            str(DECISIONS),
+            "--video",
+            "none",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=420,
+        env=private_ros_env(),
+        check=False,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     instructions = eval(re.search(r"^instructions: (\[.*\])$", run.stdout, re.MULTILINE).group(1))
     progress = float(re.search(r"^progress: (\d+)%", run.stdout, re.MULTILINE).group(1)) / 100
 
     # The profile's policy sees through the perception node: in-process, the same perception code.
-    expected = run_packing_episode("4", 0, make_backend("expert"), cell=PackingCell.build(grounding="perception"),
-                                   max_steps=DECISIONS, render=False)
+    expected = run_packing_episode(
+        "4",
+        0,
+        make_backend("expert"),
+        cell=PackingCell.build(grounding="perception"),
+        max_steps=DECISIONS,
+        render=False,
+    )
     assert instructions == [s.instruction for s in expected.steps]
     assert progress == pytest.approx(expected.progress, abs=0.01)
 
@@ -65,9 +92,21 @@ def test_without_perception_the_policy_ends_with_an_error_and_moves_nothing(priv
     """SAFETY.md row 10: a packing policy that sees through perception and gets no detections ends the
     instruction with an error naming the missing node, the arm holding still."""
     env = private_ros_env()
-    proc = subprocess.Popen([sys.executable, "-m", "r3_packing_sim_node.main", "--ros-args", "-p",
-                             "grounding:=perception", "-p", "perception_timeout_s:=2.0"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "r3_packing_sim_node.main",
+            "--ros-args",
+            "-p",
+            "grounding:=perception",
+            "-p",
+            "perception_timeout_s:=2.0",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         script = f"""
 import time, rclpy
@@ -96,8 +135,9 @@ while time.monotonic() < end: rclpy.spin_once(node, timeout_sec=0.05)
 print(result.result().result.reason)
 print(f"{{time.monotonic() - t:.1f}}", all(j == before for j in joints[joints.index(before):]))
 """
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=env,
-                             check=False)
+        out = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=180, env=env, check=False
+        )
     finally:
         proc.terminate()
         proc.wait(timeout=20)
@@ -113,8 +153,12 @@ print(f"{{time.monotonic() - t:.1f}}", all(j == before for j in joints[joints.in
 def test_move_to_pose_refuses_bad_targets_and_reaches_good_ones(private_ros_env):
     """The simulated driver's MoveToPose: a refusal reports why and moves nothing; a valid pose is reached."""
     env = private_ros_env()
-    proc = subprocess.Popen([sys.executable, "-m", "r3_packing_sim_node.main"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "r3_packing_sim_node.main"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         script = f"""
 import math, rclpy
@@ -135,8 +179,9 @@ def move(x, y, z, frame="panda_link0", approach=0.0):
 move(2.0, 0.0, 0.3); move(0.45, 0.0, math.nan); move(0.45, 0.0, 0.3, frame="camera"); move(0.45, 0.05, 0.30)
 move(0.45, 0.0, 0.6, approach=0.2); move(0.5, 0.1, 0.15, approach=0.1)
 """
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env,
-                             check=False)
+        out = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env, check=False
+        )
     finally:
         proc.terminate()
         proc.wait(timeout=20)
@@ -148,8 +193,9 @@ move(0.45, 0.0, 0.6, approach=0.2); move(0.5, 0.1, 0.15, approach=0.1)
     assert lines[4].startswith("False refused: the approach starts outside the workspace")
     for line in (lines[3], lines[5]):
         reached, reason, error = line.split()
-        assert (reached, reason) == ("True", "reached") and float(error) < 0.01 and not math.isnan(float(error))
-
+        assert (
+            (reached, reason) == ("True", "reached") and float(error) < 0.01 and not math.isnan(float(error))
+        )
 
 
 def test_the_arm_stops_on_a_stop_and_when_the_reasoner_falls_silent(private_ros_env):
@@ -159,26 +205,39 @@ def test_the_arm_stops_on_a_stop_and_when_the_reasoner_falls_silent(private_ros_
     import time
 
     import rclpy
-    from r3_msgs.action import FollowInstruction
-    from r3_msgs.msg import Heartbeat
-    from r3_msgs.srv import ResetScene
     from rclpy.action import ActionClient
     from sensor_msgs.msg import JointState
     from std_msgs.msg import String
 
+    from r3_msgs.action import FollowInstruction
+    from r3_msgs.msg import Heartbeat
+    from r3_msgs.srv import ResetScene
     from r3_ros.qos import STOP as STOP_QOS
     from r3_ros.stop import goal_key, new_goal_id
 
     env = private_ros_env()
     client_timeout_s = 0.5
-    proc = subprocess.Popen([sys.executable, "-m", "r3_packing_sim_node.main", "--ros-args",
-                             "-p", "reasoner_node:=/r3_stop_probe", "-p", f"client_timeout_s:={client_timeout_s}"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "r3_packing_sim_node.main",
+            "--ros-args",
+            "-p",
+            "reasoner_node:=/r3_stop_probe",
+            "-p",
+            f"client_timeout_s:={client_timeout_s}",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     rclpy.init(domain_id=int(env["ROS_DOMAIN_ID"]))
     node = rclpy.create_node("r3_stop_probe")
     joints: list[tuple[float, tuple]] = []
-    node.create_subscription(JointState, names.JOINT_STATES,
-                             lambda m: joints.append((time.monotonic(), tuple(m.position))), 100)
+    node.create_subscription(
+        JointState, names.JOINT_STATES, lambda m: joints.append((time.monotonic(), tuple(m.position))), 100
+    )
     beat_pub = node.create_publisher(Heartbeat, names.HEARTBEAT, 10)
     stop_pub = node.create_publisher(String, names.STOP_MOTION, STOP_QOS)
     reset = node.create_client(ResetScene, names.RESET_SCENE)
@@ -195,7 +254,9 @@ def test_the_arm_stops_on_a_stop_and_when_the_reasoner_falls_silent(private_ros_
 
     def last_motion(after: float = -1.0) -> float:
         """Receipt time of the last joint state that differs from the one before it (by > 1 mrad)."""
-        moves = [t for (t, p), (_, q) in zip(joints[1:], joints) if max(abs(a - b) for a, b in zip(p, q)) > 1e-3]
+        moves = [
+            t for (t, p), (_, q) in zip(joints[1:], joints) if max(abs(a - b) for a, b in zip(p, q)) > 1e-3
+        ]
         return max([after] + moves)
 
     def start(instruction: str):
@@ -236,8 +297,10 @@ def test_the_arm_stops_on_a_stop_and_when_the_reasoner_falls_silent(private_ros_
         # The watchdog: silent from the first motion on; instructions back to back until one is stopped.
         reset_scene()
         reasons: list[str] = []
-        for instruction in ["Transfer the gelatin box from the medium tray to the small tray.",
-                            "Transfer the gelatin box from the small tray to the medium tray."] * 4:
+        for instruction in [
+            "Transfer the gelatin box from the medium tray to the small tray.",
+            "Transfer the gelatin box from the small tray to the medium tray.",
+        ] * 4:
             _, sent = start(instruction)
             if beating[0]:
                 spin(30, lambda: last_motion() > 0)
@@ -255,6 +318,8 @@ def test_the_arm_stops_on_a_stop_and_when_the_reasoner_falls_silent(private_ros_
         rclpy.shutdown()
         proc.terminate()
         proc.wait(timeout=20)
-    print(f"\npacking arm still: {stop_latency * 1000:.0f} ms after a stop, {watchdog_latency * 1000:.0f} ms after "
-          f"the watchdog's deadline ({client_timeout_s:.1f} s of silence; {len(reasons)} instructions)")
+    print(
+        f"\npacking arm still: {stop_latency * 1000:.0f} ms after a stop, {watchdog_latency * 1000:.0f} ms after "
+        f"the watchdog's deadline ({client_timeout_s:.1f} s of silence; {len(reasons)} instructions)"
+    )
     assert stop_latency < 0.2 and watchdog_latency < 0.2

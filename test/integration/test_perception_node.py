@@ -50,13 +50,34 @@ def test_perception_node_with_sam2_grounds_points_and_publishes_objects(ros, ros
     qw, qx, qy, qz = transforms3d.quaternions.mat2quat(t[:3, :3])
     extrinsics = f"[{t[0, 3]},{t[1, 3]},{t[2, 3]},{qx},{qy},{qz},{qw}]"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "r3_perception_node.main", "--ros-args", "-p", "backend:=sam2",
-         "-p", "sam2_image_size:=256", "-p", "base_frame:=base_link", "-p", f"base_from_camera:={extrinsics}",
-         "-p", "max_frame_age_s:=5.0"], env=ros_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "r3_perception_node.main",
+            "--ros-args",
+            "-p",
+            "backend:=sam2",
+            "-p",
+            "sam2_image_size:=256",
+            "-p",
+            "base_frame:=base_link",
+            "-p",
+            f"base_from_camera:={extrinsics}",
+            "-p",
+            "max_frame_age_s:=5.0",
+        ],
+        env=ros_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     node = Node("perception_test_client")
     try:
-        pubs = [node.create_publisher(Image, names.CAMERA_IMAGE, 5), node.create_publisher(Image, names.CAMERA_DEPTH, 5),
-                node.create_publisher(CameraInfo, names.CAMERA_INFO, 5)]
+        pubs = [
+            node.create_publisher(Image, names.CAMERA_IMAGE, 5),
+            node.create_publisher(Image, names.CAMERA_DEPTH, 5),
+            node.create_publisher(CameraInfo, names.CAMERA_INFO, 5),
+        ]
 
         def publish():
             stamp, fid = node.get_clock().now().to_msg(), "camera_color_optical_frame"
@@ -75,16 +96,25 @@ def test_perception_node_with_sam2_grounds_points_and_publishes_objects(ros, ros
 
         deadline, result = time.monotonic() + 60, None
         while time.monotonic() < deadline:
-            result = call(ros, node, ground, GroundPoint.Request(label="box", u=450.0, v=600.0, purpose="pick"))
+            result = call(
+                ros, node, ground, GroundPoint.Request(label="box", u=450.0, v=600.0, purpose="pick")
+            )
             if result.reason != "no_frame":
                 break
             time.sleep(0.2)
-        assert result.ok or result.reason in ("no_object_at_point", "too_few_valid_depth_pixels"), result.reason
+        assert result.ok or result.reason in ("no_object_at_point", "too_few_valid_depth_pixels"), (
+            result.reason
+        )
         if result.ok:
             assert result.target.header.frame_id == "base_link" and result.mask_id >= 1
             assert np.isfinite([result.target.point.x, result.target.point.y, result.target.point.z]).all()
             assert -0.05 < result.target.point.z < 0.25  # on the table or an object, not the camera frame
-        wrong = call(ros, node, ground, GroundPoint.Request(label="box", u=450.0, v=600.0, purpose="pick", camera="wrist"))
+        wrong = call(
+            ros,
+            node,
+            ground,
+            GroundPoint.Request(label="box", u=450.0, v=600.0, purpose="pick", camera="wrist"),
+        )
         assert not wrong.ok and wrong.reason.startswith("unknown_camera")
 
         n_before = len(objects)
@@ -114,12 +144,26 @@ def software_realsense(width: int, height: int):
     depth_sensor, colour_sensor = device.add_sensor("Depth"), device.add_sensor("Color")
     intr = rs.intrinsics()
     intr.width, intr.height, intr.fx, intr.fy = width, height, 300.0, 300.0
-    intr.ppx, intr.ppy, intr.model, intr.coeffs = (width - 1) / 2, (height - 1) / 2, rs.distortion.none, [0.0] * 5
+    intr.ppx, intr.ppy, intr.model, intr.coeffs = (
+        (width - 1) / 2,
+        (height - 1) / 2,
+        rs.distortion.none,
+        [0.0] * 5,
+    )
 
     def stream(kind, uid, bpp, fmt):
         s = rs.video_stream()
         s.type, s.index, s.uid, s.width, s.height, s.fps, s.bpp, s.fmt, s.intrinsics = (
-            kind, 0, uid, width, height, 30, bpp, fmt, intr)
+            kind,
+            0,
+            uid,
+            width,
+            height,
+            30,
+            bpp,
+            fmt,
+            intr,
+        )
         return s
 
     depth_profile = depth_sensor.add_video_stream(stream(rs.stream.depth, 0, 2, rs.format.z16))
@@ -135,11 +179,17 @@ def software_realsense(width: int, height: int):
         sensor.start(syncer)
 
     def push(depth_mm: np.ndarray, rgb: np.ndarray, n: int) -> None:
-        for sensor, profile, pixels, bpp in ((depth_sensor, depth_profile, depth_mm, 2),
-                                              (colour_sensor, colour_profile, rgb, 3)):
+        for sensor, profile, pixels, bpp in (
+            (depth_sensor, depth_profile, depth_mm, 2),
+            (colour_sensor, colour_profile, rgb, 3),
+        ):
             f = rs.software_video_frame()
             f.pixels, f.bpp, f.stride, f.timestamp = pixels, bpp, width * bpp, n * 33.0
-            f.domain, f.frame_number, f.profile = rs.timestamp_domain.hardware_clock, n, profile.as_video_stream_profile()
+            f.domain, f.frame_number, f.profile = (
+                rs.timestamp_domain.hardware_clock,
+                n,
+                profile.as_video_stream_profile(),
+            )
             sensor.on_video_frame(f)
 
     return push, syncer, depth_sensor, device
@@ -158,15 +208,21 @@ def test_realsense_node_publishes_frames_from_the_sdk(ros):
 
     w, h = 96, 72
     push, syncer, depth_sensor, device = software_realsense(w, h)
-    depth_mm = (700 + 3 * np.arange(w)[None, :] + 2 * np.arange(h)[:, None]).astype(np.uint16)  # a smooth slope
+    depth_mm = (700 + 3 * np.arange(w)[None, :] + 2 * np.arange(h)[:, None]).astype(
+        np.uint16
+    )  # a smooth slope
     depth_mm[:4, :4] = 0  # no reading
     rgb = np.random.default_rng(1).integers(0, 256, (h, w, 3), dtype=np.uint8)
 
     camera_node = RealSenseNode(RealSenseCamera(syncer, depth_sensor))
     listener = Node("realsense_test_listener")
     got: dict[str, list] = {"image": [], "depth": [], "info": [], "depth_info": []}
-    for key, topic, kind in (("image", names.CAMERA_IMAGE, Image), ("depth", names.CAMERA_DEPTH, Image),
-                             ("info", names.CAMERA_INFO, CameraInfo), ("depth_info", names.CAMERA_DEPTH_INFO, CameraInfo)):
+    for key, topic, kind in (
+        ("image", names.CAMERA_IMAGE, Image),
+        ("depth", names.CAMERA_DEPTH, Image),
+        ("info", names.CAMERA_INFO, CameraInfo),
+        ("depth_info", names.CAMERA_DEPTH_INFO, CameraInfo),
+    ):
         listener.create_subscription(kind, topic, got[key].append, 10)
     executor = SingleThreadedExecutor()
     executor.add_node(camera_node)
@@ -190,7 +246,9 @@ def test_realsense_node_publishes_frames_from_the_sdk(ros):
         assert np.mean(err < 1e-4) > 0.98 and err.max() < 0.0055  # one neighbour on the slope: <= 5 mm
         info = got["info"][-1]
         assert (info.width, info.height) == (w, h)
-        assert np.allclose(np.array(info.k).reshape(3, 3), [[300, 0, (w - 1) / 2], [0, 300, (h - 1) / 2], [0, 0, 1]])
+        assert np.allclose(
+            np.array(info.k).reshape(3, 3), [[300, 0, (w - 1) / 2], [0, 300, (h - 1) / 2], [0, 0, 1]]
+        )
         assert got["depth_info"][-1].k.tolist() == info.k.tolist()
     finally:
         executor.shutdown()

@@ -19,7 +19,6 @@ pytestmark = pytest.mark.slow
 IMAGE = np.random.default_rng(0).integers(0, 256, (96, 128, 3), dtype=np.uint8)
 
 
-
 @pytest.fixture(scope="module")
 def backend(server):
     url, model = server

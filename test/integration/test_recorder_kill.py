@@ -33,12 +33,40 @@ def _collect(proc: subprocess.Popen, lines: list[tuple[float, str]]) -> threadin
 
 def test_killed_recorder_leaves_a_repairable_bag(tmp_path, private_ros_env):
     env = private_ros_env()
-    launch = subprocess.Popen(R3 + ["launch", "sim_language_table", "--logs", str(tmp_path / "logs"),
-                                    "--set", f"r3_recorder_node.output_dir={tmp_path / 'bags'}"],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    run = subprocess.Popen(R3 + ["run", "--use-running-graph", "--task", "T", "--seed", "5", "--out", str(tmp_path),
-                                 "--video", "none"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           env=env)
+    launch = subprocess.Popen(
+        R3
+        + [
+            "launch",
+            "sim_language_table",
+            "--logs",
+            str(tmp_path / "logs"),
+            "--set",
+            f"r3_recorder_node.output_dir={tmp_path / 'bags'}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    run = subprocess.Popen(
+        R3
+        + [
+            "run",
+            "--use-running-graph",
+            "--task",
+            "T",
+            "--seed",
+            "5",
+            "--out",
+            str(tmp_path),
+            "--video",
+            "none",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     launch_lines: list[tuple[float, str]] = []
     run_lines: list[tuple[float, str]] = []
     readers = [_collect(launch, launch_lines), _collect(run, run_lines)]
@@ -50,8 +78,11 @@ def test_killed_recorder_leaves_a_repairable_bag(tmp_path, private_ros_env):
         # delayed by a second or more (heartbeat gaps of up to 3 s were seen): give it ample time.
         time.sleep(2.0)
         seen = [int(m.group(1)) for _, line in run_lines if (m := re.search(r" step (\d+) ", line))]
-        pid = next(int(m.group(1)) for _, line in launch_lines
-                   if (m := re.search(r"started r3_recorder_node \(pid (\d+)\)", line)))
+        pid = next(
+            int(m.group(1))
+            for _, line in launch_lines
+            if (m := re.search(r"started r3_recorder_node \(pid (\d+)\)", line))
+        )
         assert seen, "".join(line for _, line in run_lines + launch_lines)
         os.kill(pid, signal.SIGKILL)
         launch.wait(timeout=30)  # the launcher stops the graph once a member is gone

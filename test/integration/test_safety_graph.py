@@ -27,9 +27,19 @@ R3 = [sys.executable, "-m", "r3.cli"]
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory):
     out = tmp_path_factory.mktemp("safety")
-    proc = subprocess.Popen(R3 + ["launch", "sim_language_table", "--logs", str(out / "logs"),
-                                  "--set", f"r3_recorder_node.output_dir={out / 'bags'}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        R3
+        + [
+            "launch",
+            "sim_language_table",
+            "--logs",
+            str(out / "logs"),
+            "--set",
+            f"r3_recorder_node.output_dir={out / 'bags'}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     import rclpy
 
     from r3_ros.commander import R3Commander
@@ -52,15 +62,17 @@ def test_cancel_stops_motion_commands(graph, stop):
     cancel. ``cancel_only``: the action cancel alone, as a plain ROS 2 client sends it; the reasoner's
     cancel callback then stops the instruction with a stop of its own."""
     from geometry_msgs.msg import Vector3Stamped
-    from r3_msgs.action import RunTask
 
+    from r3_msgs.action import RunTask
     from r3_ros.commander import TaskStatus
 
     node, commander = graph
     import rclpy
 
     commands: list[float] = []
-    sub = node.create_subscription(Vector3Stamped, names.PUSHER_COMMAND, lambda _: commands.append(time.monotonic()), 100)
+    sub = node.create_subscription(
+        Vector3Stamped, names.PUSHER_COMMAND, lambda _: commands.append(time.monotonic()), 100
+    )
     latencies, reasons = [], []
     try:
         # Discovery first: an episode can be over in 2 s, before a new subscription hears anything.
@@ -71,7 +83,9 @@ def test_cancel_stops_motion_commands(graph, stop):
         while time.monotonic() < end:
             rclpy.spin_once(node, timeout_sec=0.05)
         for trial in range(50):
-            handle = commander.start_task(RunTask.Goal(suite="language_table", task="T", seed=trial, reset_scene=True))
+            handle = commander.start_task(
+                RunTask.Goal(suite="language_table", task="T", seed=trial, reset_scene=True)
+            )
             deadline = time.monotonic() + 30
             while handle.spin_once(0.005) is TaskStatus.PENDING and time.monotonic() < deadline:
                 pass
@@ -93,9 +107,11 @@ def test_cancel_stops_motion_commands(graph, stop):
     ms = np.array(latencies) * 1000
     p50, p90 = np.percentile(ms, 50), np.percentile(ms, 90)
     buckets = np.histogram(ms, bins=[0, 1, 10, 25, 50, 100, 150, 500, np.inf])[0]
-    print(f"\ncancel ({'stop and cancel' if stop else 'cancel only'}) -> last motion command received over "
-          f"{len(ms)} trials: p50 {p50:.1f} ms, p90 {p90:.1f} ms, max {ms.max():.1f} ms; trials in "
-          f"[0,1,10,25,50,100,150,500,inf) ms: {buckets.tolist()}")
+    print(
+        f"\ncancel ({'stop and cancel' if stop else 'cancel only'}) -> last motion command received over "
+        f"{len(ms)} trials: p50 {p50:.1f} ms, p90 {p90:.1f} ms, max {ms.max():.1f} ms; trials in "
+        f"[0,1,10,25,50,100,150,500,inf) ms: {buckets.tolist()}"
+    )
     assert set(reasons) == {"canceled"}
     # 50 trials estimate the 90th percentile (5 trials above it); their maximum, which a "p99" of 50
     # is, measures only the slowest moment of a loaded machine, so it is reported, not bounded.
@@ -118,8 +134,9 @@ def test_pusher_stops_when_the_command_stream_stops(graph):
     import rclpy
 
     states: list[tuple[float, tuple]] = []
-    sub = node.create_subscription(JointState, names.JOINT_STATES,
-                                   lambda m: states.append((time.monotonic(), tuple(m.position))), 100)
+    sub = node.create_subscription(
+        JointState, names.JOINT_STATES, lambda m: states.append((time.monotonic(), tuple(m.position))), 100
+    )
     pub = node.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
     try:
         for i in range(10):  # 1 s of commands at 10 Hz, back and forth
@@ -143,10 +160,18 @@ def test_pusher_stops_when_the_command_stream_stops(graph):
     assert stop_latency < 0.2
 
 
-def _run(args: list[str], out: Path, env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
+def _run(
+    args: list[str], out: Path, env: dict[str, str], timeout: float = 240
+) -> subprocess.CompletedProcess:
     """`r3 run` in ``env``: a domain of its own, so that it starts and supervises its own graph."""
-    return subprocess.run(R3 + ["run", "--quiet", "--video", "none", "--out", str(out)] + args, check=False,
-                          capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        R3 + ["run", "--quiet", "--video", "none", "--out", str(out)] + args,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 def _only_bag(out: Path) -> Path:
@@ -163,11 +188,18 @@ def _topics(bag: Path) -> dict[str, list]:
 
 def test_hostile_outputs_through_the_graph_command_no_motion(tmp_path, private_ros_env):
     answers = tmp_path / "hostile.jsonl"
-    answers.write_text("".join(json.dumps({"text": t, "finish_reason": f}) + "\n"
-                               for _, t, f in hostile_outputs(20, seed=5, huge_every=10)))
+    answers.write_text(
+        "".join(
+            json.dumps({"text": t, "finish_reason": f}) + "\n"
+            for _, t, f in hostile_outputs(20, seed=5, huge_every=10)
+        )
+    )
     # Refusals never end this episode, so all 20 hostile answers reach the guard.
-    run = _run(["--reasoner", f"replay:{answers}", "--set", "r3_reasoner_node.max_consecutive_invalid=100"],
-               tmp_path / "all", private_ros_env())
+    run = _run(
+        ["--reasoner", f"replay:{answers}", "--set", "r3_reasoner_node.max_consecutive_invalid=100"],
+        tmp_path / "all",
+        private_ros_env(),
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     topics = _topics(_only_bag(tmp_path / "all"))
     assert len(topics[names.REASONER_STEPS]) == 20 and not any(s.valid for s in topics[names.REASONER_STEPS])
@@ -183,18 +215,30 @@ def test_replaying_a_recorded_episode_through_the_graph_repeats_every_decision(t
     first = _run(["--task", "V", "--seed", "3"], tmp_path / "expert", private_ros_env())
     assert first.returncode == 0, first.stdout + first.stderr
     recorded = _only_bag(tmp_path / "expert")
-    second = _run(["--task", "V", "--seed", "3", "--reasoner", f"replay:{recorded}"], tmp_path / "replay",
-                  private_ros_env())
+    second = _run(
+        ["--task", "V", "--seed", "3", "--reasoner", f"replay:{recorded}"],
+        tmp_path / "replay",
+        private_ros_env(),
+    )
     assert second.returncode == 0, second.stdout + second.stderr
-    decisions = [[(s.valid, s.error, s.instruction) for s in _topics(b)[names.REASONER_STEPS]]
-                 for b in (recorded, _only_bag(tmp_path / "replay"))]
+    decisions = [
+        [(s.valid, s.error, s.instruction) for s in _topics(b)[names.REASONER_STEPS]]
+        for b in (recorded, _only_bag(tmp_path / "replay"))
+    ]
     assert decisions[0] == decisions[1] and decisions[0]
 
 
-@pytest.mark.parametrize("victim", ["r3_lowlevel_node", "r3_sim_node", "r3_reasoner_node", "r3_recorder_node"])
+@pytest.mark.parametrize(
+    "victim", ["r3_lowlevel_node", "r3_sim_node", "r3_reasoner_node", "r3_recorder_node"]
+)
 def test_killing_a_node_ends_the_episode_with_an_error_naming_it(victim, tmp_path, private_ros_env):
-    proc = subprocess.Popen(R3 + ["run", "--task", "T", "--seed", "5", "--out", str(tmp_path), "--video", "none"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=private_ros_env())
+    proc = subprocess.Popen(
+        R3 + ["run", "--task", "T", "--seed", "5", "--out", str(tmp_path), "--video", "none"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=private_ros_env(),
+    )
     lines: list[tuple[float, str]] = []
     reader = threading.Thread(target=lambda: [lines.append((time.monotonic(), line)) for line in proc.stdout])
     reader.start()
@@ -202,8 +246,11 @@ def test_killing_a_node_ends_the_episode_with_an_error_naming_it(victim, tmp_pat
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and not any("step 1 " in line for _, line in lines):
             time.sleep(0.02)
-        pids = {m.group(1): int(m.group(2)) for _, line in lines
-                if (m := re.search(r"started (\S+) \(pid (\d+)\)", line))}
+        pids = {
+            m.group(1): int(m.group(2))
+            for _, line in lines
+            if (m := re.search(r"started (\S+) \(pid (\d+)\)", line))
+        }
         assert victim in pids, "".join(line for _, line in lines)
         steps_before = sum(1 for _, line in lines if re.search(r"-+ step \d+ -+", line))
         killed_at = time.monotonic()
@@ -222,7 +269,9 @@ def test_killing_a_node_ends_the_episode_with_an_error_naming_it(victim, tmp_pat
     assert ended_after < 2.0
     for name, pid in pids.items():
         status = Path(f"/proc/{pid}/status")
-        assert not status.exists() or "zombie" in status.read_text().lower(), f"{name} (pid {pid}) is still running"
+        assert not status.exists() or "zombie" in status.read_text().lower(), (
+            f"{name} (pid {pid}) is still running"
+        )
     info = read_episode_info(_only_bag(tmp_path))
     assert info.status == INCOMPLETE
     steps = _topics(_only_bag(tmp_path)).get(names.REASONER_STEPS, [])
@@ -240,7 +289,9 @@ def test_the_simulator_refuses_out_of_range_commands(graph):
     import rclpy
 
     states: list[tuple] = []
-    sub = node.create_subscription(JointState, names.JOINT_STATES, lambda m: states.append(tuple(m.position)), 100)
+    sub = node.create_subscription(
+        JointState, names.JOINT_STATES, lambda m: states.append(tuple(m.position)), 100
+    )
     pub = node.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
 
     def spin(seconds: float, until=lambda: False) -> None:
@@ -255,7 +306,9 @@ def test_the_simulator_refuses_out_of_range_commands(graph):
 
     try:
         spin(30, lambda: pub.get_subscription_count() > 0 and sub.get_publisher_count() > 0)
-        assert pub.get_subscription_count() > 0 and sub.get_publisher_count() > 0, "the simulator is not connected"
+        assert pub.get_subscription_count() > 0 and sub.get_publisher_count() > 0, (
+            "the simulator is not connected"
+        )
         spin(0.5)  # discovery is mutual: give the simulator's side time to match this publisher too
         send(0.0, 0.0)  # a valid null step: where the pusher is now, and proof the commands arrive
         spin(10, lambda: bool(states))

@@ -26,7 +26,9 @@ R3 = [sys.executable, "-m", "r3.cli"]
 def _start_unsupervised(env: dict[str, str], out: Path) -> dict[str, subprocess.Popen]:
     """The sim_language_table members as separate processes, as launch_ros starts them: no
     supervisor watches them, so only the heartbeats can tell the reasoner that one is gone."""
-    profile = load_profile("sim_language_table", overrides={"r3_recorder_node": {"output_dir": str(out / "bags")}})
+    profile = load_profile(
+        "sim_language_table", overrides={"r3_recorder_node": {"output_dir": str(out / "bags")}}
+    )
     (out / "logs").mkdir(parents=True)
     procs = {}
     for member in profile.started:
@@ -34,8 +36,12 @@ def _start_unsupervised(env: dict[str, str], out: Path) -> dict[str, subprocess.
         params.write_text(yaml.safe_dump({member.name: {"ros__parameters": member.parameters}}))
         with open(out / "logs" / f"{member.name}.log", "w") as log:
             procs[member.name] = subprocess.Popen(
-                resolve_executable(member) + member.arguments + ros_arguments(member, params), env=env,
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                resolve_executable(member) + member.arguments + ros_arguments(member, params),
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
     return procs
 
 
@@ -49,11 +55,29 @@ def _lines_of(proc: subprocess.Popen) -> tuple[list[tuple[float, str]], threadin
 @pytest.mark.parametrize("victim", ["r3_lowlevel_node", "r3_sim_node", "r3_recorder_node"])
 def test_a_dead_node_of_an_unsupervised_graph_is_named_by_its_silence(victim, tmp_path, private_ros_env):
     env = private_ros_env()
-    timeout_s = load_profile("sim_language_table").member("r3_reasoner_node").parameters["heartbeat_timeout_s"]
+    timeout_s = (
+        load_profile("sim_language_table").member("r3_reasoner_node").parameters["heartbeat_timeout_s"]
+    )
     procs = _start_unsupervised(env, tmp_path)
-    run = subprocess.Popen(R3 + ["run", "--use-running-graph", "--task", "T", "--seed", "5", "--out", str(tmp_path),
-                                 "--video", "none"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           env=env)
+    run = subprocess.Popen(
+        R3
+        + [
+            "run",
+            "--use-running-graph",
+            "--task",
+            "T",
+            "--seed",
+            "5",
+            "--out",
+            str(tmp_path),
+            "--video",
+            "none",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
     lines, reader = _lines_of(run)
     try:
         deadline = time.monotonic() + 120
@@ -82,8 +106,10 @@ def test_a_dead_node_of_an_unsupervised_graph_is_named_by_its_silence(victim, tm
     else:
         assert f"/{victim} stopped responding (no heartbeat for {timeout_s:.1f} s)" in outcome[0][1], text
     ended_after = outcome[0][0] - killed_at
-    print(f"\nkill -9 {victim} (no supervisor): the episode ended with an error naming it after {ended_after:.2f} s "
-          f"(heartbeat_timeout_s {timeout_s:.1f} s): {outcome[0][1].strip()}")
+    print(
+        f"\nkill -9 {victim} (no supervisor): the episode ended with an error naming it after {ended_after:.2f} s "
+        f"(heartbeat_timeout_s {timeout_s:.1f} s): {outcome[0][1].strip()}"
+    )
     assert ended_after < timeout_s + 2.0
 
 
@@ -93,24 +119,44 @@ def test_the_pusher_stops_when_the_reasoner_falls_silent(private_ros_env):
     follows, within 0.2 s, and the instruction ends with an error naming the client."""
     import rclpy
     from geometry_msgs.msg import Vector3Stamped
+    from rclpy.action import ActionClient
+
     from r3_msgs.action import FollowInstruction
     from r3_msgs.msg import Heartbeat
     from r3_msgs.srv import ResetScene
-    from rclpy.action import ActionClient
-
     from r3_ros.heartbeat import QOS as BEAT_QOS
 
     env = private_ros_env()
     client_timeout_s = 0.5
-    procs = [subprocess.Popen([sys.executable, "-m", "r3_sim_node.main"], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL),
-             subprocess.Popen([sys.executable, "-m", "r3_lowlevel_node.main", "--ros-args",
-                               "-p", "reasoner_node:=/r3_silent_probe", "-p", f"client_timeout_s:={client_timeout_s}"],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "r3_sim_node.main"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "r3_lowlevel_node.main",
+                "--ros-args",
+                "-p",
+                "reasoner_node:=/r3_silent_probe",
+                "-p",
+                f"client_timeout_s:={client_timeout_s}",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ),
+    ]
     rclpy.init(domain_id=int(env["ROS_DOMAIN_ID"]))
     node = rclpy.create_node("r3_silent_probe")
     commands: list[float] = []
-    node.create_subscription(Vector3Stamped, names.PUSHER_COMMAND, lambda _: commands.append(time.monotonic()), 100)
+    node.create_subscription(
+        Vector3Stamped, names.PUSHER_COMMAND, lambda _: commands.append(time.monotonic()), 100
+    )
     beat_pub = node.create_publisher(Heartbeat, names.HEARTBEAT, BEAT_QOS)
     reset = node.create_client(ResetScene, names.RESET_SCENE)
     follow = ActionClient(node, FollowInstruction, names.FOLLOW_INSTRUCTION)
@@ -134,13 +180,20 @@ def test_the_pusher_stops_when_the_reasoner_falls_silent(private_ros_env):
 
     try:
         assert follow.wait_for_server(timeout_sec=60) and reset.wait_for_service(timeout_sec=30)
-        done = reset.call_async(ResetScene.Request(suite="language_table", task="T", seed=5, episode_id="silent"))
+        done = reset.call_async(
+            ResetScene.Request(suite="language_table", task="T", seed=5, episode_id="silent")
+        )
         spin(60, done.done)
         assert done.done() and done.result().ok
         spin(1.0)  # the low-level node hears this probe's heartbeat and the first state
         reasons: list[str] = []
-        for instruction in ["move your arm to the top left corner", "move your arm to the bottom right corner"] * 4:
-            goal = FollowInstruction.Goal(instruction=instruction, suite="language_table", max_steps=200, seed=0)
+        for instruction in [
+            "move your arm to the top left corner",
+            "move your arm to the bottom right corner",
+        ] * 4:
+            goal = FollowInstruction.Goal(
+                instruction=instruction, suite="language_table", max_steps=200, seed=0
+            )
             sent = follow.send_goal_async(goal)
             if beating[0]:
                 spin(30, lambda: bool(commands))
@@ -159,21 +212,34 @@ def test_the_pusher_stops_when_the_reasoner_falls_silent(private_ros_env):
         for proc in procs:
             proc.terminate()
             proc.wait(timeout=20)
-    print(f"\npusher: last command {latency * 1000:.0f} ms after the watchdog's deadline "
-          f"({client_timeout_s:.1f} s of silence; {len(reasons)} instructions)")
+    print(
+        f"\npusher: last command {latency * 1000:.0f} ms after the watchdog's deadline "
+        f"({client_timeout_s:.1f} s of silence; {len(reasons)} instructions)"
+    )
     assert latency < 0.2
 
 
 def _run(args: list[str], out: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(R3 + ["run", "--quiet", "--video", "none", "--task", "T", "--seed", "5", "--out", str(out)]
-                          + args, capture_output=True, text=True, timeout=240, env=env, check=False)
+    return subprocess.run(
+        R3 + ["run", "--quiet", "--video", "none", "--task", "T", "--seed", "5", "--out", str(out)] + args,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        check=False,
+    )
 
 
-@pytest.mark.parametrize("budget, value, expected", [
-    ("instruction_timeout_s", 0.3, r"/r3/follow_instruction did not answer within 0\.3 s"),
-    ("max_episode_s", 3.0, r"the episode ran past its time budget of 3 s"),
-])
-def test_every_instruction_and_episode_has_a_wall_clock_budget(budget, value, expected, tmp_path, private_ros_env):
+@pytest.mark.parametrize(
+    "budget, value, expected",
+    [
+        ("instruction_timeout_s", 0.3, r"/r3/follow_instruction did not answer within 0\.3 s"),
+        ("max_episode_s", 3.0, r"the episode ran past its time budget of 3 s"),
+    ],
+)
+def test_every_instruction_and_episode_has_a_wall_clock_budget(
+    budget, value, expected, tmp_path, private_ros_env
+):
     """SAFETY.md row 7: an instruction that runs past ``instruction_timeout_s``, or an episode past
     ``max_episode_s``, ends the episode with an error saying which budget ran out."""
     started = time.monotonic()

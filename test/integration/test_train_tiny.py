@@ -68,8 +68,12 @@ def test_sft_loss_falls_and_the_checkpoint_answers_a_valid_step(data):
     the checkpoint, reloaded by the reasoner backend, answers the first row with the expert's step."""
     from r3.train.sft import run_sft
 
-    over = {"model": str(data["model"]), "dataset": str(data["root"] / "sft"), "output_dir": str(data["root"] / "sft_out"),
-            "max_rows": 4}
+    over = {
+        "model": str(data["model"]),
+        "dataset": str(data["root"] / "sft"),
+        "output_dir": str(data["root"] / "sft_out"),
+        "max_rows": 4,
+    }
     cfg = load_config(CONFIGS / "sft_tiny_cpu.yaml", SFTConfig, over)
     checkpoint = run_sft(cfg)
     losses = _losses(checkpoint, "loss")
@@ -81,7 +85,9 @@ def test_sft_loss_falls_and_the_checkpoint_answers_a_valid_step(data):
     assert step.output.finish_reason == "stop", step.output
     assert isinstance(step.parsed, ParsedResponse), step.parsed
     row = open_dataset(data["root"] / "sft", None, ("response",))[0]
-    expert = parse_response(shorten_reasoning(row["response"], row["suite"], cfg.reasoning_sentences), row["suite"])
+    expert = parse_response(
+        shorten_reasoning(row["response"], row["suite"], cfg.reasoning_sentences), row["suite"]
+    )
     assert step.parsed.instruction_text == expert.instruction_text, (step.parsed, expert)
 
 
@@ -90,8 +96,14 @@ def test_instruction_only_checkpoint_trains_on_and_is_prompted_with_the_instruct
     prompted in instruction-only mode by the backend, though its caller asks for the default reasoning."""
     from r3.train.sft import prepare_sft, run_sft
 
-    over = {"model": str(data["model"]), "dataset": str(data["root"] / "sft"), "output_dir": str(data["root"] / "il"),
-            "mode": "instruction_only", "max_rows": 4, "max_steps": 2}
+    over = {
+        "model": str(data["model"]),
+        "dataset": str(data["root"] / "sft"),
+        "output_dir": str(data["root"] / "il"),
+        "mode": "instruction_only",
+        "max_rows": 4,
+        "max_steps": 2,
+    }
     cfg = load_config(CONFIGS / "sft_tiny_cpu.yaml", SFTConfig, over)
     rows, _, _ = prepare_sft(cfg)
     tokenizer = AutoTokenizer.from_pretrained(data["model"])
@@ -109,8 +121,9 @@ def test_instruction_only_checkpoint_trains_on_and_is_prompted_with_the_instruct
     backend.load()
     prompts = []
     generate = backend._generate
-    backend._generate = lambda messages, *rest: prompts.append(messages[0]["content"][-1]["text"]) or generate(
-        messages, *rest)
+    backend._generate = lambda messages, *rest: (
+        prompts.append(messages[0]["content"][-1]["text"]) or generate(messages, *rest)
+    )
     try:
         decide(backend, asked)
     finally:
@@ -123,12 +136,23 @@ def test_instruction_only_checkpoint_trains_on_and_is_prompted_with_the_instruct
 def test_grpo_with_the_real_rewards_logs_every_term_and_saves(data):
     from r3.train.grpo import run_rl
 
-    over = {"model": str(data["model"]), "dataset": str(data["root"] / "rl"), "output_dir": str(data["root"] / "rl_out")}
+    over = {
+        "model": str(data["model"]),
+        "dataset": str(data["root"] / "rl"),
+        "output_dir": str(data["root"] / "rl_out"),
+    }
     checkpoint = run_rl(load_config(CONFIGS / "rl_tiny_cpu.yaml", RLConfig, over))
     history = json.loads((checkpoint / "r3_train.json").read_text())["log_history"]
     logged = set().union(*history)
-    for key in ("rewards/judge/mean", "rewards/length/mean", "reward", "completions/mean_length",
-                "response/words", "response/valid_fraction", "response/repeated_instruction_fraction"):
+    for key in (
+        "rewards/judge/mean",
+        "rewards/length/mean",
+        "reward",
+        "completions/mean_length",
+        "response/words",
+        "response/valid_fraction",
+        "response/repeated_instruction_fraction",
+    ):
         assert key in logged, key
     assert sum("loss" in h for h in history) == 3
     assert (checkpoint / "model.safetensors").is_file() and (checkpoint / "chat_template.jinja").is_file()
@@ -148,8 +172,14 @@ class LowIdShare:
 def test_grpo_raises_a_learnable_toy_reward(data):
     from r3.train.grpo import run_rl
 
-    over = {"model": str(data["model"]), "dataset": str(data["root"] / "rl"), "output_dir": str(data["root"] / "toy"),
-            "max_steps": 8, "learning_rate": 0.05, "max_rows": 4}
+    over = {
+        "model": str(data["model"]),
+        "dataset": str(data["root"] / "rl"),
+        "output_dir": str(data["root"] / "toy"),
+        "max_steps": 8,
+        "learning_rate": 0.05,
+        "max_rows": 4,
+    }
     cfg = load_config(CONFIGS / "rl_tiny_cpu.yaml", RLConfig, over)
     checkpoint = run_rl(cfg, RewardComposer({"low_ids": LowIdShare(128)}, {"low_ids": 1.0}))
     rewards = _losses(checkpoint, "reward")
@@ -170,8 +200,17 @@ def test_bad_config_fails_before_any_model_loads(data, monkeypatch, capsys, job,
         raise AssertionError("a model was loaded")
 
     monkeypatch.setattr(f"r3.train.{'sft' if job == 'sft' else 'grpo'}.load_model", no_model)
-    argv = [job, "--config", str(CONFIGS / f"{job}_tiny_cpu.yaml"), "--set", f"dataset={data['root'] / dataset}",
-            "--set", f"model={data['model']}", "--set", f"output_dir={data['root'] / 'bad'}"]
+    argv = [
+        job,
+        "--config",
+        str(CONFIGS / f"{job}_tiny_cpu.yaml"),
+        "--set",
+        f"dataset={data['root'] / dataset}",
+        "--set",
+        f"model={data['model']}",
+        "--set",
+        f"output_dir={data['root'] / 'bad'}",
+    ]
     argv += [a for e in extra for a in ("--set", e)]
     assert train_main(argv) == 2
     assert named in capsys.readouterr().err

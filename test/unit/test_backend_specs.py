@@ -22,18 +22,36 @@ def cuda_available() -> bool:
 
 def test_a_spec_splits_into_scheme_argument_and_pairs():
     spec = parse_spec("openai:http://h:1/v1, model=qwen:7b ,temperature=0.7")
-    assert (spec.scheme, spec.argument, spec.pairs) == ("openai", "http://h:1/v1",
-                                                          (("model", "qwen:7b"), ("temperature", "0.7")))
+    assert (spec.scheme, spec.argument, spec.pairs) == (
+        "openai",
+        "http://h:1/v1",
+        (("model", "qwen:7b"), ("temperature", "0.7")),
+    )
     assert parse_spec("expert") == parse_spec("expert:")
 
 
 def test_options_reach_the_constructor_typed():
-    backend = make_backend(f"openai:{URL},model=m,temperature=0.25,max_new_tokens=64,thinking=true,attempts=2")
+    backend = make_backend(
+        f"openai:{URL},model=m,temperature=0.25,max_new_tokens=64,thinking=true,attempts=2"
+    )
     assert isinstance(backend, OpenAIBackend)
-    assert (backend.temperature, backend.max_new_tokens, backend.thinking, backend.attempts) == (0.25, 64, True, 2)
-    tf = make_backend("transformers:/models/x,device=cpu,dtype=bfloat16,temperature=0.7,max_new_tokens=512,seed=4")
+    assert (backend.temperature, backend.max_new_tokens, backend.thinking, backend.attempts) == (
+        0.25,
+        64,
+        True,
+        2,
+    )
+    tf = make_backend(
+        "transformers:/models/x,device=cpu,dtype=bfloat16,temperature=0.7,max_new_tokens=512,seed=4"
+    )
     assert isinstance(tf, TransformersBackend)
-    assert (tf.device, tf.dtype, tf.temperature, tf.max_new_tokens, tf.seed) == ("cpu", "bfloat16", 0.7, 512, 4)
+    assert (tf.device, tf.dtype, tf.temperature, tf.max_new_tokens, tf.seed) == (
+        "cpu",
+        "bfloat16",
+        0.7,
+        512,
+        4,
+    )
 
 
 def test_the_spec_wins_over_the_callers_defaults():
@@ -46,21 +64,32 @@ def test_device_defaults_to_auto():
     assert make_backend("transformers:/models/x").device == expected
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("transformers:/m,colour=red", ("unknown key 'colour'; valid keys: device, dtype, temperature, top_p, "
-                                    "max_new_tokens, seed, thinking")),
-    (f"openai:{URL},model=m,device=cuda", "unknown key 'device'; valid keys: model, key_env, temperature"),
-    ("expert,device=cuda", "unknown key 'device'; expert takes no options"),
-    ("replay:/x.jsonl,seed=1", "unknown key 'seed'; replay takes no options"),
-    ("transformers:/m,max_new_tokens=many", "max_new_tokens='many': expected an integer"),
-    ("transformers:/m,temperature=hot", "temperature='hot': expected a number"),
-    ("transformers:/m,thinking=maybe", "thinking='maybe': expected true or false"),
-    ("transformers:/m,seed=1,seed=2", "seed is given twice"),
-    ("transformers:/m,cuda", "'cuda' is not KEY=VALUE"),
-    (f"openai:{URL}", "model= is required"),
-    ("transformers:/m,dtype=int4", "dtype='int4': expected one of"),
-    ("transformers:/m,device=tpu", "device='tpu': expected auto, cpu, cuda or cuda:N"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        (
+            "transformers:/m,colour=red",
+            (
+                "unknown key 'colour'; valid keys: device, dtype, temperature, top_p, "
+                "max_new_tokens, seed, thinking"
+            ),
+        ),
+        (
+            f"openai:{URL},model=m,device=cuda",
+            "unknown key 'device'; valid keys: model, key_env, temperature",
+        ),
+        ("expert,device=cuda", "unknown key 'device'; expert takes no options"),
+        ("replay:/x.jsonl,seed=1", "unknown key 'seed'; replay takes no options"),
+        ("transformers:/m,max_new_tokens=many", "max_new_tokens='many': expected an integer"),
+        ("transformers:/m,temperature=hot", "temperature='hot': expected a number"),
+        ("transformers:/m,thinking=maybe", "thinking='maybe': expected true or false"),
+        ("transformers:/m,seed=1,seed=2", "seed is given twice"),
+        ("transformers:/m,cuda", "'cuda' is not KEY=VALUE"),
+        (f"openai:{URL}", "model= is required"),
+        ("transformers:/m,dtype=int4", "dtype='int4': expected one of"),
+        ("transformers:/m,device=tpu", "device='tpu': expected auto, cpu, cuda or cuda:N"),
+    ],
+)
 def test_bad_specs_fail_with_a_clear_error(spec, message):
     with pytest.raises(ValueError) as info:
         make_backend(spec)

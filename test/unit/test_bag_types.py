@@ -14,9 +14,18 @@ BASE_VALUES = {
     "bool": lambda rng: bool(rng.integers(2)),
     "string": lambda rng: "".join(rng.choice(list("abc xyz:ÄÖ.")) for _ in range(rng.integers(0, 12))),
 }
-NUMPY_TYPES = {"float32": np.float32, "float64": np.float64, "int8": np.int8, "uint8": np.uint8,
-               "int16": np.int16, "uint16": np.uint16, "int32": np.int32, "uint32": np.uint32,
-               "int64": np.int64, "uint64": np.uint64}
+NUMPY_TYPES = {
+    "float32": np.float32,
+    "float64": np.float64,
+    "int8": np.int8,
+    "uint8": np.uint8,
+    "int16": np.int16,
+    "uint16": np.uint16,
+    "int32": np.int32,
+    "uint32": np.uint32,
+    "int64": np.int64,
+    "uint64": np.uint64,
+}
 
 
 def sample(store, name: str, rng: np.random.Generator):
@@ -61,10 +70,16 @@ def plain(msg):
 
 def test_every_interface_file_contributes_types():
     names = set(interface_definitions())
-    for expected in ["r3_msgs/msg/ReasonerStep", "r3_msgs/msg/DetectedObjects", "r3_msgs/srv/GroundPoint_Request",
-                     "r3_msgs/srv/SetPerceptionQuery_Response", "r3_msgs/srv/ResetScene_Response",
-                     "r3_msgs/action/RunTask_Goal", "r3_msgs/action/FollowInstruction_Result",
-                     "r3_msgs/action/MoveToPose_Feedback"]:
+    for expected in [
+        "r3_msgs/msg/ReasonerStep",
+        "r3_msgs/msg/DetectedObjects",
+        "r3_msgs/srv/GroundPoint_Request",
+        "r3_msgs/srv/SetPerceptionQuery_Response",
+        "r3_msgs/srv/ResetScene_Response",
+        "r3_msgs/action/RunTask_Goal",
+        "r3_msgs/action/FollowInstruction_Result",
+        "r3_msgs/action/MoveToPose_Feedback",
+    ]:
         assert expected in names
 
 
@@ -92,19 +107,34 @@ def test_every_r3_msgs_type_round_trips_through_an_mcap_bag(tmp_path):
 def test_bag_definitions_match_the_built_r3_msgs():
     """CDR bytes from the CMake-built r3_msgs (rclpy) decode with the msg/-derived definitions."""
     from rclpy.serialization import serialize_message
+
     from r3_msgs.action import RunTask
     from r3_msgs.msg import DetectedObject, ReasonerStep
 
-    step = ReasonerStep(episode_id="e1", step=4, reasoning="the red moon is left", instruction="move the red moon up",
-                        valid=True, latency_model_s=0.25, completion_tokens=17)
+    step = ReasonerStep(
+        episode_id="e1",
+        step=4,
+        reasoning="the red moon is left",
+        instruction="move the red moon up",
+        valid=True,
+        latency_model_s=0.25,
+        completion_tokens=17,
+    )
     step.header.stamp.sec = 12
     obj = DetectedObject(label="sugar box", score=0.5, box_xyxy=[1, 2, 3, 4], top_height=0.125)
     obj.principal_axes[1].y = 1.0
     result = RunTask.Result(success=True, steps=7, instructions=["a", "b"], reason="success")
     store = typestore()
     decoded = store.deserialize_cdr(serialize_message(step), "r3_msgs/msg/ReasonerStep")
-    assert (decoded.header.stamp.sec, decoded.episode_id, decoded.step, decoded.reasoning, decoded.valid,
-            decoded.latency_model_s, decoded.completion_tokens) == (12, "e1", 4, "the red moon is left", True, 0.25, 17)
+    assert (
+        decoded.header.stamp.sec,
+        decoded.episode_id,
+        decoded.step,
+        decoded.reasoning,
+        decoded.valid,
+        decoded.latency_model_s,
+        decoded.completion_tokens,
+    ) == (12, "e1", 4, "the red moon is left", True, 0.25, 17)
     decoded = store.deserialize_cdr(serialize_message(obj), "r3_msgs/msg/DetectedObject")
     assert decoded.box_xyxy.tolist() == [1, 2, 3, 4] and decoded.principal_axes[1].y == 1.0
     assert decoded.label == "sugar box" and decoded.top_height == 0.125

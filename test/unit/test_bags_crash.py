@@ -50,12 +50,24 @@ def messages(count: int = COUNT) -> list[tuple[str, str, int, bytes]]:
         stamp = t["builtin_interfaces/msg/Time"](sec=i, nanosec=0)
         header = t["std_msgs/msg/Header"](stamp=stamp, frame_id="camera")
         if i % 5 == 0:
-            msg = t[IMAGE](header=header, height=240, width=320, encoding="rgb8", is_bigendian=0, step=960,
-                           data=rng.integers(0, 256, 320 * 240 * 3, dtype=np.uint8))
+            msg = t[IMAGE](
+                header=header,
+                height=240,
+                width=320,
+                encoding="rgb8",
+                is_bigendian=0,
+                step=960,
+                data=rng.integers(0, 256, 320 * 240 * 3, dtype=np.uint8),
+            )
             out.append(("/camera/image", IMAGE, T0 + i * 1000, bytes(store.serialize_cdr(msg, IMAGE))))
         else:
-            msg = t[JOINTS](header=header, name=["x", "y"], position=rng.normal(size=2), velocity=np.zeros(0),
-                            effort=np.zeros(0))
+            msg = t[JOINTS](
+                header=header,
+                name=["x", "y"],
+                position=rng.normal(size=2),
+                velocity=np.zeros(0),
+                effort=np.zeros(0),
+            )
             out.append(("/joint_states", JOINTS, T0 + i * 1000, bytes(store.serialize_cdr(msg, JOINTS))))
     return out
 
@@ -99,8 +111,13 @@ def child(root: str, mode: str, at: float) -> None:
 
 def run_child(tmp_path: Path, mode: str, at: float) -> tuple[Path, int]:
     """Run the child to its death; (bag, how many writes returned)."""
-    proc = subprocess.run([sys.executable, __file__, str(tmp_path), mode, repr(at)], check=False,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, __file__, str(tmp_path), mode, repr(at)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     return tmp_path / "episode", len(proc.stdout.split())
 
@@ -110,15 +127,18 @@ def bag_contents(bag: Path) -> list[tuple[str, str, int, bytes]]:
         return [(c.topic, c.msgtype, t, bytes(raw)) for c, t, raw in reader.messages()]
 
 
-@pytest.mark.parametrize("mode,at", [
-    ("inside", 0.0),     # killed in the first write: no message on disk
-    ("after", 0),        # right after the first message (an image)
-    ("inside", 3.5),     # half a joint state on disk
-    ("inside", 10.5),    # half an image
-    ("inside", 25.999),  # all of an image but its last bytes
-    ("after", 27),
-    ("inside", 59.3),    # in the last message
-])
+@pytest.mark.parametrize(
+    "mode,at",
+    [
+        ("inside", 0.0),  # killed in the first write: no message on disk
+        ("after", 0),  # right after the first message (an image)
+        ("inside", 3.5),  # half a joint state on disk
+        ("inside", 10.5),  # half an image
+        ("inside", 25.999),  # all of an image but its last bytes
+        ("after", 27),
+        ("inside", 59.3),  # in the last message
+    ],
+)
 def test_killed_writer_repairs_to_every_complete_message(tmp_path, mode, at):
     bag, returned = run_child(tmp_path, mode, at)
     assert (bag / STREAM_FILE).is_file() and not (bag / "metadata.yaml").exists()
@@ -130,7 +150,10 @@ def test_killed_writer_repairs_to_every_complete_message(tmp_path, mode, at):
     assert not (bag / STREAM_FILE).exists()
     info = read_episode_info(bag)
     assert info.status == INCOMPLETE and info.task == "T" and info.message_count == returned
-    assert info.reason == f"recorder stopped before the episode ended; repaired from {returned} complete messages"
+    assert (
+        info.reason
+        == f"recorder stopped before the episode ended; repaired from {returned} complete messages"
+    )
 
 
 def test_kill_at_a_random_time_while_writing(tmp_path):
@@ -160,8 +183,9 @@ def test_closed_bag_is_standard_and_repair_leaves_it_alone(tmp_path, capsys):
     with open(bag / "closed.mcap", "rb") as f:
         reader = make_reader(f)
         assert reader.get_summary().statistics.chunk_count >= 1
-        assert [(c.topic, m.log_time, m.data) for _, c, m in reader.iter_messages()] == \
-            [(topic, stamp, cdr) for topic, _, stamp, cdr in messages()]
+        assert [(c.topic, m.log_time, m.data) for _, c, m in reader.iter_messages()] == [
+            (topic, stamp, cdr) for topic, _, stamp, cdr in messages()
+        ]
     info = read_episode_info(bag)
     assert (info.status, info.reason, info.message_count) == (COMPLETE, "success", COUNT)
 

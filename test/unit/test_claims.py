@@ -79,8 +79,10 @@ def test_false_claims_are_caught(board, cell):
 
     cell.reset(0, "4")
     packing = cell.env.state()
-    said = ("In the base view, the small tray holds the foam brick; the medium tray is empty. "
-            "Already packed where the goal wants them: the gelatin box.")
+    said = (
+        "In the base view, the small tray holds the foam brick; the medium tray is empty. "
+        "Already packed where the goal wants them: the gelatin box."
+    )
     claims = check_step("packing", said, packing, cell.env.task_instance)
     assert [c.kind for c in claims] == ["tray", "tray", "done"] and not any(c.verified for c in claims)
 
@@ -101,24 +103,34 @@ def test_a_non_goal_block_moved_without_its_reason_is_flagged(board):
 
 def test_refusal_claims_need_an_unchanged_scene(cell):
     cell.reset(0, "4")
-    before = Previous("Pack the sugar box into the medium tray.", "motion_failed: refused: collision", cell.env.state())
+    before = Previous(
+        "Pack the sugar box into the medium tray.", "motion_failed: refused: collision", cell.env.state()
+    )
     said = 'The previous instruction, "Pack the sugar box into the medium tray.", was refused before anything moved.'
     cell.env.step(cell.env.joint_targets)  # one control step: the arm holds still, nothing moves
     now, task = cell.env.state(), cell.env.task_instance
     assert [c.verified for c in check_step("packing", said, now, task, before)] == [True]
     sugar = now.items["sugar box"]
     bumped = {**now.items, "sugar box": replace(sugar, pos=(sugar.pos[0] + 0.03, *sugar.pos[1:]))}
-    assert [c.verified for c in check_step("packing", said, replace(now, items=bumped), task, before)] == [False]
+    assert [c.verified for c in check_step("packing", said, replace(now, items=bumped), task, before)] == [
+        False
+    ]
     w, x, y, z = sugar.quat
-    dropped = {**now.items, "sugar box": replace(sugar, pos=(sugar.pos[0] + 0.002, *sugar.pos[1:]),
-                                                 quat=(w, x + 0.015, y, z))}  # fell back onto its spot
-    assert [c.verified for c in check_step("packing", said, replace(now, items=dropped), task, before)] == [False]
+    dropped = {
+        **now.items,
+        "sugar box": replace(sugar, pos=(sugar.pos[0] + 0.002, *sugar.pos[1:]), quat=(w, x + 0.015, y, z)),
+    }  # fell back onto its spot
+    assert [c.verified for c in check_step("packing", said, replace(now, items=dropped), task, before)] == [
+        False
+    ]
 
 
 def test_repeated_refusals_counts_repeats_in_an_unchanged_scene_only(board):
     board.reset(seed=0, options={"task": "V"})
     a = board.state()
-    b = type(a)({**a.blocks, "red moon": (a.blocks["red moon"][0] + 0.02, *a.blocks["red moon"][1:])}, a.pusher)
+    b = type(a)(
+        {**a.blocks, "red moon": (a.blocks["red moon"][0] + 0.02, *a.blocks["red moon"][1:])}, a.pusher
+    )
     assert board_unchanged(a, a) and not board_unchanged(a, b)
     ins = ["move the red moon up"] * 3
     assert repeated_refusals(ins, ["x", "x", ""], [a, a, a, a], board_unchanged) == 1
@@ -135,8 +147,24 @@ def test_dataset_stats_report_the_verified_fraction(tmp_path, capsys):
     from r3.data.cli import collect_main, dataset_main
 
     bags, root = tmp_path / "bags", tmp_path / "sft"
-    assert collect_main(["--split", "T_M", "--scenes", "1", "--trials", "1", "--max-steps", "4",
-                         "--out", str(bags), "--quiet"]) == 0
+    assert (
+        collect_main(
+            [
+                "--split",
+                "T_M",
+                "--scenes",
+                "1",
+                "--trials",
+                "1",
+                "--max-steps",
+                "4",
+                "--out",
+                str(bags),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert dataset_main(["build", str(bags), "--out", str(root), "--kind", "sft"]) == 0
     assert dataset_main(["stats", str(root)]) == 0
     claims = json.loads((root / "stats.json").read_text())["trace_claims"]

@@ -23,29 +23,73 @@ from r3.data.lerobot import aggregate_stats, episode_stats, sampled_frames
 
 STATS = ("min", "max", "mean", "std", "count", "q01", "q10", "q50", "q90", "q99")
 QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
-FEATURES = ("observation.state", "action", "observation.images.top", "timestamp", "frame_index", "episode_index",
-            "index", "task_index")
+FEATURES = (
+    "observation.state",
+    "action",
+    "observation.images.top",
+    "timestamp",
+    "frame_index",
+    "episode_index",
+    "index",
+    "task_index",
+)
 VIDEO = "observation.images.top"
 EPISODE_COLUMNS = {
-    "episode_index", "tasks", "length", "data/chunk_index", "data/file_index", "dataset_from_index",
-    "dataset_to_index", f"videos/{VIDEO}/chunk_index", f"videos/{VIDEO}/file_index", f"videos/{VIDEO}/from_timestamp",
-    f"videos/{VIDEO}/to_timestamp", "meta/episodes/chunk_index", "meta/episodes/file_index", "r3/episode_id",
+    "episode_index",
+    "tasks",
+    "length",
+    "data/chunk_index",
+    "data/file_index",
+    "dataset_from_index",
+    "dataset_to_index",
+    f"videos/{VIDEO}/chunk_index",
+    f"videos/{VIDEO}/file_index",
+    f"videos/{VIDEO}/from_timestamp",
+    f"videos/{VIDEO}/to_timestamp",
+    "meta/episodes/chunk_index",
+    "meta/episodes/file_index",
+    "r3/episode_id",
 }
 
 
 @pytest.fixture(scope="module")
 def export(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("lerobot")
-    assert collect_main(["--split", "T_R", "--scenes", "1", "--trials", "1", "--max-steps", "6", "--out",
-                         str(root / "bags"), "--quiet"]) == 0
+    assert (
+        collect_main(
+            [
+                "--split",
+                "T_R",
+                "--scenes",
+                "1",
+                "--trials",
+                "1",
+                "--max-steps",
+                "6",
+                "--out",
+                str(root / "bags"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert dataset_main(["export-lerobot", str(root / "bags"), "--out", str(root / "out")]) == 0
     return root / "out"
 
 
 def _frames(n: int, rng) -> list[dict]:
-    return [{"observation.state": rng.normal(size=2).tolist(), "action": rng.normal(size=2).tolist(),
-             "timestamp": i / 10, "frame_index": i, "episode_index": 0, "index": i, "task_index": i % 3}
-            for i in range(n)]
+    return [
+        {
+            "observation.state": rng.normal(size=2).tolist(),
+            "action": rng.normal(size=2).tolist(),
+            "timestamp": i / 10,
+            "frame_index": i,
+            "episode_index": 0,
+            "index": i,
+            "task_index": i % 3,
+        }
+        for i in range(n)
+    ]
 
 
 def test_lerobot_v3_export(export):
@@ -55,7 +99,9 @@ def test_lerobot_v3_export(export):
     info = json.loads((export / "meta" / "info.json").read_text())
     assert info["codebase_version"] == "v3.0" and info["total_episodes"] == 3
     frames = pq.read_table(export / info["data_path"].format(chunk_index=0, file_index=0)).to_pydict()
-    assert len(frames["index"]) == info["total_frames"] and frames["index"] == list(range(info["total_frames"]))
+    assert len(frames["index"]) == info["total_frames"] and frames["index"] == list(
+        range(info["total_frames"])
+    )
     episodes = pq.read_table(export / "meta/episodes/chunk-000/file-000.parquet").to_pylist()
     assert sum(e["length"] for e in episodes) == info["total_frames"]
     tasks = pd.read_parquet(export / "meta" / "tasks.parquet")
@@ -76,7 +122,11 @@ def test_episodes_file_has_every_stats_column_with_lerobots_types(export):
             kind = table.schema.field(f"stats/{feature}/{stat}").type
             leaf = pa.int64() if stat == "count" else pa.float64()
             nested = feature == VIDEO and stat != "count"
-            assert kind == (pa.list_(pa.list_(pa.list_(leaf))) if nested else pa.list_(leaf)), (feature, stat, kind)
+            assert kind == (pa.list_(pa.list_(pa.list_(leaf))) if nested else pa.list_(leaf)), (
+                feature,
+                stat,
+                kind,
+            )
     for row in table.to_pylist():
         for feature in FEATURES:
             shape = (3, 1, 1) if feature == VIDEO else tuple(info["features"][feature]["shape"])
@@ -92,8 +142,13 @@ def test_episode_stats_are_those_of_the_episodes_frames(export):
         span = slice(row["dataset_from_index"], row["dataset_to_index"])
         for feature in ("observation.state", "action", "timestamp", "frame_index", "index", "task_index"):
             values = np.asarray(data[feature][span], np.float64).reshape(row["length"], -1)
-            expect = {"min": values.min(0), "max": values.max(0), "mean": values.mean(0), "std": values.std(0),
-                      **{k: np.quantile(values, q, axis=0, method="inverted_cdf") for k, q in QUANTILES.items()}}
+            expect = {
+                "min": values.min(0),
+                "max": values.max(0),
+                "mean": values.mean(0),
+                "std": values.std(0),
+                **{k: np.quantile(values, q, axis=0, method="inverted_cdf") for k, q in QUANTILES.items()},
+            }
             for stat, value in expect.items():
                 np.testing.assert_allclose(row[f"stats/{feature}/{stat}"], value, rtol=1e-12, atol=1e-12)
             assert row[f"stats/{feature}/count"] == [row["length"]]
@@ -111,7 +166,7 @@ def test_image_stats_read_the_decoded_video_s_colours(export):
     info = json.loads((export / "meta" / "info.json").read_text())
     video = iio.imread(export / info["video_path"].format(video_key=VIDEO, chunk_index=0, file_index=0))
     for row in pq.read_table(export / "meta/episodes/chunk-000/file-000.parquet").to_pylist():
-        frames = video[row["dataset_from_index"]:row["dataset_to_index"]]
+        frames = video[row["dataset_from_index"] : row["dataset_to_index"]]
         means = frames.reshape(-1, 3).mean(0) / 255
         np.testing.assert_allclose(np.asarray(row[f"stats/{VIDEO}/mean"]).ravel(), means, atol=0.01)
 
@@ -145,7 +200,9 @@ def test_image_stats_sample_frames_across_the_episode_not_one():
     assert stats["count"].tolist() == [100]
     assert stats["min"].ravel().tolist() == [0.0] * 3 and stats["max"].ravel().tolist() == [149 / 255] * 3
     np.testing.assert_allclose(stats["mean"].ravel(), [picked.mean() / 255] * 3)
-    np.testing.assert_allclose(stats["q50"].ravel(), [np.quantile(picked, 0.5, method="inverted_cdf") / 255] * 3)
+    np.testing.assert_allclose(
+        stats["q50"].ravel(), [np.quantile(picked, 0.5, method="inverted_cdf") / 255] * 3
+    )
 
 
 def test_large_frames_are_subsampled_with_a_whole_stride():
@@ -156,7 +213,10 @@ def test_large_frames_are_subsampled_with_a_whole_stride():
     assert stats["max"].ravel().tolist() == [0.0] * 3
     small = np.zeros((24, 32, 3), np.uint8)
     small[:, 1::2] = 255
-    assert episode_stats(_frames(2, np.random.default_rng(0)), [small, small])[VIDEO]["max"].ravel().tolist() == [1.0] * 3
+    assert (
+        episode_stats(_frames(2, np.random.default_rng(0)), [small, small])[VIDEO]["max"].ravel().tolist()
+        == [1.0] * 3
+    )
 
 
 def test_aggregate_of_two_episodes_is_the_pooled_statistics():
@@ -169,6 +229,8 @@ def test_aggregate_of_two_episodes_is_the_pooled_statistics():
     np.testing.assert_allclose(both["std"], values.std(0), rtol=1e-12)
     np.testing.assert_allclose(both["max"], values.max(0))
     assert both["count"].tolist() == [37]
-    qa, qb = (np.quantile(np.asarray([f["action"] for f in e], np.float32), 0.9, axis=0, method="inverted_cdf")
-              for e in (a, b))
+    qa, qb = (
+        np.quantile(np.asarray([f["action"] for f in e], np.float32), 0.9, axis=0, method="inverted_cdf")
+        for e in (a, b)
+    )
     np.testing.assert_allclose(both["q90"], (7 * qa + 30 * qb) / 37, rtol=1e-6)

@@ -29,8 +29,24 @@ CONFIG = {"split": "T_R", "scenes": 1, "trials": 1, "max_steps": 6}  # 3 episode
 @pytest.fixture(scope="module")
 def bags(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("bags")
-    assert collect_main(["--split", "T_R", "--scenes", "1", "--trials", "1", "--max-steps", "6", "--out", str(out),
-                         "--quiet"]) == 0
+    assert (
+        collect_main(
+            [
+                "--split",
+                "T_R",
+                "--scenes",
+                "1",
+                "--trials",
+                "1",
+                "--max-steps",
+                "6",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -51,7 +67,11 @@ def test_collect_writes_one_complete_bag_per_planned_episode(bags):
     assert sorted(p.name for p in find_bags([bags])) == sorted(s.episode_id for s in specs)
     for spec in specs:
         info = read_episode_info(bags / spec.episode_id)
-        assert (info.status, info.task, info.seed) == ("complete", spec.task, collection_seed(spec.task, 0, 0))
+        assert (info.status, info.task, info.seed) == (
+            "complete",
+            spec.task,
+            collection_seed(spec.task, 0, 0),
+        )
     assert not (bags / ".partial").exists()
 
 
@@ -64,7 +84,12 @@ def test_schema_of_every_field(datasets_dir, bags, kind):
     ds = S.load_r3_dataset(root)
     assert ds.num_rows == table.num_rows > 0
     manifest = json.loads((root / S.MANIFEST).read_text())
-    assert (manifest["kind"], manifest["rows"], manifest["episodes"], manifest["skipped"]) == (kind, ds.num_rows, 3, [])
+    assert (manifest["kind"], manifest["rows"], manifest["episodes"], manifest["skipped"]) == (
+        kind,
+        ds.num_rows,
+        3,
+        [],
+    )
     from r3.sim.language_table.env import LanguageTableEnv
 
     env = LanguageTableEnv(width=32, height=24)
@@ -76,8 +101,11 @@ def test_schema_of_every_field(datasets_dir, bags, kind):
         assert row[S.GOAL] == info.goal and row[S.NOTE] and row[S.TASK] == info.task
         assert row[S.SPLIT] == "T_R" and row[S.TASK] in SPLITS["T_R"] and row[S.SUITE] == "language_table"
         assert row[S.INSTRUCTION] == step.instruction and step.valid
-        assert (row[S.EPISODE_SUCCESS], row[S.EPISODE_PROGRESS], row[S.SEED]) == (info.success, info.progress,
-                                                                               info.seed)
+        assert (row[S.EPISODE_SUCCESS], row[S.EPISODE_PROGRESS], row[S.SEED]) == (
+            info.success,
+            info.progress,
+            info.seed,
+        )
         env.restore(Path(row[S.SNAPSHOT]).read_bytes())
         assert env.task_instance.task == info.task
         if row[S.STEP] == 0:
@@ -85,7 +113,10 @@ def test_schema_of_every_field(datasets_dir, bags, kind):
         elif kind == "sft":
             assert (row[S.HISTORY], row[S.HISTORY_KIND]) == (steps[row[S.STEP] - 1].raw_response, "response")
         else:
-            assert (row[S.HISTORY], row[S.HISTORY_KIND]) == (steps[row[S.STEP] - 1].instruction, "instruction")
+            assert (row[S.HISTORY], row[S.HISTORY_KIND]) == (
+                steps[row[S.STEP] - 1].instruction,
+                "instruction",
+            )
         if kind == "sft":
             assert row[S.REASONING] == step.reasoning and row[S.REASONING]
             assert row[S.RESPONSE] == f"Reasoning: {step.reasoning}\nInstruction: {step.instruction}"
@@ -113,13 +144,18 @@ def test_rl_drops_exactly_the_repeated_steps_and_sft_keeps_every_step(bags, tmp_
         return len(originals) >= 4 and all(a != b for a, b in itertools.pairwise(originals))
 
     # A bag of at least 4 steps in which the expert never repeated itself, so the only repeats are ours.
-    longest = next((b for b in sorted(find_bags([bags]), key=lambda b: -len(bag_steps(b))) if no_repeats(b)), None)
+    longest = next(
+        (b for b in sorted(find_bags([bags]), key=lambda b: -len(bag_steps(b))) if no_repeats(b)), None
+    )
     assert longest is not None, "no collected bag has 4 steps without a repeat: collect other scenes"
     steps = len(bag_steps(longest))
     repeats = {2, 3}  # step 3 repeats step 2, which repeats step 1
     copy = _with_repeats(longest, tmp_path / "bags", repeats)
     for kind in S.KINDS:
-        assert dataset_main(["build", str(tmp_path / "bags"), "--out", str(tmp_path / kind), "--kind", kind]) == 0
+        assert (
+            dataset_main(["build", str(tmp_path / "bags"), "--out", str(tmp_path / kind), "--kind", kind])
+            == 0
+        )
     sft, rl = (S.load_r3_dataset(tmp_path / kind) for kind in S.KINDS)
     assert sorted(sft[S.STEP]) == list(range(steps))
     assert sorted(rl[S.STEP]) == [s for s in range(steps) if s not in repeats]
@@ -184,13 +220,27 @@ def test_stats_and_plot(datasets_dir, capsys):
 
 
 def test_every_cli_option_has_help(capsys):
-    for main, argv in ((collect_main, []), (dataset_main, []), (dataset_main, ["build"]),
-                       (dataset_main, ["stats"]), (dataset_main, ["export-lerobot"])):
+    for main, argv in (
+        (collect_main, []),
+        (dataset_main, []),
+        (dataset_main, ["build"]),
+        (dataset_main, ["stats"]),
+        (dataset_main, ["export-lerobot"]),
+    ):
         with pytest.raises(SystemExit) as exit_:
             main(argv + ["--help"])
         assert exit_.value.code == 0
     text = capsys.readouterr().out
-    for option in ("--ray", "--workers", "--trials", "--scenes", "--kind", "--history", "--plot", "--frame-every"):
+    for option in (
+        "--ray",
+        "--workers",
+        "--trials",
+        "--scenes",
+        "--kind",
+        "--history",
+        "--plot",
+        "--frame-every",
+    ):
         assert option in text
 
 
@@ -204,8 +254,10 @@ def test_config_names_the_bad_value():
 @pytest.mark.slow
 def test_collect_on_a_local_ray_instance(tmp_path):
     pytest.importorskip("ray", reason="needs the ray package (pip install ray)")
-    report = collect(CollectConfig(out=str(tmp_path), split="T_R", scenes=1, trials=1, max_steps=2,
-                                   ray_address="local"), progress=False)
+    report = collect(
+        CollectConfig(out=str(tmp_path), split="T_R", scenes=1, trials=1, max_steps=2, ray_address="local"),
+        progress=False,
+    )
     assert report.succeeded + report.failed == 3
     assert all(read_episode_info(p).status == "complete" for p in find_bags([tmp_path]))
 
@@ -223,7 +275,9 @@ def test_png_images_are_the_recorded_frames(datasets_dir, bags):
         steps = sorted(stamped[names.REASONER_STEPS], key=lambda s: s[1].step)
         frames = []
         for (before, _), (at, _) in zip([(-1, None)] + steps, steps):
-            image = [m for t, m in sorted(stamped[names.CAMERA_IMAGE], key=lambda x: x[0]) if before < t <= at][-1]
+            image = [
+                m for t, m in sorted(stamped[names.CAMERA_IMAGE], key=lambda x: x[0]) if before < t <= at
+            ][-1]
             frames.append(np.frombuffer(image.data.tobytes(), np.uint8).reshape(image.height, image.width, 3))
         assert all(not np.array_equal(a, b) for a, b in itertools.pairwise(frames)), episode
         for row in (r for r in ds if r[S.EPISODE_ID] == episode):

@@ -35,8 +35,13 @@ def decoded(path) -> tuple[list[np.ndarray], float]:
 def answers(tmp_path_factory):
     path = tmp_path_factory.mktemp("answers") / "answers.jsonl"
     sides = ["left", "right"] * (INSTRUCTIONS // 2)
-    path.write_text("".join(json.dumps({"text": f"Reasoning: push it back.\nInstruction: move the green star {s} "
-                                               "slightly"}) + "\n" for s in sides))
+    path.write_text(
+        "".join(
+            json.dumps({"text": f"Reasoning: push it back.\nInstruction: move the green star {s} slightly"})
+            + "\n"
+            for s in sides
+        )
+    )
     return path
 
 
@@ -46,16 +51,40 @@ def test_a_20_instruction_episode_video_has_10_fps_of_motion(video, answers, tmp
     if video == "mp4" and default_format() != "mp4":
         pytest.skip("no H.264 encoder (imageio-ffmpeg) installed")
     out = tmp_path / video
-    assert r3_main(["sim", "demo", "--task", "V", "--seed", "3", "--backend", f"replay:{answers}", "--max-steps",
-                    str(INSTRUCTIONS), "--video", video, "--out", str(out)]) == 0
+    assert (
+        r3_main(
+            [
+                "sim",
+                "demo",
+                "--task",
+                "V",
+                "--seed",
+                "3",
+                "--backend",
+                f"replay:{answers}",
+                "--max-steps",
+                str(INSTRUCTIONS),
+                "--video",
+                video,
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert len(summary["steps"]) == INSTRUCTIONS
     frames, fps = decoded(out / f"episode.{video}")
     assert fps >= 10
     assert frames[0].shape[1] in range(VIDEO_WIDTH, VIDEO_WIDTH + 16)  # 640 px (MP4 pads to 16-pixel blocks)
     picture = frames[0].shape[0] * 3 // 4  # the camera, above the caption band
-    moving = sum(int(np.sum(np.abs(b[:picture].astype(int) - a[:picture].astype(int)).max(axis=-1) > CHANGED_LEVEL)
-                     > 20) for a, b in itertools.pairwise(frames))
+    moving = sum(
+        int(
+            np.sum(np.abs(b[:picture].astype(int) - a[:picture].astype(int)).max(axis=-1) > CHANGED_LEVEL)
+            > 20
+        )
+        for a, b in itertools.pairwise(frames)
+    )
     seconds = (len(frames) - 1) / fps  # from the first frame to the last
     assert moving / seconds >= 10, f"{moving} moving frames in {seconds:.1f} s"
     assert len(frames) >= summary["control_steps"]  # every control step is filmed
@@ -80,8 +109,16 @@ def test_a_bag_with_a_frame_every_other_control_step_gives_a_moving_video(answer
 
     backend = make_backend(f"replay:{answers}")
     backend.load()
-    bag = record_episode("V", 3, backend, LanguageTableEnv(width=320, height=240), "V-video", tmp_path,
-                         max_steps=4, frame_every=2)
+    bag = record_episode(
+        "V",
+        3,
+        backend,
+        LanguageTableEnv(width=320, height=240),
+        "V-video",
+        tmp_path,
+        max_steps=4,
+        frame_every=2,
+    )
     frames, fps = decoded(episode_video_from_bag(bag, tmp_path / "V-video.gif"))
     assert fps >= 10 and frames[0].shape[1] == VIDEO_WIDTH
     control_steps = sum(1 for _ in read_messages(bag, {names.PUSHER_COMMAND}))  # one command per step

@@ -22,16 +22,45 @@ def fake_run(folder, reasoner, rates, suite="language_table"):
         for task, p in rates.items():
             for scene in range(100):
                 ok = scene < round(100 * p)
-                f.write(json.dumps({"task": task, "split": "T_O", "scene": scene, "trial": 0, "seed": 0,
-                                    "success": ok, "progress": 1.0 if ok else 0.25 + scene / 1000,
-                                    "decision_steps": 3, "reasoning_words": 50.0}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "task": task,
+                            "split": "T_O",
+                            "scene": scene,
+                            "trial": 0,
+                            "seed": 0,
+                            "success": ok,
+                            "progress": 1.0 if ok else 0.25 + scene / 1000,
+                            "decision_steps": 3,
+                            "reasoning_words": 50.0,
+                        }
+                    )
+                    + "\n"
+                )
     return folder
 
 
 def test_run_writes_jsonl_tables_and_chart(tmp_path, capsys):
     out = tmp_path / "run"
-    assert r3_main(["eval", "--tasks", "V,mid", "--scenes", "1", "--trials", "1", "--reasoning-budget", "0",
-                    "--out", str(out)]) == 0
+    assert (
+        r3_main(
+            [
+                "eval",
+                "--tasks",
+                "V,mid",
+                "--scenes",
+                "1",
+                "--trials",
+                "1",
+                "--reasoning-budget",
+                "0",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "| V | T_M | 1 |" in printed and "reasoning budget 0 tokens" in printed
     records = [json.loads(line) for line in (out / EPISODES_FILE).read_text().splitlines()]
@@ -44,8 +73,24 @@ def test_run_writes_jsonl_tables_and_chart(tmp_path, capsys):
 
 def test_packing_suite_writes_its_table_and_chart(tmp_path, capsys):
     out = tmp_path / "packing"
-    assert r3_main(["eval", "--suite", "packing", "--tasks", "7,9", "--scenes", "1", "--trials", "1",
-                    "--out", str(out)]) == 0
+    assert (
+        r3_main(
+            [
+                "eval",
+                "--suite",
+                "packing",
+                "--tasks",
+                "7,9",
+                "--scenes",
+                "1",
+                "--trials",
+                "1",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "`expert` on packing, `sim` grounding (2 tasks)" in printed and "| 7 | held-out | 1 |" in printed
     rows = list(csv.DictReader((out / "table.csv").open()))

@@ -32,15 +32,31 @@ def finished_run(folder, outcomes: dict[str, list[bool | None]]) -> list[str]:
                 if ok is None:
                     record["skipped"] = "the layout already solves the task"
                 else:
-                    record |= {"success": ok, "progress": 1.0 if ok else 0.2, "decision_steps": 2,
-                               "reasoning_words": 30.0}
+                    record |= {
+                        "success": ok,
+                        "progress": 1.0 if ok else 0.2,
+                        "decision_steps": 2,
+                        "reasoning_words": 30.0,
+                    }
                 f.write(json.dumps(record) + "\n")
-    return ["eval", "--tasks", ",".join(outcomes), "--scenes", str(scenes), "--trials", "1", "--out", str(folder)]
+    return [
+        "eval",
+        "--tasks",
+        ",".join(outcomes),
+        "--scenes",
+        str(scenes),
+        "--trials",
+        "1",
+        "--out",
+        str(folder),
+    ]
 
 
 CASES = {
     # Issue 17's crash: `r3 eval --split T_O --scenes 2 --trials 1` (its pooled row: 10 of 10).
-    "all_succeed_few_episodes": {task: [True, True] for task in ("diag_line", "rect", "mid", "iL", "clear_half")},
+    "all_succeed_few_episodes": {
+        task: [True, True] for task in ("diag_line", "rect", "mid", "iL", "clear_half")
+    },
     "all_fail": {"iL": [False, False, False], "iV": [False, False, False]},
     "one_episode": {"iL": [True]},
     "one_episode_each_way": {"iL": [True], "iV": [False]},

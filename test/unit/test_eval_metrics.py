@@ -18,13 +18,16 @@ from r3.eval.metrics import (
 )
 
 
-@pytest.mark.parametrize("k, n, low, high", [
-    (0, 10, 0.0, 0.2775),        # the normal interval would be [0, 0]
-    (10, 10, 0.7225, 1.0),
-    (5, 10, 0.2366, 0.7634),
-    (81, 263, 0.2553, 0.3662),   # Newcombe (1998), Stat Med 17:857, example (a)
-    (15, 148, 0.0624, 0.1605),   # Newcombe (1998), example (b)
-])
+@pytest.mark.parametrize(
+    "k, n, low, high",
+    [
+        (0, 10, 0.0, 0.2775),  # the normal interval would be [0, 0]
+        (10, 10, 0.7225, 1.0),
+        (5, 10, 0.2366, 0.7634),
+        (81, 263, 0.2553, 0.3662),  # Newcombe (1998), Stat Med 17:857, example (a)
+        (15, 148, 0.0624, 0.1605),  # Newcombe (1998), example (b)
+    ],
+)
 def test_wilson_interval_known_cases(k, n, low, high):
     assert wilson_interval(k, n) == pytest.approx((low, high), abs=1e-4)
 
@@ -41,9 +44,19 @@ def test_half_width_matches_r3_table_2_scale():
     assert round(100 * r.value, 1) == 23.3 and round(100 * r.half_width, 1) == 2.6
 
 
-@pytest.mark.parametrize("df, expected", [
-    (1, 12.7062), (2, 4.3027), (4, 2.7764), (5, 2.5706), (10, 2.2281), (30, 2.0423), (63, 1.9983), (1e9, 1.9600),
-])
+@pytest.mark.parametrize(
+    "df, expected",
+    [
+        (1, 12.7062),
+        (2, 4.3027),
+        (4, 2.7764),
+        (5, 2.5706),
+        (10, 2.2281),
+        (30, 2.0423),
+        (63, 1.9983),
+        (1e9, 1.9600),
+    ],
+)
 def test_t_quantile_known_values(df, expected):
     assert t_quantile(df) == pytest.approx(expected, abs=1e-3)
 
@@ -80,7 +93,7 @@ def test_mean_difference_welch():
 def test_err_metrics_sr_pg_npr_ssr():
     episodes = [
         {"success": True, "progress": 1.0, "penalty": 0.0},
-        {"success": True, "progress": 1.0, "penalty": 1.5},   # success with a penalty: not strict
+        {"success": True, "progress": 1.0, "penalty": 1.5},  # success with a penalty: not strict
         {"success": False, "progress": 0.5, "penalty": 0.0},
         {"success": False, "progress": 1.2, "penalty": 0.5},  # progress clipped to 1
     ]

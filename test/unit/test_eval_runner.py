@@ -39,9 +39,19 @@ def test_jobs_cover_tasks_scenes_and_trials():
     assert jobs[0] == Job("V", 0, 0) and jobs[1] == Job("V", 0, 1)
 
 
-@pytest.mark.parametrize("bad", [{"scenes": 0}, {"trials": 0}, {"tasks": ("nope",)}, {"budget": -2},
-                                 {"history": "all"}, {"suite": "cooking"}, {"grounding": "perception"},
-                                 {"suite": "packing", "tasks": ("V",)}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"scenes": 0},
+        {"trials": 0},
+        {"tasks": ("nope",)},
+        {"budget": -2},
+        {"history": "all"},
+        {"suite": "cooking"},
+        {"grounding": "perception"},
+        {"suite": "packing", "tasks": ("V",)},
+    ],
+)
 def test_config_names_the_bad_value(bad):
     with pytest.raises(EvalError, match="unknown" if "tasks" in bad else next(iter(bad))):
         EvalConfig(**bad)
@@ -52,13 +62,17 @@ def test_packing_suite_runs_the_held_out_goals_with_rollouts(tmp_path):
     assert config.max_steps == 15 and config.history == "instruction"
     records = evaluate(config, tmp_path)
     assert [(r["task"], r["split"], r["seed"], r["trial"]) for r in records] == [
-        ("7", "held-out", EVAL_SEED_BASE, 0), ("7", "held-out", EVAL_SEED_BASE, 1)]
+        ("7", "held-out", EVAL_SEED_BASE, 0),
+        ("7", "held-out", EVAL_SEED_BASE, 1),
+    ]
     assert len({r["goal"] for r in records}) == 1  # rollouts keep the layout and goal
     for r in records:
         assert r["decision_steps"] == len(r["instructions"]) == len(r["errors"]) >= 1
         assert 0 <= r["progress"] <= 1 and r["repeated_refusals"] == 0
     with pytest.raises(EvalError, match="grounding: cached 'sim', now 'perception'"):
-        evaluate(EvalConfig(suite="packing", tasks=("7",), scenes=1, trials=2, grounding="perception"), tmp_path)
+        evaluate(
+            EvalConfig(suite="packing", tasks=("7",), scenes=1, trials=2, grounding="perception"), tmp_path
+        )
 
 
 @pytest.mark.slow
@@ -93,7 +107,9 @@ def test_resume_runs_only_missing_episodes(serial, tmp_path, monkeypatch):
     _, records = serial
     ran = []
     real_run = runner.EpisodeWorker.run
-    monkeypatch.setattr(runner.EpisodeWorker, "run", lambda self, job: ran.append(job.key) or real_run(self, job))
+    monkeypatch.setattr(
+        runner.EpisodeWorker, "run", lambda self, job: ran.append(job.key) or real_run(self, job)
+    )
 
     evaluate(EvalConfig(tasks=("V", "mid"), scenes=1, trials=1), tmp_path)
     assert ran == [("V", 0, 0), ("mid", 0, 0)]

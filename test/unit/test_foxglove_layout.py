@@ -17,8 +17,11 @@ def panels(node) -> list[str]:
 
 
 def topics_of(config: dict) -> set[str]:
-    paths = [config.get("topicPath"), config.get("imageMode", {}).get("imageTopic"),
-             *(p["value"] for p in config.get("paths", []))]
+    paths = [
+        config.get("topicPath"),
+        config.get("imageMode", {}).get("imageTopic"),
+        *(p["value"] for p in config.get("paths", [])),
+    ]
     return {path.split(".")[0] for path in paths if path}
 
 
@@ -40,4 +43,6 @@ def test_message_paths_name_fields_the_messages_have():
             if path and "." in path:
                 topic, field = path.split(".", 1)
                 definition = (msg_dir / f"{fields[topic]}.msg").read_text()
-                assert any(line.split()[1:2] == [field] for line in definition.splitlines() if line.strip()), path
+                assert any(
+                    line.split()[1:2] == [field] for line in definition.splitlines() if line.strip()
+                ), path

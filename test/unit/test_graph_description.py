@@ -29,10 +29,14 @@ ROOT = Path(__file__).resolve().parents[2]
 VENDOR_PROFILES = ("gazebo", "isaac")
 #: ros_gz_bridge's documented topic mappings (ros_gz_bridge README) for the types r3 bridges.
 ROS_GZ_MAPPINGS = {
-    ("rosgraph_msgs/msg/Clock", "gz.msgs.Clock"), ("sensor_msgs/msg/Image", "gz.msgs.Image"),
-    ("sensor_msgs/msg/CameraInfo", "gz.msgs.CameraInfo"), ("sensor_msgs/msg/JointState", "gz.msgs.Model"),
-    ("geometry_msgs/msg/Twist", "gz.msgs.Twist"), ("geometry_msgs/msg/Vector3", "gz.msgs.Vector3d"),
-    ("tf2_msgs/msg/TFMessage", "gz.msgs.Pose_V"), ("geometry_msgs/msg/PoseArray", "gz.msgs.Pose_V"),
+    ("rosgraph_msgs/msg/Clock", "gz.msgs.Clock"),
+    ("sensor_msgs/msg/Image", "gz.msgs.Image"),
+    ("sensor_msgs/msg/CameraInfo", "gz.msgs.CameraInfo"),
+    ("sensor_msgs/msg/JointState", "gz.msgs.Model"),
+    ("geometry_msgs/msg/Twist", "gz.msgs.Twist"),
+    ("geometry_msgs/msg/Vector3", "gz.msgs.Vector3d"),
+    ("tf2_msgs/msg/TFMessage", "gz.msgs.Pose_V"),
+    ("geometry_msgs/msg/PoseArray", "gz.msgs.Pose_V"),
 }
 
 
@@ -53,7 +57,9 @@ def _graph_with(tmp_path, profile: str, edit) -> Path:
     members = data["profiles"][profile]["members"]
     data["profiles"][profile]["members"] = edit(members) or members
     (tmp_path / "gazebo").mkdir(exist_ok=True)
-    (tmp_path / "gazebo" / "bridge.yaml").write_text((DEFAULT_GRAPH.parent / "gazebo" / "bridge.yaml").read_text())
+    (tmp_path / "gazebo" / "bridge.yaml").write_text(
+        (DEFAULT_GRAPH.parent / "gazebo" / "bridge.yaml").read_text()
+    )
     path = tmp_path / "graph.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -77,14 +83,17 @@ def test_a_bridge_file_without_the_clock_is_caught(tmp_path):
     entries = [e for e in yaml.safe_load(bridge.read_text()) if e["ros_topic_name"] != "/clock"]
     bridge.write_text(yaml.safe_dump(entries))
     problems = unmatched_subscriptions(load_profile("gazebo", path))
-    assert problems == ["r3_lowlevel_node subscribes to /clock, which no member publishes",
-                        "r3_reasoner_node subscribes to /clock, which no member publishes"]
+    assert problems == [
+        "r3_lowlevel_node subscribes to /clock, which no member publishes",
+        "r3_reasoner_node subscribes to /clock, which no member publishes",
+    ]
 
 
 def test_clock_counts_only_under_use_sim_time(tmp_path):
     def without_sim_time(members):
         for m in members:
             (m.get("parameters") or {}).pop("use_sim_time", None)
+
     path = _graph_with(tmp_path, "gazebo", without_sim_time)
     profile = load_profile("gazebo", path)
     assert all(names.CLOCK not in m.interface.subscribes for m in profile.members)
@@ -97,18 +106,24 @@ def test_clock_counts_only_under_use_sim_time(tmp_path):
 def test_the_gazebo_command_needs_its_relay(tmp_path):
     path = _graph_with(tmp_path, "gazebo", lambda ms: [m for m in ms if m["name"] != "pusher_command_relay"])
     assert unmatched_subscriptions(load_profile("gazebo", path)) == [
-        "gz_bridge subscribes to /pusher/cmd_vel, which no member publishes"]
+        "gz_bridge subscribes to /pusher/cmd_vel, which no member publishes"
+    ]
 
 
 def test_a_type_mismatch_is_caught(tmp_path):
     """Bridging the pusher command straight from the low-level node would need Vector3Stamped in Gazebo."""
+
     def relay_declares_twist_input(members):
         relay = next(m for m in members if m["name"] == "pusher_command_relay")
         relay["subscribes"] = {"/pusher/command": "geometry_msgs/msg/Twist"}
+
     path = _graph_with(tmp_path, "gazebo", relay_declares_twist_input)
     assert unmatched_subscriptions(load_profile("gazebo", path)) == [
-        ("pusher_command_relay subscribes to /pusher/command as geometry_msgs/msg/Twist, "
-         "but r3_lowlevel_node publishes it as geometry_msgs/msg/Vector3Stamped")]
+        (
+            "pusher_command_relay subscribes to /pusher/command as geometry_msgs/msg/Twist, "
+            "but r3_lowlevel_node publishes it as geometry_msgs/msg/Vector3Stamped"
+        )
+    ]
 
 
 @pytest.mark.parametrize("profile", VENDOR_PROFILES)
@@ -123,8 +138,10 @@ def test_vendor_profiles_keep_the_r3_nodes_and_drop_the_r3_simulator(profile):
     adapter = vendor.member("scene_adapter")
     assert not adapter.start and names.PRIVILEGED_STATE in adapter.interface.publishes
     assert adapter.interface.services == [names.RESET_SCENE]
-    assert any(line.startswith("scene_adapter (not started by r3) must publish /sim/privileged/state")
-               for line in outside_requirements(vendor))
+    assert any(
+        line.startswith("scene_adapter (not started by r3) must publish /sim/privileged/state")
+        for line in outside_requirements(vendor)
+    )
 
 
 def test_the_gazebo_bridge_file():
@@ -133,8 +150,20 @@ def test_the_gazebo_bridge_file():
     path = DEFAULT_GRAPH.parent / "gazebo" / "bridge.yaml"
     entries = yaml.safe_load(path.read_text())
     assert {(e["ros_type_name"], e["gz_type_name"]) for e in entries} <= ROS_GZ_MAPPINGS
-    assert all(set(e) <= {"ros_topic_name", "gz_topic_name", "ros_type_name", "gz_type_name", "direction",
-                          "lazy", "subscriber_queue", "publisher_queue"} for e in entries)
+    assert all(
+        set(e)
+        <= {
+            "ros_topic_name",
+            "gz_topic_name",
+            "ros_type_name",
+            "gz_type_name",
+            "direction",
+            "lazy",
+            "subscriber_queue",
+            "publisher_queue",
+        }
+        for e in entries
+    )
     publishes, subscribes = read_ros_gz_bridge_config(path)
     assert {names.CAMERA_IMAGE, names.CAMERA_INFO, names.JOINT_STATES, names.CLOCK} <= set(publishes)
     assert subscribes == {"/pusher/cmd_vel": "geometry_msgs/msg/Twist"}
@@ -146,15 +175,21 @@ def test_the_gazebo_bridge_file():
 def test_isaac_topics_are_declared_under_isaac_names_and_renamed():
     isaac = load_profile("isaac").member("isaac_sim")
     assert isaac.remappings == {"/rgb": names.CAMERA_IMAGE, "/camera_info": names.CAMERA_INFO}
-    assert set(isaac.interface.publishes) == {names.CAMERA_IMAGE, names.CAMERA_INFO, names.JOINT_STATES,
-                                              names.CLOCK}
+    assert set(isaac.interface.publishes) == {
+        names.CAMERA_IMAGE,
+        names.CAMERA_INFO,
+        names.JOINT_STATES,
+        names.CLOCK,
+    }
     assert isaac.interface.subscribes == {names.PUSHER_COMMAND: "geometry_msgs/msg/Vector3Stamped"}
 
 
 def test_r3_launch_check(capsys):
     assert launch_main(["isaac", "--check"]) == 0
     out = capsys.readouterr().out
-    assert "isaac_sim (not started by r3) must publish /camera/camera/color/image_raw (renamed from /rgb)" in out
+    assert (
+        "isaac_sim (not started by r3) must publish /camera/camera/color/image_raw (renamed from /rgb)" in out
+    )
     assert "profile isaac: wired" in out
 
 
@@ -162,7 +197,10 @@ def test_r3_launch_check_fails_on_an_unwired_profile(tmp_path, capsys):
     path = _graph_with(tmp_path, "isaac", lambda ms: [m for m in ms if m["name"] != "isaac_sim"])
     assert launch_main(["isaac", "--check", "--graph", str(path)]) == 1
     out = capsys.readouterr().out
-    assert "not wired: r3_reasoner_node subscribes to /camera/camera/color/image_raw, which no member publishes" in out
+    assert (
+        "not wired: r3_reasoner_node subscribes to /camera/camera/color/image_raw, which no member publishes"
+        in out
+    )
 
 
 def test_members_r3_does_not_start_are_not_started(tmp_path, monkeypatch):
@@ -200,8 +238,19 @@ def test_an_unwired_profile_is_reported(tmp_path):
 
 
 def test_remappings_move_the_interface(tmp_path):
-    graph = {"profiles": {"p": {"members": [{"name": "sim", "node": "r3_sim_node",
-                                             "remappings": {"/camera/camera/color/image_raw": "/cam/rgb"}}]}}}
+    graph = {
+        "profiles": {
+            "p": {
+                "members": [
+                    {
+                        "name": "sim",
+                        "node": "r3_sim_node",
+                        "remappings": {"/camera/camera/color/image_raw": "/cam/rgb"},
+                    }
+                ]
+            }
+        }
+    }
     path = tmp_path / "graph.yaml"
     path.write_text(yaml.safe_dump(graph))
     member = load_profile("p", path).member("sim")
@@ -209,11 +258,14 @@ def test_remappings_move_the_interface(tmp_path):
     assert "/camera/camera/color/image_raw" not in member.interface.publishes
 
 
-@pytest.mark.parametrize("member, error", [
-    ({"name": "x", "node": "r3_nonexistent_node"}, "unknown r3 node"),
-    ({"name": "x", "node": "r3_sim_node", "paramters": {}}, "unknown keys ['paramters']"),
-    ({"name": "x", "package": "foo"}, "give either 'node'"),
-])
+@pytest.mark.parametrize(
+    "member, error",
+    [
+        ({"name": "x", "node": "r3_nonexistent_node"}, "unknown r3 node"),
+        ({"name": "x", "node": "r3_sim_node", "paramters": {}}, "unknown keys ['paramters']"),
+        ({"name": "x", "package": "foo"}, "give either 'node'"),
+    ],
+)
 def test_bad_members_name_the_problem(tmp_path, member, error):
     path = tmp_path / "graph.yaml"
     path.write_text(yaml.safe_dump({"profiles": {"p": {"members": [member]}}}))
@@ -228,22 +280,45 @@ def test_unknown_profile_lists_the_known_ones():
 
 def test_ros_gz_bridge_directions(tmp_path):
     path = tmp_path / "bridge.yaml"
-    path.write_text(yaml.safe_dump([
-        {"ros_topic_name": "/clock", "gz_topic_name": "/clock", "ros_type_name": "rosgraph_msgs/msg/Clock",
-         "gz_type_name": "gz.msgs.Clock", "direction": "GZ_TO_ROS"},
-        {"ros_topic_name": "cmd", "gz_topic_name": "/cmd", "ros_type_name": "geometry_msgs/Twist",
-         "gz_type_name": "gz.msgs.Twist", "direction": "ROS_TO_GZ"},
-    ]))
-    assert read_ros_gz_bridge_config(path) == ({"/clock": "rosgraph_msgs/msg/Clock"},
-                                               {"/cmd": "geometry_msgs/msg/Twist"})
+    path.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "ros_topic_name": "/clock",
+                    "gz_topic_name": "/clock",
+                    "ros_type_name": "rosgraph_msgs/msg/Clock",
+                    "gz_type_name": "gz.msgs.Clock",
+                    "direction": "GZ_TO_ROS",
+                },
+                {
+                    "ros_topic_name": "cmd",
+                    "gz_topic_name": "/cmd",
+                    "ros_type_name": "geometry_msgs/Twist",
+                    "gz_type_name": "gz.msgs.Twist",
+                    "direction": "ROS_TO_GZ",
+                },
+            ]
+        )
+    )
+    assert read_ros_gz_bridge_config(path) == (
+        {"/clock": "rosgraph_msgs/msg/Clock"},
+        {"/cmd": "geometry_msgs/msg/Twist"},
+    )
 
 
 def test_ros_arguments_carry_name_parameters_and_remappings(tmp_path):
     member = load_profile("sim_language_table").member("r3_sim_node")
     member.remappings = {"/a": "/b"}
     args = ros_arguments(member, tmp_path / "p.yaml")
-    assert args == ["--ros-args", "-r", "__node:=r3_sim_node", "--params-file", str(tmp_path / "p.yaml"),
-                    "-r", "/a:=/b"]
+    assert args == [
+        "--ros-args",
+        "-r",
+        "__node:=r3_sim_node",
+        "--params-file",
+        str(tmp_path / "p.yaml"),
+        "-r",
+        "/a:=/b",
+    ]
 
 
 @pytest.mark.parametrize("profile_name", ["sim_language_table", "gazebo", "isaac"])
@@ -263,8 +338,9 @@ def test_launch_file_maps_every_member(monkeypatch, profile_name):
 
     fake = {
         "launch": types.SimpleNamespace(LaunchDescription=Recorder),
-        "launch.actions": types.SimpleNamespace(DeclareLaunchArgument=Recorder, OpaqueFunction=Recorder,
-                                                Shutdown=Recorder, TimerAction=Recorder),
+        "launch.actions": types.SimpleNamespace(
+            DeclareLaunchArgument=Recorder, OpaqueFunction=Recorder, Shutdown=Recorder, TimerAction=Recorder
+        ),
         "launch.substitutions": types.SimpleNamespace(LaunchConfiguration=Config),
         "launch_ros.actions": types.SimpleNamespace(Node=Recorder),
     }
@@ -286,7 +362,9 @@ def test_launch_file_maps_every_member(monkeypatch, profile_name):
         assert node.kwargs["parameters"] == [member.parameters]
         assert node.kwargs["remappings"] == list(member.remappings.items())
         exits = node.kwargs["additional_env"]["R3_MEMBER_EXITS"]
-        (timer,) = node.kwargs["on_exit"](types.SimpleNamespace(returncode=-9), None)  # killed: recorded, then
+        (timer,) = node.kwargs["on_exit"](
+            types.SimpleNamespace(returncode=-9), None
+        )  # killed: recorded, then
         (shutdown,) = timer.kwargs["actions"]  # the launch shuts down after the grace
         assert "exited" in shutdown.kwargs["reason"] and timer.kwargs["period"] > 0
         assert Path(exits).read_text().splitlines()[-1] == f"{member.name} was killed by SIGKILL"

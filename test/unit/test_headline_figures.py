@@ -56,8 +56,10 @@ def test_language_table_expert_success_matches_the_readme():
     finally:
         worker.close()
     successes, need = sum(r["success"] for r in records), fewest_successes(len(records), value - half)
-    print(f"\nLanguage Table expert: {successes}/{len(records)} episodes succeeded (README {value:.1%} ± "
-          f"{half:.1%}; at least {need} needed)")
+    print(
+        f"\nLanguage Table expert: {successes}/{len(records)} episodes succeeded (README {value:.1%} ± "
+        f"{half:.1%}; at least {need} needed)"
+    )
     assert successes >= need, [(r["task"], r["scene"]) for r in records if not r["success"]]
 
 
@@ -71,9 +73,14 @@ def test_packing_expert_success_matches_the_readme(grounding, column):
     backend.load()
     cell = PackingCell.build(grounding=grounding)
     episodes = [(str(task), seed) for seed in PACKING_SEEDS[grounding] for task in range(1, 13)]
-    failed = [(task, seed) for task, seed in episodes
-              if not run_packing_episode(task, seed, backend, cell=cell, render=False).success]
+    failed = [
+        (task, seed)
+        for task, seed in episodes
+        if not run_packing_episode(task, seed, backend, cell=cell, render=False).success
+    ]
     successes, need = len(episodes) - len(failed), fewest_successes(len(episodes), value - half)
-    print(f"\npacking expert ({grounding}): {successes}/{len(episodes)} episodes succeeded (README {value:.1%} ± "
-          f"{half:.1%}; at least {need} needed); failed (task, seed): {failed}")
+    print(
+        f"\npacking expert ({grounding}): {successes}/{len(episodes)} episodes succeeded (README {value:.1%} ± "
+        f"{half:.1%}; at least {need} needed); failed (task, seed): {failed}"
+    )
     assert successes >= need, failed

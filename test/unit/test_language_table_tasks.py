@@ -24,8 +24,9 @@ def board(pos: dict[str, tuple[float, float]], parking=PARKING) -> BoardState:
 
 
 def instance(task: str, blocks=(), **params) -> TaskInstance:
-    return get_task(task).from_dict({"task": task, "blocks": list(blocks), "params": {"phrasing": 0, **params},
-                                     "goal": "test goal"})
+    return get_task(task).from_dict(
+        {"task": task, "blocks": list(blocks), "params": {"phrasing": 0, **params}, "goal": "test goal"}
+    )
 
 
 def random_layout(rng: np.random.Generator) -> BoardState:
@@ -103,18 +104,48 @@ CASES = [
     ("line", (A, B, C, D), {"axis": "horizontal"}, {**dict(zip((A, B, C, D), H)), A: (-0.071, 0.05)}, True),
     ("line", (A, B, C, D), {"axis": "horizontal"}, {**dict(zip((A, B, C, D), H)), A: (-0.069, 0.05)}, False),
     # diag_line: 45 degrees, spread <= 0.05, spacing >= 0.06.
-    ("diag_line", (A, B, C), {"diagonal": "bottom left to top right"},
-     {A: rot(-0.07, 0), B: rot(0, 0.049), C: rot(0.07, 0)}, True),
-    ("diag_line", (A, B, C), {"diagonal": "bottom left to top right"},
-     {A: rot(-0.07, 0), B: rot(0, 0.051), C: rot(0.07, 0)}, False),
-    ("diag_line", (A, B, C), {"diagonal": "bottom left to top right"},
-     {A: rot(-0.061, 0), B: rot(0, 0), C: rot(0.07, 0)}, True),
-    ("diag_line", (A, B, C), {"diagonal": "bottom left to top right"},
-     {A: rot(-0.059, 0), B: rot(0, 0), C: rot(0.07, 0)}, False),
-    ("diag_line", (A, B, C), {"diagonal": "top left to bottom right"},
-     {A: rot(-0.07, 0), B: rot(0, 0), C: rot(0.07, 0)}, False),
-    ("diag_line", (A, B, C), {"diagonal": "top left to bottom right"},
-     {A: rot(-0.07, 0, (0.7071, -0.7071)), B: (0, 0), C: rot(0.07, 0, (0.7071, -0.7071))}, True),
+    (
+        "diag_line",
+        (A, B, C),
+        {"diagonal": "bottom left to top right"},
+        {A: rot(-0.07, 0), B: rot(0, 0.049), C: rot(0.07, 0)},
+        True,
+    ),
+    (
+        "diag_line",
+        (A, B, C),
+        {"diagonal": "bottom left to top right"},
+        {A: rot(-0.07, 0), B: rot(0, 0.051), C: rot(0.07, 0)},
+        False,
+    ),
+    (
+        "diag_line",
+        (A, B, C),
+        {"diagonal": "bottom left to top right"},
+        {A: rot(-0.061, 0), B: rot(0, 0), C: rot(0.07, 0)},
+        True,
+    ),
+    (
+        "diag_line",
+        (A, B, C),
+        {"diagonal": "bottom left to top right"},
+        {A: rot(-0.059, 0), B: rot(0, 0), C: rot(0.07, 0)},
+        False,
+    ),
+    (
+        "diag_line",
+        (A, B, C),
+        {"diagonal": "top left to bottom right"},
+        {A: rot(-0.07, 0), B: rot(0, 0), C: rot(0.07, 0)},
+        False,
+    ),
+    (
+        "diag_line",
+        (A, B, C),
+        {"diagonal": "top left to bottom right"},
+        {A: rot(-0.07, 0, (0.7071, -0.7071)), B: (0, 0), C: rot(0.07, 0, (0.7071, -0.7071))},
+        True,
+    ),
     # V: tilt <= 0.03, width >= 0.08, depth >= 0.04, apex offset <= 0.03; any roles.
     ("V", (C, A, B), {}, V_OK, True),
     ("V", (A, B, C), {}, {**V_OK, B: (0.05, 0.129)}, True),
@@ -178,7 +209,13 @@ CASES = [
     ("clear_half", (), {"half": "left"}, _clear({}), True),
     ("clear_half", (), {"half": "left"}, _clear({A: (0.009, -0.1)}), False),
     ("clear_half", (), {"half": "top"}, _clear({b: (0.06, -0.2) for b in BLOCKS[6:]}), True),
-    ("clear_half", (), {"half": "top"}, _clear({**{b: (0.06, -0.2) for b in BLOCKS[6:]}, A: (0.1, -0.009)}), False),
+    (
+        "clear_half",
+        (),
+        {"half": "top"},
+        _clear({**{b: (0.06, -0.2) for b in BLOCKS[6:]}, A: (0.1, -0.009)}),
+        False,
+    ),
     ("clear_half", (), {"half": "bottom"}, _clear({}), False),
     ("clear_half", (), {"half": "right"}, _clear({}), False),
 ]
@@ -219,10 +256,30 @@ def test_terms_and_roles_name_the_shape():
     assert instance("group", (A, B, C, D)).roles(state) == {}
 
 
-BLOCK_COUNTS = {"group": 4, "line": 4, "V": 3, "L": 3, "clear_qtr": 0, "iip": 1, "T": 4, "gris": 2, "iV": 3,
-                "diag_line": 3, "rect": 4, "mid": 3, "iL": 3, "clear_half": 0}
-VARIANTS = {"line": ("axis", 2), "diag_line": ("diagonal", 2), "clear_qtr": ("quarter", 4),
-            "clear_half": ("half", 4), "mid": ("midpoint", None), "iip": ("origin", None)}
+BLOCK_COUNTS = {
+    "group": 4,
+    "line": 4,
+    "V": 3,
+    "L": 3,
+    "clear_qtr": 0,
+    "iip": 1,
+    "T": 4,
+    "gris": 2,
+    "iV": 3,
+    "diag_line": 3,
+    "rect": 4,
+    "mid": 3,
+    "iL": 3,
+    "clear_half": 0,
+}
+VARIANTS = {
+    "line": ("axis", 2),
+    "diag_line": ("diagonal", 2),
+    "clear_qtr": ("quarter", 4),
+    "clear_half": ("half", 4),
+    "mid": ("midpoint", None),
+    "iip": ("origin", None),
+}
 
 
 @pytest.mark.parametrize("task", list(TASKS))

@@ -14,12 +14,15 @@ from r3.execution.base import PoseTarget, top_down_quat
 from r3.execution.moveit_backend import MoveItConfig, MoveItExecutor, MoveItUnavailable
 
 
-@pytest.mark.parametrize("target, reason", [
-    (PoseTarget((2.0, 0.0, 0.3), top_down_quat(0.0)), "outside the workspace"),
-    (PoseTarget((0.4, 0.0, math.nan), top_down_quat(0.0)), "NaN or Inf"),
-    (PoseTarget((0.4, 0.0, 0.3), (1.0, 1.0, 0.0, 0.0)), "quaternion"),
-    (PoseTarget((0.4, 0.0, 0.3), top_down_quat(0.0), gripper=0.2), "gripper opening"),
-])
+@pytest.mark.parametrize(
+    "target, reason",
+    [
+        (PoseTarget((2.0, 0.0, 0.3), top_down_quat(0.0)), "outside the workspace"),
+        (PoseTarget((0.4, 0.0, math.nan), top_down_quat(0.0)), "NaN or Inf"),
+        (PoseTarget((0.4, 0.0, 0.3), (1.0, 1.0, 0.0, 0.0)), "quaternion"),
+        (PoseTarget((0.4, 0.0, 0.3), top_down_quat(0.0), gripper=0.2), "gripper opening"),
+    ],
+)
 def test_bad_targets_are_refused_before_moveit_py_is_imported(target, reason, monkeypatch):
     def no_import():
         raise AssertionError("moveit_py imported for a refused target")
@@ -32,6 +35,7 @@ def test_bad_targets_are_refused_before_moveit_py_is_imported(target, reason, mo
 def test_missing_moveit_py_names_what_to_install():
     try:
         import moveit  # noqa: F401
+
         pytest.skip("moveit_py is installed here")
     except ImportError:
         pass
@@ -44,8 +48,9 @@ class FakeMoveIt:
 
     def __init__(self, plans: bool):
         self.plans, self.goal, self.executed, self.planned = plans, None, [], []
-        pose = SimpleNamespace(position=SimpleNamespace(x=0, y=0, z=0),
-                               orientation=SimpleNamespace(w=1, x=0, y=0, z=0))
+        pose = SimpleNamespace(
+            position=SimpleNamespace(x=0, y=0, z=0), orientation=SimpleNamespace(w=1, x=0, y=0, z=0)
+        )
         self.state = SimpleNamespace(update=lambda: None, get_pose=lambda link: pose)
         self.pose = pose
 
@@ -83,10 +88,15 @@ class FakeMoveIt:
 
 
 def _executor(monkeypatch, plans: bool):
-    pytest.importorskip("geometry_msgs.msg", reason="needs geometry_msgs (the ROS 2 wheels) for the pose message")
+    pytest.importorskip(
+        "geometry_msgs.msg", reason="needs geometry_msgs (the ROS 2 wheels) for the pose message"
+    )
     robot = FakeMoveIt(plans)
-    monkeypatch.setattr(moveit_backend, "import_moveit",
-                        lambda: (None, lambda robot, namespace="": SimpleNamespace(namespace=namespace), None))
+    monkeypatch.setattr(
+        moveit_backend,
+        "import_moveit",
+        lambda: (None, lambda robot, namespace="": SimpleNamespace(namespace=namespace), None),
+    )
     return MoveItExecutor(MoveItConfig(), robot=robot), robot
 
 

@@ -47,16 +47,25 @@ def test_ik_reaches_sampled_reachable_poses(cell):
         assert np.linalg.norm(p2 - p) < 0.005 and math.degrees(rotation_error(R, R2)) < 2.0
 
 
-@pytest.mark.parametrize("target, reason", [
-    (PoseTarget((2.0, 0.0, 0.3), top_down_quat(0.0)), "outside the workspace"),
-    (PoseTarget((0.4, 0.0, math.nan), top_down_quat(0.0)), "NaN or Inf"),
-    (PoseTarget((0.4, 0.0, 0.3), (1.0, 1.0, 0.0, 0.0)), "quaternion"),
-    (PoseTarget((0.4, 0.0, 0.3), top_down_quat(0.0), gripper=0.2), "gripper opening"),
-    (PoseTarget((0.84, 0.54, 0.02), top_down_quat(0.0)), "unreachable"),
-    (PoseTarget((0.52 + 0.099, 0.28, 0.02), top_down_quat(math.pi / 2)), "collision"),  # fingers in a tray wall
-    (PoseTarget((0.5, 0.0, 0.6), top_down_quat(0.0), approach=0.2), "approach starts outside the workspace"),
-    (PoseTarget((0.5, 0.0, 0.2), top_down_quat(0.0), approach=-0.1), "approach distance"),
-])
+@pytest.mark.parametrize(
+    "target, reason",
+    [
+        (PoseTarget((2.0, 0.0, 0.3), top_down_quat(0.0)), "outside the workspace"),
+        (PoseTarget((0.4, 0.0, math.nan), top_down_quat(0.0)), "NaN or Inf"),
+        (PoseTarget((0.4, 0.0, 0.3), (1.0, 1.0, 0.0, 0.0)), "quaternion"),
+        (PoseTarget((0.4, 0.0, 0.3), top_down_quat(0.0), gripper=0.2), "gripper opening"),
+        (PoseTarget((0.84, 0.54, 0.02), top_down_quat(0.0)), "unreachable"),
+        (
+            PoseTarget((0.52 + 0.099, 0.28, 0.02), top_down_quat(math.pi / 2)),
+            "collision",
+        ),  # fingers in a tray wall
+        (
+            PoseTarget((0.5, 0.0, 0.6), top_down_quat(0.0), approach=0.2),
+            "approach starts outside the workspace",
+        ),
+        (PoseTarget((0.5, 0.0, 0.2), top_down_quat(0.0), approach=-0.1), "approach distance"),
+    ],
+)
 def test_invalid_targets_are_refused_without_motion(cell, target, reason):
     _fresh(cell, {})
     before = cell.env.data.qpos.copy()
@@ -83,7 +92,9 @@ def test_an_approach_ends_on_a_straight_line_down(cell, xy):
     tcp = []
     cell.executor.on_step = lambda _: tcp.append(cell.env.tcp_pose()[0].copy()) or True
     try:
-        result = cell.executor.move_to_pose(PoseTarget((*xy, 0.04), top_down_quat(0.1), 0.04, 0.4, approach=0.12))
+        result = cell.executor.move_to_pose(
+            PoseTarget((*xy, 0.04), top_down_quat(0.1), 0.04, 0.4, approach=0.12)
+        )
     finally:
         cell.executor.on_step = None
     assert result.reached, result.reason
@@ -122,7 +133,8 @@ def test_policy_accepts_only_packing_instructions(cell):
     rng = np.random.default_rng(0)
     assert cell.policy.follow("move the red moon left", rng).reason.startswith("rejected:")
     assert cell.policy.follow("Remove the foam brick from the small tray.", rng).reason.startswith(
-        "item_not_in_source_tray")
+        "item_not_in_source_tray"
+    )
 
 
 # --------------------------------------------------------------------------- checkers
@@ -136,11 +148,19 @@ SMALL, MEDIUM, TABLE = (0.52, 0.28, 0.05), (0.55, 0.02, 0.05), (0.30, 0.0, 0.05)
 
 
 def test_success_and_progress_on_hand_made_layouts():
-    inst = PackingTaskInstance("t", "g", {"soup can": "table", "foam brick": "table", "cracker box": "medium"},
-                               {"soup can": "small", "foam brick": "medium"}, clutter=("cracker box",),
-                               upright=("soup can",))
-    done = {"soup can": (SMALL, UP, 0.0, STILL_STEPS), "foam brick": (MEDIUM, UP, 0.0, STILL_STEPS),
-            "cracker box": (TABLE, UP, 0.0, STILL_STEPS)}
+    inst = PackingTaskInstance(
+        "t",
+        "g",
+        {"soup can": "table", "foam brick": "table", "cracker box": "medium"},
+        {"soup can": "small", "foam brick": "medium"},
+        clutter=("cracker box",),
+        upright=("soup can",),
+    )
+    done = {
+        "soup can": (SMALL, UP, 0.0, STILL_STEPS),
+        "foam brick": (MEDIUM, UP, 0.0, STILL_STEPS),
+        "cracker box": (TABLE, UP, 0.0, STILL_STEPS),
+    }
     assert inst.success(_state(done)) and inst.progress(_state(done)) == 1.0
     moving = {**done, "foam brick": (MEDIUM, UP, 0.05, 3)}
     assert not inst.success(_state(moving)) and inst.progress(_state(moving)) == 0.5
@@ -166,7 +186,11 @@ def test_expert_removes_clutter_first():
     env = PackingEnv()
     env.set_layout(inst.layout)
     plan = next_plan(env.state(), inst)
-    assert plan.role == "clutter" and plan.instruction.type.value == "remove" and plan.instruction.item == "cracker box"
+    assert (
+        plan.role == "clutter"
+        and plan.instruction.type.value == "remove"
+        and plan.instruction.item == "cracker box"
+    )
     env.close()
 
 
@@ -202,8 +226,12 @@ def test_expert_solves_task_1(seed):
 
 #: Task 4 half done: the gelatin box is in the small tray, the foam brick still in the medium one,
 #: the sugar box on the table.
-TASK4_HALF = {"gelatin box": (0.49, 0.24, math.pi / 2), "foam brick": (0.5135, 0.065, math.pi / 2),
-              "sugar box": (0.259, 0.12, 0.0), "soup can": (0.293, 0.299, 0.0)}
+TASK4_HALF = {
+    "gelatin box": (0.49, 0.24, math.pi / 2),
+    "foam brick": (0.5135, 0.065, math.pi / 2),
+    "sugar box": (0.259, 0.12, 0.0),
+    "soup can": (0.293, 0.299, 0.0),
+}
 
 
 def _task4(cell, layout):
@@ -227,7 +255,11 @@ def test_expert_clears_an_obstacle_in_the_hands_way(cell):
     state, task = _task4(cell, boxed_in)
     assert hand_blockers("foam brick", state) == ["sugar box"]
     plan = next_plan(state, task)
-    assert plan.role == "obstacle" and plan.instruction.type.value == "remove" and plan.instruction.item == "sugar box"
+    assert (
+        plan.role == "obstacle"
+        and plan.instruction.type.value == "remove"
+        and plan.instruction.item == "sugar box"
+    )
     assert "(it goes back into the medium tray afterwards)" in plan.why
 
 
@@ -239,7 +271,9 @@ def test_expert_does_not_repeat_an_instruction_refused_in_an_unchanged_scene(cel
     cell.env.step(cell.env.joint_targets)  # the instruction is refused: nothing moves, time passes
     again, reasoning = expert.answer(PackingExpertView(cell.env.state(), task), first, 0, 1, True)
     assert again != first and "foam brick" in again  # another way for the same item
-    assert f'"{first}", was refused before anything moved, although nothing visible is in its way' in reasoning
+    assert (
+        f'"{first}", was refused before anything moved, although nothing visible is in its way' in reasoning
+    )
     # Once the scene has changed (the brick lies 1 cm further on), the direct move is worth a try again.
     _fresh(cell, {**TASK4_HALF, "foam brick": (0.5235, 0.065, math.pi / 2)})
     retry, _ = expert.answer(PackingExpertView(cell.env.state(), task), again, 0, 2, True)
@@ -250,7 +284,9 @@ def test_refusals_are_told_from_what_the_privileged_state_topic_carries(cell):
     # The graph's reasoner sees item poses, the held item and the TCP (r3_ros.conversions), not the
     # still counts or the gripper: it must remember refusals exactly as the in-process expert does.
     def as_topic(state):
-        return PackingState({n: ItemState(i.pos, i.quat) for n, i in state.items.items()}, state.held, state.tcp)
+        return PackingState(
+            {n: ItemState(i.pos, i.quat) for n, i in state.items.items()}, state.held, state.tcp
+        )
 
     state, task = _task4(cell, TASK4_HALF)
     cell.env.step(cell.env.joint_targets)

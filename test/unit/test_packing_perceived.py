@@ -41,17 +41,29 @@ def test_estimates_match_the_simulator_on_task_layouts(cell):
         for label in env.state().items:
             est, true = scene.estimate(label), truth.estimate(label)
             assert est is not None, f"task {task} seed {seed}: {label} not seen"
-            yaw = 0.0 if ITEM_SPECS[label].shape == "cylinder" else abs(math.remainder(est.yaw - true.yaw, math.pi))
-            errors.append((math.dist(est.centre[:2], true.centre[:2]), abs(est.centre[2] - true.centre[2]), yaw,
-                           np.abs(np.subtract(est.size, true.size)).max()))
+            yaw = (
+                0.0
+                if ITEM_SPECS[label].shape == "cylinder"
+                else abs(math.remainder(est.yaw - true.yaw, math.pi))
+            )
+            errors.append(
+                (
+                    math.dist(est.centre[:2], true.centre[:2]),
+                    abs(est.centre[2] - true.centre[2]),
+                    yaw,
+                    np.abs(np.subtract(est.size, true.size)).max(),
+                )
+            )
     errors = np.array(errors)
     assert len(errors) >= 25
     centre, height, yaw, size = errors.T
-    print(f"\nperception vs truth over {len(errors)} items: centre median {np.median(centre) / MM:.2f} mm, "
-          f"p90 {np.percentile(centre, 90) / MM:.2f} mm, max {centre.max() / MM:.2f} mm; height max "
-          f"{height.max() / MM:.2f} mm; yaw median {math.degrees(np.median(yaw)):.2f} deg, p90 "
-          f"{math.degrees(np.percentile(yaw, 90)):.2f} deg, max {math.degrees(yaw.max()):.2f} deg; "
-          f"size max {size.max() / MM:.2f} mm")
+    print(
+        f"\nperception vs truth over {len(errors)} items: centre median {np.median(centre) / MM:.2f} mm, "
+        f"p90 {np.percentile(centre, 90) / MM:.2f} mm, max {centre.max() / MM:.2f} mm; height max "
+        f"{height.max() / MM:.2f} mm; yaw median {math.degrees(np.median(yaw)):.2f} deg, p90 "
+        f"{math.degrees(np.percentile(yaw, 90)):.2f} deg, max {math.degrees(yaw.max()):.2f} deg; "
+        f"size max {size.max() / MM:.2f} mm"
+    )
     # README figures (deterministic renders, so the bounds sit just above them): centre median
     # 0.7 mm, p90 1.8 mm, max 2.5 mm; yaw p90 2.0 deg, max 4.8 deg; catalogue sizes exactly.
     assert np.median(centre) < 1.0 * MM and np.percentile(centre, 90) < 2.5 * MM and centre.max() < 3 * MM
@@ -121,14 +133,20 @@ def test_policy_on_perception_never_reads_the_simulator_state(cell, monkeypatch)
     assert env.state().tray_of("foam brick") == "large"
     assert callers["packing/env.py"] > 0  # the watch sees the simulator's own reads
     sensors = {"lowlevel/perceived.py:arm_reading", "lowlevel/perceived.py:scene_key"}
-    assert set(callers) <= {"execution/sim.py", "packing/env.py", *sensors}, callers  # the driver, the simulator
+    assert set(callers) <= {"execution/sim.py", "packing/env.py", *sensors}, (
+        callers
+    )  # the driver, the simulator
 
 
 class _Scripted:
     """A perception source that reports given frames (for the held and still rules)."""
 
-    camera = CameraModel(k=np.array([[300.0, 0, 159.5], [0, 300.0, 119.5], [0, 0, 1]]), width=320, height=240,
-                         base_from_camera=look_at((1.0, 0.0, 1.0), (0.4, 0.0, 0.0)))
+    camera = CameraModel(
+        k=np.array([[300.0, 0, 159.5], [0, 300.0, 119.5], [0, 0, 1]]),
+        width=320,
+        height=240,
+        base_from_camera=look_at((1.0, 0.0, 1.0), (0.4, 0.0, 0.0)),
+    )
 
     def __init__(self):
         self.frame = PerceivedFrame(0, {})
@@ -188,8 +206,9 @@ def test_unknown_grounding_is_refused():
 def test_a_small_item_hidden_in_the_hand_is_held():
     source = _Scripted()
     scene = PerceivedScene(source)
-    source.frame = PerceivedFrame(0, {"tuna fish can": SeenItem("tuna fish can", (0.3, 0.0, 0.033), 0.4,
-                                                                (0.072, 0.071), 0.004, 600)})
+    source.frame = PerceivedFrame(
+        0, {"tuna fish can": SeenItem("tuna fish can", (0.3, 0.0, 0.033), 0.4, (0.072, 0.071), 0.004, 600)}
+    )
     assert scene.state().held is None
     source.reading = ArmReading((0.302, 0.001, 0.15), 0.0, 0.07, ())  # lifted, fingers on something
     source.frame = PerceivedFrame(1, {})  # the hand hides it
@@ -202,10 +221,16 @@ def test_a_small_item_hidden_in_the_hand_is_held():
 def test_yaw_within_the_cameras_resolution_is_axis_aligned_and_round_tops_have_none():
     source = _Scripted()
     scene = PerceivedScene(source)
-    source.frame = PerceivedFrame(0, {
-        "foam brick": SeenItem("foam brick", (0.3, 0.0, 0.05), math.radians(2), (0.075, 0.05), 0.002, 900),
-        "candy box": SeenItem("candy box", (0.3, 0.2, 0.04), math.radians(30), (0.10, 0.05), 0.002, 900),
-        "soup can": SeenItem("soup can", (0.3, -0.2, 0.1), math.radians(37), (0.066, 0.064), 0.002, 900)})
+    source.frame = PerceivedFrame(
+        0,
+        {
+            "foam brick": SeenItem(
+                "foam brick", (0.3, 0.0, 0.05), math.radians(2), (0.075, 0.05), 0.002, 900
+            ),
+            "candy box": SeenItem("candy box", (0.3, 0.2, 0.04), math.radians(30), (0.10, 0.05), 0.002, 900),
+            "soup can": SeenItem("soup can", (0.3, -0.2, 0.1), math.radians(37), (0.066, 0.064), 0.002, 900),
+        },
+    )
     assert scene.estimate("foam brick").yaw == pytest.approx(math.pi / 2)  # across the long axis
     assert scene.estimate("candy box").yaw == pytest.approx(math.radians(120))
     assert scene.estimate("soup can").yaw == 0.0
@@ -225,7 +250,9 @@ def test_a_resting_item_the_arm_hides_keeps_its_last_clear_view():
     assert scene.state().items["sugar box"].pos[:2] == pytest.approx((0.42, -0.34))
     source.frame = PerceivedFrame(2, {})  # hidden entirely: still there
     assert scene.state().items["sugar box"].pos[:2] == pytest.approx((0.42, -0.34))
-    source.reading = ArmReading((0.3, 0.0, 0.5), 0.0, 0.0, tuple(cell_scene.HOME_Q))  # home: every view is clear
+    source.reading = ArmReading(
+        (0.3, 0.0, 0.5), 0.0, 0.0, tuple(cell_scene.HOME_Q)
+    )  # home: every view is clear
     source.frame = PerceivedFrame(3, {"sugar box": part})
     assert scene.state().items["sugar box"].pos[:2] == pytest.approx((0.43, -0.31))
     scene.forget()
@@ -238,7 +265,11 @@ def test_measured_sizes_snap_to_the_catalogue_only_when_they_match_a_resting_pos
 
     assert _known_size("sugar box", (0.040, 0.087, 0.148)) == (0.038, 0.089, 0.150)  # standing
     assert _known_size("sugar box", (0.037, 0.152, 0.091)) == (0.038, 0.150, 0.089)  # on its side
-    assert _known_size("soup can", (0.064, 0.103, 0.067)) == (0.066, 0.100, 0.066)  # lying, across the diameter
+    assert _known_size("soup can", (0.064, 0.103, 0.067)) == (
+        0.066,
+        0.100,
+        0.066,
+    )  # lying, across the diameter
     assert _known_size("sugar box", (0.060, 0.087, 0.148)) == (0.060, 0.087, 0.148)  # no pose within 1 cm
 
 

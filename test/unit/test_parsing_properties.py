@@ -22,8 +22,17 @@ SUITES = ("language_table", "packing")
 LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 WHITESPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
 WRAPPERS = "\"'`*_“”‘’«»"
-HEADERS = ("Instruction:", "instruction:", "INSTRUCTION:", "**Instruction:**", "**Instruction**:", "## Instruction:",
-           "- Instruction:", "> Instruction:", "__Instruction__:")
+HEADERS = (
+    "Instruction:",
+    "instruction:",
+    "INSTRUCTION:",
+    "**Instruction:**",
+    "**Instruction**:",
+    "## Instruction:",
+    "- Instruction:",
+    "> Instruction:",
+    "__Instruction__:",
+)
 REASONING_HEADERS = ("Reasoning:", "reasoning:", "**Reasoning:**", "## Reasoning:")
 _SECTION_WORD = re.compile(r"(?i)instruction|reasoning")
 
@@ -53,18 +62,25 @@ def instructions(draw) -> tuple[str, object, str]:
 
 #: Prose with no section word in it (any case, Unicode case folding included), and something to read.
 reasoning_texts = st.text(min_size=1, max_size=200).filter(
-    lambda t: not _SECTION_WORD.search(t) and t.strip() and not _SECTION_WORD.search(t.casefold()))
+    lambda t: not _SECTION_WORD.search(t) and t.strip() and not _SECTION_WORD.search(t.casefold())
+)
 #: Whitespace and wrappers: what may follow an instruction.
 fillers = st.text(alphabet=WHITESPACE + WRAPPERS, max_size=20)
 #: A separator that ends the instruction's line.
-line_ends = st.tuples(st.text(alphabet=" \t", max_size=3), st.sampled_from(LINE_BREAKS),
-                      st.text(alphabet=WHITESPACE, max_size=5)).map("".join)
+line_ends = st.tuples(
+    st.text(alphabet=" \t", max_size=3),
+    st.sampled_from(LINE_BREAKS),
+    st.text(alphabet=WHITESPACE, max_size=5),
+).map("".join)
 #: Text with something in it that is neither whitespace nor a wrapper: a second instruction, a remark.
 tails = st.one_of(
     st.text(min_size=1, max_size=80),
-    st.tuples(st.sampled_from(("", "Next instruction: ", "Then: ", "- ", "2. ", "Instruction: ")),
-              st.sampled_from([lt.format_instruction(lt.sample_instruction(np.random.default_rng(i)))
-                               for i in range(20)])).map("".join),
+    st.tuples(
+        st.sampled_from(("", "Next instruction: ", "Then: ", "- ", "2. ", "Instruction: ")),
+        st.sampled_from(
+            [lt.format_instruction(lt.sample_instruction(np.random.default_rng(i))) for i in range(20)]
+        ),
+    ).map("".join),
 ).filter(lambda t: any(not c.isspace() and c not in WRAPPERS for c in t))
 
 
@@ -77,7 +93,9 @@ def answers(draw) -> tuple[str, object, str]:
     header = draw(st.sampled_from(HEADERS))
     if sep == " " and not header[0].isupper():  # mid-sentence, only a capitalised word is a header
         header = "Instruction:"
-    left, right = draw(st.sampled_from([("", ""), ('"', '"'), ("'", "'"), ("**", "**"), ("`", "`"), ("“", "”")]))
+    left, right = draw(
+        st.sampled_from([("", ""), ('"', '"'), ("'", "'"), ("**", "**"), ("`", "`"), ("“", "”")])
+    )
     period = draw(st.sampled_from(["", "."])) if not text.endswith(".") else ""
     before = draw(st.text(alphabet=" \t\n", max_size=3))
     body = f"{before}{head} {draw(reasoning_texts)}{sep}{header} {left}{text}{period}{right}"
@@ -95,9 +113,12 @@ def _refused(result) -> bool:
 # --- parse_response ---------------------------------------------------------------------------
 
 
-@given(st.one_of(st.text(), st.none(), st.integers(), st.binary(), st.lists(st.text())),
-       st.sampled_from((*SUITES, "chess")), st.sampled_from(("reason", "instruction_only")),
-       st.sampled_from((None, "stop", "length")))
+@given(
+    st.one_of(st.text(), st.none(), st.integers(), st.binary(), st.lists(st.text())),
+    st.sampled_from((*SUITES, "chess")),
+    st.sampled_from(("reason", "instruction_only")),
+    st.sampled_from((None, "stop", "length")),
+)
 def test_parse_response_never_raises_and_always_says_why(text, suite, mode, finish):
     result = parse_response(text, suite, mode, finish)
     assert isinstance(result, ParsedResponse) or _refused(result)
@@ -158,8 +179,13 @@ def test_a_grammar_never_raises_and_what_it_accepts_is_canonical(text, grammar):
         assert grammar.parse(grammar.format_instruction(result)) == result
 
 
-@given(instructions(), instructions(),
-       st.sampled_from(["; ", ". ", " then ", ", then ", "; and then ", "! ", " ", "\n", "\u2028", "\x85", " and "]))
+@given(
+    instructions(),
+    instructions(),
+    st.sampled_from(
+        ["; ", ". ", " then ", ", then ", "; and then ", "! ", " ", "\n", "\u2028", "\x85", " and "]
+    ),
+)
 def test_a_grammar_refuses_two_instructions_in_one_text(first, second, joint):
     (suite, _, a), (_, _, b) = first, second
     grammar = lt if suite == "language_table" else packing

@@ -17,7 +17,7 @@ MM = 1e-3
 
 def plane_depth(camera: CameraModel, normal, offset) -> np.ndarray:
     """Optical-axis depth of the plane n . p = offset seen by ``camera`` (exact ray intersection)."""
-    rows, cols = np.mgrid[0:camera.height, 0:camera.width].astype(np.float64)
+    rows, cols = np.mgrid[0 : camera.height, 0 : camera.width].astype(np.float64)
     k, t = camera.k, camera.base_from_camera
     rays = np.stack([(cols - k[0, 2]) / k[0, 0], (rows - k[1, 2]) / k[1, 1], np.ones_like(cols)], axis=-1)
     n = np.asarray(normal, dtype=np.float64)
@@ -28,7 +28,9 @@ def plane_depth(camera: CameraModel, normal, offset) -> np.ndarray:
 @pytest.fixture(scope="module")
 def oblique_camera() -> CameraModel:
     k = np.array([[520.0, 0, 319.5], [0, 520.0, 239.5], [0, 0, 1]])
-    return CameraModel(k=k, width=640, height=480, base_from_camera=look_at((0.1, -0.7, 0.75), (0.0, 0.05, 0.0)))
+    return CameraModel(
+        k=k, width=640, height=480, base_from_camera=look_at((0.1, -0.7, 0.75), (0.0, 0.05, 0.0))
+    )
 
 
 @pytest.mark.parametrize("normal, offset", [((0, 0, 1), 0.0), ((0, 0, 1), 0.12), ((0.3, 0.1, 1.0), 0.05)])
@@ -67,7 +69,10 @@ def test_normalised_points_map_to_pixels(oblique_camera):
     assert oblique_camera.normalised_to_pixel(0, 0) == (0, 0)
     assert oblique_camera.normalised_to_pixel(1000, 1000) == (639, 479)
     assert oblique_camera.normalised_to_pixel(500, 500) == (320, 240)
-    assert oblique_camera.normalised_to_pixel(-1, 10) is None and oblique_camera.normalised_to_pixel(10, 1000.5) is None
+    assert (
+        oblique_camera.normalised_to_pixel(-1, 10) is None
+        and oblique_camera.normalised_to_pixel(10, 1000.5) is None
+    )
 
 
 def test_normalised_points_and_rays_round_trip(oblique_camera):
@@ -134,7 +139,9 @@ def test_pair_sync_matches_the_closest_stamps_within_the_slop():
 
 def test_frame_rejects_mismatched_shapes(oblique_camera):
     with pytest.raises(ValueError, match="do not match"):
-        RGBDFrame(rgb=np.zeros((10, 10, 3), np.uint8), depth_m=np.zeros((10, 10), np.float32), camera=oblique_camera)
+        RGBDFrame(
+            rgb=np.zeros((10, 10, 3), np.uint8), depth_m=np.zeros((10, 10), np.float32), camera=oblique_camera
+        )
 
 
 def test_stamped_buffer_waits_for_one_stamp_and_keeps_the_last_few():

@@ -28,7 +28,9 @@ NOW = 1_000_000_000  # the frames' stamp
 
 def to_normalised(frame, col, row):
     """A pixel's centre in 0-1000 coordinates."""
-    return (col + 0.5) / frame.camera.width * NORMALISED_MAX, (row + 0.5) / frame.camera.height * NORMALISED_MAX
+    return (col + 0.5) / frame.camera.width * NORMALISED_MAX, (
+        row + 0.5
+    ) / frame.camera.height * NORMALISED_MAX
 
 
 @pytest.fixture
@@ -64,7 +66,7 @@ def test_place_target_is_the_valid_pixel_nearest_the_box_centre(tabletop, tablet
     rows, cols = np.nonzero(mask)
     cx, cy = (cols.min() + cols.max()) / 2, (rows.min() + rows.max()) / 2
     holed = dataclasses.replace(frame, depth_m=frame.depth_m.copy())
-    holed.depth_m[int(cy) - 3:int(cy) + 4, int(cx) - 3:int(cx) + 4] = 0.0
+    holed.depth_m[int(cy) - 3 : int(cy) + 4, int(cx) - 3 : int(cx) + 4] = 0.0
     moved, _ = ground(holed, mask, "place", GroundingConfig())
     assert 0 < np.linalg.norm(moved - target) < 0.02
 

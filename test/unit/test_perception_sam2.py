@@ -48,12 +48,22 @@ def save_tiny_owlv2(folder) -> None:
     tokenizer = CLIPTokenizer(vocab=vocab, merges=[])
     tiny = {"hidden_size": 32, "intermediate_size": 37, "num_hidden_layers": 2, "num_attention_heads": 4}
     config = Owlv2Config(
-        text_config=dict(tiny, vocab_size=len(vocab), max_position_embeddings=16, bos_token_id=vocab["<|startoftext|>"],
-                         eos_token_id=vocab["<|endoftext|>"], pad_token_id=vocab["<|endoftext|>"]),
-        vision_config=dict(tiny, image_size=64, patch_size=16), projection_dim=32)
+        text_config=dict(
+            tiny,
+            vocab_size=len(vocab),
+            max_position_embeddings=16,
+            bos_token_id=vocab["<|startoftext|>"],
+            eos_token_id=vocab["<|endoftext|>"],
+            pad_token_id=vocab["<|endoftext|>"],
+        ),
+        vision_config=dict(tiny, image_size=64, patch_size=16),
+        projection_dim=32,
+    )
     torch.manual_seed(0)
     Owlv2ForObjectDetection(config).save_pretrained(folder)
-    processor = Owlv2Processor(image_processor=Owlv2ImageProcessor(size={"height": 64, "width": 64}), tokenizer=tokenizer)
+    processor = Owlv2Processor(
+        image_processor=Owlv2ImageProcessor(size={"height": 64, "width": 64}), tokenizer=tokenizer
+    )
     processor.save_pretrained(folder)
 
 
@@ -73,8 +83,13 @@ def test_sam2_point_grounding_and_box_following(small_frame):
 
 def test_owlv2_sam2_finds_boxes_for_names_and_masks_them(small_frame, tmp_path):
     save_tiny_owlv2(tmp_path / "owlv2")
-    segmenter = make_segmenter("owlv2+sam2", detector=str(tmp_path / "owlv2"), score_threshold=0.0,
-                               max_per_label=2, sam2={"image_size": SMALL})
+    segmenter = make_segmenter(
+        "owlv2+sam2",
+        detector=str(tmp_path / "owlv2"),
+        score_threshold=0.0,
+        max_per_label=2,
+        sam2={"image_size": SMALL},
+    )
     perception = Perception(segmenter)
     assert perception.set_query(["red box", "blue cylinder"]) == ""
     detections = perception.process(small_frame)

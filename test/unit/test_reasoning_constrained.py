@@ -58,8 +58,10 @@ def tiny(tmp_path_factory):
 
     folder = build_tiny_model("idefics3", tmp_path_factory.mktemp("tiny") / "m")
     torch.manual_seed(0)
-    return (AutoProcessor.from_pretrained(folder, local_files_only=True),
-            AutoModelForImageTextToText.from_pretrained(folder, local_files_only=True).eval())
+    return (
+        AutoProcessor.from_pretrained(folder, local_files_only=True),
+        AutoModelForImageTextToText.from_pretrained(folder, local_files_only=True).eval(),
+    )
 
 
 def _generate(processor, model, prefix: str, constraint: InstructionConstraint | None, seed: int) -> str:
@@ -89,6 +91,9 @@ def test_the_reasoning_before_the_marker_is_left_free(tiny):
     processor, model = tiny
     tok = processor.tokenizer
     constraint = InstructionConstraint(tok, "packing", model.generation_config.eos_token_id).start(0, "")
-    assert constraint.allowed(tok.encode("Reasoning: the sugar box is on the table.", add_special_tokens=False)) is None
+    assert (
+        constraint.allowed(tok.encode("Reasoning: the sugar box is on the table.", add_special_tokens=False))
+        is None
+    )
     after = constraint.allowed(tok.encode("Reasoning: go.\nInstruction:", add_special_tokens=False))
     assert after and set(after) == set(constraint.trie.root)

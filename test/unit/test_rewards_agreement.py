@@ -20,27 +20,35 @@ from r3.rewards.agreement import (
 from r3.rewards.result import JudgeResult, Tier
 
 
-@pytest.mark.parametrize("a, b, kappa", [
-    ([0, 0, 1, 1], [0, 0, 1, 1], 1.0),
-    ([0, 0, 1, 1], [0, 0, 1, 0], 0.5),
-    ([0, 1, 0, 1], [1, 0, 1, 0], -1.0),
-    ([0.25, 0.25], [0.25, 0.25], 1.0),         # one class on both sides
-    ([0, 0.25, 0.5, 1], [0, 0.25, 0.5, 1], 1.0),
-])
+@pytest.mark.parametrize(
+    "a, b, kappa",
+    [
+        ([0, 0, 1, 1], [0, 0, 1, 1], 1.0),
+        ([0, 0, 1, 1], [0, 0, 1, 0], 0.5),
+        ([0, 1, 0, 1], [1, 0, 1, 0], -1.0),
+        ([0.25, 0.25], [0.25, 0.25], 1.0),  # one class on both sides
+        ([0, 0.25, 0.5, 1], [0, 0.25, 0.5, 1], 1.0),
+    ],
+)
 def test_cohen_kappa(a, b, kappa):
     assert cohen_kappa(a, b) == pytest.approx(kappa)
 
 
-@pytest.mark.parametrize("a, b, r", [
-    ([0, 0.5, 1], [0, 0.5, 1], 1.0),
-    ([0, 0.5, 1], [1, 0.5, 0], -1.0),
-    ([1, 1, 1], [0, 0.5, 1], math.nan),
-])
+@pytest.mark.parametrize(
+    "a, b, r",
+    [
+        ([0, 0.5, 1], [0, 0.5, 1], 1.0),
+        ([0, 0.5, 1], [1, 0.5, 0], -1.0),
+        ([1, 1, 1], [0, 0.5, 1], math.nan),
+    ],
+)
 def test_pearson_r(a, b, r):
     assert pearson_r(a, b) == pytest.approx(r, nan_ok=True)
 
 
-@pytest.mark.parametrize("fn, args", [(cohen_kappa, ([], [])), (cohen_kappa, ([1], [1, 0])), (pearson_r, ([1], [1]))])
+@pytest.mark.parametrize(
+    "fn, args", [(cohen_kappa, ([], [])), (cohen_kappa, ([1], [1, 0])), (pearson_r, ([1], [1]))]
+)
 def test_rating_lists_are_checked(fn, args):
     with pytest.raises(ValueError):
         fn(*args)

@@ -36,7 +36,9 @@ def test_worker_rollouts_give_the_same_verdicts(sim_cases):
 def test_a_group_rolls_out_its_reference_and_each_distinct_candidate_once(sim_cases):
     _, reference, _, snapshot = sim_cases[0]
     rng = np.random.default_rng(0)
-    distinct = {lt.format_instruction(lt.sample_instruction(rng, types=("block_direction",))) for _ in range(6)}
+    distinct = {
+        lt.format_instruction(lt.sample_instruction(rng, types=("block_direction",))) for _ in range(6)
+    }
     distinct -= {lt.format_instruction(lt.parse(reference))}
     candidates = sorted(distinct) * 2  # every candidate twice, as repeated samples in a group
     simulator = OutcomeSimulator()
@@ -44,15 +46,23 @@ def test_a_group_rolls_out_its_reference_and_each_distinct_candidate_once(sim_ca
     rollout = simulator.rollout
     simulator.rollout = lambda snap, instr: runs.append(instr) or rollout(snap, instr)
     reward = JudgeReward(RuleJudge(simulator))
-    scores = reward([f"Instruction: {c}" for c in candidates], expert_instruction=[reference] * len(candidates),
-                    snapshot=[snapshot] * len(candidates))
+    scores = reward(
+        [f"Instruction: {c}" for c in candidates],
+        expert_instruction=[reference] * len(candidates),
+        snapshot=[snapshot] * len(candidates),
+    )
     assert len(scores) == len(candidates) and all(s is not None for s in scores)
-    assert len(runs) == len(set(runs)) == len(distinct) + 1  # each distinct candidate once, the reference once
+    assert (
+        len(runs) == len(set(runs)) == len(distinct) + 1
+    )  # each distinct candidate once, the reference once
 
 
 def test_a_reference_outside_the_grammar_skips_only_its_sample(sim_cases):
     _, reference, _, snapshot = sim_cases[0]
     with pytest.warns(RuntimeWarning, match="sample skipped"):
-        scores = JudgeReward()(["Instruction: " + reference] * 2, expert_instruction=[reference, "fly away"],
-                               snapshot=[snapshot, snapshot])
+        scores = JudgeReward()(
+            ["Instruction: " + reference] * 2,
+            expert_instruction=[reference, "fly away"],
+            snapshot=[snapshot, snapshot],
+        )
     assert scores == [1.0, None]

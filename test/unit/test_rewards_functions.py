@@ -19,14 +19,28 @@ from r3.rewards import (
 ANSWER = "Reasoning: the red moon sits low on the board.\nInstruction: push the red moon upwards"
 
 
-@pytest.mark.parametrize("completion, text", [
-    ("plain", "plain"),
-    ({"role": "assistant", "content": "one message"}, "one message"),
-    ([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], "a"),
-    ([{"role": "assistant", "content": [{"type": "text", "text": "x"}, {"type": "image"}, {"type": "text", "text": "y"}]}],
-     "xy"),
-    ([{"role": "assistant", "content": None}], ""),
-])
+@pytest.mark.parametrize(
+    "completion, text",
+    [
+        ("plain", "plain"),
+        ({"role": "assistant", "content": "one message"}, "one message"),
+        ([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], "a"),
+        (
+            [
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": "x"},
+                        {"type": "image"},
+                        {"type": "text", "text": "y"},
+                    ],
+                }
+            ],
+            "xy",
+        ),
+        ([{"role": "assistant", "content": None}], ""),
+    ],
+)
 def test_completion_text(completion, text):
     assert completion_text(completion) == text
 
@@ -36,20 +50,41 @@ def test_completion_text_rejects_other_types():
         completion_text(42)
 
 
-@pytest.mark.parametrize("completion, reference, suite, expected", [
-    (ANSWER, "move the red moon up", None, 1.0),
-    ([{"role": "assistant", "content": ANSWER}], "move the red moon up", "language_table", 1.0),
-    (ANSWER, "move the red moon up slightly", None, 0.5),
-    (ANSWER, "move the red moon down", None, 0.0),
-    ("Reasoning: no answer given", "move the red moon up", None, 0.0),
-    ("Reasoning: hmm\nInstruction: move the red block up", "move the red moon up", None, 0.0),
-    ("Reasoning: a\nInstruction: touch the red moon\nInstruction: touch the red moon", "touch the red moon", None, 0.0),
-    ("Instruction: touch the red moon", "touch the red moon", None, 1.0),  # no reasoning: length term's job
-    ("Reasoning: ok\nInstruction: Pack the soup can into the small tray.", "Pack the soup can into the small tray.",
-     "packing", 1.0),
-    ("Reasoning: ok\nInstruction: Pack the soup can into the large tray.", "Pack the soup can into the small tray.",
-     "packing", 0.0),
-])
+@pytest.mark.parametrize(
+    "completion, reference, suite, expected",
+    [
+        (ANSWER, "move the red moon up", None, 1.0),
+        ([{"role": "assistant", "content": ANSWER}], "move the red moon up", "language_table", 1.0),
+        (ANSWER, "move the red moon up slightly", None, 0.5),
+        (ANSWER, "move the red moon down", None, 0.0),
+        ("Reasoning: no answer given", "move the red moon up", None, 0.0),
+        ("Reasoning: hmm\nInstruction: move the red block up", "move the red moon up", None, 0.0),
+        (
+            "Reasoning: a\nInstruction: touch the red moon\nInstruction: touch the red moon",
+            "touch the red moon",
+            None,
+            0.0,
+        ),
+        (
+            "Instruction: touch the red moon",
+            "touch the red moon",
+            None,
+            1.0,
+        ),  # no reasoning: length term's job
+        (
+            "Reasoning: ok\nInstruction: Pack the soup can into the small tray.",
+            "Pack the soup can into the small tray.",
+            "packing",
+            1.0,
+        ),
+        (
+            "Reasoning: ok\nInstruction: Pack the soup can into the large tray.",
+            "Pack the soup can into the small tray.",
+            "packing",
+            0.0,
+        ),
+    ],
+)
 def test_judge_reward(completion, reference, suite, expected):
     kwargs = {"expert_instruction": [reference]}
     if suite:
@@ -69,17 +104,22 @@ def test_judge_reward_columns_are_checked():
 
 
 def test_length_reward():
-    assert LengthPenaltyReward(target_words=10)([ANSWER, "Instruction: x", " ".join(["w"] * 12)]) == pytest.approx(
-        [0.0, -1.0, 0.0])
+    assert LengthPenaltyReward(target_words=10)(
+        [ANSWER, "Instruction: x", " ".join(["w"] * 12)]
+    ) == pytest.approx([0.0, -1.0, 0.0])
 
 
-PLAN = ('{"visual_state_description": "apple", "reasoning_and_reflection": "get it", "language_plan": "pick", '
-        '"executable_plan": [{"action_id": 2, "action_name": "pick up apple"}]}')
+PLAN = (
+    '{"visual_state_description": "apple", "reasoning_and_reflection": "get it", "language_plan": "pick", '
+    '"executable_plan": [{"action_id": 2, "action_name": "pick up apple"}]}'
+)
 
 
 def test_plan_rewards():
-    kwargs = {"action_dictionary": [{"1": "find apple", "2": "pick up apple"}],
-              "reference_plan": [["find apple", "pick up apple"]]}
+    kwargs = {
+        "action_dictionary": [{"1": "find apple", "2": "pick up apple"}],
+        "reference_plan": [["find apple", "pick up apple"]],
+    }
     assert PlanFormatReward()([PLAN], **kwargs) == [1.0]
     assert PlanLCSReward()([PLAN], **kwargs) == [0.5]
     (result,) = plan_rewards().evaluate([PLAN], **kwargs)
@@ -93,28 +133,35 @@ def test_plan_rewards():
 def test_composer_reports_unscaled_terms_and_total():
     n = len(ANSWER.split())
     composer = instruction_rewards(target_words=20, weights={"judge": 2.0, "length": 0.5})
-    results = composer.evaluate([ANSWER, "Instruction: move the red moon down"],
-                                expert_instruction=["move the red moon up"] * 2)
+    results = composer.evaluate(
+        [ANSWER, "Instruction: move the red moon down"], expert_instruction=["move the red moon up"] * 2
+    )
     assert [r.terms["judge"] for r in results] == [1.0, 0.0]
     assert [r.terms["length"] for r in results] == pytest.approx([math.log2(n / 20), -1.0])
     assert [r.total for r in results] == pytest.approx([2.0 + 0.5 * math.log2(n / 20), -0.5])
     assert composer(["Instruction: touch the red moon"], expert_instruction=["touch the red moon"]) == [
-        pytest.approx(2.0 - 0.5)]
+        pytest.approx(2.0 - 0.5)
+    ]
 
 
 def test_composer_none_term_skips_the_sample():
-    composer = RewardComposer({"a": lambda completions, **kw: [None, 1.0], "b": lambda completions, **kw: [1.0, 1.0]},
-                              {"a": 1.0, "b": 1.0})
+    composer = RewardComposer(
+        {"a": lambda completions, **kw: [None, 1.0], "b": lambda completions, **kw: [1.0, 1.0]},
+        {"a": 1.0, "b": 1.0},
+    )
     assert composer(["x", "y"]) == [None, 2.0]
 
 
-@pytest.mark.parametrize("terms, weights, match", [
-    ({}, {}, "at least one"),
-    ({"a": len}, {"b": 1.0}, "exactly the terms"),
-    ({"a": len}, {"a": float("nan")}, "finite"),
-    ({"a": len}, {"a": True}, "finite"),
-    ({"a": "not callable"}, {"a": 1.0}, "callable"),
-])
+@pytest.mark.parametrize(
+    "terms, weights, match",
+    [
+        ({}, {}, "at least one"),
+        ({"a": len}, {"b": 1.0}, "exactly the terms"),
+        ({"a": len}, {"a": float("nan")}, "finite"),
+        ({"a": len}, {"a": True}, "finite"),
+        ({"a": "not callable"}, {"a": 1.0}, "callable"),
+    ],
+)
 def test_composer_validates(terms, weights, match):
     with pytest.raises(ValueError, match=match):
         RewardComposer(terms, weights)

@@ -25,17 +25,45 @@ def _case(path):
     raise LookupError(path)
 
 
-@pytest.mark.parametrize("candidate, reference, suite, tier", [
-    ("Slide the blue cube to the right.", "move the blue cube right", "language_table", Tier.LINGUISTIC),
-    ("move the blue cube a bit right", "move the blue cube slightly right", "language_table", Tier.LINGUISTIC),
-    ("move the blue cube right", "move the blue cube right slightly", "language_table", Tier.ADVERB_MISMATCH),
-    ("push the blue cube into the red moon", "push the red moon into the blue cube", "language_table", Tier.NO_MATCH),
-    ("move the blue cube left", "move the blue cube right", "language_table", Tier.NO_MATCH),
-    ("move the blue block left", "move the blue cube left", "language_table", Tier.INVALID),
-    ("", "touch the red moon", "language_table", Tier.INVALID),
-    ("pack the soup can into the small tray", "Pack the soup can into the small tray.", "packing", Tier.LINGUISTIC),
-    ("Pack the soup can into the large tray.", "Pack the soup can into the small tray.", "packing", Tier.NO_MATCH),
-])
+@pytest.mark.parametrize(
+    "candidate, reference, suite, tier",
+    [
+        ("Slide the blue cube to the right.", "move the blue cube right", "language_table", Tier.LINGUISTIC),
+        (
+            "move the blue cube a bit right",
+            "move the blue cube slightly right",
+            "language_table",
+            Tier.LINGUISTIC,
+        ),
+        (
+            "move the blue cube right",
+            "move the blue cube right slightly",
+            "language_table",
+            Tier.ADVERB_MISMATCH,
+        ),
+        (
+            "push the blue cube into the red moon",
+            "push the red moon into the blue cube",
+            "language_table",
+            Tier.NO_MATCH,
+        ),
+        ("move the blue cube left", "move the blue cube right", "language_table", Tier.NO_MATCH),
+        ("move the blue block left", "move the blue cube left", "language_table", Tier.INVALID),
+        ("", "touch the red moon", "language_table", Tier.INVALID),
+        (
+            "pack the soup can into the small tray",
+            "Pack the soup can into the small tray.",
+            "packing",
+            Tier.LINGUISTIC,
+        ),
+        (
+            "Pack the soup can into the large tray.",
+            "Pack the soup can into the small tray.",
+            "packing",
+            Tier.NO_MATCH,
+        ),
+    ],
+)
 def test_rule_tiers(candidate, reference, suite, tier):
     result = judge_instruction(candidate, reference, suite=suite)
     assert result.tier is tier
@@ -48,10 +76,16 @@ def test_parse_error_is_the_reason():
     assert result.score == 0.0 and "ambiguous block" in result.reason
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"candidate": "touch the red moon", "reference": "move the red block"}, "reference"),
-    ({"candidate": "touch the red moon", "reference": "touch the red moon", "suite": "chess"}, "unknown suite"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"candidate": "touch the red moon", "reference": "move the red block"}, "reference"),
+        (
+            {"candidate": "touch the red moon", "reference": "touch the red moon", "suite": "chess"},
+            "unknown suite",
+        ),
+    ],
+)
 def test_bad_reference_or_suite_raises(kwargs, match):
     with pytest.raises(ValueError, match=match):
         judge_instruction(**kwargs)
@@ -90,7 +124,12 @@ def test_simulator_validates_tolerances(kwargs):
 
 def test_cli_prints_json(capsys):
     row = _case(INTO)
-    assert judge_main(["--candidate", row["candidate"], "--reference", row["reference"], "--snapshot", str(INTO)]) == 0
+    assert (
+        judge_main(
+            ["--candidate", row["candidate"], "--reference", row["reference"], "--snapshot", str(INTO)]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["score"] == 0.25 and out["tier"] == "semantic_match" and out["reason"]
     assert judge_main(["--candidate", "touch the red moon", "--reference", "touch the red moon"]) == 0
@@ -101,16 +140,35 @@ def test_cli_help_describes_every_option(capsys):
     with pytest.raises(SystemExit):
         judge_main(["--help"])
     text = capsys.readouterr().out
-    for option in ("--candidate", "--reference", "--snapshot", "--backend", "--suite", "--image", "--vlm-url"):
+    for option in (
+        "--candidate",
+        "--reference",
+        "--snapshot",
+        "--backend",
+        "--suite",
+        "--image",
+        "--vlm-url",
+    ):
         assert option in text
 
 
-@pytest.mark.parametrize("argv", [
-    ["--candidate", "touch the red moon", "--reference", "move the red block"],
-    ["--candidate", "touch the red moon", "--reference", "touch the red moon", "--snapshot", "/nonexistent.npz",
-     "--candidate", "move the red moon up"],
-    ["--candidate", "a", "--reference", "b", "--backend", "vlm", "--vlm-model", ""],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--candidate", "touch the red moon", "--reference", "move the red block"],
+        [
+            "--candidate",
+            "touch the red moon",
+            "--reference",
+            "touch the red moon",
+            "--snapshot",
+            "/nonexistent.npz",
+            "--candidate",
+            "move the red moon up",
+        ],
+        ["--candidate", "a", "--reference", "b", "--backend", "vlm", "--vlm-model", ""],
+    ],
+)
 def test_cli_bad_input_exits_2(argv):
     with pytest.raises(SystemExit) as exc:
         judge_main(argv)

@@ -50,12 +50,18 @@ def server():
     s.httpd.server_close()
 
 
-@pytest.mark.parametrize("content, tier", [
-    ('{"analysis": "same words", "score": 1.0}', Tier.LINGUISTIC),
-    ('{"analysis": "adverb", "score": 0.5}', Tier.ADVERB_MISMATCH),
-    ('<think>picture it</think>```json\n{"analysis": "same block, same place", "score": 0.25}\n```', Tier.SEMANTIC),
-    ('Step 1 ... {"analysis": "different blocks", "score": "0.0"}', Tier.NO_MATCH),
-])
+@pytest.mark.parametrize(
+    "content, tier",
+    [
+        ('{"analysis": "same words", "score": 1.0}', Tier.LINGUISTIC),
+        ('{"analysis": "adverb", "score": 0.5}', Tier.ADVERB_MISMATCH),
+        (
+            '<think>picture it</think>```json\n{"analysis": "same block, same place", "score": 0.25}\n```',
+            Tier.SEMANTIC,
+        ),
+        ('Step 1 ... {"analysis": "different blocks", "score": "0.0"}', Tier.NO_MATCH),
+    ],
+)
 def test_valid_verdicts(server, content, tier):
     server.reply = _chat(content)
     result = VLMJudge(server.url, "judge", api_key="k").judge("push the red moon up", "move the red moon up")
@@ -67,20 +73,25 @@ def test_valid_verdicts(server, content, tier):
 
 def test_image_is_sent_as_data_url(server):
     server.reply = _chat('{"analysis": "x", "score": 0.0}')
-    VLMJudge(server.url, "judge").judge("touch the red moon", "touch the blue cube", image=b"\x89PNG\r\n fake")
+    VLMJudge(server.url, "judge").judge(
+        "touch the red moon", "touch the blue cube", image=b"\x89PNG\r\n fake"
+    )
     content = server.requests[-1][2]["messages"][0]["content"]
     assert content[0]["image_url"]["url"].startswith("data:image/png;base64,")
 
 
-@pytest.mark.parametrize("reply, kind", [
-    (_chat('{"analysis": "x", "score": 0.75}'), "answer"),
-    (_chat('{"analysis": "x", "score": true}'), "answer"),
-    (_chat('{"analysis": "x", "score": "high"}'), "answer"),
-    (_chat("I think they match."), "answer"),
-    ((200, '{"id": "no choices"}'), "protocol"),
-    ((200, "not json"), "protocol"),
-    ((500, '{"error": "overloaded"}'), "http"),
-])
+@pytest.mark.parametrize(
+    "reply, kind",
+    [
+        (_chat('{"analysis": "x", "score": 0.75}'), "answer"),
+        (_chat('{"analysis": "x", "score": true}'), "answer"),
+        (_chat('{"analysis": "x", "score": "high"}'), "answer"),
+        (_chat("I think they match."), "answer"),
+        ((200, '{"id": "no choices"}'), "protocol"),
+        ((200, "not json"), "protocol"),
+        ((500, '{"error": "overloaded"}'), "http"),
+    ],
+)
 def test_failures_are_typed_never_zero(server, reply, kind):
     server.reply = reply
     with pytest.raises(JudgeFailure) as err:
@@ -93,7 +104,9 @@ def test_transport_failure():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(JudgeFailure) as err:
-        VLMJudge(f"http://127.0.0.1:{port}/v1", "judge", timeout_s=2).judge("touch the red moon", "touch the red moon")
+        VLMJudge(f"http://127.0.0.1:{port}/v1", "judge", timeout_s=2).judge(
+            "touch the red moon", "touch the red moon"
+        )
     assert err.value.kind == "transport"
 
 
@@ -103,7 +116,9 @@ def test_unparseable_candidate_needs_no_server(server):
     assert result.tier is Tier.INVALID and len(server.requests) == before
 
 
-@pytest.mark.parametrize("kwargs", [{"base_url": "127.0.0.1:8000", "model": "m"}, {"base_url": "http://x", "model": ""}])
+@pytest.mark.parametrize(
+    "kwargs", [{"base_url": "127.0.0.1:8000", "model": "m"}, {"base_url": "http://x", "model": ""}]
+)
 def test_settings_are_validated(kwargs):
     with pytest.raises(ValueError):
         VLMJudge(**kwargs)
@@ -116,14 +131,26 @@ def test_reward_function_skips_or_raises_on_failure(server):
     with pytest.warns(RuntimeWarning, match="sample skipped"):
         assert reward(completions, expert_instruction=["move the red moon up"]) == [None]
     with pytest.raises(JudgeFailure):
-        JudgeReward(vlm=VLMJudge(server.url, "judge"), on_failure="raise")(completions, expert_instruction=["x"])
+        JudgeReward(vlm=VLMJudge(server.url, "judge"), on_failure="raise")(
+            completions, expert_instruction=["x"]
+        )
     server.reply = _chat('{"analysis": "same", "score": 0.25}')
     assert reward(completions, expert_instruction=["move the red moon up"]) == [0.25]
 
 
 def test_cli_vlm_backend(server, capsys):
-    argv = ["--candidate", "push the red moon up", "--reference", "move the red moon up", "--backend", "vlm",
-            "--vlm-url", server.url, "--vlm-model", "judge"]
+    argv = [
+        "--candidate",
+        "push the red moon up",
+        "--reference",
+        "move the red moon up",
+        "--backend",
+        "vlm",
+        "--vlm-url",
+        server.url,
+        "--vlm-model",
+        "judge",
+    ]
     server.reply = _chat('{"analysis": "same", "score": 1.0}')
     assert judge_main(argv) == 0 and json.loads(capsys.readouterr().out)["tier"] == "linguistic_match"
     server.reply = (503, "{}")

@@ -14,8 +14,14 @@ TEST_DIR = Path(__file__).resolve().parents[1]
 
 def _claim_in_a_child(ids: range) -> subprocess.CompletedProcess:
     code = f"from ros_domains import DomainClaim; print(DomainClaim(range({ids.start}, {ids.stop})).domain)"
-    return subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(TEST_DIR)),
-                          capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, PYTHONPATH=str(TEST_DIR)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_the_session_domain_and_a_test_claim_are_refused_to_other_processes():

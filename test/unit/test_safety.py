@@ -93,13 +93,20 @@ def test_a_valid_answer_resets_the_refusal_count():
     assert guard.abort_reason == "3 consecutive invalid reasoner outputs (last: e); the robot holds still"
 
 
-@pytest.mark.parametrize("history, expected", [
-    ("response", "raw\n" + refusal_note("why")), ("instruction", refusal_note("why")), ("none", refusal_note("why")),
-])
+@pytest.mark.parametrize(
+    "history, expected",
+    [
+        ("response", "raw\n" + refusal_note("why")),
+        ("instruction", refusal_note("why")),
+        ("none", refusal_note("why")),
+    ],
+)
 def test_the_model_reads_why_it_was_refused(history, expected):
     assert next_history(history, False, "raw", "", "why") == expected
-    assert next_history(history, True, "raw", "move the red moon up") == {
-        "response": "raw", "instruction": "move the red moon up", "none": ""}[history]
+    assert (
+        next_history(history, True, "raw", "move the red moon up")
+        == {"response": "raw", "instruction": "move the red moon up", "none": ""}[history]
+    )
 
 
 def test_refusal_notes_are_bounded():
@@ -118,11 +125,16 @@ def test_replaying_recorded_outputs_repeats_every_decision(tmp_path):
     env = LanguageTableEnv()
     first = run_episode("line", 5, Script(answers), env=env, render=False, max_steps=12)
     source = tmp_path / "recorded.jsonl"
-    source.write_text("".join(json.dumps({"text": s.raw_response, "finish_reason": a[2]}) + "\n"
-                              for s, a in zip(first.steps, answers)))
+    source.write_text(
+        "".join(
+            json.dumps({"text": s.raw_response, "finish_reason": a[2]}) + "\n"
+            for s, a in zip(first.steps, answers)
+        )
+    )
     replay = make_backend(f"replay:{source}")
     replay.load()
     second = run_episode("line", 5, replay, env=env, render=False, max_steps=12)
-    assert [(s.valid, s.error, s.instruction) for s in second.steps] == \
-        [(s.valid, s.error, s.instruction) for s in first.steps]
+    assert [(s.valid, s.error, s.instruction) for s in second.steps] == [
+        (s.valid, s.error, s.instruction) for s in first.steps
+    ]
     assert [s.snapshot for s in second.steps] == [s.snapshot for s in first.steps]

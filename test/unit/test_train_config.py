@@ -28,9 +28,18 @@ def test_rl_config_reproduces_table_9_with_dr_grpo(world):
     cfg = load_config(CONFIGS / "rl_language_table.yaml", RLConfig)
     args = grpo_arguments(cfg, world=world, cuda=True, reward_weights=[1.0, 1.0, 0.0])
     expected = {
-        "loss_type": "dr_grpo", "scale_rewards": "none", "beta": 0.0, "epsilon": 0.2, "epsilon_high": 0.3,
-        "num_generations": 12, "temperature": 1.0, "max_completion_length": 1024, "learning_rate": 2e-6,
-        "num_train_epochs": 4, "importance_sampling_level": "token", "num_iterations": 1,
+        "loss_type": "dr_grpo",
+        "scale_rewards": "none",
+        "beta": 0.0,
+        "epsilon": 0.2,
+        "epsilon_high": 0.3,
+        "num_generations": 12,
+        "temperature": 1.0,
+        "max_completion_length": 1024,
+        "learning_rate": 2e-6,
+        "num_train_epochs": 4,
+        "importance_sampling_level": "token",
+        "num_iterations": 1,
     }
     assert {k: args[k] for k in expected} == expected
     assert args["per_device_train_batch_size"] * world * args["gradient_accumulation_steps"] == 32 * 12
@@ -46,8 +55,14 @@ def test_the_values_are_valid_trl_arguments(tmp_path):
     assert TRLSFTConfig(**sft_arguments(sft, 1, cuda=False)).completion_only_loss is True
     rl = load_config(CONFIGS / "rl_language_table.yaml", RLConfig, over)
     trl = GRPOConfig(**grpo_arguments(rl, 1, cuda=False, reward_weights=[1.0, 1.0, 0.0]))
-    assert (trl.loss_type, trl.scale_rewards, trl.beta, trl.epsilon, trl.epsilon_high, trl.num_generations) == (
-        "dr_grpo", "none", 0.0, 0.2, 0.3, 12)
+    assert (
+        trl.loss_type,
+        trl.scale_rewards,
+        trl.beta,
+        trl.epsilon,
+        trl.epsilon_high,
+        trl.num_generations,
+    ) == ("dr_grpo", "none", 0.0, 0.2, 0.3, 12)
     assert trl.generation_batch_size == 384 and trl.steps_per_generation == trl.gradient_accumulation_steps
 
 

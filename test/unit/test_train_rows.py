@@ -20,9 +20,17 @@ IMAGE = np.zeros((4, 4, 3), np.uint8)
 
 def _row(step, history="", kind="none", expert="move the blue cube up", episode="e0"):
     return {
-        "images": ["a.png"], "goal": GOAL, "note": "", "suite": "language_table", "history": history,
-        "history_kind": kind, "expert_instruction": expert, "step": step, "episode_id": episode,
-        "instruction": "move the blue moon left", "response": RESPONSE,
+        "images": ["a.png"],
+        "goal": GOAL,
+        "note": "",
+        "suite": "language_table",
+        "history": history,
+        "history_kind": kind,
+        "expert_instruction": expert,
+        "step": step,
+        "episode_id": episode,
+        "instruction": "move the blue moon left",
+        "response": RESPONSE,
     }
 
 
@@ -34,14 +42,17 @@ def test_training_prompt_is_the_inference_prompt():
     row = _row(1, "Reasoning: it is low.\nInstruction: move the blue cube up", "response")
     messages = prompt_messages(row)
     image = np.zeros((4, 4, 3), np.uint8)
-    inference = ReasonerInput("language_table", GOAL, [image], history_text=row["history"], history="response")
+    inference = ReasonerInput(
+        "language_table", GOAL, [image], history_text=row["history"], history="response"
+    )
     assert messages[0]["role"] == "user" and messages[0]["content"][0] == {"type": "image"}
     assert messages[0]["content"][1] == {"type": "text", "text": prompt_text(inference)}
 
 
 def test_previous_instruction_reads_either_history_kind():
-    assert previous_instruction(_row(1, "Reasoning: x.\nInstruction: **touch the red moon.**", "response")) == (
-        "touch the red moon")
+    assert previous_instruction(
+        _row(1, "Reasoning: x.\nInstruction: **touch the red moon.**", "response")
+    ) == ("touch the red moon")
     assert previous_instruction(_row(1, "touch the red moon", "instruction")) == "touch the red moon"
     assert previous_instruction(_row(0)) == ""
 
@@ -53,7 +64,10 @@ def test_imputation_keeps_a_matching_sample_else_falls_back():
         _row(2, "move the blue moon left", "instruction", expert="touch the red moon"),
         _row(4, "push the red moon into the blue cube", "instruction", expert="touch the red moon"),
     ]
-    answers = {0: "Reasoning: the cube is low.\nInstruction: slide the blue cube upwards", 1: "Instruction: nothing"}
+    answers = {
+        0: "Reasoning: the cube is low.\nInstruction: slide the blue cube upwards",
+        1: "Instruction: nothing",
+    }
     seen = []
 
     def sample(inp):
@@ -71,14 +85,21 @@ def test_imputation_keeps_a_matching_sample_else_falls_back():
     # step 1 was prompted with its own imputed history when step 2 was resampled
     assert seen[1] == (1, "response", answers[0])
     # step 4: step 3 is not in the data, so nothing can be resampled
-    assert by_step[4]["tried"] == 0 and by_step[4]["history"] == "Instruction: push the red moon into the blue cube"
+    assert (
+        by_step[4]["tried"] == 0
+        and by_step[4]["history"] == "Instruction: push the red moon into the blue cube"
+    )
 
 
 def test_response_stats_log_length_validity_and_repeats():
     logged = {}
     stats = ResponseStats()
     out = stats(
-        ["Reasoning: a b.\nInstruction: touch the red moon", "Reasoning: c.\nInstruction: touch the blue cube", "junk"],
+        [
+            "Reasoning: a b.\nInstruction: touch the red moon",
+            "Reasoning: c.\nInstruction: touch the blue cube",
+            "junk",
+        ],
         suite=["language_table"] * 3,
         previous_instruction=["touch the red moon"] * 3,
         log_metric=logged.__setitem__,
@@ -99,12 +120,19 @@ def test_instruction_only_prompt_shows_the_previous_answer_as_the_model_would_ha
     """An instruction-only model never writes reasoning, so its history holds none either."""
     prompt = PromptSettings("instruction_only", "response")
     shown = _text(prompt_messages(_row(1, PREVIOUS, "response"), prompt))
-    own = ReasonerInput("language_table", GOAL, [IMAGE], history_text="Instruction: move the blue cube up",
-                        history="response", mode="instruction_only")
+    own = ReasonerInput(
+        "language_table",
+        GOAL,
+        [IMAGE],
+        history_text="Instruction: move the blue cube up",
+        history="response",
+        mode="instruction_only",
+    )
     assert shown == prompt_text(own) and "sits low" not in shown
     first = _text(prompt_messages(_row(0), prompt))  # a first step: an empty history of the model's kind
-    assert "None: this is the first step." in first and first == prompt_text(ReasonerInput(
-        "language_table", GOAL, [IMAGE], history="response", mode="instruction_only"))
+    assert "None: this is the first step." in first and first == prompt_text(
+        ReasonerInput("language_table", GOAL, [IMAGE], history="response", mode="instruction_only")
+    )
 
 
 def test_prompt_settings_recast_an_input_to_the_checkpoint_s_history():
@@ -113,8 +141,9 @@ def test_prompt_settings_recast_an_input_to_the_checkpoint_s_history():
     assert (by_instruction.history, by_instruction.history_text) == ("instruction", "move the blue cube up")
     assert PromptSettings("reason", "response").apply(given) == given
     assert PromptSettings("reason", "none").apply(given).history_text == ""
-    as_instruction = ReasonerInput("language_table", GOAL, [IMAGE], history_text="touch the red moon",
-                                   history="instruction")
+    as_instruction = ReasonerInput(
+        "language_table", GOAL, [IMAGE], history_text="touch the red moon", history="instruction"
+    )
     with pytest.raises(ValueError, match="trained with history='response'.*run it with history 'response'"):
         PromptSettings("reason", "response").apply(as_instruction)
 
@@ -129,7 +158,9 @@ def test_prompt_settings_travel_in_the_model_folder(tmp_path):
 
 
 def test_a_run_takes_its_rows_history_kind_and_refuses_a_mix():
-    assert prompt_settings(["none", "response", "response"], "reason", False) == PromptSettings("reason", "response")
+    assert prompt_settings(["none", "response", "response"], "reason", False) == PromptSettings(
+        "reason", "response"
+    )
     assert prompt_settings(["none"], "instruction_only", False).history == "none"
     with pytest.raises(DatasetError, match="mix history kinds"):
         prompt_settings(["response", "instruction"], "reason", False)
@@ -137,6 +168,7 @@ def test_a_run_takes_its_rows_history_kind_and_refuses_a_mix():
 
 def test_response_stats_judge_validity_in_the_run_s_mode():
     logged = {}
-    ResponseStats(mode="instruction_only")(["Instruction: touch the red moon"], suite=["language_table"],
-                                           log_metric=logged.__setitem__)
+    ResponseStats(mode="instruction_only")(
+        ["Instruction: touch the red moon"], suite=["language_table"], log_metric=logged.__setitem__
+    )
     assert logged["response/valid_fraction"] == 1.0

@@ -42,7 +42,7 @@ class ReplayBackend(ReasonerBackend):
         self.answers: list[tuple[str, str]] = []
 
     @classmethod
-    def from_spec(cls, rest: str, **options) -> "ReplayBackend":
+    def from_spec(cls, rest: str, **options) -> ReplayBackend:
         if not rest:
             raise ValueError("replay spec needs a source: replay:BAG_DIR or replay:FILE.jsonl")
         return cls(rest)
@@ -56,9 +56,13 @@ class ReplayBackend(ReasonerBackend):
     def decide(self, inp, budget: ReasoningBudget = ReasoningBudget(), on_text=None) -> BackendOutput:
         start = time.perf_counter()
         if inp.step >= len(self.answers):
-            raise BackendError(f"{self.path} has no answer for step {inp.step} ({len(self.answers)} recorded)")
+            raise BackendError(
+                f"{self.path} has no answer for step {inp.step} ({len(self.answers)} recorded)"
+            )
         text, finish = self.answers[inp.step]
         if on_text is not None:
             on_text(text)
         elapsed = time.perf_counter() - start
-        return BackendOutput(text, finish, None, len(text.split()), None, elapsed, elapsed, self.model_id, 1, False)
+        return BackendOutput(
+            text, finish, None, len(text.split()), None, elapsed, elapsed, self.model_id, 1, False
+        )

@@ -36,7 +36,9 @@ class Option:
         try:
             return self.kind(text)
         except ValueError:
-            raise ValueError(f"{key}={text!r}: expected {'a number' if self.kind is float else 'an integer'}") from None
+            raise ValueError(
+                f"{key}={text!r}: expected {'a number' if self.kind is float else 'an integer'}"
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,6 @@ def spec_options(spec: BackendSpec, options: Mapping[str, Option]) -> dict:
     if missing:
         raise ValueError(f"{name}: {', '.join(f'{key}=' for key in missing)} is required")
     return values
-
 
 
 #: The sampling keys every generating backend takes (its constructor's keyword arguments).

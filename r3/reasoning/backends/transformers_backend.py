@@ -24,7 +24,7 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 def resolve_device(device: str) -> str:
-    """"auto" -> "cuda" when torch sees a GPU, else "cpu"; a CUDA device this machine does not
+    """ "auto" -> "cuda" when torch sees a GPU, else "cpu"; a CUDA device this machine does not
     have is refused here, when the backend is built, so `r3 run` says so before the graph starts."""
     import torch
 
@@ -36,7 +36,9 @@ def resolve_device(device: str) -> str:
         raise ValueError(f"device={device!r}: expected auto, cpu, cuda or cuda:N")
     if not torch.cuda.is_available():
         build = f"torch {torch.__version__}" + ("" if torch.version.cuda else ", a build without CUDA")
-        raise ValueError(f"device={device}: CUDA is not available on this machine ({build}); use device=cpu or auto")
+        raise ValueError(
+            f"device={device}: CUDA is not available on this machine ({build}); use device=cpu or auto"
+        )
     index, count = int(device.partition(":")[2] or 0), torch.cuda.device_count()
     if index >= count:
         raise ValueError(f"device={device}: this machine has {count} CUDA device(s)")
@@ -143,7 +145,9 @@ class TransformersBackend(ReasonerBackend):
 
         if self.model is None:
             raise BackendError(f"backend for {self.model_dir} is not loaded: call load() first")
-        thinking = self.thinking if self.thinking is not None else self.prompt is not None and self.prompt.thinking
+        thinking = (
+            self.thinking if self.thinking is not None else self.prompt is not None and self.prompt.thinking
+        )
         template_kwargs = {} if thinking else {"enable_thinking": False}
         text = self.processor.apply_chat_template(
             messages, add_generation_prompt=True, tokenize=False, **template_kwargs

@@ -54,8 +54,10 @@ def scene_into(rng, x, y, d):
     start = rng.uniform(-BOUNDS, BOUNDS)
     end = start + DIRECTION_PUSH * _unit(d)
     other = end + INTO_GAP * _unit(d)
-    pairs = [(f"push the {x} into the {y}", f"move the {x} {d}", 0.25, "into_vs_direction"),
-             (f"push the {y} into the {x}", f"push the {x} into the {y}", 0.0, "reverse_into")]
+    pairs = [
+        (f"push the {x} into the {y}", f"move the {x} {d}", 0.25, "into_vs_direction"),
+        (f"push the {y} into the {x}", f"push the {x} into the {y}", 0.0, "reverse_into"),
+    ]
     return {x: start, y: other}, (start, end), pairs
 
 
@@ -64,8 +66,10 @@ def scene_location(rng, x, y, d):
     place = list(LOCATIONS)[rng.integers(len(LOCATIONS))]
     end = np.array(LOCATIONS[place])
     start = end - DIRECTION_PUSH * _unit(d)
-    pairs = [(f"move the {x} to the {place}", f"move the {x} {d}", 0.25, "location_vs_direction"),
-             (f"move the {x} {d} slightly", f"move the {x} to the {place}", 0.0, "slight_vs_full")]
+    pairs = [
+        (f"move the {x} to the {place}", f"move the {x} {d}", 0.25, "location_vs_direction"),
+        (f"move the {x} {d} slightly", f"move the {x} to the {place}", 0.0, "slight_vs_full"),
+    ]
     return {x: start}, (start, end), pairs
 
 
@@ -75,8 +79,15 @@ def scene_side(rng, x, y, d):
     other = rng.uniform(-BOUNDS, BOUNDS)
     end = other + SIDE_GAP * _unit(side)
     start = end - DIRECTION_PUSH * _unit(d)
-    pairs = [(f"move the {x} to the {SIDE_WORD[side]} side of the {y}", f"move the {x} {d}", 0.25, "side_vs_direction"),
-             (f"move the {y} {d}", f"move the {x} {d}", 0.0, "other_block")]
+    pairs = [
+        (
+            f"move the {x} to the {SIDE_WORD[side]} side of the {y}",
+            f"move the {x} {d}",
+            0.25,
+            "side_vs_direction",
+        ),
+        (f"move the {y} {d}", f"move the {x} {d}", 0.0, "other_block"),
+    ]
     return {x: start, y: other}, (start, end), pairs
 
 
@@ -85,8 +96,10 @@ def scene_separate(rng, x, y, d):
     start = rng.uniform(-BOUNDS, BOUNDS)
     other = start - (SEPARATE_GAP - SLIGHT_PUSH) * _unit(d)
     end = start + SLIGHT_PUSH * _unit(d)
-    pairs = [(f"separate the {x} from the {y}", f"move the {x} {d} a bit", 0.25, "separate_vs_direction"),
-             (f"separate the {y} from the {x}", f"separate the {x} from the {y}", 0.0, "reverse_separate")]
+    pairs = [
+        (f"separate the {x} from the {y}", f"move the {x} {d} a bit", 0.25, "separate_vs_direction"),
+        (f"separate the {y} from the {x}", f"separate the {x} from the {y}", 0.0, "reverse_separate"),
+    ]
     return {x: start, y: other}, (start, end), pairs
 
 
@@ -98,10 +111,20 @@ def scene_location_side(rng, x, y, d):
     side = d
     approach = [s for s in OPPOSITE if s not in (d, OPPOSITE[d])][rng.integers(2)]
     start = end - DIRECTION_PUSH * _unit(approach)
-    pairs = [(f"move the {x} to the {place}", f"move the {x} to the {SIDE_WORD[side]} side of the {y}", 0.25,
-              "location_vs_side"),
-             (f"move the {x} to the {SIDE_WORD[OPPOSITE[side]]} side of the {y}",
-              f"move the {x} to the {SIDE_WORD[side]} side of the {y}", 0.0, "opposite_side")]
+    pairs = [
+        (
+            f"move the {x} to the {place}",
+            f"move the {x} to the {SIDE_WORD[side]} side of the {y}",
+            0.25,
+            "location_vs_side",
+        ),
+        (
+            f"move the {x} to the {SIDE_WORD[OPPOSITE[side]]} side of the {y}",
+            f"move the {x} to the {SIDE_WORD[side]} side of the {y}",
+            0.0,
+            "opposite_side",
+        ),
+    ]
     return {x: start, y: other}, (start, end), pairs
 
 
@@ -111,8 +134,10 @@ def scene_location_into(rng, x, y, d):
     end = np.array(LOCATIONS[place])
     start = end - DIRECTION_PUSH * _unit(d)
     other = end + INTO_GAP * _unit(d)
-    pairs = [(f"push the {x} into the {y}", f"move the {x} to the {place}", 0.25, "location_vs_into"),
-             (f"touch the {x}", f"move the {x} to the {place}", 0.0, "touch_moves_nothing")]
+    pairs = [
+        (f"push the {x} into the {y}", f"move the {x} to the {place}", 0.25, "location_vs_into"),
+        (f"touch the {x}", f"move the {x} to the {place}", 0.0, "touch_moves_nothing"),
+    ]
     return {x: start, y: other}, (start, end), pairs
 
 
@@ -121,8 +146,10 @@ def scene_slight_into(rng, x, y, d):
     start = rng.uniform(-BOUNDS, BOUNDS)
     end = start + SLIGHT_PUSH * _unit(d)
     other = end + INTO_GAP * _unit(d)
-    pairs = [(f"slide the {x} into the {y}", f"move the {x} slightly {d}", 0.25, "slight_into_vs_direction"),
-             (f"move the {x} {d}", f"push the {x} into the {y}", 0.0, "full_push_into_near_block")]
+    pairs = [
+        (f"slide the {x} into the {y}", f"move the {x} slightly {d}", 0.25, "slight_into_vs_direction"),
+        (f"move the {x} {d}", f"push the {x} into the {y}", 0.0, "full_push_into_near_block"),
+    ]
     return {x: start, y: other}, (start, end), pairs
 
 
@@ -135,15 +162,23 @@ def scene_loose_into(rng, x, y, d):
     end = start + (DIRECTION_PUSH + 0.05) * _unit(d)
     other = end + INTO_GAP * _unit(d)
     diagonal = f"{d} and left" if d in ("up", "down") else f"up and {d}"
-    pairs = [(f"push the {x} into the {y}", f"move the {x} {d}", 0.25, "loose_into_vs_direction"),
-             (f"move the {x} {diagonal}", f"move the {x} {d}", 0.0, "diagonal_vs_straight")]
+    pairs = [
+        (f"push the {x} into the {y}", f"move the {x} {d}", 0.25, "loose_into_vs_direction"),
+        (f"move the {x} {diagonal}", f"move the {x} {d}", 0.0, "diagonal_vs_straight"),
+    ]
     return {x: start, y: other}, (start, end), pairs
 
 
-FAMILIES = [(scene_into, list(DIRECTIONS)), (scene_location, list(DIRECTIONS)), (scene_side, list(OPPOSITE)),
-            (scene_separate, list(OPPOSITE)), (scene_location_side, list(OPPOSITE)),
-            (scene_location_into, list(OPPOSITE)), (scene_slight_into, list(OPPOSITE)),
-            (scene_loose_into, list(OPPOSITE))]
+FAMILIES = [
+    (scene_into, list(DIRECTIONS)),
+    (scene_location, list(DIRECTIONS)),
+    (scene_side, list(OPPOSITE)),
+    (scene_separate, list(OPPOSITE)),
+    (scene_location_side, list(OPPOSITE)),
+    (scene_location_into, list(OPPOSITE)),
+    (scene_slight_into, list(OPPOSITE)),
+    (scene_loose_into, list(OPPOSITE)),
+]
 
 
 def _fits(layout, placed, path, pusher) -> bool:
@@ -154,7 +189,10 @@ def _fits(layout, placed, path, pusher) -> bool:
         if name in placed:
             continue
         p = np.array([bx, by])
-        if _segment_distance(*path, p) < CLEARANCE or min(np.linalg.norm(p - q) for q in placed.values()) < CLEARANCE:
+        if (
+            _segment_distance(*path, p) < CLEARANCE
+            or min(np.linalg.norm(p - q) for q in placed.values()) < CLEARANCE
+        ):
             return False
     return all(np.linalg.norm(np.array(pusher) - q) > CLEARANCE for q in placed.values())
 
@@ -184,21 +222,34 @@ def build(env: LanguageTableEnv, scenes_per_direction: int = 1, seed: int = 0) -
                 name = f"snapshots/{scene:03d}_{family.__name__.removeprefix('scene_')}.npz"
                 (HERE / name).write_bytes(env.snapshot())
                 for cand, ref, score, kind in pairs:
-                    rows.append({"candidate": cand, "reference": ref, "human_score": score, "suite": "language_table",
-                                 "category": f"semantic/{kind}", "snapshot": name})
+                    rows.append(
+                        {
+                            "candidate": cand,
+                            "reference": ref,
+                            "human_score": score,
+                            "suite": "language_table",
+                            "category": f"semantic/{kind}",
+                            "snapshot": name,
+                        }
+                    )
                 scene += 1
     return rows
 
 
 def main() -> None:
-    keep = [line for line in CASES.read_text().splitlines()
-            if line.strip() and not json.loads(line)["category"].startswith("semantic/")]
+    keep = [
+        line
+        for line in CASES.read_text().splitlines()
+        if line.strip() and not json.loads(line)["category"].startswith("semantic/")
+    ]
     for old in SNAPSHOTS.glob("*.npz"):
         old.unlink()
     env = LanguageTableEnv(task=None, render_mode=None)
     rows = build(env)
     CASES.write_text("\n".join(keep + [json.dumps(r) for r in rows]) + "\n")
-    print(f"{len(rows)} simulator cases over {len(list(SNAPSHOTS.glob('*.npz')))} scenes; {len(keep)} other cases kept")
+    print(
+        f"{len(rows)} simulator cases over {len(list(SNAPSHOTS.glob('*.npz')))} scenes; {len(keep)} other cases kept"
+    )
 
 
 if __name__ == "__main__":

@@ -161,7 +161,9 @@ class LanguageTableEnv(gym.Env):
             except RuntimeError:  # this layout already satisfies every variant of the task: draw again
                 continue
         else:
-            raise RuntimeError(f"no layout with an unsolved {self._task_spec.name!r} task in {LAYOUT_TRIES} draws")
+            raise RuntimeError(
+                f"no layout with an unsolved {self._task_spec.name!r} task in {LAYOUT_TRIES} draws"
+            )
         return self._obs(), self._info(state)
 
     def step(self, action):
@@ -198,8 +200,10 @@ class LanguageTableEnv(gym.Env):
         target = start + action
         if not np.any(((target < lo) & (action < 0)) | ((target > hi) & (action > 0))):
             return ""
-        return (f"action {action.tolist()} would take the pusher from {start.round(4).tolist()} off the reachable "
-                f"board area (x in [{lo[0]:.3f}, {hi[0]:.3f}], y in [{lo[1]:.3f}, {hi[1]:.3f}])")
+        return (
+            f"action {action.tolist()} would take the pusher from {start.round(4).tolist()} off the reachable "
+            f"board area (x in [{lo[0]:.3f}, {hi[0]:.3f}], y in [{lo[1]:.3f}, {hi[1]:.3f}])"
+        )
 
     def _refuse(self, why: str) -> None:
         self.refused_actions += 1

@@ -23,26 +23,49 @@ def _print_step(step) -> None:
     if step.reasoning:
         print(textwrap.fill(step.reasoning, WRAP, initial_indent="  ", subsequent_indent="  "))
     print(f"  Instruction: {step.instruction or '(invalid answer, no motion)'}")
-    print(f"  -> {step.error or 'done'}; progress {step.progress:.0%} after {step.control_steps} control steps",
-          flush=True)
+    print(
+        f"  -> {step.error or 'done'}; progress {step.progress:.0%} after {step.control_steps} control steps",
+        flush=True,
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="r3 packing demo",
-                                description="Run one packing episode in-process and show the reasoner's every step.")
+    p = argparse.ArgumentParser(
+        prog="r3 packing demo",
+        description="Run one packing episode in-process and show the reasoner's every step.",
+    )
     p.add_argument("--task", default="4", help='held-out goal "1".."12" or "train" (default: 4)')
     p.add_argument("--seed", type=int, default=0, help="environment seed: the layout (default: 0)")
-    p.add_argument("--out", type=Path, required=True, help="output folder for episode.gif|mp4 and summary.json")
-    p.add_argument("--reasoner", default="expert",
-                   help="reasoner backend spec, as for r3 run (default: expert, the privileged planner)")
-    p.add_argument("--grounding", choices=GROUNDINGS, default="sim",
-                   help="how the packing skills see the scene: sim (simulator poses) or perception "
-                        "(the base camera through r3.perception, and the arm's joints) (default: sim)")
-    p.add_argument("--max-steps", type=int, default=MAX_DECISIONS,
-                   help=f"decision steps at most (default: {MAX_DECISIONS})")
-    p.add_argument("--video", default="gif", choices=("gif", "mp4", "none"), help="episode video format (default: gif)")
-    p.add_argument("--frame-every", type=int, default=8,
-                   help="film the base camera every N control steps of the arm's motion (default: 8)")
+    p.add_argument(
+        "--out", type=Path, required=True, help="output folder for episode.gif|mp4 and summary.json"
+    )
+    p.add_argument(
+        "--reasoner",
+        default="expert",
+        help="reasoner backend spec, as for r3 run (default: expert, the privileged planner)",
+    )
+    p.add_argument(
+        "--grounding",
+        choices=GROUNDINGS,
+        default="sim",
+        help="how the packing skills see the scene: sim (simulator poses) or perception "
+        "(the base camera through r3.perception, and the arm's joints) (default: sim)",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=MAX_DECISIONS,
+        help=f"decision steps at most (default: {MAX_DECISIONS})",
+    )
+    p.add_argument(
+        "--video", default="gif", choices=("gif", "mp4", "none"), help="episode video format (default: gif)"
+    )
+    p.add_argument(
+        "--frame-every",
+        type=int,
+        default=8,
+        help="film the base camera every N control steps of the arm's motion (default: 8)",
+    )
     p.add_argument("--fps", type=float, default=10.0, help="video frames per second (default: 10)")
     return p
 
@@ -75,19 +98,24 @@ def demo_main(argv: list[str]) -> int:
         done_steps.append(step)
         _print_step(step)
 
-    traj = run_packing_episode(args.task, args.seed, backend, cell=cell, max_steps=args.max_steps,
-                               render=film, on_step=show)
+    traj = run_packing_episode(
+        args.task, args.seed, backend, cell=cell, max_steps=args.max_steps, render=film, on_step=show
+    )
     outcome = "success" if traj.success else "not solved"
     last = traj.steps[-1].error if traj.steps else ""
     ended = "" if traj.success or not last else f" (last step: {last})"
-    print(f"\ntask {args.task} seed {args.seed}: {outcome} after {len(traj.steps)} instructions; "
-          f"progress {traj.progress:.0%}{ended}")
+    print(
+        f"\ntask {args.task} seed {args.seed}: {outcome} after {len(traj.steps)} instructions; "
+        f"progress {traj.progress:.0%}{ended}"
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     if film:
         from r3.data.video import write_episode_video
 
         frames = [frame for _, frame in filmed] + [traj.final_image]
-        captions = [f"step {k}: {traj.steps[k].instruction or 'invalid answer, no motion'}" for k, _ in filmed]
+        captions = [
+            f"step {k}: {traj.steps[k].instruction or 'invalid answer, no motion'}" for k, _ in filmed
+        ]
         captions.append(f"end: {outcome}, progress {traj.progress:.0%}")
         video = write_episode_video(frames, captions, args.out / f"episode.{args.video}", fps=args.fps)
         print(f"video: {video} ({len(frames)} frames)")
@@ -103,7 +131,9 @@ COMMANDS = {"demo": demo_main}
 def main(argv: list[str]) -> int:
     """Dispatch ``r3 packing demo``."""
     if not argv or argv[0] not in COMMANDS:
-        print("usage: r3 packing demo [options]   (r3 packing demo --help; success tables: r3 eval --suite packing)",
-              file=sys.stderr)
+        print(
+            "usage: r3 packing demo [options]   (r3 packing demo --help; success tables: r3 eval --suite packing)",
+            file=sys.stderr,
+        )
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     return COMMANDS[argv[0]](argv[1:])

@@ -61,8 +61,15 @@ class PackingEnv(gym.Env):
 
     metadata: ClassVar[dict] = {"render_modes": ["rgb_array"], "render_fps": 20}
 
-    def __init__(self, task=None, *, render_mode: str | None = "rgb_array", width: int = 320,
-                 height: int = 240, max_episode_steps: int = 4000):
+    def __init__(
+        self,
+        task=None,
+        *,
+        render_mode: str | None = "rgb_array",
+        width: int = 320,
+        height: int = 240,
+        max_episode_steps: int = 4000,
+    ):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None")
         if max_episode_steps < 1:
@@ -110,13 +117,17 @@ class PackingEnv(gym.Env):
         hi = np.array([lim[1] for lim in scene.JOINT_LIMITS] + [scene.MAX_OPENING])
         self.action_space = spaces.Box(lo.astype(np.float32), hi.astype(np.float32), dtype=np.float32)
         n = len(ITEM_SPECS)
-        self.observation_space = spaces.Dict({
-            # Servos may overshoot a limit by a hair under load, so the observation bounds have slack.
-            "joints": spaces.Box((lo - 0.1).astype(np.float32), (hi + 0.1).astype(np.float32), dtype=np.float32),
-            "tcp": spaces.Box(-2.0, 2.0, shape=(3,), dtype=np.float32),
-            "items": spaces.Box(-10.0, 10.0, shape=(n, 7), dtype=np.float32),
-            "held": spaces.Discrete(n + 1),
-        })
+        self.observation_space = spaces.Dict(
+            {
+                # Servos may overshoot a limit by a hair under load, so the observation bounds have slack.
+                "joints": spaces.Box(
+                    (lo - 0.1).astype(np.float32), (hi + 0.1).astype(np.float32), dtype=np.float32
+                ),
+                "tcp": spaces.Box(-2.0, 2.0, shape=(3,), dtype=np.float32),
+                "items": spaces.Box(-10.0, 10.0, shape=(n, 7), dtype=np.float32),
+                "held": spaces.Discrete(n + 1),
+            }
+        )
 
     # ------------------------------------------------------------------ gymnasium API
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -187,7 +198,7 @@ class PackingEnv(gym.Env):
             h = ITEM_SPECS[item].height
             x, y, yaw = layout.get(item, (scene.STORAGE[0], scene.STORAGE[1] + 0.3 * k, 0.0))
             z = h / 2 + 0.0005 + self._support_height(x, y)
-            self.data.qpos[a:a + 7] = (x, y, z, np.cos(yaw / 2), 0, 0, np.sin(yaw / 2))
+            self.data.qpos[a : a + 7] = (x, y, z, np.cos(yaw / 2), 0, 0, np.sin(yaw / 2))
         self.data.qpos[self.arm_qpos] = arm_q
         self.data.qpos[self.finger_qpos] = scene.MAX_OPENING / 2
         self.data.ctrl[:7] = arm_q
@@ -207,19 +218,27 @@ class PackingEnv(gym.Env):
         items = {}
         for item in self._active:
             a, dof = self.item_qpos[item], self.item_dof[item]
-            q = self.data.qpos[a:a + 7]
+            q = self.data.qpos[a : a + 7]
             items[item] = ItemState(
-                pos=tuple(float(v) for v in q[:3]), quat=tuple(float(v) for v in q[3:7]),
-                speed=float(np.linalg.norm(self.data.qvel[dof:dof + 3])), still_steps=int(self._still[item]))
+                pos=tuple(float(v) for v in q[:3]),
+                quat=tuple(float(v) for v in q[3:7]),
+                speed=float(np.linalg.norm(self.data.qvel[dof : dof + 3])),
+                still_steps=int(self._still[item]),
+            )
         return PackingState(
-            items=items, held=self._held, tcp=tuple(float(v) for v in self.data.site_xpos[self.tcp_site]),
+            items=items,
+            held=self._held,
+            tcp=tuple(float(v) for v in self.data.site_xpos[self.tcp_site]),
             tcp_yaw=float(np.arctan2(R[1, 1], R[0, 1])),  # the fingers close along the TCP's y axis
             gripper_opening=float(self.data.qpos[self.finger_qpos].sum()),
-            joints=tuple(float(v) for v in self.data.qpos[self.arm_qpos]))
+            joints=tuple(float(v) for v in self.data.qpos[self.arm_qpos]),
+        )
 
     def tcp_pose(self) -> tuple[np.ndarray, np.ndarray]:
         """Tool centre point position (m) and rotation matrix, world frame."""
-        return self.data.site_xpos[self.tcp_site].copy(), self.data.site_xmat[self.tcp_site].reshape(3, 3).copy()
+        return self.data.site_xpos[self.tcp_site].copy(), self.data.site_xmat[self.tcp_site].reshape(
+            3, 3
+        ).copy()
 
     # ------------------------------------------------------------------ cameras
     def render_camera(self, camera: str = "base", kind: str = "rgb") -> np.ndarray:
@@ -267,8 +286,15 @@ class PackingEnv(gym.Env):
         k = self.camera_intrinsics(camera)
         k[0, 2] -= 0.5
         k[1, 2] -= 0.5
-        return CameraModel(k=k, width=self.width, height=self.height, base_from_camera=self.camera_extrinsics(camera),
-                           name=camera, min_depth_m=0.1, max_depth_m=3.0)
+        return CameraModel(
+            k=k,
+            width=self.width,
+            height=self.height,
+            base_from_camera=self.camera_extrinsics(camera),
+            name=camera,
+            min_depth_m=0.1,
+            max_depth_m=3.0,
+        )
 
     def rgbd_frame(self, camera: str = "base", stamp_ns: int = 0) -> RGBDFrame:
         """Colour, aligned depth and the simulator's instance masks of the items in the scene
@@ -282,9 +308,14 @@ class PackingEnv(gym.Env):
                 lut[geom] = ITEM_INDEX[item]
                 names[ITEM_INDEX[item]] = item
         instances = lut[np.where(seg >= 0, seg, self.model.ngeom)]
-        return RGBDFrame(rgb=self.render_camera(camera), depth_m=self.render_camera(camera, "depth"),
-                         camera=self.camera_model(camera), stamp_ns=stamp_ns, instances=instances,
-                         instance_names=names)
+        return RGBDFrame(
+            rgb=self.render_camera(camera),
+            depth_m=self.render_camera(camera, "depth"),
+            camera=self.camera_model(camera),
+            stamp_ns=stamp_ns,
+            instances=instances,
+            instance_names=names,
+        )
 
     # ------------------------------------------------------------------ snapshots
     def snapshot(self) -> bytes:
@@ -292,15 +323,25 @@ class PackingEnv(gym.Env):
         physics = np.empty(mujoco.mj_stateSize(self.model, _STATE_SPEC))
         mujoco.mj_getState(self.model, self.data, physics, _STATE_SPEC)
         meta = {
-            "version": SNAPSHOT_VERSION, "steps": self._steps, "held": self._held, "active": self._active,
-            "still": self._still, "max_progress": self._max_progress,
+            "version": SNAPSHOT_VERSION,
+            "steps": self._steps,
+            "held": self._held,
+            "active": self._active,
+            "still": self._still,
+            "max_progress": self._max_progress,
             "task": None if self._task_spec is None else self._task_spec.name,
             "instance": None if self._instance is None else self._instance.to_dict(),
-            "np_random": self.np_random.bit_generator.state, "nq": int(self.model.nq), "nv": int(self.model.nv),
+            "np_random": self.np_random.bit_generator.state,
+            "nq": int(self.model.nq),
+            "nv": int(self.model.nv),
         }
         buf = io.BytesIO()
-        np.savez(buf, physics=physics, eq_data=self.model.eq_data.copy(),
-                 meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
+        np.savez(
+            buf,
+            physics=physics,
+            eq_data=self.model.eq_data.copy(),
+            meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
+        )
         return buf.getvalue()
 
     def restore(self, snapshot: bytes) -> None:
@@ -309,18 +350,30 @@ class PackingEnv(gym.Env):
             meta = json.loads(npz["meta"].tobytes().decode())
         if meta.get("version") != SNAPSHOT_VERSION:
             raise ValueError(f"unsupported snapshot version {meta.get('version')!r}")
-        if (meta["nq"], meta["nv"]) != (self.model.nq, self.model.nv) or eq_data.shape != self.model.eq_data.shape:
+        if (meta["nq"], meta["nv"]) != (
+            self.model.nq,
+            self.model.nv,
+        ) or eq_data.shape != self.model.eq_data.shape:
             raise ValueError("snapshot was taken from a different model")
-        spec = None if meta["task"] is None else (
-            self._task_spec if self._task_spec is not None and self._task_spec.name == meta["task"]
-            else _resolve_task(meta["task"]))
+        spec = (
+            None
+            if meta["task"] is None
+            else (
+                self._task_spec
+                if self._task_spec is not None and self._task_spec.name == meta["task"]
+                else _resolve_task(meta["task"])
+            )
+        )
         mujoco.mj_setState(self.model, self.data, physics, _STATE_SPEC)
         self.model.eq_data[:] = eq_data
         mujoco.mj_forward(self.model, self.data)
         self._task_spec = spec
         self._instance = None if spec is None else spec.from_dict(meta["instance"])
         self._steps, self._held, self._active = int(meta["steps"]), meta["held"], list(meta["active"])
-        self._still, self._max_progress = {k: int(v) for k, v in meta["still"].items()}, float(meta["max_progress"])
+        self._still, self._max_progress = (
+            {k: int(v) for k, v in meta["still"].items()},
+            float(meta["max_progress"]),
+        )
         rng = np.random.Generator(getattr(np.random, meta["np_random"]["bit_generator"])())
         rng.bit_generator.state = meta["np_random"]
         self.np_random = rng
@@ -344,7 +397,7 @@ class PackingEnv(gym.Env):
         self._update_grasp(target[7])
         for item in self._active:
             dof = self.item_dof[item]
-            slow = np.linalg.norm(self.data.qvel[dof:dof + 3]) < STILL_SPEED
+            slow = np.linalg.norm(self.data.qvel[dof : dof + 3]) < STILL_SPEED
             self._still[item] = min(self._still[item] + 1, 10 * STILL_STEPS) if slow else 0
         if self._instance is not None:
             self._max_progress = max(self._max_progress, self._progress(self.state()))
@@ -394,11 +447,15 @@ class PackingEnv(gym.Env):
         items = np.zeros((len(ITEM_SPECS), 7), dtype=np.float32)
         for k, item in enumerate(ITEM_SPECS):
             a = self.item_qpos[item]
-            items[k] = self.data.qpos[a:a + 7]
+            items[k] = self.data.qpos[a : a + 7]
         joints = np.concatenate([self.data.qpos[self.arm_qpos], [self.data.qpos[self.finger_qpos].sum()]])
         held = 0 if self._held is None else 1 + list(ITEM_SPECS).index(self._held)
-        return {"joints": joints.astype(np.float32), "tcp": self.data.site_xpos[self.tcp_site].astype(np.float32),
-                "items": items, "held": held}
+        return {
+            "joints": joints.astype(np.float32),
+            "tcp": self.data.site_xpos[self.tcp_site].astype(np.float32),
+            "items": items,
+            "held": held,
+        }
 
     def _info(self, state: PackingState) -> dict[str, Any]:
         inst = self._instance

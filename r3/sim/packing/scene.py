@@ -37,8 +37,13 @@ ARM_JOINTS: tuple[str, ...] = tuple(f"panda_joint{i}" for i in range(1, 8))
 FINGER_JOINTS = ("panda_finger_joint1", "panda_finger_joint2")
 #: Panda joint limits (rad), from the URDF.
 JOINT_LIMITS = (
-    (-2.8973, 2.8973), (-1.7628, 1.7628), (-2.8973, 2.8973), (-3.0718, -0.0698),
-    (-2.8973, 2.8973), (-0.0175, 3.7525), (-2.8973, 2.8973),
+    (-2.8973, 2.8973),
+    (-1.7628, 1.7628),
+    (-2.8973, 2.8973),
+    (-3.0718, -0.0698),
+    (-2.8973, 2.8973),
+    (-0.0175, 3.7525),
+    (-2.8973, 2.8973),
 )
 #: Panda joint speed limits (rad/s).
 JOINT_SPEED = (2.175, 2.175, 2.175, 2.175, 2.61, 2.61, 2.61)
@@ -137,7 +142,10 @@ def _arm() -> str:
     return (
         '<body name="panda_link0" pos="0 0 0">'
         '<geom name="panda_link0" type="cylinder" size="0.07 0.07" pos="0 0 0.07" class="robot"/>'
-        + "".join(xml) + hand + "".join(close) + "</body>"
+        + "".join(xml)
+        + hand
+        + "".join(close)
+        + "</body>"
     )
 
 
@@ -179,8 +187,10 @@ def _items() -> str:
             izz = spec.mass * r2 / 2
         extra = ""
         if item == "coffee mug":  # a handle, drawn only (it would catch the fingers otherwise)
-            extra = (f'<geom type="box" size="0.008 0.012 0.025" pos="{sx / 2 + 0.008:.6g} 0 0" '
-                     f'contype="0" conaffinity="0" group="2" rgba="{_f(spec.rgba)}"/>')
+            extra = (
+                f'<geom type="box" size="0.008 0.012 0.025" pos="{sx / 2 + 0.008:.6g} 0 0" '
+                f'contype="0" conaffinity="0" group="2" rgba="{_f(spec.rgba)}"/>'
+            )
         out.append(
             f'<body name="{name}" pos="{STORAGE[0]} {STORAGE[1] + 0.3 * k} {sz / 2 + 0.001:.6g}">'
             f'<freejoint name="{name}"/>'

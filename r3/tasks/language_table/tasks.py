@@ -43,7 +43,10 @@ SPLITS: dict[str, tuple[str, ...]] = {
 
 #: Quarter / half name -> region sign pair (see checkers.outside_distance).
 QUARTERS: dict[str, tuple[int, int]] = {
-    "top left": (-1, 1), "top right": (1, 1), "bottom left": (-1, -1), "bottom right": (1, -1),
+    "top left": (-1, 1),
+    "top right": (1, 1),
+    "bottom left": (-1, -1),
+    "bottom right": (1, -1),
 }
 HALVES: dict[str, tuple[int, int]] = {"top": (0, 1), "bottom": (0, -1), "left": (-1, 0), "right": (1, 0)}
 #: diag_line variant -> unit direction of the line (the sign does not matter to the checker).
@@ -124,7 +127,12 @@ class TaskInstance:
         )
 
     def to_dict(self) -> dict:
-        return {"task": self.task, "blocks": list(self.blocks), "params": dict(self.params), "goal": self.goal}
+        return {
+            "task": self.task,
+            "blocks": list(self.blocks),
+            "params": dict(self.params),
+            "goal": self.goal,
+        }
 
 
 class TaskSpec:
@@ -194,8 +202,10 @@ class Group(TaskSpec):
         yield (), ck.group(P, inst.blocks)
 
     def note(self, inst):
-        return (f"Grouped means every one of the four blocks is within {_cm(ck.GROUP_RADIUS)} of the "
-                "four blocks' common centre; touching each other is best. Other blocks do not matter.")
+        return (
+            f"Grouped means every one of the four blocks is within {_cm(ck.GROUP_RADIUS)} of the "
+            "four blocks' common centre; touching each other is best. Other blocks do not matter."
+        )
 
     def proposals(self, inst, P):
         others = [P[o] for o in P if o not in inst.blocks]
@@ -247,9 +257,11 @@ class GroupIsolate(TaskSpec):
         yield (), ck.group(P, inst.blocks, ck.GRIS_RADIUS) + ck.isolation(P, inst.blocks)
 
     def note(self, inst):
-        return (f"The two blocks count as grouped when their centres are at most {_cm(2 * ck.GRIS_RADIUS)} "
-                f"apart, and isolated when every other block is more than {_cm(ck.ISOLATION_DISTANCE)} "
-                "from both of them.")
+        return (
+            f"The two blocks count as grouped when their centres are at most {_cm(2 * ck.GRIS_RADIUS)} "
+            f"apart, and isolated when every other block is more than {_cm(ck.ISOLATION_DISTANCE)} "
+            "from both of them."
+        )
 
     def rest_ok(self, inst, final, pts, strict):
         limit = pl.PLAN_ISOLATION if strict else ck.ISOLATION_DISTANCE * (1 + pl.PLAN_SAFETY)
@@ -299,9 +311,11 @@ class IsolateInPlace(TaskSpec):
         yield (), ck.iip(P, inst.blocks[0], np.array(inst.params["origin"]))
 
     def note(self, inst):
-        return (f"The {inst.blocks[0]} must stay within {_cm(ck.IIP_MAX_DRIFT)} of where it started, and "
-                f"every other block must end up more than {_cm(ck.ISOLATION_DISTANCE)} from it. Push the "
-                "neighbours away without touching it.")
+        return (
+            f"The {inst.blocks[0]} must stay within {_cm(ck.IIP_MAX_DRIFT)} of where it started, and "
+            f"every other block must end up more than {_cm(ck.ISOLATION_DISTANCE)} from it. Push the "
+            "neighbours away without touching it."
+        )
 
     def rest_ok(self, inst, final, pts, strict):
         limit = pl.PLAN_ISOLATION if strict else ck.ISOLATION_DISTANCE * (1 + pl.PLAN_SAFETY)
@@ -352,19 +366,33 @@ class Line(TaskSpec):
         return {"blocks": _join(blocks), "axis": params["axis"]}
 
     def fits(self, inst, P):
-        yield (), ck.straight_line(P, inst.blocks, np.array(AXES[inst.params["axis"]]),
-                                   ck.LINE_MAX_SPREAD, ck.LINE_MIN_SPACING)
+        yield (
+            (),
+            ck.straight_line(
+                P, inst.blocks, np.array(AXES[inst.params["axis"]]), ck.LINE_MAX_SPREAD, ck.LINE_MIN_SPACING
+            ),
+        )
 
     def note(self, inst):
         across = "heights" if inst.params["axis"] == "horizontal" else "horizontal positions"
-        return (f"A {inst.params['axis']} line: the four blocks' {across} differ by at most "
-                f"{_cm(ck.LINE_MAX_SPREAD)}, and neighbours along the line are at least "
-                f"{_cm(ck.LINE_MIN_SPACING)} apart (side by side, not stacked). The order does not matter.")
+        return (
+            f"A {inst.params['axis']} line: the four blocks' {across} differ by at most "
+            f"{_cm(ck.LINE_MAX_SPREAD)}, and neighbours along the line are at least "
+            f"{_cm(ck.LINE_MIN_SPACING)} apart (side by side, not stacked). The order does not matter."
+        )
 
     def proposals(self, inst, P):
         k = 0 if inst.params["axis"] == "horizontal" else 1
-        yield from _line_proposals(P, inst.blocks, AXES[inst.params["axis"]], ck.LINE_MAX_SPREAD,
-                                   ck.LINE_MIN_SPACING, -pl.LIMITS[k], pl.LIMITS[k], pl.LIMITS[1 - k])
+        yield from _line_proposals(
+            P,
+            inst.blocks,
+            AXES[inst.params["axis"]],
+            ck.LINE_MAX_SPREAD,
+            ck.LINE_MIN_SPACING,
+            -pl.LIMITS[k],
+            pl.LIMITS[k],
+            pl.LIMITS[1 - k],
+        )
 
 
 class DiagonalLine(TaskSpec):
@@ -383,17 +411,28 @@ class DiagonalLine(TaskSpec):
         return {"blocks": _join(blocks), "diagonal": params["diagonal"]}
 
     def fits(self, inst, P):
-        yield (), ck.straight_line(P, inst.blocks, np.array(DIAGONALS[inst.params["diagonal"]]),
-                                   ck.DIAG_MAX_SPREAD, ck.DIAG_MIN_SPACING)
+        yield (
+            (),
+            ck.straight_line(
+                P,
+                inst.blocks,
+                np.array(DIAGONALS[inst.params["diagonal"]]),
+                ck.DIAG_MAX_SPREAD,
+                ck.DIAG_MIN_SPACING,
+            ),
+        )
 
     def note(self, inst):
-        return (f"The three blocks must lie on one 45-degree line from the {inst.params['diagonal']}: "
-                f"their offsets across that line differ by at most {_cm(ck.DIAG_MAX_SPREAD)}, and "
-                f"neighbours are at least {_cm(ck.DIAG_MIN_SPACING)} apart along it.")
+        return (
+            f"The three blocks must lie on one 45-degree line from the {inst.params['diagonal']}: "
+            f"their offsets across that line differ by at most {_cm(ck.DIAG_MAX_SPREAD)}, and "
+            f"neighbours are at least {_cm(ck.DIAG_MIN_SPACING)} apart along it."
+        )
 
     def proposals(self, inst, P):
-        yield from _line_proposals(P, inst.blocks, DIAGONALS[inst.params["diagonal"]],
-                                   ck.DIAG_MAX_SPREAD, ck.DIAG_MIN_SPACING)
+        yield from _line_proposals(
+            P, inst.blocks, DIAGONALS[inst.params["diagonal"]], ck.DIAG_MAX_SPREAD, ck.DIAG_MIN_SPACING
+        )
 
 
 class ApexShape(TaskSpec):
@@ -412,10 +451,12 @@ class ApexShape(TaskSpec):
 
     def note(self, inst):
         edge, side = ("upper", "below") if self.sign > 0 else ("lower", "above")
-        return (f"Two blocks form a level {edge} edge (heights within {_cm(ck.V_MAX_EDGE_TILT)}, at least "
-                f"{_cm(ck.V_MIN_WIDTH)} apart side to side); the third block is the apex, at least "
-                f"{_cm(ck.V_MIN_DEPTH)} {side} the edge and within {_cm(ck.V_APEX_TOL)} of its midpoint "
-                "horizontally. Any block may take any role.")
+        return (
+            f"Two blocks form a level {edge} edge (heights within {_cm(ck.V_MAX_EDGE_TILT)}, at least "
+            f"{_cm(ck.V_MIN_WIDTH)} apart side to side); the third block is the apex, at least "
+            f"{_cm(ck.V_MIN_DEPTH)} {side} the edge and within {_cm(ck.V_APEX_TOL)} of its midpoint "
+            "horizontally. Any block may take any role."
+        )
 
     def proposals(self, inst, P):
         s = self.sign
@@ -432,8 +473,11 @@ class ApexShape(TaskSpec):
                     apex_y = ym - s * depth if lift else yc
                     yield {a: np.array([xa2, ya2]), b: np.array([xb2, yb2]), c: np.array([xc2, apex_y])}
                     if lift:
-                        yield {a: np.array([xa2, ya2 + lift]), b: np.array([xb2, yb2 + lift]),
-                               c: np.array([xc2, yc])}
+                        yield {
+                            a: np.array([xa2, ya2 + lift]),
+                            b: np.array([xb2, yb2 + lift]),
+                            c: np.array([xc2, yc]),
+                        }
 
 
 class EllShape(TaskSpec):
@@ -443,7 +487,9 @@ class EllShape(TaskSpec):
 
     def __init__(self, name: str, sign: float, phrasings: tuple[str, ...]):
         self.name, self.sign, self.phrasings = name, sign, phrasings
-        self.role_names = ("corner", "upper arm", "right arm") if sign > 0 else ("corner", "lower arm", "left arm")
+        self.role_names = (
+            ("corner", "upper arm", "right arm") if sign > 0 else ("corner", "lower arm", "left arm")
+        )
 
     def fits(self, inst, P):
         for roles in permutations(inst.blocks):
@@ -451,9 +497,11 @@ class EllShape(TaskSpec):
 
     def note(self, inst):
         up, right = ("above", "right of") if self.sign > 0 else ("below", "left of")
-        return (f"One block is the corner; one sits at least {_cm(ck.L_MIN_ARM)} {up} it in the same column "
-                f"and one at least {_cm(ck.L_MIN_ARM)} {right} it in the same row (each within "
-                f"{_cm(ck.L_ALIGN_TOL)} of the corner's column / row). Any block may take any role.")
+        return (
+            f"One block is the corner; one sits at least {_cm(ck.L_MIN_ARM)} {up} it in the same column "
+            f"and one at least {_cm(ck.L_MIN_ARM)} {right} it in the same row (each within "
+            f"{_cm(ck.L_ALIGN_TOL)} of the corner's column / row). Any block may take any role."
+        )
 
     def proposals(self, inst, P):
         s, arm, tol = self.sign, ck.L_MIN_ARM * pl.PLAN_STRETCH, ck.L_ALIGN_TOL
@@ -469,8 +517,11 @@ class EllShape(TaskSpec):
                 (xh - s * max(s * (xh - xc), arm), pl.band(yc, yh, tol)),
             )
             for x0, y0 in corners:
-                yield {c: np.array([x0, y0]), v: np.array([pl.band(xv, x0, tol), reach(y0, yv)]),
-                       h: np.array([reach(x0, xh), pl.band(yh, y0, tol)])}
+                yield {
+                    c: np.array([x0, y0]),
+                    v: np.array([pl.band(xv, x0, tol), reach(y0, yv)]),
+                    h: np.array([reach(x0, xh), pl.band(yh, y0, tol)]),
+                }
 
 
 class TeeShape(TaskSpec):
@@ -488,10 +539,12 @@ class TeeShape(TaskSpec):
                 yield (*bar, stem), ck.tee_shape(P, (*bar, stem))
 
     def note(self, inst):
-        return (f"Three blocks form a horizontal bar (heights within {_cm(ck.T_BAR_SPREAD)}, neighbours at "
-                f"least {_cm(ck.T_BAR_MIN_SPACING)} apart); the fourth is the stem, within "
-                f"{_cm(ck.T_STEM_TOL)} of the bar's centre horizontally and {_cm(ck.T_STEM_MIN_DROP)} to "
-                f"{_cm(ck.T_STEM_MAX_DROP)} below it. Any block may take any role.")
+        return (
+            f"Three blocks form a horizontal bar (heights within {_cm(ck.T_BAR_SPREAD)}, neighbours at "
+            f"least {_cm(ck.T_BAR_MIN_SPACING)} apart); the fourth is the stem, within "
+            f"{_cm(ck.T_STEM_TOL)} of the bar's centre horizontally and {_cm(ck.T_STEM_MIN_DROP)} to "
+            f"{_cm(ck.T_STEM_MAX_DROP)} below it. Any block may take any role."
+        )
 
     def proposals(self, inst, P):
         gap = max(ck.T_BAR_MIN_SPACING * pl.PLAN_STRETCH, pl.PLAN_SPACING)
@@ -527,19 +580,24 @@ class Rectangle(TaskSpec):
             yield roles, ck.rectangle(P, roles)
 
     def note(self, inst):
-        return (f"One block per corner of an axis-aligned rectangle: blocks sharing a side line up within "
-                f"{_cm(ck.RECT_ALIGN_TOL)}, and every side is at least {_cm(ck.RECT_MIN_SIDE)} long. Any "
-                "block may take any corner.")
+        return (
+            f"One block per corner of an axis-aligned rectangle: blocks sharing a side line up within "
+            f"{_cm(ck.RECT_ALIGN_TOL)}, and every side is at least {_cm(ck.RECT_MIN_SIDE)} long. Any "
+            "block may take any corner."
+        )
 
     def proposals(self, inst, P):
         """Per role assignment, each side lines up on the mean of its two blocks; for the two
         assignments that follow the current layout, also on either block alone, so a block that is
         already placed stays the reference while its partners are brought to it."""
         side, tol = ck.RECT_MIN_SIDE * pl.PLAN_STRETCH, ck.RECT_ALIGN_TOL
-        top2, bottom2 = (sorted(inst.blocks, key=lambda b: -P[b][1])[k:k + 2] for k in (0, 2))
-        left2, right2 = (sorted(inst.blocks, key=lambda b: P[b][0])[k:k + 2] for k in (0, 2))
+        top2, bottom2 = (sorted(inst.blocks, key=lambda b: -P[b][1])[k : k + 2] for k in (0, 2))
+        left2, right2 = (sorted(inst.blocks, key=lambda b: P[b][0])[k : k + 2] for k in (0, 2))
         (tl, bl), (tr, br) = (sorted(half, key=lambda b: -P[b][1]) for half in (left2, right2))
-        natural = {(*sorted(top2, key=lambda b: P[b][0]), *sorted(bottom2, key=lambda b: P[b][0])), (tl, tr, bl, br)}
+        natural = {
+            (*sorted(top2, key=lambda b: P[b][0]), *sorted(bottom2, key=lambda b: P[b][0])),
+            (tl, tr, bl, br),
+        }
         for roles in permutations(inst.blocks):
             tl, tr, bl, br = roles
             pairs = ((P[tl][0], P[bl][0]), (P[tr][0], P[br][0]), (P[tl][1], P[tr][1]), (P[bl][1], P[br][1]))
@@ -576,9 +634,11 @@ class Midpoint(TaskSpec):
 
     def note(self, inst):
         m, a, b = inst.blocks
-        return (f"The {m} must sit at the middle of the segment from the {a} to the {b}, off by at most "
-                f"{ck.MID_REL_TOL:.0%} of that segment's length, and the {a} and {b} must be at least "
-                f"{_cm(ck.MID_MIN_SPAN)} apart. Only the {m} has to be the midpoint; moving an end works too.")
+        return (
+            f"The {m} must sit at the middle of the segment from the {a} to the {b}, off by at most "
+            f"{ck.MID_REL_TOL:.0%} of that segment's length, and the {a} and {b} must be at least "
+            f"{_cm(ck.MID_MIN_SPAN)} apart. Only the {m} has to be the midpoint; moving an end works too."
+        )
 
     def proposals(self, inst, P):
         m, a, b = inst.blocks
@@ -616,9 +676,11 @@ class ClearRegion(TaskSpec):
         yield (), ck.clear_region(P, self.regions[inst.params[self.key]])
 
     def note(self, inst):
-        return (f"Done when no block's centre lies in the {inst.params[self.key]} {self.key} of the board "
-                f"(at least {_cm(ck.CLEAR_MARGIN)} past the centre line); blocks pushed out must not "
-                "come back, and pushing them well past the line is safest.")
+        return (
+            f"Done when no block's centre lies in the {inst.params[self.key]} {self.key} of the board "
+            f"(at least {_cm(ck.CLEAR_MARGIN)} past the centre line); blocks pushed out must not "
+            "come back, and pushing them well past the line is safest."
+        )
 
     def rest_ok(self, inst, final, pts, strict):
         limit = pl.PLAN_CLEAR_OUT if strict else ck.CLEAR_MARGIN * (1 + pl.PLAN_SAFETY)
@@ -633,42 +695,68 @@ TASKS: dict[str, TaskSpec] = {
     for spec in (
         Group(),
         Line(),
-        ApexShape("V", 1.0, (
-            "make a V-shape with {blocks}",
-            "arrange {blocks} into a V",
-            "form the letter V using {blocks}",
-        )),
-        EllShape("L", 1.0, (
-            "make an L-shape with {blocks}",
-            "arrange {blocks} into the letter L",
-            "form an L out of {blocks}",
-        )),
-        ClearRegion("clear_qtr", "quarter", QUARTERS, (
-            "clear every block out of the {region} quarter of the board",
-            "move all the blocks out of the {region} quarter",
-            "leave the {region} quarter of the board empty",
-        )),
+        ApexShape(
+            "V",
+            1.0,
+            (
+                "make a V-shape with {blocks}",
+                "arrange {blocks} into a V",
+                "form the letter V using {blocks}",
+            ),
+        ),
+        EllShape(
+            "L",
+            1.0,
+            (
+                "make an L-shape with {blocks}",
+                "arrange {blocks} into the letter L",
+                "form an L out of {blocks}",
+            ),
+        ),
+        ClearRegion(
+            "clear_qtr",
+            "quarter",
+            QUARTERS,
+            (
+                "clear every block out of the {region} quarter of the board",
+                "move all the blocks out of the {region} quarter",
+                "leave the {region} quarter of the board empty",
+            ),
+        ),
         IsolateInPlace(),
         TeeShape(),
         GroupIsolate(),
-        ApexShape("iV", -1.0, (
-            "make an inverted V-shape with {blocks}",
-            "arrange {blocks} into an upside-down V",
-            "form an inverted V out of {blocks}, the point at the top",
-        )),
+        ApexShape(
+            "iV",
+            -1.0,
+            (
+                "make an inverted V-shape with {blocks}",
+                "arrange {blocks} into an upside-down V",
+                "form an inverted V out of {blocks}, the point at the top",
+            ),
+        ),
         DiagonalLine(),
         Rectangle(),
         Midpoint(),
-        EllShape("iL", -1.0, (
-            "make an inverted L-shape with {blocks}",
-            "arrange {blocks} into an upside-down L, arms pointing down and to the left",
-            "form an inverted L out of {blocks}",
-        )),
-        ClearRegion("clear_half", "half", HALVES, (
-            "clear every block out of the {region} half of the board",
-            "move all the blocks out of the {region} half",
-            "leave the {region} half of the board empty",
-        )),
+        EllShape(
+            "iL",
+            -1.0,
+            (
+                "make an inverted L-shape with {blocks}",
+                "arrange {blocks} into an upside-down L, arms pointing down and to the left",
+                "form an inverted L out of {blocks}",
+            ),
+        ),
+        ClearRegion(
+            "clear_half",
+            "half",
+            HALVES,
+            (
+                "clear every block out of the {region} half of the board",
+                "move all the blocks out of the {region} half",
+                "leave the {region} half of the board empty",
+            ),
+        ),
     )
 }
 

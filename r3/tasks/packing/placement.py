@@ -46,8 +46,9 @@ def overlaps(a: Box, b: Box, gap: float = PLACE_GAP) -> bool:
 YAWS = (0.0, math.pi / 2)
 
 
-def candidates(item: str, rect: Rect, occupied: list[Box], margin: float = 0.006,
-               yaws=YAWS) -> list[tuple[float, float, float]]:
+def candidates(
+    item: str, rect: Rect, occupied: list[Box], margin: float = 0.006, yaws=YAWS
+) -> list[tuple[float, float, float]]:
     """Every grid spot ``(x, y, yaw)`` in ``rect`` where the item fits without touching ``occupied``."""
     out = []
     (x0, x1), (y0, y1) = rect
@@ -74,12 +75,15 @@ def corner_spot(item: str, rect: Rect, occupied: list[Box], yaws=YAWS):
     return spots[0] if spots else None
 
 
-def corner_spots(item: str, rect: Rect, occupied: list[Box], yaws=YAWS, count: int = 1,
-                 spacing: float = 0.04) -> list[tuple[float, float, float]]:
+def corner_spots(
+    item: str, rect: Rect, occupied: list[Box], yaws=YAWS, count: int = 1, spacing: float = 0.04
+) -> list[tuple[float, float, float]]:
     """Up to ``count`` free spots, nearest the low corner first, each ``spacing`` from the others
     (alternatives for when the hand cannot reach the first one without touching a neighbour)."""
     (x0, _), (y0, _) = rect
-    found = sorted(candidates(item, rect, occupied, yaws=yaws), key=lambda c: (round(c[0] - x0 + c[1] - y0, 4), c[2]))
+    found = sorted(
+        candidates(item, rect, occupied, yaws=yaws), key=lambda c: (round(c[0] - x0 + c[1] - y0, 4), c[2])
+    )
     chosen: list[tuple[float, float, float]] = []
     for spot in found:
         if len(chosen) == count:

@@ -39,9 +39,13 @@ def resting_geometry(name: str, quat) -> tuple[float, tuple[float, float, float]
     from r3.tasks.packing.workcell import ITEM_SPECS
 
     w, x, y, z = (float(v) for v in quat)
-    R = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                  [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                  [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+    R = np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
     spec = ITEM_SPECS[name]
     size = spec.size
     if spec.shape == "cylinder":

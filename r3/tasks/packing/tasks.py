@@ -38,8 +38,10 @@ LAYOUT_TRIES = 200
 
 def tray_rect(tray: str) -> placement.Rect:
     t = TRAY_SPECS[tray]
-    return ((t.centre[0] - t.inner[0] / 2, t.centre[0] + t.inner[0] / 2),
-            (t.centre[1] - t.inner[1] / 2, t.centre[1] + t.inner[1] / 2))
+    return (
+        (t.centre[0] - t.inner[0] / 2, t.centre[0] + t.inner[0] / 2),
+        (t.centre[1] - t.inner[1] / 2, t.centre[1] + t.inner[1] / 2),
+    )
 
 
 @dataclass
@@ -79,22 +81,39 @@ class PackingTaskInstance:
         return sum(self.packed(state, i) for i in self.targets) / len(self.targets)
 
     def terms(self, state: PackingState) -> dict[str, float]:
-        return {"packed": float(sum(self.packed(state, i) for i in self.targets)),
-                "goal_objects": float(len(self.targets)),
-                "clutter_in_trays": float(sum(state.tray_of(c) is not None for c in self.clutter))}
+        return {
+            "packed": float(sum(self.packed(state, i) for i in self.targets)),
+            "goal_objects": float(len(self.targets)),
+            "clutter_in_trays": float(sum(state.tray_of(c) is not None for c in self.clutter)),
+        }
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "goal": self.goal, "initial": dict(self.initial), "targets": dict(self.targets),
-                "clutter": list(self.clutter), "upright": list(self.upright),
-                "layout": {k: list(v) for k, v in self.layout.items()}}
+        return {
+            "name": self.name,
+            "goal": self.goal,
+            "initial": dict(self.initial),
+            "targets": dict(self.targets),
+            "clutter": list(self.clutter),
+            "upright": list(self.upright),
+            "layout": {k: list(v) for k, v in self.layout.items()},
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> PackingTaskInstance:
-        return cls(data["name"], data["goal"], dict(data["initial"]), dict(data["targets"]), tuple(data["clutter"]),
-                   tuple(data["upright"]), {k: tuple(v) for k, v in data["layout"].items()})
+        return cls(
+            data["name"],
+            data["goal"],
+            dict(data["initial"]),
+            dict(data["targets"]),
+            tuple(data["clutter"]),
+            tuple(data["upright"]),
+            {k: tuple(v) for k, v in data["layout"].items()},
+        )
 
 
-def sample_layout(initial: dict[str, str], rng: np.random.Generator) -> dict[str, tuple[float, float, float]] | None:
+def sample_layout(
+    initial: dict[str, str], rng: np.random.Generator
+) -> dict[str, tuple[float, float, float]] | None:
     """Random free spots for items starting in trays (first, they are tighter) and on the table."""
     occupied: dict[str, list] = {t: [] for t in (*TRAYS, "table")}
     layout = {}
@@ -143,8 +162,9 @@ class PackingTaskSpec:
             initial = {**self.initial, **{i: "table" for i in extra}}
             layout = sample_layout(initial, rng)
             if layout is not None:
-                return PackingTaskInstance(self.name, self.goal, initial, dict(self.targets), self.clutter,
-                                           self.upright, layout)
+                return PackingTaskInstance(
+                    self.name, self.goal, initial, dict(self.targets), self.clutter, self.upright, layout
+                )
         raise RuntimeError(f"task {self.name}: no layout found in {LAYOUT_TRIES} draws")
 
     def from_dict(self, data: dict) -> PackingTaskInstance:
@@ -154,41 +174,95 @@ class PackingTaskSpec:
 G, F, S, C, P, T = "gelatin box", "foam brick", "sugar box", "cracker box", "soup can", "tuna fish can"
 
 #: R^3 Table 6, goal texts verbatim; starting places chosen so that each goal needs its stages.
-HELD_OUT: dict[str, PackingTaskSpec] = {s.name: s for s in (
-    PackingTaskSpec("1", "Move the gelatin box from the medium tray to the small tray, then pack the foam brick "
-                    "into the small tray.", {G: "medium", F: "table"}, {G: "small", F: "small"}),
-    PackingTaskSpec("2", "Pack the gelatin box and foam brick into the medium tray alongside the sugar box.",
-                    {S: "medium", G: "table", F: "table"}, {G: "medium", F: "medium", S: "medium"}),
-    PackingTaskSpec("3", "Remove the cracker box from the medium tray, then pack the sugar box and foam brick there; "
-                    "the gelatin box stays in the small tray.", {C: "medium", G: "small", S: "table", F: "table"},
-                    {S: "medium", F: "medium", G: "small"}, clutter=(C,)),
-    PackingTaskSpec("4", "Move the gelatin box and foam brick from the medium tray to the small tray, then pack the "
-                    "sugar box into the medium tray.", {G: "medium", F: "medium", S: "table"},
-                    {G: "small", F: "small", S: "medium"}),
-    PackingTaskSpec("5", "Redistribute five objects from the large tray: cracker box stays in large; sugar box and "
-                    "soup can to medium; gelatin box and foam brick to small.",
-                    {C: "large", S: "large", P: "large", G: "large", F: "large"},
-                    {C: "large", S: "medium", P: "medium", G: "small", F: "small"}),
-    PackingTaskSpec("6", "Move the soup can from small to medium, move the gelatin box and foam brick from medium to "
-                    "small, and pack the sugar box into medium.", {P: "small", G: "medium", F: "medium", S: "table"},
-                    {P: "medium", G: "small", F: "small", S: "medium"}),
-    PackingTaskSpec("7", "Remove the soup can from the small tray so the gelatin box and foam brick fit.",
-                    {P: "small", G: "table", F: "table"}, {G: "small", F: "small"}, clutter=(P,)),
-    PackingTaskSpec("8", "Reorganize: gelatin box and foam brick to small, sugar box and soup can to medium, cracker "
-                    "box to large.", {G: "large", F: "medium", S: "large", P: "small", C: "medium"},
-                    {G: "small", F: "small", S: "medium", P: "medium", C: "large"}),
-    PackingTaskSpec("9", "Pack gelatin box and foam brick into medium; sugar box and tuna fish can into large.",
-                    {G: "table", F: "table", S: "table", T: "table"}, {G: "medium", F: "medium", S: "large", T: "large"}),
-    PackingTaskSpec("10", "Pack soup can into small (upright), sugar box into medium, cracker box and gelatin box "
-                    "into large.", {P: "table", S: "table", C: "table", G: "table"},
-                    {P: "small", S: "medium", C: "large", G: "large"}, upright=(P,)),
-    PackingTaskSpec("11", "Pack foam brick and sugar box into medium; soup can, tuna fish can, and gelatin box into "
-                    "large.", {F: "table", S: "table", P: "table", T: "table", G: "table"},
-                    {F: "medium", S: "medium", P: "large", T: "large", G: "large"}),
-    PackingTaskSpec("12", "Pack gelatin box into small (upright), foam brick and sugar box into medium, soup can and "
-                    "cracker box into large.", {G: "table", F: "table", S: "table", P: "table", C: "table"},
-                    {G: "small", F: "medium", S: "medium", P: "large", C: "large"}, upright=(G,)),
-)}
+HELD_OUT: dict[str, PackingTaskSpec] = {
+    s.name: s
+    for s in (
+        PackingTaskSpec(
+            "1",
+            "Move the gelatin box from the medium tray to the small tray, then pack the foam brick "
+            "into the small tray.",
+            {G: "medium", F: "table"},
+            {G: "small", F: "small"},
+        ),
+        PackingTaskSpec(
+            "2",
+            "Pack the gelatin box and foam brick into the medium tray alongside the sugar box.",
+            {S: "medium", G: "table", F: "table"},
+            {G: "medium", F: "medium", S: "medium"},
+        ),
+        PackingTaskSpec(
+            "3",
+            "Remove the cracker box from the medium tray, then pack the sugar box and foam brick there; "
+            "the gelatin box stays in the small tray.",
+            {C: "medium", G: "small", S: "table", F: "table"},
+            {S: "medium", F: "medium", G: "small"},
+            clutter=(C,),
+        ),
+        PackingTaskSpec(
+            "4",
+            "Move the gelatin box and foam brick from the medium tray to the small tray, then pack the "
+            "sugar box into the medium tray.",
+            {G: "medium", F: "medium", S: "table"},
+            {G: "small", F: "small", S: "medium"},
+        ),
+        PackingTaskSpec(
+            "5",
+            "Redistribute five objects from the large tray: cracker box stays in large; sugar box and "
+            "soup can to medium; gelatin box and foam brick to small.",
+            {C: "large", S: "large", P: "large", G: "large", F: "large"},
+            {C: "large", S: "medium", P: "medium", G: "small", F: "small"},
+        ),
+        PackingTaskSpec(
+            "6",
+            "Move the soup can from small to medium, move the gelatin box and foam brick from medium to "
+            "small, and pack the sugar box into medium.",
+            {P: "small", G: "medium", F: "medium", S: "table"},
+            {P: "medium", G: "small", F: "small", S: "medium"},
+        ),
+        PackingTaskSpec(
+            "7",
+            "Remove the soup can from the small tray so the gelatin box and foam brick fit.",
+            {P: "small", G: "table", F: "table"},
+            {G: "small", F: "small"},
+            clutter=(P,),
+        ),
+        PackingTaskSpec(
+            "8",
+            "Reorganize: gelatin box and foam brick to small, sugar box and soup can to medium, cracker "
+            "box to large.",
+            {G: "large", F: "medium", S: "large", P: "small", C: "medium"},
+            {G: "small", F: "small", S: "medium", P: "medium", C: "large"},
+        ),
+        PackingTaskSpec(
+            "9",
+            "Pack gelatin box and foam brick into medium; sugar box and tuna fish can into large.",
+            {G: "table", F: "table", S: "table", T: "table"},
+            {G: "medium", F: "medium", S: "large", T: "large"},
+        ),
+        PackingTaskSpec(
+            "10",
+            "Pack soup can into small (upright), sugar box into medium, cracker box and gelatin box "
+            "into large.",
+            {P: "table", S: "table", C: "table", G: "table"},
+            {P: "small", S: "medium", C: "large", G: "large"},
+            upright=(P,),
+        ),
+        PackingTaskSpec(
+            "11",
+            "Pack foam brick and sugar box into medium; soup can, tuna fish can, and gelatin box into large.",
+            {F: "table", S: "table", P: "table", T: "table", G: "table"},
+            {F: "medium", S: "medium", P: "large", T: "large", G: "large"},
+        ),
+        PackingTaskSpec(
+            "12",
+            "Pack gelatin box into small (upright), foam brick and sugar box into medium, soup can and "
+            "cracker box into large.",
+            {G: "table", F: "table", S: "table", P: "table", C: "table"},
+            {G: "small", F: "medium", S: "medium", P: "large", C: "large"},
+            upright=(G,),
+        ),
+    )
+}
 
 
 def _names(items: list[str]) -> str:
@@ -208,8 +282,11 @@ def compose_goal(initial: dict[str, str], targets: dict[str, str], clutter: tupl
             moved = [i for i, t in targets.items() if t == dst and initial[i] == src and src != dst]
             if not moved:
                 continue
-            parts.append(f"pack {_names(moved)} into the {dst} tray" if src == "table"
-                         else f"move {_names(moved)} from the {src} tray to the {dst} tray")
+            parts.append(
+                f"pack {_names(moved)} into the {dst} tray"
+                if src == "table"
+                else f"move {_names(moved)} from the {src} tray to the {dst} tray"
+            )
     kept = [i for i, t in targets.items() if initial[i] == t]
     if kept:
         parts.append(f"keep {_names(kept)} where {'it is' if len(kept) == 1 else 'they are'}")
@@ -231,7 +308,9 @@ class GeneratedTaskSpec:
     upright_prob: float = 0.2
 
     def sample(self, rng: np.random.Generator) -> PackingTaskInstance:
-        held = {(tuple(sorted(s.initial.items())), tuple(sorted(s.targets.items()))) for s in HELD_OUT.values()}
+        held = {
+            (tuple(sorted(s.initial.items())), tuple(sorted(s.targets.items()))) for s in HELD_OUT.values()
+        }
         for _ in range(LAYOUT_TRIES):
             n = int(rng.integers(2, 6))
             chosen = [ITEMS[k] for k in rng.choice(len(ITEMS), size=n, replace=False)]
@@ -266,7 +345,9 @@ def _fits(targets: dict[str, str]) -> bool:
     """Whether every tray can hold its assigned goal objects (checked by packing them corner-first)."""
     for tray in TRAYS:
         occupied = []
-        for item in sorted((i for i, t in targets.items() if t == tray), key=lambda i: -placement.half_extents(i, 0)[1]):
+        for item in sorted(
+            (i for i, t in targets.items() if t == tray), key=lambda i: -placement.half_extents(i, 0)[1]
+        ):
             spot = placement.corner_spot(item, tray_rect(tray), occupied)
             if spot is None:
                 return False

@@ -15,8 +15,19 @@ def main():
     rclpy.init()
     node = Node("peer_run_task_client")
     steps, feedback = [], []
-    node.create_subscription(ReasonerStep, "/r3/reasoner/steps", lambda m: steps.append(
-        {"step": m.step, "reasoning": m.reasoning, "instruction": m.instruction, "latency": m.latency_model_s}), 10)
+    node.create_subscription(
+        ReasonerStep,
+        "/r3/reasoner/steps",
+        lambda m: steps.append(
+            {
+                "step": m.step,
+                "reasoning": m.reasoning,
+                "instruction": m.instruction,
+                "latency": m.latency_model_s,
+            }
+        ),
+        10,
+    )
     client = ActionClient(node, RunTask, "/r3/run_task")
     if not client.wait_for_server(timeout_sec=20.0):
         print(json.dumps({"error": "no server"}))
@@ -28,8 +39,12 @@ def main():
     for _ in range(20):
         rclpy.spin_once(node, timeout_sec=0.01)
     goal = RunTask.Goal(suite="language_table", task="V", seed=3, goal="make a V", max_steps=3)
-    send = client.send_goal_async(goal, feedback_callback=lambda f: feedback.append(
-        {"step": f.feedback.step, "instruction": f.feedback.instruction}))
+    send = client.send_goal_async(
+        goal,
+        feedback_callback=lambda f: feedback.append(
+            {"step": f.feedback.step, "instruction": f.feedback.instruction}
+        ),
+    )
     rclpy.spin_until_future_complete(node, send, timeout_sec=20.0)
     handle = send.result()
     result_future = handle.get_result_async()
@@ -39,13 +54,21 @@ def main():
         if len(steps) >= 3:
             break
         rclpy.spin_once(node, timeout_sec=0.05)
-    print(json.dumps({
-        "accepted": handle.accepted,
-        "result": {"success": result.success, "steps": result.steps, "episode_id": result.episode_id,
-                   "instructions": list(result.instructions)},
-        "feedback": feedback,
-        "steps": steps,
-    }))
+    print(
+        json.dumps(
+            {
+                "accepted": handle.accepted,
+                "result": {
+                    "success": result.success,
+                    "steps": result.steps,
+                    "episode_id": result.episode_id,
+                    "instructions": list(result.instructions),
+                },
+                "feedback": feedback,
+                "steps": steps,
+            }
+        )
+    )
     node.destroy_node()
     rclpy.shutdown()
 

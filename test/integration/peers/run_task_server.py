@@ -21,7 +21,9 @@ class Server(Node):
         result = RunTask.Result(episode_id=f"{goal.task}-{goal.seed}")
         for step in range(goal.max_steps):
             instruction = f"move the red moon up {step}"
-            msg = ReasonerStep(step=step, goal=goal.goal, reasoning=f"reasoning {step}", instruction=instruction)
+            msg = ReasonerStep(
+                step=step, goal=goal.goal, reasoning=f"reasoning {step}", instruction=instruction
+            )
             msg.valid = True
             msg.latency_model_s = 0.5 * step
             msg.header.stamp = self.get_clock().now().to_msg()

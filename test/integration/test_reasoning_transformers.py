@@ -114,3 +114,20 @@ def test_qwen_tiny_models_build_and_generate(tmp_path, arch):
         backend.load()
         step = decide(backend, ReasonerInput("language_table", "make a line", [_scene()]))
         assert step.output.prompt_tokens > 100
+
+
+@pytest.mark.parametrize("suite, images", [("language_table", 1), ("packing", 2)])
+def test_a_constrained_spec_makes_the_random_model_answer_validly(tiny_dir, suite, images):
+    """`constrained=true` in the spec: every decision of the random tiny model parses; without it none does."""
+    inp = ReasonerInput(
+        suite, "make a line" if suite == "language_table" else "pack the soup can", [_scene()] * images
+    )
+    answers = {}
+    for constrained in ("true", "false"):
+        b = make_backend(f"transformers:{tiny_dir},constrained={constrained},max_new_tokens=24,device=cpu")
+        b.load()
+        answers[constrained] = [
+            decide(b, inp, ReasoningBudget(12, instruction_tokens=24)).valid for _ in range(3)
+        ]
+        b.close()
+    assert answers == {"true": [True] * 3, "false": [False] * 3}

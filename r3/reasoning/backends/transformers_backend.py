@@ -18,6 +18,7 @@ from typing import ClassVar
 
 from r3.reasoning.backends.base import BackendError, Generation, OnText, ReasonerBackend
 from r3.reasoning.backends.spec import SAMPLING_OPTIONS, Option
+from r3.reasoning.constrained import InstructionConstraint
 from r3.reasoning.prompts import PromptSettings, ReasonerInput
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -54,6 +55,9 @@ class TransformersBackend(ReasonerBackend):
     SPEC_OPTIONS: ClassVar[dict[str, Option]] = {
         "device": Option(str, "auto (CUDA when available), cpu, cuda or cuda:N"),
         "dtype": Option(str, f"one of {', '.join(DTYPES)} (auto: bfloat16 on CUDA, float32 on cpu)"),
+        "constrained": Option(
+            bool, "true: after 'Instruction:' only a canonical instruction of the suite may be decoded"
+        ),
         **SAMPLING_OPTIONS,
     }
 
@@ -67,6 +71,7 @@ class TransformersBackend(ReasonerBackend):
         max_new_tokens: int = 1024,
         seed: int | None = 0,
         thinking: bool | None = None,
+        constrained: bool = False,
     ) -> None:
         if dtype not in DTYPES:
             raise ValueError(f"dtype={dtype!r}: expected one of {DTYPES}")
@@ -84,6 +89,9 @@ class TransformersBackend(ReasonerBackend):
             seed,
         )
         self.thinking = thinking
+        self.constrained = constrained
+        self._constraints: dict[str, InstructionConstraint] = {}  # by suite, built on first use
+        self._suite = ""  # of the input being decided, for the constraint
         self.model = self.processor = None
         self.prompt: PromptSettings | None = None
 
@@ -133,6 +141,7 @@ class TransformersBackend(ReasonerBackend):
         self.model = self.processor = self.prompt = None
 
     def prompt_input(self, inp: ReasonerInput) -> ReasonerInput:
+        self._suite = inp.suite
         if self.prompt is None:
             return inp
         try:
@@ -171,6 +180,8 @@ class TransformersBackend(ReasonerBackend):
             kwargs.update(stop_strings=stop, tokenizer=self.processor.tokenizer)
         if on_text is not None:
             kwargs["streamer"] = _CallbackStreamer(self.processor.tokenizer, on_text, stop)
+        if self.constrained:
+            kwargs["logits_processor"] = [self._constraint().start(inputs["input_ids"].shape[1], prefix)]
         if self.seed is not None:
             torch.manual_seed(self.seed)
         start = time.perf_counter()
@@ -186,6 +197,13 @@ class TransformersBackend(ReasonerBackend):
         cut = _cut(answer, stop)
         finish = "stop" if ended or cut != answer or len(new) < max_new else "length"
         return Generation(cut, finish, int(prompt_len), len(new), model_s)
+
+    def _constraint(self) -> InstructionConstraint:
+        if self._suite not in self._constraints:
+            self._constraints[self._suite] = InstructionConstraint(
+                self.processor.tokenizer, self._suite, self.model.generation_config.eos_token_id
+            )
+        return self._constraints[self._suite]
 
 
 def _cut(text: str, stop: list[str] | None) -> str:

@@ -31,12 +31,15 @@ def assert_bfloat16_on_cpu(backend) -> None:
 
 
 @pytest.mark.ros
-def test_the_reasoner_node_loads_the_model_its_backend_parameter_describes(spec):
+def test_the_reasoner_node_loads_the_model_its_backend_parameter_describes(spec, private_ros_env):
     import rclpy
 
     from r3_reasoner_node.main import ReasonerNode
 
-    rclpy.init(args=["--ros-args", "-p", f"backend:={spec}"])
+    # A domain of its own: this process's DDS participant outlives rclpy.shutdown(), and its RunTask
+    # server would look like a running graph to the `r3 run` of the test after this one.
+    domain = int(private_ros_env()["ROS_DOMAIN_ID"])
+    rclpy.init(args=["--ros-args", "-p", f"backend:={spec}"], domain_id=domain)
     try:
         node = ReasonerNode()
         assert node.get_parameter("backend").value == spec

@@ -118,7 +118,8 @@ def test_qwen_tiny_models_build_and_generate(tmp_path, arch):
 
 @pytest.mark.parametrize("suite, images", [("language_table", 1), ("packing", 2)])
 def test_a_constrained_spec_makes_the_random_model_answer_validly(tiny_dir, suite, images):
-    """`constrained=true` in the spec: every decision of the random tiny model parses; without it none does."""
+    """`constrained=true` in the spec: every decision of the random tiny model parses;
+    without it none does."""
     inp = ReasonerInput(
         suite, "make a line" if suite == "language_table" else "pack the soup can", [_scene()] * images
     )

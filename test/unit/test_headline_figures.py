@@ -68,7 +68,7 @@ def test_packing_expert_success_matches_the_readme(grounding, column):
     from r3.packing_episode import PackingCell, run_packing_episode
     from r3.reasoning.backends import make_backend
 
-    value, half = published("| Mean |", column)
+    value, half = published("| **Mean** |", column)
     backend = make_backend("expert")
     backend.load()
     cell = PackingCell.build(grounding=grounding)

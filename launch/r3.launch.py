@@ -2,7 +2,8 @@
 
     ros2 launch r3 r3.launch.py profile:=sim_language_table
     ros2 launch r3 r3.launch.py profile:=sim_language_table graph:=/path/to/graph.yaml
-    ros2 launch r3 r3.launch.py profile:=gazebo    # with `gz sim` running a world that fits config/gazebo/bridge.yaml
+    # with `gz sim` running a world that fits config/gazebo/bridge.yaml:
+    ros2 launch r3 r3.launch.py profile:=gazebo
 
 Each member becomes a launch_ros Node with its arguments, parameters and remappings, external
 executables (ros_gz_bridge's parameter_bridge, topic_tools) as well. Members with `start: false`

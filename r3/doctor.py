@@ -64,7 +64,9 @@ def _probe_mujoco() -> str:
         "r.update_scene(d); r.render(); print(mujoco.__version__)"
     )
     env = dict(os.environ, MUJOCO_GL=gl, PYOPENGL_PLATFORM=gl if gl != "glfw" else "")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"MUJOCO_GL={gl} cannot render: {last}")
@@ -115,7 +117,7 @@ def run_checks() -> list[Check]:
     for part, required, probe in PROBES:
         try:
             checks.append(Check(part, required, True, probe()))
-        except Exception as exc:  # a probe reports, whatever went wrong
+        except Exception as exc:  # noqa: BLE001 - a probe reports, whatever went wrong
             reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
             checks.append(Check(part, required, False, reason))
     return checks

@@ -4,10 +4,11 @@ Each step mirrors ``r3.episode_loop.run_loop``: wait for the settled state and i
 success, decide with the core's ``Decider`` (history, refusal note and guard live there), publish a
 ReasonerStep, send the instruction to the low-level policy (FollowInstruction), publish its
 outcome. Every wait has a timeout, and the low-level and simulator nodes are watched through their
-heartbeats, so a dead node ends the episode with an error naming it instead of a hang. The backend is a parameter (``backend``):
-``expert``, ``transformers:DIR`` or ``openai:URL,model=NAME``; it is loaded once, at start-up.
-The suite comes with each goal: Language Table decides on the base camera, packing (with
-``wrist_camera`` set) on the base and wrist cameras; the expert reads the privileged state of either.
+heartbeats, so a dead node ends the episode with an error naming it instead of a hang. The
+backend is a parameter (``backend``): ``expert``, ``transformers:DIR`` or
+``openai:URL,model=NAME``; it is loaded once, at start-up. The suite comes with each goal:
+Language Table decides on the base camera, packing (with ``wrist_camera`` set) on the base and
+wrist cameras; the expert reads the privileged state of either.
 
 Stopping: the moment a RunTask is cancelled (its cancel callback) or a stop naming it arrives on
 ``/r3/stop_motion``, the FollowInstruction running for it is stopped with a stop of its own on that

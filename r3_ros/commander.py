@@ -81,7 +81,8 @@ class R3Commander:
             node.create_subscription(ReasonerStep, names.REASONER_STEPS, on_step, 50)
 
     def wait_until_ready(self, timeout_s: float, still_waiting: Callable[[], bool] = lambda: True) -> bool:
-        """True once the RunTask server is up; False after ``timeout_s`` or when ``still_waiting()`` is False."""
+        """True once the RunTask server is up; False after ``timeout_s`` or when ``still_waiting()``
+        is False."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and still_waiting():
             if self.client.wait_for_server(timeout_sec=0.2):

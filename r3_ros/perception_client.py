@@ -2,9 +2,10 @@
 DetectedObjects and GroundPoint, for a packing policy that sees only through perception.
 
 ``capture(resend=False)`` is the camera side: it makes sure a frame of the scene as it is now has
-gone out (again, with ``resend``) and returns that frame's stamp (a simulator publishes one on demand; a streaming camera would return
-the newest stamp). ``observe`` then waits for the DetectedObjects of exactly that stamp, so the
-policy never acts on a frame from before its last motion; ``ground`` calls GroundPoint on it.
+gone out (again, with ``resend``) and returns that frame's stamp (a simulator publishes one on
+demand; a streaming camera would return the newest stamp). ``observe`` then waits for the
+DetectedObjects of exactly that stamp, so the policy never acts on a frame from before its last
+motion; ``ground`` calls GroundPoint on it.
 """
 
 from __future__ import annotations

@@ -8,10 +8,11 @@ decides on); a snapshot is published at the same idle points. /clock is simulate
 goes back, across resets too.
 
 The pusher driver refuses, never clips: a command that is non-finite, over the per-step limit, off
-the reachable board area (``LanguageTableEnv.off_board``), or older than ``COMMAND_DEADLINE_S`` by its DDS source stamp
-(a command that waited in a queue while this process was frozen, MoveIt Servo's incoming-command
-timeout), moves nothing and is logged and counted. The deadline is below the low-level node's
-``state_timeout_s`` (2 s), so a command whose FollowInstruction has already ended is always refused.
+the reachable board area (``LanguageTableEnv.off_board``), or older than ``COMMAND_DEADLINE_S``
+by its DDS source stamp (a command that waited in a queue while this process was frozen, MoveIt
+Servo's incoming-command timeout), moves nothing and is logged and counted. The deadline is below
+the low-level node's ``state_timeout_s`` (2 s), so a command whose FollowInstruction has already
+ended is always refused.
 """
 
 from __future__ import annotations

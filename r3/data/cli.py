@@ -1,4 +1,5 @@
-"""`r3 collect` (expert episodes -> bags), `r3 dataset` (bags -> datasets, stats, LeRobot export), `r3 bag`."""
+"""`r3 collect` (expert episodes -> bags), `r3 dataset` (bags -> datasets, stats, LeRobot export),
+`r3 bag`."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ def collect_main(argv: list[str]) -> int:
 
     p = argparse.ArgumentParser(
         prog="r3 collect",
-        description="Run expert episodes in-process and write one rosbag2 bag per episode (successful and failed "
-        "alike) in the recorder node's format. Resumable: episodes whose bag is already complete in --out are "
-        "skipped. Seeds: r3/data/seeds.py (collection seeds stay below the evaluation seeds).",
+        description=(
+            "Run expert episodes in-process and write one rosbag2 bag per episode (successful and failed "
+            "alike) in the recorder node's format. Resumable: episodes whose bag is already complete in "
+            "--out are skipped. Seeds: r3/data/seeds.py (collection seeds stay below the evaluation seeds)."
+        ),
     )
     p.add_argument("--suite", default="language_table", help="task suite (default: %(default)s)")
     p.add_argument("--split", default="T_M", help="task split: T_M, T_R or T_O (default: %(default)s)")
@@ -159,8 +162,8 @@ def bag_main(argv: list[str]) -> int:
             continue
         if report.repaired:
             print(
-                f"repaired {bag}: {report.messages} complete messages kept, {report.dropped_bytes} bytes of a "
-                "torn record dropped; marked incomplete"
+                f"repaired {bag}: {report.messages} complete messages kept, {report.dropped_bytes} bytes "
+                "of a torn record dropped; marked incomplete"
             )
         else:
             print(f"{bag}: {report.reason}")

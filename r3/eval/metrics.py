@@ -18,8 +18,10 @@ progress over the goal's total, clipped to [0, 1]), no-penalty rate (NPR: no pen
 strict success rate (SSR: success with no penalty). An episode is a mapping with ``success`` (bool),
 ``progress`` (in [0, 1]) and, for NPR/SSR, ``penalty`` (>= 0; None when the harness has none).
 
->>> e = [{"success": True, "progress": 1.0, "penalty": 0.0}, {"success": True, "progress": 1.0, "penalty": 0.5},
-...      {"success": False, "progress": 0.5, "penalty": 0.0}, {"success": False, "progress": 0.0, "penalty": 1.0}]
+>>> e = [{"success": True, "progress": 1.0, "penalty": 0.0},
+...      {"success": True, "progress": 1.0, "penalty": 0.5},
+...      {"success": False, "progress": 0.5, "penalty": 0.0},
+...      {"success": False, "progress": 0.0, "penalty": 1.0}]
 >>> {k: round(v.value, 3) for k, v in err_metrics(e).items()}
 {'SR': 0.5, 'PG': 0.625, 'NPR': 0.5, 'SSR': 0.25}
 """

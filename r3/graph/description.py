@@ -209,7 +209,8 @@ def _absolute(name: str) -> str:
 
 
 def read_ros_gz_bridge_config(path: Path) -> tuple[dict[str, str], dict[str, str]]:
-    """Topics a ros_gz_bridge parameter file makes the bridge publish (GZ_TO_ROS) and subscribe (ROS_TO_GZ)."""
+    """Topics a ros_gz_bridge parameter file makes the bridge publish (GZ_TO_ROS) and subscribe
+    (ROS_TO_GZ)."""
     entries = yaml.safe_load(Path(path).read_text()) or []
     publishes, subscribes = {}, {}
     for entry in entries:

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 import yaml
 
@@ -130,7 +131,7 @@ class Supervisor:
         self.first_exit: Exit | None = None
         self._params_dir = tempfile.TemporaryDirectory(prefix="r3-params-")
 
-    def __enter__(self) -> Supervisor:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -149,17 +150,17 @@ class Supervisor:
             params_file = Path(self._params_dir.name) / f"{member.name}.yaml"
             params_file.write_text(yaml.safe_dump({member.name: {"ros__parameters": member.parameters}}))
             cmd = resolve_executable(member) + member.arguments + ros_arguments(member, params_file)
-            log = open(self.log_dir / f"{member.name}.log", "w")
-            self.processes[member.name] = subprocess.Popen(
-                cmd,
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
-            log.close()
+            with open(self.log_dir / f"{member.name}.log", "w") as log:
+                self.processes[member.name] = subprocess.Popen(
+                    cmd,
+                    env=self.env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    # PR_SET_PDEATHSIG can only be set in the child; the callback makes one libc call
+                    preexec_fn=_die_with_parent,  # noqa: PLW1509
+                )
             self.echo(f"[r3 launch] started {member.name} (pid {self.processes[member.name].pid})")
 
     def poll(self) -> Exit | None:

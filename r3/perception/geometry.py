@@ -70,10 +70,10 @@ class ObjectGeometry:
     extent: np.ndarray  # (3,): size along each axis (max - min of the projections)
     valid_points: int
     #: For a top-down grasp of a resting object: the centre of its top surface (x, y: the middle of
-    #: the extent of the points within :data:`TOP_BAND` of the top; z = top height), the yaw (rad, in (-pi/2, pi/2]) of the top
-    #: surface's long horizontal axis, the horizontal size of all points along that axis and across
-    #: it (a resting convex object's visible points all lie over its footprint, side faces included),
-    #: and the lowest visible height.
+    #: the extent of the points within :data:`TOP_BAND` of the top; z = top height), the yaw (rad,
+    #: in (-pi/2, pi/2]) of the top surface's long horizontal axis, the horizontal size of all points
+    #: along that axis and across it (a resting convex object's visible points all lie over its
+    #: footprint, side faces included), and the lowest visible height.
     top_centre: np.ndarray = None  # (3,)
     footprint_yaw: float = 0.0
     footprint: np.ndarray = None  # (2,): along, across

@@ -127,7 +127,10 @@ class Perception:
         if not label.strip():
             return f"{LABEL_MISMATCH}: empty label (use {ANY_LABEL!r} for whichever object is there)"
         if len(label) > MAX_LABEL_CHARS:
-            return f"{LABEL_MISMATCH}: a label of {len(label)} characters names nothing (at most {MAX_LABEL_CHARS})"
+            return (
+                f"{LABEL_MISMATCH}: a label of {len(label)} characters names nothing "
+                f"(at most {MAX_LABEL_CHARS})"
+            )
         if not self.segmenter.text_queries and label not in self.query:
             return (
                 f"{LABEL_MISMATCH}: {label[:80]!r} is not among the perceived names (the query: {self.query})"

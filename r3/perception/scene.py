@@ -132,7 +132,8 @@ class TabletopScene:
   <visual><global offwidth="{width}" offheight="{height}"/><map znear="0.05" zfar="20"/></visual>
   <worldbody>
     <light pos="0 0 2" dir="0 0 -1" diffuse="0.8 0.8 0.8"/>
-    <geom name="table" type="box" size="{TABLE_HALF[0]} {TABLE_HALF[1]} 0.02" pos="0 0 -0.02" rgba="0.55 0.45 0.35 1"/>
+    <geom name="table" type="box" size="{TABLE_HALF[0]} {TABLE_HALF[1]} 0.02" pos="0 0 -0.02"
+          rgba="0.55 0.45 0.35 1"/>
     {"".join(geoms)}
     <camera name="cam" pos="{eye[0]:.9f} {eye[1]:.9f} {eye[2]:.9f}" xyaxes="{xyaxes}" fovy="{fovy_deg}"/>
   </worldbody>

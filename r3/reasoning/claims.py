@@ -210,7 +210,8 @@ class PackingChecker:
         return out
 
     def _why(self, why: str, item: str, s: str) -> list[Claim]:
-        """The reason a move is made: every role the expert gives, checked, and a reason for a non-goal item."""
+        """The reason a move is made: every role the expert gives, checked, and a reason for a
+        non-goal item."""
         st, task, out = self.state, self.task, []
         claim = lambda kind, ok: out.append(Claim(kind, s, bool(ok)))
         if m := re.match(rf"the ({_I}) does not belong in any tray", why):

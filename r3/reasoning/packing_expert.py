@@ -272,7 +272,8 @@ def _spare_tray(state: PackingState, task: PackingTaskInstance, item: str) -> st
 def _clear(
     blocker: str, item: str, state: PackingState, task: PackingTaskInstance, at: str | None = None
 ) -> Plan | None:
-    """The move that takes ``blocker`` out of the hand's way to ``item`` (``at``: setting it down in that tray)."""
+    """The move that takes ``blocker`` out of the hand's way to ``item`` (``at``: setting it down in
+    that tray)."""
     goal, where = task.targets.get(blocker), state.tray_of(blocker)
     if not graspable(blocker, state) or hand_blockers(blocker, state):
         return None

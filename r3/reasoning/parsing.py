@@ -106,7 +106,9 @@ def parse_response(text, suite: str, mode: str = "reason", finish_reason: str | 
     does not. ``finish_reason`` "length" (the generation ran out of tokens) makes the answer
     truncated, since its last section cannot be trusted to be complete.
 
-    >>> parse_response("Reasoning: it is left.\\nInstruction: **touch the red moon.**", "language_table").instruction_text
+    >>> parse_response(
+    ...     "Reasoning: it is left.\\nInstruction: **touch the red moon.**", "language_table"
+    ... ).instruction_text
     'touch the red moon'
     >>> parse_response("Instruction: fly away", "language_table").kind.value
     'empty_reasoning'

@@ -135,8 +135,8 @@ class PromptSettings:
         given, wanted = inp.history, self.history
         if given == "instruction" and wanted == "response":
             raise ValueError(
-                f"this model was trained with history={wanted!r} but is given history={given!r}, which cannot "
-                f"be recast: run it with history {wanted!r}"
+                f"this model was trained with history={wanted!r} but is given history={given!r}, which "
+                f"cannot be recast: run it with history {wanted!r}"
             )
         text = inp.history_text
         if "none" in (given, wanted):
@@ -272,8 +272,14 @@ def _packing_text(inp: ReasonerInput) -> str:
             [
                 "## Instructions the robot can follow",
                 "Use exactly one of these three forms:",
-                '- Pack the <item> into the <size> tray. For example: "Pack the soup can into the small tray."',
-                '- Remove the <item> from the <size> tray. For example: "Remove the cracker box from the large tray."',
+                (
+                    "- Pack the <item> into the <size> tray. For example: "
+                    '"Pack the soup can into the small tray."'
+                ),
+                (
+                    "- Remove the <item> from the <size> tray. For example: "
+                    '"Remove the cracker box from the large tray."'
+                ),
                 (
                     "- Transfer the <item> from the <size> tray to the <size> tray. For example: "
                     '"Transfer the foam brick from the small tray to the medium tray."'
@@ -304,7 +310,10 @@ def _reasoning_rules(image_word: str, history: str) -> str:
     rules = [
         "## How to reason",
         "Rules:",
-        f"- Rely only on what the {image_word} show{'s' if image_word == 'image' else ''} or what is written above.",
+        (
+            f"- Rely only on what the {image_word} show{'s' if image_word == 'image' else ''} "
+            "or what is written above."
+        ),
         (
             "- Never make up object positions, contacts, finished subgoals or outcomes. When part of the "
             "scene is unclear or hidden, say so and pick the most sensible action anyway."
@@ -313,13 +322,17 @@ def _reasoning_rules(image_word: str, history: str) -> str:
     if history != "none":
         rules.append(
             "- The previous step describes an earlier moment and may be wrong, stale or a poor plan. "
-            f"When it disagrees with the current {image_word}, believe the {image_word}; do not just repeat it."
+            f"When it disagrees with the current {image_word}, believe the {image_word}; "
+            "do not just repeat it."
         )
     rules += [
         "Style:",
         "- Think in short, explicit steps.",
         "- Let the instruction follow from the reasoning: describe and weigh the scene first, decide last.",
-        '- Do not announce a choice ("I will ...", "the best move is ...") without the reasons that lead to it.',
+        (
+            '- Do not announce a choice ("I will ...", "the best move is ...") '
+            "without the reasons that lead to it."
+        ),
     ]
     return "\n".join(rules)
 

@@ -115,8 +115,10 @@ class AgreementReport:
     def format(self) -> str:
         head = " ".join(f"{c:>5}" for c in SCORE_CLASSES)
         lines = [
-            f"cases {self.n}  agree {self.agree}/{self.n} ({100 * self.agreement:.1f}%)  "
-            f"Cohen's kappa {self.kappa:.3f}  Pearson r {self.pearson:.3f}",
+            (
+                f"cases {self.n}  agree {self.agree}/{self.n} ({100 * self.agreement:.1f}%)  "
+                f"Cohen's kappa {self.kappa:.3f}  Pearson r {self.pearson:.3f}"
+            ),
             f"confusion (rows human, columns judge): {head}",
         ]
         lines += [

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 from r3.rewards.judge import SUITES, RuleJudge
 from r3.rewards.vlm import JudgeFailure, VLMJudge
@@ -65,7 +66,7 @@ def judge_main(argv: list[str] | None = None) -> int:
                 parser.error("--backend vlm needs --vlm-model (or R3_JUDGE_MODEL)")
             if args.suite != "language_table":
                 parser.error("the VLM backend grades the language_table suite only")
-            image = open(args.image, "rb").read() if args.image else None
+            image = Path(args.image).read_bytes() if args.image else None
             vlm = VLMJudge(args.vlm_url, args.vlm_model, api_key=os.environ.get("R3_JUDGE_API_KEY"))
             result = vlm.judge(args.candidate, args.reference, image)
         else:

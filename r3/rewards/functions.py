@@ -40,7 +40,9 @@ RewardFn = Callable[..., list]
 def completion_text(completion) -> str:
     """The text of one completion: a string, one message, or a conversation (last assistant turn).
 
-    >>> completion_text([{"role": "assistant", "content": [{"type": "text", "text": "Instruction: touch the red moon"}]}])
+    >>> completion_text(
+    ...     [{"role": "assistant", "content": [{"type": "text", "text": "Instruction: touch the red moon"}]}]
+    ... )
     'Instruction: touch the red moon'
     """
     if isinstance(completion, str):
@@ -74,9 +76,10 @@ class JudgeReward:
     The response is read by ``r3.reasoning.parsing.parse_response``; one without a single valid
     "Instruction:" section scores 0.0 (R^3 has no format reward, only zero accuracy). Missing
     reasoning is left to the length penalty. The judge sees the grammar's canonical text of the
-    parsed instruction (R^3 compares the *parsed* instruction, for packing too). Samples with a snapshot go to the rule judge and its simulator; without one, to the
-    VLM judge when one is configured, else to the rule judge's linguistic tiers. A VLM failure is
-    never a 0: ``on_failure="skip"`` warns and returns None for the sample, ``"raise"`` stops.
+    parsed instruction (R^3 compares the *parsed* instruction, for packing too). Samples with a
+    snapshot go to the rule judge and its simulator; without one, to the VLM judge when one is
+    configured, else to the rule judge's linguistic tiers. A VLM failure is never a 0:
+    ``on_failure="skip"`` warns and returns None for the sample, ``"raise"`` stops.
 
     >>> reward = JudgeReward()
     >>> reward(["Reasoning: it is low. Instruction: push the red moon upwards", "Instruction: touch it"],
@@ -147,7 +150,9 @@ class JudgeReward:
 class LengthPenaltyReward:
     """``clip(log2(clip(n, 1, T) / T), -1, 0)`` over the whole response (R^3 Appendix A.4).
 
-    >>> LengthPenaltyReward(target_words=4)(["Reasoning: short. Instruction: touch the red moon", "Instruction: x"])
+    >>> LengthPenaltyReward(target_words=4)(
+    ...     ["Reasoning: short. Instruction: touch the red moon", "Instruction: x"]
+    ... )
     [0.0, -1.0]
     """
 
@@ -227,7 +232,7 @@ class RewardComposer:
             if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w):
                 raise ValueError(f"weight {key!r} must be a finite number, got {w!r}")
             if not callable(terms[key]):
-                raise ValueError(f"term {key!r} is not callable")
+                raise ValueError(f"term {key!r} is not callable")  # noqa: TRY004 - a bad config value, refused as such
         self.terms = dict(terms)
         self.weights = {k: float(weights[k]) for k in self.terms}
         self.__name__ = name

@@ -94,7 +94,8 @@ class RuleJudge:
             raise ValueError(f"unknown suite {suite!r}; expected one of {SUITES}")
         ref = language_table.parse(reference)
         if isinstance(ref, language_table.ParseError):
-            raise ValueError(f"reference {reference!r} does not parse: {ref.reason}")
+            # a reference that does not parse is a bad value, not a bad type
+            raise ValueError(f"reference {reference!r} does not parse: {ref.reason}")  # noqa: TRY004
         cand = language_table.parse(candidate)
         if isinstance(cand, language_table.ParseError):
             return JudgeResult(Tier.INVALID, f"candidate does not parse: {cand.reason}")
@@ -142,9 +143,13 @@ def judge_instruction(
 ) -> JudgeResult:
     """Judge one instruction with the process-wide :class:`RuleJudge`.
 
-    >>> judge_instruction("push the red moon into the blue cube", "push the blue cube into the red moon").tier.value
+    >>> judge_instruction(
+    ...     "push the red moon into the blue cube", "push the blue cube into the red moon"
+    ... ).tier.value
     'no_match'
-    >>> judge_instruction("move the red block up", "move the red moon up").reason
-    "candidate does not parse: ambiguous block 'the red block': name blocks by colour and shape, e.g. 'red moon'"
+    >>> print(judge_instruction("move the red block up", "move the red moon up").reason)
+    ... # doctest: +NORMALIZE_WHITESPACE
+    candidate does not parse: ambiguous block 'the red block': name blocks by colour and shape,
+    e.g. 'red moon'
     """
     return default_judge().judge(candidate, reference, suite=suite, snapshot=snapshot)

@@ -132,7 +132,8 @@ def plan_reward(plan: str, reference_actions: Sequence[str], action_dictionary: 
     """``0.2 * format + 0.8 * LCS`` (RoboGPT-R1 eq. 10); the LCS runs over action names.
 
     >>> plan = ('{"visual_state_description": "a cup", "reasoning_and_reflection": "grab it", '
-    ...         '"language_plan": "pick it up", "executable_plan": [{"action_id": 1, "action_name": "pick up"}]}')
+    ...         '"language_plan": "pick it up", '
+    ...         '"executable_plan": [{"action_id": 1, "action_name": "pick up"}]}')
     >>> round(plan_reward(plan, ["pick up", "put down"], {1: "pick up", 2: "put down"}), 6)
     0.6
     """

@@ -3,9 +3,10 @@
 A checkpoint is a plain transformers model directory: ``config.json``, safetensors weights,
 the processor files (tokenizer, image processor, chat template) and ``generation_config.json``,
 plus ``r3_train.json`` saying how it was made and ``r3_prompt.json`` saying how it was prompted
-(:class:`r3.reasoning.prompts.PromptSettings`, which the reasoner backend applies). LoRA runs save merged weights unless told not to
-(``lora.merge: false``); an adapter directory merges later with :func:`merge_adapter`
-(``r3 train export``). ``make_backend("transformers:DIR")`` and ``vllm serve DIR`` take the result.
+(:class:`r3.reasoning.prompts.PromptSettings`, which the reasoner backend applies). LoRA runs save
+merged weights unless told not to (``lora.merge: false``); an adapter directory merges later with
+:func:`merge_adapter` (``r3 train export``). ``make_backend("transformers:DIR")`` and
+``vllm serve DIR`` take the result.
 """
 
 from __future__ import annotations

@@ -189,7 +189,10 @@ class RLConfig(_Common):
         _check(0 < self.epsilon_high < 1, f"epsilon_high={self.epsilon_high}: must be in (0, 1)")
         _check(
             self.importance_sampling_level in IMPORTANCE_LEVELS,
-            f"importance_sampling_level={self.importance_sampling_level!r}: expected one of {IMPORTANCE_LEVELS}",
+            (
+                f"importance_sampling_level={self.importance_sampling_level!r}: "
+                f"expected one of {IMPORTANCE_LEVELS}"
+            ),
         )
         _check(self.num_iterations >= 1, f"num_iterations={self.num_iterations}: must be >= 1")
         unknown = sorted(set(self.rewards) - set(REWARD_TERMS))

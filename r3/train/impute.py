@@ -5,8 +5,9 @@ step's response. For each row whose history lacks reasoning we sample the mid-tr
 the *previous* step's prompt, up to ``samples`` times, and keep the first response whose
 instruction the rubric scores as a linguistic match (1.0) with that step's expert instruction.
 A previous step that is not in the data (the dataset builder drops repeated and invalid
-steps) cannot be resampled and takes the fallback. If none matches, the history becomes the bare previous instruction ("Instruction: ..."), still
-in the previous-response slot so the prompt keeps the Stage I format.
+steps) cannot be resampled and takes the fallback. If none matches, the history becomes the bare
+previous instruction ("Instruction: ..."), still in the previous-response slot so the prompt keeps
+the Stage I format.
 
 Episodes are walked in step order, so an imputed response also feeds the next step's prompt.
 The result is a JSONL file of (episode_id, step, history, history_kind, imputed, tried) that

@@ -29,7 +29,8 @@ OFFLINE = {**os.environ, "HF_HUB_OFFLINE": "1"}
 
 
 def _python_312() -> tuple[str | None, list[str]]:
-    """The first Python >= 3.12 that runs (PATH, then pyenv's versions, oldest first), and what each failed try said."""
+    """The first Python >= 3.12 that runs (PATH, then pyenv's versions, oldest first), and what each
+    failed try said."""
     tried, candidates = [], [shutil.which(n) for n in ("python3.12", "python3.13")]
     pyenv = shutil.which("pyenv")
     if pyenv:

@@ -38,7 +38,10 @@ ANSWERS = {
     ],
     "packing": [
         (
-            "Reasoning: the sugar box is on the table.\nInstruction: Pack the sugar box into the medium tray.",
+            (
+                "Reasoning: the sugar box is on the table.\n"
+                "Instruction: Pack the sugar box into the medium tray."
+            ),
             "stop",
         ),
         ("I can't do that.", "stop"),

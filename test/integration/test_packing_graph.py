@@ -319,7 +319,8 @@ def test_the_arm_stops_on_a_stop_and_when_the_reasoner_falls_silent(private_ros_
         proc.terminate()
         proc.wait(timeout=20)
     print(
-        f"\npacking arm still: {stop_latency * 1000:.0f} ms after a stop, {watchdog_latency * 1000:.0f} ms after "
-        f"the watchdog's deadline ({client_timeout_s:.1f} s of silence; {len(reasons)} instructions)"
+        f"\npacking arm still: {stop_latency * 1000:.0f} ms after a stop, "
+        f"{watchdog_latency * 1000:.0f} ms after the watchdog's deadline "
+        f"({client_timeout_s:.1f} s of silence; {len(reasons)} instructions)"
     )
     assert stop_latency < 0.2 and watchdog_latency < 0.2

@@ -107,8 +107,8 @@ def test_a_dead_node_of_an_unsupervised_graph_is_named_by_its_silence(victim, tm
         assert f"/{victim} stopped responding (no heartbeat for {timeout_s:.1f} s)" in outcome[0][1], text
     ended_after = outcome[0][0] - killed_at
     print(
-        f"\nkill -9 {victim} (no supervisor): the episode ended with an error naming it after {ended_after:.2f} s "
-        f"(heartbeat_timeout_s {timeout_s:.1f} s): {outcome[0][1].strip()}"
+        f"\nkill -9 {victim} (no supervisor): the episode ended with an error naming it "
+        f"after {ended_after:.2f} s (heartbeat_timeout_s {timeout_s:.1f} s): {outcome[0][1].strip()}"
     )
     assert ended_after < timeout_s + 2.0
 

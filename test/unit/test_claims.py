@@ -106,7 +106,10 @@ def test_refusal_claims_need_an_unchanged_scene(cell):
     before = Previous(
         "Pack the sugar box into the medium tray.", "motion_failed: refused: collision", cell.env.state()
     )
-    said = 'The previous instruction, "Pack the sugar box into the medium tray.", was refused before anything moved.'
+    said = (
+        'The previous instruction, "Pack the sugar box into the medium tray.", '
+        "was refused before anything moved."
+    )
     cell.env.step(cell.env.joint_targets)  # one control step: the arm holds still, nothing moves
     now, task = cell.env.state(), cell.env.task_instance
     assert [c.verified for c in check_step("packing", said, now, task, before)] == [True]

@@ -1,4 +1,5 @@
-"""Collect -> bags -> sft / rl datasets and stats, on a few expert episodes (LeRobot export: test_data_lerobot.py)."""
+"""Collect -> bags -> sft / rl datasets and stats, on a few expert episodes (LeRobot export:
+test_data_lerobot.py)."""
 
 from __future__ import annotations
 

@@ -25,7 +25,8 @@ PACKING_SEEDS = {"sim": (0, 1), "perception": (0,)}
 
 
 def published(row: str, column: int) -> tuple[float, float]:
-    """(value, half-width) in [0, 1] of the "V ± H" cell ``column`` of the README table row starting ``row``."""
+    """(value, half-width) in [0, 1] of the "V ± H" cell ``column`` of the README table row starting
+    ``row``."""
     line = next(line for line in README.read_text().splitlines() if line.startswith(row))
     value, half = re.fullmatch(r"\s*([\d.]+) ± ([\d.]+)\s*", line.split("|")[column]).groups()
     return float(value) / 100, float(half) / 100
@@ -80,7 +81,7 @@ def test_packing_expert_success_matches_the_readme(grounding, column):
     ]
     successes, need = len(episodes) - len(failed), fewest_successes(len(episodes), value - half)
     print(
-        f"\npacking expert ({grounding}): {successes}/{len(episodes)} episodes succeeded (README {value:.1%} ± "
-        f"{half:.1%}; at least {need} needed); failed (task, seed): {failed}"
+        f"\npacking expert ({grounding}): {successes}/{len(episodes)} episodes succeeded "
+        f"(README {value:.1%} ± {half:.1%}; at least {need} needed); failed (task, seed): {failed}"
     )
     assert successes >= need, failed

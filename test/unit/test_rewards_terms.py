@@ -121,7 +121,8 @@ GOOD_STEPS = (
         (_plan('"find the apple"'), {"section": 0.75, "type": 0.0, "validity": 0.0}),
         (
             _plan(
-                '[{"action_id": "1", "action_name": "find apple"}, {"action_id": true, "action_name": "find apple"}]'
+                '[{"action_id": "1", "action_name": "find apple"}, '
+                '{"action_id": true, "action_name": "find apple"}]'
             ),
             {"section": 1.0, "type": 0.0, "validity": 0.0},
         ),  # str and bool ids

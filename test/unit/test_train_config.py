@@ -117,5 +117,6 @@ def test_global_batch_must_split_over_gpus():
 
 
 def test_the_shipped_cpu_config_trains_on_every_row():
-    """Test-only limits (the 4 rows a smoke test overfits) belong to the test, not to the config a user copies."""
+    """Test-only limits (the 4 rows a smoke test overfits) belong to the test, not to the config a user
+    copies."""
     assert load_config(CONFIGS / "sft_tiny_cpu.yaml", SFTConfig).max_rows is None

@@ -1,8 +1,9 @@
 """A backend that answers with recorded text, in order: for replaying an episode's reasoner outputs
 (from a bag) and for feeding fixed or hostile answers through the real loop (safety tests).
 
-Step k of every episode gets recorded answer k. Spec ``replay:PATH`` where PATH is a bag folder (its ReasonerStep raw responses) or a JSONL file with
-one ``{"text": ..., "finish_reason": ...}`` object per line.
+Step k of every episode gets recorded answer k. Spec ``replay:PATH`` where PATH is a bag folder
+(its ReasonerStep raw responses) or a JSONL file with one ``{"text": ..., "finish_reason": ...}``
+object per line.
 """
 
 from __future__ import annotations
@@ -11,7 +12,13 @@ import json
 import time
 from pathlib import Path
 
-from r3.reasoning.backends.base import BackendError, BackendOutput, ReasonerBackend, ReasoningBudget
+from r3.reasoning.backends.base import (
+    FULL_REASONING,
+    BackendError,
+    BackendOutput,
+    ReasonerBackend,
+    ReasoningBudget,
+)
 
 
 def load_answers(path: str | Path) -> list[tuple[str, str]]:
@@ -53,7 +60,7 @@ class ReplayBackend(ReasonerBackend):
     def _generate(self, messages, prefix, max_tokens, stop, on_text):
         raise NotImplementedError("ReplayBackend answers whole steps in decide()")
 
-    def decide(self, inp, budget: ReasoningBudget = ReasoningBudget(), on_text=None) -> BackendOutput:
+    def decide(self, inp, budget: ReasoningBudget = FULL_REASONING, on_text=None) -> BackendOutput:
         start = time.perf_counter()
         if inp.step >= len(self.answers):
             raise BackendError(

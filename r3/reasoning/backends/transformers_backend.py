@@ -77,7 +77,8 @@ class TransformersBackend(ReasonerBackend):
             raise ValueError(f"dtype={dtype!r}: expected one of {DTYPES}")
         if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1:
             raise ValueError(
-                f"bad sampling options: temperature={temperature}, top_p={top_p}, max_new_tokens={max_new_tokens}"
+                f"bad sampling options: temperature={temperature}, top_p={top_p}, "
+                f"max_new_tokens={max_new_tokens}"
             )
         self.model_dir = Path(model_dir)
         self.model_id = str(self.model_dir)

@@ -248,7 +248,8 @@ def main() -> None:
     rows = build(env)
     CASES.write_text("\n".join(keep + [json.dumps(r) for r in rows]) + "\n")
     print(
-        f"{len(rows)} simulator cases over {len(list(SNAPSHOTS.glob('*.npz')))} scenes; {len(keep)} other cases kept"
+        f"{len(rows)} simulator cases over {len(list(SNAPSHOTS.glob('*.npz')))} scenes; "
+        f"{len(keep)} other cases kept"
     )
 
 

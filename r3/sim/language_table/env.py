@@ -201,8 +201,8 @@ class LanguageTableEnv(gym.Env):
         if not np.any(((target < lo) & (action < 0)) | ((target > hi) & (action > 0))):
             return ""
         return (
-            f"action {action.tolist()} would take the pusher from {start.round(4).tolist()} off the reachable "
-            f"board area (x in [{lo[0]:.3f}, {hi[0]:.3f}], y in [{lo[1]:.3f}, {hi[1]:.3f}])"
+            f"action {action.tolist()} would take the pusher from {start.round(4).tolist()} off the "
+            f"reachable board area (x in [{lo[0]:.3f}, {hi[0]:.3f}], y in [{lo[1]:.3f}, {hi[1]:.3f}])"
         )
 
     def _refuse(self, why: str) -> None:

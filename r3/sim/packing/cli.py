@@ -132,7 +132,10 @@ def main(argv: list[str]) -> int:
     """Dispatch ``r3 packing demo``."""
     if not argv or argv[0] not in COMMANDS:
         print(
-            "usage: r3 packing demo [options]   (r3 packing demo --help; success tables: r3 eval --suite packing)",
+            (
+                "usage: r3 packing demo [options]   "
+                "(r3 packing demo --help; success tables: r3 eval --suite packing)"
+            ),
             file=sys.stderr,
         )
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2

@@ -18,8 +18,8 @@ lies between the fingers and touches both (see ``PackingEnv``) and off when the 
 The item still collides with everything, so it can knock other items and rests physically when
 released.
 
-Cameras: ``base`` looks down at the table from high on the far side (opposite the robot), ``wrist`` sits on the
-hand looking along the fingers. Both render RGB, depth and segmentation.
+Cameras: ``base`` looks down at the table from high on the far side (opposite the robot),
+``wrist`` sits on the hand looking along the fingers. Both render RGB, depth and segmentation.
 """
 
 from __future__ import annotations
@@ -125,13 +125,15 @@ def _arm() -> str:
         f'<inertial pos="0 0 0.02" mass="0.1" diaginertia="1e-4 1e-4 1e-4"/>'
         f'<joint name="{joint}" type="slide" axis="0 {sign} 0" range="0 0.04" class="finger"/>'
         f'<geom name="panda_{side}finger" type="box" size="{pad_x} {pad_y} {pad_z}" '
-        f'pos="0 {sign * pad_y:.6g} {2 * pad_z + 0.006 - pad_z:.6g}" class="robot" friction="1.5 0.01 0.001"/>'
+        f'pos="0 {sign * pad_y:.6g} {2 * pad_z + 0.006 - pad_z:.6g}" class="robot" '
+        f'friction="1.5 0.01 0.001"/>'
         f"</body>"
         for side, joint, sign in (("left", FINGER_JOINTS[0], 1), ("right", FINGER_JOINTS[1], -1))
     )
     wrist_quat = _f((0, 1, 0, 0))  # camera -z along the hand's +z (towards the fingertips)
+    hand_quat = _f((math.cos(-math.pi / 8), 0, 0, math.sin(-math.pi / 8)))
     hand = (
-        f'<body name="panda_hand" pos="0 0 {FLANGE}" quat="{_f((math.cos(-math.pi / 8), 0, 0, math.sin(-math.pi / 8)))}" '
+        f'<body name="panda_hand" pos="0 0 {FLANGE}" quat="{hand_quat}" '
         f'gravcomp="1">'
         f'<inertial pos="0 0 0.04" mass="0.81" diaginertia="0.003 0.003 0.003"/>'
         f'<geom name="panda_hand" type="box" size="0.025 0.10 0.028" pos="0 0 0.028" class="robot"/>'
@@ -211,6 +213,10 @@ def build_mjcf(width: int = 320, height: int = 240) -> str:
     """MJCF text of the workcell; ``width`` x ``height`` sizes the offscreen framebuffer."""
     (tx0, tx1), (ty0, ty1) = TABLE_EXTENT
     cam_pos, cam_target = BASE_CAMERA
+    arm_actuators = "".join(
+        f'<position name="{j}" joint="{j}" class="arm" ctrlrange="{lo} {hi}"/>'
+        for j, (lo, hi) in zip(ARM_JOINTS, JOINT_LIMITS)
+    )
     return f"""
 <mujoco model="packing">
   <compiler angle="radian" autolimits="true"/>
@@ -224,17 +230,21 @@ def build_mjcf(width: int = 320, height: int = 240) -> str:
     <!-- Bits: static (table, trays) = 2, robot = 4, items = 1. Items touch everything; the robot
          touches items and static geometry; static touches nothing static. -->
     <default class="static"><geom contype="2" conaffinity="5" friction="0.8 0.01 0.001"/></default>
-    <default class="robot"><geom contype="4" conaffinity="3" group="1" rgba="{_f(ARM_RGBA)}" friction="1 0.01 0.001"/></default>
-    <default class="item"><geom contype="1" conaffinity="7" group="2" friction="0.8 0.01 0.001" condim="4"/></default>
+    <default class="robot"><geom contype="4" conaffinity="3" group="1" rgba="{_f(ARM_RGBA)}"
+                                 friction="1 0.01 0.001"/></default>
+    <default class="item"><geom contype="1" conaffinity="7" group="2" friction="0.8 0.01 0.001"
+                                condim="4"/></default>
     <default class="arm"><joint damping="8" armature="0.1"/><position kp="3000" kv="150"/></default>
     <default class="finger"><joint damping="5" armature="0.01"/></default>
   </default>
   <worldbody>
     <light pos="0.5 0 2.0" dir="0 0 -1" directional="true" diffuse="0.4 0.4 0.4" castshadow="false"/>
-    <camera name="base" pos="{_f(cam_pos)}" quat="{_f(_look_at_quat(cam_pos, cam_target))}" fovy="{BASE_FOVY}"/>
+    <camera name="base" pos="{_f(cam_pos)}" quat="{_f(_look_at_quat(cam_pos, cam_target))}"
+            fovy="{BASE_FOVY}"/>
     <geom name="table" type="box" pos="{(tx0 + tx1) / 2:.6g} {(ty0 + ty1) / 2:.6g} -0.02"
           size="{(tx1 - tx0) / 2:.6g} {(ty1 - ty0) / 2:.6g} 0.02" class="static" rgba="{_f(TABLE_RGBA)}"/>
-    <geom name="storage" type="box" pos="{STORAGE[0]} {STORAGE[1] + 1.5} -0.02" size="0.3 2 0.02" class="static"/>
+    <geom name="storage" type="box" pos="{STORAGE[0]} {STORAGE[1] + 1.5} -0.02" size="0.3 2 0.02"
+          class="static"/>
     {_trays()}
     {_arm()}
     {_items()}
@@ -247,8 +257,9 @@ def build_mjcf(width: int = 320, height: int = 240) -> str:
     <exclude body1="panda_link0" body2="panda_link1"/>
   </contact>
   <actuator>
-    {"".join(f'<position name="{j}" joint="{j}" class="arm" ctrlrange="{lo} {hi}"/>' for j, (lo, hi) in zip(ARM_JOINTS, JOINT_LIMITS))}
-    <position name="gripper" joint="{FINGER_JOINTS[0]}" kp="400" kv="20" ctrlrange="0 0.04" forcerange="-40 40"/>
+    {arm_actuators}
+    <position name="gripper" joint="{FINGER_JOINTS[0]}" kp="400" kv="20" ctrlrange="0 0.04"
+              forcerange="-40 40"/>
   </actuator>
 </mujoco>
 """

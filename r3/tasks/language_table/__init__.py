@@ -1,1 +1,2 @@
-"""The Language Table suite: board contract (board.py), the 14 tasks (tasks.py), their checkers and planner."""
+"""The Language Table suite: board contract (board.py), the 14 tasks (tasks.py), their checkers and
+planner."""

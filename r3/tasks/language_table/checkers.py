@@ -178,7 +178,8 @@ def apex_shape(P: Points, roles: tuple[str, str, str], sign: float) -> list[Cons
 
 
 def ell_shape(P: Points, roles: tuple[str, str, str], sign: float) -> list[Constraint]:
-    """L (sign +1: arms up and right) or inverted L (-1: down and left); roles: corner, vertical, horizontal."""
+    """L (sign +1: arms up and right) or inverted L (-1: down and left); roles: corner, vertical,
+    horizontal."""
     (xc, yc), (xv, yv), (xh, yh) = (P[r] for r in roles)
     return [
         at_least("vertical_arm", sign * (yv - yc), L_MIN_ARM),

@@ -8,7 +8,9 @@ planning margins in ``planner.py``. ROS-free.
 >>> import numpy as np
 >>> from r3.tasks.language_table.board import BLOCKS, BoardState
 >>> xs = np.linspace(-0.2, 0.2, len(BLOCKS))
->>> state = BoardState({b: (x, 0.1 * (-1) ** i, 0.0) for i, (b, x) in enumerate(zip(BLOCKS, xs))}, (0.0, -0.15))
+>>> state = BoardState(
+...     {b: (x, 0.1 * (-1) ** i, 0.0) for i, (b, x) in enumerate(zip(BLOCKS, xs))}, (0.0, -0.15)
+... )
 >>> inst = get_task("V").sample(np.random.default_rng(0), state)
 >>> inst.success(state), 0.0 <= inst.progress(state) < 1.0
 (False, True)

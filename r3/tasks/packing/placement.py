@@ -1,7 +1,8 @@
 """Free-space search for item footprints in a rectangle (tray floor or table band).
 
 Footprints are the axis-aligned bounding boxes of the items' rotated rectangles (exact at yaw 0 and
-pi/2, where layouts put them; conservative in between, where a grasp may have turned them), and a gap of :data:`~r3.tasks.packing.workcell.PLACE_GAP` keeps neighbours from touching. Used by the
+pi/2, where layouts put them; conservative in between, where a grasp may have turned them), and a
+gap of :data:`~r3.tasks.packing.workcell.PLACE_GAP` keeps neighbours from touching. Used by the
 layout sampler (random spots) and by the packing policy (deterministic corner-first spots).
 """
 

@@ -1,6 +1,7 @@
 """Decision frames in the bags under CPU stress: are the frames every step decided on all recorded?
 
     python bench/bench_decision_frames.py [--episodes 20] [--profile sim_language_table]
+                                          [--no-stress] [--smoke] [--json PATH]
 
 Starts a busy loop on every core for the whole run, a graph with `r3 launch`, and runs ``episodes``
 RunTask episodes through it. For each bag it counts the frames the ReasonerSteps name
@@ -11,7 +12,6 @@ quotes the first figure; it must be 0.
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import os
 import sys
@@ -19,9 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test" / "integration"))
 
+from common import Report, parser
 from hostile import Client, Graph, bag_topics
 
 from r3.graph import names
@@ -42,11 +44,14 @@ def _stamps(messages) -> set[tuple[int, int]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--episodes", type=int, default=20)
-    p.add_argument("--profile", default="sim_language_table", choices=sorted(TASKS))
+    p = parser(__doc__)
+    p.add_argument("--episodes", type=int, default=20, help="episodes to run (default: %(default)s)")
+    p.add_argument("--profile", default="sim_language_table", choices=sorted(TASKS), help="graph profile")
     p.add_argument("--no-stress", action="store_true", help="no busy loops (the baseline)")
     args = p.parse_args(argv)
+    if args.smoke:  # one episode, no busy loops: CI checks that the benchmark runs, not the figure
+        args.episodes, args.no_stress = 1, True
+    report = Report("decision_frames", vars(args))
     from r3_msgs.action import RunTask
 
     os.environ.setdefault("MUJOCO_GL", "osmesa")
@@ -104,13 +109,11 @@ def main(argv: list[str] | None = None) -> int:
         graph.stop()
         for hog in hogs:
             hog.terminate()
-    load = Path("/proc/loadavg").read_text().split()[0]
-    print(
-        f"{args.episodes} episodes ({errors} ended in an error), "
-        f"{'busy loop on every core' if hogs else 'no stress'} "
-        f"(load {load}): {missing} of {wanted} decision frames missing from /r3/reasoner/frames, "
-        f"{missing_camera} of {wanted} from the camera topic"
-    )
+    stress = "busy loop on every core" if hogs else "no stress"
+    note = f"{args.episodes} episodes, {errors} ended in an error, {stress}, {wanted} decision frames"
+    report.add("decision frames missing from /r3/reasoner/frames", missing, "frames", note=note)
+    report.add("decision frames missing from the camera topic (best effort)", missing_camera, "frames")
+    report.finish(args.json)
     return 0 if missing == 0 else 1
 
 

@@ -34,6 +34,7 @@ def test_every_benchmark_is_covered():
     assert {s.stem for s in SCRIPTS} == {
         "bench_bags",
         "bench_data",
+        "bench_decision_frames",
         "bench_episode",
         "bench_eval",
         "bench_graph",

@@ -20,3 +20,8 @@ class OpaqueFunction:
 class Shutdown:
     def __init__(self, *, reason="reason not given"):
         self.reason = reason
+
+
+class TimerAction:
+    def __init__(self, *, period, actions, cancel_on_shutdown=True):
+        self.period, self.actions, self.cancel_on_shutdown = float(period), list(actions), cancel_on_shutdown

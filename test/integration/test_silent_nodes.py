@@ -17,6 +17,7 @@ import yaml
 
 from r3.graph import names
 from r3.graph.description import load_profile
+from r3.graph.node_params import NODE_PARAMETERS
 from r3.graph.supervisor import resolve_executable, ros_arguments
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -55,8 +56,9 @@ def _lines_of(proc: subprocess.Popen) -> tuple[list[tuple[float, str]], threadin
 @pytest.mark.parametrize("victim", ["r3_lowlevel_node", "r3_sim_node", "r3_recorder_node"])
 def test_a_dead_node_of_an_unsupervised_graph_is_named_by_its_silence(victim, tmp_path, private_ros_env):
     env = private_ros_env()
-    timeout_s = (
-        load_profile("sim_language_table").member("r3_reasoner_node").parameters["heartbeat_timeout_s"]
+    reasoner = load_profile("sim_language_table").member("r3_reasoner_node").parameters
+    timeout_s = reasoner.get(
+        "heartbeat_timeout_s", NODE_PARAMETERS["r3_reasoner_node"]["heartbeat_timeout_s"].default
     )
     procs = _start_unsupervised(env, tmp_path)
     run = subprocess.Popen(
@@ -124,7 +126,7 @@ def test_the_pusher_stops_when_the_reasoner_falls_silent(private_ros_env):
     from r3_msgs.action import FollowInstruction
     from r3_msgs.msg import Heartbeat
     from r3_msgs.srv import ResetScene
-    from r3_ros.heartbeat import QOS as BEAT_QOS
+    from r3_ros.qos import HEARTBEAT as BEAT_QOS
 
     env = private_ros_env()
     client_timeout_s = 0.5

@@ -70,7 +70,7 @@ def test_device_defaults_to_auto():
         (
             "transformers:/m,colour=red",
             (
-                "unknown key 'colour'; valid keys: device, dtype, temperature, top_p, "
+                "unknown key 'colour'; valid keys: device, dtype, constrained, temperature, top_p, "
                 "max_new_tokens, seed, thinking"
             ),
         ),

@@ -13,6 +13,7 @@ import signal
 import sys
 
 import rclpy
+from rclpy._rclpy_pybind11 import RCLError
 from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 
 
@@ -39,6 +40,11 @@ def run_node(node_class, args=None) -> None:
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except RCLError:
+        # The SIGINT handler shut the context down while the executor was building its wait set;
+        # rclpy raises this instead of ExternalShutdownException in that window. A shutdown, not a fault.
+        if rclpy.ok():
+            raise
     except Exception as exc:  # configuration failed: one line, then a non-zero exit
         if node is not None:
             raise

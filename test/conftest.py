@@ -74,3 +74,27 @@ def tabletop():
 @pytest.fixture(scope="session")
 def tabletop_frame(tabletop):
     return tabletop.render(stamp_ns=1_000_000_000)
+
+
+@pytest.fixture(scope="session")
+def expert_bags(tmp_path_factory):
+    """Expert episodes of the RL split (one scene per task, at most 6 steps each), collected once per
+    session for every test that reads bags; a test that changes bags works on a copy."""
+    from r3.data.cli import collect_main
+
+    out = tmp_path_factory.mktemp("expert_bags")
+    args = [
+        "--split",
+        "T_R",
+        "--scenes",
+        "1",
+        "--trials",
+        "1",
+        "--max-steps",
+        "6",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
+    assert collect_main(args) == 0
+    return out

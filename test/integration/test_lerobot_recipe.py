@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from r3.data.cli import collect_main, dataset_main
+from r3.data.cli import dataset_main
 
 pytestmark = pytest.mark.slow
 
@@ -83,28 +83,10 @@ def lerobot_env() -> Path:
 
 
 @pytest.fixture(scope="module")
-def export(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("recipe")
-    assert (
-        collect_main(
-            [
-                "--split",
-                "T_R",
-                "--scenes",
-                "1",
-                "--trials",
-                "1",
-                "--max-steps",
-                "6",
-                "--out",
-                str(root / "bags"),
-                "--quiet",
-            ]
-        )
-        == 0
-    )
-    assert dataset_main(["export-lerobot", str(root / "bags"), "--out", str(root / "r3_pusher")]) == 0
-    return root / "r3_pusher"
+def export(expert_bags, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("recipe") / "r3_pusher"
+    assert dataset_main(["export-lerobot", str(expert_bags), "--out", str(out)]) == 0
+    return out
 
 
 def _load(env: Path, root: Path) -> dict:

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from r3.data.cli import collect_main, dataset_main
+from r3.data.cli import dataset_main
 from r3.data.lerobot import aggregate_stats, episode_stats, sampled_frames
 
 STATS = ("min", "max", "mean", "std", "count", "q01", "q10", "q50", "q90", "q99")
@@ -53,28 +53,10 @@ EPISODE_COLUMNS = {
 
 
 @pytest.fixture(scope="module")
-def export(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("lerobot")
-    assert (
-        collect_main(
-            [
-                "--split",
-                "T_R",
-                "--scenes",
-                "1",
-                "--trials",
-                "1",
-                "--max-steps",
-                "6",
-                "--out",
-                str(root / "bags"),
-                "--quiet",
-            ]
-        )
-        == 0
-    )
-    assert dataset_main(["export-lerobot", str(root / "bags"), "--out", str(root / "out")]) == 0
-    return root / "out"
+def export(expert_bags, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("lerobot") / "out"
+    assert dataset_main(["export-lerobot", str(expert_bags), "--out", str(out)]) == 0
+    return out
 
 
 def _frames(n: int, rng) -> list[dict]:

@@ -28,27 +28,9 @@ CONFIG = {"split": "T_R", "scenes": 1, "trials": 1, "max_steps": 6}  # 3 episode
 
 
 @pytest.fixture(scope="module")
-def bags(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("bags")
-    assert (
-        collect_main(
-            [
-                "--split",
-                "T_R",
-                "--scenes",
-                "1",
-                "--trials",
-                "1",
-                "--max-steps",
-                "6",
-                "--out",
-                str(out),
-                "--quiet",
-            ]
-        )
-        == 0
-    )
-    return out
+def bags(expert_bags) -> Path:
+    """The session's expert bags: CONFIG's episodes."""
+    return expert_bags
 
 
 @pytest.fixture(scope="module")

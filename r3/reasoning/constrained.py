@@ -117,7 +117,7 @@ class InstructionConstraint:
         self.trie = TokenTrie(
             tokenizer.encode(" " + text, add_special_tokens=False) for text in canonical_instructions(suite)
         )
-        self.prompt_length, self.prefix = 0, ""
+        self.start(0)
 
     def start(self, prompt_length: int, prefix: str = "") -> InstructionConstraint:
         self.prompt_length, self.prefix = int(prompt_length), prefix

@@ -1,4 +1,5 @@
-"""The main() every r3 node shares: init, spin a multi-threaded executor, shut down cleanly.
+"""The main() every r3 node shares: init, spin a multi-threaded executor (``r3_ros.executor``), shut
+down cleanly.
 
 A node that cannot configure itself (a model path that does not exist, a server that does not
 answer, a bad parameter) prints one ``fatal:`` line naming the problem and exits with status 1.
@@ -14,7 +15,9 @@ import sys
 
 import rclpy
 from rclpy._rclpy_pybind11 import RCLError
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException
+
+from r3_ros.executor import QueueAwareExecutor
 
 
 def run_node(node_class, args=None) -> None:
@@ -34,7 +37,7 @@ def run_node(node_class, args=None) -> None:
     node = None
     try:
         node = node_class()
-        executor = MultiThreadedExecutor(num_threads=8)  # long action callbacks never starve the rest
+        executor = QueueAwareExecutor(num_threads=8)  # long action callbacks never starve the rest
         executor.add_node(node)
         spinning = True
         executor.spin()

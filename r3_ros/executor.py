@@ -1,0 +1,58 @@
+"""The executor every r3 node spins: rclpy's MultiThreadedExecutor without its busy loop.
+
+rclpy's multi-threaded executor (before 10.0.4, ros2/rclpy#1452) yields again, on every wait, each
+task that has been handed to its thread pool but not yet started, and hands it over again. While a
+task waits for a worker, the spinning thread therefore resubmits it in a tight loop that holds the GIL,
+which keeps the workers from starting it: on a loaded 2-core machine a whole node went deaf for 1-2 s
+(r3_sim_node's 10 ms timer stopped, a pusher command waited past its deadline and was refused, the
+instruction failed with "the simulator stopped publishing state"). Here a task is handed to the pool
+once; while it waits for a worker, the spinning thread waits for it to start instead of spinning.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from rclpy.executors import (
+    ConditionReachedException,
+    ExternalShutdownException,
+    MultiThreadedExecutor,
+    ShutdownException,
+    TimeoutException,
+)
+
+#: How long the spinning thread waits for a queued task to start before it looks at the graph again.
+START_WAIT_S = 0.05
+
+
+class QueueAwareExecutor(MultiThreadedExecutor):
+    def __init__(self, num_threads: int | None = None, **kwargs):
+        super().__init__(num_threads, **kwargs)
+        self._queued: set = set()
+        self._started = threading.Condition()
+        #: How many times a task went to the pool (regression figure: once per run of the task).
+        self.submissions = 0
+
+    def _run(self, task) -> None:
+        with self._started:
+            self._queued.discard(task)
+            self._started.notify_all()
+        task()
+
+    def _spin_once_impl(self, timeout_sec=None, wait_condition=lambda: False) -> None:
+        try:
+            task, _, _ = self.wait_for_ready_callbacks(timeout_sec, None, wait_condition)
+        except (ExternalShutdownException, ShutdownException, TimeoutException, ConditionReachedException):
+            return
+        with self._started:
+            if task in self._queued:  # yielded again while it waits for a worker: wait, do not resubmit
+                self._started.wait_for(lambda: task not in self._queued, timeout=START_WAIT_S)
+                return
+            self._queued.add(task)
+        self.submissions += 1
+        self._executor.submit(self._run, task)
+        if task not in self._futures:
+            self._futures.append(task)
+        for done in [f for f in self._futures if f.done()]:
+            self._futures.remove(done)
+            done.result()  # a callback's exception ends the spin, as in rclpy

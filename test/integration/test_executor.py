@@ -1,0 +1,84 @@
+"""r3_ros.executor: a callback waiting for a worker is handed to the pool once, and the spinning thread
+waits instead of spinning. rclpy's multi-threaded executor resubmitted it in a tight loop that held
+the GIL (about 4,800 submissions a second here, a 10 ms timer silent for 1.4 s); a loaded node went
+deaf that way and its pusher commands went stale."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+pytestmark = pytest.mark.ros
+
+
+@pytest.fixture
+def context(private_ros_env):
+    import rclpy
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=int(private_ros_env()["ROS_DOMAIN_ID"]))
+    yield ctx
+    rclpy.try_shutdown(context=ctx)
+
+
+def test_no_callback_is_resubmitted_while_it_waits_for_a_worker(context):
+    """The simulator's shape: a command subscription and a 10 ms timer in one mutually exclusive
+    group, commands that take a few ms each, arriving every 5 ms."""
+    from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+    from rclpy.node import Node
+    from std_msgs.msg import String
+
+    from r3_ros.executor import QueueAwareExecutor
+
+    node = Node("executor_probe", context=context)
+    exclusive = MutuallyExclusiveCallbackGroup()
+    ticks: list[float] = []
+
+    def command(_msg) -> None:
+        busy_until = time.monotonic() + 0.004
+        while time.monotonic() < busy_until:
+            pass
+
+    publisher = node.create_publisher(String, "/executor_probe/commands", 10)
+    node.create_subscription(String, "/executor_probe/commands", command, 10, callback_group=exclusive)
+    node.create_timer(0.01, lambda: ticks.append(time.monotonic()), callback_group=exclusive)
+    node.create_timer(
+        0.005, lambda: publisher.publish(String(data="go")), callback_group=ReentrantCallbackGroup()
+    )
+    executor = QueueAwareExecutor(num_threads=8, context=context)
+    submitted: Counter = Counter()
+    started: set = set()
+    resubmitted_while_queued, kept = [], []
+    pool_submit = executor._executor.submit
+
+    def counting_submit(fn, *args):
+        task = args[-1] if args else fn
+        kept.append(task)  # no id is reused while the test counts
+        if submitted[id(task)] and id(task) not in started:
+            resubmitted_while_queued.append(task)
+        submitted[id(task)] += 1
+
+        def run():
+            started.add(id(task))
+            fn(*args)
+
+        return pool_submit(run)
+
+    executor._executor.submit = counting_submit
+    executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    time.sleep(2.0)
+    executor.shutdown()
+    node.destroy_node()
+    gaps = [b - a for a, b in itertools.pairwise(ticks)]
+    print(
+        f"\n{sum(submitted.values())} submissions of {len(submitted)} callbacks in 2 s; "
+        f"10 ms timer: longest gap {max(gaps) * 1000:.0f} ms"
+    )
+    assert len(ticks) > 20  # the timer kept running next to the commands
+    assert not resubmitted_while_queued

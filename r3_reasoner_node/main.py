@@ -270,6 +270,11 @@ class ReasonerNode(Node):
             )
         if started:
             self.publish_event(EpisodeEvent.END, episode_id, goal, goal_text or "", result)
+            if result.bag:
+                try:
+                    self.wait_for_bag_closed(episode_id)
+                except EpisodeError as exc:
+                    result.reason = f"error: {exc}"
         return self.finish(handle, result, result.reason)
 
     def wait_until_lowlevel_ready(self) -> None:
@@ -294,7 +299,7 @@ class ReasonerNode(Node):
             return ""  # no recorder in this graph
         self.watch_recorder = [node]  # from now on, losing the recorder loses the episode's data
         deadline = time.monotonic() + self.param["recorder_timeout_s"]
-        while self.monitor.state(node) != f"recording:{episode_id}" or not self.bag.endswith(
+        while self.monitor.state(node) != names.recording_state(episode_id) or not self.bag.endswith(
             f"/{episode_id}"
         ):
             if time.monotonic() > deadline:
@@ -302,6 +307,23 @@ class ReasonerNode(Node):
                 return ""
             time.sleep(0.01)
         return self.bag
+
+    def wait_for_bag_closed(self, episode_id: str) -> None:
+        """After END, until the recorder has closed the episode's bag (its heartbeat leaves
+        "recording:<id>"), so that a result naming a bag names a finished one. A recorder that is
+        gone meanwhile is an error naming it (the bag lacks the episode's end); one still recording
+        after ``recorder_timeout_s`` is logged and left to finish."""
+        node, timeout = self.param["recorder_node"], self.param["heartbeat_timeout_s"]
+        deadline = time.monotonic() + self.param["recorder_timeout_s"]
+        while self.monitor.state(node) == names.recording_state(episode_id):
+            for member_exit in self.exits.read():
+                raise EpisodeError(member_exit)
+            if self.monitor.dead([node], timeout):
+                raise EpisodeError(f"{node} stopped responding (no heartbeat for {timeout:.1f} s)")
+            if time.monotonic() > deadline:
+                self.get_logger().warning(f"{node} still records {episode_id}; not waiting longer")
+                return
+            time.sleep(0.01)
 
     def current_scene(self, suite: str, task: str) -> str:
         """reset_scene=false: the simulator's episode id of the scene to continue on, which must be

@@ -48,11 +48,6 @@ SOURCE_LOOKUP_S = 0.5
 STRAGGLERS_S = 5.0
 
 
-def recording_state(episode_id: str) -> str:
-    """Heartbeat state while an episode's bag is open."""
-    return f"recording:{episode_id}"
-
-
 def message_class(msgtype: str):
     """'sensor_msgs/msg/Image' -> the rclpy message class."""
     package, kind, name = msgtype.split("/")
@@ -178,7 +173,7 @@ class RecorderNode(Node):
             if all(t in self.subscribed and self.count_publishers(t) > 0 for t in self.topics):
                 timer.cancel()
                 if self.writer is not None and self.writer.info.episode_id == episode_id:
-                    self.heartbeat.state = recording_state(episode_id)
+                    self.heartbeat.state = names.recording_state(episode_id)
 
         timer = self.create_timer(0.02, check, clock=Clock(clock_type=ClockType.STEADY_TIME))
 

@@ -40,3 +40,9 @@ DETECTED_OBJECTS = "/r3/perception/objects"
 PERCEPTION_ANNOTATED = "/r3/perception/annotated/image_raw"
 GROUND_POINT = "/r3/perception/ground_point"
 SET_PERCEPTION_QUERY = "/r3/perception/set_query"
+
+
+def recording_state(episode_id: str) -> str:
+    """The recorder's heartbeat state while an episode's bag is open (the reasoner waits for it
+    before the first step and for its end after the episode's END)."""
+    return f"recording:{episode_id}"

@@ -4,6 +4,11 @@ A domain is claimed by an exclusive ``flock`` on ``<tmp>/r3-ros-domains/<id>.loc
 as long as the open file (the pytest process's life, or one test's), the kernel drops it when its
 holder dies, and child processes join the domain through ``ROS_DOMAIN_ID``. Every test that needs a
 domain besides its session's claims one here instead of adding an offset to the session's id.
+
+A released domain rests for ``REST_S`` before it is claimed again: the DDS participant of a process
+that was killed (SIGKILL, as the fault tests do) stays in the other participants' discovery until its
+lease expires (Fast DDS: 20 s), so the next test in a just-released domain would still see the last
+test's action servers (``r3 eval --via-ros`` refuses to start its graph next to one).
 """
 
 from __future__ import annotations
@@ -11,12 +16,15 @@ from __future__ import annotations
 import fcntl
 import os
 import tempfile
+import time
 from pathlib import Path
 
 #: Domain ids tests may claim: 0 is every shell's default, and Fast DDS's ports for ids above 101
 #: fall in Linux's ephemeral port range.
 DOMAIN_IDS = range(1, 102)
 LOCK_DIR = Path(tempfile.gettempdir()) / "r3-ros-domains"
+#: Seconds a released domain rests: longer than a dead participant's DDS lease (20 s).
+REST_S = 30.0
 
 
 class DomainClaim:
@@ -27,15 +35,26 @@ class DomainClaim:
         start = os.getpid()  # different processes start their search at different ids
         for i in range(len(ids)):
             domain = ids[(start + i) % len(ids)]
-            lock = open(LOCK_DIR / f"{domain}.lock", "w")  # noqa: SIM115 - held open while the claim lasts
+            lock = open(LOCK_DIR / f"{domain}.lock", "a+")  # noqa: SIM115 - held open while the claim lasts
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 lock.close()
                 continue
+            lock.seek(0)
+            released = lock.read().strip()
+            if released and time.time() - float(released) < REST_S:
+                lock.close()  # released moments ago: its last holder's participants may linger
+                continue
             self.domain, self._lock = domain, lock
             return
-        raise RuntimeError(f"every ROS domain id in {ids} is held by another process ({LOCK_DIR})")
+        raise RuntimeError(
+            f"every ROS domain id in {ids} is held by another process or rests after a release ({LOCK_DIR})"
+        )
 
     def release(self) -> None:
+        """End the claim, noting the time, so that the domain rests before its next claim."""
+        self._lock.seek(0)
+        self._lock.truncate()
+        self._lock.write(f"{time.time():.3f}\n")
         self._lock.close()

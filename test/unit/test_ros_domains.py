@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from ros_domains import DomainClaim
+from ros_domains import LOCK_DIR, REST_S, DomainClaim
 
 TEST_DIR = Path(__file__).resolve().parents[1]
 
@@ -34,3 +35,17 @@ def test_the_session_domain_and_a_test_claim_are_refused_to_other_processes():
             assert child.returncode != 0 and "is held by another process" in child.stderr, child.stdout
     finally:
         claim.release()
+
+
+def test_a_released_domain_rests_before_its_next_claim():
+    """A killed process's DDS participant outlives it by its lease: the next claim of a domain just
+    released would meet the last holder's servers."""
+    claim = DomainClaim()
+    domain = claim.domain
+    claim.release()
+    only_that_one = range(domain, domain + 1)
+    child = _claim_in_a_child(only_that_one)
+    assert child.returncode != 0 and "rests after a release" in child.stderr, child.stdout
+    (LOCK_DIR / f"{domain}.lock").write_text(f"{time.time() - REST_S - 1:.3f}\n")  # rested long enough
+    child = _claim_in_a_child(only_that_one)
+    assert child.returncode == 0 and child.stdout.strip() == str(domain), child.stderr

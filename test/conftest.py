@@ -46,15 +46,24 @@ def ros_env() -> dict[str, str]:
     return dict(os.environ)
 
 
+#: Domains this process's own nodes joined: never released while it runs, since a process's DDS
+#: participant outlives ``rclpy.shutdown()`` and keeps announcing its servers (a RunTask server of an
+#: in-process reasoner looked like a running graph to a later test's ``r3 eval --via-ros``).
+IN_PROCESS_DOMAINS: list[DomainClaim] = []
+
+
 @pytest.fixture
 def private_ros_env():
     """Call it for a child environment whose ROS domain no other process holds, e.g. for a test
-    that starts a graph of its own next to the session's; each claim ends with the test."""
+    that starts a graph of its own next to the session's; each claim ends with the test. A test that
+    creates nodes in this process calls it with ``in_process=True``: that domain stays claimed until
+    the session ends."""
     claims: list[DomainClaim] = []
 
-    def claim() -> dict[str, str]:
-        claims.append(DomainClaim())
-        return dict(os.environ, ROS_DOMAIN_ID=str(claims[-1].domain))
+    def claim(in_process: bool = False) -> dict[str, str]:
+        held = DomainClaim()
+        (IN_PROCESS_DOMAINS if in_process else claims).append(held)
+        return dict(os.environ, ROS_DOMAIN_ID=str(held.domain))
 
     yield claim
     for c in claims:

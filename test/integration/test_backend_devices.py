@@ -38,7 +38,7 @@ def test_the_reasoner_node_loads_the_model_its_backend_parameter_describes(spec,
 
     # A domain of its own: this process's DDS participant outlives rclpy.shutdown(), and its RunTask
     # server would look like a running graph to the `r3 run` of the test after this one.
-    domain = int(private_ros_env()["ROS_DOMAIN_ID"])
+    domain = int(private_ros_env(in_process=True)["ROS_DOMAIN_ID"])
     rclpy.init(args=["--ros-args", "-p", f"backend:={spec}"], domain_id=domain)
     try:
         node = ReasonerNode()

@@ -20,7 +20,7 @@ def context(private_ros_env):
     import rclpy
 
     ctx = rclpy.Context()
-    rclpy.init(context=ctx, domain_id=int(private_ros_env()["ROS_DOMAIN_ID"]))
+    rclpy.init(context=ctx, domain_id=int(private_ros_env(in_process=True)["ROS_DOMAIN_ID"]))
     yield ctx
     rclpy.try_shutdown(context=ctx)
 

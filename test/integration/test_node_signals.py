@@ -37,11 +37,11 @@ NODES = [
 def domain():
     """A ROS domain of this module's own: a node of the same name left by another test must not
     answer for the one started here (its heartbeat would let the SIGINT arrive during start-up)."""
+    from conftest import IN_PROCESS_DOMAINS
     from ros_domains import DomainClaim
 
-    claim = DomainClaim()
-    yield claim.domain
-    claim.release()
+    IN_PROCESS_DOMAINS.append(DomainClaim())  # this process's monitor joins it: held to the end
+    return IN_PROCESS_DOMAINS[-1].domain
 
 
 @pytest.fixture(scope="module")

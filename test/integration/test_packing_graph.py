@@ -215,7 +215,7 @@ def test_the_arm_stops_on_a_stop_and_when_the_reasoner_falls_silent(private_ros_
     from r3_ros.qos import STOP as STOP_QOS
     from r3_ros.stop import goal_key, new_goal_id
 
-    env = private_ros_env()
+    env = private_ros_env(in_process=True)
     client_timeout_s = 0.5
     proc = subprocess.Popen(
         [

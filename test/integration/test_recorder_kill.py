@@ -74,17 +74,20 @@ def test_killed_recorder_leaves_a_repairable_bag(tmp_path, private_ros_env):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not any(" step 1 " in line for _, line in run_lines):
             time.sleep(0.05)
-        # The recorder gets each step when r3 run does, but on 2 loaded cores a process can be
-        # delayed by a second or more (heartbeat gaps of up to 3 s were seen): give it ample time.
+        pids = {
+            m.group(1): int(m.group(2))
+            for _, line in launch_lines
+            if (m := re.search(r"started (r3_\w+) \(pid (\d+)\)", line))
+        }
+        # Freeze the low-level node, so the episode cannot end (and its bag close) before the kill
+        # however fast the graph runs; then give the recorder ample time for the steps r3 run has
+        # printed (on 2 loaded cores a process can be delayed by a second or more).
+        os.kill(pids["r3_lowlevel_node"], signal.SIGSTOP)
         time.sleep(2.0)
         seen = [int(m.group(1)) for _, line in run_lines if (m := re.search(r" step (\d+) ", line))]
-        pid = next(
-            int(m.group(1))
-            for _, line in launch_lines
-            if (m := re.search(r"started r3_recorder_node \(pid (\d+)\)", line))
-        )
         assert seen, "".join(line for _, line in run_lines + launch_lines)
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pids["r3_recorder_node"], signal.SIGKILL)
+        os.kill(pids["r3_lowlevel_node"], signal.SIGCONT)
         launch.wait(timeout=30)  # the launcher stops the graph once a member is gone
         run.wait(timeout=30)
     finally:

@@ -141,7 +141,7 @@ def test_the_pusher_stops_when_the_reasoner_falls_silent(private_ros_env):
     from r3_msgs.srv import ResetScene
     from r3_ros.qos import HEARTBEAT as BEAT_QOS
 
-    env = private_ros_env()
+    env = private_ros_env(in_process=True)
     client_timeout_s = 0.5
     procs = [
         subprocess.Popen(

@@ -299,14 +299,28 @@ class ReasonerNode(Node):
             return ""  # no recorder in this graph
         self.watch_recorder = [node]  # from now on, losing the recorder loses the episode's data
         deadline = time.monotonic() + self.param["recorder_timeout_s"]
-        while self.monitor.state(node) != names.recording_state(episode_id) or not self.bag.endswith(
-            f"/{episode_id}"
+        while (
+            self.monitor.state(node) != names.recording_state(episode_id)
+            or not self.bag.endswith(f"/{episode_id}")
+            or not self.record_reaches(node)
         ):
             if time.monotonic() > deadline:
                 self.get_logger().warning(f"{node} did not open a bag for {episode_id}; continuing")
                 return ""
             time.sleep(0.01)
         return self.bag
+
+    def record_reaches(self, recorder: str) -> bool:
+        """The recorder subscribes to the decision frames, and each publisher of the episode's record
+        has matched every subscriber this node has discovered: the recorder sees the reasoner's
+        publishers before they see it, and a step published in between would miss the bag."""
+        frames = self.get_subscriptions_info_by_topic(names.REASONER_FRAMES)
+        if not any(f"{s.node_namespace.rstrip('/')}/{s.node_name}" == recorder for s in frames):
+            return False
+        return all(
+            pub.get_subscription_count() >= len(self.get_subscriptions_info_by_topic(pub.topic_name))
+            for pub in (self.steps_pub, self.frames_pub, self.outcome_pub)
+        )
 
     def wait_for_bag_closed(self, episode_id: str) -> None:
         """After END, until the recorder has closed the episode's bag (its heartbeat leaves

@@ -11,7 +11,7 @@ import os
 
 import pytest
 from hypothesis import settings
-from ros_domains import DomainClaim
+from ros_domains import DomainClaim, claim_for_this_process
 
 SESSION_DOMAIN = DomainClaim()
 os.environ["ROS_DOMAIN_ID"] = str(SESSION_DOMAIN.domain)
@@ -46,12 +46,6 @@ def ros_env() -> dict[str, str]:
     return dict(os.environ)
 
 
-#: Domains this process's own nodes joined: never released while it runs, since a process's DDS
-#: participant outlives ``rclpy.shutdown()`` and keeps announcing its servers (a RunTask server of an
-#: in-process reasoner looked like a running graph to a later test's ``r3 eval --via-ros``).
-IN_PROCESS_DOMAINS: list[DomainClaim] = []
-
-
 @pytest.fixture
 def private_ros_env():
     """Call it for a child environment whose ROS domain no other process holds, e.g. for a test
@@ -61,9 +55,10 @@ def private_ros_env():
     claims: list[DomainClaim] = []
 
     def claim(in_process: bool = False) -> dict[str, str]:
-        held = DomainClaim()
-        (IN_PROCESS_DOMAINS if in_process else claims).append(held)
-        return dict(os.environ, ROS_DOMAIN_ID=str(held.domain))
+        if in_process:
+            return dict(os.environ, ROS_DOMAIN_ID=str(claim_for_this_process()))
+        claims.append(DomainClaim())
+        return dict(os.environ, ROS_DOMAIN_ID=str(claims[-1].domain))
 
     yield claim
     for c in claims:

@@ -58,3 +58,15 @@ class DomainClaim:
         self._lock.truncate()
         self._lock.write(f"{time.time():.3f}\n")
         self._lock.close()
+
+
+#: Domains this process's own nodes joined: never released while it runs, since a process's DDS
+#: participant outlives ``rclpy.shutdown()`` and keeps announcing its servers (an in-process
+#: reasoner's RunTask server looked like a running graph to a later test's ``r3 eval --via-ros``).
+HELD_BY_THIS_PROCESS: list[DomainClaim] = []
+
+
+def claim_for_this_process() -> int:
+    """A domain for nodes of this very process, held until the process exits."""
+    HELD_BY_THIS_PROCESS.append(DomainClaim())
+    return HELD_BY_THIS_PROCESS[-1].domain

@@ -3,6 +3,7 @@ over DDS and watches the actuator: the harness of the hostile-input tests."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -17,11 +18,21 @@ from r3.graph import names
 R3 = [sys.executable, "-m", "r3.cli"]
 
 
-class Graph:
-    """`r3 launch PROFILE` with its bags under ``root / "bags"``; ``pids`` by member name."""
+def own_domain() -> int:
+    """A ROS domain for one graph and its client, held by this process to its end (the client's
+    participant outlives its shutdown, and killed members' participants linger for their lease:
+    the next graph must not meet either)."""
+    from ros_domains import claim_for_this_process
 
-    def __init__(self, profile: str, root: Path, sets: tuple[str, ...] = ()):
-        self.root, self.bags = root, root / "bags"
+    return claim_for_this_process()
+
+
+class Graph:
+    """`r3 launch PROFILE` in ROS domain ``domain``, with its bags under ``root / "bags"``; ``pids``
+    by member name."""
+
+    def __init__(self, profile: str, root: Path, domain: int, sets: tuple[str, ...] = ()):
+        self.root, self.bags, self.domain = root, root / "bags", domain
         args = [
             "launch",
             profile,
@@ -32,7 +43,13 @@ class Graph:
         ]
         for s in sets:
             args += ["--set", s]
-        self.proc = subprocess.Popen(R3 + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            R3 + args,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, ROS_DOMAIN_ID=str(domain)),
+        )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=lambda: [self.lines.append(line) for line in self.proc.stderr])
         self._reader.start()
@@ -64,20 +81,21 @@ def tree(root: Path) -> set[Path]:
 
 
 class Client:
-    """An rclpy node that sends goals and records every joint state the actuator reports."""
+    """An rclpy node in ROS domain ``domain`` that sends goals and records every joint state the
+    actuator reports."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, domain: int):
         import rclpy
         from sensor_msgs.msg import JointState
 
         from r3_ros.commander import R3Commander
 
         self.rclpy = rclpy
-        rclpy.init()
+        rclpy.init(domain_id=domain)
         self.node = rclpy.create_node(name)
         self.commander = R3Commander(self.node)
         self.joints: list[tuple[float, tuple[float, ...], int]] = []  # (received, positions, stamp ns)
-        self.node.create_subscription(
+        self.joint_states = self.node.create_subscription(
             JointState,
             names.JOINT_STATES,
             lambda m: self.joints.append(
@@ -85,6 +103,16 @@ class Client:
             ),
             100,
         )
+
+    def wait_until_ready(self, timeout_s: float) -> bool:
+        """The graph's RunTask server is up and the actuator's joint states reach this client (a
+        test that acts "after three moves" must see the moves of a fast episode from its start)."""
+        deadline = time.monotonic() + timeout_s
+        if not self.commander.wait_until_ready(timeout_s):
+            return False
+        while self.joint_states.get_publisher_count() == 0 and time.monotonic() < deadline:
+            self.rclpy.spin_once(self.node, timeout_sec=0.01)
+        return self.joint_states.get_publisher_count() > 0
 
     def close(self) -> None:
         self.node.destroy_node()

@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hostile import R3, Client, Graph, bag_topics, closed, missing_decision_frames
+from hostile import R3, Client, Graph, bag_topics, closed, missing_decision_frames, own_domain
 
 from r3.data.bags import COMPLETE, read_episode_info
 from r3.graph import names
@@ -26,15 +26,15 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory):
-    g = Graph("sim_language_table", tmp_path_factory.mktemp("hostile"))
+    g = Graph("sim_language_table", tmp_path_factory.mktemp("hostile"), own_domain())
     yield g
     g.stop()
 
 
 @pytest.fixture(scope="module")
 def client(graph):
-    c = Client("r3_hostile_client")
-    assert c.commander.wait_until_ready(90), "the graph did not come up:\n" + "".join(graph.lines)
+    c = Client("r3_hostile_client", graph.domain)
+    assert c.wait_until_ready(90), "the graph did not come up:\n" + "".join(graph.lines)
     yield c
     c.close()
 
@@ -241,6 +241,7 @@ def test_r3_run_on_the_running_graph_prints_the_bags_absolute_path_from_any_dire
     run = subprocess.run(
         R3 + ["run", "--use-running-graph", "--task", "V", "--seed", "3", "--quiet", "--video", "none"],
         cwd=elsewhere,
+        env=dict(os.environ, ROS_DOMAIN_ID=str(graph.domain)),
         capture_output=True,
         text=True,
         timeout=180,

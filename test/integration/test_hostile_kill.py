@@ -9,7 +9,7 @@ import signal
 import time
 
 import pytest
-from hostile import Client, Graph
+from hostile import Client, Graph, own_domain
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -18,10 +18,10 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 def test_killing_a_node_of_a_launched_graph_gives_the_client_an_error_naming_it_within_2_s(victim, tmp_path):
     from r3_msgs.action import RunTask
 
-    graph = Graph("sim_language_table", tmp_path)
-    client = Client("r3_hostile_kill_client")
+    graph = Graph("sim_language_table", tmp_path, own_domain())
+    client = Client("r3_hostile_kill_client", graph.domain)
     try:
-        assert client.commander.wait_until_ready(90), "the graph did not come up:\n" + "".join(graph.lines)
+        assert client.wait_until_ready(90), "the graph did not come up:\n" + "".join(graph.lines)
         killed = []
 
         def kill(_handle) -> None:
@@ -35,7 +35,7 @@ def test_killing_a_node_of_a_launched_graph_gives_the_client_an_error_naming_it_
             during=kill,
             timeout_s=60,
         )
-        assert killed, "the episode ended before the kill"
+        assert killed, f"the episode ended before the kill: {result.reason}"
         print(
             f"\nkill -9 {victim} of an `r3 launch` graph: error result after {ended - killed[0]:.2f} s: "
             f"{result.reason}"

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hostile import Client, Graph, closed, missing_decision_frames
+from hostile import Client, Graph, closed, missing_decision_frames, own_domain
 
 from r3.data.bags import COMPLETE, read_episode_info
 from r3.graph import names
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def graph(tmp_path_factory):
-    g = Graph("sim_packing", tmp_path_factory.mktemp("hostile-packing"))
+    g = Graph("sim_packing", tmp_path_factory.mktemp("hostile-packing"), own_domain())
     yield g
     g.stop()
 
@@ -32,10 +32,10 @@ def graph(tmp_path_factory):
 def client(graph):
     from r3_msgs.msg import DetectedObjects
 
-    c = Client("r3_hostile_packing_client")
+    c = Client("r3_hostile_packing_client", graph.domain)
     c.detections = []
     c.node.create_subscription(DetectedObjects, names.DETECTED_OBJECTS, c.detections.append, 10)
-    assert c.commander.wait_until_ready(120), "the graph did not come up:\n" + "".join(graph.lines)
+    assert c.wait_until_ready(120), "the graph did not come up:\n" + "".join(graph.lines)
     yield c
     c.close()
 

@@ -37,11 +37,9 @@ NODES = [
 def domain():
     """A ROS domain of this module's own: a node of the same name left by another test must not
     answer for the one started here (its heartbeat would let the SIGINT arrive during start-up)."""
-    from conftest import IN_PROCESS_DOMAINS
-    from ros_domains import DomainClaim
+    from ros_domains import claim_for_this_process
 
-    IN_PROCESS_DOMAINS.append(DomainClaim())  # this process's monitor joins it: held to the end
-    return IN_PROCESS_DOMAINS[-1].domain
+    return claim_for_this_process()  # this process's heartbeat monitor joins it
 
 
 @pytest.fixture(scope="module")

@@ -43,6 +43,10 @@ DEFAULT_VIEWS: dict[int, tuple[str, ...]] = {
 #: Header that starts the instruction section of an answer (the parser and budgets use it too).
 INSTRUCTION_HEADER = "Instruction:"
 REASONING_HEADER = "Reasoning:"
+#: How the reasoner acts: one instruction for the low-level policy (R^3), or one semantic action
+#: call (ERR: pick / place / home / done with an image point), each with its answer's header.
+ANSWER_HEADERS: dict[str, str] = {"instruction": INSTRUCTION_HEADER, "semantic": "Action:"}
+INTERFACES: tuple[str, ...] = tuple(ANSWER_HEADERS)
 
 
 @dataclass
@@ -54,7 +58,8 @@ class ReasonerInput:
     :data:`DEFAULT_VIEWS`). ``history_text`` is the previous response or previous instruction
     (per ``history``; ignored for "none"); empty at the first step. ``step`` is the decision
     index (for seeding and logs); ``extra`` carries inputs only some backends read (the expert's
-    privileged view); neither enters the prompt.
+    privileged view); neither enters the prompt. ``interface`` is how the answer acts (one of
+    :data:`INTERFACES`): it chooses the prompt and the grammar the answer is parsed with.
     """
 
     suite: str
@@ -67,10 +72,15 @@ class ReasonerInput:
     view_names: tuple[str, ...] | None = None
     step: int = 0
     extra: dict = field(default_factory=dict)
+    interface: str = "instruction"
 
     def __post_init__(self) -> None:
         if self.suite not in SUITES:
             raise ValueError(f"suite={self.suite!r}: expected one of {SUITES}")
+        if self.interface not in INTERFACES:
+            raise ValueError(f"interface={self.interface!r}: expected one of {INTERFACES}")
+        if self.interface == "semantic" and self.suite != "packing":
+            raise ValueError(f"interface='semantic' acts on the packing workcell, not on {self.suite!r}")
         if self.history is None:
             self.history = DEFAULT_HISTORY[self.suite]
         if self.history not in HISTORY_MODES:

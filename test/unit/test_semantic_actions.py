@@ -212,3 +212,67 @@ def test_the_fuzzer_perturbs_valid_answers():
     for _ in range(200):
         text = f"Reasoning: r.\nAction: {_valid_action(rng)}"
         assert isinstance(parse_response(text, "packing", interface="semantic"), ParsedResponse), text
+
+
+# --- the prompt and the answer header ---------------------------------------------------------
+
+
+def _semantic_input(**kw) -> ReasonerInput:
+    return ReasonerInput(
+        "packing", "Pack the soup can into the small tray.", [IMAGE, IMAGE], interface="semantic", **kw
+    )
+
+
+def test_the_semantic_prompt_names_every_item_and_its_examples_parse():
+    import re
+
+    from r3.reasoning.prompts import prompt_text
+
+    text = prompt_text(_semantic_input())
+    assert all(item in text for item in ITEMS)
+    examples = re.findall(r'"((?:pick|place|home|done)\([^"]*\))"', text)
+    assert len(examples) == 2 and all(isinstance(parse(e), SemanticAction) for e in examples)
+    assert text.endswith("Reasoning: <your reasoning>\nAction: <one action>\nWrite nothing after the action.")
+    only = prompt_text(_semantic_input(mode="instruction_only"))
+    assert only.endswith("Action: <one action>\nAnswer with this single line and nothing else.")
+    assert "Reasoning:" not in only
+
+
+def test_the_previous_action_and_its_result_are_shown():
+    from r3.reasoning.prompts import prompt_text
+
+    text = prompt_text(_semantic_input(history_text="pick(soup can, [412, 530])\nResult: ok"))
+    assert "## Your previous action\npick(soup can, [412, 530])\nResult: ok" in text
+
+
+def test_the_semantic_interface_is_for_the_packing_workcell():
+    with pytest.raises(ValueError, match="packing workcell"):
+        ReasonerInput("language_table", "goal", [IMAGE], interface="semantic")
+    with pytest.raises(ValueError, match="interface"):
+        ReasonerInput("packing", "goal", [IMAGE], interface="tools")
+
+
+class Budgeted(ReasonerBackend):
+    """Reasons in words until it is cut off, then writes a call after whatever header it is given."""
+
+    model_id = "budgeted"
+
+    def __init__(self):
+        self.calls = []
+
+    def _generate(self, messages, prefix, max_tokens, stop, on_text):
+        from r3.reasoning.backends.base import Generation
+
+        self.calls.append((prefix, stop))
+        if prefix:
+            return Generation(" home()", "stop", 1, 1, 0.0)
+        return Generation("Reasoning: the arm is in the way", "length", 1, max_tokens, 0.0)
+
+
+def test_a_reasoning_budget_forces_the_action_header():
+    from r3.reasoning.backends.base import ReasoningBudget
+
+    backend = Budgeted()
+    decision = decide(backend, _semantic_input(), ReasoningBudget(5))
+    assert backend.calls[0][1] == ["Action:"] and backend.calls[1][0].endswith("\nAction:")
+    assert decision.valid and decision.parsed.instruction_text == "home()"

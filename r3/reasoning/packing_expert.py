@@ -41,15 +41,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from r3.instructions import semantic
 from r3.instructions.language_table import ParseError
 from r3.instructions.packing import PackingInstruction, PackingInstructionType, format_instruction, parse
+from r3.instructions.semantic import ActionType, SemanticAction
 from r3.lowlevel.packing import SPOT_CHOICES
-from r3.lowlevel.semantic import SemanticConfig
+from r3.lowlevel.semantic import RESULT_HEADER, SemanticConfig
+from r3.perception.camera import CameraModel
+from r3.reasoning.prompts import ANSWER_HEADERS
 from r3.sim.packing import scene
 from r3.tasks.packing import placement
 from r3.tasks.packing.state import PackingState, resting_geometry
 from r3.tasks.packing.tasks import UPRIGHT_TOLERANCE, PackingTaskInstance, tray_rect
-from r3.tasks.packing.workcell import TRAY_SPECS, TRAYS
+from r3.tasks.packing.workcell import DROP_REGION, TRAY_SPECS, TRAYS
 
 MODEL_ID = "expert:packing"
 T = PackingInstructionType
@@ -71,10 +75,12 @@ QUAT_TOLERANCE = 0.003
 
 @dataclass(frozen=True)
 class PackingExpertView:
-    """The privileged information the packing expert reads (``inp.extra["privileged"]``)."""
+    """The privileged information the packing expert reads (``inp.extra["privileged"]``); ``camera``
+    (the base camera's model) turns positions into image points for the semantic interface."""
 
     state: PackingState
     task: PackingTaskInstance
+    camera: CameraModel | None = None
 
 
 @dataclass(frozen=True)
@@ -554,6 +560,7 @@ class PackingExpert:
     model_id: str = MODEL_ID
     _last: tuple | None = None  # (episode key, step, state) of the last decision
     _refused: set[str] = field(default_factory=set)
+    _serving: Plan | None = None  # the planned move the last semantic action served
 
     def answer(
         self, view: PackingExpertView, previous: str, seed: int, step: int, with_reasoning: bool
@@ -588,6 +595,35 @@ class PackingExpert:
         rng = np.random.default_rng([int(seed), int(step)])
         return instruction, write_reasoning(state, task, ins, refused, plan, rng)
 
+    def act(
+        self, view: PackingExpertView, previous: str, seed: int, step: int, with_reasoning: bool
+    ) -> tuple[str, str]:
+        """The semantic interface's answer: (action call text, reasoning without its header); the call
+        is "" when nothing is left to try. The instruction a failed action served counts as refused in
+        that scene, as a refused instruction does for :meth:`answer`."""
+        state, task = view.state, view.task
+        key = (task.goal, tuple(sorted(task.layout.items())), int(seed))
+        action, outcome = read_action(previous)
+        last = self._last
+        if step == 0 or last is None or last[0] != key or last[1] != step - 1:
+            self._refused, self._serving, last = set(), None, None
+        if last is not None and not packing_unchanged(last[2], state):
+            self._refused = set()
+        failed = action is not None and outcome != "ok"
+        if failed and self._serving is not None:
+            self._refused.add(format_instruction(self._serving.instruction))
+        self._last = (key, step, state)
+        rng = np.random.default_rng([int(seed), int(step)])
+        after_place = action is not None and action.type is ActionType.PLACE and not failed
+        carrying = None if failed else self._serving
+        chosen, self._serving = next_step(
+            state, task, view.camera, frozenset(self._refused), after_place, carrying, rng
+        )
+        call = "" if chosen.action is None else semantic.format_instruction(chosen.action)
+        if not with_reasoning:
+            return call, ""
+        return call, write_semantic_reasoning(state, task, action, outcome, chosen, rng)
+
     @staticmethod
     def _check(task: PackingTaskInstance, state: PackingState) -> PackingInstruction:
         """A harmless instruction while placed items settle: the first goal object's own move, which does
@@ -599,3 +635,118 @@ class PackingExpert:
             if where is None or where == dest
             else PackingInstruction(T.TRANSFER, item, where, dest)
         )
+
+
+# ------------------------------------------------------------------------------ semantic interface
+def item_point(item: str, state: PackingState, camera: CameraModel) -> tuple[int, int] | None:
+    """The base-view point (0-1000) of the middle of ``item``'s top face, where pick grasps it."""
+    s = state.items[item]
+    _, (_, _, height) = resting_geometry(item, s.quat)
+    point = camera.normalised_point((s.pos[0], s.pos[1], s.pos[2] + height / 2 - 0.002))
+    return None if point is None else (round(point[0]), round(point[1]))
+
+
+def floor_point(
+    item: str, dest: str | None, state: PackingState, camera: CameraModel, rng
+) -> tuple[int, int] | None:
+    """The base-view point of the floor where ``item`` goes in ``dest`` (None: the table), at the spot
+    the packing policy would choose (corner first in a tray, a random free spot on the table)."""
+    others = [placement.footprint(n, i.pos[0], i.pos[1], i.yaw) for n, i in state.items.items() if n != item]
+    yaws = (state.items[item].yaw,)
+    if dest is None:
+        spot = placement.random_spot(item, DROP_REGION, others, rng, yaws)
+        spots = [] if spot is None else [spot]
+    else:
+        spots = placement.corner_spots(item, tray_rect(dest), others, yaws, count=1)
+    if not spots:
+        return None
+    x, y, _ = spots[0]
+    point = camera.normalised_point((x, y, TRAY_SPECS[dest].floor if dest else 0.0))
+    return None if point is None else (round(point[0]), round(point[1]))
+
+
+def read_action(previous: str) -> tuple[SemanticAction | None, str]:
+    """The action of a previous step's history text and its result ("ok", "failed (<reason>)" or "")."""
+    lines = (previous or "").strip().splitlines()
+    result = next((ln for ln in reversed(lines) if ln.startswith(RESULT_HEADER)), "")
+    body = [ln for ln in lines if not ln.startswith(RESULT_HEADER)]
+    action = semantic.parse(body[-1].rsplit(ANSWER_HEADERS["semantic"], 1)[-1]) if body else None
+    outcome = result[len(RESULT_HEADER) :].strip().split(". ", 1)[0].rstrip(".")
+    return (action if isinstance(action, SemanticAction) else None), outcome
+
+
+@dataclass(frozen=True)
+class Step:
+    """The expert's next semantic action (None: nothing left to try) and the sentence that explains it."""
+
+    action: SemanticAction | None
+    why: str
+
+
+def next_step(
+    state: PackingState,
+    task: PackingTaskInstance,
+    camera: CameraModel,
+    refused: frozenset[str],
+    after_place: bool,
+    carrying: Plan | None,
+    rng,
+) -> tuple[Step, Plan | None]:
+    """The next action for the semantic interface, and the planned move it serves (None for none).
+
+    A move of :func:`next_plan` takes two actions: pick its item (a point on its top face), then place
+    it (a point on the floor of the free spot); ``carrying`` is the move whose pick put the item held
+    in the gripper, and its place comes next. An item held for no move goes down on the table first;
+    after each successful place the arm goes home, as the packing policy does.
+    """
+    if after_place:
+        return Step(
+            SemanticAction(ActionType.HOME), "the item is down, so the arm goes back to its rest pose"
+        ), None
+    held = state.held
+    plan = (
+        carrying
+        if carrying is not None and held == carrying.instruction.item
+        else next_plan(state, task, refused)
+    )
+    if plan.instruction is None:
+        if plan.role == "done":
+            return Step(SemanticAction(ActionType.DONE), "every goal object is where it should be"), None
+        return Step(None, f"I am stuck: {plan.why}"), None
+    item, dest = plan.instruction.item, _dest(plan.instruction)
+    if held is not None and held != item:
+        point = floor_point(held, None, state, camera, rng)
+        why = f"the gripper holds the {held}, which no planned move needs now, so it goes down on the table"
+        return Step(None if point is None else SemanticAction(ActionType.PLACE, held, point), why), None
+    if held != item:
+        point = item_point(item, state, camera)
+        why = f"{plan.why}, so the hand picks up the {item} at the middle of its top face"
+        return Step(None if point is None else SemanticAction(ActionType.PICK, item, point), why), plan
+    point = floor_point(item, dest, state, camera, rng)
+    why = f"the gripper holds the {item} and {plan.why}, so it goes down on a free spot {_where_to(dest)}"
+    return Step(None if point is None else SemanticAction(ActionType.PLACE, item, point), why), plan
+
+
+def write_semantic_reasoning(
+    state: PackingState,
+    task: PackingTaskInstance,
+    previous: SemanticAction | None,
+    outcome: str,
+    step: Step,
+    rng,
+) -> str:
+    parts = _scene(state, rng)
+    if previous is not None:
+        said = semantic.format_instruction(previous)
+        parts.append(f"My previous step, {said}, " + ("worked." if outcome == "ok" else f"{outcome}."))
+    done = [i for i in task.targets if task.packed(state, i)]
+    todo = [f"the {i} to the {t} tray" for i, t in task.targets.items() if not task.packed(state, i)]
+    if done:
+        parts.append(f"Already packed where the goal wants them: the {_names(done)}.")
+    if todo:
+        parts.append(f"Still to do: {'; '.join(todo)}.")
+    why = f"{step.why[0].upper()}{step.why[1:]}."
+    parts.append(
+        why if step.action is not None else f"{why} No call I could make changes that, so I make none."
+    )
+    return " ".join(parts)

@@ -44,6 +44,9 @@ from r3.reasoning.packing_expert import PackingExpertView
 SUITE = "packing"
 #: Decision steps per episode: enough for five goal objects, clutter and a few repairs.
 MAX_DECISIONS = 15
+#: The same for the semantic interface, where one instruction's work takes three actions (pick, place,
+#: home).
+MAX_ACTIONS = 3 * MAX_DECISIONS
 
 
 #: How the packing skills see the scene: ``sim`` reads item poses and the held item from the
@@ -186,7 +189,7 @@ def run_packing_episode(
     backend: ReasonerBackend,
     *,
     cell: PackingCell | None = None,
-    max_steps: int = MAX_DECISIONS,
+    max_steps: int | None = None,
     budget: ReasoningBudget = NO_BUDGET,
     history: str = "instruction",
     render: bool = True,
@@ -199,11 +202,14 @@ def run_packing_episode(
     ``rollout`` > 0 reseeds only the low-level policy (same layout, other grasp noise and slips): R^3
     evaluates 5 environment seeds x 10 rollouts per goal. Rollout 0 is the one the ROS graph runs.
     ``interface`` is how the reasoner acts: "instruction" (the packing policy follows one instruction)
-    or "semantic" (one pick / place / home / done per step).
+    or "semantic" (one pick / place / home / done per step). ``max_steps`` defaults to
+    :data:`MAX_DECISIONS`, :data:`MAX_ACTIONS` for the semantic interface.
     """
     if interface not in SUITE_ADAPTERS:
         raise ValueError(f"unknown interface {interface!r}; expected one of {', '.join(SUITE_ADAPTERS)}")
     cell = cell or PackingCell.build()
     cell.reset(seed, task)
     suite = SUITE_ADAPTERS[interface](cell, render, seed, rollout)
+    if max_steps is None:
+        max_steps = MAX_ACTIONS if interface == "semantic" else MAX_DECISIONS
     return run_loop(suite, Decider(backend, budget, history), task, seed, max_steps, on_step=on_step)

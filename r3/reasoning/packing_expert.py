@@ -45,7 +45,7 @@ from r3.instructions import semantic
 from r3.instructions.language_table import ParseError
 from r3.instructions.packing import PackingInstruction, PackingInstructionType, format_instruction, parse
 from r3.instructions.semantic import ActionType, SemanticAction
-from r3.lowlevel.packing import SPOT_CHOICES
+from r3.lowlevel.packing import REFUSED_COLLISION, SPOT_CHOICES
 from r3.lowlevel.semantic import RESULT_HEADER, SemanticConfig
 from r3.perception.camera import CameraModel
 from r3.reasoning.prompts import ANSWER_HEADERS
@@ -561,6 +561,7 @@ class PackingExpert:
     _last: tuple | None = None  # (episode key, step, state) of the last decision
     _refused: set[str] = field(default_factory=set)
     _serving: Plan | None = None  # the planned move the last semantic action served
+    _spot: int = 0  # which of the free spots the place of that move aims at
 
     def answer(
         self, view: PackingExpertView, previous: str, seed: int, step: int, with_reasoning: bool
@@ -610,14 +611,25 @@ class PackingExpert:
         if last is not None and not packing_unchanged(last[2], state):
             self._refused = set()
         failed = action is not None and outcome != "ok"
-        if failed and self._serving is not None:
-            self._refused.add(format_instruction(self._serving.instruction))
+        serving = self._serving
+        # A place the hand could not make untouched at one spot tries the next, as the packing policy does.
+        another_spot = (
+            failed
+            and action.type is ActionType.PLACE
+            and outcome.startswith((f"failed ({REFUSED_COLLISION}", "failed (no_room_at_point"))
+            and serving is not None
+            and state.held == serving.instruction.item
+            and self._spot + 1 < SPOT_CHOICES
+        )
+        self._spot = self._spot + 1 if another_spot else 0
+        if failed and serving is not None and not another_spot:
+            self._refused.add(format_instruction(serving.instruction))
         self._last = (key, step, state)
         rng = np.random.default_rng([int(seed), int(step)])
         after_place = action is not None and action.type is ActionType.PLACE and not failed
-        carrying = None if failed else self._serving
+        carrying = serving if another_spot or not failed else None
         chosen, self._serving = next_step(
-            state, task, view.camera, frozenset(self._refused), after_place, carrying, rng
+            state, task, view.camera, frozenset(self._refused), after_place, carrying, rng, self._spot
         )
         call = "" if chosen.action is None else semantic.format_instruction(chosen.action)
         if not with_reasoning:
@@ -647,20 +659,21 @@ def item_point(item: str, state: PackingState, camera: CameraModel) -> tuple[int
 
 
 def floor_point(
-    item: str, dest: str | None, state: PackingState, camera: CameraModel, rng
+    item: str, dest: str | None, state: PackingState, camera: CameraModel, rng, choice: int = 0
 ) -> tuple[int, int] | None:
     """The base-view point of the floor where ``item`` goes in ``dest`` (None: the table), at the spot
-    the packing policy would choose (corner first in a tray, a random free spot on the table)."""
+    the packing policy would choose (corner first in a tray: the ``choice``-th free one, the last when
+    fewer are free; a random free spot on the table)."""
     others = [placement.footprint(n, i.pos[0], i.pos[1], i.yaw) for n, i in state.items.items() if n != item]
     yaws = (state.items[item].yaw,)
     if dest is None:
         spot = placement.random_spot(item, DROP_REGION, others, rng, yaws)
         spots = [] if spot is None else [spot]
     else:
-        spots = placement.corner_spots(item, tray_rect(dest), others, yaws, count=1)
+        spots = placement.corner_spots(item, tray_rect(dest), others, yaws, count=choice + 1)
     if not spots:
         return None
-    x, y, _ = spots[0]
+    x, y, _ = spots[min(choice, len(spots) - 1)]
     point = camera.normalised_point((x, y, TRAY_SPECS[dest].floor if dest else 0.0))
     return None if point is None else (round(point[0]), round(point[1]))
 
@@ -691,12 +704,14 @@ def next_step(
     after_place: bool,
     carrying: Plan | None,
     rng,
+    spot: int = 0,
 ) -> tuple[Step, Plan | None]:
     """The next action for the semantic interface, and the planned move it serves (None for none).
 
     A move of :func:`next_plan` takes two actions: pick its item (a point on its top face), then place
     it (a point on the floor of the free spot); ``carrying`` is the move whose pick put the item held
-    in the gripper, and its place comes next. An item held for no move goes down on the table first;
+    in the gripper, and its place comes next (at the ``spot``-th free spot). An item held for no move
+    goes down on the table first;
     after each successful place the arm goes home, as the packing policy does.
     """
     if after_place:
@@ -722,7 +737,7 @@ def next_step(
         point = item_point(item, state, camera)
         why = f"{plan.why}, so the hand picks up the {item} at the middle of its top face"
         return Step(None if point is None else SemanticAction(ActionType.PICK, item, point), why), plan
-    point = floor_point(item, dest, state, camera, rng)
+    point = floor_point(item, dest, state, camera, rng, spot)
     why = f"the gripper holds the {item} and {plan.why}, so it goes down on a free spot {_where_to(dest)}"
     return Step(None if point is None else SemanticAction(ActionType.PLACE, item, point), why), plan
 

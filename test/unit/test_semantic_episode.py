@@ -128,3 +128,35 @@ def test_the_instruction_interface_keeps_its_suite(cell):
     assert PackingSuite.interface == "instruction" and SemanticPackingSuite.interface == "semantic"
     with pytest.raises(ValueError, match="unknown interface"):
         run_packing_episode("4", 0, backend, cell=cell, render=False, interface="tools")
+
+
+def test_the_demo_cli_chooses_the_interface(tmp_path, capsys):
+    import json
+
+    from r3.sim.packing.cli import demo_main
+
+    with pytest.raises(SystemExit):
+        demo_main(["--help"])
+    assert "--interface {instruction,semantic}" in capsys.readouterr().out
+    assert demo_main(["--interface", "semantic", "--video", "none", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "task 4 seed 0: success after" in printed and "  Action: pick(" in printed
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["success"] and all(s["outcome"].startswith("Result: ") for s in summary["steps"])
+
+
+def test_the_expert_sets_an_item_down_at_the_next_free_spot_after_a_refused_place(cell):
+    """Task 3, seed 0: the foam brick's first spot in the medium tray would bring the hand onto the sugar
+    box; the expert places it at the next spot (as the packing policy does) and the goal is reached."""
+    t = run_packing_episode(
+        "3", 0, make_backend("expert:packing"), cell=cell, render=False, interface="semantic"
+    )
+    refused = [k for k, s in enumerate(t.steps) if s.instruction.startswith("place(") and s.error]
+    assert refused, "the case lost its refused place"
+    k = refused[0]
+    again = t.steps[k + 1]
+    assert (
+        again.instruction.startswith(t.steps[k].instruction.split("[")[0])
+        and again.instruction != t.steps[k].instruction
+    )
+    assert t.success

@@ -160,3 +160,19 @@ def test_the_expert_sets_an_item_down_at_the_next_free_spot_after_a_refused_plac
         and again.instruction != t.steps[k].instruction
     )
     assert t.success
+
+
+def test_a_resumed_semantic_episode_tells_the_model_the_same_results(cell):
+    """Resuming from a step's snapshot with the steps before it: the history (result line included) and
+    the rest of the episode are those of the original run."""
+    first = run_packing_episode(
+        "4", 0, make_backend("expert:packing"), cell=cell, render=False, interface="semantic"
+    )
+    k = 4
+    cell.reset(0, "4")
+    cell.env.restore(first.steps[k].snapshot)
+    suite = SemanticPackingSuite(cell, False, 0, 0)
+    decider = Decider(make_backend("expert:packing"), history="instruction")
+    again = run_loop(suite, decider, "4", 0, 45, earlier=first.steps[:k])
+    assert first.steps[k - 1].outcome and again.steps[k].history == first.steps[k].history
+    assert [s.instruction for s in again.steps] == [s.instruction for s in first.steps] and again.success

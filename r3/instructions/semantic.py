@@ -171,6 +171,22 @@ def parse(text) -> SemanticAction | ActionError:
     return SemanticAction(kind, label, (x, y))
 
 
+#: How the line begins that tells the model, at its next step, what came of an action
+#: (``r3.lowlevel.semantic.describe_result`` writes it; the history carries it after the action).
+RESULT_HEADER = "Result:"
+
+
+def split_result(history_text: str) -> tuple[str, str]:
+    """A previous step as the history shows it, split into the answer (or action) and its final result
+    line ("" when it has none: a refused answer, or the instruction interface).
+
+    >>> split_result("home()\\nResult: ok. No item changed place.")
+    ('home()', 'Result: ok. No item changed place.')
+    """
+    head, _, last = history_text.rstrip().rpartition("\n")
+    return (head, last) if last.startswith(RESULT_HEADER) else (history_text, "")
+
+
 def format_instruction(action: SemanticAction) -> str:
     """The canonical text, e.g. "pick(soup can, [412, 530])" or "home()"."""
     if action.type in POINTED:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from r3.execution.base import PoseTarget, top_down_quat
+from r3.instructions.semantic import RESULT_HEADER
 from r3.lowlevel.grounding import Grounder
 from r3.sim.packing import scene
 from r3.tasks.packing import placement
@@ -37,10 +38,6 @@ class ActionResult:
     ok: bool
     reason: str
     control_steps: int = 0
-
-
-#: How the result line the model reads after an action begins (``describe_result``).
-RESULT_HEADER = "Result:"
 
 
 def place_of(item: str, state: PackingState) -> str:

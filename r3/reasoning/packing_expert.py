@@ -44,9 +44,9 @@ import numpy as np
 from r3.instructions import semantic
 from r3.instructions.language_table import ParseError
 from r3.instructions.packing import PackingInstruction, PackingInstructionType, format_instruction, parse
-from r3.instructions.semantic import ActionType, SemanticAction
+from r3.instructions.semantic import RESULT_HEADER, ActionType, SemanticAction
 from r3.lowlevel.packing import REFUSED_COLLISION, SPOT_CHOICES
-from r3.lowlevel.semantic import RESULT_HEADER, SemanticConfig
+from r3.lowlevel.semantic import SemanticConfig
 from r3.perception.camera import CameraModel
 from r3.reasoning.prompts import ANSWER_HEADERS
 from r3.sim.packing import scene
@@ -680,9 +680,8 @@ def floor_point(
 
 def read_action(previous: str) -> tuple[SemanticAction | None, str]:
     """The action of a previous step's history text and its result ("ok", "failed (<reason>)" or "")."""
-    lines = (previous or "").strip().splitlines()
-    result = next((ln for ln in reversed(lines) if ln.startswith(RESULT_HEADER)), "")
-    body = [ln for ln in lines if not ln.startswith(RESULT_HEADER)]
+    text, result = semantic.split_result((previous or "").strip())
+    body = text.strip().splitlines()
     action = semantic.parse(body[-1].rsplit(ANSWER_HEADERS["semantic"], 1)[-1]) if body else None
     outcome = result[len(RESULT_HEADER) :].strip().split(". ", 1)[0].rstrip(".")
     return (action if isinstance(action, SemanticAction) else None), outcome

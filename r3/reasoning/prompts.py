@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from r3.instructions.semantic import split_result
 from r3.tasks.language_table.board import BLOCKS, DIRECTIONS, LOCATIONS
 
 SUITES: tuple[str, ...] = ("language_table", "packing")
@@ -138,9 +139,10 @@ class PromptSettings:
 
         An instruction-only model's own previous answer is its instruction line, so a previous
         response is shown as "Instruction: ..."; a response reduces to its instruction for a model
-        trained on instructions ("" when it has none); history "none" (nothing shown, as at a first
-        step) is an empty history of any kind. A previous instruction cannot be turned back into the
-        previous response (nor the refusal notes around it): ValueError, naming the fix.
+        trained on instructions ("" when it has none); a semantic action's result line stays; history
+        "none" (nothing shown, as at a first step) is an empty history of any kind. A previous
+        instruction cannot be turned back into the previous response (nor the refusal notes around
+        it): ValueError, naming the fix.
         """
         given, wanted = inp.history, self.history
         if given == "instruction" and wanted == "response":
@@ -152,11 +154,13 @@ class PromptSettings:
         if "none" in (given, wanted):
             text = ""
         elif given == "response" and (wanted == "instruction" or self.mode == "instruction_only"):
-            instruction = previous_instruction_text(text, inp.suite, inp.interface)
+            answer, result = split_result(text) if inp.interface == "semantic" else (text, "")
+            instruction = previous_instruction_text(answer, inp.suite, inp.interface)
             if wanted == "instruction":
                 text = instruction
             elif instruction:
                 text = f"{ANSWER_HEADERS[inp.interface]} {instruction}"
+            text = f"{text}\n{result}".strip() if result else text
         return replace(inp, mode=self.mode, history=wanted, history_text=text)
 
     def save(self, model_dir: str | Path) -> Path:

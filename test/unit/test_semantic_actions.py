@@ -276,3 +276,28 @@ def test_a_reasoning_budget_forces_the_action_header():
     decision = decide(backend, _semantic_input(), ReasoningBudget(5))
     assert backend.calls[0][1] == ["Action:"] and backend.calls[1][0].endswith("\nAction:")
     assert decision.valid and decision.parsed.instruction_text == "home()"
+
+
+@pytest.mark.parametrize(
+    "mode, history, expected",
+    [
+        (
+            "reason",
+            "instruction",
+            "pick(soup can, [412, 530])\nResult: ok. The soup can is now in the gripper.",
+        ),
+        (
+            "instruction_only",
+            "response",
+            "Action: pick(soup can, [412, 530])\nResult: ok. The soup can is now in the gripper.",
+        ),
+    ],
+)
+def test_a_model_trained_on_another_history_keeps_the_result_line(mode, history, expected):
+    from r3.reasoning.prompts import PromptSettings
+
+    previous = (
+        "Reasoning: r.\nAction: pick(soup can, [412, 530])\nResult: ok. The soup can is now in the gripper."
+    )
+    inp = _semantic_input(history="response", history_text=previous)
+    assert PromptSettings(mode, history).apply(inp).history_text == expected

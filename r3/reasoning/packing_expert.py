@@ -31,7 +31,15 @@ for the hand). When nothing is left to try it says why and gives no instruction 
 none that ends an episode; a response guard ends it after such answers). The memory starts afresh
 at step 0 or with another goal or seed.
 
-Randomness only picks wordings: ``np.random.default_rng([seed, step])``.
+The semantic interface (ERR; :meth:`PackingExpert.act`). The same plan, spoken as actions: each move
+becomes ``pick`` (a base-view point on the item's top face, from the base camera's model in the view)
+and ``place`` (a point on the floor of the spot the packing policy would choose), then ``home()``;
+``done()`` when every goal object is in place. It reads the previous action's result line from the
+history: a failed place refused for a touch tries the next free spot, any other failure counts the
+move as refused in that scene, as for instructions.
+
+Randomness only picks wordings (and the table spot of a semantic place): ``np.random.default_rng([seed,
+step])``.
 """
 
 from __future__ import annotations
@@ -651,7 +659,7 @@ class PackingExpert:
 
 # ------------------------------------------------------------------------------ semantic interface
 def item_point(item: str, state: PackingState, camera: CameraModel) -> tuple[int, int] | None:
-    """The base-view point (0-1000) of the middle of ``item``'s top face, where pick grasps it."""
+    """The base-view point (0-1000) of the middle of ``item``'s top face: the point that names it to pick."""
     s = state.items[item]
     _, (_, _, height) = resting_geometry(item, s.quat)
     point = camera.normalised_point((s.pos[0], s.pos[1], s.pos[2] + height / 2 - 0.002))
@@ -710,8 +718,8 @@ def next_step(
     A move of :func:`next_plan` takes two actions: pick its item (a point on its top face), then place
     it (a point on the floor of the free spot); ``carrying`` is the move whose pick put the item held
     in the gripper, and its place comes next (at the ``spot``-th free spot). An item held for no move
-    goes down on the table first;
-    after each successful place the arm goes home, as the packing policy does.
+    goes down on the table first; after each successful place the arm goes home, as the packing policy
+    does; ``done()`` when every goal object is in place.
     """
     if after_place:
         return Step(
@@ -749,6 +757,8 @@ def write_semantic_reasoning(
     step: Step,
     rng,
 ) -> str:
+    """The reasoning of a semantic answer: the scene, what came of the previous action, what is done and
+    left, and why the next action (all true of ``state``)."""
     parts = _scene(state, rng)
     if previous is not None:
         said = semantic.format_instruction(previous)

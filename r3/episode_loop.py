@@ -1,15 +1,17 @@
 """The one decision loop of every episode, in process and in the ROS graph (ROS-free).
 
 :class:`Decider` is one episode's decision half: it asks the reasoner, parses the answer, tells the
-model at the next step what came of this one (:func:`next_history`, refusal note included) and counts
-refusals (``r3.safety.ResponseGuard``). ``r3_reasoner_node`` calls :meth:`Decider.decide` once per
-step; :func:`run_loop` runs a whole episode in process around it, with a suite adapter
-(:class:`SuiteAdapter`) for what differs between suites: how the scene is seen, how an instruction is
-carried out, how progress is read. Keep the order of :func:`run_loop` stable, the graph mirrors it:
+model at the next step what came of this one (:func:`next_history`, refusal note included, and for
+the semantic interface the action's result line) and counts refusals (``r3.safety.ResponseGuard``).
+``r3_reasoner_node`` calls :meth:`Decider.decide` once per step; :func:`run_loop` runs a whole
+episode in process around it, with a suite adapter (:class:`SuiteAdapter`) for what differs between
+suites: how the scene is seen, how an answer is carried out, how progress is read. Keep the order
+of :func:`run_loop` stable, the graph mirrors it:
 
 1. Stop if the task is solved; else the suite's view of the scene (images, the expert's view).
 2. Ask the reasoner with the history of the previous step; snapshot the decision-time state.
-3. A valid answer is carried out by the suite; an invalid one moves nothing.
+3. A valid answer is carried out by the suite; an invalid one moves nothing. What came of it
+   (``Execution.outcome``, the semantic interface's result line) joins the next step's history.
 4. Three refusals in a row end the episode (``Trajectory.aborted``).
 """
 
@@ -31,17 +33,25 @@ from r3.safety import MAX_CONSECUTIVE_INVALID, ResponseGuard, refusal_note
 BLANK_IMAGE = np.zeros((8, 8, 3), dtype=np.uint8)
 
 
-def next_history(history: str, valid: bool, raw_text: str, instruction: str, error: str = "") -> str:
+def next_history(
+    history: str, valid: bool, raw_text: str, instruction: str, error: str = "", outcome: str = ""
+) -> str:
     """What the model is told of a step at the next one, for history mode ``history``: its answer
-    ("response"), its instruction ("instruction") or nothing ("none"), and why a refused answer was refused.
+    ("response"), its instruction ("instruction") or nothing ("none"); then why a refused answer was
+    refused, or what came of a carried-out one when the suite reports it (``outcome``, in every mode,
+    as the refusal note: the semantic interface's result line; the instruction interface reports none).
 
     >>> next_history("instruction", True, "Reasoning: ...", "move the red moon up")
     'move the red moon up'
     >>> next_history("none", False, "fly", "", "bad")
     '[Your previous answer was refused and the robot did not move: bad]'
+    >>> next_history("instruction", True, "...", "home()", outcome="Result: ok.")
+    'home()\\nResult: ok.'
     """
     text = {"response": raw_text, "instruction": instruction}.get(history, "")
-    return text if valid else (text + "\n" + refusal_note(error)).strip()
+    if valid and not outcome:
+        return text
+    return (text + "\n" + (outcome if valid else refusal_note(error))).strip()
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,7 @@ class StepView:
     note: str
     privileged: object  # the expert's view of the true state; other backends ignore it
     seed: int  # seeds the expert's wording
+    interface: str = "instruction"  # how the answer acts (r3.reasoning.prompts.INTERFACES)
 
 
 @dataclass(frozen=True)
@@ -91,6 +102,7 @@ class Decider:
         self.backend, self.budget, self.history = backend, budget, history
         self.guard = ResponseGuard(max_consecutive_invalid)
         self.history_text = ""
+        self._last: tuple[bool, str, str, str] = (True, "", "", "")  # the last answer observed
 
     def decide(self, step: int, view: StepView) -> StepDecision:
         inp = ReasonerInput(
@@ -102,6 +114,7 @@ class Decider:
             history=self.history,
             step=step,
             extra={"privileged": view.privileged, "seed": view.seed},
+            interface=view.interface,
         )
         decision = decide(self.backend, inp, self.budget)
         parsed = decision.parsed
@@ -110,10 +123,16 @@ class Decider:
         abort = self.observe(decision.valid, decision.output.raw_text, instruction, error)
         return StepDecision(step, inp, decision, instruction, error, self.history_text, abort)
 
-    def observe(self, valid: bool, raw_text: str, instruction: str, error: str) -> str:
-        """Take one answer into the history and the refusal count; the abort reason, or ""."""
-        self.history_text = next_history(self.history, valid, raw_text, instruction, error)
+    def observe(self, valid: bool, raw_text: str, instruction: str, error: str, outcome: str = "") -> str:
+        """Take one answer (and what came of it, when known) into the history and the refusal count;
+        the abort reason, or ""."""
+        self._last = (valid, raw_text, instruction, error)
+        self.history_text = next_history(self.history, valid, raw_text, instruction, error, outcome)
         return self.guard.abort_reason if self.guard.observe(valid, error) else ""
+
+    def report(self, outcome: str) -> None:
+        """What carrying out the last answer did (the suite's result line) joins the next history."""
+        self.history_text = next_history(self.history, *self._last, outcome)
 
 
 @dataclass
@@ -124,7 +143,8 @@ class TrajectoryStep:
     reason") or, for a valid answer, how its execution fell short ("" when it did not). ``snapshot``
     is the env snapshot at decision time (before execution), so ``env.restore`` and re-running from
     ``step`` reproduces the rest of the episode. ``progress`` is measured after execution.
-    ``frames`` are intermediate renders taken during execution.
+    ``frames`` are intermediate renders taken during execution. ``outcome`` is the suite's result line
+    for the step (the semantic interface's; "" otherwise), which the next step's history carries.
     """
 
     step: int
@@ -144,6 +164,7 @@ class TrajectoryStep:
     reasoning_tokens: int | None
     model_id: str
     frames: list[np.ndarray] = field(default_factory=list)
+    outcome: str = ""
 
     def to_summary(self) -> dict:
         return {
@@ -160,6 +181,7 @@ class TrajectoryStep:
             "completion_tokens": self.completion_tokens,
             "reasoning_tokens": self.reasoning_tokens,
             "model_id": self.model_id,
+            "outcome": self.outcome,
         }
 
 
@@ -203,11 +225,13 @@ class Trajectory:
 
 @dataclass
 class Execution:
-    """What carrying out one valid instruction did: control steps, a shortfall ("" if none), renders."""
+    """What carrying out one valid answer did: control steps, a shortfall ("" if none), renders, and the
+    result line the model reads at the next step ("" when the suite reports none)."""
 
     control_steps: int = 0
     error: str = ""
     frames: list[np.ndarray] = field(default_factory=list)
+    outcome: str = ""
 
 
 class SuiteAdapter(Protocol):
@@ -242,7 +266,7 @@ def run_loop(
     the decider takes them in first, so history and refusal count are those of the original run.
     """
     for s in earlier:
-        decider.observe(s.valid, s.raw_response, s.instruction, s.error)
+        decider.observe(s.valid, s.raw_response, s.instruction, s.error, s.outcome)
     steps, env, aborted = list(earlier), suite.env, ""
     for step in range(len(earlier), max_steps):
         if env.task_instance.success(env.state()):
@@ -251,6 +275,8 @@ def run_loop(
         record = decider.decide(step, view)
         snapshot = env.snapshot()
         done = suite.execute(record, step) if record.valid else Execution()
+        if done.outcome:
+            decider.report(done.outcome)
         out = record.decision.output
         steps.append(
             TrajectoryStep(
@@ -271,6 +297,7 @@ def run_loop(
                 reasoning_tokens=out.reasoning_tokens,
                 model_id=out.model_id,
                 frames=done.frames,
+                outcome=done.outcome,
             )
         )
         if on_step is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -31,10 +32,11 @@ from r3.episode_loop import (
     run_loop,
 )
 from r3.execution.sim import SimExecutor
+from r3.instructions.semantic import ActionType, SemanticAction
 from r3.lowlevel.grounding import Grounder, SimGrounder
 from r3.lowlevel.packing import PackingPolicy, PackingPolicyConfig
 from r3.lowlevel.perceived import LocalPerception, PerceivedScene, PerceptionSource
-from r3.lowlevel.semantic import SemanticActions
+from r3.lowlevel.semantic import ActionResult, SemanticActions, describe_result
 from r3.reasoning.backends.base import ReasonerBackend, ReasoningBudget
 from r3.reasoning.expert import NO_BUDGET
 from r3.reasoning.packing_expert import PackingExpertView
@@ -42,6 +44,9 @@ from r3.reasoning.packing_expert import PackingExpertView
 SUITE = "packing"
 #: Decision steps per episode: enough for five goal objects, clutter and a few repairs.
 MAX_DECISIONS = 15
+#: The same for the semantic interface, where one instruction's work takes three actions (pick, place,
+#: home).
+MAX_ACTIONS = 3 * MAX_DECISIONS
 
 
 #: How the packing skills see the scene: ``sim`` reads item poses and the held item from the
@@ -104,6 +109,9 @@ class PackingCell:
 class PackingSuite:
     """Packing's part of :func:`r3.episode_loop.run_loop`: base and wrist views, the packing skills."""
 
+    #: How the reasoner's answers act here (r3.reasoning.prompts.INTERFACES).
+    interface: ClassVar[str] = "instruction"
+
     cell: PackingCell
     render: bool
     seed: int
@@ -120,14 +128,18 @@ class PackingSuite:
             instance.goal,
             self.cell.images(self.render),
             instance.note,
-            PackingExpertView(state, instance),
+            PackingExpertView(state, instance, self.env.camera_model("base")),
             self.seed,
+            self.interface,
         )
 
-    def execute(self, decision: StepDecision, step: int) -> Execution:
+    def rng(self, step: int) -> np.random.Generator:
+        """The low-level's randomness at ``step`` (grasp noise, slips, table spots)."""
         key = policy_seed(self.seed, step)
-        key = key if self.rollout == 0 else [key, self.rollout]
-        result = self.cell.policy.follow(decision.instruction, np.random.default_rng(key))
+        return np.random.default_rng(key if self.rollout == 0 else [key, self.rollout])
+
+    def execute(self, decision: StepDecision, step: int) -> Execution:
+        result = self.cell.policy.follow(decision.instruction, self.rng(step))
         return Execution(result.control_steps, "" if result.reason == "done" else result.reason)
 
     def progress(self) -> float:
@@ -137,25 +149,67 @@ class PackingSuite:
         return self.env.render_camera("base") if self.render else None
 
 
+@dataclass
+class SemanticPackingSuite(PackingSuite):
+    """The semantic interface (ERR) on the packing cell: each valid answer is one action of
+    :class:`~r3.lowlevel.semantic.SemanticActions`, its point grounded by the cell's grounder (the
+    camera ray in the simulator, or perception's mask and depth); then the items settle. The result
+    line (ok or the reason, and what changed place) is what the model reads at the next step."""
+
+    interface: ClassVar[str] = "semantic"
+
+    def execute(self, decision: StepDecision, step: int) -> Execution:
+        actions = self.cell.actions
+        before = actions.state()
+        result = self._act(decision.decision.parsed.instruction, step)
+        steps = result.control_steps + self.cell.policy.settle()
+        outcome = describe_result(result, before, actions.state())
+        return Execution(steps, "" if result.ok else result.reason, outcome=outcome)
+
+    def _act(self, action: SemanticAction, step: int) -> ActionResult:
+        actions = self.cell.actions
+        if action.type is ActionType.PICK:
+            noise = self.cell.policy.config.grasp_noise
+            return actions.pick(action.label, action.point, self.rng(step), noise)
+        if action.type is ActionType.PLACE:
+            return actions.place(action.label, action.point)
+        return actions.home() if action.type is ActionType.HOME else actions.done()
+
+
+#: Interface -> the suite adapter that carries out its answers.
+SUITE_ADAPTERS: dict[str, type[PackingSuite]] = {
+    "instruction": PackingSuite,
+    "semantic": SemanticPackingSuite,
+}
+
+
 def run_packing_episode(
     task: str,
     seed: int,
     backend: ReasonerBackend,
     *,
     cell: PackingCell | None = None,
-    max_steps: int = MAX_DECISIONS,
+    max_steps: int | None = None,
     budget: ReasoningBudget = NO_BUDGET,
     history: str = "instruction",
     render: bool = True,
     on_step: Callable[[TrajectoryStep], None] | None = None,
     rollout: int = 0,
+    interface: str = "instruction",
 ) -> Trajectory:
     """Run one packing episode of ``task`` ("1".."12" or "train") from ``seed``.
 
     ``rollout`` > 0 reseeds only the low-level policy (same layout, other grasp noise and slips): R^3
     evaluates 5 environment seeds x 10 rollouts per goal. Rollout 0 is the one the ROS graph runs.
+    ``interface`` is how the reasoner acts: "instruction" (the packing policy follows one instruction)
+    or "semantic" (one pick / place / home / done per step). ``max_steps`` defaults to
+    :data:`MAX_DECISIONS`, :data:`MAX_ACTIONS` for the semantic interface.
     """
+    if interface not in SUITE_ADAPTERS:
+        raise ValueError(f"unknown interface {interface!r}; expected one of {', '.join(SUITE_ADAPTERS)}")
     cell = cell or PackingCell.build()
     cell.reset(seed, task)
-    suite = PackingSuite(cell, render, seed, rollout)
+    suite = SUITE_ADAPTERS[interface](cell, render, seed, rollout)
+    if max_steps is None:
+        max_steps = MAX_ACTIONS if interface == "semantic" else MAX_DECISIONS
     return run_loop(suite, Decider(backend, budget, history), task, seed, max_steps, on_step=on_step)

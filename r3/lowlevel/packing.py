@@ -88,7 +88,7 @@ class PackingPolicy:
         result = self._execute(parsed, rng)
         steps += result.control_steps
         home = self.actions.home()
-        steps += home.control_steps + self._settle()
+        steps += home.control_steps + self.settle()
         reason = result.reason if not result.ok else ("done" if home.ok else home.reason)
         return PolicyResult(result.ok and home.ok, reason, steps)
 
@@ -164,7 +164,8 @@ class PackingPolicy:
             return ActionResult(False, "no_room_on_table")
         return self.actions.place(held, point)
 
-    def _settle(self) -> int:
+    def settle(self) -> int:
+        """Hold the arm still until the items come to rest (at most SETTLE_LIMIT steps); the steps taken."""
         steps = 0
         while steps < SETTLE_LIMIT and not all(i.still for i in self.actions.state().items.values()):
             self.idle()

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from r3.execution.base import PoseTarget, top_down_quat
+from r3.instructions.semantic import RESULT_HEADER
 from r3.lowlevel.grounding import Grounder
 from r3.sim.packing import scene
 from r3.tasks.packing import placement
@@ -37,6 +38,38 @@ class ActionResult:
     ok: bool
     reason: str
     control_steps: int = 0
+
+
+def place_of(item: str, state: PackingState) -> str:
+    """Where an item is, in the words of a result line."""
+    if item not in state.items:
+        return "out of sight"
+    if state.held == item:
+        return "in the gripper"
+    tray = state.tray_of(item)
+    return "on the table" if tray is None else f"in the {tray} tray"
+
+
+def describe_result(result: ActionResult, before: PackingState, after: PackingState) -> str:
+    """The line the model reads at its next step about an action: ok or the failure reason, then the
+    items that changed place (only what the scene shows: no task checker's verdict).
+
+    >>> from r3.tasks.packing.state import ItemState
+    >>> item = ItemState((0.4, 0.0, 0.02), (1.0, 0.0, 0.0, 0.0))
+    >>> describe_result(ActionResult(True, "ok"), PackingState({"soup can": item}),
+    ...                 PackingState({"soup can": item}, held="soup can"))
+    'Result: ok. The soup can is now in the gripper.'
+    >>> describe_result(ActionResult(False, "no_object_at_point"), PackingState({}), PackingState({}))
+    'Result: failed (no_object_at_point). No item changed place.'
+    """
+    head = f"{RESULT_HEADER} ok." if result.ok else f"{RESULT_HEADER} failed ({result.reason})."
+    moved = [
+        f"the {name} is now {place_of(name, after)}"
+        for name in before.items
+        if place_of(name, before) != place_of(name, after)
+    ]
+    changed = "; ".join(moved)
+    return f"{head} {changed[0].upper() + changed[1:]}." if moved else f"{head} No item changed place."
 
 
 @dataclass(frozen=True)

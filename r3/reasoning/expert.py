@@ -55,7 +55,7 @@ from r3.reasoning.backends.base import (
     ReasoningBudget,
 )
 from r3.reasoning.parsing import ParsedResponse, parse_response
-from r3.reasoning.prompts import INSTRUCTION_HEADER, REASONING_HEADER, ReasonerInput
+from r3.reasoning.prompts import ANSWER_HEADERS, INSTRUCTION_HEADER, REASONING_HEADER, ReasonerInput
 from r3.tasks.language_table.board import (
     BLOCK_RADIUS,
     BLOCKS,
@@ -689,14 +689,17 @@ class LanguageTableExpert(ReasonerBackend):
         previous = inp.history_text if inp.history != "none" else ""
         if self._packing_expert is None:
             self._packing_expert = PackingExpert()
-        instruction, reasoning = self._packing_expert.answer(
+        if inp.interface == "semantic" and view.camera is None:
+            raise BackendError("the packing expert's semantic actions need PackingExpertView.camera")
+        speak = self._packing_expert.act if inp.interface == "semantic" else self._packing_expert.answer
+        instruction, reasoning = speak(
             view, previous, int(inp.extra.get("seed", 0)), int(inp.step), limit != 0
         )
         words = reasoning.split()
         truncated = limit is not None and len(words) > limit
         words = words[:limit] if truncated else words
         raw = (f"{REASONING_HEADER} {' '.join(words)}\n" if words else "") + (
-            f"{INSTRUCTION_HEADER} {instruction}" if instruction else ""
+            f"{ANSWER_HEADERS[inp.interface]} {instruction}" if instruction else ""
         )  # none: nothing is left to try
         if on_text is not None:
             on_text(raw)

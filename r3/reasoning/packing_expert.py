@@ -31,7 +31,15 @@ for the hand). When nothing is left to try it says why and gives no instruction 
 none that ends an episode; a response guard ends it after such answers). The memory starts afresh
 at step 0 or with another goal or seed.
 
-Randomness only picks wordings: ``np.random.default_rng([seed, step])``.
+The semantic interface (ERR; :meth:`PackingExpert.act`). The same plan, spoken as actions: each move
+becomes ``pick`` (a base-view point on the item's top face, from the base camera's model in the view)
+and ``place`` (a point on the floor of the spot the packing policy would choose), then ``home()``;
+``done()`` when every goal object is in place. It reads the previous action's result line from the
+history: a failed place refused for a touch tries the next free spot, any other failure counts the
+move as refused in that scene, as for instructions.
+
+Randomness only picks wordings (and the table spot of a semantic place): ``np.random.default_rng([seed,
+step])``.
 """
 
 from __future__ import annotations
@@ -41,15 +49,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from r3.instructions import semantic
 from r3.instructions.language_table import ParseError
 from r3.instructions.packing import PackingInstruction, PackingInstructionType, format_instruction, parse
-from r3.lowlevel.packing import SPOT_CHOICES
+from r3.instructions.semantic import RESULT_HEADER, ActionType, SemanticAction
+from r3.lowlevel.packing import REFUSED_COLLISION, SPOT_CHOICES
 from r3.lowlevel.semantic import SemanticConfig
+from r3.perception.camera import CameraModel
+from r3.reasoning.prompts import ANSWER_HEADERS
 from r3.sim.packing import scene
 from r3.tasks.packing import placement
 from r3.tasks.packing.state import PackingState, resting_geometry
 from r3.tasks.packing.tasks import UPRIGHT_TOLERANCE, PackingTaskInstance, tray_rect
-from r3.tasks.packing.workcell import TRAY_SPECS, TRAYS
+from r3.tasks.packing.workcell import DROP_REGION, TRAY_SPECS, TRAYS
 
 MODEL_ID = "expert:packing"
 T = PackingInstructionType
@@ -71,10 +83,12 @@ QUAT_TOLERANCE = 0.003
 
 @dataclass(frozen=True)
 class PackingExpertView:
-    """The privileged information the packing expert reads (``inp.extra["privileged"]``)."""
+    """The privileged information the packing expert reads (``inp.extra["privileged"]``); ``camera``
+    (the base camera's model) turns positions into image points for the semantic interface."""
 
     state: PackingState
     task: PackingTaskInstance
+    camera: CameraModel | None = None
 
 
 @dataclass(frozen=True)
@@ -554,6 +568,8 @@ class PackingExpert:
     model_id: str = MODEL_ID
     _last: tuple | None = None  # (episode key, step, state) of the last decision
     _refused: set[str] = field(default_factory=set)
+    _serving: Plan | None = None  # the planned move the last semantic action served
+    _spot: int = 0  # which of the free spots the place of that move aims at
 
     def answer(
         self, view: PackingExpertView, previous: str, seed: int, step: int, with_reasoning: bool
@@ -588,6 +604,46 @@ class PackingExpert:
         rng = np.random.default_rng([int(seed), int(step)])
         return instruction, write_reasoning(state, task, ins, refused, plan, rng)
 
+    def act(
+        self, view: PackingExpertView, previous: str, seed: int, step: int, with_reasoning: bool
+    ) -> tuple[str, str]:
+        """The semantic interface's answer: (action call text, reasoning without its header); the call
+        is "" when nothing is left to try. The instruction a failed action served counts as refused in
+        that scene, as a refused instruction does for :meth:`answer`."""
+        state, task = view.state, view.task
+        key = (task.goal, tuple(sorted(task.layout.items())), int(seed))
+        action, outcome = read_action(previous)
+        last = self._last
+        if step == 0 or last is None or last[0] != key or last[1] != step - 1:
+            self._refused, self._serving, last = set(), None, None
+        if last is not None and not packing_unchanged(last[2], state):
+            self._refused = set()
+        failed = action is not None and outcome != "ok"
+        serving = self._serving
+        # A place the hand could not make untouched at one spot tries the next, as the packing policy does.
+        another_spot = (
+            failed
+            and action.type is ActionType.PLACE
+            and outcome.startswith((f"failed ({REFUSED_COLLISION}", "failed (no_room_at_point"))
+            and serving is not None
+            and state.held == serving.instruction.item
+            and self._spot + 1 < SPOT_CHOICES
+        )
+        self._spot = self._spot + 1 if another_spot else 0
+        if failed and serving is not None and not another_spot:
+            self._refused.add(format_instruction(serving.instruction))
+        self._last = (key, step, state)
+        rng = np.random.default_rng([int(seed), int(step)])
+        after_place = action is not None and action.type is ActionType.PLACE and not failed
+        carrying = serving if another_spot or not failed else None
+        chosen, self._serving = next_step(
+            state, task, view.camera, frozenset(self._refused), after_place, carrying, rng, self._spot
+        )
+        call = "" if chosen.action is None else semantic.format_instruction(chosen.action)
+        if not with_reasoning:
+            return call, ""
+        return call, write_semantic_reasoning(state, task, action, outcome, chosen, rng)
+
     @staticmethod
     def _check(task: PackingTaskInstance, state: PackingState) -> PackingInstruction:
         """A harmless instruction while placed items settle: the first goal object's own move, which does
@@ -599,3 +655,122 @@ class PackingExpert:
             if where is None or where == dest
             else PackingInstruction(T.TRANSFER, item, where, dest)
         )
+
+
+# ------------------------------------------------------------------------------ semantic interface
+def item_point(item: str, state: PackingState, camera: CameraModel) -> tuple[int, int] | None:
+    """The base-view point (0-1000) of the middle of ``item``'s top face: the point that names it to pick."""
+    s = state.items[item]
+    _, (_, _, height) = resting_geometry(item, s.quat)
+    point = camera.normalised_point((s.pos[0], s.pos[1], s.pos[2] + height / 2 - 0.002))
+    return None if point is None else (round(point[0]), round(point[1]))
+
+
+def floor_point(
+    item: str, dest: str | None, state: PackingState, camera: CameraModel, rng, choice: int = 0
+) -> tuple[int, int] | None:
+    """The base-view point of the floor where ``item`` goes in ``dest`` (None: the table), at the spot
+    the packing policy would choose (corner first in a tray: the ``choice``-th free one, the last when
+    fewer are free; a random free spot on the table)."""
+    others = [placement.footprint(n, i.pos[0], i.pos[1], i.yaw) for n, i in state.items.items() if n != item]
+    yaws = (state.items[item].yaw,)
+    if dest is None:
+        spot = placement.random_spot(item, DROP_REGION, others, rng, yaws)
+        spots = [] if spot is None else [spot]
+    else:
+        spots = placement.corner_spots(item, tray_rect(dest), others, yaws, count=choice + 1)
+    if not spots:
+        return None
+    x, y, _ = spots[min(choice, len(spots) - 1)]
+    point = camera.normalised_point((x, y, TRAY_SPECS[dest].floor if dest else 0.0))
+    return None if point is None else (round(point[0]), round(point[1]))
+
+
+def read_action(previous: str) -> tuple[SemanticAction | None, str]:
+    """The action of a previous step's history text and its result ("ok", "failed (<reason>)" or "")."""
+    text, result = semantic.split_result((previous or "").strip())
+    body = text.strip().splitlines()
+    action = semantic.parse(body[-1].rsplit(ANSWER_HEADERS["semantic"], 1)[-1]) if body else None
+    outcome = result[len(RESULT_HEADER) :].strip().split(". ", 1)[0].rstrip(".")
+    return (action if isinstance(action, SemanticAction) else None), outcome
+
+
+@dataclass(frozen=True)
+class Step:
+    """The expert's next semantic action (None: nothing left to try) and the sentence that explains it."""
+
+    action: SemanticAction | None
+    why: str
+
+
+def next_step(
+    state: PackingState,
+    task: PackingTaskInstance,
+    camera: CameraModel,
+    refused: frozenset[str],
+    after_place: bool,
+    carrying: Plan | None,
+    rng,
+    spot: int = 0,
+) -> tuple[Step, Plan | None]:
+    """The next action for the semantic interface, and the planned move it serves (None for none).
+
+    A move of :func:`next_plan` takes two actions: pick its item (a point on its top face), then place
+    it (a point on the floor of the free spot); ``carrying`` is the move whose pick put the item held
+    in the gripper, and its place comes next (at the ``spot``-th free spot). An item held for no move
+    goes down on the table first; after each successful place the arm goes home, as the packing policy
+    does; ``done()`` when every goal object is in place.
+    """
+    if after_place:
+        return Step(
+            SemanticAction(ActionType.HOME), "the item is down, so the arm goes back to its rest pose"
+        ), None
+    held = state.held
+    plan = (
+        carrying
+        if carrying is not None and held == carrying.instruction.item
+        else next_plan(state, task, refused)
+    )
+    if plan.instruction is None:
+        if plan.role == "done":
+            return Step(SemanticAction(ActionType.DONE), "every goal object is where it should be"), None
+        return Step(None, f"I am stuck: {plan.why}"), None
+    item, dest = plan.instruction.item, _dest(plan.instruction)
+    if held is not None and held != item:
+        point = floor_point(held, None, state, camera, rng)
+        why = f"the gripper holds the {held}, which no planned move needs now, so it goes down on the table"
+        return Step(None if point is None else SemanticAction(ActionType.PLACE, held, point), why), None
+    if held != item:
+        point = item_point(item, state, camera)
+        why = f"{plan.why}, so the hand picks up the {item} at the middle of its top face"
+        return Step(None if point is None else SemanticAction(ActionType.PICK, item, point), why), plan
+    point = floor_point(item, dest, state, camera, rng, spot)
+    why = f"the gripper holds the {item} and {plan.why}, so it goes down on a free spot {_where_to(dest)}"
+    return Step(None if point is None else SemanticAction(ActionType.PLACE, item, point), why), plan
+
+
+def write_semantic_reasoning(
+    state: PackingState,
+    task: PackingTaskInstance,
+    previous: SemanticAction | None,
+    outcome: str,
+    step: Step,
+    rng,
+) -> str:
+    """The reasoning of a semantic answer: the scene, what came of the previous action, what is done and
+    left, and why the next action (all true of ``state``)."""
+    parts = _scene(state, rng)
+    if previous is not None:
+        said = semantic.format_instruction(previous)
+        parts.append(f"My previous step, {said}, " + ("worked." if outcome == "ok" else f"{outcome}."))
+    done = [i for i in task.targets if task.packed(state, i)]
+    todo = [f"the {i} to the {t} tray" for i, t in task.targets.items() if not task.packed(state, i)]
+    if done:
+        parts.append(f"Already packed where the goal wants them: the {_names(done)}.")
+    if todo:
+        parts.append(f"Still to do: {'; '.join(todo)}.")
+    why = f"{step.why[0].upper()}{step.why[1:]}."
+    parts.append(
+        why if step.action is not None else f"{why} No call I could make changes that, so I make none."
+    )
+    return " ".join(parts)

@@ -26,12 +26,16 @@ import re
 from dataclasses import dataclass
 
 from r3.instructions.language_table import ParseError
+from r3.instructions.semantic import ActionError
+from r3.reasoning.prompts import ANSWER_HEADERS
 
 #: Suite -> module with ``parse(text)`` and ``format_instruction(instr)``.
 GRAMMARS: dict[str, str] = {
     "language_table": "r3.instructions.language_table",
     "packing": "r3.instructions.packing",
 }
+#: The grammar of the semantic interface's answers (one ERR action call), whatever the suite.
+SEMANTIC_GRAMMAR = "r3.instructions.semantic"
 #: Longer instruction lines are rejected before the grammar sees them (no instruction is this long).
 MAX_INSTRUCTION_CHARS = 300
 
@@ -80,7 +84,8 @@ def _header(word: str) -> re.Pattern:
     )
 
 
-_INSTRUCTION_RE = _header("instruction")
+#: Interface -> the header of its answer section ("Instruction:" or "Action:").
+_ANSWER_RES = {interface: _header(h.rstrip(":").lower()) for interface, h in ANSWER_HEADERS.items()}
 _REASONING_RE = _header("reasoning")
 _WRAPPERS = "\"'`*_“”‘’«» \t"
 
@@ -99,8 +104,14 @@ def _clean_instruction(line: str) -> str:
     return s
 
 
-def parse_response(text, suite: str, mode: str = "reason", finish_reason: str | None = None):
+def parse_response(
+    text, suite: str, mode: str = "reason", finish_reason: str | None = None, interface: str = "instruction"
+):
     """``text`` -> :class:`ParsedResponse` or :class:`ResponseError`; never raises.
+
+    ``interface`` "instruction" reads the "Instruction:" section with the suite's grammar; "semantic"
+    reads the "Action:" section with the semantic action grammar (:mod:`r3.instructions.semantic`),
+    whose refusals name their kind ("invalid_point: ..."). Every other rule is the same for both.
 
     ``mode`` "reason" requires non-empty reasoning before the instruction; "instruction_only"
     does not. ``finish_reason`` "length" (the generation ran out of tokens) makes the answer
@@ -119,18 +130,21 @@ def parse_response(text, suite: str, mode: str = "reason", finish_reason: str | 
         )
     if suite not in GRAMMARS:
         return ResponseError(ErrorKind.INSTRUCTION_OUTSIDE_GRAMMAR, f"unknown suite {suite!r}", text)
-    headers = list(_INSTRUCTION_RE.finditer(text))
+    if interface not in ANSWER_HEADERS:
+        return ResponseError(ErrorKind.INSTRUCTION_OUTSIDE_GRAMMAR, f"unknown interface {interface!r}", text)
+    header = ANSWER_HEADERS[interface]
+    headers = list(_ANSWER_RES[interface].finditer(text))
     reasoning = _REASONING_RE.sub("", text[: headers[0].start()] if headers else text, count=1).strip()
     if finish_reason == "length":
         return ResponseError(
             ErrorKind.TRUNCATED, "generation hit its token limit before finishing", text, reasoning
         )
     if not headers:
-        return ResponseError(ErrorKind.NO_INSTRUCTION, "no 'Instruction:' section", text, reasoning)
+        return ResponseError(ErrorKind.NO_INSTRUCTION, f"no '{header}' section", text, reasoning)
     if len(headers) > 1:
         return ResponseError(
             ErrorKind.MULTIPLE_INSTRUCTIONS,
-            f"{len(headers)} 'Instruction:' sections, expected one",
+            f"{len(headers)} '{header}' sections, expected one",
             text,
             reasoning,
         )
@@ -138,7 +152,7 @@ def parse_response(text, suite: str, mode: str = "reason", finish_reason: str | 
     first = next((i for i, ln in enumerate(lines) if ln.strip(_WRAPPERS)), len(lines))
     instruction_text = _clean_instruction(lines[first] if lines[first:] else "")
     if not instruction_text:
-        return ResponseError(ErrorKind.NO_INSTRUCTION, "the 'Instruction:' section is empty", text, reasoning)
+        return ResponseError(ErrorKind.NO_INSTRUCTION, f"the '{header}' section is empty", text, reasoning)
     trailing = "\n".join(lines[first + 1 :])
     if not _is_filler(trailing):
         return ResponseError(
@@ -160,7 +174,7 @@ def parse_response(text, suite: str, mode: str = "reason", finish_reason: str | 
             reasoning,
             instruction_text[:MAX_INSTRUCTION_CHARS],
         )
-    grammar = importlib.import_module(GRAMMARS[suite])
+    grammar = importlib.import_module(GRAMMARS[suite] if interface == "instruction" else SEMANTIC_GRAMMAR)
     try:
         instruction = grammar.parse(instruction_text)
     except Exception as exc:  # noqa: BLE001 - a grammar bug must not take the reasoner down; report it as data
@@ -172,7 +186,10 @@ def parse_response(text, suite: str, mode: str = "reason", finish_reason: str | 
             instruction_text,
         )
     if isinstance(instruction, ParseError):
-        return ResponseError(
-            ErrorKind.INSTRUCTION_OUTSIDE_GRAMMAR, instruction.reason, text, reasoning, instruction_text
+        reason = (
+            f"{instruction.kind.value}: {instruction.reason}"
+            if isinstance(instruction, ActionError)
+            else instruction.reason
         )
+        return ResponseError(ErrorKind.INSTRUCTION_OUTSIDE_GRAMMAR, reason, text, reasoning, instruction_text)
     return ParsedResponse(reasoning, instruction, grammar.format_instruction(instruction), text)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from r3.instructions.semantic import split_result
 from r3.tasks.language_table.board import BLOCKS, DIRECTIONS, LOCATIONS
 
 SUITES: tuple[str, ...] = ("language_table", "packing")
@@ -43,6 +44,10 @@ DEFAULT_VIEWS: dict[int, tuple[str, ...]] = {
 #: Header that starts the instruction section of an answer (the parser and budgets use it too).
 INSTRUCTION_HEADER = "Instruction:"
 REASONING_HEADER = "Reasoning:"
+#: How the reasoner acts: one instruction for the low-level policy (R^3), or one semantic action
+#: call (ERR: pick / place / home / done with an image point), each with its answer's header.
+ANSWER_HEADERS: dict[str, str] = {"instruction": INSTRUCTION_HEADER, "semantic": "Action:"}
+INTERFACES: tuple[str, ...] = tuple(ANSWER_HEADERS)
 
 
 @dataclass
@@ -54,7 +59,8 @@ class ReasonerInput:
     :data:`DEFAULT_VIEWS`). ``history_text`` is the previous response or previous instruction
     (per ``history``; ignored for "none"); empty at the first step. ``step`` is the decision
     index (for seeding and logs); ``extra`` carries inputs only some backends read (the expert's
-    privileged view); neither enters the prompt.
+    privileged view); neither enters the prompt. ``interface`` is how the answer acts (one of
+    :data:`INTERFACES`): it chooses the prompt and the grammar the answer is parsed with.
     """
 
     suite: str
@@ -67,10 +73,15 @@ class ReasonerInput:
     view_names: tuple[str, ...] | None = None
     step: int = 0
     extra: dict = field(default_factory=dict)
+    interface: str = "instruction"
 
     def __post_init__(self) -> None:
         if self.suite not in SUITES:
             raise ValueError(f"suite={self.suite!r}: expected one of {SUITES}")
+        if self.interface not in INTERFACES:
+            raise ValueError(f"interface={self.interface!r}: expected one of {INTERFACES}")
+        if self.interface == "semantic" and self.suite != "packing":
+            raise ValueError(f"interface='semantic' acts on the packing workcell, not on {self.suite!r}")
         if self.history is None:
             self.history = DEFAULT_HISTORY[self.suite]
         if self.history not in HISTORY_MODES:
@@ -99,12 +110,12 @@ class ReasonerInput:
 PROMPT_FILE = "r3_prompt.json"
 
 
-def previous_instruction_text(response: str, suite: str) -> str:
-    """The instruction of a previous answer ("Reasoning: ... Instruction: ..." or "Instruction: ..."),
-    in the grammar's canonical phrasing; "" when it has none that parses."""
+def previous_instruction_text(response: str, suite: str, interface: str = "instruction") -> str:
+    """The instruction (or action) of a previous answer ("Reasoning: ... Instruction: ..." or
+    "Instruction: ..."), in the grammar's canonical phrasing; "" when it has none that parses."""
     from r3.reasoning.parsing import ParsedResponse, parse_response
 
-    parsed = parse_response(response.strip(), suite, mode="instruction_only")
+    parsed = parse_response(response.strip(), suite, mode="instruction_only", interface=interface)
     return parsed.instruction_text if isinstance(parsed, ParsedResponse) else ""
 
 
@@ -128,9 +139,10 @@ class PromptSettings:
 
         An instruction-only model's own previous answer is its instruction line, so a previous
         response is shown as "Instruction: ..."; a response reduces to its instruction for a model
-        trained on instructions ("" when it has none); history "none" (nothing shown, as at a first
-        step) is an empty history of any kind. A previous instruction cannot be turned back into the
-        previous response (nor the refusal notes around it): ValueError, naming the fix.
+        trained on instructions ("" when it has none); a semantic action's result line stays; history
+        "none" (nothing shown, as at a first step) is an empty history of any kind. A previous
+        instruction cannot be turned back into the previous response (nor the refusal notes around
+        it): ValueError, naming the fix.
         """
         given, wanted = inp.history, self.history
         if given == "instruction" and wanted == "response":
@@ -142,11 +154,13 @@ class PromptSettings:
         if "none" in (given, wanted):
             text = ""
         elif given == "response" and (wanted == "instruction" or self.mode == "instruction_only"):
-            instruction = previous_instruction_text(text, inp.suite)
+            answer, result = split_result(text) if inp.interface == "semantic" else (text, "")
+            instruction = previous_instruction_text(answer, inp.suite, inp.interface)
             if wanted == "instruction":
                 text = instruction
             elif instruction:
-                text = f"{INSTRUCTION_HEADER} {instruction}"
+                text = f"{ANSWER_HEADERS[inp.interface]} {instruction}"
+            text = f"{text}\n{result}".strip() if result else text
         return replace(inp, mode=self.mode, history=wanted, history_text=text)
 
     def save(self, model_dir: str | Path) -> Path:
@@ -295,18 +309,93 @@ def _packing_text(inp: ReasonerInput) -> str:
     return "\n\n".join(parts)
 
 
+# --- Grocery packing with semantic actions (ERR) ----------------------------------------------
+
+
+def _semantic_text(inp: ReasonerInput) -> str:
+    """The packing prompt for the semantic interface: one ERR action call per answer, with a point in
+    the base view; the history carries what came of the previous action."""
+    from r3.instructions.semantic import POINT_MAX
+
+    reason = inp.mode == "reason"
+    items, _ = _packing_vocabulary()
+    views = "\n".join(f"   - image {i}: the {name} camera view" for i, name in enumerate(inp.view_names, 1))
+    given = [
+        f"{len(inp.images)} camera image(s) taken just now, in this order:\n{views}",
+        "the long-horizon goal",
+    ]
+    if inp.history == "response":
+        given.append("your own answer from the previous step, and what came of its action")
+    elif inp.history == "instruction":
+        given.append("the action you gave at the previous step, and what came of it")
+    parts = [
+        "You control a robot arm that packs groceries into trays, a task of many steps. You act through "
+        "four semantic actions; each answer gives exactly one, the robot carries it out, and the next step "
+        "tells you whether it worked. "
+        + (
+            "Study the current images, reason honestly about what you can actually see, and finish with "
+            "exactly one action."
+            if reason
+            else "Study the current images and give exactly one action."
+        ),
+        "You receive:\n" + "\n".join(f"{i}. {g}" for i, g in enumerate(given, 1)),
+        f"## Goal\n{inp.goal.strip()}" + (f"\nNote: {inp.note.strip()}" if inp.note.strip() else ""),
+    ]
+    parts += _history_section(inp)
+    parts.append(
+        "\n".join(
+            [
+                "## Actions the robot can carry out",
+                "Write the action as one of these calls:",
+                (
+                    "- pick(<item>, [x, y]): grasp <item>; [x, y] is a point on that item. "
+                    'For example: "pick(soup can, [412, 530])"'
+                ),
+                (
+                    "- place(<item>, [x, y]): set down <item>, which the gripper must be holding; [x, y] is "
+                    "the point on a tray floor or on the table where it goes. "
+                    'For example: "place(soup can, [655, 380])"'
+                ),
+                "- home(): move the arm back to its rest pose, out of the camera's way.",
+                "- done(): the goal is reached; say it only when it is.",
+                (
+                    "[x, y] is a point in image 1 (the base view): x from its left edge (0) to its right "
+                    f"edge ({POINT_MAX}), y from its top edge (0) to its bottom edge ({POINT_MAX}); "
+                    "both whole numbers."
+                ),
+                "<item> is one of: " + ", ".join(items) + ".",
+                "Notes:",
+                "- The examples only show the form; their points say nothing about the current scene.",
+                (
+                    "- A point must show the thing the action is about: the item itself for pick, free "
+                    "tray floor or table for place."
+                ),
+                (
+                    "- An action that cannot be carried out reports why (for example no_object_at_point "
+                    "or gripper_not_empty); look at the new images before you try again."
+                ),
+            ]
+        )
+    )
+    if reason:
+        parts.append(_reasoning_rules(image_word="images", history=inp.history, act="action"))
+    parts.append(_answer_format(reason, ANSWER_HEADERS["semantic"], "action"))
+    return "\n\n".join(parts)
+
+
 # --- Shared sections --------------------------------------------------------------------------
 
 
 def _history_section(inp: ReasonerInput) -> list[str]:
     if inp.history == "none":
         return []
-    title = "## Your previous answer" if inp.history == "response" else "## Your previous instruction"
+    what = "action" if inp.interface == "semantic" else "instruction"
+    title = "## Your previous answer" if inp.history == "response" else f"## Your previous {what}"
     body = inp.history_text.strip() or "None: this is the first step."
     return [f"{title}\n{body}"]
 
 
-def _reasoning_rules(image_word: str, history: str) -> str:
+def _reasoning_rules(image_word: str, history: str, act: str = "instruction") -> str:
     rules = [
         "## How to reason",
         "Rules:",
@@ -328,7 +417,7 @@ def _reasoning_rules(image_word: str, history: str) -> str:
     rules += [
         "Style:",
         "- Think in short, explicit steps.",
-        "- Let the instruction follow from the reasoning: describe and weigh the scene first, decide last.",
+        f"- Let the {act} follow from the reasoning: describe and weigh the scene first, decide last.",
         (
             '- Do not announce a choice ("I will ...", "the best move is ...") '
             "without the reasons that lead to it."
@@ -337,18 +426,14 @@ def _reasoning_rules(image_word: str, history: str) -> str:
     return "\n".join(rules)
 
 
-def _answer_format(reason: bool) -> str:
+def _answer_format(reason: bool, header: str = INSTRUCTION_HEADER, what: str = "instruction") -> str:
     if reason:
         return (
             "## Answer format\n"
-            f"{REASONING_HEADER} <your reasoning>\n{INSTRUCTION_HEADER} <one instruction>\n"
-            "Write nothing after the instruction."
+            f"{REASONING_HEADER} <your reasoning>\n{header} <one {what}>\n"
+            f"Write nothing after the {what}."
         )
-    return (
-        "## Answer format\n"
-        f"{INSTRUCTION_HEADER} <one instruction>\n"
-        "Answer with this single line and nothing else."
-    )
+    return f"## Answer format\n{header} <one {what}>\nAnswer with this single line and nothing else."
 
 
 _BUILDERS = {"language_table": _language_table_text, "packing": _packing_text}
@@ -356,7 +441,7 @@ _BUILDERS = {"language_table": _language_table_text, "packing": _packing_text}
 
 def prompt_text(inp: ReasonerInput) -> str:
     """The text part of the prompt for ``inp`` (images are separate chat content items)."""
-    return _BUILDERS[inp.suite](inp)
+    return _semantic_text(inp) if inp.interface == "semantic" else _BUILDERS[inp.suite](inp)
 
 
 def build_messages(inp: ReasonerInput) -> list[dict]:

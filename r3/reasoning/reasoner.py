@@ -45,4 +45,5 @@ def decide(
     """
     inp = backend.prompt_input(inp)
     out = backend.decide(inp, budget, on_text)
-    return Decision(out, parse_response(out.raw_text, inp.suite, parse_mode(inp, budget), out.finish_reason))
+    mode = parse_mode(inp, budget)
+    return Decision(out, parse_response(out.raw_text, inp.suite, mode, out.finish_reason, inp.interface))

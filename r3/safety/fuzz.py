@@ -151,16 +151,164 @@ CATEGORIES = {
 }
 
 
-def hostile_outputs(n: int, seed: int = 0, huge_every: int = 100) -> list[tuple[str, str, str]]:
-    """``n`` (category, text, finish_reason) triples, cycling through the categories.
+# --- the semantic interface (one ERR action call after "Action:") -----------------------------
+
+
+def _valid_action(rng: np.random.Generator) -> str:
+    from r3.instructions.packing import ITEMS
+
+    kind = ["pick", "place", "home", "done"][int(rng.integers(4))]
+    if kind in ("home", "done"):
+        return f"{kind}()"
+    x, y = (int(c) for c in rng.integers(0, 1001, 2))
+    return f"{kind}({ITEMS[int(rng.integers(len(ITEMS)))]}, [{x}, {y}])"
+
+
+def _semantic_truncated(rng):
+    text = f"Reasoning: the soup can is on the table.\nAction: {_valid_action(rng)}"
+    return text[: int(rng.integers(len("Reasoning: "), len(text) + 1))], "length"
+
+
+def _duplicated_call(rng):
+    a, b = _valid_action(rng), _valid_action(rng)
+    forms = [
+        f"Reasoning: r.\nAction: {a}\nAction: {b}",
+        f"Action: {a}\nReasoning: r.\nAction: {b}",
+        f"Reasoning: r.\nAction: {a} {b}",
+        f"Reasoning: r.\nAction: {a}, {b}",
+        f"Reasoning: r.\nAction: {a}; {b}",
+        f"Reasoning: r.\nAction: [{a}, {b}]",
+        f"Reasoning: r.\nAction: {a}{a}",
+        f"Reasoning: r.\nAction: {a}\n\nACTION: {b}",
+    ]
+    return forms[int(rng.integers(len(forms)))], "stop"
+
+
+def _trailing_after_call(rng):
+    a, b = _valid_action(rng), _valid_action(rng)
+    sep = TRAILING_SEPARATORS[int(rng.integers(len(TRAILING_SEPARATORS)))]
+    tail = [b, "then " + b, "and then wait", "Action", "\u200b", "# done"][int(rng.integers(6))]
+    return f"Reasoning: r.\nAction: {a}{sep}{tail}", "stop"
+
+
+#: Coordinates that are not an integer 0-1000: out of range, signed, decimal, non-finite, other digits.
+BAD_COORDINATES = (
+    "-1", "1001", "99999", "+5", "12.5", "500.0", "1e3", "0x10", "nan", "NaN", "inf", "-inf",
+    "1e309", "\u0663\u0660", "\uff15\uff10", "", " ", "None", "null", "[1]", "5 5", "1_000", "True",
+)  # fmt: skip
+
+
+def _invalid_point(rng):
+    from r3.instructions.packing import ITEMS
+
+    item = ITEMS[int(rng.integers(len(ITEMS)))]
+    bad = BAD_COORDINATES[int(rng.integers(len(BAD_COORDINATES)))]
+    good = str(int(rng.integers(0, 1001)))
+    x, y = (bad, good) if rng.random() < 0.5 else (good, bad)
+    kind = ["pick", "place"][int(rng.integers(2))]
+    forms = [
+        f"{kind}({item}, [{x}, {y}])",
+        f"{kind}({item}, [{good}, {good}, {good}])",
+        f"{kind}({item}, [{good}])",
+        f"{kind}({item}, ({good}, {good}))",
+        f"{kind}({item}, {good}, {good})",
+        f"{kind}({item})",
+        f"{kind}([{good}, {good}])",
+    ]
+    return f"Reasoning: r.\nAction: {forms[int(rng.integers(len(forms)))]}", "stop"
+
+
+#: Labels that are not an item: look-alike letters, hidden characters, trays and other names.
+BAD_LABELS = (
+    "soup c\u0430n", "s\u200boup can", "soup can\u202e", "\uff53\uff4f\uff55\uff50 can", "soup-can",
+    "soupcan", "soup cans", "the soup can", "small tray", "table", "robot", "gripper", "", "\U0001f916",
+    "\u4e2d\u6587", "candy box\x00", "'soup can", "soup can\"", "*", "any",
+)  # fmt: skip
+
+
+def _unknown_label(rng):
+    label = BAD_LABELS[int(rng.integers(len(BAD_LABELS)))]
+    x, y = (int(c) for c in rng.integers(0, 1001, 2))
+    kind = ["pick", "place"][int(rng.integers(2))]
+    return f"Reasoning: r.\nAction: {kind}({label}, [{x}, {y}])", "stop"
+
+
+def _wrong_form(rng):
+    from r3.instructions.packing import ITEMS
+
+    item = ITEMS[int(rng.integers(len(ITEMS)))]
+    forms = [
+        json.dumps({"action": "pick", "label": item, "point_2d": [500, 500]}),
+        f"Reasoning: r.\nAction: pick {item}",
+        "Reasoning: r.\nAction: home",
+        "Reasoning: r.\nAction: home(now)",
+        "Reasoning: r.\nAction: done(True)",
+        "Reasoning: r.\nAction: fly()",
+        "Reasoning: r.\nAction: move_to([0.3, 0.1, 0.2])",
+        f"Reasoning: r.\nAction: pick({item} [1, 2])",
+        f"Reasoning: r.\nAction: pick({item}, [1, 2]",
+        f"Reasoning: r.\nAction: robot.pick({item}, [1, 2])",
+        f"Reasoning: r.\nAction: Pack the {item} into the small tray.",
+        f"Reasoning: r.\nInstruction: {_valid_action(rng)}",
+        f"Reasoning: r.\nAction: {_valid_action(rng).replace('(', chr(0xFF08), 1)}",
+    ]
+    return forms[int(rng.integers(len(forms)))], "stop"
+
+
+def _no_action(rng):
+    forms = [
+        "Reasoning: I am not sure what to do.",
+        f"Reasoning: the next step is {_valid_action(rng)}.",
+        f"I would {_valid_action(rng)}",
+        "Action:",
+        "Reasoning: r.\nAction:   ",
+        "",
+        str(rng.normal()),
+    ]
+    return forms[int(rng.integers(len(forms)))], "stop"
+
+
+def _huge_call(rng):
+    letters = np.frombuffer(b"abcdefg ,.;[]", dtype=np.uint8)
+    blob = letters[rng.integers(0, len(letters), int(rng.integers(50_000, 200_000)))].tobytes().decode()
+    digits = "9" * int(rng.integers(5_000, 20_000))
+    forms = [
+        f"Reasoning: r.\nAction: pick({blob}, [1, 2])",
+        f"Reasoning: r.\nAction: place(soup can, [{digits}, 1])",
+        f"Reasoning: r.\nAction: {_valid_action(rng)} {blob}",
+        f"Reasoning: {blob}",
+    ]
+    return forms[int(rng.integers(len(forms)))], "stop"
+
+
+SEMANTIC_CATEGORIES = {
+    "truncated": _semantic_truncated,
+    "duplicated_call": _duplicated_call,
+    "trailing_call": _trailing_after_call,
+    "invalid_point": _invalid_point,
+    "unknown_label": _unknown_label,
+    "wrong_form": _wrong_form,
+    "no_action": _no_action,
+    "garbage": _garbage,
+    "huge": _huge_call,
+}
+#: Interface -> its categories of invalid answers.
+INTERFACE_CATEGORIES = {"instruction": CATEGORIES, "semantic": SEMANTIC_CATEGORIES}
+
+
+def hostile_outputs(
+    n: int, seed: int = 0, huge_every: int = 100, interface: str = "instruction"
+) -> list[tuple[str, str, str]]:
+    """``n`` (category, text, finish_reason) triples, cycling through the ``interface``'s categories.
 
     Huge texts (50-200 kB) are generated once every ``huge_every`` items to keep runs fast.
     """
+    categories = INTERFACE_CATEGORIES[interface]
     rng = np.random.default_rng(seed)
-    names = [c for c in CATEGORIES if c != "huge"]
+    names = [c for c in categories if c != "huge"]
     out = []
     for i in range(n):
         category = "huge" if huge_every and i % huge_every == huge_every - 1 else names[i % len(names)]
-        text, finish = CATEGORIES[category](rng)
+        text, finish = categories[category](rng)
         out.append((category, text, finish))
     return out

@@ -7,7 +7,8 @@ decision step under a :class:`ReasoningBudget`.
 Budgets (R^3 Table 3: full reasoning, trunc@100, trunc@50, no reasoning): with a cap of N tokens
 the model writes at most N reasoning tokens (stopping early at "Instruction:"); then the
 truncated reasoning plus "\\nInstruction:" becomes an assistant prefix and a short continuation
-(``instruction_tokens``) produces the instruction. N = 0 skips the reasoning stage entirely.
+(``instruction_tokens``) produces the instruction. N = 0 skips the reasoning stage entirely. The
+semantic interface does the same with its "Action:" header.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from r3.reasoning.prompts import INSTRUCTION_HEADER, ReasonerInput, build_messages
+from r3.reasoning.prompts import ANSWER_HEADERS, ReasonerInput, build_messages
 
 OnText = Callable[[str], None]
 
@@ -138,9 +139,10 @@ class ReasonerBackend(ABC):
                 1,
                 False,
             )
+        header = ANSWER_HEADERS[inp.interface]  # "Instruction:", or "Action:" for the semantic interface
         prefix, stages, prompt_tokens, reasoning_tokens, model_s, truncated = "", 0, 0, 0, 0.0, True
         if n > 0:
-            first = self._generate(messages, "", n, [INSTRUCTION_HEADER], on_text)
+            first = self._generate(messages, "", n, [header], on_text)
             prefix = first.text.rstrip() + "\n"
             stages, prompt_tokens, reasoning_tokens, model_s = (
                 1,
@@ -149,9 +151,9 @@ class ReasonerBackend(ABC):
                 first.model_s,
             )
             truncated = first.finish_reason == "length"
-        prefix += INSTRUCTION_HEADER
+        prefix += header
         if on_text is not None:
-            on_text(prefix[len(prefix) - len(INSTRUCTION_HEADER) - (1 if n > 0 else 0) :])
+            on_text(prefix[len(prefix) - len(header) - (1 if n > 0 else 0) :])
         second = self._generate(messages, prefix, budget.instruction_tokens, None, on_text)
         return BackendOutput(
             raw_text=prefix + second.text,

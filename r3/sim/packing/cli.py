@@ -1,8 +1,10 @@
 """``r3 packing demo``: one in-process packing episode (no ROS), like ``r3 sim demo`` for Language Table.
 
-It prints every decision step (reasoning, instruction, what executing it did) and writes into
-``--out`` a video of the arm's motion (base camera, captioned with the step and the instruction)
-and ``summary.json``. Success tables over the held-out goals are ``r3 eval --suite packing``'s job.
+It prints every decision step (reasoning, instruction or semantic action, what executing it did) and
+writes into ``--out`` a video of the arm's motion (base camera, captioned with the step and the
+instruction) and ``summary.json``. ``--interface`` chooses how the reasoner acts, and with it the
+suite adapter of the loop (``r3.packing_episode.SUITE_ADAPTERS``). Success tables over the held-out
+goals are ``r3 eval --suite packing``'s job.
 """
 
 from __future__ import annotations
@@ -13,16 +15,19 @@ import sys
 import textwrap
 from pathlib import Path
 
-from r3.packing_episode import GROUNDINGS, MAX_DECISIONS
+from r3.packing_episode import GROUNDINGS, MAX_ACTIONS, MAX_DECISIONS, SUITE_ADAPTERS
+from r3.reasoning.prompts import ANSWER_HEADERS
 
 WRAP = 100
 
 
-def _print_step(step) -> None:
+def _print_step(step, interface: str) -> None:
     print(f"\n== step {step.step} " + "=" * 60)
     if step.reasoning:
         print(textwrap.fill(step.reasoning, WRAP, initial_indent="  ", subsequent_indent="  "))
-    print(f"  Instruction: {step.instruction or '(invalid answer, no motion)'}")
+    print(f"  {ANSWER_HEADERS[interface]} {step.instruction or '(invalid answer, no motion)'}")
+    if step.outcome:
+        print(f"  {step.outcome}")
     print(
         f"  -> {step.error or 'done'}; progress {step.progress:.0%} after {step.control_steps} control steps",
         flush=True,
@@ -52,10 +57,19 @@ def _parser() -> argparse.ArgumentParser:
         "(the base camera through r3.perception, and the arm's joints) (default: sim)",
     )
     p.add_argument(
+        "--interface",
+        choices=tuple(SUITE_ADAPTERS),
+        default="instruction",
+        help="how the reasoner acts: instruction (one packing instruction per step, carried out by the "
+        "low-level packing policy, as in R^3) or semantic (one call per step: pick(item, [x, y]), "
+        "place(item, [x, y]) with a 0-1000 point in the base camera image, home() or done(), as in ERR; "
+        "each action's result is shown to the reasoner at the next step) (default: instruction)",
+    )
+    p.add_argument(
         "--max-steps",
         type=int,
-        default=MAX_DECISIONS,
-        help=f"decision steps at most (default: {MAX_DECISIONS})",
+        default=None,
+        help=f"decision steps at most (default: {MAX_DECISIONS}; {MAX_ACTIONS} with --interface semantic)",
     )
     p.add_argument(
         "--video", default="gif", choices=("gif", "mp4", "none"), help="episode video format (default: gif)"
@@ -75,7 +89,7 @@ def demo_main(argv: list[str]) -> int:
     from r3.reasoning.backends import make_backend
 
     args = _parser().parse_args(argv)
-    if args.max_steps < 1 or args.frame_every < 1:
+    if (args.max_steps is not None and args.max_steps < 1) or args.frame_every < 1:
         _parser().error("--max-steps and --frame-every must be at least 1")
     backend = make_backend(args.reasoner)
     backend.load()
@@ -96,16 +110,24 @@ def demo_main(argv: list[str]) -> int:
 
     def show(step) -> None:
         done_steps.append(step)
-        _print_step(step)
+        _print_step(step, args.interface)
 
     traj = run_packing_episode(
-        args.task, args.seed, backend, cell=cell, max_steps=args.max_steps, render=film, on_step=show
+        args.task,
+        args.seed,
+        backend,
+        cell=cell,
+        max_steps=args.max_steps,
+        render=film,
+        on_step=show,
+        interface=args.interface,
     )
     outcome = "success" if traj.success else "not solved"
     last = traj.steps[-1].error if traj.steps else ""
     ended = "" if traj.success or not last else f" (last step: {last})"
     print(
-        f"\ntask {args.task} seed {args.seed}: {outcome} after {len(traj.steps)} instructions; "
+        f"\ntask {args.task} seed {args.seed}: {outcome} after {len(traj.steps)} "
+        f"{'actions' if args.interface == 'semantic' else 'instructions'}; "
         f"progress {traj.progress:.0%}{ended}"
     )
     args.out.mkdir(parents=True, exist_ok=True)

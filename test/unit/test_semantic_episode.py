@@ -1,0 +1,178 @@
+"""The semantic interface (ERR) on the packing cell, in process: each action is carried out by the
+cell's semantic actions, its result line is the next step's history (through the Decider's one
+history rule), invalid answers move nothing, and the packing expert speaking it solves task 4."""
+
+from __future__ import annotations
+
+import pytest
+
+from r3.episode_loop import Decider, next_history, run_loop
+from r3.instructions.semantic import SemanticAction, parse
+from r3.packing_episode import PackingCell, PackingSuite, SemanticPackingSuite, run_packing_episode
+from r3.reasoning.backends import make_backend
+from r3.reasoning.backends.base import BackendOutput, ReasonerBackend
+from r3.reasoning.packing_expert import item_point
+from r3.safety import MAX_CONSECUTIVE_INVALID
+from r3.safety.fuzz import hostile_outputs
+
+
+@pytest.fixture(scope="module")
+def cell():
+    return PackingCell.build()
+
+
+class Script(ReasonerBackend):
+    """Answers from a list, one per call; records what it was shown."""
+
+    model_id = "script"
+
+    def __init__(self, answers):
+        self.answers, self.inputs = iter(answers), []
+
+    def _generate(self, *args):
+        raise AssertionError("not used")
+
+    def decide(self, inp, budget=None, on_text=None):
+        self.inputs.append(inp)
+        text = next(self.answers)
+        return BackendOutput(text, "stop", None, None, None, 0.0, 0.0, self.model_id, 1, False)
+
+
+def _episode(cell, answers, max_steps):
+    cell.reset(0, "4")
+    suite, backend = SemanticPackingSuite(cell, False, 0, 0), Script(answers)
+    return run_loop(suite, Decider(backend, history="instruction"), "4", 0, max_steps), backend
+
+
+def test_a_pick_is_carried_out_and_its_result_is_the_next_history(cell):
+    cell.reset(0, "4")
+    item = next(iter(cell.env.task_instance.targets))
+    point = item_point(item, cell.env.state(), cell.env.camera_model("base"))
+    call = f"pick({item}, [{point[0]}, {point[1]}])"
+    t, backend = _episode(cell, [f"Reasoning: r.\nAction: {call}", "Reasoning: r.\nAction: home()"], 2)
+    first = t.steps[0]
+    assert first.valid and first.instruction == call and first.error == ""
+    assert first.outcome == f"Result: ok. The {item} is now in the gripper."
+    assert cell.env.state().held == item and first.control_steps > 0
+    assert (
+        backend.inputs[0].interface == "semantic"
+        and backend.inputs[1].history_text == f"{call}\n{first.outcome}"
+    )
+    assert t.steps[1].history == f"{call}\n{first.outcome}"
+
+
+def test_a_failed_action_reports_its_reason_and_moves_nothing(cell):
+    t, backend = _episode(
+        cell, ["Reasoning: r.\nAction: place(soup can, [500, 500])", "Reasoning: r.\nAction: done()"], 2
+    )
+    first = t.steps[0]
+    assert first.valid and first.error == "nothing_held" and first.control_steps == 0
+    assert first.outcome == "Result: failed (nothing_held). No item changed place."
+    assert backend.inputs[1].history_text == f"place(soup can, [500, 500])\n{first.outcome}"
+    assert t.steps[1].outcome == "Result: ok. No item changed place."
+
+
+def test_refused_answers_move_nothing_and_tell_the_model_why(cell):
+    outputs = [text for _, text, _ in hostile_outputs(30, seed=5, huge_every=10, interface="semantic")]
+    cell.reset(0, "4")
+    calls = []
+    actions = cell.actions
+    for name in ("pick", "place", "home", "done"):
+        method = getattr(actions, name)
+        setattr(actions, name, lambda *a, _m=method, _n=name, **k: calls.append(_n) or _m(*a, **k))
+    try:
+        for episode in range(len(outputs) // MAX_CONSECUTIVE_INVALID):
+            cell.reset(episode, "4")
+            before = cell.env.state()
+            answers = outputs[episode * MAX_CONSECUTIVE_INVALID : (episode + 1) * MAX_CONSECUTIVE_INVALID]
+            suite = SemanticPackingSuite(cell, False, episode, 0)
+            t = run_loop(suite, Decider(Script(answers), history="instruction"), "4", episode, 10)
+            assert t.aborted and not any(s.valid for s in t.steps) and not any(s.outcome for s in t.steps)
+            assert all("refused and the robot did not move" in s.history for s in t.steps[1:])
+            after = cell.env.state()
+            assert after.held == before.held and after.tcp == before.tcp
+            assert {n: i.pos for n, i in after.items.items()} == {n: i.pos for n, i in before.items.items()}
+    finally:
+        for name in ("pick", "place", "home", "done"):
+            delattr(actions, name)
+    assert calls == []
+
+
+def test_the_decider_reports_an_outcome_through_the_one_history_rule():
+    decider = Decider(Script([]), history="response")
+    decider.observe(True, "Reasoning: r.\nAction: home()", "home()", "")
+    decider.report("Result: ok. No item changed place.")
+    assert decider.history_text == next_history(
+        "response", True, "Reasoning: r.\nAction: home()", "home()", "", "Result: ok. No item changed place."
+    )
+    assert decider.history_text == "Reasoning: r.\nAction: home()\nResult: ok. No item changed place."
+
+
+def test_the_packing_expert_solves_task_4_with_semantic_actions(cell):
+    backend = make_backend("expert:packing")
+    t = run_packing_episode("4", 0, backend, cell=cell, render=False, interface="semantic")
+    assert t.success and t.progress == 1.0 and not t.aborted
+    assert all(s.valid and isinstance(parse(s.instruction), SemanticAction) for s in t.steps)
+    assert {s.instruction.split("(")[0] for s in t.steps} >= {"pick", "place", "home"}
+    for before, after in zip(t.steps, t.steps[1:]):
+        assert after.history == f"{before.instruction}\n{before.outcome}"
+    assert all(s.raw_response.startswith("Reasoning: ") and "\nAction: " in s.raw_response for s in t.steps)
+
+
+def test_the_instruction_interface_keeps_its_suite(cell):
+    backend = make_backend("expert:packing")
+    t = run_packing_episode("4", 0, backend, cell=cell, render=False, max_steps=2)
+    assert all(s.outcome == "" for s in t.steps) and t.steps[0].instruction.startswith(
+        ("Pack", "Remove", "Transfer")
+    )
+    assert PackingSuite.interface == "instruction" and SemanticPackingSuite.interface == "semantic"
+    with pytest.raises(ValueError, match="unknown interface"):
+        run_packing_episode("4", 0, backend, cell=cell, render=False, interface="tools")
+
+
+def test_the_demo_cli_chooses_the_interface(tmp_path, capsys):
+    import json
+
+    from r3.sim.packing.cli import demo_main
+
+    with pytest.raises(SystemExit):
+        demo_main(["--help"])
+    assert "--interface {instruction,semantic}" in capsys.readouterr().out
+    assert demo_main(["--interface", "semantic", "--video", "none", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "task 4 seed 0: success after" in printed and "  Action: pick(" in printed
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["success"] and all(s["outcome"].startswith("Result: ") for s in summary["steps"])
+
+
+def test_the_expert_sets_an_item_down_at_the_next_free_spot_after_a_refused_place(cell):
+    """Task 3, seed 0: the foam brick's first spot in the medium tray would bring the hand onto the sugar
+    box; the expert places it at the next spot (as the packing policy does) and the goal is reached."""
+    t = run_packing_episode(
+        "3", 0, make_backend("expert:packing"), cell=cell, render=False, interface="semantic"
+    )
+    refused = [k for k, s in enumerate(t.steps) if s.instruction.startswith("place(") and s.error]
+    assert refused, "the case lost its refused place"
+    k = refused[0]
+    again = t.steps[k + 1]
+    assert (
+        again.instruction.startswith(t.steps[k].instruction.split("[")[0])
+        and again.instruction != t.steps[k].instruction
+    )
+    assert t.success
+
+
+def test_a_resumed_semantic_episode_tells_the_model_the_same_results(cell):
+    """Resuming from a step's snapshot with the steps before it: the history (result line included) and
+    the rest of the episode are those of the original run."""
+    first = run_packing_episode(
+        "4", 0, make_backend("expert:packing"), cell=cell, render=False, interface="semantic"
+    )
+    k = 4
+    cell.reset(0, "4")
+    cell.env.restore(first.steps[k].snapshot)
+    suite = SemanticPackingSuite(cell, False, 0, 0)
+    decider = Decider(make_backend("expert:packing"), history="instruction")
+    again = run_loop(suite, decider, "4", 0, 45, earlier=first.steps[:k])
+    assert first.steps[k - 1].outcome and again.steps[k].history == first.steps[k].history
+    assert [s.instruction for s in again.steps] == [s.instruction for s in first.steps] and again.success

@@ -63,11 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     for hog in hogs:
         hog.start()
     suite, tasks = TASKS[args.profile]
-    graph = Graph(args.profile, Path(tempfile.mkdtemp(prefix="r3-frames-")))
-    client = Client("r3_bench_frames")
+    domain = int(os.environ.get("ROS_DOMAIN_ID", "0"))  # the caller's domain, as for any r3 command
+    graph = Graph(args.profile, Path(tempfile.mkdtemp(prefix="r3-frames-")), domain)
+    client = Client("r3_bench_frames", domain)
     wanted = missing = missing_camera = errors = 0
     try:
-        if not client.commander.wait_until_ready(300):
+        if not client.wait_until_ready(300):
             print("the graph did not come up:\n" + "".join(graph.lines), file=sys.stderr)
             return 1
         for i in range(args.episodes):

@@ -256,19 +256,33 @@ def _packing_vocabulary() -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(packing.ITEMS), tuple(packing.TRAYS)
 
 
-def _packing_text(inp: ReasonerInput) -> str:
-    reason = inp.mode == "reason"
-    items, trays = _packing_vocabulary()
+def _packing_opening(
+    inp: ReasonerInput, intro: str, previous_response: str, previous_answer: str
+) -> list[str]:
+    """The sections every packing prompt opens with: the task, what the model receives (its previous
+    step described as the interface words it), the goal and the history."""
     views = "\n".join(f"   - image {i}: the {name} camera view" for i, name in enumerate(inp.view_names, 1))
     given = [
         f"{len(inp.images)} camera image(s) taken just now, in this order:\n{views}",
         "the long-horizon goal",
     ]
     if inp.history == "response":
-        given.append("your own answer from the previous step")
+        given.append(previous_response)
     elif inp.history == "instruction":
-        given.append("the instruction you gave at the previous step")
+        given.append(previous_answer)
     parts = [
+        intro,
+        "You receive:\n" + "\n".join(f"{i}. {g}" for i, g in enumerate(given, 1)),
+        f"## Goal\n{inp.goal.strip()}" + (f"\nNote: {inp.note.strip()}" if inp.note.strip() else ""),
+    ]
+    return parts + _history_section(inp)
+
+
+def _packing_text(inp: ReasonerInput) -> str:
+    reason = inp.mode == "reason"
+    items, trays = _packing_vocabulary()
+    parts = _packing_opening(
+        inp,
         "A robot is packing groceries into trays, a task that takes many steps. The robot can only "
         "carry out short instructions, one at a time. "
         + (
@@ -277,10 +291,9 @@ def _packing_text(inp: ReasonerInput) -> str:
             if reason
             else "Study the current images and give exactly one short instruction for the robot."
         ),
-        "You receive:\n" + "\n".join(f"{i}. {g}" for i, g in enumerate(given, 1)),
-        f"## Goal\n{inp.goal.strip()}" + (f"\nNote: {inp.note.strip()}" if inp.note.strip() else ""),
-    ]
-    parts += _history_section(inp)
+        previous_response="your own answer from the previous step",
+        previous_answer="the instruction you gave at the previous step",
+    )
     parts.append(
         "\n".join(
             [
@@ -319,16 +332,8 @@ def _semantic_text(inp: ReasonerInput) -> str:
 
     reason = inp.mode == "reason"
     items, _ = _packing_vocabulary()
-    views = "\n".join(f"   - image {i}: the {name} camera view" for i, name in enumerate(inp.view_names, 1))
-    given = [
-        f"{len(inp.images)} camera image(s) taken just now, in this order:\n{views}",
-        "the long-horizon goal",
-    ]
-    if inp.history == "response":
-        given.append("your own answer from the previous step, and what came of its action")
-    elif inp.history == "instruction":
-        given.append("the action you gave at the previous step, and what came of it")
-    parts = [
+    parts = _packing_opening(
+        inp,
         "You control a robot arm that packs groceries into trays, a task of many steps. You act through "
         "four semantic actions; each answer gives exactly one, the robot carries it out, and the next step "
         "tells you whether it worked. "
@@ -338,10 +343,9 @@ def _semantic_text(inp: ReasonerInput) -> str:
             if reason
             else "Study the current images and give exactly one action."
         ),
-        "You receive:\n" + "\n".join(f"{i}. {g}" for i, g in enumerate(given, 1)),
-        f"## Goal\n{inp.goal.strip()}" + (f"\nNote: {inp.note.strip()}" if inp.note.strip() else ""),
-    ]
-    parts += _history_section(inp)
+        previous_response="your own answer from the previous step, and what came of its action",
+        previous_answer="the action you gave at the previous step, and what came of it",
+    )
     parts.append(
         "\n".join(
             [

@@ -25,7 +25,6 @@ from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalRespons
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import Image
-from std_msgs.msg import String
 
 from r3.episode import policy_seed
 from r3.episode_loop import Decider, StepDecision, StepView
@@ -51,6 +50,7 @@ from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.params import declare_parameters
 from r3_ros.qos import EVENTS, LATCHED
+from r3_ros.recording import RecorderHandshake, RecordingError
 from r3_ros.refusals import refusing_action, refusing_message
 from r3_ros.spin import run_node
 from r3_ros.stop import StopListener, StopPublisher, end_stopped, goal_key, new_goal_id
@@ -91,7 +91,6 @@ class ReasonerNode(Node):
         self.runs_lock = threading.Lock()
         self.runs: dict[str, Run] = {}  # by RunTask goal key
         self.scene_id = ""  # the simulator's episode id of the scene the running episode acts on
-        self.bag = ""  # the recorder's bag being recorded
         self.exits = MemberExits.from_environment()  # members a supervisor saw exit
         sensors = MutuallyExclusiveCallbackGroup()
         self.create_subscription(
@@ -104,19 +103,15 @@ class ReasonerNode(Node):
         self.create_subscription(Image, names.CAMERA_IMAGE, self.on_image, 5, callback_group=sensors)
         if self.param["wrist_camera"]:
             self.create_subscription(Image, names.WRIST_IMAGE, self.on_wrist_image, 5, callback_group=sensors)
-        self.create_subscription(
-            String,
-            names.RECORDER_BAGS,
-            lambda m: setattr(self, "bag", m.data),
-            LATCHED,
-            callback_group=sensors,
-        )
         self.monitor = HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup())
         self.heartbeat = HeartbeatPublisher(self)
         self.steps_pub = self.create_publisher(ReasonerStep, names.REASONER_STEPS, 50)
         self.frames_pub = self.create_publisher(Image, names.REASONER_FRAMES, 50)
         self.outcome_pub = self.create_publisher(InstructionOutcome, names.INSTRUCTION_OUTCOMES, 50)
         self.event_pub = self.create_publisher(EpisodeEvent, names.EPISODE_EVENTS, EVENTS)
+        self.recording = RecorderHandshake(
+            self, self.monitor, self.param, [self.steps_pub, self.frames_pub, self.outcome_pub], sensors
+        )
         self.stop_pub = StopPublisher(self)
         self.stops = StopListener(self, on_stop=self.stop_run)
         clients = ReentrantCallbackGroup()
@@ -245,18 +240,20 @@ class ReasonerNode(Node):
         self.episode_deadline = time.monotonic() + self.param["max_episode_s"]
         self.watch_recorder = []
         try:
-            self.wait_until_lowlevel_ready()
+            self.wait_until_graph_up()
             # START goes out before the reset, so that the recording holds the first scene.
             self.publish_event(EpisodeEvent.START, episode_id, goal, goal_text)
             started = True
-            result.bag = self.wait_for_recorder(episode_id)
+            if self.recording.recorder:  # from now on, losing the recorder loses the episode's data
+                self.watch_recorder = [self.recording.recorder]
+            result.bag = self.recording.wait_recording(episode_id, self.check_alive)
             if goal.reset_scene:
                 goal_text = self.reset(goal, episode_id, handle)
             if goal_text is None:
                 result.reason = "canceled"
             else:
                 self.run_steps(goal, episode_id, handle, result)
-        except EpisodeError as exc:
+        except (EpisodeError, RecordingError) as exc:
             result.reason = f"error: {exc}"
         except BackendError as exc:
             result.reason = f"error: reasoner backend: {exc}"
@@ -272,72 +269,33 @@ class ReasonerNode(Node):
             self.publish_event(EpisodeEvent.END, episode_id, goal, goal_text or "", result)
             if result.bag:
                 try:
-                    self.wait_for_bag_closed(episode_id)
-                except EpisodeError as exc:
+                    self.recording.wait_closed(episode_id, self.exits.read)
+                except RecordingError as exc:
                     result.reason = f"error: {exc}"
         return self.finish(handle, result, result.reason)
 
-    def wait_until_lowlevel_ready(self) -> None:
-        """The low-level node must be up and have seen the simulator before it gets an instruction.
+    def wait_until_graph_up(self) -> None:
+        """The low-level node must be up and have seen the simulator before it gets an instruction,
+        and the graph's recorder (if it has one) must be up before START, which opens the bag.
 
         Bounded by ``startup_timeout_s``: on a cold machine the first start of the graph's processes
         (imports, MuJoCo model compilation) can take longer than any single call should.
         """
         node, timeout = self.param["lowlevel_node"], self.param["startup_timeout_s"]
         deadline = time.monotonic() + timeout
-        while self.monitor.state(node) in (None, "waiting_for_state"):
+        while self.monitor.state(node) in (None, "waiting_for_state") or not self.recording.is_up():
             if time.monotonic() > deadline:
-                what = "is not running" if self.monitor.state(node) is None else "has no simulator state"
-                raise EpisodeError(f"{node} {what} after {timeout:.1f} s")
-            time.sleep(0.02)
-
-    def wait_for_recorder(self, episode_id: str) -> str:
-        """If a recorder is running, wait (bounded) until it records every topic for this episode;
-        the absolute path of its bag ("" when none)."""
-        node = self.param["recorder_node"]
-        if self.monitor.state(node) is None:
-            return ""  # no recorder in this graph
-        self.watch_recorder = [node]  # from now on, losing the recorder loses the episode's data
-        deadline = time.monotonic() + self.param["recorder_timeout_s"]
-        while (
-            self.monitor.state(node) != names.recording_state(episode_id)
-            or not self.bag.endswith(f"/{episode_id}")
-            or not self.record_reaches(node)
-        ):
-            if time.monotonic() > deadline:
-                self.get_logger().warning(f"{node} did not open a bag for {episode_id}; continuing")
-                return ""
-            time.sleep(0.01)
-        return self.bag
-
-    def record_reaches(self, recorder: str) -> bool:
-        """The recorder subscribes to the decision frames, and each publisher of the episode's record
-        has matched every subscriber this node has discovered: the recorder sees the reasoner's
-        publishers before they see it, and a step published in between would miss the bag."""
-        frames = self.get_subscriptions_info_by_topic(names.REASONER_FRAMES)
-        if not any(f"{s.node_namespace.rstrip('/')}/{s.node_name}" == recorder for s in frames):
-            return False
-        return all(
-            pub.get_subscription_count() >= len(self.get_subscriptions_info_by_topic(pub.topic_name))
-            for pub in (self.steps_pub, self.frames_pub, self.outcome_pub)
-        )
-
-    def wait_for_bag_closed(self, episode_id: str) -> None:
-        """After END, until the recorder has closed the episode's bag (its heartbeat leaves
-        "recording:<id>"), so that a result naming a bag names a finished one. A recorder that is
-        gone meanwhile is an error naming it (the bag lacks the episode's end); one still recording
-        after ``recorder_timeout_s`` is logged and left to finish."""
-        node, timeout = self.param["recorder_node"], self.param["heartbeat_timeout_s"]
-        deadline = time.monotonic() + self.param["recorder_timeout_s"]
-        while self.monitor.state(node) == names.recording_state(episode_id):
+                if self.monitor.state(node) is None:
+                    raise EpisodeError(f"{node} is not running after {timeout:.1f} s")
+                if self.monitor.state(node) == "waiting_for_state":
+                    raise EpisodeError(f"{node} has no simulator state after {timeout:.1f} s")
+                raise EpisodeError(
+                    f"{self.recording.recorder} is not running after {timeout:.1f} s "
+                    "(recorder_node names it; set it to '' for a graph without a recorder)"
+                )
             for member_exit in self.exits.read():
                 raise EpisodeError(member_exit)
-            if self.monitor.dead([node], timeout):
-                raise EpisodeError(f"{node} stopped responding (no heartbeat for {timeout:.1f} s)")
-            if time.monotonic() > deadline:
-                self.get_logger().warning(f"{node} still records {episode_id}; not waiting longer")
-                return
-            time.sleep(0.01)
+            time.sleep(0.02)
 
     def current_scene(self, suite: str, task: str) -> str:
         """reset_scene=false: the simulator's episode id of the scene to continue on, which must be

@@ -24,6 +24,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.serialization import serialize_message
@@ -42,8 +43,11 @@ from r3_ros.spin import run_node
 EVENTS_TYPE = "r3_msgs/msg/EpisodeEvent"
 #: The only node whose episode events open and close bags.
 EPISODE_SOURCE = "r3_reasoner_node"
-#: How long an event's publisher may take to appear in this node's graph view.
-SOURCE_LOOKUP_S = 0.5
+#: How long an event's publisher may take to appear in this node's graph view with its node name.
+#: The name comes with ROS's own discovery messages, which can lag the DDS endpoint by seconds on a
+#: loaded machine: a recorder started after the reasoner received a START from '_NODE_NAME_UNKNOWN_'.
+SOURCE_LOOKUP_S = 5.0
+UNKNOWN_NODE = "_NODE_NAME_UNKNOWN_"
 #: After END, how much longer than ``close_delay_s`` a bag waits for the episode's last steps and frames.
 STRAGGLERS_S = 5.0
 
@@ -69,8 +73,13 @@ class RecorderNode(Node):
         self.subscribed: dict[str, str] = {}
         wall = Clock(clock_type=ClockType.STEADY_TIME)
         self.bags_pub = self.create_publisher(String, names.RECORDER_BAGS, LATCHED)
+        # A group of its own: an event waiting for its sender's name never holds up the recording.
         self.create_subscription(
-            EpisodeEvent, names.EPISODE_EVENTS, refusing_message(self, self.on_event), EVENTS
+            EpisodeEvent,
+            names.EPISODE_EVENTS,
+            refusing_message(self, self.on_event),
+            EVENTS,
+            callback_group=MutuallyExclusiveCallbackGroup(),
         )
         self.create_timer(0.2, refusing_message(self, self.discover), clock=wall)
         self.heartbeat = HeartbeatPublisher(self)
@@ -104,7 +113,7 @@ class RecorderNode(Node):
         deadline = time.monotonic() + SOURCE_LOOKUP_S
         while True:
             for endpoint in self.get_publishers_info_by_topic(names.EPISODE_EVENTS):
-                if bytes(endpoint.endpoint_gid) == gid:
+                if bytes(endpoint.endpoint_gid) == gid and endpoint.node_name != UNKNOWN_NODE:
                     return endpoint.node_name
             if time.monotonic() > deadline:
                 return ""
@@ -184,12 +193,16 @@ class RecorderNode(Node):
         writer, self.writer = self.writer, None
         if writer is None:
             return
-        self.heartbeat.state = "idle"
 
         def finish() -> None:
-            path = writer.close(
-                success=success, progress=progress, steps=steps, reason=reason, complete=complete
-            )
+            try:
+                path = writer.close(
+                    success=success, progress=progress, steps=steps, reason=reason, complete=complete
+                )
+            finally:  # "recording:<id>" ends once the bag is finished: the reasoner waits for it
+                with self.lock:
+                    if self.writer is None:
+                        self.heartbeat.state = "idle"
             self.get_logger().info(
                 f"bag {path} closed ({'complete' if complete else 'incomplete'}: {reason})"
             )

@@ -11,7 +11,9 @@ part the user writes): its declared interface is what the user must make it offe
 
 :func:`unmatched_subscriptions` is the one wiring check: every topic a member subscribes to (after
 remappings; ``/clock`` for every member with ``use_sim_time``) must be published by a member of the
-same profile, every service and action called must be served. ``r3 launch --check`` prints it,
+same profile, every service and action called must be served, and every node an r3 node watches
+(its ``*_node`` parameters: the reasoner's low-level, simulator and recorder) must be a member.
+``r3 launch --check`` prints it,
 with :func:`outside_requirements` (what the members r3 does not start must offer).
 """
 
@@ -154,6 +156,9 @@ def _member(raw: dict, profile: str, config_dir: Path) -> Member:
             interface.subscribes[remappings.get(names.WRIST_IMAGE, names.WRIST_IMAGE)] = (
                 "sensor_msgs/msg/Image"
             )
+        # A reasoner told its graph has no recorder needs no word of the recorder's bags.
+        if raw["node"] == "r3_reasoner_node" and parameters.get("recorder_node", None) == "":
+            interface.subscribes.pop(remappings.get(names.RECORDER_BAGS, names.RECORDER_BAGS), None)
         member = Member(
             raw["name"],
             "r3",
@@ -267,6 +272,24 @@ def unmatched_subscriptions(profile: Profile) -> list[str]:
         for a in m.interface.action_clients
         if a not in actions
     ]
+    return problems + unwatched_members(profile)
+
+
+def unwatched_members(profile: Profile) -> list[str]:
+    """Each ``*_node`` parameter of a member (a node it watches or waits for; "" = none) that names no
+    member of the profile: the reasoner would wait out its startup timeout on it."""
+    from r3.graph.node_params import NODE_PARAMETERS  # node_params imports the reasoning core
+
+    members = {f"/{m.name}" for m in profile.members}
+    problems = []
+    for m in profile.members:
+        schema = NODE_PARAMETERS.get(m.executable) if m.is_r3_node else None
+        for spec in schema.parameters if schema else ():
+            if not spec.name.endswith("_node") or spec.type != "str":
+                continue
+            watched = m.parameters.get(spec.name, spec.default)
+            if watched and _absolute(watched) not in members:
+                problems.append(f"{m.name}.{spec.name} is {watched}, which is no member of the profile")
     return problems
 
 

@@ -101,7 +101,7 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
             names.CAMERA_IMAGE: "sensor_msgs/msg/Image",  # plus the wrist camera when `wrist_camera` is set
             names.PRIVILEGED_STATE: "r3_msgs/msg/PrivilegedState",
             names.HEARTBEAT: "r3_msgs/msg/Heartbeat",
-            names.RECORDER_BAGS: "std_msgs/msg/String",
+            names.RECORDER_BAGS: "std_msgs/msg/String",  # unless `recorder_node` is '' (no recorder)
             **STOP_MOTION,  # a stop naming its RunTask goal
         },
         service_clients=[names.RESET_SCENE],

@@ -7,9 +7,12 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from hostile import Client, Graph, own_domain
+
+from r3.data.bags import INCOMPLETE, read_episode_info
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -42,6 +45,9 @@ def test_killing_a_node_of_a_launched_graph_gives_the_client_an_error_naming_it_
         )
         assert result.reason.startswith("error: ") and victim in result.reason
         assert ended - killed[0] < 2.0
+        if victim != "r3_recorder_node":  # the recorder closed the bag the result names before it came
+            info = read_episode_info(Path(result.bag))
+            assert info.reason == result.reason and info.status == INCOMPLETE
     finally:
         client.close()
         graph.stop()

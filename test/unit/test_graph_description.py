@@ -77,6 +77,18 @@ def test_a_vendor_profile_without_its_scene_adapter_is_caught(tmp_path, profile)
     assert "r3_reasoner_node calls service /sim/reset_scene, which no member serves" in problems
 
 
+@pytest.mark.parametrize("name", profile_names())
+def test_a_profile_without_the_recorder_its_reasoner_waits_for_is_caught(tmp_path, name):
+    """The reasoner waits for its recorder_node before every episode (it never runs one unrecorded):
+    a profile that drops the recorder must say so (recorder_node '') or the check names it."""
+    path = _graph_with(tmp_path, name, lambda ms: [m for m in ms if m["name"] != "r3_recorder_node"])
+    problems = unmatched_subscriptions(load_profile(name, path))
+    named = "r3_reasoner_node.recorder_node is /r3_recorder_node, which is no member of the profile"
+    assert named in problems
+    unset = {"r3_reasoner_node": {"recorder_node": ""}}
+    assert unmatched_subscriptions(load_profile(name, path, overrides=unset)) == []
+
+
 def test_a_bridge_file_without_the_clock_is_caught(tmp_path):
     path = _graph_with(tmp_path, "gazebo", lambda ms: None)
     bridge = tmp_path / "gazebo" / "bridge.yaml"

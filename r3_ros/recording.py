@@ -1,0 +1,106 @@
+"""The reasoner's side of the recorder's protocol: an episode that a graph records is never run
+unrecorded, and a result that names a bag names a closed one.
+
+The protocol (``r3_recorder_node``): START opens a bag and the recorder's heartbeat says
+"recording:<id>" once it subscribes to every configured topic; END closes the bag and the heartbeat
+leaves that state. The reasoner's ``recorder_node`` parameter says which recorder the graph has
+("" = none). Without that word a reasoner that had not yet heard a slow recorder's first heartbeat
+took the graph for one without a recorder and ran the episode unrecorded (seen under CPU load).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+from rclpy.node import Node
+from std_msgs.msg import String
+
+from r3.graph import names
+from r3_ros.heartbeat import HeartbeatMonitor
+from r3_ros.qos import LATCHED
+
+
+class RecordingError(RuntimeError):
+    """The episode cannot be recorded, or its bag cannot be closed; the message names the recorder."""
+
+
+class RecorderHandshake:
+    """Waits, always bounded, on the recorder named by ``param["recorder_node"]``.
+
+    ``param`` is the node's live parameter mapping (``recorder_node``, ``startup_timeout_s``,
+    ``recorder_timeout_s``, ``heartbeat_timeout_s``), read at each use. ``record`` lists the
+    publishers whose messages the bag must hold from the first step on.
+    """
+
+    def __init__(
+        self, node: Node, monitor: HeartbeatMonitor, param: Mapping, record: list, callback_group=None
+    ):
+        self.node, self.monitor, self.param, self.record = node, monitor, param, record
+        self.bag = ""  # the last bag the recorder said it opened
+        node.create_subscription(
+            String, names.RECORDER_BAGS, self._on_bag, LATCHED, callback_group=callback_group
+        )
+
+    def _on_bag(self, msg: String) -> None:
+        self.bag = msg.data
+
+    @property
+    def recorder(self) -> str:
+        return self.param["recorder_node"]
+
+    def is_up(self) -> bool:
+        """The graph has no recorder, or its recorder has been heard."""
+        return not self.recorder or self.monitor.state(self.recorder) is not None
+
+    def wait_recording(self, episode_id: str, check: Callable[[], None]) -> str:
+        """After START: the absolute path of the episode's bag once the recorder records every topic
+        and every publisher of ``record`` reaches it ("" when the graph has no recorder)."""
+        if not self.recorder:
+            return ""
+        timeout = self.param["recorder_timeout_s"]
+        deadline = time.monotonic() + timeout
+        while (
+            self.monitor.state(self.recorder) != names.recording_state(episode_id)
+            or not self.bag.endswith(f"/{episode_id}")
+            or not self.reaches_recorder()
+        ):
+            if time.monotonic() > deadline:
+                raise RecordingError(
+                    f"{self.recorder} did not start recording {episode_id} within {timeout:.1f} s"
+                )
+            check()
+            time.sleep(0.01)
+        return self.bag
+
+    def reaches_recorder(self) -> bool:
+        """The recorder subscribes to the decision frames, and each publisher of the episode's record
+        has matched every subscriber this node has discovered: the recorder sees the reasoner's
+        publishers before they see it, and a step published in between would miss the bag."""
+        frames = self.node.get_subscriptions_info_by_topic(names.REASONER_FRAMES)
+        if not any(f"{s.node_namespace.rstrip('/')}/{s.node_name}" == self.recorder for s in frames):
+            return False
+        return all(
+            pub.get_subscription_count() >= len(self.node.get_subscriptions_info_by_topic(pub.topic_name))
+            for pub in self.record
+        )
+
+    def wait_closed(self, episode_id: str, exits: Callable[[], list[str]]) -> None:
+        """After END, until the recorder has closed the episode's bag. A recorder that is gone
+        meanwhile (its exit among ``exits``, a process manager's lines; or its silence) is a
+        RecordingError, since the bag lacks the episode's end; one still recording after
+        ``recorder_timeout_s`` is logged and left to finish."""
+        timeout = self.param["heartbeat_timeout_s"]
+        deadline = time.monotonic() + self.param["recorder_timeout_s"]
+        while self.monitor.state(self.recorder) == names.recording_state(episode_id):
+            for member_exit in exits():
+                if member_exit.split(" ", 1)[0] == self.recorder.rsplit("/", 1)[-1]:
+                    raise RecordingError(member_exit)
+            if self.monitor.dead([self.recorder], timeout):
+                raise RecordingError(f"{self.recorder} stopped responding (no heartbeat for {timeout:.1f} s)")
+            if time.monotonic() > deadline:
+                self.node.get_logger().warning(
+                    f"{self.recorder} still records {episode_id}; not waiting longer"
+                )
+                return
+            time.sleep(0.01)

@@ -1,0 +1,100 @@
+"""A graph that records never runs an episode unrecorded (CI, under CPU load: a reasoner that had not
+yet heard a slow recorder took the graph for one without a recorder; the bag then lacked the first
+steps, or was never written). The reasoner's ``recorder_node`` says which recorder the graph has;
+a goal waits for it, bounded, and fails naming it; ``''`` is a graph without a recorder."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from hostile import Client, bag_topics, own_domain
+
+from r3.data.bags import COMPLETE, read_episode_info
+from r3.graph import names
+from r3.graph.description import Profile, load_profile
+from r3.graph.supervisor import Supervisor
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+
+def _split(tmp_path, reasoner: dict) -> tuple[Profile, Profile]:
+    """sim_language_table without its recorder, and the recorder alone (started when the test says)."""
+    full = load_profile(
+        "sim_language_table",
+        overrides={
+            "r3_recorder_node": {"output_dir": str(tmp_path / "bags")},
+            "r3_reasoner_node": reasoner,
+        },
+    )
+    recorder = [m for m in full.members if m.name == "r3_recorder_node"]
+    rest = [m for m in full.members if m.name != "r3_recorder_node"]
+    return Profile("without_recorder", "", rest), Profile("recorder", "", recorder)
+
+
+def test_a_goal_waits_for_the_recorder_and_is_recorded_from_its_first_step(tmp_path):
+    from r3_msgs.action import RunTask
+    from r3_ros.commander import TaskStatus
+
+    domain = own_domain()
+    env = dict(os.environ, ROS_DOMAIN_ID=str(domain))
+    graph, late_recorder = _split(tmp_path, {})
+    client = Client("r3_recorder_startup_client", domain)
+    with Supervisor(graph, tmp_path / "logs", env=env):
+        try:
+            assert client.wait_until_ready(90), "the graph did not come up"
+            sent = time.monotonic()
+            handle = client.commander.start_task(
+                RunTask.Goal(suite="language_table", task="T", seed=5, reset_scene=True)
+            )
+            waited = 0
+            while waited < 300:  # 3 s of spinning: the episode must wait, not run unrecorded
+                assert handle.spin_once(0.01) not in (TaskStatus.DONE, TaskStatus.REJECTED)
+                waited += 1
+            assert client.moved_after(sent) == [], "the pusher moved before the recorder was up"
+            with Supervisor(late_recorder, tmp_path / "recorder_logs", env=env):
+                while handle.spin_once(0.01) not in (TaskStatus.DONE, TaskStatus.REJECTED):
+                    assert time.monotonic() - sent < 120, "no result within 120 s"
+                result = handle.result
+        finally:
+            client.close()
+    assert result.reason in ("success", "step_budget"), result.reason
+    assert result.bag, "the result names no bag"
+    topics = bag_topics(tmp_path / "bags" / result.episode_id)
+    assert [s.step for s in topics[names.REASONER_STEPS]] == list(range(result.steps))
+    info = read_episode_info(tmp_path / "bags" / result.episode_id)
+    assert info.status == COMPLETE and info.steps == result.steps
+
+
+def test_without_its_recorder_a_goal_fails_naming_it_and_moves_nothing(tmp_path):
+    from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue
+    from rcl_interfaces.srv import SetParameters
+
+    from r3_msgs.action import RunTask
+
+    domain = own_domain()
+    env = dict(os.environ, ROS_DOMAIN_ID=str(domain))
+    graph, _ = _split(tmp_path, {"startup_timeout_s": 3.0})
+    client = Client("r3_recorder_startup_client", domain)
+    goal = RunTask.Goal(suite="language_table", task="T", seed=5, reset_scene=True)
+    with Supervisor(graph, tmp_path / "logs", env=env):
+        try:
+            assert client.wait_until_ready(90), "the graph did not come up"
+            sent = time.monotonic()
+            result, _ = client.run_task(goal, timeout_s=60)
+            assert result.reason.startswith("error: ") and "/r3_recorder_node" in result.reason, result.reason
+            assert "recorder_node" in result.reason and result.bag == ""
+            assert client.moved_after(sent) == [], "a goal that could not be recorded moved the pusher"
+            # The graph keeps serving: told it has no recorder, the next goal runs, unrecorded.
+            setter = client.node.create_client(SetParameters, "/r3_reasoner_node/set_parameters")
+            unset = Parameter(
+                name="recorder_node",
+                value=ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=""),
+            )
+            assert client.call(setter, SetParameters.Request(parameters=[unset])).results[0].successful
+            result, _ = client.run_task(goal, timeout_s=90)
+        finally:
+            client.close()
+    assert result.reason in ("success", "step_budget") and result.bag == "", result.reason
+    assert not (tmp_path / "bags").exists()

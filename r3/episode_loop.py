@@ -223,6 +223,16 @@ class Trajectory:
         }
 
 
+#: The canonical answer by which the agent itself ends its episode (ERR's done()); the task's checker,
+#: not the agent, then says whether it succeeded.
+DONE_ANSWER = "done()"
+
+
+def ends_episode(decision: StepDecision) -> bool:
+    """Whether this step's answer ends the episode (the in-process loop and the reasoner node both ask)."""
+    return decision.valid and decision.instruction == DONE_ANSWER
+
+
 @dataclass
 class Execution:
     """What carrying out one valid answer did: control steps, a shortfall ("" if none), renders, and the
@@ -304,6 +314,8 @@ def run_loop(
             on_step(steps[-1])
         if record.abort:
             aborted = record.abort
+            break
+        if ends_episode(record):
             break
     final, instance = env.state(), env.task_instance
     return Trajectory(

@@ -32,7 +32,8 @@ from r3.episode_loop import (
     run_loop,
 )
 from r3.execution.sim import SimExecutor
-from r3.instructions.semantic import ActionType, SemanticAction
+from r3.instructions.semantic import RESULT_HEADER, ActionError, ActionType, SemanticAction
+from r3.instructions.semantic import parse as parse_action
 from r3.lowlevel.grounding import Grounder, SimGrounder
 from r3.lowlevel.packing import PackingPolicy, PackingPolicyConfig
 from r3.lowlevel.perceived import LocalPerception, PerceivedScene, PerceptionSource
@@ -99,6 +100,34 @@ class PackingCell:
         self.env.reset(seed=seed, options={"task": task})
         self.grounder.forget()
 
+    def carry_out(self, interface: str, text: str, rng: np.random.Generator) -> Execution:
+        """Carry out one answer's canonical ``text`` written in ``interface``, the one way both the
+        in-process loop and the packing sim node act: the packing policy follows an instruction
+        (pick, place, home, settle); a semantic action runs alone, then the items settle, and its
+        result line (ok or the reason, and what changed place) is what the model reads next."""
+        if interface == "instruction":
+            result = self.policy.follow(text, rng)
+            return Execution(result.control_steps, "" if result.reason == "done" else result.reason)
+        if interface != "semantic":
+            raise ValueError(f"the packing cell carries out no {interface!r} answers")
+        action = parse_action(text)
+        if isinstance(action, ActionError):
+            return Execution(
+                0, f"rejected: {action.reason}", outcome=f"{RESULT_HEADER} refused ({action.reason})."
+            )
+        before = self.actions.state()
+        result = self._act(action, rng)
+        steps = result.control_steps + self.policy.settle()
+        outcome = describe_result(result, before, self.actions.state())
+        return Execution(steps, "" if result.ok else result.reason, outcome=outcome)
+
+    def _act(self, action: SemanticAction, rng: np.random.Generator) -> ActionResult:
+        if action.type is ActionType.PICK:
+            return self.actions.pick(action.label, action.point, rng, self.policy.config.grasp_noise)
+        if action.type is ActionType.PLACE:
+            return self.actions.place(action.label, action.point)
+        return self.actions.home() if action.type is ActionType.HOME else self.actions.done()
+
     def images(self, render: bool) -> list[np.ndarray]:
         if not render:
             return [BLANK_IMAGE, BLANK_IMAGE]
@@ -139,8 +168,7 @@ class PackingSuite:
         return np.random.default_rng(key if self.rollout == 0 else [key, self.rollout])
 
     def execute(self, decision: StepDecision, step: int) -> Execution:
-        result = self.cell.policy.follow(decision.instruction, self.rng(step))
-        return Execution(result.control_steps, "" if result.reason == "done" else result.reason)
+        return self.cell.carry_out(self.interface, decision.instruction, self.rng(step))
 
     def progress(self) -> float:
         return float(self.env.max_progress)
@@ -157,23 +185,6 @@ class SemanticPackingSuite(PackingSuite):
     line (ok or the reason, and what changed place) is what the model reads at the next step."""
 
     interface: ClassVar[str] = "semantic"
-
-    def execute(self, decision: StepDecision, step: int) -> Execution:
-        actions = self.cell.actions
-        before = actions.state()
-        result = self._act(decision.decision.parsed.instruction, step)
-        steps = result.control_steps + self.cell.policy.settle()
-        outcome = describe_result(result, before, actions.state())
-        return Execution(steps, "" if result.ok else result.reason, outcome=outcome)
-
-    def _act(self, action: SemanticAction, step: int) -> ActionResult:
-        actions = self.cell.actions
-        if action.type is ActionType.PICK:
-            noise = self.cell.policy.config.grasp_noise
-            return actions.pick(action.label, action.point, self.rng(step), noise)
-        if action.type is ActionType.PLACE:
-            return actions.place(action.label, action.point)
-        return actions.home() if action.type is ActionType.HOME else actions.done()
 
 
 #: Interface -> the suite adapter that carries out its answers.

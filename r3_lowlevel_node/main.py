@@ -28,7 +28,7 @@ from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
 from r3.instructions.language_table import ParseError, parse
 from r3.lowlevel.pushing import PushingPolicyConfig, ScriptedPushingPolicy
-from r3.safety.goals import GoalRefused, check_seed
+from r3.safety.goals import GoalRefused, check_interface, check_seed
 from r3_msgs.action import FollowInstruction
 from r3_msgs.msg import PrivilegedState
 from r3_ros.conversions import msg_to_board_state, stamp_to_ns
@@ -104,6 +104,7 @@ class LowLevelNode(Node):
             if goal.suite not in ("", "language_table"):
                 raise GoalRefused(f"suite {goal.suite[:80]!r} is not served here (language_table)")
             check_seed(goal.seed)
+            check_interface(goal.interface, "language_table", served=("instruction",))
         except GoalRefused as exc:
             return self._finish(handle, result, False, f"error: invalid goal: {exc}")
         parsed = parse(goal.instruction)

@@ -42,13 +42,13 @@ from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import String
 
+from r3.episode_loop import Execution
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
-from r3.lowlevel.packing import PolicyResult
 from r3.lowlevel.perceived import arm_reading, scene_key
-from r3.packing_episode import PackingCell
+from r3.packing_episode import SUITE_ADAPTERS, PackingCell
 from r3.safety.freeze import FreezeWatch
-from r3.safety.goals import GoalRefused, canonical_task, check_seed
+from r3.safety.goals import GoalRefused, canonical_task, check_interface, check_seed
 from r3.sim.packing import scene
 from r3.sim.packing.env import ITEM_INDEX, PackingEnv
 from r3_msgs.action import FollowInstruction, MoveToPose
@@ -186,6 +186,7 @@ class PackingSimNode(Node):
             if goal.suite != "packing":
                 raise GoalRefused(f"suite {goal.suite[:80]!r} is not served here (packing)")
             check_seed(goal.seed)
+            interface = check_interface(goal.interface, "packing", served=tuple(SUITE_ADAPTERS))
         except GoalRefused as exc:
             result.reason = f"error: invalid goal: {exc}"
             self.goals.end(handle, "aborted")
@@ -199,19 +200,19 @@ class PackingSimNode(Node):
                 None if stop.reason is not None else (idle(), self.on_control_step())
             )
             try:
-                outcome = self.cell.policy.follow(goal.instruction, np.random.default_rng(goal.seed))
+                done = self.cell.carry_out(interface, goal.instruction, np.random.default_rng(goal.seed))
             except PerceptionUnavailable as exc:
-                outcome = PolicyResult(False, f"error: perception: {exc}", 0)
+                done = Execution(0, f"error: perception: {exc}")
             finally:
                 self.cell.executor.on_step = self.cell.executor.should_stop = None
                 self.cell.policy.idle = idle
                 self.heartbeat.state = "idle"
-            result.steps, result.finished = outcome.control_steps, self.publish_settled()
+            result.steps, result.finished = done.control_steps, self.publish_settled()
         if stop.reason is not None:
             result.success, result.reason = False, stop.reason
             end_stopped(handle, stop.reason, self.goals.end)
             return result
-        result.success, result.reason = outcome.success, outcome.reason
+        result.success, result.reason, result.outcome = not done.error, done.error or "done", done.outcome
         self.goals.end(handle, "succeeded" if result.success else "aborted")
         return result
 

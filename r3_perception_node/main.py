@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 import threading
 
-import numpy as np
-import transforms3d
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
@@ -26,7 +24,7 @@ from std_msgs.msg import String
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
 from r3.perception.annotate import annotate
-from r3.perception.camera import CameraModel, RGBDFrame
+from r3.perception.camera import RGBDFrame, pose_matrix
 from r3.perception.grounding import GroundingConfig
 from r3.perception.pipeline import Perception, PerceptionConfig
 from r3.perception.segmenters import make_segmenter
@@ -36,6 +34,7 @@ from r3_msgs.srv import GroundPoint, SetPerceptionQuery
 from r3_ros.conversions import (
     detections_to_msg,
     image_to_msg,
+    msg_to_camera_model,
     msg_to_depth,
     msg_to_image,
     msg_to_instances,
@@ -56,7 +55,7 @@ class PerceptionNode(Node):
     def __init__(self):
         super().__init__("r3_perception_node")
         self.p = declare_parameters(self, NODE_PARAMETERS["r3_perception_node"])
-        self.extrinsics = self._extrinsics(self.p["base_from_camera"])
+        self.extrinsics = pose_matrix(self.p["base_from_camera"])
         self.perception = Perception(
             self._segmenter(),
             PerceptionConfig(
@@ -128,16 +127,6 @@ class PerceptionNode(Node):
             return make_segmenter(backend, detector=self.p["detector"], device=self.p["device"], sam2=sam2)
         return make_segmenter(backend)
 
-    @staticmethod
-    def _extrinsics(xyz_quat: list[float]) -> np.ndarray:
-        if len(xyz_quat) != 7:
-            raise ValueError(f"base_from_camera must be [x, y, z, qx, qy, qz, qw], got {xyz_quat}")
-        x, y, z, qx, qy, qz, qw = xyz_quat
-        t = np.eye(4)
-        t[:3, :3] = transforms3d.quaternions.quat2mat([qw, qx, qy, qz])
-        t[:3, 3] = (x, y, z)
-        return t
-
     def shutdown(self) -> None:
         with self.wake:
             self.running = False
@@ -199,12 +188,10 @@ class PerceptionNode(Node):
             )
 
     def to_frame(self, stamp_ns: int, colour: Image, depth: Image, info: CameraInfo) -> RGBDFrame:
-        camera = CameraModel(
-            k=np.array(info.k),
-            width=info.width,
-            height=info.height,
-            base_from_camera=self.extrinsics,
-            name=self.p["camera_name"],
+        camera = msg_to_camera_model(
+            info,
+            self.extrinsics,
+            self.p["camera_name"],
             min_depth_m=self.p["min_depth_m"],
             max_depth_m=self.p["max_depth_m"],
         )

@@ -24,23 +24,25 @@ from dataclasses import dataclass
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.node import Node
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import CameraInfo, Image
 
 from r3.episode import policy_seed
-from r3.episode_loop import Decider, StepDecision, StepView
+from r3.episode_loop import Decider, StepDecision, StepView, ends_episode
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
 from r3.graph.supervisor import MemberExits
+from r3.perception.camera import pose_matrix
 from r3.reasoning import BackendError, ReasoningBudget, make_backend
 from r3.reasoning.expert import ExpertView
 from r3.reasoning.packing_expert import PackingExpertView
-from r3.safety.goals import GoalRefused, check_run_task
+from r3.safety.goals import GoalRefused, check_interface, check_run_task
 from r3.safety.goals import episode_id as new_episode_id
 from r3_msgs.action import FollowInstruction, RunTask
 from r3_msgs.msg import EpisodeEvent, InstructionOutcome, PrivilegedState, ReasonerStep
 from r3_msgs.srv import ResetScene
 from r3_ros.conversions import (
     msg_to_board_state,
+    msg_to_camera_model,
     msg_to_image,
     msg_to_packing_state,
     stamp_to_ns,
@@ -101,6 +103,14 @@ class ReasonerNode(Node):
             callback_group=sensors,
         )
         self.create_subscription(Image, names.CAMERA_IMAGE, self.on_image, 5, callback_group=sensors)
+        self.camera_info: CameraInfo | None = None  # the base camera's, for the expert's image points
+        self.create_subscription(
+            CameraInfo,
+            names.CAMERA_INFO,
+            lambda m: setattr(self, "camera_info", m),
+            5,
+            callback_group=sensors,
+        )
         if self.param["wrist_camera"]:
             self.create_subscription(Image, names.WRIST_IMAGE, self.on_wrist_image, 5, callback_group=sensors)
         self.monitor = HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup())
@@ -227,6 +237,7 @@ class ReasonerNode(Node):
         goal = handle.request
         try:  # every field is checked before anything is written, reset or moved
             suite, task = check_run_task(goal.suite, goal.task, goal.seed, goal.reasoning_budget)
+            interface = check_interface(self.param["interface"], suite)  # fixed for the episode
             self.scene_id = None if goal.reset_scene else self.current_scene(suite, task)
         except GoalRefused as exc:
             return self.finish(handle, RunTask.Result(), f"error: invalid goal: {exc}")
@@ -252,7 +263,7 @@ class ReasonerNode(Node):
             if goal_text is None:
                 result.reason = "canceled"
             else:
-                self.run_steps(goal, episode_id, handle, result)
+                self.run_steps(goal, interface, episode_id, handle, result)
         except (EpisodeError, RecordingError) as exc:
             result.reason = f"error: {exc}"
         except BackendError as exc:
@@ -324,7 +335,7 @@ class ReasonerNode(Node):
             raise EpisodeError(f"{self.param['sim_node']} refused the reset: {response.reason}")
         return response.goal
 
-    def run_steps(self, goal, episode_id: str, handle, result: RunTask.Result) -> None:
+    def run_steps(self, goal, interface: str, episode_id: str, handle, result: RunTask.Result) -> None:
         max_steps = goal.max_steps or self.param["default_max_steps"]
         budget = ReasoningBudget(None if goal.reasoning_budget < 0 else goal.reasoning_budget)
         decider = Decider(self.backend, budget, self.param["history"], self.param["max_consecutive_invalid"])
@@ -335,7 +346,7 @@ class ReasonerNode(Node):
             if obs.state.success or self.stopping(handle):
                 return
             t0 = time.perf_counter()
-            view = self.step_view(goal, obs)
+            view = self.step_view(goal, interface, obs)
             t1 = time.perf_counter()
             self.heartbeat.state = "busy"
             record = decider.decide(step, view)
@@ -349,10 +360,14 @@ class ReasonerNode(Node):
                 raise EpisodeError(record.abort)
             if record.valid:
                 seed = policy_seed(goal.seed, step)
-                follow = self.follow(record.instruction, goal.suite or "language_table", seed, handle)
+                follow = self.follow(
+                    record.instruction, goal.suite or "language_table", interface, seed, handle
+                )
                 if follow is None:
                     return
                 not_before = stamp_to_ns(follow.finished)
+                if follow.outcome:
+                    decider.report(follow.outcome)
                 self.publish_outcome(episode_id, step, record.instruction, follow)
             handle.publish_feedback(
                 RunTask.Feedback(
@@ -362,14 +377,18 @@ class ReasonerNode(Node):
                     progress=self.state.progress if self.state else 0.0,
                 )
             )
+            if ends_episode(record):
+                break
         obs = self.observe(not_before)
         result.success, result.progress = obs.state.success, obs.state.progress
 
-    def step_view(self, goal, obs: Observation) -> StepView:
+    def step_view(self, goal, interface: str, obs: Observation) -> StepView:
         """The suite's view for the reasoner: its camera views and, for the expert, its privileged view."""
         instance = task_instance_from_msg(obs.state)
         if obs.state.suite == "packing":
-            view = PackingExpertView(msg_to_packing_state(obs.state), instance)
+            info, pose = self.camera_info, pose_matrix(self.param["base_from_camera"])
+            camera = None if info is None else msg_to_camera_model(info, pose, "base")
+            view = PackingExpertView(msg_to_packing_state(obs.state), instance, camera)
         else:
             view = ExpertView(msg_to_board_state(obs.state), instance)
         return StepView(
@@ -379,16 +398,21 @@ class ReasonerNode(Node):
             instance.note,
             view,
             goal.seed,
+            interface,
         )
 
-    def follow(self, instruction: str, suite: str, seed: int, handle):
+    def follow(self, instruction: str, suite: str, interface: str, seed: int, handle):
         """Send one instruction to the low-level policy; its result, or None when the episode was canceled."""
         if self.stopping(handle):
             return None  # canceled while deciding: no new motion
         if not self.follow_client.wait_for_server(timeout_sec=self.param["service_timeout_s"]):
             raise EpisodeError(f"{self.param['lowlevel_node']} does not offer {names.FOLLOW_INSTRUCTION}")
         goal = FollowInstruction.Goal(
-            instruction=instruction, suite=suite, max_steps=self.param["steps_per_instruction"], seed=seed
+            instruction=instruction,
+            suite=suite,
+            max_steps=self.param["steps_per_instruction"],
+            seed=seed,
+            interface=interface,
         )
         # The goal id is chosen here and recorded before the goal goes out, so that from now on a
         # stop of the RunTask stops this instruction (stop_run), even before it is accepted.
@@ -470,6 +494,7 @@ class ReasonerNode(Node):
             reason=follow.reason,
             control_steps=follow.steps,
             progress=self.state.progress if self.state else 0.0,
+            outcome=follow.outcome,
         )
         msg.header.stamp = follow.finished
         self.outcome_pub.publish(msg)

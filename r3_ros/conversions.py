@@ -10,6 +10,7 @@ from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Point, Pose, PoseStamped, Vector3
 from sensor_msgs.msg import CameraInfo, Image
 
+from r3.perception.camera import CameraModel
 from r3.tasks.language_table.board import BoardState
 from r3_msgs.msg import BoardObject, DetectedObject, DetectedObjects, PrivilegedState
 
@@ -49,6 +50,15 @@ def camera_info_msg(k: np.ndarray, width: int, height: int, stamp: Time, frame_i
     info.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
     info.p = [info.k[0], 0.0, info.k[2], 0.0, 0.0, info.k[4], info.k[5], 0.0, 0.0, 0.0, 1.0, 0.0]
     return info
+
+
+def msg_to_camera_model(info: CameraInfo, base_from_camera: np.ndarray, name: str, **depth) -> CameraModel:
+    """camera_info (intrinsics, size) plus the optical frame's pose in the base frame; ``depth``:
+    ``min_depth_m`` / ``max_depth_m``."""
+    k = np.array(info.k)
+    return CameraModel(
+        k=k, width=info.width, height=info.height, base_from_camera=base_from_camera, name=name, **depth
+    )
 
 
 def board_state_to_msg(state: BoardState, msg: PrivilegedState) -> PrivilegedState:

@@ -313,6 +313,7 @@ def write_trajectory_bag(root: str | Path, trajectory, rec: EpisodeRecording) ->
                 reason=reason,
                 control_steps=s.control_steps,
                 progress=float(s.progress),
+                outcome=s.outcome,
             )
             bag.put(names.INSTRUCTION_OUTCOMES, OUTCOME, stamp(control), outcome)
     end = stamp(control)

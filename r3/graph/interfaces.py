@@ -99,6 +99,7 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
         },
         subscribes={
             names.CAMERA_IMAGE: "sensor_msgs/msg/Image",  # plus the wrist camera when `wrist_camera` is set
+            names.CAMERA_INFO: "sensor_msgs/msg/CameraInfo",  # the expert's image points (semantic)
             names.PRIVILEGED_STATE: "r3_msgs/msg/PrivilegedState",
             names.HEARTBEAT: "r3_msgs/msg/Heartbeat",
             names.RECORDER_BAGS: "std_msgs/msg/String",  # unless `recorder_node` is '' (no recorder)

@@ -18,6 +18,7 @@ from pathlib import Path
 from r3.graph import names
 from r3.graph.params import NodeParameters, ParameterSpec
 from r3.reasoning.prompts import HISTORY_MODES
+from r3.safety.goals import INTERFACE_SUITES
 from r3.safety.guard import MAX_CONSECUTIVE_INVALID
 
 #: r3.packing_episode.GROUNDINGS and r3.perception.segmenters.BACKENDS, written out: importing those
@@ -145,6 +146,15 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     read_only=False,
                 ),
                 P(
+                    "interface",
+                    "str",
+                    "instruction",
+                    "How the model's answers act: one instruction for the low-level policy, or one "
+                    "semantic action call (packing); the prompt and grammar follow it.",
+                    choices=tuple(INTERFACE_SUITES),
+                    read_only=False,
+                ),
+                P(
                     "default_max_steps",
                     "int",
                     20,
@@ -225,6 +235,14 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     read_only=False,
                 ),
                 P("wrist_camera", "bool", False, "Decide on the wrist camera's image too (packing)."),
+                P(
+                    "base_from_camera",
+                    "float[]",
+                    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+                    "x y z qx qy qz qw of the base camera's optical frame in the world: the expert "
+                    "points at items in the image with it (semantic interface).",
+                    length=7,
+                ),
                 P(
                     "lowlevel_node",
                     "str",

@@ -11,8 +11,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import transforms3d
 
 NORMALISED_MAX = 1000.0
+
+
+def pose_matrix(xyz_quat) -> np.ndarray:
+    """``[x, y, z, qx, qy, qz, qw]`` (a ROS pose, as node parameters give it) -> a 4x4 transform.
+
+    >>> pose_matrix([1.0, 2.0, 3.0, 0.0, 0.0, 0.0, 1.0])[:3, 3].tolist()
+    [1.0, 2.0, 3.0]
+    """
+    if len(xyz_quat) != 7:
+        raise ValueError(f"a pose is [x, y, z, qx, qy, qz, qw], got {list(xyz_quat)}")
+    x, y, z, qx, qy, qz, qw = (float(v) for v in xyz_quat)
+    quat = np.array([qw, qx, qy, qz])
+    if not np.isfinite([x, y, z, *quat]).all() or np.linalg.norm(quat) < 1e-9:
+        raise ValueError(f"a pose needs finite numbers and a non-zero quaternion, got {list(xyz_quat)}")
+    t = np.eye(4)
+    t[:3, :3] = transforms3d.quaternions.quat2mat(quat / np.linalg.norm(quat))
+    t[:3, 3] = (x, y, z)
+    return t
 
 
 @dataclass

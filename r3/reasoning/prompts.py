@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from r3.instructions.semantic import split_result
+from r3.safety.goals import check_interface
 from r3.tasks.language_table.board import BLOCKS, DIRECTIONS, LOCATIONS
 
 SUITES: tuple[str, ...] = ("language_table", "packing")
@@ -80,8 +81,7 @@ class ReasonerInput:
             raise ValueError(f"suite={self.suite!r}: expected one of {SUITES}")
         if self.interface not in INTERFACES:
             raise ValueError(f"interface={self.interface!r}: expected one of {INTERFACES}")
-        if self.interface == "semantic" and self.suite != "packing":
-            raise ValueError(f"interface='semantic' acts on the packing workcell, not on {self.suite!r}")
+        check_interface(self.interface, self.suite)  # a GoalRefused is a ValueError
         if self.history is None:
             self.history = DEFAULT_HISTORY[self.suite]
         if self.history not in HISTORY_MODES:

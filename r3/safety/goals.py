@@ -13,6 +13,12 @@ import time
 import uuid
 
 SUITES = ("language_table", "packing")
+#: How a reasoner's answers can act, and the suites each acts on: one instruction for the suite's
+#: low-level policy (R^3), or one semantic action call (ERR) on the packing workcell.
+INTERFACE_SUITES: dict[str, tuple[str, ...]] = {
+    "instruction": SUITES,
+    "semantic": ("packing",),
+}
 #: numpy's and gymnasium's generators take non-negative seeds; int64 bounds the top.
 MAX_SEED = 2**63 - 1
 
@@ -33,6 +39,20 @@ def check_suite(suite: str) -> str:
     if suite not in SUITES:
         raise GoalRefused(f"unknown suite {suite[:80]!r} (known: {', '.join(SUITES)})")
     return suite
+
+
+def check_interface(interface: str, suite: str, served: tuple[str, ...] | None = None) -> str:
+    """The interface ("" means instruction), if it acts on ``suite`` and is one of ``served`` (the
+    interfaces a low-level node carries out; default all)."""
+    interface = interface or "instruction"
+    if interface not in INTERFACE_SUITES or (served is not None and interface not in served):
+        known = ", ".join(served if served is not None else INTERFACE_SUITES)
+        raise GoalRefused(f"interface {interface[:80]!r} is not served here (served: {known})")
+    if suite not in INTERFACE_SUITES[interface]:
+        raise GoalRefused(
+            f"interface {interface!r} acts on {', '.join(INTERFACE_SUITES[interface])}, not {suite!r}"
+        )
+    return interface
 
 
 def canonical_task(suite: str, task: str) -> str:

@@ -391,6 +391,8 @@ def test_sim_packing_perception_sees_with_the_simulators_camera():
     from r3.sim.packing.env import PackingEnv
 
     member = next(m for m in load_profile("sim_packing").members if m.name == "r3_perception_node")
+    reasoner = load_profile("sim_packing").member("r3_reasoner_node")
+    assert reasoner.parameters["base_from_camera"] == member.parameters["base_from_camera"]
     x, y, z, qx, qy, qz, qw = member.parameters["base_from_camera"]
     rot = transforms3d.quaternions.quat2mat([qw, qx, qy, qz])
     env = PackingEnv()

@@ -246,7 +246,7 @@ def test_the_previous_action_and_its_result_are_shown():
 
 
 def test_the_semantic_interface_is_for_the_packing_workcell():
-    with pytest.raises(ValueError, match="packing workcell"):
+    with pytest.raises(ValueError, match="acts on packing, not .language_table."):
         ReasonerInput("language_table", "goal", [IMAGE], interface="semantic")
     with pytest.raises(ValueError, match="interface"):
         ReasonerInput("packing", "goal", [IMAGE], interface="tools")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from r3.episode_loop import Decider, next_history, run_loop
-from r3.instructions.semantic import SemanticAction, parse
+from r3.episode_loop import DONE_ANSWER, Decider, next_history, run_loop
+from r3.instructions.semantic import SemanticAction, format_instruction, parse
 from r3.packing_episode import PackingCell, PackingSuite, SemanticPackingSuite, run_packing_episode
 from r3.reasoning.backends import make_backend
 from r3.reasoning.backends.base import BackendOutput, ReasonerBackend
@@ -176,3 +176,24 @@ def test_a_resumed_semantic_episode_tells_the_model_the_same_results(cell):
     again = run_loop(suite, decider, "4", 0, 45, earlier=first.steps[:k])
     assert first.steps[k - 1].outcome and again.steps[k].history == first.steps[k].history
     assert [s.instruction for s in again.steps] == [s.instruction for s in first.steps] and again.success
+
+
+def test_done_ends_the_episode_and_the_checker_says_how_it_went(cell):
+    """ERR's done(): the agent ends its episode; the task's checker, not the agent, gives the verdict."""
+    t, backend = _episode(cell, ["Reasoning: r.\nAction: done()", "Reasoning: r.\nAction: home()"], 5)
+    assert [s.instruction for s in t.steps] == [DONE_ANSWER] and len(backend.inputs) == 1
+    assert not t.success and t.steps[0].control_steps == 0
+    assert format_instruction(SemanticAction("done")) == DONE_ANSWER
+
+
+def test_the_cell_carries_out_a_hostile_text_as_a_refusal_that_moves_nothing(cell):
+    """The packing sim node hands the cell whatever text a FollowInstruction goal carries."""
+    import numpy as np
+
+    cell.reset(0, "4")
+    before = cell.env.snapshot()
+    done = cell.carry_out("semantic", "pick(soup can, [1, 2]); home()", np.random.default_rng(0))
+    assert done.error.startswith("rejected: ") and done.control_steps == 0
+    assert done.outcome.startswith("Result: refused (") and cell.env.snapshot() == before
+    with pytest.raises(ValueError, match="no 'plan' answers"):
+        cell.carry_out("plan", "home()", np.random.default_rng(0))

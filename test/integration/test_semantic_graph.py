@@ -1,0 +1,78 @@
+"""The semantic interface (ERR) through the ROS graph: the reasoner's ``interface`` parameter makes it
+prompt for and parse one action call per step, the FollowInstruction goal says which grammar its text
+is in, the packing sim node carries the action out on its cell (the same ``PackingCell.carry_out``
+as in process) and answers with the result line, which the reasoner feeds to the next step and
+records. A suite or low-level node that does not serve the interface refuses the goal with a reason
+before anything moves."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from r3.data.bags import COMPLETE, read_episode_info, read_messages
+from r3.graph import names
+from r3.packing_episode import PackingCell, run_packing_episode
+from r3.reasoning.backends import make_backend
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+R3 = [sys.executable, "-m", "r3.cli"]
+ACTIONS = 4  # pick, place, home, pick
+
+
+def _run(args: list[str], out: Path, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        R3 + ["run", "--quiet", "--video", "none", "--out", str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=420,
+        env=env,
+        check=False,
+    )
+
+
+def test_a_semantic_packing_episode_through_the_graph_matches_in_process(tmp_path, private_ros_env):
+    run = _run(
+        ["--suite", "packing", "--task", "4", "--seed", "0", "--max-steps", str(ACTIONS)]
+        + ["--set", "r3_reasoner_node.interface=semantic"],
+        tmp_path,
+        private_ros_env(),
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    instructions = eval(re.search(r"^instructions: (\[.*\])$", run.stdout, re.MULTILINE).group(1))
+    expected = run_packing_episode(
+        "4",
+        0,
+        make_backend("expert"),
+        cell=PackingCell.build(grounding="perception"),  # the profile's policy sees through perception
+        max_steps=ACTIONS,
+        render=False,
+        interface="semantic",
+    )
+    assert instructions == [s.instruction for s in expected.steps]
+    assert re.fullmatch(r"pick\([a-z ]+, \[\d+, \d+\]\)", instructions[0])
+
+    bag = Path(re.search(r"^bag:\s+(\S+)$", run.stdout, re.MULTILINE).group(1))
+    assert read_episode_info(bag).status == COMPLETE
+    by_topic: dict[str, list] = {}
+    for topic, _, _, msg in read_messages(bag):
+        by_topic.setdefault(topic, []).append(msg)
+    outcomes = [o.outcome for o in by_topic[names.INSTRUCTION_OUTCOMES]]
+    assert outcomes == [s.outcome for s in expected.steps] and outcomes[0].startswith("Result: ok.")
+    steps = by_topic[names.REASONER_STEPS]
+    assert steps[1].history == f"{instructions[0]}\n{outcomes[0]}"  # the result line reached the model
+
+
+def test_an_interface_the_suite_does_not_serve_is_refused_before_anything_moves(tmp_path, private_ros_env):
+    run = _run(
+        ["--task", "T", "--seed", "5", "--set", "r3_reasoner_node.interface=semantic"],
+        tmp_path,
+        private_ros_env(),
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "error: invalid goal: interface 'semantic' acts on packing, not 'language_table'" in run.stdout
+    assert not (tmp_path / "bags").exists() or not any((tmp_path / "bags").iterdir())

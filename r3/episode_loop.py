@@ -12,7 +12,8 @@ of :func:`run_loop` stable, the graph mirrors it:
 2. Ask the reasoner with the history of the previous step; snapshot the decision-time state.
 3. A valid answer is carried out by the suite; an invalid one moves nothing. What came of it
    (``Execution.outcome``, the semantic interface's result line) joins the next step's history.
-4. Three refusals in a row end the episode (``Trajectory.aborted``).
+4. Three refusals in a row end the episode (``Trajectory.aborted``), and so does an answer whose
+   execution ends it (``Execution.ended``: the tools interface's ``done()``).
 """
 
 from __future__ import annotations
@@ -225,13 +226,15 @@ class Trajectory:
 
 @dataclass
 class Execution:
-    """What carrying out one valid answer did: control steps, a shortfall ("" if none), renders, and the
-    result line the model reads at the next step ("" when the suite reports none)."""
+    """What carrying out one valid answer did: control steps, a shortfall ("" if none), renders, the
+    result line the model reads at the next step ("" when the suite reports none), and whether the
+    answer ends the episode."""
 
     control_steps: int = 0
     error: str = ""
     frames: list[np.ndarray] = field(default_factory=list)
     outcome: str = ""
+    ended: bool = False
 
 
 class SuiteAdapter(Protocol):
@@ -304,6 +307,8 @@ def run_loop(
             on_step(steps[-1])
         if record.abort:
             aborted = record.abort
+            break
+        if done.ended:
             break
     final, instance = env.state(), env.task_instance
     return Trajectory(

@@ -40,6 +40,9 @@ from r3.sim.packing import scene
 STRAIGHT_DOWN = 0.05
 #: A jaw opening this far (m) from the command means the jaws stopped on something.
 JAW_TOLERANCE = 0.004
+#: A target within this distance (m) of the tool axis, at the same orientation, is straight ahead;
+#: the executor follows such a line as an approach of at most MAX_APPROACH (m).
+AXIS_TOLERANCE, MAX_APPROACH = 0.002, 0.3
 #: The jaws are at rest when they move less than this (m) in a control step; the wait's limit (steps).
 JAW_STILL, JAW_REST_STEPS = 0.0003, 20
 
@@ -227,7 +230,9 @@ class ToolActions:
         if why:
             errors = self._errors(call, quat)
             return ToolResult(Tool.MOVE_TO, Outcome.NOT_ATTEMPTED, f"validation: {why}", errors)
-        r = self.executor.move_to_pose(PoseTarget((call.x, call.y, call.z), quat, None, self.speed))
+        r = self.executor.move_to_pose(
+            PoseTarget((call.x, call.y, call.z), quat, None, self.speed, self._along_tool_axis(call, quat))
+        )
         outcome, cause = controller_outcome(r)
         return ToolResult(Tool.MOVE_TO, outcome, cause, self._errors(call, quat), r.control_steps)
 
@@ -299,6 +304,19 @@ class ToolActions:
         if not self.todo:
             return "Todo: (empty)"
         return "Todo: " + " ".join(f"{k}. {item}" for k, item in enumerate(self.todo, 1))
+
+    def _along_tool_axis(self, call: MoveTo, quat) -> float:
+        """How far the target lies straight ahead along the tool axis, keeping the orientation (a
+        descent onto an item or a tray floor); 0 for any other move. Such a move is planned as the
+        executor's approach: when the arm cannot follow the line from its present configuration, it
+        changes configuration first, where it is, and then follows it."""
+        p, R = self.env.tcp_pose()
+        d = np.array([call.x, call.y, call.z]) - p
+        ahead = float(d @ R[:, 2])
+        lateral = float(np.linalg.norm(d - ahead * R[:, 2]))
+        turned = rotation_error(quat_to_mat(quat), R)
+        straight = lateral < AXIS_TOLERANCE and turned < math.radians(1.0)
+        return ahead if straight and 0 < ahead <= MAX_APPROACH else 0.0
 
     def _opening(self) -> float:
         return arm_reading(self.env).gripper_opening

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -230,11 +230,15 @@ class ToolActions:
         if why:
             errors = self._errors(call, quat)
             return ToolResult(Tool.MOVE_TO, Outcome.NOT_ATTEMPTED, f"validation: {why}", errors)
-        r = self.executor.move_to_pose(
-            PoseTarget((call.x, call.y, call.z), quat, None, self.speed, self._along_tool_axis(call, quat))
-        )
+        target = PoseTarget((call.x, call.y, call.z), quat, None, self.speed)
+        ahead = self._along_tool_axis(call, quat)
+        r = self.executor.move_to_pose(replace(target, approach=ahead) if ahead else target)
+        steps = r.control_steps
+        if ahead and r.refused:  # the change of configuration was refused: the line as it comes
+            r = self.executor.move_to_pose(target)
+            steps += r.control_steps
         outcome, cause = controller_outcome(r)
-        return ToolResult(Tool.MOVE_TO, outcome, cause, self._errors(call, quat), r.control_steps)
+        return ToolResult(Tool.MOVE_TO, outcome, cause, self._errors(call, quat), steps)
 
     def set_gripper(self, call: SetGripper) -> ToolResult:
         command = call.opening * scene.MAX_OPENING
@@ -309,7 +313,8 @@ class ToolActions:
         """How far the target lies straight ahead along the tool axis, keeping the orientation (a
         descent onto an item or a tray floor); 0 for any other move. Such a move is planned as the
         executor's approach: when the arm cannot follow the line from its present configuration, it
-        changes configuration first, where it is, and then follows it."""
+        changes configuration first, where it is, and then follows it; where that change is refused,
+        the line is planned from the present configuration after all."""
         p, R = self.env.tcp_pose()
         d = np.array([call.x, call.y, call.z]) - p
         ahead = float(d @ R[:, 2])

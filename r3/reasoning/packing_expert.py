@@ -40,9 +40,10 @@ move as refused in that scene, as for instructions.
 
 The tools interface (ZAP; :meth:`PackingExpert.call`). The same plan, spoken as pose-tool calls: the
 goal written into the todo list first; then per move: ``change_query`` for the item, ``set_gripper`` to
-open just wider than it, ``move_to`` above it, down around it, ``set_gripper(opening=0)``, up to the
-carrying height, across above the free spot the packing policy would choose, down to just above the
-floor, ``set_gripper`` a little open, back up; ``done()`` when every goal object is in place. The poses
+``move_to`` above it, ``set_gripper`` to open just wider than it, ``move_to`` down around it,
+``set_gripper(opening=0)``, up to the carrying height, across above the free spot the packing policy
+would choose, down to just above the floor, ``set_gripper`` a little open, back up, and back to the
+arm's first pose (as the other interfaces go home); ``done()`` when every goal object is in place. The poses
 are those of the semantic skills (:class:`~r3.lowlevel.semantic.SemanticConfig`), computed from the
 scene at each call. It reads the previous call's outcome from the observation in the history: a descent
 refused for a collision tries the next way of closing the hand, a lowering refused so the next free
@@ -590,6 +591,7 @@ class PackingExpert:
     _spot: int = 0  # which of the free spots the place of that move aims at
     _moving: ToolMove | None = None  # the planned move the tool calls carry out
     _query: tuple[str, ...] = ()  # what the last change_query asked perception for
+    _rest: tuple = (0.3, 0.0, 0.5, 0.0)  # the arm's pose at the first step (x, y, z, slot yaw)
 
     def answer(
         self, view: PackingExpertView, previous: str, seed: int, step: int, with_reasoning: bool
@@ -688,13 +690,14 @@ class PackingExpert:
         self._last = (key, step, state)
         rng = np.random.default_rng([int(seed), int(step)])
         if step == 0:
+            self._rest = (*state.tcp, _slot_yaw(state.tcp_yaw or 0.0))
             made, why = tools.UpdateTodo(todo_items(state, task)), "writing the plan down keeps it in view"
         else:
             plan = None if moving else next_plan(state, task, frozenset(self._refused))
             moving = moving or start_move(plan, state)
             if moving is not None:
-                made, why = next_tool_call(moving, state, self._query, rng)
-                moving = None if made is None or moving.phase == "done" else moving
+                made, why = next_tool_call(moving, state, self._query, self._rest, rng)
+                moving = None if made is None or moving.phase == PHASES[-1] else moving
             elif plan.role == "done":
                 made, why = tools.Done(), "every goal object is where it should be, so the episode can end"
             else:
@@ -709,18 +712,23 @@ class PackingExpert:
     def _retry(moving: ToolMove, outcome: str, state: PackingState) -> bool:
         """Whether the move goes on after its last call came back ``outcome`` (the call's phase is
         ``moving.phase``): on reached / ok; after a descent that would touch a tray, with the next way
-        of closing the hand; after a lowering that would, at the next free spot."""
+        of closing the hand; after a lowering that would, at the next free spot (the arm stays where
+        it was, or at the line's start: the same place); after a refused rise from a set-down item,
+        with the jaws closed in round it first (an open finger may be against a tray wall)."""
         if moving.phase == "close":  # the jaws stop on the item (short), or close on nothing
             return state.held == moving.item
         if outcome in ("reached", "ok"):
             return moving.phase != "lift" or state.held == moving.item
-        if outcome != "not attempted":
+        if outcome not in ("not attempted", "incomplete"):
             return False
         if moving.phase == "down" and moving.grasp + 1 < len(moving.grasps):
             moving.grasp, moving.phase = moving.grasp + 1, "query"
             return True
         if moving.phase == "lower" and moving.spot + 1 < SPOT_CHOICES:
             moving.spot, moving.phase, moving.target = moving.spot + 1, "lift", None
+            return True
+        if moving.phase == "up" and moving.narrowed is None:
+            moving.narrowed, moving.phase = moving.width, "release"
             return True
         return False
 
@@ -858,7 +866,10 @@ def write_semantic_reasoning(
 
 # ------------------------------------------------------------------------------ tools interface
 #: A move's tool calls in order (each phase may be skipped when there is nothing to do).
-PHASES = ("query", "open", "above", "down", "close", "lift", "carry", "lower", "release", "up")
+PHASES = (
+    *("query", "above", "open", "down", "close"),
+    *("lift", "carry", "lower", "release", "narrow", "up", "rest"),
+)
 SEMANTIC = SemanticConfig()
 
 
@@ -878,6 +889,8 @@ class ToolMove:
     grasp: int = 0
     spot: int = 0
     target: tuple[float, float] | None = None
+    width: float = 0.0  # of the item across the jaws, as it was held
+    narrowed: float | None = None  # the width the jaws close to around a set-down item before rising
 
 
 def read_tool_call(previous: str) -> tuple[tools.ToolCall | None, str]:
@@ -961,14 +974,15 @@ def _move_to(x: float, y: float, z: float, slot_yaw: float) -> tools.MoveTo:
 
 
 def next_tool_call(
-    moving: ToolMove | None, state: PackingState, query: tuple[str, ...], rng
+    moving: ToolMove, state: PackingState, query: tuple[str, ...], rest: tuple, rng
 ) -> tuple[tools.ToolCall | None, str]:
     """The move's next call after its last phase, and why (phases with nothing to do are skipped; the
-    phase becomes "done" with the last one); no call when no free spot is left."""
+    last one takes the arm back to ``rest``, its pose at the first step: x, y, z, slot yaw); no call
+    when no free spot is left."""
     item = moving.item
     for phase in PHASES[PHASES.index(moving.phase) + 1 :] if moving.phase else PHASES:
         moving.phase = phase
-        if phase in ("query", "open", "above", "down"):
+        if phase in ("query", "above", "open", "down"):
             s = state.items[item]
             closing, opening = moving.grasps[moving.grasp]
             slot = _slot_yaw(wrist_friendly_yaw(closing, s.pos[0], s.pos[1]))
@@ -989,7 +1003,17 @@ def next_tool_call(
             return _move_to(s.pos[0], s.pos[1], grasp, slot), why
         if phase == "close" and state.held != item:
             return tools.SetGripper(0.0), f"closing the jaws grasps the {item}"
-        if state.held != item:
+        if phase == "narrow" and moving.narrowed is not None:
+            jaws = moving.narrowed + 2 * SEMANTIC.min_finger_gap
+            return tools.SetGripper(round(jaws / scene.MAX_OPENING, 3)), (
+                f"the jaws close in round the {item} without touching it, clear of the tray walls"
+            )
+        if phase == "up":
+            x, y = moving.target or state.tcp[:2]
+            return _move_to(x, y, state.tcp[2] + SEMANTIC.approach, _slot_yaw(state.tcp_yaw or 0.0)), (
+                f"the hand rises clear of the {item}"
+            )
+        if phase == "rest" or state.held != item:
             continue  # nothing held to carry: the lift's check ends the move
         width, height, offset = _held_geometry(item, state)
         slot = _slot_yaw(state.tcp_yaw if state.tcp_yaw is not None else 0.0)
@@ -1010,15 +1034,13 @@ def next_tool_call(
             why = f"the {item} is lowered until it almost touches down"
             return _move_to(*moving.target, release, slot), why
         if phase == "release":
+            moving.width = width
             jaws = min(scene.MAX_OPENING, max(width, state.gripper_opening) + 0.02)
             return tools.SetGripper(round(jaws / scene.MAX_OPENING, 3)), (
                 f"opening the jaws a little sets the {item} down without touching its neighbours"
             )
-    x, y = moving.target or state.tcp[:2]
-    moving.phase = "done"
-    return _move_to(x, y, state.tcp[2] + SEMANTIC.approach, _slot_yaw(state.tcp_yaw or 0.0)), (
-        f"the hand rises clear of the {item}"
-    )
+    moving.phase = "rest"
+    return _move_to(*rest), "the arm goes back to the pose it started in, out of the camera's way"
 
 
 def write_tool_reasoning(

@@ -717,6 +717,10 @@ class PackingExpert:
         with the jaws closed in round it first (an open finger may be against a tray wall)."""
         if moving.phase == "close":  # the jaws stop on the item (short), or close on nothing
             return state.held == moving.item
+        if moving.phase == "release" and state.held != moving.item:
+            if outcome == "short":  # let go, but a finger stopped on a wall or a neighbour
+                moving.narrowed = moving.width
+            return True
         if outcome in ("reached", "ok"):
             return moving.phase != "lift" or state.held == moving.item
         if outcome not in ("not attempted", "incomplete"):

@@ -82,9 +82,7 @@ ARGUMENTS: dict[Tool, tuple[Argument, ...]] = {
         Argument("z", "number", *_POSITION, "tool-centre-point height above the table"),
         Argument("slot_yaw", "number", *_ANGLE, "heading of the jaw slot, counterclockwise from +x"),
         Argument("tilt", "number", 0.0, 180.0, "deg", "tool axis from straight down", required=False),
-        Argument(
-            "tilt_direction", "number", *_ANGLE, "heading the fingertips lean towards", required=False
-        ),
+        Argument("tilt_direction", "number", *_ANGLE, "heading the fingertips lean towards", required=False),
     ),
     Tool.SET_GRIPPER: (Argument("opening", "number", 0.0, 1.0, "", "0 closed, 1 fully open"),),
     Tool.CHANGE_QUERY: (
@@ -424,4 +422,3 @@ TOOL_SCHEMAS: tuple[dict, ...] = tuple(
     }
     for tool, args in ARGUMENTS.items()
 )
-

@@ -163,9 +163,11 @@ def test_calls_built_in_code_are_held_to_the_grammar():
             build()
 
 
-_TEXT = st.text(
-    st.characters(blacklist_categories=("C",), blacklist_characters="\"'\\"), min_size=1, max_size=40
-).map(str.strip).filter(bool)
+_TEXT = (
+    st.text(st.characters(blacklist_categories=("C",), blacklist_characters="\"'\\"), min_size=1, max_size=40)
+    .map(str.strip)
+    .filter(bool)
+)
 
 
 @st.composite

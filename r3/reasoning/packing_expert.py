@@ -712,8 +712,8 @@ class PackingExpert:
     def _retry(moving: ToolMove, outcome: str, state: PackingState) -> bool:
         """Whether the move goes on after its last call came back ``outcome`` (the call's phase is
         ``moving.phase``): on reached / ok; after a descent that would touch a tray, with the next way
-        of closing the hand; after a lowering that would, at the next free spot (the arm stays where
-        it was, or at the line's start: the same place); after a refused rise from a set-down item,
+        of closing the hand; after a lowering that would (or that stopped short on something), at the
+        next free spot, lifted again first; after a refused rise from a set-down item,
         with the jaws closed in round it first (an open finger may be against a tray wall)."""
         if moving.phase == "close":  # the jaws stop on the item (short), or close on nothing
             return state.held == moving.item
@@ -723,15 +723,15 @@ class PackingExpert:
             return True
         if outcome in ("reached", "ok"):
             return moving.phase != "lift" or state.held == moving.item
-        if outcome not in ("not attempted", "incomplete"):
-            return False
-        if moving.phase == "down" and moving.grasp + 1 < len(moving.grasps):
+        blocked = outcome in ("not attempted", "incomplete")
+        if moving.phase == "down" and blocked and moving.grasp + 1 < len(moving.grasps):
             moving.grasp, moving.phase = moving.grasp + 1, "query"
             return True
-        if moving.phase == "lower" and moving.spot + 1 < SPOT_CHOICES:
+        set_down_on_something = outcome == "short" and state.held == moving.item
+        if moving.phase == "lower" and (blocked or set_down_on_something) and moving.spot + 1 < SPOT_CHOICES:
             moving.spot, moving.phase, moving.target = moving.spot + 1, "lift", None
             return True
-        if moving.phase == "up" and moving.narrowed is None:
+        if moving.phase == "up" and blocked and moving.narrowed is None:
             moving.narrowed, moving.phase = moving.width, "release"
             return True
         return False

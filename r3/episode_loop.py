@@ -12,7 +12,8 @@ of :func:`run_loop` stable, the graph mirrors it:
 2. Ask the reasoner with the history of the previous step; snapshot the decision-time state.
 3. A valid answer is carried out by the suite; an invalid one moves nothing. What came of it
    (``Execution.outcome``, the semantic interface's result line) joins the next step's history.
-4. Three refusals in a row end the episode (``Trajectory.aborted``).
+4. Three refusals in a row end the episode (``Trajectory.aborted``), and so does an answer that
+   ends it (:func:`ends_episode`: the semantic and tools interfaces' ``done()``).
 """
 
 from __future__ import annotations

@@ -34,10 +34,12 @@ from r3.episode_loop import (
 from r3.execution.sim import SimExecutor
 from r3.instructions.semantic import RESULT_HEADER, ActionError, ActionType, SemanticAction
 from r3.instructions.semantic import parse as parse_action
+from r3.instructions.tools import ToolCall
 from r3.lowlevel.grounding import Grounder, SimGrounder
 from r3.lowlevel.packing import PackingPolicy, PackingPolicyConfig
 from r3.lowlevel.perceived import LocalPerception, PerceivedScene, PerceptionSource
 from r3.lowlevel.semantic import ActionResult, SemanticActions, describe_result
+from r3.lowlevel.tools import ToolActions
 from r3.reasoning.backends.base import ReasonerBackend, ReasoningBudget
 from r3.reasoning.expert import NO_BUDGET
 from r3.reasoning.packing_expert import PackingExpertView
@@ -48,7 +50,14 @@ MAX_DECISIONS = 15
 #: The same for the semantic interface, where one instruction's work takes three actions (pick, place,
 #: home).
 MAX_ACTIONS = 3 * MAX_DECISIONS
+#: The same for the tools interface, where one instruction's work takes about ten calls (query, open,
+#: above, down, close, lift, carry, lower, open, up).
+MAX_TOOL_CALLS = 10 * MAX_DECISIONS
 
+
+#: The interfaces whose answers :meth:`PackingCell.carry_out` carries out, one answer at a time (the
+#: tools interface keeps a query and a todo list across calls: :class:`ToolsPackingSuite`).
+CELL_INTERFACES = ("instruction", "semantic")
 
 #: How the packing skills see the scene: ``sim`` reads item poses and the held item from the
 #: simulator (ray casts, known poses); ``perception`` uses only the base camera through r3.perception
@@ -108,7 +117,7 @@ class PackingCell:
         if interface == "instruction":
             result = self.policy.follow(text, rng)
             return Execution(result.control_steps, "" if result.reason == "done" else result.reason)
-        if interface != "semantic":
+        if interface not in CELL_INTERFACES:
             raise ValueError(f"the packing cell carries out no {interface!r} answers")
         action = parse_action(text)
         if isinstance(action, ActionError):
@@ -138,13 +147,20 @@ class PackingCell:
 class PackingSuite:
     """Packing's part of :func:`r3.episode_loop.run_loop`: base and wrist views, the packing skills."""
 
-    #: How the reasoner's answers act here (r3.reasoning.prompts.INTERFACES).
+    #: How the reasoner's answers act here (r3.reasoning.prompts.INTERFACES), and its decision budget.
     interface: ClassVar[str] = "instruction"
+    default_steps: ClassVar[int] = MAX_DECISIONS
 
     cell: PackingCell
     render: bool
     seed: int
     rollout: int  # > 0 reseeds only the low-level policy
+    #: The episode's decision steps at most (None: ``default_steps``).
+    max_steps: int | None = None
+
+    def __post_init__(self):
+        if self.max_steps is None:
+            self.max_steps = self.default_steps
 
     @property
     def env(self):
@@ -185,12 +201,38 @@ class SemanticPackingSuite(PackingSuite):
     line (ok or the reason, and what changed place) is what the model reads at the next step."""
 
     interface: ClassVar[str] = "semantic"
+    default_steps: ClassVar[int] = MAX_ACTIONS
+
+
+@dataclass
+class ToolsPackingSuite(PackingSuite):
+    """The tools interface (ZAP) on the packing cell: each valid answer is one tool call of
+    :class:`~r3.lowlevel.tools.ToolActions` (its own perception query and todo list, fresh for the
+    episode); the arm's motions are followed by the items settling. The observation (result line,
+    perception's readouts, measured tool pose and jaws, todo list, steps left) is what the model reads
+    at the next step; ``done()`` ends the episode."""
+
+    interface: ClassVar[str] = "tools"
+    default_steps: ClassVar[int] = MAX_TOOL_CALLS
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.tools = ToolActions(self.cell.executor, self.env)
+
+    def execute(self, decision: StepDecision, step: int) -> Execution:
+        call: ToolCall = decision.decision.parsed.instruction
+        result = self.tools.run(call)
+        steps = result.control_steps + (self.cell.policy.settle() if result.control_steps else 0)
+        outcome = self.tools.observation(result, self.max_steps - step - 1)
+        error = "" if result.ok else f"{result.outcome.value}: {result.cause}"
+        return Execution(steps, error, outcome=outcome)
 
 
 #: Interface -> the suite adapter that carries out its answers.
 SUITE_ADAPTERS: dict[str, type[PackingSuite]] = {
     "instruction": PackingSuite,
     "semantic": SemanticPackingSuite,
+    "tools": ToolsPackingSuite,
 }
 
 
@@ -212,15 +254,14 @@ def run_packing_episode(
 
     ``rollout`` > 0 reseeds only the low-level policy (same layout, other grasp noise and slips): R^3
     evaluates 5 environment seeds x 10 rollouts per goal. Rollout 0 is the one the ROS graph runs.
-    ``interface`` is how the reasoner acts: "instruction" (the packing policy follows one instruction)
-    or "semantic" (one pick / place / home / done per step). ``max_steps`` defaults to
-    :data:`MAX_DECISIONS`, :data:`MAX_ACTIONS` for the semantic interface.
+    ``interface`` is how the reasoner acts: "instruction" (the packing policy follows one instruction),
+    "semantic" (one pick / place / home / done per step) or "tools" (one pose-tool call per step).
+    ``max_steps`` defaults to the interface's budget: :data:`MAX_DECISIONS`, :data:`MAX_ACTIONS` for
+    the semantic interface, :data:`MAX_TOOL_CALLS` for the tools interface.
     """
     if interface not in SUITE_ADAPTERS:
         raise ValueError(f"unknown interface {interface!r}; expected one of {', '.join(SUITE_ADAPTERS)}")
     cell = cell or PackingCell.build()
     cell.reset(seed, task)
-    suite = SUITE_ADAPTERS[interface](cell, render, seed, rollout)
-    if max_steps is None:
-        max_steps = MAX_ACTIONS if interface == "semantic" else MAX_DECISIONS
-    return run_loop(suite, Decider(backend, budget, history), task, seed, max_steps, on_step=on_step)
+    suite = SUITE_ADAPTERS[interface](cell, render, seed, rollout, max_steps)
+    return run_loop(suite, Decider(backend, budget, history), task, seed, suite.max_steps, on_step=on_step)

@@ -46,7 +46,7 @@ from r3.episode_loop import Execution
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
 from r3.lowlevel.perceived import arm_reading, scene_key
-from r3.packing_episode import SUITE_ADAPTERS, PackingCell
+from r3.packing_episode import CELL_INTERFACES, PackingCell
 from r3.safety.freeze import FreezeWatch
 from r3.safety.goals import GoalRefused, canonical_task, check_interface, check_seed
 from r3.sim.packing import scene
@@ -186,7 +186,7 @@ class PackingSimNode(Node):
             if goal.suite != "packing":
                 raise GoalRefused(f"suite {goal.suite[:80]!r} is not served here (packing)")
             check_seed(goal.seed)
-            interface = check_interface(goal.interface, "packing", served=tuple(SUITE_ADAPTERS))
+            interface = check_interface(goal.interface, "packing", served=CELL_INTERFACES)
         except GoalRefused as exc:
             result.reason = f"error: invalid goal: {exc}"
             self.goals.end(handle, "aborted")

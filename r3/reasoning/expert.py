@@ -691,7 +691,9 @@ class LanguageTableExpert(ReasonerBackend):
             self._packing_expert = PackingExpert()
         if inp.interface == "semantic" and view.camera is None:
             raise BackendError("the packing expert's semantic actions need PackingExpertView.camera")
-        speak = self._packing_expert.act if inp.interface == "semantic" else self._packing_expert.answer
+        speak = {"semantic": self._packing_expert.act, "tools": self._packing_expert.call}.get(
+            inp.interface, self._packing_expert.answer
+        )
         instruction, reasoning = speak(
             view, previous, int(inp.extra.get("seed", 0)), int(inp.step), limit != 0
         )

@@ -38,8 +38,20 @@ and ``place`` (a point on the floor of the spot the packing policy would choose)
 history: a failed place refused for a touch tries the next free spot, any other failure counts the
 move as refused in that scene, as for instructions.
 
-Randomness only picks wordings (and the table spot of a semantic place): ``np.random.default_rng([seed,
-step])``.
+The tools interface (ZAP; :meth:`PackingExpert.call`). The same plan, spoken as pose-tool calls: the
+goal written into the todo list first; then per move: ``change_query`` for the item, ``set_gripper`` to
+``move_to`` above it, ``set_gripper`` to open just wider than it, ``move_to`` down around it,
+``set_gripper(opening=0)``, up to the carrying height, across above the free spot the packing policy
+would choose, down to just above the floor, ``set_gripper`` a little open, back up, and back to the
+arm's first pose (as the other interfaces go home); ``done()`` when every goal object is in place. The poses
+are those of the semantic skills (:class:`~r3.lowlevel.semantic.SemanticConfig`), computed from the
+scene at each call. It reads the previous call's outcome from the observation in the history: a descent
+refused for a collision tries the next way of closing the hand, a lowering refused so the next free
+spot; any other shortfall (or an item not held after the lift) counts the move as refused in that
+scene, as for the other interfaces.
+
+Randomness only picks wordings (and the table spot of a semantic or tool place):
+``np.random.default_rng([seed, step])``.
 """
 
 from __future__ import annotations
@@ -49,12 +61,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from r3.instructions import semantic
+from r3.instructions import semantic, tools
 from r3.instructions.language_table import ParseError
 from r3.instructions.packing import PackingInstruction, PackingInstructionType, format_instruction, parse
 from r3.instructions.semantic import RESULT_HEADER, ActionType, SemanticAction
 from r3.lowlevel.packing import REFUSED_COLLISION, SPOT_CHOICES
-from r3.lowlevel.semantic import SemanticConfig
+from r3.lowlevel.semantic import SemanticConfig, wrist_friendly_yaw
+from r3.lowlevel.tools import read_result
 from r3.perception.camera import CameraModel
 from r3.reasoning.prompts import ANSWER_HEADERS
 from r3.sim.packing import scene
@@ -156,6 +169,13 @@ def _in_the_way(centre, yaw: float, underside: float, state: PackingState, item:
     return [name for _, name in sorted(hits)]
 
 
+def grasp_height(centre_z: float, height: float) -> float:
+    """The TCP height of a top-down grasp of an item of ``height`` centred at ``centre_z``, as the pick
+    skill takes it: GRASP_DEPTH below the top, but clear of the support, and low on a short item."""
+    top, bottom = centre_z + height / 2, centre_z - height / 2
+    return max(top - GRASP_DEPTH, bottom + 0.012, centre_z - 0.01 if height < 0.05 else -1.0)
+
+
 def hand_blockers(item: str, state: PackingState) -> list[str]:
     """The neighbours the hand would hit coming down to grasp ``item``, nearest first; empty when one
     way of closing the hand has a clear way down (or the item is held)."""
@@ -163,8 +183,7 @@ def hand_blockers(item: str, state: PackingState) -> list[str]:
         return []
     s = state.items[item]
     _, (_, _, height) = resting_geometry(item, s.quat)
-    top, bottom = s.pos[2] + height / 2, s.pos[2] - height / 2
-    grasp = max(top - GRASP_DEPTH, bottom + 0.012, s.pos[2] - 0.01 if height < 0.05 else -1.0)
+    grasp = grasp_height(s.pos[2], height)
     found: list[str] = []
     for yaw in _grasp_axes(item, state) or [resting_geometry(item, s.quat)[0]]:
         hits = _in_the_way(s.pos, yaw, grasp + HAND_ABOVE_TCP, state, item)
@@ -570,6 +589,9 @@ class PackingExpert:
     _refused: set[str] = field(default_factory=set)
     _serving: Plan | None = None  # the planned move the last semantic action served
     _spot: int = 0  # which of the free spots the place of that move aims at
+    _moving: ToolMove | None = None  # the planned move the tool calls carry out
+    _query: tuple[str, ...] = ()  # what the last change_query asked perception for
+    _rest: tuple = (0.3, 0.0, 0.5, 0.0)  # the arm's pose at the first step (x, y, z, slot yaw)
 
     def answer(
         self, view: PackingExpertView, previous: str, seed: int, step: int, with_reasoning: bool
@@ -643,6 +665,76 @@ class PackingExpert:
         if not with_reasoning:
             return call, ""
         return call, write_semantic_reasoning(state, task, action, outcome, chosen, rng)
+
+    def call(
+        self, view: PackingExpertView, previous: str, seed: int, step: int, with_reasoning: bool
+    ) -> tuple[str, str]:
+        """The tools interface's answer: (tool call text, reasoning without its header); the call is ""
+        when nothing is left to try. A move whose call fell short counts as refused in that scene, as a
+        refused instruction does for :meth:`answer` (but see :meth:`_retry`)."""
+        state, task = view.state, view.task
+        key = (task.goal, tuple(sorted(task.layout.items())), int(seed))
+        said, outcome = read_tool_call(previous)
+        last = self._last
+        if step == 0 or last is None or last[0] != key or last[1] != step - 1:
+            self._refused, self._moving, self._query, last = set(), None, (), None
+        if last is not None and not packing_unchanged(last[2], state):
+            self._refused = set()
+        if isinstance(said, tools.ChangeQuery) and outcome == "ok":
+            self._query = said.queries
+        moving = self._moving
+        if moving is not None and said is not None and not self._retry(moving, outcome, state):
+            if moving.instruction is not None:
+                self._refused.add(format_instruction(moving.instruction))
+            moving = None
+        self._last = (key, step, state)
+        rng = np.random.default_rng([int(seed), int(step)])
+        if step == 0:
+            self._rest = (*state.tcp, _slot_yaw(state.tcp_yaw or 0.0))
+            made, why = tools.UpdateTodo(todo_items(state, task)), "writing the plan down keeps it in view"
+        else:
+            plan = None if moving else next_plan(state, task, frozenset(self._refused))
+            moving = moving or start_move(plan, state)
+            if moving is not None:
+                made, why = next_tool_call(moving, state, self._query, self._rest, rng)
+                moving = None if made is None or moving.phase == PHASES[-1] else moving
+            elif plan.role == "done":
+                made, why = tools.Done(), "every goal object is where it should be, so the episode can end"
+            else:
+                made, why = None, f"I am stuck: {plan.why}"
+        self._moving = moving
+        text = "" if made is None else tools.format_instruction(made)
+        if not with_reasoning:
+            return text, ""
+        return text, write_tool_reasoning(state, task, said, outcome, why, made is not None, rng)
+
+    @staticmethod
+    def _retry(moving: ToolMove, outcome: str, state: PackingState) -> bool:
+        """Whether the move goes on after its last call came back ``outcome`` (the call's phase is
+        ``moving.phase``): on reached / ok; after a descent that would touch a tray, with the next way
+        of closing the hand; after a lowering that would (or that stopped short on something), at the
+        next free spot, lifted again first; after a refused rise from a set-down item,
+        with the jaws closed in round it first (an open finger may be against a tray wall)."""
+        if moving.phase == "close":  # the jaws stop on the item (short), or close on nothing
+            return state.held == moving.item
+        if moving.phase == "release" and state.held != moving.item:
+            if outcome == "short":  # let go, but a finger stopped on a wall or a neighbour
+                moving.narrowed = moving.width
+            return True
+        if outcome in ("reached", "ok"):
+            return moving.phase != "lift" or state.held == moving.item
+        blocked = outcome in ("not attempted", "incomplete")
+        if moving.phase == "down" and blocked and moving.grasp + 1 < len(moving.grasps):
+            moving.grasp, moving.phase = moving.grasp + 1, "query"
+            return True
+        set_down_on_something = outcome == "short" and state.held == moving.item
+        if moving.phase == "lower" and (blocked or set_down_on_something) and moving.spot + 1 < SPOT_CHOICES:
+            moving.spot, moving.phase, moving.target = moving.spot + 1, "lift", None
+            return True
+        if moving.phase == "up" and blocked and moving.narrowed is None:
+            moving.narrowed, moving.phase = moving.width, "release"
+            return True
+        return False
 
     @staticmethod
     def _check(task: PackingTaskInstance, state: PackingState) -> PackingInstruction:
@@ -773,4 +865,209 @@ def write_semantic_reasoning(
     parts.append(
         why if step.action is not None else f"{why} No call I could make changes that, so I make none."
     )
+    return " ".join(parts)
+
+
+# ------------------------------------------------------------------------------ tools interface
+#: A move's tool calls in order (each phase may be skipped when there is nothing to do).
+PHASES = (
+    *("query", "above", "open", "down", "close"),
+    *("lift", "carry", "lower", "release", "narrow", "up", "rest"),
+)
+SEMANTIC = SemanticConfig()
+
+
+@dataclass
+class ToolMove:
+    """A move carried out by tool calls: ``item`` to ``dest`` (None: the table), the planned
+    ``instruction`` it serves (None for an item put down because it is held for no move), the phase of
+    the last call made ("" before the first), the grasps to try (closing yaw, opening in metres), which
+    one and which free spot is being tried, and the TCP (x, y) above that spot once chosen."""
+
+    item: str
+    dest: str | None
+    instruction: PackingInstruction | None
+    why: str
+    grasps: list[tuple[float, float]]
+    phase: str = ""
+    grasp: int = 0
+    spot: int = 0
+    target: tuple[float, float] | None = None
+    width: float = 0.0  # of the item across the jaws, as it was held
+    narrowed: float | None = None  # the width the jaws close to around a set-down item before rising
+
+
+def read_tool_call(previous: str) -> tuple[tools.ToolCall | None, str]:
+    """The call of a previous step's history text and its outcome word ("" without an observation)."""
+    text, observation = tools.split_observation((previous or "").strip())
+    body = text.strip().splitlines()
+    said = tools.parse(body[-1].rsplit(ANSWER_HEADERS["tools"], 1)[-1]) if body else None
+    return (None if isinstance(said, ParseError) else said), read_result(observation)[1]
+
+
+def todo_items(state: PackingState, task: PackingTaskInstance) -> list[str]:
+    """The goal as todo items, as many as the list holds."""
+    items = [f"{i} into the {t} tray" for i, t in task.targets.items() if not task.packed(state, i)]
+    items += [f"{c} out of every tray" for c in task.clutter if state.tray_of(c) is not None]
+    return [i[: tools.MAX_TODO_CHARS] for i in items[: tools.MAX_TODO_ITEMS]]
+
+
+def _grasps(item: str, state: PackingState) -> list[tuple[float, float]]:
+    """The ways the pick skill closes the hand on ``item``: across its narrow side, across the other
+    when that fits too, each opened with the usual gap to the item and then with the least one."""
+    yaw, (across, along, _) = resting_geometry(item, state.items[item].quat)
+    widths = [(yaw, across)] + ([(yaw + math.pi / 2, along)] if along <= MAX_ACROSS else [])
+    return list(
+        dict.fromkeys(
+            (closing, min(scene.MAX_OPENING, width + 2 * slack))
+            for closing, width in widths
+            for slack in (SEMANTIC.width_slack, SEMANTIC.min_finger_gap)
+        )
+    )
+
+
+def start_move(plan: Plan | None, state: PackingState) -> ToolMove | None:
+    """The move that carries out ``plan`` (None when there is none: done or stuck). An item held for no
+    planned move goes down on the table first; a held item's own move starts at its lift."""
+    if plan is None:
+        return None
+    held = state.held
+    if held is not None and (plan.instruction is None or plan.instruction.item != held):
+        why = f"the gripper holds the {held}, which no planned move needs now, so it goes down on the table"
+        return ToolMove(held, None, None, why, [], phase="close")
+    if plan.instruction is None:
+        return None
+    item = plan.instruction.item
+    phase = "close" if held == item else ""
+    return ToolMove(item, _dest(plan.instruction), plan.instruction, plan.why, _grasps(item, state), phase)
+
+
+def _slot_yaw(closing: float) -> float:
+    """The slot yaw (deg, -180..180) of a hand closing along ``closing`` (rad)."""
+    return float(round(math.degrees(math.remainder(closing + math.pi / 2, 2 * math.pi))))
+
+
+def _held_geometry(item: str, state: PackingState) -> tuple[float, float, float]:
+    """(width across the jaws, vertical size, TCP height above the item's centre) of the held item."""
+    _, (across, _, height) = resting_geometry(item, state.items[item].quat)
+    return across, height, state.tcp[2] - state.items[item].pos[2]
+
+
+def _spot(moving: ToolMove, state: PackingState, rng) -> tuple[float, float] | None:
+    """The TCP (x, y) that sets the held item down on the chosen free spot (the item, not the hand,
+    is aimed: the grasp may hold it off the TCP axis)."""
+    item = state.items[moving.item]
+    others = [
+        placement.footprint(n, i.pos[0], i.pos[1], i.yaw) for n, i in state.items.items() if n != moving.item
+    ]
+    if moving.dest is None:
+        spot = placement.random_spot(moving.item, DROP_REGION, others, rng, (item.yaw,))
+        spots = [] if spot is None else [spot]
+    else:
+        spots = placement.corner_spots(
+            moving.item, tray_rect(moving.dest), others, (item.yaw,), count=moving.spot + 1
+        )
+    if not spots:
+        return None
+    x, y, _ = spots[min(moving.spot, len(spots) - 1)]
+    return (x + state.tcp[0] - item.pos[0], y + state.tcp[1] - item.pos[1])
+
+
+def _move_to(x: float, y: float, z: float, slot_yaw: float) -> tools.MoveTo:
+    return tools.MoveTo(round(x, 3), round(y, 3), round(z, 3), slot_yaw)
+
+
+def next_tool_call(
+    moving: ToolMove, state: PackingState, query: tuple[str, ...], rest: tuple, rng
+) -> tuple[tools.ToolCall | None, str]:
+    """The move's next call after its last phase, and why (phases with nothing to do are skipped; the
+    last one takes the arm back to ``rest``, its pose at the first step: x, y, z, slot yaw); no call
+    when no free spot is left."""
+    item = moving.item
+    for phase in PHASES[PHASES.index(moving.phase) + 1 :] if moving.phase else PHASES:
+        moving.phase = phase
+        if phase in ("query", "above", "open", "down"):
+            s = state.items[item]
+            closing, opening = moving.grasps[moving.grasp]
+            slot = _slot_yaw(wrist_friendly_yaw(closing, s.pos[0], s.pos[1]))
+            height = resting_geometry(item, s.quat)[1][2]
+            grasp, top = grasp_height(s.pos[2], height), s.pos[2] + height / 2
+        if phase == "query" and query != (item,):
+            return tools.ChangeQuery((item,)), f"{moving.why}; perception is asked to measure the {item}"
+        if phase == "open" and abs(state.gripper_opening - opening) > 0.003:
+            return tools.SetGripper(round(opening / scene.MAX_OPENING, 3)), (
+                f"the jaws open to {opening * 1000:.0f} mm, just wider than the {item}"
+            )
+        if phase == "above":
+            return _move_to(s.pos[0], s.pos[1], top + SEMANTIC.approach, slot), (
+                f"the hand goes {SEMANTIC.approach * 100:.0f} cm above the {item}, jaws across it"
+            )
+        if phase == "down":
+            why = f"the fingertips go down either side of the {item}"
+            return _move_to(s.pos[0], s.pos[1], grasp, slot), why
+        if phase == "close" and state.held != item:
+            return tools.SetGripper(0.0), f"closing the jaws grasps the {item}"
+        if phase == "narrow" and moving.narrowed is not None:
+            jaws = moving.narrowed + 2 * SEMANTIC.min_finger_gap
+            return tools.SetGripper(round(jaws / scene.MAX_OPENING, 3)), (
+                f"the jaws close in round the {item} without touching it, clear of the tray walls"
+            )
+        if phase == "up":
+            x, y = moving.target or state.tcp[:2]
+            return _move_to(x, y, state.tcp[2] + SEMANTIC.approach, _slot_yaw(state.tcp_yaw or 0.0)), (
+                f"the hand rises clear of the {item}"
+            )
+        if phase == "rest" or state.held != item:
+            continue  # nothing held to carry: the lift's check ends the move
+        width, height, offset = _held_geometry(item, state)
+        slot = _slot_yaw(state.tcp_yaw if state.tcp_yaw is not None else 0.0)
+        carry = SEMANTIC.carry_bottom + height / 2 + offset
+        support = TRAY_SPECS[moving.dest].floor if moving.dest else 0.0
+        release = support + height / 2 + SEMANTIC.release_gap + offset
+        if phase == "lift":
+            return _move_to(state.tcp[0], state.tcp[1], carry, slot), (
+                f"the {item} goes straight up, high enough to clear the trays"
+            )
+        if phase == "carry":
+            moving.target = _spot(moving, state, rng)
+            if moving.target is None:
+                return None, f"no free spot is left {_where_to(moving.dest)} for the {item}"
+            why = f"the {item} is carried above a free spot {_where_to(moving.dest)}"
+            return _move_to(*moving.target, carry, slot), why
+        if phase == "lower":
+            why = f"the {item} is lowered until it almost touches down"
+            return _move_to(*moving.target, release, slot), why
+        if phase == "release":
+            moving.width = width
+            jaws = min(scene.MAX_OPENING, max(width, state.gripper_opening) + 0.02)
+            return tools.SetGripper(round(jaws / scene.MAX_OPENING, 3)), (
+                f"opening the jaws a little sets the {item} down without touching its neighbours"
+            )
+    moving.phase = "rest"
+    return _move_to(*rest), "the arm goes back to the pose it started in, out of the camera's way"
+
+
+def write_tool_reasoning(
+    state: PackingState,
+    task: PackingTaskInstance,
+    previous: tools.ToolCall | None,
+    outcome: str,
+    why: str,
+    calls: bool,
+    rng,
+) -> str:
+    """The reasoning of a tools answer: the scene, what came of the previous call, what is done and
+    left, and why the next call (all true of ``state``)."""
+    parts = _scene(state, rng)
+    if previous is not None:
+        came = outcome or "without a result"
+        parts.append(f"My previous call, {tools.format_instruction(previous)}, came back {came}.")
+    done = [i for i in task.targets if task.packed(state, i)]
+    todo = [f"the {i} to the {t} tray" for i, t in task.targets.items() if not task.packed(state, i)]
+    if done:
+        parts.append(f"Already packed where the goal wants them: the {_names(done)}.")
+    if todo:
+        parts.append(f"Still to do: {'; '.join(todo)}.")
+    sentence = f"{why[0].upper()}{why[1:]}."
+    parts.append(sentence if calls else f"{sentence} No call I could make changes that, so I make none.")
     return " ".join(parts)

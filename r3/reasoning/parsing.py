@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from r3.instructions.language_table import ParseError
 from r3.instructions.semantic import ActionError
+from r3.instructions.tools import ToolCallError
 from r3.reasoning.prompts import ANSWER_HEADERS
 
 #: Suite -> module with ``parse(text)`` and ``format_instruction(instr)``.
@@ -34,8 +35,9 @@ GRAMMARS: dict[str, str] = {
     "language_table": "r3.instructions.language_table",
     "packing": "r3.instructions.packing",
 }
-#: The grammar of the semantic interface's answers (one ERR action call), whatever the suite.
-SEMANTIC_GRAMMAR = "r3.instructions.semantic"
+#: The grammars of the interfaces whose answers are one call, whatever the suite: one ERR action
+#: (semantic) or one ZAP tool call (tools).
+CALL_GRAMMARS: dict[str, str] = {"semantic": "r3.instructions.semantic", "tools": "r3.instructions.tools"}
 #: Longer instruction lines are rejected before the grammar sees them (no instruction is this long).
 MAX_INSTRUCTION_CHARS = 300
 
@@ -110,8 +112,9 @@ def parse_response(
     """``text`` -> :class:`ParsedResponse` or :class:`ResponseError`; never raises.
 
     ``interface`` "instruction" reads the "Instruction:" section with the suite's grammar; "semantic"
-    reads the "Action:" section with the semantic action grammar (:mod:`r3.instructions.semantic`),
-    whose refusals name their kind ("invalid_point: ..."). Every other rule is the same for both.
+    reads the "Action:" section with the semantic action grammar (:mod:`r3.instructions.semantic`) and
+    "tools" the "Tool call:" section with the tool grammar (:mod:`r3.instructions.tools`), whose
+    refusals name their kind ("invalid_point: ...", "out_of_range: ..."). Every other rule is the same.
 
     ``mode`` "reason" requires non-empty reasoning before the instruction; "instruction_only"
     does not. ``finish_reason`` "length" (the generation ran out of tokens) makes the answer
@@ -174,7 +177,7 @@ def parse_response(
             reasoning,
             instruction_text[:MAX_INSTRUCTION_CHARS],
         )
-    grammar = importlib.import_module(GRAMMARS[suite] if interface == "instruction" else SEMANTIC_GRAMMAR)
+    grammar = importlib.import_module(CALL_GRAMMARS.get(interface) or GRAMMARS[suite])
     try:
         instruction = grammar.parse(instruction_text)
     except Exception as exc:  # noqa: BLE001 - a grammar bug must not take the reasoner down; report it as data
@@ -188,7 +191,7 @@ def parse_response(
     if isinstance(instruction, ParseError):
         reason = (
             f"{instruction.kind.value}: {instruction.reason}"
-            if isinstance(instruction, ActionError)
+            if isinstance(instruction, ActionError | ToolCallError)
             else instruction.reason
         )
         return ResponseError(ErrorKind.INSTRUCTION_OUTSIDE_GRAMMAR, reason, text, reasoning, instruction_text)

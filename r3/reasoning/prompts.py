@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from r3.instructions.semantic import split_result
+from r3.instructions.tools import split_observation
 from r3.safety.goals import check_interface
 from r3.tasks.language_table.board import BLOCKS, DIRECTIONS, LOCATIONS
 
@@ -45,10 +46,20 @@ DEFAULT_VIEWS: dict[int, tuple[str, ...]] = {
 #: Header that starts the instruction section of an answer (the parser and budgets use it too).
 INSTRUCTION_HEADER = "Instruction:"
 REASONING_HEADER = "Reasoning:"
-#: How the reasoner acts: one instruction for the low-level policy (R^3), or one semantic action
-#: call (ERR: pick / place / home / done with an image point), each with its answer's header.
-ANSWER_HEADERS: dict[str, str] = {"instruction": INSTRUCTION_HEADER, "semantic": "Action:"}
+#: How the reasoner acts: one instruction for the low-level policy (R^3), one semantic action call
+#: (ERR: pick / place / home / done with an image point) or one pose-tool call (ZAP: move_to,
+#: set_gripper, change_query, update_todo, done), each with its answer's header.
+ANSWER_HEADERS: dict[str, str] = {
+    "instruction": INSTRUCTION_HEADER,
+    "semantic": "Action:",
+    "tools": "Tool call:",
+}
 INTERFACES: tuple[str, ...] = tuple(ANSWER_HEADERS)
+#: How each call interface splits a previous step into the answer and what came back (its result
+#: line, or its whole observation).
+CALL_SPLITTERS = {"semantic": split_result, "tools": split_observation}
+#: What one answer of an interface is called in the prompt's words.
+ANSWER_WORDS: dict[str, str] = {"instruction": "instruction", "semantic": "action", "tools": "tool call"}
 
 
 @dataclass
@@ -139,7 +150,8 @@ class PromptSettings:
 
         An instruction-only model's own previous answer is its instruction line, so a previous
         response is shown as "Instruction: ..."; a response reduces to its instruction for a model
-        trained on instructions ("" when it has none); a semantic action's result line stays; history
+        trained on instructions ("" when it has none); a semantic action's result line (a tool call's
+        observation) stays; history
         "none" (nothing shown, as at a first step) is an empty history of any kind. A previous
         instruction cannot be turned back into the previous response (nor the refusal notes around
         it): ValueError, naming the fix.
@@ -154,7 +166,8 @@ class PromptSettings:
         if "none" in (given, wanted):
             text = ""
         elif given == "response" and (wanted == "instruction" or self.mode == "instruction_only"):
-            answer, result = split_result(text) if inp.interface == "semantic" else (text, "")
+            split = CALL_SPLITTERS.get(inp.interface)
+            answer, result = split(text) if split else (text, "")
             instruction = previous_instruction_text(answer, inp.suite, inp.interface)
             if wanted == "instruction":
                 text = instruction
@@ -387,13 +400,129 @@ def _semantic_text(inp: ReasonerInput) -> str:
     return "\n\n".join(parts)
 
 
+# --- Grocery packing with pose tools (ZAP) ----------------------------------------------------
+
+
+def _cell_description() -> list[str]:
+    """The packing cell as the tools see it: the frame, the fixed trays, the limits a move_to must keep
+    (from the workcell and the executor's declared limits, so the prompt and the validation agree)."""
+    from r3.lowlevel.tools import ToolLimits
+    from r3.sim.packing import scene
+    from r3.tasks.packing.workcell import TRAY_SPECS
+
+    limits = ToolLimits()
+    lo, hi = limits.box.low, limits.box.high
+    lines = [
+        "## The cell",
+        (
+            "Positions are in metres in the robot's base frame: x points away from the robot, y to its "
+            "left, z up from the table top. Perception reports objects in the same frame."
+        ),
+        "The trays are fixed (floor centre x, y; inner size; floor height; wall top height):",
+    ]
+    for name, t in TRAY_SPECS.items():
+        lines.append(
+            f"- {name} tray: centre ({t.centre[0]:.2f}, {t.centre[1]:.2f}), inner {t.inner[0]:.2f} x "
+            f"{t.inner[1]:.2f} m, floor at z {t.floor:.3f}, walls up to z {t.top:.3f}"
+        )
+    lines += [
+        (
+            f"A move_to must keep the tool centre point within x {lo[0]:g} to {hi[0]:g}, y {lo[1]:g} to "
+            f"{hi[1]:g} and z {lo[2]:g} to {hi[2]:g}, with a tilt of at most {limits.max_tilt:g} degrees."
+        ),
+        f"The jaws open to {scene.MAX_OPENING * 1000:.0f} mm at opening 1.",
+    ]
+    return lines
+
+
+def _tools_text(inp: ReasonerInput) -> str:
+    """The packing prompt for the tools interface: one ZAP pose-tool call per answer; the history
+    carries the observation that came back from the previous call."""
+    from r3.instructions.tools import MAX_QUERIES, MAX_TODO_CHARS, MAX_TODO_ITEMS
+
+    reason = inp.mode == "reason"
+    items, _ = _packing_vocabulary()
+    parts = _packing_opening(
+        inp,
+        "You control a robot arm with a two-jaw gripper that packs groceries into trays, a task of many "
+        "steps. You act through five tools; each answer makes exactly one tool call, the robot carries it "
+        "out, and the next step shows you what came back. Nothing moves unless you command it: every "
+        "approach, grasp, lift and release is a sequence of your own move_to and set_gripper calls. "
+        + (
+            "Study the current images and the last observation, reason honestly about what you can "
+            "actually see and measure, and finish with exactly one tool call."
+            if reason
+            else "Study the current images and the last observation and give exactly one tool call."
+        ),
+        previous_response="your own answer from the previous step, and the observation its call returned",
+        previous_answer="the tool call you made at the previous step, and the observation it returned",
+    )
+    parts.append("\n".join(_cell_description()))
+    parts.append(
+        "\n".join(
+            [
+                "## Tools",
+                "Write the call with keyword arguments, numbers as plain decimals:",
+                (
+                    "- move_to(x=<m>, y=<m>, z=<m>, slot_yaw=<deg>, tilt=<deg>, tilt_direction=<deg>): move "
+                    "the tool centre point (between the fingertips) in a straight line to this absolute "
+                    "position and orientation. Angles are in degrees, counterclockwise from the +x axis. "
+                    "slot_yaw is the heading of the slot between the jaws: they close across it, so a held "
+                    "item lies along it. tilt leans the tool axis away from pointing straight down (0, the "
+                    "default, points down; 90 is horizontal); tilt_direction is the heading the fingertips "
+                    "lean towards, given only when tilt is above 0. "
+                    "For example: move_to(x=0.45, y=0.1, z=0.2, slot_yaw=90)"
+                ),
+                (
+                    "- set_gripper(opening=<0 to 1>): 0 closes the jaws, 1 opens them fully; jaws that close "
+                    "on an item hold it. For example: set_gripper(opening=1)"
+                ),
+                (
+                    f'- change_query(queries=["<name>", ...]): the objects perception looks for (up to '
+                    f"{MAX_QUERIES}); every later observation measures them. "
+                    'For example: change_query(queries=["soup can"])'
+                ),
+                (
+                    f'- update_todo(items=["<step>", ...]): replace your todo list (up to {MAX_TODO_ITEMS} '
+                    f"items of {MAX_TODO_CHARS} characters); every later observation repeats it."
+                ),
+                "- done(): the goal is reached and the episode ends; call it only when it is.",
+                "Objects perception can find: " + ", ".join(items) + ".",
+                "## What comes back",
+                (
+                    "- A result line. A move_to ends reached (at rest within tolerance), short (at rest "
+                    "outside tolerance), incomplete (started but did not finish), not attempted (nothing "
+                    "moved: the pose breaks the cell's limits or no valid path leads there) or unknown, "
+                    "with the cause and the position and orientation errors. A pose outside the limits is "
+                    "refused, never replaced by a nearby one."
+                ),
+                (
+                    "- For each queried object, perception's measurement from the base camera: top centre, "
+                    "centroid, height, footprint and the heading of its long axis (degrees, as slot_yaw)."
+                ),
+                "- The measured tool pose in move_to's terms, the jaw opening, your todo list, steps left.",
+                "Notes:",
+                "- The examples only show the form; their numbers say nothing about the current scene.",
+                (
+                    "- An answer that is not exactly one valid call is refused with the reason, and nothing "
+                    "moves."
+                ),
+            ]
+        )
+    )
+    if reason:
+        parts.append(_reasoning_rules(image_word="images", history=inp.history, act="tool call"))
+    parts.append(_answer_format(reason, ANSWER_HEADERS["tools"], "tool call"))
+    return "\n\n".join(parts)
+
+
 # --- Shared sections --------------------------------------------------------------------------
 
 
 def _history_section(inp: ReasonerInput) -> list[str]:
     if inp.history == "none":
         return []
-    what = "action" if inp.interface == "semantic" else "instruction"
+    what = ANSWER_WORDS[inp.interface]
     title = "## Your previous answer" if inp.history == "response" else f"## Your previous {what}"
     body = inp.history_text.strip() or "None: this is the first step."
     return [f"{title}\n{body}"]
@@ -445,7 +574,9 @@ _BUILDERS = {"language_table": _language_table_text, "packing": _packing_text}
 
 def prompt_text(inp: ReasonerInput) -> str:
     """The text part of the prompt for ``inp`` (images are separate chat content items)."""
-    return _semantic_text(inp) if inp.interface == "semantic" else _BUILDERS[inp.suite](inp)
+    if inp.interface == "semantic":
+        return _semantic_text(inp)
+    return _tools_text(inp) if inp.interface == "tools" else _BUILDERS[inp.suite](inp)
 
 
 def build_messages(inp: ReasonerInput) -> list[dict]:

@@ -1,6 +1,7 @@
 """``r3 packing demo``: one in-process packing episode (no ROS), like ``r3 sim demo`` for Language Table.
 
-It prints every decision step (reasoning, instruction or semantic action, what executing it did) and
+It prints every decision step (reasoning, instruction, semantic action or tool call, what executing it
+did, the observation a tool call returns) and
 writes into ``--out`` a video of the arm's motion (base camera, captioned with the step and the
 instruction) and ``summary.json``. ``--interface`` chooses how the reasoner acts, and with it the
 suite adapter of the loop (``r3.packing_episode.SUITE_ADAPTERS``). Success tables over the held-out
@@ -15,10 +16,12 @@ import sys
 import textwrap
 from pathlib import Path
 
-from r3.packing_episode import GROUNDINGS, MAX_ACTIONS, MAX_DECISIONS, SUITE_ADAPTERS
+from r3.packing_episode import GROUNDINGS, MAX_ACTIONS, MAX_DECISIONS, MAX_TOOL_CALLS, SUITE_ADAPTERS
 from r3.reasoning.prompts import ANSWER_HEADERS
 
 WRAP = 100
+#: What the episode's steps are called in the last line, per interface.
+STEP_WORDS = {"instruction": "instructions", "semantic": "actions", "tools": "tool calls"}
 
 
 def _print_step(step, interface: str) -> None:
@@ -27,7 +30,7 @@ def _print_step(step, interface: str) -> None:
         print(textwrap.fill(step.reasoning, WRAP, initial_indent="  ", subsequent_indent="  "))
     print(f"  {ANSWER_HEADERS[interface]} {step.instruction or '(invalid answer, no motion)'}")
     if step.outcome:
-        print(f"  {step.outcome}")
+        print(textwrap.indent(step.outcome, "  "))
     print(
         f"  -> {step.error or 'done'}; progress {step.progress:.0%} after {step.control_steps} control steps",
         flush=True,
@@ -63,13 +66,17 @@ def _parser() -> argparse.ArgumentParser:
         help="how the reasoner acts: instruction (one packing instruction per step, carried out by the "
         "low-level packing policy, as in R^3) or semantic (one call per step: pick(item, [x, y]), "
         "place(item, [x, y]) with a 0-1000 point in the base camera image, home() or done(), as in ERR; "
-        "each action's result is shown to the reasoner at the next step) (default: instruction)",
+        "each action's result is shown to the reasoner at the next step) or tools (one pose-tool call per "
+        "step: move_to(x=, y=, z=, slot_yaw=[, tilt=, tilt_direction=]) in metres and degrees, "
+        "set_gripper(opening=0..1), change_query(queries=[...]), update_todo(items=[...]) or done(), as "
+        "in ZAP; each call's observation is shown at the next step) (default: instruction)",
     )
     p.add_argument(
         "--max-steps",
         type=int,
         default=None,
-        help=f"decision steps at most (default: {MAX_DECISIONS}; {MAX_ACTIONS} with --interface semantic)",
+        help=f"decision steps at most (default: {MAX_DECISIONS}; {MAX_ACTIONS} with --interface semantic, "
+        f"{MAX_TOOL_CALLS} with --interface tools)",
     )
     p.add_argument(
         "--video", default="gif", choices=("gif", "mp4", "none"), help="episode video format (default: gif)"
@@ -127,7 +134,7 @@ def demo_main(argv: list[str]) -> int:
     ended = "" if traj.success or not last else f" (last step: {last})"
     print(
         f"\ntask {args.task} seed {args.seed}: {outcome} after {len(traj.steps)} "
-        f"{'actions' if args.interface == 'semantic' else 'instructions'}; "
+        f"{STEP_WORDS[args.interface]}; "
         f"progress {traj.progress:.0%}{ended}"
     )
     args.out.mkdir(parents=True, exist_ok=True)

@@ -100,11 +100,13 @@ def through_graph(commander, episodes: list[tuple[str, int]]) -> tuple[float, li
     return elapsed, instructions, outcomes
 
 
-def same_episodes(episodes: list[tuple[str, int]], local: list[list[str]], graph: list[list[str]]) -> None:
+def same_episodes(
+    episodes: list[tuple[str, int]], local: list[list[str]], graph: list[list[str]], reasons: list[str]
+) -> None:
     """Per-step figures compare like with like only if both sides ran the same episodes."""
-    for (task, seed), a, b in zip(episodes, local, graph):
+    for (task, seed), a, b, reason in zip(episodes, local, graph, reasons):
         if a != b:
-            raise RuntimeError(f"task {task} seed {seed}: in process {a}, through the graph {b}")
+            raise RuntimeError(f"task {task} seed {seed}: in process {a}, through the graph {b} ({reason})")
 
 
 def main() -> None:
@@ -168,7 +170,7 @@ def main() -> None:
             local_cpu.append((time.process_time() - cpu) / n_steps * 1e3)
             cpu = sum(cpu_seconds(pid) for pid in nodes)
             t_graph, graph_instructions, reasons = through_graph(commander, episodes)
-            same_episodes(episodes, local_instructions, graph_instructions)
+            same_episodes(episodes, local_instructions, graph_instructions, reasons)
             graph_cpu.append((sum(cpu_seconds(pid) for pid in nodes) - cpu) / n_steps * 1e3)
             local.append(t_local / n_steps * 1e3)
             graph.append(t_graph / n_steps * 1e3)

@@ -221,8 +221,11 @@ class ReasonerNode(Node):
                 self.obs_cv.wait(0.05)
                 self.check_alive()
 
-    def wait_future(self, future, what: str, handle, timeout_s: float | None = None):
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    def wait_future(
+        self, future, what: str, handle, timeout_s: float | None = None, since: float | None = None
+    ):
+        """``future``'s result, within ``timeout_s`` of ``since`` (default now); None once stopping."""
+        deadline = None if timeout_s is None else (time.monotonic() if since is None else since) + timeout_s
         while not future.done():
             if self.stopping(handle):
                 return None
@@ -425,18 +428,23 @@ class ReasonerNode(Node):
                 return None
             run.follow = follow_key
         sending = self.follow_client.send_goal_async(goal, goal_uuid=follow_id)
-        sent = self.wait_future(sending, names.FOLLOW_INSTRUCTION, handle, self.param["service_timeout_s"])
+        # The instruction's budget runs from here, end to end: the goal's acceptance counts too (a
+        # low-level node that stalls before accepting must not get the longer service timeout).
+        sent_at, budget = time.monotonic(), self.param["instruction_timeout_s"]
+        accept_s = min(self.param["service_timeout_s"], budget)
+        try:
+            sent = self.wait_future(sending, names.FOLLOW_INSTRUCTION, handle, accept_s, since=sent_at)
+        except EpisodeError:  # not accepted in time: a goal accepted later must not move anything
+            self.stop_unanswered(follow_key, sending)
+            raise
         if sent is None:  # canceled before the low-level node answered: cancel the goal once it does
-            self.stop_pub.stop(follow_key)
-            sending.add_done_callback(
-                lambda f: f.result().cancel_goal_async() if f.result().accepted else None
-            )
+            self.stop_unanswered(follow_key, sending)
             return None
         if not sent.accepted:
             raise EpisodeError(f"{self.param['lowlevel_node']} rejected the instruction {instruction!r}")
         try:
             done = self.wait_future(
-                sent.get_result_async(), names.FOLLOW_INSTRUCTION, handle, self.param["instruction_timeout_s"]
+                sent.get_result_async(), names.FOLLOW_INSTRUCTION, handle, budget, since=sent_at
             )
         except EpisodeError:
             self.stop_pub.stop(follow_key)
@@ -449,6 +457,11 @@ class ReasonerNode(Node):
         if done.result.reason.startswith("error"):
             raise EpisodeError(f"{self.param['lowlevel_node']}: {done.result.reason[len('error: ') :]}")
         return done.result
+
+    def stop_unanswered(self, follow_key: str, sending) -> None:
+        """Stop a FollowInstruction goal that has not been accepted yet, and cancel it once it is."""
+        self.stop_pub.stop(follow_key)
+        sending.add_done_callback(lambda f: f.result().cancel_goal_async() if f.result().accepted else None)
 
     def finish(self, handle, result: RunTask.Result, reason: str) -> RunTask.Result:
         result.reason = reason

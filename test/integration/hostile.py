@@ -104,6 +104,23 @@ class Client:
             100,
         )
 
+    def wait_for_heartbeat(self, node: str, timeout_s: float, ready=lambda state: True) -> bool:
+        """``node`` (fully qualified) announces a state that is ``ready`` within ``timeout_s``."""
+        from r3_msgs.msg import Heartbeat
+        from r3_ros.qos import HEARTBEAT
+
+        states: list[str] = []
+        sub = self.node.create_subscription(
+            Heartbeat, names.HEARTBEAT, lambda m: m.node == node and states.append(m.state), HEARTBEAT
+        )
+        deadline = time.monotonic() + timeout_s
+        try:
+            while not any(ready(s) for s in states) and time.monotonic() < deadline:
+                self.rclpy.spin_once(self.node, timeout_sec=0.01)
+            return any(ready(s) for s in states)
+        finally:
+            self.node.destroy_subscription(sub)
+
     def wait_until_ready(self, timeout_s: float) -> bool:
         """The graph's RunTask server is up and the actuator's joint states reach this client (a
         test that acts "after three moves" must see the moves of a fast episode from its start)."""

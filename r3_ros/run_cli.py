@@ -20,6 +20,7 @@ from r3.data.video import default_format, episode_video_from_bag
 from r3.graph.cli import parse_overrides
 from r3.graph.description import DEFAULT_GRAPH, load_profile
 from r3.graph.supervisor import Supervisor
+from r3.safety.goals import INTERFACE_SUITES
 
 #: How long `r3 run` looks for an already running graph before starting one (DDS discovery time).
 RUNNING_GRAPH_DISCOVERY_S = 2.0
@@ -61,7 +62,19 @@ def _parser() -> argparse.ArgumentParser:
         "r3_reasoner_node.max_consecutive_invalid=5; repeatable",
     )
     p.add_argument(
-        "--max-steps", type=int, default=0, help="decision steps; 0 = the profile's default (20; packing 15)"
+        "--interface",
+        default="instruction",
+        choices=tuple(INTERFACE_SUITES),
+        help="how the reasoner acts (sets r3_reasoner_node.interface when r3 run starts the graph): "
+        "instruction, semantic (one ERR action per step) or tools (ZAP pose tools; not through the "
+        "graph yet); all but instruction act on packing only (default: instruction)",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=0,
+        help="decision steps; 0 = the profile's default (20; packing 15), or the interface's own budget "
+        "for the other interfaces (packing: 45 semantic actions)",
     )
     p.add_argument(
         "--reasoning-budget",
@@ -122,6 +135,15 @@ class LiveView:
             print(f"  progress after step {fb.step}: {fb.progress:.0%}", flush=True)
 
 
+def _interface_steps(interface: str) -> int:
+    """The step budget of an interface other than instruction (0: the profile's default)."""
+    if interface == "instruction":
+        return 0
+    from r3.packing_episode import SUITE_ADAPTERS
+
+    return SUITE_ADAPTERS[interface].default_steps
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     import rclpy
@@ -151,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             overrides.setdefault("r3_recorder_node", {})["output_dir"] = str((out / "bags").resolve())
             if args.reasoner:
                 overrides.setdefault("r3_reasoner_node", {})["backend"] = args.reasoner
+            if args.interface != "instruction":
+                overrides.setdefault("r3_reasoner_node", {})["interface"] = args.interface
             profile = load_profile(args.profile or f"sim_{args.suite}", args.graph, overrides)
             problem = _backend_problem(profile)
             if problem:
@@ -167,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             suite=args.suite,
             task=args.task,
             seed=args.seed,
-            max_steps=args.max_steps,
+            max_steps=args.max_steps or _interface_steps(args.interface),
             reasoning_budget=args.reasoning_budget,
             reset_scene=True,
         )

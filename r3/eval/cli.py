@@ -27,6 +27,7 @@ from r3.eval.runner import (
     read_records,
     scene_seed,
 )
+from r3.safety.goals import INTERFACE_SUITES
 
 SPLIT_CHOICES = ("all", "T_M", "T_R", "T_O")
 
@@ -99,6 +100,14 @@ def _run_parser() -> argparse.ArgumentParser:
         choices=GROUNDINGS,
         help="packing only: how the packing policy sees the scene, sim (simulator poses) or "
         "perception (the base camera through r3.perception) (default: sim)",
+    )
+    p.add_argument(
+        "--interface",
+        default="instruction",
+        choices=tuple(INTERFACE_SUITES),
+        help="how the reasoner acts: one instruction for the low-level policy (instruction), one "
+        "ERR semantic action (semantic), one ZAP pose-tool call (tools); all but instruction act on "
+        "packing only and bring their own step budget (default: instruction)",
     )
     p.add_argument(
         "--workers",
@@ -183,9 +192,10 @@ def _describe(config: EvalConfig) -> str:
         "Language Table" if config.suite == "language_table" else f"packing, `{config.grounding}` grounding"
     )
     return (
-        f"`{config.reasoner}` on {suite} ({len(config.tasks)} tasks): {config.scenes} held-out scenes "
+        f"`{config.reasoner}` ({config.interface} interface) on {suite} ({len(config.tasks)} tasks): "
+        f"{config.scenes} held-out scenes "
         f"x {config.trials} trial(s) per task (scene seeds {scene_seed(0)}-{scene_seed(config.scenes - 1)}); "
-        f"reasoning budget {budget}, at most {config.max_steps} instructions, history {config.history}."
+        f"reasoning budget {budget}, at most {config.max_steps} decision steps, history {config.history}."
     )
 
 
@@ -221,6 +231,7 @@ def run_main(argv: list[str]) -> int:
             args.max_steps,
             args.history,
             args.grounding,
+            args.interface,
         )
     except EvalError as exc:
         parser.error(str(exc))

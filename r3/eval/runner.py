@@ -30,13 +30,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from r3.data.seeds import EVAL_SEED_BASE  # collection seeds stay below it
+from r3.safety.goals import GoalRefused, check_interface
 from r3.tasks.language_table.tasks import SPLITS, TASKS
 from r3.tasks.packing.tasks import HELD_OUT
 
 CONFIG_FILE = "config.json"
 EPISODES_FILE = "episodes.jsonl"
 #: Config fields that change episode outcomes: a resumed run must agree on all of them.
-OUTCOME_FIELDS = ("reasoner", "suite", "budget", "max_steps", "history", "grounding")
+OUTCOME_FIELDS = ("reasoner", "suite", "budget", "max_steps", "history", "grounding", "interface")
 #: The tasks each suite evaluates.
 SUITE_TASKS: dict[str, tuple[str, ...]] = {"language_table": tuple(TASKS), "packing": tuple(HELD_OUT)}
 #: Split of the packing goals: all 12 are R^3's held-out goals (Table 6).
@@ -100,6 +101,8 @@ class EvalConfig:
 
     ``tasks``, ``scenes``, ``trials``, ``max_steps`` and ``history`` left as None take the suite's
     (every task, :data:`SUITE_DEFAULTS`); ``grounding`` is packing's and must stay "sim" otherwise.
+    ``interface`` is how the reasoner acts (``r3.safety.goals.INTERFACE_SUITES``); on packing, an
+    interface other than "instruction" takes its own step budget when ``max_steps`` is left out.
 
     >>> c = EvalConfig(suite="packing")
     >>> len(c.tasks), c.scenes, c.trials, c.max_steps, c.history
@@ -115,10 +118,19 @@ class EvalConfig:
     max_steps: int | None = None
     history: str | None = None
     grounding: str = "sim"
+    interface: str = "instruction"
 
     def __post_init__(self):
         if self.suite not in SUITE_TASKS:
             raise EvalError(f"suite {self.suite!r} unknown; known: {', '.join(SUITE_TASKS)}")
+        try:
+            check_interface(self.interface, self.suite)
+        except GoalRefused as exc:
+            raise EvalError(str(exc)) from None
+        if self.max_steps is None and self.interface != "instruction":
+            from r3.packing_episode import SUITE_ADAPTERS
+
+            object.__setattr__(self, "max_steps", SUITE_ADAPTERS[self.interface].default_steps)
         known = SUITE_TASKS[self.suite]
         defaults = {"tasks": known, **SUITE_DEFAULTS[self.suite]}
         for name, value in defaults.items():
@@ -177,7 +189,7 @@ class EpisodeWorker:
 
         Keys: task, split, scene, trial, seed, then either ``skipped`` (why the scene poses no task)
         or success, progress (final, in [0, 1]; packing: the most goal objects packed at any time),
-        penalty (None: neither suite has one), decision_steps, control_steps, invalid_steps,
+        penalty (ERR's, on packing; None on Language Table), decision_steps, control_steps, invalid_steps,
         reasoning_words (mean per decision step), goal, instructions, errors (per step: why the
         instruction failed or the answer was refused, "" when it did not), repeated_refusals
         (:func:`r3.reasoning.claims.repeated_refusals`), wall_s.
@@ -199,7 +211,7 @@ class EpisodeWorker:
             **record,
             "success": t.success,
             "progress": t.progress,
-            "penalty": None,
+            "penalty": self._penalty(),
             "decision_steps": len(t.steps),
             "control_steps": t.control_steps,
             "invalid_steps": sum(not s.valid for s in t.steps),
@@ -227,6 +239,7 @@ class EpisodeWorker:
                 history=c.history,
                 render=False,
                 rollout=job.trial,
+                interface=c.interface,
             )
         from r3.episode import run_episode
 
@@ -242,6 +255,12 @@ class EpisodeWorker:
             render=False,
             trial=job.trial,
         )
+
+    def _penalty(self) -> float | None:
+        """ERR's penalty of the final state (packing; Language Table has no penalty check)."""
+        if self.config.suite != "packing":
+            return None
+        return self.env.task_instance.penalty(self.env.state())
 
     def _repeated_refusals(self, t) -> int:
         """Instructions repeated after failing in an unchanged scene (decision states from the snapshots)."""

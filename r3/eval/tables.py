@@ -2,6 +2,8 @@
 
 Percentages with ``± h``: h is the half-width of the 95% interval in percentage points (see
 :mod:`r3.eval.metrics` for the methods). The last row pools all episodes of the table's tasks.
+Where every episode has ERR's penalty (packing), the no-penalty rate (NPR) and the strict success
+rate (SSR: success with no penalty) join success (SR) and progress (PG).
 
 >>> recs = [{"task": "V", "success": s, "progress": p, "decision_steps": 2, "reasoning_words": 10.0}
 ...         for s, p in [(True, 1.0), (False, 0.5)]]
@@ -35,10 +37,12 @@ class TaskRow:
     progress: metrics.Estimate
     mean_steps: float
     mean_reasoning_words: float
+    no_penalty: metrics.Estimate | None = None
+    strict_success: metrics.Estimate | None = None
 
 
 def _row(task: str, split: str, records: list[dict], skipped: int) -> TaskRow:
-    n = len(records)
+    n, err = len(records), metrics.err_metrics(records)
     return TaskRow(
         task,
         split,
@@ -48,6 +52,7 @@ def _row(task: str, split: str, records: list[dict], skipped: int) -> TaskRow:
         metrics.mean(r["progress"] for r in records),
         sum(r["decision_steps"] for r in records) / n if n else float("nan"),
         sum(r["reasoning_words"] for r in records) / n if n else float("nan"),
+        *(err.get(k) for k in ("NPR", "SSR")),
     )
 
 
@@ -75,15 +80,18 @@ def _pct(e: metrics.Estimate) -> str:
 
 def markdown(rows: Sequence[TaskRow]) -> str:
     """The per-task table as Markdown: success and progress in % with their ± half-widths."""
+    penalties = all(r.no_penalty is not None for r in rows if r.n)
+    extra = " no-penalty % | strict success % |" if penalties else ""
     lines = [
-        "| task | split | episodes | success % | progress % | mean steps | mean reasoning words |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| task | split | episodes | success % | progress % | mean steps | mean reasoning words |" + extra,
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |" + (" ---: | ---: |" if penalties else ""),
     ]
     for r in rows:
         name = f"**{r.task}**" if r.task == MEAN else r.task
+        err = f" {_pct(r.no_penalty)} | {_pct(r.strict_success)} |" if penalties and r.n else ""
         lines.append(
             f"| {name} | {r.split} | {r.n} | {_pct(r.success)} | {_pct(r.progress)} "
-            f"| {r.mean_steps:.1f} | {r.mean_reasoning_words:.1f} |"
+            f"| {r.mean_steps:.1f} | {r.mean_reasoning_words:.1f} |" + err
         )
     skipped = sum(r.skipped for r in rows if r.task != MEAN)
     if skipped:
@@ -107,6 +115,12 @@ CSV_FIELDS = (
     "progress_high",
     "mean_steps",
     "mean_reasoning_words",
+    "no_penalty",
+    "no_penalty_low",
+    "no_penalty_high",
+    "strict_success",
+    "strict_success_low",
+    "strict_success_high",
 )
 
 
@@ -126,6 +140,8 @@ def to_csv(rows: Sequence[TaskRow]) -> str:
                 *_ends(r.progress),
                 f"{r.mean_steps:.4f}",
                 f"{r.mean_reasoning_words:.4f}",
+                *(_ends(r.no_penalty) if r.no_penalty else ["", "", ""]),
+                *(_ends(r.strict_success) if r.strict_success else ["", "", ""]),
             ]
         )
     return buf.getvalue()

@@ -38,7 +38,7 @@ def _run(args: list[str], out: Path, env: dict) -> subprocess.CompletedProcess:
 def test_a_semantic_packing_episode_through_the_graph_matches_in_process(tmp_path, private_ros_env):
     run = _run(
         ["--suite", "packing", "--task", "4", "--seed", "0", "--max-steps", str(ACTIONS)]
-        + ["--set", "r3_reasoner_node.interface=semantic"],
+        + ["--interface", "semantic"],
         tmp_path,
         private_ros_env(),
     )
@@ -69,7 +69,7 @@ def test_a_semantic_packing_episode_through_the_graph_matches_in_process(tmp_pat
 
 def test_an_interface_the_suite_does_not_serve_is_refused_before_anything_moves(tmp_path, private_ros_env):
     run = _run(
-        ["--task", "T", "--seed", "5", "--set", "r3_reasoner_node.interface=semantic"],
+        ["--task", "T", "--seed", "5", "--interface", "semantic"],
         tmp_path,
         private_ros_env(),
     )

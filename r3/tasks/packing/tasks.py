@@ -80,6 +80,24 @@ class PackingTaskInstance:
     def progress(self, state: PackingState) -> float:
         return sum(self.packed(state, i) for i in self.targets) / len(self.targets)
 
+    def penalty(self, state: PackingState) -> float:
+        """ERR's penalty check on the final state: what was done that the goal did not ask for. Each
+        goal object put into a tray that is not its own costs 1 (still in the tray it started in is
+        unfinished work, not a penalty); each object the goal names neither as a target nor as clutter
+        costs 0.5 while held and 1 in a tray it did not start in. 0 is clean."""
+        cost = sum(
+            1.0
+            for item, tray in self.targets.items()
+            if state.tray_of(item) not in (None, tray, self.initial.get(item))
+        )
+        for item in state.items:
+            if item in self.targets or item in self.clutter:
+                continue
+            cost += 0.5 if state.held == item else 0.0
+            tray = state.tray_of(item)
+            cost += 1.0 if tray is not None and tray != self.initial.get(item) else 0.0
+        return cost
+
     def terms(self, state: PackingState) -> dict[str, float]:
         return {
             "packed": float(sum(self.packed(state, i) for i in self.targets)),

@@ -34,7 +34,8 @@ from r3.episode_loop import (
 from r3.execution.sim import SimExecutor
 from r3.instructions.semantic import RESULT_HEADER, ActionError, ActionType, SemanticAction
 from r3.instructions.semantic import parse as parse_action
-from r3.instructions.tools import ToolCall
+from r3.instructions.tools import ToolCallError
+from r3.instructions.tools import parse as parse_tool_call
 from r3.lowlevel.grounding import Grounder, SimGrounder
 from r3.lowlevel.packing import PackingPolicy, PackingPolicyConfig
 from r3.lowlevel.perceived import LocalPerception, PerceivedScene, PerceptionSource
@@ -55,9 +56,8 @@ MAX_ACTIONS = 3 * MAX_DECISIONS
 MAX_TOOL_CALLS = 10 * MAX_DECISIONS
 
 
-#: The interfaces whose answers :meth:`PackingCell.carry_out` carries out, one answer at a time (the
-#: tools interface keeps a query and a todo list across calls: :class:`ToolsPackingSuite`).
-CELL_INTERFACES = ("instruction", "semantic")
+#: The interfaces whose answers :meth:`PackingCell.carry_out` carries out.
+CELL_INTERFACES = ("instruction", "semantic", "tools")
 
 #: How the packing skills see the scene: ``sim`` reads item poses and the held item from the
 #: simulator (ray casts, known poses); ``perception`` uses only the base camera through r3.perception
@@ -67,13 +67,15 @@ GROUNDINGS = ("sim", "perception")
 
 @dataclass
 class PackingCell:
-    """The simulated cell the policy acts on: env, sim executor, grounder, semantic actions, policy."""
+    """The simulated cell the policy acts on: env, sim executor, grounder, semantic actions, policy, and
+    the pose tools (whose perception query and todo list last one episode: :meth:`reset` renews them)."""
 
     env: object
     executor: SimExecutor
     grounder: Grounder
     actions: SemanticActions
     policy: PackingPolicy
+    tools: ToolActions
 
     @classmethod
     def build(
@@ -102,33 +104,47 @@ class PackingCell:
             state = grounder.state
         actions = SemanticActions(executor, grounder, state)
         policy = PackingPolicy(actions, grounder, lambda: env.step(env.joint_targets), policy_config)
-        return cls(env, executor, grounder, actions, policy)
+        return cls(env, executor, grounder, actions, policy, ToolActions(executor, env))
 
     def reset(self, seed: int, task: str) -> None:
         """A new episode: the simulator's layout and task, and a grounder that forgets the last one."""
         self.env.reset(seed=seed, options={"task": task})
         self.grounder.forget()
+        self.tools = ToolActions(self.executor, self.env)
 
-    def carry_out(self, interface: str, text: str, rng: np.random.Generator) -> Execution:
+    def carry_out(
+        self, interface: str, text: str, rng: np.random.Generator, steps_left: int = 0
+    ) -> Execution:
         """Carry out one answer's canonical ``text`` written in ``interface``, the one way both the
         in-process loop and the packing sim node act: the packing policy follows an instruction
-        (pick, place, home, settle); a semantic action runs alone, then the items settle, and its
-        result line (ok or the reason, and what changed place) is what the model reads next."""
+        (pick, place, home, settle); a semantic action or a tool call runs alone, then the items
+        settle (after an arm motion), and what the model reads next comes back: the semantic result
+        line (ok or the reason, what changed place), or the tools observation (result, perception's
+        readouts, tool pose, todo list and ``steps_left``, the episode's decision steps after this)."""
         if interface == "instruction":
             result = self.policy.follow(text, rng)
             return Execution(result.control_steps, "" if result.reason == "done" else result.reason)
+        if interface == "tools":
+            return self._call_tool(text, steps_left)
         if interface not in CELL_INTERFACES:
             raise ValueError(f"the packing cell carries out no {interface!r} answers")
         action = parse_action(text)
         if isinstance(action, ActionError):
-            return Execution(
-                0, f"rejected: {action.reason}", outcome=f"{RESULT_HEADER} refused ({action.reason})."
-            )
+            return _refused(action.reason)
         before = self.actions.state()
         result = self._act(action, rng)
         steps = result.control_steps + self.policy.settle()
         outcome = describe_result(result, before, self.actions.state())
         return Execution(steps, "" if result.ok else result.reason, outcome=outcome)
+
+    def _call_tool(self, text: str, steps_left: int) -> Execution:
+        call = parse_tool_call(text)
+        if isinstance(call, ToolCallError):
+            return _refused(call.reason)
+        result = self.tools.run(call)
+        steps = result.control_steps + (self.policy.settle() if result.control_steps else 0)
+        error = "" if result.ok else f"{result.outcome.value}: {result.cause}"
+        return Execution(steps, error, outcome=self.tools.observation(result, steps_left))
 
     def _act(self, action: SemanticAction, rng: np.random.Generator) -> ActionResult:
         if action.type is ActionType.PICK:
@@ -141,6 +157,11 @@ class PackingCell:
         if not render:
             return [BLANK_IMAGE, BLANK_IMAGE]
         return [self.env.render_camera("base"), self.env.render_camera("wrist")]
+
+
+def _refused(reason: str) -> Execution:
+    """A text that is no answer of its interface (a hostile FollowInstruction goal): nothing moves."""
+    return Execution(0, f"rejected: {reason}", outcome=f"{RESULT_HEADER} refused ({reason}).")
 
 
 @dataclass
@@ -184,7 +205,8 @@ class PackingSuite:
         return np.random.default_rng(key if self.rollout == 0 else [key, self.rollout])
 
     def execute(self, decision: StepDecision, step: int) -> Execution:
-        return self.cell.carry_out(self.interface, decision.instruction, self.rng(step))
+        steps_left = self.max_steps - step - 1
+        return self.cell.carry_out(self.interface, decision.instruction, self.rng(step), steps_left)
 
     def progress(self) -> float:
         return float(self.env.max_progress)
@@ -214,18 +236,6 @@ class ToolsPackingSuite(PackingSuite):
 
     interface: ClassVar[str] = "tools"
     default_steps: ClassVar[int] = MAX_TOOL_CALLS
-
-    def __post_init__(self):
-        super().__post_init__()
-        self.tools = ToolActions(self.cell.executor, self.env)
-
-    def execute(self, decision: StepDecision, step: int) -> Execution:
-        call: ToolCall = decision.decision.parsed.instruction
-        result = self.tools.run(call)
-        steps = result.control_steps + (self.cell.policy.settle() if result.control_steps else 0)
-        outcome = self.tools.observation(result, self.max_steps - step - 1)
-        error = "" if result.ok else f"{result.outcome.value}: {result.cause}"
-        return Execution(steps, error, outcome=outcome)
 
 
 #: Interface -> the suite adapter that carries out its answers.

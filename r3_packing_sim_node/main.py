@@ -182,6 +182,7 @@ class PackingSimNode(Node):
         """One packing instruction: the policy's skills through the sim executor; a cancel, a stop or
         a silent reasoner stops the arm before its next control step."""
         goal, result = handle.request, FollowInstruction.Result()
+        self.get_logger().info(f"{goal.interface or 'instruction'}: {goal.instruction[:120]!r}")
         try:
             if goal.suite != "packing":
                 raise GoalRefused(f"suite {goal.suite[:80]!r} is not served here (packing)")
@@ -200,7 +201,8 @@ class PackingSimNode(Node):
                 None if stop.reason is not None else (idle(), self.on_control_step())
             )
             try:
-                done = self.cell.carry_out(interface, goal.instruction, np.random.default_rng(goal.seed))
+                rng = np.random.default_rng(goal.seed)
+                done = self.cell.carry_out(interface, goal.instruction, rng, goal.steps_left)
             except PerceptionUnavailable as exc:
                 done = Execution(0, f"error: perception: {exc}")
             finally:

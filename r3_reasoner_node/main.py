@@ -363,9 +363,8 @@ class ReasonerNode(Node):
                 raise EpisodeError(record.abort)
             if record.valid:
                 seed = policy_seed(goal.seed, step)
-                follow = self.follow(
-                    record.instruction, goal.suite or "language_table", interface, seed, handle
-                )
+                suite, steps_left = goal.suite or "language_table", max_steps - step - 1
+                follow = self.follow(record.instruction, suite, interface, seed, steps_left, handle)
                 if follow is None:
                     return
                 not_before = stamp_to_ns(follow.finished)
@@ -404,7 +403,7 @@ class ReasonerNode(Node):
             interface,
         )
 
-    def follow(self, instruction: str, suite: str, interface: str, seed: int, handle):
+    def follow(self, instruction: str, suite: str, interface: str, seed: int, steps_left: int, handle):
         """Send one instruction to the low-level policy; its result, or None when the episode was canceled."""
         if self.stopping(handle):
             return None  # canceled while deciding: no new motion
@@ -416,6 +415,7 @@ class ReasonerNode(Node):
             max_steps=self.param["steps_per_instruction"],
             seed=seed,
             interface=interface,
+            steps_left=steps_left,
         )
         # The goal id is chosen here and recorded before the goal goes out, so that from now on a
         # stop of the RunTask stops this instruction (stop_run), even before it is accepted.

@@ -1,8 +1,9 @@
-"""The semantic interface (ERR) through the ROS graph: the reasoner's ``interface`` parameter makes it
-prompt for and parse one action call per step, the FollowInstruction goal says which grammar its text
-is in, the packing sim node carries the action out on its cell (the same ``PackingCell.carry_out``
-as in process) and answers with the result line, which the reasoner feeds to the next step and
-records. A suite or low-level node that does not serve the interface refuses the goal with a reason
+"""The call interfaces (ERR's semantic actions, ZAP's pose tools) through the ROS graph: the reasoner's
+``interface`` parameter makes it prompt for and parse one call per step, the FollowInstruction goal
+says which grammar its text is in (and how many steps the episode has left), the packing sim node
+carries the call out on its cell (the same ``PackingCell.carry_out`` as in process) and answers
+with what the model reads next (the result line; the tools observation), which the reasoner feeds
+to the next step and records. A suite or low-level node that does not serve the interface refuses the goal with a reason
 before anything moves."""
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ from r3.reasoning.backends import make_backend
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 R3 = [sys.executable, "-m", "r3.cli"]
-ACTIONS = 4  # pick, place, home, pick
+#: Interface -> (decision steps, the pattern of its first call from the expert).
+FIRST_CALLS = {
+    "semantic": (4, r"pick\([a-z ]+, \[\d+, \d+\]\)"),  # pick, place, home, pick
+    "tools": (6, r"update_todo\(items=\[.*\]\)|change_query\(queries=\[.*\]\)"),
+}
 
 
 def _run(args: list[str], out: Path, env: dict) -> subprocess.CompletedProcess:
@@ -35,10 +40,12 @@ def _run(args: list[str], out: Path, env: dict) -> subprocess.CompletedProcess:
     )
 
 
-def test_a_semantic_packing_episode_through_the_graph_matches_in_process(tmp_path, private_ros_env):
+@pytest.mark.parametrize("interface", list(FIRST_CALLS))
+def test_a_packing_episode_through_the_graph_matches_in_process(interface, tmp_path, private_ros_env):
+    steps, first_call = FIRST_CALLS[interface]
     run = _run(
-        ["--suite", "packing", "--task", "4", "--seed", "0", "--max-steps", str(ACTIONS)]
-        + ["--interface", "semantic"],
+        ["--suite", "packing", "--task", "4", "--seed", "0", "--max-steps", str(steps)]
+        + ["--interface", interface],
         tmp_path,
         private_ros_env(),
     )
@@ -49,12 +56,12 @@ def test_a_semantic_packing_episode_through_the_graph_matches_in_process(tmp_pat
         0,
         make_backend("expert"),
         cell=PackingCell.build(grounding="perception"),  # the profile's policy sees through perception
-        max_steps=ACTIONS,
+        max_steps=steps,
         render=False,
-        interface="semantic",
+        interface=interface,
     )
     assert instructions == [s.instruction for s in expected.steps]
-    assert re.fullmatch(r"pick\([a-z ]+, \[\d+, \d+\]\)", instructions[0])
+    assert re.fullmatch(first_call, instructions[0]), instructions[0]
 
     bag = Path(re.search(r"^bag:\s+(\S+)$", run.stdout, re.MULTILINE).group(1))
     assert read_episode_info(bag).status == COMPLETE
@@ -62,7 +69,7 @@ def test_a_semantic_packing_episode_through_the_graph_matches_in_process(tmp_pat
     for topic, _, _, msg in read_messages(bag):
         by_topic.setdefault(topic, []).append(msg)
     outcomes = [o.outcome for o in by_topic[names.INSTRUCTION_OUTCOMES]]
-    assert outcomes == [s.outcome for s in expected.steps] and outcomes[0].startswith("Result: ok.")
+    assert outcomes == [s.outcome for s in expected.steps] and outcomes[0].startswith("Result: ")
     steps = by_topic[names.REASONER_STEPS]
     assert steps[1].history == f"{instructions[0]}\n{outcomes[0]}"  # the result line reached the model
 

@@ -66,15 +66,15 @@ def _parser() -> argparse.ArgumentParser:
         default="instruction",
         choices=tuple(INTERFACE_SUITES),
         help="how the reasoner acts (sets r3_reasoner_node.interface when r3 run starts the graph): "
-        "instruction, semantic (one ERR action per step) or tools (ZAP pose tools; not through the "
-        "graph yet); all but instruction act on packing only (default: instruction)",
+        "instruction, semantic (one ERR action per step) or tools (one ZAP pose-tool call per step); "
+        "all but instruction act on packing only (default: instruction)",
     )
     p.add_argument(
         "--max-steps",
         type=int,
         default=0,
         help="decision steps; 0 = the profile's default (20; packing 15), or the interface's own budget "
-        "for the other interfaces (packing: 45 semantic actions)",
+        "for the other interfaces (packing: 45 semantic actions, 150 tool calls)",
     )
     p.add_argument(
         "--reasoning-budget",

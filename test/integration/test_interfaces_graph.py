@@ -3,8 +3,8 @@
 says which grammar its text is in (and how many steps the episode has left), the packing sim node
 carries the call out on its cell (the same ``PackingCell.carry_out`` as in process) and answers
 with what the model reads next (the result line; the tools observation), which the reasoner feeds
-to the next step and records. A suite or low-level node that does not serve the interface refuses the goal with a reason
-before anything moves."""
+to the next step and records. A suite or low-level node that does not serve the interface refuses
+the goal with a reason before anything moves."""
 
 from __future__ import annotations
 

@@ -140,6 +140,16 @@ def parse(text) -> Plan | PlanError:
     return Plan(tuple(steps))
 
 
+def step_call(line: str, number: int) -> str | None:
+    """The call of ``line`` when it is step ``number`` ("3. home()" for 3 gives "home()"), else None.
+
+    >>> step_call("2) home()", 2), step_call("3. home()", 2)
+    ('home()', None)
+    """
+    match = _STEP_RE.fullmatch(line)
+    return match["call"] if match and int(match["number"]) == number else None
+
+
 def format_instruction(plan: Plan) -> str:
     """The canonical text: "1. <call>" lines, each call in the semantic grammar's canonical form."""
     return "\n".join(f"{i}. {semantic.format_instruction(a)}" for i, a in enumerate(plan.steps, 1))

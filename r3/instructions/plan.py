@@ -115,7 +115,7 @@ def parse(text) -> Plan | PlanError:
                 )
             return PlanError(
                 s[:200],
-                f"{line.strip()[:40]!r} is not a numbered step such as '{n}. home()'",
+                f"where step {n} should be: {line.strip()[:40]!r}, not a numbered step such as '{n}. home()'",
                 PlanErrorKind.NOT_A_STEP,
                 n,
             )
@@ -124,7 +124,9 @@ def parse(text) -> Plan | PlanError:
                 s[:200], f"step {n} is numbered {match['number']}", PlanErrorKind.NUMBERING, n
             )
         if n > MAX_PLAN_STEPS:
-            return PlanError(s[:200], f"more than {MAX_PLAN_STEPS} steps", PlanErrorKind.TOO_MANY_STEPS, n)
+            return PlanError(
+                s[:200], f"step {n}: more than {MAX_PLAN_STEPS} steps", PlanErrorKind.TOO_MANY_STEPS, n
+            )
         if steps and steps[-1].type is ActionType.DONE:
             return PlanError(
                 s[:200], f"step {n} follows done(); done() ends the plan", PlanErrorKind.STEP_AFTER_DONE, n

@@ -142,14 +142,14 @@ def parse(text) -> Plan | PlanError:
     return Plan(tuple(steps))
 
 
-def step_call(line: str, number: int) -> str | None:
-    """The call of ``line`` when it is step ``number`` ("3. home()" for 3 gives "home()"), else None.
+def numbered_step(line: str) -> tuple[int, str] | None:
+    """(number, call text) of a line written as a numbered step, else None.
 
-    >>> step_call("2) home()", 2), step_call("3. home()", 2)
-    ('home()', None)
+    >>> numbered_step(" 2) home()"), numbered_step("home()")
+    ((2, 'home()'), None)
     """
     match = _STEP_RE.fullmatch(line)
-    return match["call"] if match and int(match["number"]) == number else None
+    return (int(match["number"]), match["call"]) if match else None
 
 
 def format_instruction(plan: Plan) -> str:

@@ -30,9 +30,9 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
-from r3.instructions.plan import MAX_PLAN_CHARS, PlanError, action_name, step_call
+from r3.instructions.plan import MAX_PLAN_CHARS, MAX_PLAN_STEPS, PlanError, action_name, numbered_step
 from r3.instructions.plan import parse as parse_packing_plan
-from r3.instructions.semantic import ActionError, ActionErrorKind, SemanticAction
+from r3.instructions.semantic import ActionError, ActionErrorKind, ActionType, SemanticAction
 from r3.instructions.semantic import parse as parse_action
 from r3.reasoning.parsing import parse_response
 from r3.rewards.terms import lcs_reward, normalise_action
@@ -191,16 +191,23 @@ def _plan_section(answer: str) -> tuple[bool, str]:
 
 
 def _steps(section: str) -> list[tuple[bool, SemanticAction | None]]:
-    """Per non-blank line of a plan section: whether it is a numbered step holding one well-formed call
-    (its number its position, its label possibly outside the scene), and the action when it parses."""
-    out = []
+    """Per non-blank line of a plan section: whether it is a step the plan grammar could take, holding
+    one well-formed call (numbered one more than the numbered lines before it, within
+    :data:`~r3.instructions.plan.MAX_PLAN_STEPS`, not after a done(); its label possibly outside the
+    scene), and the action when it parses. A line of prose costs itself only; a second plan restarting
+    at 1, or steps past the limit, cost all their steps."""
+    out, numbered, ended = [], 0, False
     for line in (ln for ln in section.splitlines() if ln.strip()):
-        call = step_call(line, len(out) + 1)
-        action = None if call is None else parse_action(call)
+        step = numbered_step(line)
+        numbered += step is not None
+        in_place = step is not None and step[0] == numbered <= MAX_PLAN_STEPS and not ended
+        action = parse_action(step[1]) if in_place else None
         well_formed = isinstance(action, SemanticAction) or (
             isinstance(action, ActionError) and action.kind is ActionErrorKind.UNKNOWN_LABEL
         )
-        out.append((well_formed, action if isinstance(action, SemanticAction) else None))
+        action = action if isinstance(action, SemanticAction) else None
+        ended = ended or (action is not None and action.type is ActionType.DONE)
+        out.append((well_formed, action))
     return out
 
 

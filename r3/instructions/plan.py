@@ -120,9 +120,7 @@ def parse(text) -> Plan | PlanError:
                 n,
             )
         if int(match["number"]) != n:
-            return PlanError(
-                s[:200], f"step {n} is numbered {match['number']}", PlanErrorKind.NUMBERING, n
-            )
+            return PlanError(s[:200], f"step {n} is numbered {match['number']}", PlanErrorKind.NUMBERING, n)
         if n > MAX_PLAN_STEPS:
             return PlanError(
                 s[:200], f"step {n}: more than {MAX_PLAN_STEPS} steps", PlanErrorKind.TOO_MANY_STEPS, n

@@ -61,7 +61,11 @@ def test_a_plan_parses_step_by_step_with_the_semantic_grammar():
         ("1. home()\n3. done()", K.NUMBERING, 2),
         ("1. home()\n1. done()", K.NUMBERING, 2),  # a second plan restarting at 1
         ("1. home()\n2. home()\n1. home()\n2. done()", K.NUMBERING, 3),
-        ("\n".join(f"{i}. home()" for i in range(1, MAX_PLAN_STEPS + 2)), K.TOO_MANY_STEPS, MAX_PLAN_STEPS + 1),  # noqa: E501
+        (
+            "\n".join(f"{i}. home()" for i in range(1, MAX_PLAN_STEPS + 2)),
+            K.TOO_MANY_STEPS,
+            MAX_PLAN_STEPS + 1,
+        ),  # noqa: E501
         (f"1. {PICK}\n2. fly()", K.BAD_STEP, 2),
         ("1. home() done()", K.BAD_STEP, 1),
         (f"1. {PICK}; {PLACE}", K.BAD_STEP, 1),
@@ -159,8 +163,10 @@ def test_a_previous_plan_response_recasts_to_its_plan_and_results():
 
 def _decision(instruction: str, valid: bool = True) -> StepDecision:
     output = BackendOutput(instruction, "stop", None, None, None, 0.0, 0.0, "script", 1, False)
-    parsed = ParsedResponse("r", None, instruction, instruction) if valid else ResponseError(
-        ErrorKind.NO_INSTRUCTION, "refused", instruction
+    parsed = (
+        ParsedResponse("r", None, instruction, instruction)
+        if valid
+        else ResponseError(ErrorKind.NO_INSTRUCTION, "refused", instruction)
     )
     return StepDecision(0, None, Decision(output, parsed), instruction if valid else "", "", "", "")
 

@@ -127,7 +127,7 @@ def test_the_instruction_interface_keeps_its_suite(cell):
     )
     assert PackingSuite.interface == "instruction" and SemanticPackingSuite.interface == "semantic"
     with pytest.raises(ValueError, match="unknown interface"):
-        run_packing_episode("4", 0, backend, cell=cell, render=False, interface="plan")
+        run_packing_episode("4", 0, backend, cell=cell, render=False, interface="telepathy")
 
 
 def test_the_demo_cli_chooses_the_interface(tmp_path, capsys):
@@ -137,7 +137,7 @@ def test_the_demo_cli_chooses_the_interface(tmp_path, capsys):
 
     with pytest.raises(SystemExit):
         demo_main(["--help"])
-    assert "--interface {instruction,semantic,tools}" in capsys.readouterr().out
+    assert "--interface {instruction,semantic,tools,plan}" in capsys.readouterr().out
     assert demo_main(["--interface", "semantic", "--video", "none", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "task 4 seed 0: success after" in printed and "  Action: pick(" in printed

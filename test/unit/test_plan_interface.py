@@ -65,7 +65,7 @@ def test_a_plan_parses_step_by_step_with_the_semantic_grammar():
             "\n".join(f"{i}. home()" for i in range(1, MAX_PLAN_STEPS + 2)),
             K.TOO_MANY_STEPS,
             MAX_PLAN_STEPS + 1,
-        ),  # noqa: E501
+        ),
         (f"1. {PICK}\n2. fly()", K.BAD_STEP, 2),
         ("1. home() done()", K.BAD_STEP, 1),
         (f"1. {PICK}; {PLACE}", K.BAD_STEP, 1),

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from r3.instructions.plan import split_plan_result
+from r3.instructions.plan import MAX_PLAN_STEPS, split_plan_result
 from r3.instructions.semantic import split_result
 from r3.instructions.tools import split_observation
 from r3.safety.goals import check_interface
@@ -58,6 +58,9 @@ ANSWER_HEADERS: dict[str, str] = {
     "plan": "Plan:",
 }
 INTERFACES: tuple[str, ...] = tuple(ANSWER_HEADERS)
+#: How many calls one answer may hold, where more than one (a plan's steps): the answer stage of a
+#: budgeted generation gets its token budget once per call.
+ANSWER_CALLS: dict[str, int] = {"plan": MAX_PLAN_STEPS}
 #: How each call interface splits a previous step into the answer and what came back (its result
 #: line, its whole observation, or its plan's result lines).
 CALL_SPLITTERS = {"semantic": split_result, "tools": split_observation, "plan": split_plan_result}
@@ -415,8 +418,6 @@ def _semantic_actions(lead: str) -> list[str]:
 def _plan_text(inp: ReasonerInput) -> str:
     """The packing prompt for the plan interface: one whole plan of semantic actions per answer, carried
     out step by step until a step fails; the history carries what came of each step."""
-    from r3.instructions.plan import MAX_PLAN_STEPS
-
     reason = inp.mode == "reason"
     parts = _packing_opening(
         inp,

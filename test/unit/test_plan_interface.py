@@ -17,7 +17,7 @@ from r3.instructions.packing import ITEMS
 from r3.instructions.plan import MAX_PLAN_STEPS, Plan, PlanError, PlanErrorKind, parse
 from r3.instructions.semantic import ActionType, SemanticAction
 from r3.reasoning import ReasonerInput
-from r3.reasoning.backends.base import BackendOutput, ReasonerBackend
+from r3.reasoning.backends.base import BackendOutput, Generation, ReasonerBackend, ReasoningBudget
 from r3.reasoning.parsing import ErrorKind, ParsedResponse, ResponseError, parse_response
 from r3.reasoning.prompts import PromptSettings, prompt_text
 from r3.reasoning.reasoner import Decision, decide
@@ -227,3 +227,24 @@ def test_the_plan_fuzzer_perturbs_valid_plans():
     for _ in range(200):
         text = _plan_answer(_valid_plan(rng))
         assert isinstance(parse_response(text, "packing", interface="plan"), ParsedResponse), text
+
+
+class Budgeted(ReasonerBackend):
+    """Records the token limit of each generation stage; reasons, then writes a one-step plan."""
+
+    model_id = "budgeted"
+
+    def __init__(self):
+        self.limits = []
+
+    def _generate(self, messages, prefix, max_tokens, stop, on_text):
+        self.limits.append(max_tokens)
+        return Generation("r." if not prefix else "\n1. home()", "stop", 1, 1, 0.0)
+
+
+@pytest.mark.parametrize("interface, calls", [("plan", MAX_PLAN_STEPS), ("semantic", 1)])
+def test_the_answer_stage_of_a_budgeted_plan_gets_its_budget_per_step(interface, calls):
+    backend = Budgeted()
+    inp = ReasonerInput("packing", "goal", [IMAGE], interface=interface)
+    backend.decide(inp, ReasoningBudget(max_reasoning_tokens=50, instruction_tokens=40))
+    assert backend.limits == [50, 40 * calls]

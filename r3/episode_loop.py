@@ -13,7 +13,8 @@ of :func:`run_loop` stable, the graph mirrors it:
 3. A valid answer is carried out by the suite; an invalid one moves nothing. What came of it
    (``Execution.outcome``, the semantic interface's result line) joins the next step's history.
 4. Three refusals in a row end the episode (``Trajectory.aborted``), and so does an answer that
-   ends it (:func:`ends_episode`: the semantic and tools interfaces' ``done()``).
+   ends it (:func:`ends_episode`: the semantic and tools interfaces' ``done()``, a plan carried out to
+   its ``done()`` step).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Protocol
 
 import numpy as np
 
+from r3.instructions.plan import step_texts
 from r3.reasoning.backends.base import ReasonerBackend, ReasoningBudget
 from r3.reasoning.expert import NO_BUDGET
 from r3.reasoning.prompts import ReasonerInput
@@ -229,9 +231,15 @@ class Trajectory:
 DONE_ANSWER = "done()"
 
 
-def ends_episode(decision: StepDecision) -> bool:
-    """Whether this step's answer ends the episode (the in-process loop and the reasoner node both ask)."""
-    return decision.valid and decision.instruction == DONE_ANSWER
+def ends_episode(decision: StepDecision, fell_short: bool = False) -> bool:
+    """Whether this step's answer ends the episode (the in-process loop and the reasoner node both ask):
+    its last action is ``done()`` and everything before it was carried out (``fell_short`` False). One
+    call is its own last action; a plan's is its last step, reached only when no step failed (the
+    reasoner node reads that from the FollowInstruction result's success)."""
+    if not decision.valid or fell_short:
+        return False
+    last = decision.instruction.rsplit("\n", 1)[-1]
+    return DONE_ANSWER in (last, *step_texts(last))
 
 
 @dataclass
@@ -316,7 +324,7 @@ def run_loop(
         if record.abort:
             aborted = record.abort
             break
-        if ends_episode(record):
+        if ends_episode(record, bool(done.error)):
             break
     final, instance = env.state(), env.task_instance
     return Trajectory(

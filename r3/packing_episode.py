@@ -32,6 +32,7 @@ from r3.episode_loop import (
     run_loop,
 )
 from r3.execution.sim import SimExecutor
+from r3.instructions import plan as plan_grammar
 from r3.instructions.semantic import RESULT_HEADER, ActionError, ActionType, SemanticAction
 from r3.instructions.semantic import parse as parse_action
 from r3.instructions.tools import ToolCallError
@@ -54,10 +55,14 @@ MAX_ACTIONS = 3 * MAX_DECISIONS
 #: The same for the tools interface, where one instruction's work takes about ten calls (query, open,
 #: above, down, close, lift, carry, lower, open, up).
 MAX_TOOL_CALLS = 10 * MAX_DECISIONS
+#: The same for the plan interface: plans per episode. A plan does at least one instruction's work unless
+#: a step fails, and each failure is followed by a new plan, so the instruction interface's budget for
+#: five goal objects and a few repairs holds for plans too.
+MAX_PLANS = MAX_DECISIONS
 
 
 #: The interfaces whose answers :meth:`PackingCell.carry_out` carries out.
-CELL_INTERFACES = ("instruction", "semantic", "tools")
+CELL_INTERFACES = ("instruction", "semantic", "tools", "plan")
 
 #: How the packing skills see the scene: ``sim`` reads item poses and the held item from the
 #: simulator (ray casts, known poses); ``perception`` uses only the base camera through r3.perception
@@ -126,6 +131,8 @@ class PackingCell:
             return Execution(result.control_steps, "" if result.reason == "done" else result.reason)
         if interface == "tools":
             return self._call_tool(text, steps_left)
+        if interface == "plan":
+            return self._follow_plan(text, rng)
         if interface not in CELL_INTERFACES:
             raise ValueError(f"the packing cell carries out no {interface!r} answers")
         action = parse_action(text)
@@ -136,6 +143,25 @@ class PackingCell:
         steps = result.control_steps + self.policy.settle()
         outcome = describe_result(result, before, self.actions.state())
         return Execution(steps, "" if result.ok else result.reason, outcome=outcome)
+
+    def _follow_plan(self, text: str, rng: np.random.Generator) -> Execution:
+        """A plan's steps in order, each as one semantic answer, until one fails or the plan ends."""
+        plan = plan_grammar.parse(text)
+        if isinstance(plan, plan_grammar.PlanError):
+            return _refused(plan.reason)
+        calls = plan_grammar.step_texts(plan_grammar.format_instruction(plan))
+        done: list[Execution] = []
+        for call in calls:
+            done.append(self.carry_out("semantic", call, rng))
+            if done[-1].error:
+                break
+        error = f"step {len(done)}: {done[-1].error}" if done[-1].error else ""
+        return Execution(
+            sum(d.control_steps for d in done),
+            error,
+            [f for d in done for f in d.frames],
+            plan_outcome(calls, [d.outcome for d in done], bool(error)),
+        )
 
     def _call_tool(self, text: str, steps_left: int) -> Execution:
         call = parse_tool_call(text)
@@ -227,6 +253,39 @@ class SemanticPackingSuite(PackingSuite):
 
 
 @dataclass
+class PlanPackingSuite(PackingSuite):
+    """The plan interface (RoboGPT-R1) on the packing cell: each valid answer is a whole plan whose steps
+    the cell carries out in order as semantic actions (:meth:`PackingCell.carry_out`, the same way one
+    semantic answer acts), until a step fails or the plan ends; ``done()`` as its last step ends the
+    episode once reached. What the model reads next (to plan again) is where the plan stopped and every
+    executed step's result line (:func:`plan_outcome`)."""
+
+    interface: ClassVar[str] = "plan"
+    default_steps: ClassVar[int] = MAX_PLANS
+
+
+def plan_outcome(calls: list[str], outcomes: list[str], fell_short: bool) -> str:
+    """What came of a plan, for the model's next step: where it stopped, then each executed step's result
+    line.
+
+    >>> print(plan_outcome(["home()", "done()"], ["Result: failed (unreachable)."], True))
+    Plan result: stopped at step 1 of 2; the steps after it did not run.
+    Step 1 home(): Result: failed (unreachable).
+    """
+    n, total = len(outcomes), len(calls)
+    head = (
+        f"stopped at step {n} of {total}; the steps after it did not run."
+        if fell_short and n < total
+        else f"stopped at step {n} of {total}, the last one."
+        if fell_short
+        else f"carried out to the end ({total} step{'s' if total > 1 else ''})."
+    )
+    lines = [f"{plan_grammar.PLAN_RESULT_HEADER} {head}"]
+    lines += [f"Step {i} {call}: {outcome}" for i, (call, outcome) in enumerate(zip(calls, outcomes), 1)]
+    return "\n".join(lines)
+
+
+@dataclass
 class ToolsPackingSuite(PackingSuite):
     """The tools interface (ZAP) on the packing cell: each valid answer is one tool call of
     :class:`~r3.lowlevel.tools.ToolActions` (its own perception query and todo list, fresh for the
@@ -243,6 +302,7 @@ SUITE_ADAPTERS: dict[str, type[PackingSuite]] = {
     "instruction": PackingSuite,
     "semantic": SemanticPackingSuite,
     "tools": ToolsPackingSuite,
+    "plan": PlanPackingSuite,
 }
 
 
@@ -265,9 +325,10 @@ def run_packing_episode(
     ``rollout`` > 0 reseeds only the low-level policy (same layout, other grasp noise and slips): R^3
     evaluates 5 environment seeds x 10 rollouts per goal. Rollout 0 is the one the ROS graph runs.
     ``interface`` is how the reasoner acts: "instruction" (the packing policy follows one instruction),
-    "semantic" (one pick / place / home / done per step) or "tools" (one pose-tool call per step).
-    ``max_steps`` defaults to the interface's budget: :data:`MAX_DECISIONS`, :data:`MAX_ACTIONS` for
-    the semantic interface, :data:`MAX_TOOL_CALLS` for the tools interface.
+    "semantic" (one pick / place / home / done per step), "tools" (one pose-tool call per step) or "plan"
+    (one plan of semantic actions per step). ``max_steps`` defaults to the interface's budget:
+    :data:`MAX_DECISIONS`, :data:`MAX_ACTIONS` for the semantic interface, :data:`MAX_TOOL_CALLS` for the
+    tools interface, :data:`MAX_PLANS` for the plan interface.
     """
     if interface not in SUITE_ADAPTERS:
         raise ValueError(f"unknown interface {interface!r}; expected one of {', '.join(SUITE_ADAPTERS)}")

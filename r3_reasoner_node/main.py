@@ -379,7 +379,7 @@ class ReasonerNode(Node):
                     progress=self.state.progress if self.state else 0.0,
                 )
             )
-            if ends_episode(record):
+            if ends_episode(record, fell_short=record.valid and not follow.success):
                 break
         obs = self.observe(not_before)
         result.success, result.progress = obs.state.success, obs.state.progress

@@ -149,8 +149,9 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "interface",
                     "str",
                     "instruction",
-                    "How the model's answers act: one instruction for the low-level policy, or one "
-                    "semantic action call (packing); the prompt and grammar follow it.",
+                    "How the model's answers act: one instruction for the low-level policy, or (packing) "
+                    "one semantic action call, one pose-tool call or one plan of semantic actions; the "
+                    "prompt and grammar follow it.",
                     choices=tuple(INTERFACE_SUITES),
                     read_only=False,
                 ),

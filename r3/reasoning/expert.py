@@ -689,10 +689,11 @@ class LanguageTableExpert(ReasonerBackend):
         previous = inp.history_text if inp.history != "none" else ""
         if self._packing_expert is None:
             self._packing_expert = PackingExpert()
-        if inp.interface == "semantic" and view.camera is None:
+        if inp.interface in ("semantic", "plan") and view.camera is None:
             raise BackendError("the packing expert's semantic actions need PackingExpertView.camera")
-        speak = {"semantic": self._packing_expert.act, "tools": self._packing_expert.call}.get(
-            inp.interface, self._packing_expert.answer
+        expert = self._packing_expert
+        speak = {"semantic": expert.act, "tools": expert.call, "plan": expert.plan}.get(
+            inp.interface, expert.answer
         )
         instruction, reasoning = speak(
             view, previous, int(inp.extra.get("seed", 0)), int(inp.step), limit != 0

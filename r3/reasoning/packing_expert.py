@@ -57,10 +57,11 @@ Randomness only picks wordings (and the table spot of a semantic or tool place):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from r3.instructions import plan as plans
 from r3.instructions import semantic, tools
 from r3.instructions.language_table import ParseError
 from r3.instructions.packing import PackingInstruction, PackingInstructionType, format_instruction, parse
@@ -592,6 +593,7 @@ class PackingExpert:
     _moving: ToolMove | None = None  # the planned move the tool calls carry out
     _query: tuple[str, ...] = ()  # what the last change_query asked perception for
     _rest: tuple = (0.3, 0.0, 0.5, 0.0)  # the arm's pose at the first step (x, y, z, slot yaw)
+    _planned: tuple[Plan | None, ...] = ()  # the planned move each step of the last plan served
 
     def answer(
         self, view: PackingExpertView, previous: str, seed: int, step: int, with_reasoning: bool
@@ -665,6 +667,48 @@ class PackingExpert:
         if not with_reasoning:
             return call, ""
         return call, write_semantic_reasoning(state, task, action, outcome, chosen, rng)
+
+    def plan(
+        self, view: PackingExpertView, previous: str, seed: int, step: int, with_reasoning: bool
+    ) -> tuple[str, str]:
+        """The plan interface's answer: (plan text, reasoning without its header); the plan is "" when
+        nothing is left to try. The plan is the semantic interface's actions for every remaining move,
+        each planned on the scene the earlier steps are predicted to leave (:func:`predict_step`). After
+        a plan that stopped at a failed step it plans again from the scene it finds, the failed step's
+        move refused in that scene, as :meth:`act` counts a failed action (a place refused for a touch
+        tries the next free spot instead)."""
+        state, task = view.state, view.task
+        key = (task.goal, tuple(sorted(task.layout.items())), int(seed))
+        stopped, failed, outcome = read_plan_result(previous)
+        last = self._last
+        if step == 0 or last is None or last[0] != key or last[1] != step - 1:
+            self._refused, self._planned, self._spot, last = set(), (), 0, None
+            stopped = 0
+        if last is not None and not packing_unchanged(last[2], state):
+            self._refused = set()
+        serving = self._planned[stopped - 1] if 0 < stopped <= len(self._planned) else None
+        another_spot = (
+            failed is not None
+            and failed.type is ActionType.PLACE
+            and outcome.startswith((f"failed ({REFUSED_COLLISION}", "failed (no_room_at_point"))
+            and serving is not None
+            and state.held == serving.instruction.item
+            and self._spot + 1 < SPOT_CHOICES
+        )
+        self._spot = self._spot + 1 if another_spot else 0
+        if failed is not None and serving is not None and not another_spot:
+            self._refused.add(format_instruction(serving.instruction))
+        self._last = (key, step, state)
+        rng = np.random.default_rng([int(seed), int(step)])
+        carrying = serving if another_spot else None
+        chosen, stuck = plan_steps(
+            state, task, view.camera, frozenset(self._refused), carrying, self._spot, rng
+        )
+        self._planned = tuple(served for _, served in chosen)
+        text = plans.format_instruction(plans.Plan(tuple(c.action for c, _ in chosen))) if chosen else ""
+        if not with_reasoning:
+            return text, ""
+        return text, write_plan_reasoning(state, task, stopped, failed, outcome, chosen, stuck, rng)
 
     def call(
         self, view: PackingExpertView, previous: str, seed: int, step: int, with_reasoning: bool
@@ -758,12 +802,12 @@ def item_point(item: str, state: PackingState, camera: CameraModel) -> tuple[int
     return None if point is None else (round(point[0]), round(point[1]))
 
 
-def floor_point(
-    item: str, dest: str | None, state: PackingState, camera: CameraModel, rng, choice: int = 0
-) -> tuple[int, int] | None:
-    """The base-view point of the floor where ``item`` goes in ``dest`` (None: the table), at the spot
-    the packing policy would choose (corner first in a tray: the ``choice``-th free one, the last when
-    fewer are free; a random free spot on the table)."""
+def floor_spot(
+    item: str, dest: str | None, state: PackingState, rng, choice: int = 0
+) -> tuple[float, float, float] | None:
+    """The point of the floor (x, y, z in the base frame) where ``item`` goes in ``dest`` (None: the
+    table), at the spot the packing policy would choose (corner first in a tray: the ``choice``-th free
+    one, the last when fewer are free; a random free spot on the table)."""
     others = [placement.footprint(n, i.pos[0], i.pos[1], i.yaw) for n, i in state.items.items() if n != item]
     yaws = (state.items[item].yaw,)
     if dest is None:
@@ -774,7 +818,15 @@ def floor_point(
     if not spots:
         return None
     x, y, _ = spots[min(choice, len(spots) - 1)]
-    point = camera.normalised_point((x, y, TRAY_SPECS[dest].floor if dest else 0.0))
+    return x, y, TRAY_SPECS[dest].floor if dest else 0.0
+
+
+def floor_point(
+    item: str, dest: str | None, state: PackingState, camera: CameraModel, rng, choice: int = 0
+) -> tuple[int, int] | None:
+    """The base-view point of :func:`floor_spot`."""
+    spot = floor_spot(item, dest, state, rng, choice)
+    point = None if spot is None else camera.normalised_point(spot)
     return None if point is None else (round(point[0]), round(point[1]))
 
 
@@ -865,6 +917,115 @@ def write_semantic_reasoning(
     parts.append(
         why if step.action is not None else f"{why} No call I could make changes that, so I make none."
     )
+    return " ".join(parts)
+
+
+# ------------------------------------------------------------------------------ plan interface
+def read_plan_result(previous: str) -> tuple[int, SemanticAction | None, str]:
+    """From a previous plan step's history text: the step the plan stopped at (0 when it ran to its end
+    or there is no plan result), that step's action and its result ("failed (<reason>)"; "" if none)."""
+    _, result = plans.split_plan_result((previous or "").strip())
+    lines = result.splitlines()
+    if not lines or " stopped at step " not in lines[0]:
+        return 0, None, ""
+    stopped = len(lines) - 1
+    call, _, line = lines[-1].partition(": ")
+    action = semantic.parse(call.split(" ", 2)[-1])
+    outcome = line[len(RESULT_HEADER) :].strip().split(". ", 1)[0].rstrip(".")
+    return stopped, (action if isinstance(action, SemanticAction) else None), outcome
+
+
+def predict_step(state: PackingState, action: SemanticAction, spot) -> PackingState:
+    """The scene an action is expected to leave: a pick holds its item, a place sets it down upright as
+    it was, on the floor at ``spot`` (the base-frame point its image point was made from), home and
+    done move no item."""
+    if action.type is ActionType.PICK:
+        return replace(state, held=action.label)
+    if action.type is not ActionType.PLACE:
+        return state
+    item = state.items[action.label]
+    _, (_, _, height) = resting_geometry(action.label, item.quat)
+    items = dict(state.items)
+    items[action.label] = replace(item, pos=(spot[0], spot[1], spot[2] + height / 2))
+    return replace(state, items=items, held=None)
+
+
+def plan_steps(
+    state: PackingState,
+    task: PackingTaskInstance,
+    camera: CameraModel,
+    refused: frozenset[str],
+    carrying: Plan | None,
+    spot: int,
+    rng,
+) -> tuple[list[tuple[Step, Plan | None]], str]:
+    """The plan, and why it stops short when nothing is left to try ("" otherwise). The plan is
+    :func:`next_step`'s actions one after the other, each on the scene the earlier ones are predicted to
+    leave, with the move each serves. It ends where the goal is predicted reached,
+    early when nothing is left to try, and before a move that would not fit whole (pick, place, home)
+    in :data:`~r3.instructions.plan.MAX_PLAN_STEPS`. ``done()`` is a plan of its own, given when the
+    goal is seen reached: a prediction (an item that slips as the arm leaves) does not end an episode."""
+    chosen: list[tuple[Step, Plan | None]] = []
+    after_place, stuck = False, ""
+    while len(chosen) < plans.MAX_PLAN_STEPS:
+        drawn = dict(rng.bit_generator.state)  # the table spot a place draws, drawn again to predict it
+        step, serving = next_step(state, task, camera, refused, after_place, carrying, rng, spot)
+        action = step.action
+        stuck = step.why if action is None else ""
+        if (
+            action is None
+            or (action.type is ActionType.DONE and chosen)
+            or (action.type is ActionType.PICK and len(chosen) + 3 > plans.MAX_PLAN_STEPS)
+        ):
+            break
+        chosen.append((step, serving))
+        if action.type is ActionType.DONE:
+            break
+        where = None
+        if action.type is ActionType.PLACE:
+            dest = None if serving is None else _dest(serving.instruction)
+            again = np.random.default_rng()
+            again.bit_generator.state = drawn
+            where = floor_spot(action.label, dest, state, again, spot)
+            if where is None or camera.normalised_point(where) is None:
+                break  # no spot to predict from: plan again once this place is done
+        state = predict_step(state, action, where)
+        after_place, spot = action.type is ActionType.PLACE, 0
+        carrying = serving if action.type is ActionType.PICK else None
+    return chosen, stuck
+
+
+def write_plan_reasoning(
+    state: PackingState,
+    task: PackingTaskInstance,
+    stopped: int,
+    failed: SemanticAction | None,
+    outcome: str,
+    chosen: list[tuple[Step, Plan | None]],
+    stuck: str,
+    rng,
+) -> str:
+    """The reasoning of a plan answer: the scene, where the previous plan stopped and why, what is done
+    and left, and why each move of the new plan (all true of ``state``)."""
+    parts = _scene(state, rng)
+    if failed is not None:
+        parts.append(
+            f"My previous plan stopped at step {stopped}, {semantic.format_instruction(failed)}, which "
+            f"{outcome}; I plan again from what I see now."
+        )
+    done = [i for i in task.targets if task.packed(state, i)]
+    todo = [f"the {i} to the {t} tray" for i, t in task.targets.items() if not task.packed(state, i)]
+    if done:
+        parts.append(f"Already packed where the goal wants them: the {_names(done)}.")
+    if todo:
+        parts.append(f"Still to do: {'; '.join(todo)}.")
+    reasons = [s.why for s, _ in chosen if s.action.type is not ActionType.HOME]
+    if not chosen:
+        parts.append(f"{stuck[0].upper()}{stuck[1:]}. No plan I could make changes that, so I give none.")
+    else:
+        parts.append("Step by step: " + "; then ".join(reasons) + ".")
+        if chosen[-1][0].action.type is not ActionType.DONE:
+            parts.append("I will look again once these steps are carried out.")
     return " ".join(parts)
 
 

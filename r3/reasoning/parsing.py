@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 
 from r3.instructions.language_table import ParseError
+from r3.instructions.plan import PlanError
 from r3.instructions.semantic import ActionError
 from r3.instructions.tools import ToolCallError
 from r3.reasoning.prompts import ANSWER_HEADERS
@@ -35,9 +36,16 @@ GRAMMARS: dict[str, str] = {
     "language_table": "r3.instructions.language_table",
     "packing": "r3.instructions.packing",
 }
-#: The grammars of the interfaces whose answers are one call, whatever the suite: one ERR action
-#: (semantic) or one ZAP tool call (tools).
-CALL_GRAMMARS: dict[str, str] = {"semantic": "r3.instructions.semantic", "tools": "r3.instructions.tools"}
+#: The grammars of the interfaces whose answers are calls, whatever the suite: one ERR action
+#: (semantic), one ZAP tool call (tools) or one RoboGPT-R1 plan of numbered semantic actions (plan).
+CALL_GRAMMARS: dict[str, str] = {
+    "semantic": "r3.instructions.semantic",
+    "tools": "r3.instructions.tools",
+    "plan": "r3.instructions.plan",
+}
+#: The interfaces whose answer section runs to the end of the answer (a plan's numbered steps, one a
+#: line) rather than being its first line; their grammar judges every line and the length.
+MULTI_LINE_ANSWERS: tuple[str, ...] = ("plan",)
 #: Longer instruction lines are rejected before the grammar sees them (no instruction is this long).
 MAX_INSTRUCTION_CHARS = 300
 
@@ -112,9 +120,10 @@ def parse_response(
     """``text`` -> :class:`ParsedResponse` or :class:`ResponseError`; never raises.
 
     ``interface`` "instruction" reads the "Instruction:" section with the suite's grammar; "semantic"
-    reads the "Action:" section with the semantic action grammar (:mod:`r3.instructions.semantic`) and
-    "tools" the "Tool call:" section with the tool grammar (:mod:`r3.instructions.tools`), whose
-    refusals name their kind ("invalid_point: ...", "out_of_range: ..."). Every other rule is the same.
+    reads the "Action:" section with the semantic action grammar (:mod:`r3.instructions.semantic`),
+    "tools" the "Tool call:" section with the tool grammar (:mod:`r3.instructions.tools`) and "plan" the
+    "Plan:" section, every line of it to the end, with the plan grammar (:mod:`r3.instructions.plan`);
+    their refusals name their kind ("invalid_point: ...", "bad_step: ..."). Every other rule is the same.
 
     ``mode`` "reason" requires non-empty reasoning before the instruction; "instruction_only"
     does not. ``finish_reason`` "length" (the generation ran out of tokens) makes the answer
@@ -153,10 +162,17 @@ def parse_response(
         )
     lines = text[headers[0].end() :].splitlines()
     first = next((i for i, ln in enumerate(lines) if ln.strip(_WRAPPERS)), len(lines))
-    instruction_text = _clean_instruction(lines[first] if lines[first:] else "")
+    multi_line = interface in MULTI_LINE_ANSWERS
+    if multi_line:
+        body = lines[first:]
+        while body and _is_filler(body[-1]):  # a closing fence or emphasis line, as after one line
+            body.pop()
+        instruction_text, trailing = "\n".join(body).strip(), ""
+    else:
+        instruction_text = _clean_instruction(lines[first] if lines[first:] else "")
+        trailing = "\n".join(lines[first + 1 :])
     if not instruction_text:
         return ResponseError(ErrorKind.NO_INSTRUCTION, f"the '{header}' section is empty", text, reasoning)
-    trailing = "\n".join(lines[first + 1 :])
     if not _is_filler(trailing):
         return ResponseError(
             ErrorKind.TRAILING_TEXT,
@@ -169,7 +185,7 @@ def parse_response(
         return ResponseError(
             ErrorKind.EMPTY_REASONING, "no reasoning before the instruction", text, "", instruction_text
         )
-    if len(instruction_text) > MAX_INSTRUCTION_CHARS:
+    if not multi_line and len(instruction_text) > MAX_INSTRUCTION_CHARS:
         return ResponseError(
             ErrorKind.INSTRUCTION_OUTSIDE_GRAMMAR,
             f"instruction is {len(instruction_text)} characters long (at most {MAX_INSTRUCTION_CHARS})",
@@ -191,7 +207,7 @@ def parse_response(
     if isinstance(instruction, ParseError):
         reason = (
             f"{instruction.kind.value}: {instruction.reason}"
-            if isinstance(instruction, ActionError | ToolCallError)
+            if isinstance(instruction, ActionError | ToolCallError | PlanError)
             else instruction.reason
         )
         return ResponseError(ErrorKind.INSTRUCTION_OUTSIDE_GRAMMAR, reason, text, reasoning, instruction_text)

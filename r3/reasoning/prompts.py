@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from r3.instructions.plan import MAX_PLAN_STEPS, split_plan_result
 from r3.instructions.semantic import split_result
 from r3.instructions.tools import split_observation
 from r3.safety.goals import check_interface
@@ -47,19 +48,29 @@ DEFAULT_VIEWS: dict[int, tuple[str, ...]] = {
 INSTRUCTION_HEADER = "Instruction:"
 REASONING_HEADER = "Reasoning:"
 #: How the reasoner acts: one instruction for the low-level policy (R^3), one semantic action call
-#: (ERR: pick / place / home / done with an image point) or one pose-tool call (ZAP: move_to,
-#: set_gripper, change_query, update_todo, done), each with its answer's header.
+#: (ERR: pick / place / home / done with an image point), one pose-tool call (ZAP: move_to,
+#: set_gripper, change_query, update_todo, done) or one plan of numbered semantic action calls
+#: (RoboGPT-R1), each with its answer's header.
 ANSWER_HEADERS: dict[str, str] = {
     "instruction": INSTRUCTION_HEADER,
     "semantic": "Action:",
     "tools": "Tool call:",
+    "plan": "Plan:",
 }
 INTERFACES: tuple[str, ...] = tuple(ANSWER_HEADERS)
+#: How many calls one answer may hold, where more than one (a plan's steps): the answer stage of a
+#: budgeted generation gets its token budget once per call.
+ANSWER_CALLS: dict[str, int] = {"plan": MAX_PLAN_STEPS}
 #: How each call interface splits a previous step into the answer and what came back (its result
-#: line, or its whole observation).
-CALL_SPLITTERS = {"semantic": split_result, "tools": split_observation}
+#: line, its whole observation, or its plan's result lines).
+CALL_SPLITTERS = {"semantic": split_result, "tools": split_observation, "plan": split_plan_result}
 #: What one answer of an interface is called in the prompt's words.
-ANSWER_WORDS: dict[str, str] = {"instruction": "instruction", "semantic": "action", "tools": "tool call"}
+ANSWER_WORDS: dict[str, str] = {
+    "instruction": "instruction",
+    "semantic": "action",
+    "tools": "tool call",
+    "plan": "plan",
+}
 
 
 @dataclass
@@ -341,10 +352,7 @@ def _packing_text(inp: ReasonerInput) -> str:
 def _semantic_text(inp: ReasonerInput) -> str:
     """The packing prompt for the semantic interface: one ERR action call per answer, with a point in
     the base view; the history carries what came of the previous action."""
-    from r3.instructions.semantic import POINT_MAX
-
     reason = inp.mode == "reason"
-    items, _ = _packing_vocabulary()
     parts = _packing_opening(
         inp,
         "You control a robot arm that packs groceries into trays, a task of many steps. You act through "
@@ -359,44 +367,97 @@ def _semantic_text(inp: ReasonerInput) -> str:
         previous_response="your own answer from the previous step, and what came of its action",
         previous_answer="the action you gave at the previous step, and what came of it",
     )
+    parts.append("\n".join(_semantic_actions("Write the action as one of these calls:")))
+    if reason:
+        parts.append(_reasoning_rules(image_word="images", history=inp.history, act="action"))
+    parts.append(_answer_format(reason, ANSWER_HEADERS["semantic"], "action"))
+    return "\n\n".join(parts)
+
+
+def _semantic_actions(lead: str) -> list[str]:
+    """The semantic actions, their point convention and notes: the semantic and plan prompts' list."""
+    from r3.instructions.semantic import POINT_MAX
+
+    items, _ = _packing_vocabulary()
+    return [
+        "## Actions the robot can carry out",
+        lead,
+        (
+            "- pick(<item>, [x, y]): grasp <item>; [x, y] is a point on that item. "
+            'For example: "pick(soup can, [412, 530])"'
+        ),
+        (
+            "- place(<item>, [x, y]): set down <item>, which the gripper must be holding; [x, y] is "
+            "the point on a tray floor or on the table where it goes. "
+            'For example: "place(soup can, [655, 380])"'
+        ),
+        "- home(): move the arm back to its rest pose, out of the camera's way.",
+        "- done(): the goal is reached; say it only when it is.",
+        (
+            "[x, y] is a point in image 1 (the base view): x from its left edge (0) to its right "
+            f"edge ({POINT_MAX}), y from its top edge (0) to its bottom edge ({POINT_MAX}); "
+            "both whole numbers."
+        ),
+        "<item> is one of: " + ", ".join(items) + ".",
+        "Notes:",
+        "- The examples only show the form; their points say nothing about the current scene.",
+        (
+            "- A point must show the thing the action is about: the item itself for pick, free "
+            "tray floor or table for place."
+        ),
+        (
+            "- An action that cannot be carried out reports why (for example no_object_at_point "
+            "or gripper_not_empty); look at the new images before you try again."
+        ),
+    ]
+
+
+# --- Grocery packing with multi-step plans (RoboGPT-R1) ---------------------------------------
+
+
+def _plan_text(inp: ReasonerInput) -> str:
+    """The packing prompt for the plan interface: one whole plan of semantic actions per answer, carried
+    out step by step until a step fails; the history carries what came of each step."""
+    reason = inp.mode == "reason"
+    parts = _packing_opening(
+        inp,
+        "You control a robot arm that packs groceries into trays, a task of many steps. Each answer is a "
+        "whole plan: a numbered list of semantic actions that the robot carries out in order. It stops at "
+        "the first step that fails, and the next step shows you what each step did and where the plan "
+        "stopped, so you can plan again from there. "
+        + (
+            "Study the current images, reason honestly about what you can actually see, and finish with "
+            "one plan."
+            if reason
+            else "Study the current images and give one plan."
+        ),
+        previous_response="your own answer from the previous step, and what came of each step of its plan",
+        previous_answer="the plan you gave at the previous step, and what came of each of its steps",
+    )
+    parts.append("\n".join(_semantic_actions("Each step is one of these calls:")))
     parts.append(
         "\n".join(
             [
-                "## Actions the robot can carry out",
-                "Write the action as one of these calls:",
+                "## How to write a plan",
+                f"- One step a line, numbered 1, 2, 3, ... with at most {MAX_PLAN_STEPS} steps. For example:",
+                "  1. pick(soup can, [412, 530])",
+                "  2. place(soup can, [655, 380])",
+                "  3. home()",
+                "- Points of later steps are where things will be once the earlier steps are done.",
                 (
-                    "- pick(<item>, [x, y]): grasp <item>; [x, y] is a point on that item. "
-                    'For example: "pick(soup can, [412, 530])"'
+                    "- End with done() only when the plan, carried out to the end, reaches the goal; nothing "
+                    "may follow done(). A plan that stops short of the goal is fine: you plan again after it."
                 ),
                 (
-                    "- place(<item>, [x, y]): set down <item>, which the gripper must be holding; [x, y] is "
-                    "the point on a tray floor or on the table where it goes. "
-                    'For example: "place(soup can, [655, 380])"'
-                ),
-                "- home(): move the arm back to its rest pose, out of the camera's way.",
-                "- done(): the goal is reached; say it only when it is.",
-                (
-                    "[x, y] is a point in image 1 (the base view): x from its left edge (0) to its right "
-                    f"edge ({POINT_MAX}), y from its top edge (0) to its bottom edge ({POINT_MAX}); "
-                    "both whole numbers."
-                ),
-                "<item> is one of: " + ", ".join(items) + ".",
-                "Notes:",
-                "- The examples only show the form; their points say nothing about the current scene.",
-                (
-                    "- A point must show the thing the action is about: the item itself for pick, free "
-                    "tray floor or table for place."
-                ),
-                (
-                    "- An action that cannot be carried out reports why (for example no_object_at_point "
-                    "or gripper_not_empty); look at the new images before you try again."
+                    "- Write nothing but numbered steps after the plan's header; a plan with any other line "
+                    "is refused as a whole and nothing moves."
                 ),
             ]
         )
     )
     if reason:
-        parts.append(_reasoning_rules(image_word="images", history=inp.history, act="action"))
-    parts.append(_answer_format(reason, ANSWER_HEADERS["semantic"], "action"))
+        parts.append(_reasoning_rules(image_word="images", history=inp.history, act="plan"))
+    parts.append(_answer_format(reason, ANSWER_HEADERS["plan"], "plan"))
     return "\n\n".join(parts)
 
 
@@ -574,9 +635,8 @@ _BUILDERS = {"language_table": _language_table_text, "packing": _packing_text}
 
 def prompt_text(inp: ReasonerInput) -> str:
     """The text part of the prompt for ``inp`` (images are separate chat content items)."""
-    if inp.interface == "semantic":
-        return _semantic_text(inp)
-    return _tools_text(inp) if inp.interface == "tools" else _BUILDERS[inp.suite](inp)
+    interface_builders = {"semantic": _semantic_text, "tools": _tools_text, "plan": _plan_text}
+    return interface_builders.get(inp.interface, _BUILDERS[inp.suite])(inp)
 
 
 def build_messages(inp: ReasonerInput) -> list[dict]:

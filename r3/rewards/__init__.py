@@ -6,7 +6,7 @@ ROS-free. The simulator (MuJoCo) loads only when a semantic judgement first need
   semantic tier verified by executing both instructions in the simulator (:mod:`.semantic`).
 - :class:`VLMJudge`: the same rubric asked of an OpenAI-compatible VLM, for real-robot data.
 - :func:`exact_match`, :func:`length_penalty`, :func:`lcs_reward`, :func:`plan_format_reward`,
-  :func:`plan_reward`: unscaled reward terms.
+  :func:`plan_reward`: unscaled reward terms (the packing plan interface's in :mod:`.plan`).
 - :class:`RewardComposer` and the TRL reward functions (:mod:`.functions`).
 """
 
@@ -14,6 +14,8 @@ from r3.rewards.functions import (
     ComposedReward,
     JudgeReward,
     LengthPenaltyReward,
+    PackingPlanFormatReward,
+    PackingPlanLCSReward,
     PlanFormatReward,
     PlanLCSReward,
     RewardComposer,
@@ -37,6 +39,8 @@ __all__ = [
     "JudgeReward",
     "LengthPenaltyReward",
     "OutcomeSimulator",
+    "PackingPlanFormatReward",
+    "PackingPlanLCSReward",
     "PlanFormatReward",
     "PlanLCSReward",
     "RewardComposer",

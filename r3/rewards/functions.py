@@ -18,7 +18,15 @@ JudgeReward         ``expert_instruction`` (str), optional ``suite`` (default
 LengthPenaltyReward none
 PlanFormatReward    ``action_dictionary`` ({id: name}, str ids accepted)
 PlanLCSReward       ``reference_plan`` (list of action names)
+PackingPlanFormat-  ``action_dictionary`` (list of action names: ``pick(<item>)``,
+Reward              ``place(<item>)``, ``home()``, ``done()``; see
+                    ``r3.rewards.plan.packing_action_dictionary``)
+PackingPlanLCS-     ``reference_plan`` (the packing expert's plan for the same scene, as action
+Reward              names: ``r3.rewards.plan.packing_plan_actions``)
 ==================  =====================================================================
+
+The packing plan rewards read the plan interface's answer ("Reasoning: ... Plan:" and numbered
+semantic action calls, ``r3.instructions.plan``).
 """
 
 from __future__ import annotations
@@ -30,7 +38,14 @@ from dataclasses import dataclass
 
 from r3.reasoning.parsing import ResponseError, parse_response
 from r3.rewards.judge import SUITES, RuleJudge
-from r3.rewards.plan import PLAN_WEIGHTS, plan_actions, plan_format_reward
+from r3.rewards.plan import (
+    PLAN_WEIGHTS,
+    packing_plan_answer_actions,
+    packing_plan_format_terms,
+    plan_actions,
+    plan_format_reward,
+    weighted_format,
+)
 from r3.rewards.terms import TARGET_WORDS, lcs_reward, length_penalty
 from r3.rewards.vlm import JudgeFailure, VLMJudge
 
@@ -201,6 +216,49 @@ class PlanLCSReward:
         return [lcs_reward(plan_actions(completion_text(c)), r) for c, r in zip(completions, references)]
 
 
+class PackingPlanFormatReward:
+    """RoboGPT-R1 format reward of a packing plan answer (:func:`r3.rewards.plan.packing_plan_format_terms`,
+    weighted as eq. 4).
+
+    >>> PackingPlanFormatReward()(["Reasoning: empty table.\\nPlan:\\n1. done()"],
+    ...                           action_dictionary=[["home()", "done()"]])
+    [1.0]
+    """
+
+    def __init__(self, name: str = "plan_format"):
+        self.__name__ = name
+
+    def __call__(self, completions, **kwargs) -> list[float | None]:
+        dictionaries = _column(kwargs, "action_dictionary", len(completions))
+        if any(d is None for d in dictionaries):
+            raise ValueError("PackingPlanFormatReward needs the 'action_dictionary' column")
+        return [
+            weighted_format(packing_plan_format_terms(completion_text(c), d))
+            for c, d in zip(completions, dictionaries)
+        ]
+
+
+class PackingPlanLCSReward:
+    """LCS of a packing plan answer's action names with ``reference_plan``, over the reference length.
+
+    >>> PackingPlanLCSReward()(["Reasoning: r\\nPlan:\\n1. pick(soup can, [5, 5])\\n2. home()"],
+    ...                        reference_plan=[["pick(soup can)", "place(soup can)", "home()", "done()"]])
+    [0.5]
+    """
+
+    def __init__(self, name: str = "plan_lcs"):
+        self.__name__ = name
+
+    def __call__(self, completions, **kwargs) -> list[float | None]:
+        references = _column(kwargs, "reference_plan", len(completions))
+        if any(r is None for r in references):
+            raise ValueError("PackingPlanLCSReward needs the 'reference_plan' column")
+        return [
+            lcs_reward(packing_plan_answer_actions(completion_text(c)), r)
+            for c, r in zip(completions, references)
+        ]
+
+
 @dataclass(frozen=True)
 class ComposedReward:
     """One sample's weighted total and its raw, unscaled terms (None: the sample is skipped)."""
@@ -281,9 +339,17 @@ def instruction_rewards(
     )
 
 
-def plan_rewards(weights: Mapping[str, float] | None = None) -> RewardComposer:
-    """RoboGPT-R1's plan reward, ``0.2 * format + 0.8 * LCS``, as named terms."""
+def plan_rewards(weights: Mapping[str, float] | None = None, answers: str = "json") -> RewardComposer:
+    """RoboGPT-R1's plan reward, ``0.2 * format + 0.8 * LCS``, as named terms: of JSON plans
+    (``answers`` "json") or of the packing cell's plan interface answers ("packing")."""
+    kinds = {
+        "json": (PlanFormatReward, PlanLCSReward),
+        "packing": (PackingPlanFormatReward, PackingPlanLCSReward),
+    }
+    if answers not in kinds:
+        raise ValueError(f"answers must be one of {', '.join(kinds)}, got {answers!r}")
+    fmt, lcs = kinds[answers]
     return RewardComposer(
-        {"plan_format": PlanFormatReward(), "plan_lcs": PlanLCSReward()},
+        {"plan_format": fmt(), "plan_lcs": lcs()},
         weights or {"plan_format": PLAN_WEIGHTS["format"], "plan_lcs": PLAN_WEIGHTS["lcs"]},
     )

@@ -1,7 +1,11 @@
 """Multi-step plan rewards after RoboGPT-R1 (section 3.4): format reward, LCS reward, their mix.
 
-Plan text format
-----------------
+Two plan texts are scored with the same weights: RoboGPT-R1's own JSON plan (below), and the packing
+cell's plan interface answer, "Reasoning: ... Plan:" with numbered semantic action calls
+(:mod:`r3.instructions.plan`; :func:`packing_plan_format_terms`).
+
+JSON plan text format
+---------------------
 A plan is one JSON object, optionally wrapped in a single Markdown code fence (```json ... ```),
 with exactly these four sections, in the order perception -> reasoning -> plan -> actions::
 
@@ -26,6 +30,11 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
+from r3.instructions.plan import MAX_PLAN_CHARS, MAX_PLAN_STEPS, PlanError, action_name, numbered_step
+from r3.instructions.plan import parse as parse_packing_plan
+from r3.instructions.semantic import ActionError, ActionErrorKind, ActionType, SemanticAction
+from r3.instructions.semantic import parse as parse_action
+from r3.reasoning.parsing import parse_response
 from r3.rewards.terms import lcs_reward, normalise_action
 
 #: Section name -> expected JSON type (the section reward checks presence and type).
@@ -115,8 +124,12 @@ def plan_format_reward(plan: str, action_dictionary: Mapping) -> float:
     >>> plan_format_reward("first I pick, then I place", {1: "pick up"})
     0.0
     """
-    terms = plan_format_terms(plan, action_dictionary)
-    return sum(FORMAT_WEIGHTS[k] * v for k, v in terms.items())
+    return weighted_format(plan_format_terms(plan, action_dictionary))
+
+
+def weighted_format(terms: Mapping[str, float]) -> float:
+    """``0.3 * section + 0.3 * type + 0.4 * validity`` (RoboGPT-R1 eq. 4), for either plan text."""
+    return sum(FORMAT_WEIGHTS[k] * terms[k] for k in FORMAT_WEIGHTS)
 
 
 def plan_actions(plan: str) -> list[str]:
@@ -140,3 +153,98 @@ def plan_reward(plan: str, reference_actions: Sequence[str], action_dictionary: 
     fmt = plan_format_reward(plan, action_dictionary)
     lcs = lcs_reward(plan_actions(plan), reference_actions)
     return PLAN_WEIGHTS["format"] * fmt + PLAN_WEIGHTS["lcs"] * lcs
+
+
+# --- The packing cell's plan answers -------------------------------------------------------------
+#: The sections of a plan answer (RoboGPT-R1's four fields, as the plan interface's prompt asks for
+#: them: the scene, reasoning and plan in words are the reasoning; the executable plan is the plan).
+PACKING_PLAN_SECTIONS = ("reasoning", "plan")
+#: Completions longer than this are not read at all (every term 0): ten times the longest plan.
+MAX_SCORED_CHARS = 10 * MAX_PLAN_CHARS
+
+
+def packing_action_dictionary(items: Sequence[str]) -> list[str]:
+    """The actions a scene admits, by name: pick and place of each of its ``items``, home and done
+    (the per-sample dictionary of the validity term; the scene's items change from sample to sample).
+
+    >>> packing_action_dictionary(["soup can"])
+    ['pick(soup can)', 'place(soup can)', 'home()', 'done()']
+    """
+    names = [f"{kind}({item})" for item in items for kind in ("pick", "place")]
+    return names + ["home()", "done()"]
+
+
+def packing_plan_actions(plan_text: str) -> list[str]:
+    """The action names (:func:`r3.instructions.plan.action_name`) of a canonical plan text, in order:
+    what a reference plan (the packing expert's for the same scene) is stored as."""
+    plan = parse_packing_plan(plan_text)
+    if isinstance(plan, PlanError):
+        raise ValueError(f"not a plan: {plan.reason}")  # noqa: TRY004 - a bad reference text, refused as such
+    return [action_name(a) for a in plan.steps]
+
+
+def _plan_section(answer: str) -> tuple[bool, str]:
+    """(reasoning present, the plan section's text) of an answer, read as the response parser reads it
+    (the section is "" when there is none, or more than one)."""
+    parsed = parse_response(answer, "packing", mode="reason", interface="plan")
+    return bool(parsed.reasoning.strip()), parsed.instruction_text
+
+
+def _steps(section: str) -> list[tuple[bool, SemanticAction | None]]:
+    """Per non-blank line of a plan section: whether it is a step the plan grammar could take, holding
+    one well-formed call (numbered one more than the numbered lines before it, within
+    :data:`~r3.instructions.plan.MAX_PLAN_STEPS`, not after a done(); its label possibly outside the
+    scene), and the action when it parses. A line of prose costs itself only; a second plan restarting
+    at 1, or steps past the limit, cost all their steps."""
+    out, numbered, ended = [], 0, False
+    for line in (ln for ln in section.splitlines() if ln.strip()):
+        step = numbered_step(line)
+        numbered += step is not None
+        in_place = step is not None and step[0] == numbered <= MAX_PLAN_STEPS and not ended
+        action = parse_action(step[1]) if in_place else None
+        well_formed = isinstance(action, SemanticAction) or (
+            isinstance(action, ActionError) and action.kind is ActionErrorKind.UNKNOWN_LABEL
+        )
+        action = action if isinstance(action, SemanticAction) else None
+        ended = ended or (action is not None and action.type is ActionType.DONE)
+        out.append((well_formed, action))
+    return out
+
+
+def packing_plan_format_terms(answer: str, action_dictionary: Sequence[str]) -> dict[str, float]:
+    """The three unscaled format checks of a plan answer (RoboGPT-R1 eq. 4-7, on our answer format).
+
+    ``section``: the share of :data:`PACKING_PLAN_SECTIONS` present and non-empty. ``type``: the share
+    of the plan section's lines that are a step numbered by its position holding one call of the
+    semantic grammar's form. ``validity``: the share of those lines whose action (its name without the
+    point) is in ``action_dictionary`` (:func:`packing_action_dictionary`). A line of prose, a second
+    plan, a step after done() count against ``type`` and ``validity``, as RoboGPT-R1's averages over
+    every step do.
+
+    >>> d = packing_action_dictionary(["soup can"])
+    >>> answer = "Reasoning: r\\nPlan:\\n1. pick(soup can, [1, 2])\\n2. pick(sugar box, [1, 2])"
+    >>> packing_plan_format_terms(answer, d)
+    {'section': 1.0, 'type': 1.0, 'validity': 0.5}
+    """
+    if not isinstance(answer, str) or len(answer) > MAX_SCORED_CHARS:
+        return {"section": 0.0, "type": 0.0, "validity": 0.0}
+    reasoning, section = _plan_section(answer)
+    sections = (reasoning + bool(section.strip())) / len(PACKING_PLAN_SECTIONS)
+    steps = _steps(section)
+    if not steps:
+        return {"section": sections, "type": 0.0, "validity": 0.0}
+    known = {normalise_action(n) for n in action_dictionary}
+    valid = [a is not None and normalise_action(action_name(a)) in known for _, a in steps]
+    return {
+        "section": sections,
+        "type": sum(ok for ok, _ in steps) / len(steps),
+        "validity": sum(valid) / len(steps),
+    }
+
+
+def packing_plan_answer_actions(answer: str) -> list[str]:
+    """The action names of the answer's plan section, in order: every line that is a step holding an
+    action that parses; [] without a readable plan section."""
+    if not isinstance(answer, str) or len(answer) > MAX_SCORED_CHARS:
+        return []
+    return [action_name(a) for _, a in _steps(_plan_section(answer)[1]) if a is not None]

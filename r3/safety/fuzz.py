@@ -464,8 +464,177 @@ TOOLS_CATEGORIES = {
     "garbage": _garbage,
     "huge": _tools_huge,
 }
+# --- the plan interface (one RoboGPT-R1 plan of numbered semantic actions after "Plan:") ------------
+
+
+def _valid_steps(rng: np.random.Generator, n: int | None = None) -> list[str]:
+    """``n`` (default 1-6) valid calls, done() at most as the last."""
+    n = int(rng.integers(1, 7)) if n is None else n
+    calls = []
+    while len(calls) < n:
+        call = _valid_action(rng)
+        if call != "done()" or len(calls) == n - 1:
+            calls.append(call)
+    return calls
+
+
+def _numbered(calls: list[str]) -> str:
+    return "\n".join(f"{i}. {c}" for i, c in enumerate(calls, 1))
+
+
+def _plan_answer(plan: str) -> str:
+    return f"Reasoning: the soup can is on the table.\nPlan:\n{plan}"
+
+
+def _valid_plan(rng: np.random.Generator) -> str:
+    return _numbered(_valid_steps(rng))
+
+
+def _plan_truncated(rng):
+    text = _plan_answer(_valid_plan(rng))
+    return text[: int(rng.integers(len("Reasoning: "), len(text) + 1))], "length"
+
+
+def _plan_bad_step(rng):
+    """A valid plan with one step replaced by a semantic answer's defect (a bad point, an unknown label,
+    two calls on one line, another form)."""
+    calls = _valid_steps(rng)
+    a, b = _valid_action(rng), _valid_action(rng)
+    kind = int(rng.integers(3))
+    if kind < 2:
+        bad = [_invalid_point, _unknown_label][kind](rng)[0].split("Action: ", 1)[1]
+    else:
+        forms = [
+            *(f"{a} {b}", f"{a}; {b}", f"{a}, {b}", f"{a}{a}", f"[{a}]", f"`{a}`"),
+            *("home", "home(now)", "done(True)", "fly()", "pick soup can"),
+            "Pack the soup can into the small tray.",
+        ]
+        bad = forms[int(rng.integers(len(forms)))]
+    calls[int(rng.integers(len(calls)))] = bad
+    return _plan_answer(_numbered(calls)), "stop"
+
+
+def _plan_numbering(rng):
+    calls = _valid_steps(rng, int(rng.integers(2, 6)))
+    numbers = list(range(1, len(calls) + 1))
+    k = int(rng.integers(len(numbers)))
+    numbers[k] = [0, numbers[k] + 1, numbers[k] + 7, numbers[k - 1] if k else 2][int(rng.integers(4))]
+    dot = [".", ")"][int(rng.integers(2))]
+    return _plan_answer("\n".join(f"{n}{dot} {c}" for n, c in zip(numbers, calls))), "stop"
+
+
+def _plan_two_plans(rng):
+    a, b = _valid_plan(rng), _valid_plan(rng)
+    forms = [
+        f"Reasoning: r.\nPlan:\n{a}\nPlan:\n{b}",
+        f"Reasoning: r.\nPlan:\n{a}\n\n{b}",
+        f"Plan:\n{a}\nReasoning: r.\nPlan:\n{b}",
+        f"Reasoning: r.\nPlan:\n{a}\nAlternative plan:\n{b}",
+        f"Reasoning: r.\nPlan:\n{a}\n\nPLAN: {b}",
+    ]
+    return forms[int(rng.integers(len(forms)))], "stop"
+
+
+def _plan_trailing(rng):
+    """A valid plan followed by prose on a line of its own (after any line break ``splitlines`` knows)."""
+    plan = _valid_plan(rng)
+    seps = ("\n", "\n\n", "\r\n", "\u2028", "\u2029", "\x0b", "\x0c", "\x85")
+    sep = seps[int(rng.integers(len(seps)))]
+    tail = ["Then check the tray.", "That should do it.", "Action: home()", "- home()", "\u200b", "Step 3"][
+        int(rng.integers(6))
+    ]
+    return _plan_answer(f"{plan}{sep}{tail}"), "stop"
+
+
+def _plan_prose_between(rng):
+    calls = _valid_steps(rng, int(rng.integers(2, 6)))
+    k = int(rng.integers(1, len(calls)))
+    prose = ["then", "Wait for the item to settle.", "* home()", "(optional)", "```"][int(rng.integers(5))]
+    lines = _numbered(calls).split("\n")
+    return _plan_answer("\n".join([*lines[:k], prose, *lines[k:]])), "stop"
+
+
+def _plan_too_many(rng):
+    from r3.instructions.plan import MAX_PLAN_STEPS
+
+    calls = [c for c in _valid_steps(rng, MAX_PLAN_STEPS + int(rng.integers(1, 6))) if c != "done()"]
+    while len(calls) <= MAX_PLAN_STEPS:
+        calls.append("home()")
+    return _plan_answer(_numbered(calls)), "stop"
+
+
+def _plan_after_done(rng):
+    calls = _valid_steps(rng, int(rng.integers(1, 4)))
+    calls = [c for c in calls if c != "done()"] + ["done()"] + _valid_steps(rng, int(rng.integers(1, 3)))
+    return _plan_answer(_numbered(calls)), "stop"
+
+
+def _plan_unicode(rng):
+    """Numbers, dots and parentheses that look like ASCII but are not, hidden characters inside steps."""
+    call = _valid_action(rng)
+    forms = [
+        f"\uff11. {call}",
+        f"\u0661. {call}",
+        f"1\uff0e {call}",
+        f"1. {call.replace('(', chr(0xFF08), 1)}",
+        f"1. {call.replace(')', chr(0x200B) + ')', 1)}",
+        f"1.\u200b{call}",
+        f"\u202e1. {call}",
+        f"1. {call}\x00",
+    ]
+    return _plan_answer(forms[int(rng.integers(len(forms)))]), "stop"
+
+
+def _plan_none(rng):
+    plan = _valid_plan(rng)
+    forms = [
+        "Reasoning: I am not sure what to do.",
+        f"Reasoning: r.\n{plan}",
+        "Reasoning: r.\nPlan:",
+        "Reasoning: r.\nPlan:\n\n   ",
+        f"Reasoning: r.\nAction: {_valid_action(rng)}",
+        "Reasoning: r.\nPlan: pick up the soup can and put it in the small tray",
+        f"Reasoning: r.\nPlan:\n- {_valid_action(rng)}",
+        f"Reasoning: r.\nPlan: {_valid_action(rng)}",
+        "",
+    ]
+    return forms[int(rng.integers(len(forms)))], "stop"
+
+
+def _plan_huge(rng):
+    letters = np.frombuffer(b"abcdefg ,.;[]", dtype=np.uint8)
+    blob = letters[rng.integers(0, len(letters), int(rng.integers(50_000, 200_000)))].tobytes().decode()
+    steps = "\n".join(f"{i}. home()" for i in range(1, int(rng.integers(1_000, 5_000))))
+    forms = [
+        _plan_answer(f"1. pick({blob}, [1, 2])"),
+        _plan_answer(f"{_valid_plan(rng)}\n{blob}"),
+        _plan_answer(steps),
+        f"Reasoning: {blob}",
+    ]
+    return forms[int(rng.integers(len(forms)))], "stop"
+
+
+PLAN_CATEGORIES = {
+    "truncated": _plan_truncated,
+    "bad_step": _plan_bad_step,
+    "numbering": _plan_numbering,
+    "two_plans": _plan_two_plans,
+    "trailing_prose": _plan_trailing,
+    "prose_between": _plan_prose_between,
+    "too_many_steps": _plan_too_many,
+    "step_after_done": _plan_after_done,
+    "unicode": _plan_unicode,
+    "no_plan": _plan_none,
+    "garbage": _garbage,
+    "huge": _plan_huge,
+}
 #: Interface -> its categories of invalid answers.
-INTERFACE_CATEGORIES = {"instruction": CATEGORIES, "semantic": SEMANTIC_CATEGORIES, "tools": TOOLS_CATEGORIES}
+INTERFACE_CATEGORIES = {
+    "instruction": CATEGORIES,
+    "semantic": SEMANTIC_CATEGORIES,
+    "tools": TOOLS_CATEGORIES,
+    "plan": PLAN_CATEGORIES,
+}
 
 
 def hostile_outputs(

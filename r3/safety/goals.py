@@ -14,12 +14,13 @@ import uuid
 
 SUITES = ("language_table", "packing")
 #: How a reasoner's answers can act, and the suites each acts on: one instruction for the suite's
-#: low-level policy (R^3), one semantic action call (ERR) or one pose-tool call (ZAP) on the
-#: packing workcell.
+#: low-level policy (R^3), one semantic action call (ERR), one pose-tool call (ZAP) or one plan of
+#: semantic action calls (RoboGPT-R1) on the packing workcell.
 INTERFACE_SUITES: dict[str, tuple[str, ...]] = {
     "instruction": SUITES,
     "semantic": ("packing",),
     "tools": ("packing",),
+    "plan": ("packing",),
 }
 #: numpy's and gymnasium's generators take non-negative seeds; int64 bounds the top.
 MAX_SEED = 2**63 - 1

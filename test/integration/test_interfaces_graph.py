@@ -26,6 +26,7 @@ R3 = [sys.executable, "-m", "r3.cli"]
 FIRST_CALLS = {
     "semantic": (4, r"pick\([a-z ]+, \[\d+, \d+\]\)"),  # pick, place, home, pick
     "tools": (6, r"update_todo\(items=\[.*\]\)|change_query\(queries=\[.*\]\)"),
+    "plan": (2, r"1\. pick\([a-z ]+, \[\d+, \d+\]\)(\n\d+\. .+)+"),
 }
 
 
@@ -69,7 +70,9 @@ def test_a_packing_episode_through_the_graph_matches_in_process(interface, tmp_p
     for topic, _, _, msg in read_messages(bag):
         by_topic.setdefault(topic, []).append(msg)
     outcomes = [o.outcome for o in by_topic[names.INSTRUCTION_OUTCOMES]]
-    assert outcomes == [s.outcome for s in expected.steps] and outcomes[0].startswith("Result: ")
+    assert outcomes == [s.outcome for s in expected.steps] and all(
+        o.split(": ")[0].endswith("esult") for o in outcomes
+    )
     steps = by_topic[names.REASONER_STEPS]
     assert steps[1].history == f"{instructions[0]}\n{outcomes[0]}"  # the result line reached the model
 

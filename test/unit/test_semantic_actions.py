@@ -249,7 +249,7 @@ def test_the_semantic_interface_is_for_the_packing_workcell():
     with pytest.raises(ValueError, match="acts on packing, not .language_table."):
         ReasonerInput("language_table", "goal", [IMAGE], interface="semantic")
     with pytest.raises(ValueError, match="interface"):
-        ReasonerInput("packing", "goal", [IMAGE], interface="plan")
+        ReasonerInput("packing", "goal", [IMAGE], interface="telepathy")
 
 
 class Budgeted(ReasonerBackend):

@@ -127,7 +127,7 @@ def test_the_instruction_interface_keeps_its_suite(cell):
     )
     assert PackingSuite.interface == "instruction" and SemanticPackingSuite.interface == "semantic"
     with pytest.raises(ValueError, match="unknown interface"):
-        run_packing_episode("4", 0, backend, cell=cell, render=False, interface="plan")
+        run_packing_episode("4", 0, backend, cell=cell, render=False, interface="telepathy")
 
 
 def test_the_demo_cli_chooses_the_interface(tmp_path, capsys):
@@ -137,7 +137,7 @@ def test_the_demo_cli_chooses_the_interface(tmp_path, capsys):
 
     with pytest.raises(SystemExit):
         demo_main(["--help"])
-    assert "--interface {instruction,semantic,tools}" in capsys.readouterr().out
+    assert "--interface {instruction,semantic,tools,plan}" in capsys.readouterr().out
     assert demo_main(["--interface", "semantic", "--video", "none", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     assert "task 4 seed 0: success after" in printed and "  Action: pick(" in printed
@@ -195,5 +195,5 @@ def test_the_cell_carries_out_a_hostile_text_as_a_refusal_that_moves_nothing(cel
     done = cell.carry_out("semantic", "pick(soup can, [1, 2]); home()", np.random.default_rng(0))
     assert done.error.startswith("rejected: ") and done.control_steps == 0
     assert done.outcome.startswith("Result: refused (") and cell.env.snapshot() == before
-    with pytest.raises(ValueError, match="no 'plan' answers"):
-        cell.carry_out("plan", "home()", np.random.default_rng(0))
+    with pytest.raises(ValueError, match="no 'telepathy' answers"):
+        cell.carry_out("telepathy", "home()", np.random.default_rng(0))

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from r3.reasoning.prompts import ANSWER_HEADERS, ReasonerInput, build_messages
+from r3.reasoning.prompts import ANSWER_CALLS, ANSWER_HEADERS, ReasonerInput, build_messages
 
 OnText = Callable[[str], None]
 
@@ -154,7 +154,8 @@ class ReasonerBackend(ABC):
         prefix += header
         if on_text is not None:
             on_text(prefix[len(prefix) - len(header) - (1 if n > 0 else 0) :])
-        second = self._generate(messages, prefix, budget.instruction_tokens, None, on_text)
+        answer_tokens = budget.instruction_tokens * ANSWER_CALLS.get(inp.interface, 1)  # a plan: per step
+        second = self._generate(messages, prefix, answer_tokens, None, on_text)
         return BackendOutput(
             raw_text=prefix + second.text,
             finish_reason=second.finish_reason,

@@ -1,7 +1,7 @@
 """``r3 packing demo``: one in-process packing episode (no ROS), like ``r3 sim demo`` for Language Table.
 
-It prints every decision step (reasoning, instruction, semantic action or tool call, what executing it
-did, the observation a tool call returns) and
+It prints every decision step (reasoning, instruction, semantic action, tool call or plan, what executing
+it did, the observation a tool call returns) and
 writes into ``--out`` a video of the arm's motion (base camera, captioned with the step and the
 instruction) and ``summary.json``. ``--interface`` chooses how the reasoner acts, and with it the
 suite adapter of the loop (``r3.packing_episode.SUITE_ADAPTERS``). Success tables over the held-out
@@ -16,19 +16,27 @@ import sys
 import textwrap
 from pathlib import Path
 
-from r3.packing_episode import GROUNDINGS, MAX_ACTIONS, MAX_DECISIONS, MAX_TOOL_CALLS, SUITE_ADAPTERS
+from r3.packing_episode import (
+    GROUNDINGS,
+    MAX_ACTIONS,
+    MAX_DECISIONS,
+    MAX_PLANS,
+    MAX_TOOL_CALLS,
+    SUITE_ADAPTERS,
+)
 from r3.reasoning.prompts import ANSWER_HEADERS
 
 WRAP = 100
 #: What the episode's steps are called in the last line, per interface.
-STEP_WORDS = {"instruction": "instructions", "semantic": "actions", "tools": "tool calls"}
+STEP_WORDS = {"instruction": "instructions", "semantic": "actions", "tools": "tool calls", "plan": "plans"}
 
 
 def _print_step(step, interface: str) -> None:
     print(f"\n== step {step.step} " + "=" * 60)
     if step.reasoning:
         print(textwrap.fill(step.reasoning, WRAP, initial_indent="  ", subsequent_indent="  "))
-    print(f"  {ANSWER_HEADERS[interface]} {step.instruction or '(invalid answer, no motion)'}")
+    answer = textwrap.indent(step.instruction, "    ").lstrip()  # a plan's later steps under its first
+    print(f"  {ANSWER_HEADERS[interface]} {answer or '(invalid answer, no motion)'}")
     if step.outcome:
         print(textwrap.indent(step.outcome, "  "))
     print(
@@ -69,14 +77,16 @@ def _parser() -> argparse.ArgumentParser:
         "each action's result is shown to the reasoner at the next step) or tools (one pose-tool call per "
         "step: move_to(x=, y=, z=, slot_yaw=[, tilt=, tilt_direction=]) in metres and degrees, "
         "set_gripper(opening=0..1), change_query(queries=[...]), update_todo(items=[...]) or done(), as "
-        "in ZAP; each call's observation is shown at the next step) (default: instruction)",
+        "in ZAP; each call's observation is shown at the next step) or plan (one numbered plan of "
+        "semantic actions per step, carried out until a step fails, as in RoboGPT-R1; what each step did "
+        "is shown at the next step, to plan again) (default: instruction)",
     )
     p.add_argument(
         "--max-steps",
         type=int,
         default=None,
         help=f"decision steps at most (default: {MAX_DECISIONS}; {MAX_ACTIONS} with --interface semantic, "
-        f"{MAX_TOOL_CALLS} with --interface tools)",
+        f"{MAX_TOOL_CALLS} with --interface tools, {MAX_PLANS} plans with --interface plan)",
     )
     p.add_argument(
         "--video", default="gif", choices=("gif", "mp4", "none"), help="episode video format (default: gif)"

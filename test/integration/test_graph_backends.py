@@ -89,6 +89,8 @@ REQUESTS: list[dict] = []
 class _Answering(BaseHTTPRequestHandler):
     """An OpenAI-compatible server that streams one fixed answer to every chat request."""
 
+    answer = KNOWN_VALID
+
     def log_message(self, *args) -> None:
         pass
 
@@ -119,7 +121,7 @@ class _Answering(BaseHTTPRequestHandler):
                 choices=[
                     {
                         "index": 0,
-                        "delta": {"role": "assistant", "content": KNOWN_VALID},
+                        "delta": {"role": "assistant", "content": self.answer},
                         "finish_reason": None,
                     }
                 ],
@@ -192,3 +194,62 @@ def test_a_backend_that_cannot_start_gives_one_error_line_and_no_motion(
     assert len(errors) == 1 and "r3_reasoner_node" in errors[0], result.stderr
     assert expected.format(tmp=tmp_path) in errors[0]
     assert not (tmp_path / "out" / "bags").exists()  # no episode started, nothing moved
+
+
+def _packing_tools_run(reasoner: str, out: Path, budget: int = -1) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "r3.cli", "run", "--quiet", "--suite", "packing", "--task", "4"]
+        + ["--seed", "0", "--interface", "tools", "--max-steps", "2", "--reasoning-budget", str(budget)]
+        + ["--video", "none", "--out", str(out), "--reasoner", reasoner],
+        capture_output=True,
+        text=True,
+        timeout=420,
+        check=False,
+    )
+
+
+def _assert_refused_and_still(bag: Path, kinds: set[str]) -> list[str]:
+    """Every step refused with one of ``kinds``, and the arm's joint states never changed."""
+    steps = [m for topic, _, _, m in read_messages(bag) if topic == names.REASONER_STEPS]
+    errors = [s.error for s in steps]
+    assert len(steps) == 2 and not any(s.valid for s in steps), errors
+    assert all(e.split(":")[0] in kinds for e in errors), errors
+    joints = {tuple(m.position) for topic, _, _, m in read_messages(bag) if topic == names.JOINT_STATES}
+    assert len(joints) == 1, "a refused tool call moved the arm"
+    return errors
+
+
+def test_openai_backend_on_the_tools_interface_refuses_random_calls(server, tmp_path):
+    """A real OpenAI-compatible server (`transformers serve`, a tiny random model) on the packing cell
+    with ZAP's tools: its random answers are refused with typed reasons and nothing moves (a random
+    model never stops, so its answer is refused as truncated before any grammar reads it)."""
+    from r3.instructions.tools import ToolErrorKind
+    from r3.reasoning.parsing import ErrorKind
+
+    url, model = server
+    result = _packing_tools_run(f"openai:{url},model={model}", tmp_path, budget=8)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (bag,) = [p for p in (tmp_path / "bags").iterdir() if p.is_dir()]
+    assert read_episode_info(bag).backend.startswith(model)
+    _assert_refused_and_still(bag, {k.value for k in ToolErrorKind} | {k.value for k in ErrorKind})
+
+
+class _AnsweringNaN(_Answering):
+    """The stand-in server with a tool call whose number is NaN."""
+
+    answer = "Reasoning: go above the can.\nTool call: move_to(x=nan, y=0.1, z=0.2, slot_yaw=0)"
+
+
+def test_a_tool_call_from_the_openai_backend_reaches_the_tool_grammar(tmp_path):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _AnsweringNaN)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = _packing_tools_run(
+            f"openai:http://127.0.0.1:{server.server_port}/v1,model=stand-in", tmp_path
+        )
+    finally:
+        server.shutdown()
+    assert result.returncode == 0, result.stdout + result.stderr
+    (bag,) = [p for p in (tmp_path / "bags").iterdir() if p.is_dir()]
+    errors = _assert_refused_and_still(bag, {"instruction_outside_grammar"})
+    assert all(e.startswith("instruction_outside_grammar: not_a_number: x='nan'") for e in errors), errors

@@ -67,6 +67,7 @@ class StoredEpisode:
     progress: float
     aborted: str
     folder: Path
+    instance: dict  # the task instance: goal, starting places and layout
     turns: list[Turn] = field(default_factory=list)
 
     @property
@@ -177,6 +178,7 @@ def load_episode(folder: str | Path) -> StoredEpisode:
         float(record["progress"]),
         record["aborted"],
         folder,
+        record["instance"],
         turns,
     )
 

@@ -135,3 +135,24 @@ def mine(
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return report
+
+
+def is_mined(path: str | Path) -> bool:
+    return (Path(path) / MANIFEST).is_file()
+
+
+def load_mined(path: str | Path, mode: str, thinking: bool, max_rows: int | None = None):
+    """The SFT rows of a mined dataset, as ``r3 train sft`` feeds them to TRL, and the checkpoint's
+    :class:`PromptSettings`. Raises ValueError when the folder holds no rows or was mined for another
+    answer mode (its completions would not match the prompts)."""
+    from datasets import load_from_disk
+
+    manifest = json.loads((Path(path) / MANIFEST).read_text())
+    if manifest["mode"] != mode:
+        raise ValueError(f"{path} was mined in mode {manifest['mode']!r}, the config says {mode!r}")
+    if not manifest["rows"]:
+        raise ValueError(f"{path}: the mined dataset has no rows (no successful episode)")
+    rows = load_from_disk(str(path)).select_columns(["prompt", "completion", "images"])
+    rows = rows.select(range(min(max_rows, len(rows)))) if max_rows else rows
+    rows = rows.map(lambda _: {"chat_template_kwargs": {"enable_thinking": thinking}})
+    return rows, PromptSettings(mode, manifest["history"], thinking)

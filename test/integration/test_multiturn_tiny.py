@@ -104,6 +104,42 @@ def test_turn_gspo_with_the_simulator_rewards_logs_every_term_and_saves(data):
     assert step.output.model_id == str(checkpoint)
 
 
+def test_mined_successes_train_by_sft_and_then_earn_simulator_rewards(data):
+    """ZAP's loop on a tiny scale: mine the stored successes, SFT on them through `r3 train sft`, then
+    turn-level GSPO from that checkpoint, whose answers are valid actions the simulator scores."""
+    from r3.data.mining import mine
+    from r3.train.config import SFTConfig
+    from r3.train.multiturn import run_turn_rl
+    from r3.train.sft import run_sft
+
+    report = mine(data["root"] / "episodes", data["root"] / "mined", mode="instruction_only")
+    assert report.rows > 4 and report.kept
+    sft = load_config(
+        CONFIGS / "sft_tiny_cpu.yaml",
+        SFTConfig,
+        {
+            "model": str(data["model"]),
+            "dataset": str(data["root"] / "mined"),
+            "output_dir": str(data["root"] / "mined_sft"),
+            "mode": "instruction_only",
+            "max_rows": 4,
+        },
+    )
+    checkpoint = run_sft(sft)
+    assert PromptSettings.load(checkpoint) == PromptSettings("instruction_only", "instruction", False)
+
+    cfg = _config(
+        data, "mined_rl", model=str(checkpoint), mode="instruction_only", max_rows=4, max_completion_length=32
+    )
+    final = run_turn_rl(cfg)
+    history = json.loads((final / "r3_train.json").read_text())["log_history"]
+    steps = [h for h in history if "rewards/validity/mean" in h]
+    print("\n" + "\n".join(f"{ {t: round(h[f'rewards/{t}/mean'], 3) for t in TURN_TERMS} }" for h in steps))
+    assert len(steps) == cfg.max_steps
+    assert max(h["rewards/validity/mean"] for h in steps) > -1  # some answers were valid actions
+    assert any(h["rewards/progress/mean"] != 0 for h in steps)  # and the simulator scored them
+
+
 class LowIdShare:
     """Toy reward a random model can learn fast: the share of completion tokens with id < ``limit``."""
 

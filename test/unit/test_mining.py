@@ -106,6 +106,23 @@ def test_mining_keeps_the_verified_successes_once_each(folder, tmp_path):
     assert manifest["rows"] == report.rows and "success" in manifest["rules"]
 
 
+def test_sft_reads_a_mined_folder_only_in_the_mode_it_was_mined_in(folder, tmp_path):
+    from r3.data.mining import load_mined
+
+    mine(folder, tmp_path / "sft", mode="instruction_only")
+    rows, prompt = load_mined(tmp_path / "sft", "instruction_only", False, max_rows=3)
+    assert len(rows) == 3 and set(rows.column_names) == {
+        "prompt",
+        "completion",
+        "images",
+        "chat_template_kwargs",
+    }
+    assert rows[0]["completion"][0]["content"][0]["text"].startswith("Action: ")
+    assert (prompt.mode, prompt.history) == ("instruction_only", "instruction")
+    with pytest.raises(ValueError, match="mined in mode 'instruction_only'"):
+        load_mined(tmp_path / "sft", "reason", False)
+
+
 def test_a_record_that_claims_a_success_the_state_does_not_show_is_rejected(folder, tmp_path, cell):
     import shutil
 

@@ -98,6 +98,9 @@ def prepare_turn_rl(cfg: RLConfig, rewards: RewardComposer | None = None):
     """Everything that can fail without a model. Returns (TRL rows, reward functions,
     ``trl.GRPOConfig`` keywords, the checkpoint's :class:`PromptSettings`)."""
     _, cuda = resolve_device(cfg.device)
+    unused = [k for k in ("splits", "history_file") if getattr(cfg, k) is not None]
+    if unused:
+        raise DatasetError(f"{unused}: single-step keys; turn rows come from stored episodes and take none")
     episodes, turns = open_turns(cfg.dataset, cfg.max_rows)
     wrong = sorted({e.interface for e in episodes} - {cfg.interface})
     if wrong:

@@ -167,6 +167,7 @@ def test_turn_gspo_raises_a_learnable_toy_reward(data):
         (["dataset=nowhere"], "episode folder not found"),
         (["rewards={judge: 1.0}"], "unknown term(s) ['judge'] for interface 'semantic'"),
         (["interface=tools"], "RL runs for the interfaces"),
+        (["splits=[T_M]"], "['splits']: single-step keys"),
     ],
 )
 def test_bad_turn_config_fails_before_any_model_loads(data, monkeypatch, capsys, extra, named):

@@ -5,6 +5,7 @@
 - :mod:`.rows`: dataset rows -> TRL rows, prompts built by :mod:`r3.reasoning.prompts`.
 - :mod:`.args`: every value that reaches ``trl.SFTConfig`` / ``trl.GRPOConfig``.
 - :mod:`.sft`, :mod:`.grpo`, :mod:`.impute`: the jobs; :mod:`.checkpoint`: loading and saving.
+- :mod:`.multiturn`: turn-level GSPO for the semantic interface (``interface: semantic``).
 
 ``r3 train sft|rl|impute --config FILE`` runs them (:mod:`.cli`); see docs/training.md.
 Importing this package loads neither torch nor TRL.

@@ -24,7 +24,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="job", required=True, metavar="JOB")
     helps = {
         "sft": "Stage I mid-training on TRL's SFTTrainer",
-        "rl": "Stage II single-step RL on TRL's GRPOTrainer (Dr. GRPO; GSPO by config)",
+        "rl": (
+            "Stage II RL on TRL's GRPOTrainer: single-step (Dr. GRPO; GSPO by config), or turn-level "
+            "GSPO from stored episodes (interface: semantic)"
+        ),
         "impute": "sample the mid-trained model to fill in missing previous-step reasoning for RL rows",
     }
     for job, help_text in helps.items():
@@ -88,8 +91,10 @@ def _check(job: str, cfg) -> int:
         rows, arguments, prompt = prepare_sft(cfg)
     elif job == "rl":
         from r3.train.grpo import prepare_rl
+        from r3.train.multiturn import prepare_turn_rl
 
-        rows, _, arguments, prompt = prepare_rl(cfg)
+        prepare = prepare_rl if cfg.interface == "instruction" else prepare_turn_rl
+        rows, _, arguments, prompt = prepare(cfg)
     else:
         from r3.train.rows import RL_COLUMNS, open_dataset
 
@@ -106,8 +111,9 @@ def _run(job: str, cfg):
         return {"checkpoint": run_sft(cfg)}
     if job == "rl":
         from r3.train.grpo import run_rl
+        from r3.train.multiturn import run_turn_rl
 
-        return {"checkpoint": run_rl(cfg)}
+        return {"checkpoint": (run_rl if cfg.interface == "instruction" else run_turn_rl)(cfg)}
     from r3.train.impute import run_impute
 
     return run_impute(cfg)

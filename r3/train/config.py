@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from r3.reasoning.prompts import MODES
+from r3.rewards.turn import TURN_TERMS
 
 
 class ConfigError(ValueError):
@@ -31,7 +32,12 @@ LOSS_TYPES = ("dr_grpo", "grpo", "dapo", "bnpo")
 SCALE_REWARDS = ("none", "group", "batch")
 IMPORTANCE_LEVELS = ("token", "sequence")
 VLLM_MODES = ("colocate", "server")
-REWARD_TERMS = ("judge", "length")
+#: The reward terms each action interface's RL job can weight: R^3's single-step terms for
+#: instructions, ERR's turn checkers for the semantic interface (:mod:`r3.rewards.turn`).
+REWARD_TERMS: dict[str, tuple[str, ...]] = {
+    "instruction": ("judge", "length"),
+    "semantic": TURN_TERMS,
+}
 
 
 def _check(ok: bool, message: str) -> None:
@@ -141,6 +147,11 @@ class RLConfig(_Common):
     ``prompts_per_step`` is Table 9's train batch size: prompts per optimizer step, each sampled
     ``num_generations`` times, so one step sees ``prompts_per_step * num_generations`` responses.
     ``rewards`` weights the named terms of :func:`r3.rewards.instruction_rewards`.
+
+    ``interface: semantic`` makes it multi-turn (:mod:`r3.train.multiturn`, ERR's turn-level GSPO):
+    ``dataset`` is then a folder of stored episodes (:mod:`r3.data.turns`), a row is one turn, and
+    ``rewards`` weights the turn terms of :mod:`r3.rewards.turn`, scored on ``sim_workers`` simulator
+    processes (0 or 1: in the trainer's process; ``ray_address``: Ray actors instead).
     """
 
     learning_rate: float = 2e-6
@@ -160,7 +171,11 @@ class RLConfig(_Common):
     importance_sampling_level: str = "token"  # "sequence" is GSPO
     num_iterations: int = 1
     mask_truncated_completions: bool = False
-    rewards: dict[str, float] = field(default_factory=lambda: {"judge": 1.0, "length": 1.0})
+    interface: str = "instruction"
+    rewards: dict[str, float] | None = None  # None: every term of the interface at weight 1
+    sim_workers: int = 0
+    ray_address: str | None = None
+    render_images: bool = True  # turn rows: render the views from each snapshot (False: blank images)
     length_target_words: int = 80
     history_file: str | None = None  # imputed previous-step context from `r3 train impute`
     use_vllm: bool = False
@@ -195,9 +210,20 @@ class RLConfig(_Common):
             ),
         )
         _check(self.num_iterations >= 1, f"num_iterations={self.num_iterations}: must be >= 1")
-        unknown = sorted(set(self.rewards) - set(REWARD_TERMS))
-        _check(not unknown, f"rewards: unknown term(s) {unknown}; expected some of {REWARD_TERMS}")
-        _check(bool(self.rewards), f"rewards: name at least one of {REWARD_TERMS}")
+        _check(
+            self.interface in REWARD_TERMS,
+            f"interface={self.interface!r}: RL runs for the interfaces {tuple(REWARD_TERMS)}",
+        )
+        terms = REWARD_TERMS[self.interface]
+        if self.rewards is None:
+            self.rewards = dict.fromkeys(terms, 1.0)
+        unknown = sorted(set(self.rewards) - set(terms))
+        _check(
+            not unknown,
+            f"rewards: unknown term(s) {unknown} for interface {self.interface!r}; expected some of {terms}",
+        )
+        _check(bool(self.rewards), f"rewards: name at least one of {terms}")
+        _check(self.sim_workers >= 0, f"sim_workers={self.sim_workers}: must be >= 0")
         _check(self.length_target_words >= 1, f"length_target_words={self.length_target_words}: must be >= 1")
         _check(self.vllm_mode in VLLM_MODES, f"vllm_mode={self.vllm_mode!r}: expected one of {VLLM_MODES}")
         _check(

@@ -105,6 +105,7 @@ def reasoner_input(
         history_text=row["history"] or "",
         history=row["history_kind"],
         step=int(row.get("step") or 0),
+        interface=row.get("interface") or "instruction",  # turn rows (r3.train.multiturn) carry theirs
     )
     return inp if prompt is None else prompt.apply(inp)
 

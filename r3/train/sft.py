@@ -1,17 +1,19 @@
 """Stage I mid-training on TRL's SFTTrainer: "Reasoning: ... Instruction: ..." given images, goal
 and history, loss on the response only. Successful and failed expert episodes alike (R^3 3.2).
 ``mode: instruction_only`` is R^3's imitation baseline: the same rows, the answer "Instruction: ..."
-alone. The checkpoint records how it was prompted (``r3_prompt.json``).
+alone. The checkpoint records how it was prompted (``r3_prompt.json``). A dataset folder written by
+:func:`r3.data.mining.mine` (successful multi-turn episodes, prompt-completion rows) trains as it is.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from r3.data.mining import is_mined, load_mined
 from r3.train.args import lora_config, sft_arguments, world_size
 from r3.train.checkpoint import load_model, resolve_device, save_final
 from r3.train.config import SFTConfig
-from r3.train.rows import SFT_COLUMNS, open_dataset, prompt_settings, sft_rows
+from r3.train.rows import SFT_COLUMNS, DatasetError, open_dataset, prompt_settings, sft_rows
 
 
 def prepare_sft(cfg: SFTConfig):
@@ -20,8 +22,14 @@ def prepare_sft(cfg: SFTConfig):
     Returns (TRL rows, ``trl.SFTConfig`` keywords, the checkpoint's :class:`PromptSettings`).
     """
     _, cuda = resolve_device(cfg.device)
-    table = open_dataset(cfg.dataset, cfg.splits, SFT_COLUMNS, cfg.max_rows)
     arguments = sft_arguments(cfg, world_size(), cuda)
+    if is_mined(cfg.dataset):  # a mined round of successful multi-turn episodes (r3.data.mining)
+        try:
+            rows, prompt = load_mined(cfg.dataset, cfg.mode, cfg.thinking, cfg.max_rows)
+        except ValueError as err:
+            raise DatasetError(str(err)) from None
+        return rows, arguments, prompt
+    table = open_dataset(cfg.dataset, cfg.splits, SFT_COLUMNS, cfg.max_rows)
     prompt = prompt_settings(table["history_kind"], cfg.mode, cfg.thinking)
     return sft_rows(table, prompt, cfg.reasoning_sentences), arguments, prompt
 

@@ -42,6 +42,7 @@ def test_every_benchmark_is_covered():
         "bench_language_table",
         "bench_packing",
         "bench_perception",
+        "bench_turn_rewards",
     }
 
 

@@ -1,0 +1,194 @@
+"""Multi-turn packing episodes on disk, and the turn records that training and mining read from them.
+
+An episode folder holds one in-process packing episode of a call interface (the semantic one first)::
+
+    ROOT/<episode_id>/episode.json   the trajectory's summary, the interface and history kind, per
+                                     step what the model was told of the previous step
+    ROOT/<episode_id>/step_000.npz   the env snapshot at each decision (``PackingEnv.snapshot()``)
+    ROOT/<episode_id>/final.npz      the snapshot after the last step, for re-checking the outcome
+
+A *turn record* is one decision step of such an episode: the snapshot to restore, the goal and note,
+the history the model saw at that turn, the action it gave (the expert's, for expert episodes) and
+its answer. Training builds prompts from it (:mod:`r3.train.multiturn`), mining keeps the turns of
+successful episodes (:mod:`r3.data.mining`), prefix-tree search branches from its snapshots
+(:mod:`r3.data.tree_search`). The ROS graph's bags hold Language Table episodes only, so packing
+turns come from in-process episodes (:func:`record_packing_episode`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+EPISODE_FILE = "episode.json"
+FINAL_SNAPSHOT = "final.npz"
+FORMAT = "r3-turn-episode/1"
+#: Interfaces whose episodes are stored as turns (one call per answer, its result in the next history).
+TURN_INTERFACES = ("semantic",)
+
+
+class EpisodeFolderError(ValueError):
+    """A folder that does not hold stored episodes; the message names the folder and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One decision step of a stored episode (see the module docstring)."""
+
+    episode_id: str
+    task: str
+    seed: int
+    goal: str
+    note: str
+    interface: str
+    history_kind: str
+    step: int
+    history: str  # what the model was told of the previous step ("" at the first)
+    snapshot: str  # path of the decision-time snapshot
+    raw_response: str
+    action: str  # the canonical call when the answer was valid, else ""
+    valid: bool
+    outcome: str  # the result line the next turn's history carries
+    progress: float  # the episode's progress after this turn
+
+    def snapshot_bytes(self) -> bytes:
+        return Path(self.snapshot).read_bytes()
+
+
+@dataclass(frozen=True)
+class StoredEpisode:
+    episode_id: str
+    task: str
+    seed: int
+    goal: str
+    interface: str
+    success: bool
+    progress: float
+    aborted: str
+    folder: Path
+    instance: dict  # the task instance: goal, starting places and layout
+    turns: list[Turn] = field(default_factory=list)
+
+    @property
+    def final_snapshot(self) -> Path:
+        return self.folder / FINAL_SNAPSHOT
+
+    @property
+    def actions(self) -> tuple[str, ...]:
+        return tuple(t.action for t in self.turns)
+
+
+def save_episode(
+    trajectory, final_snapshot: bytes, root: str | Path, episode_id: str, interface: str, history: str
+) -> Path:
+    """Write ``trajectory`` (an :class:`r3.episode_loop.Trajectory`) as ``root/episode_id``."""
+    if interface not in TURN_INTERFACES:
+        raise ValueError(f"interface {interface!r}: turns are stored for {TURN_INTERFACES}")
+    folder = Path(root) / episode_id
+    folder.mkdir(parents=True, exist_ok=True)
+    steps = []
+    for s in trajectory.steps:
+        name = f"step_{s.step:03d}.npz"
+        (folder / name).write_bytes(s.snapshot)
+        steps.append({**s.to_summary(), "history": s.history, "snapshot": name})
+    (folder / FINAL_SNAPSHOT).write_bytes(final_snapshot)
+    summary = {k: v for k, v in trajectory.to_summary().items() if k != "steps"}
+    record = {"format": FORMAT, "episode_id": episode_id, "interface": interface, "history": history}
+    record.update(summary, note=_note(trajectory.instance), steps=steps)
+    (folder / EPISODE_FILE).write_text(json.dumps(record, indent=1) + "\n")
+    return folder
+
+
+def _note(instance: dict) -> str:
+    from r3.tasks.packing.tasks import PackingTaskInstance
+
+    return PackingTaskInstance.from_dict(instance).note
+
+
+def record_packing_episode(
+    task: str,
+    seed: int,
+    backend,
+    root: str | Path,
+    *,
+    episode_id: str | None = None,
+    cell=None,
+    interface: str = "semantic",
+    history: str = "instruction",
+    max_steps: int | None = None,
+    rollout: int = 0,
+) -> Path:
+    """Run one in-process packing episode (:func:`r3.packing_episode.run_packing_episode`, rendering
+    off) and store it; returns its folder."""
+    from r3.packing_episode import PackingCell, run_packing_episode
+
+    cell = cell or PackingCell.build()
+    trajectory = run_packing_episode(
+        task,
+        seed,
+        backend,
+        cell=cell,
+        max_steps=max_steps,
+        history=history,
+        render=False,
+        rollout=rollout,
+        interface=interface,
+    )
+    name = episode_id or f"{interface}_task{task}_seed{seed}_r{rollout}"
+    return save_episode(trajectory, cell.env.snapshot(), root, name, interface, history)
+
+
+def load_episode(folder: str | Path) -> StoredEpisode:
+    folder = Path(folder)
+    path = folder / EPISODE_FILE
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise EpisodeFolderError(f"{folder}: no readable {EPISODE_FILE} ({err})") from None
+    if record.get("format") != FORMAT:
+        raise EpisodeFolderError(f"{path}: format {record.get('format')!r}, expected {FORMAT!r}")
+    turns = [
+        Turn(
+            episode_id=record["episode_id"],
+            task=str(record["task"]),
+            seed=int(record["seed"]),
+            goal=record["goal"],
+            note=record["note"],
+            interface=record["interface"],
+            history_kind=record["history"],
+            step=int(s["step"]),
+            history=s["history"],
+            snapshot=str(folder / s["snapshot"]),
+            raw_response=s["raw_response"],
+            action=s["instruction"],
+            valid=bool(s["valid"]),
+            outcome=s["outcome"],
+            progress=float(s["progress"]),
+        )
+        for s in record["steps"]
+    ]
+    return StoredEpisode(
+        record["episode_id"],
+        str(record["task"]),
+        int(record["seed"]),
+        record["goal"],
+        record["interface"],
+        bool(record["success"]),
+        float(record["progress"]),
+        record["aborted"],
+        folder,
+        record["instance"],
+        turns,
+    )
+
+
+def load_episodes(root: str | Path) -> list[StoredEpisode]:
+    """Every stored episode under ``root`` (one folder each, sorted by name)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise EpisodeFolderError(f"episode folder not found: {root}")
+    folders = sorted(p for p in root.iterdir() if (p / EPISODE_FILE).is_file())
+    if not folders:
+        raise EpisodeFolderError(f"{root}: no stored episodes (no */{EPISODE_FILE})")
+    return [load_episode(f) for f in folders]

@@ -1,0 +1,148 @@
+"""Stage II for the multi-turn interfaces: ERR's turn-level GSPO, action-grouped, on TRL's GRPOTrainer.
+
+A row is one turn of a stored episode (:mod:`r3.data.turns`): its decision-time snapshot, the goal,
+the history the model saw at that turn, and the prompt the reasoner would see there, built by
+:func:`r3.train.rows.prompt_messages` for the row's interface (so training and inference prompts
+cannot drift apart). TRL samples ``num_generations`` completions per row, so the K completions of a
+group share one snapshot: advantages compare actions taken from the same state (ERR's action-grouped
+turns). Each completion is scored by the turn terms of :mod:`r3.rewards.turn` (the snapshot restored
+in a simulator worker, the answer carried out by the packing cell, ERR's checkers read), which TRL
+logs one by one as ``rewards/<term>/mean``. The GSPO configs set ``importance_sampling_level:
+sequence`` (one length-normalised importance ratio and one clipping decision per completion).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from r3.data.turns import EpisodeFolderError, StoredEpisode, Turn, load_episodes
+from r3.episode_loop import BLANK_IMAGE
+from r3.reasoning.prompts import PromptSettings
+from r3.rewards.functions import RewardComposer
+from r3.rewards.turn import TurnSimulator, turn_rewards
+from r3.train.args import grpo_arguments, lora_config, world_size
+from r3.train.checkpoint import load_model, resolve_device, save_final
+from r3.train.config import RLConfig
+from r3.train.rows import DatasetError, prompt_messages, prompt_settings
+
+#: The packing prompt shows the base and the wrist view.
+VIEWS = 2
+
+
+def turn_row(turn: Turn, prompt: PromptSettings, images: list) -> dict:
+    """One TRL row for ``turn``: prompt messages (image placeholders), its ``images``, and the columns
+    the turn reward reads (``snapshot``) or logs carry."""
+    source = {
+        "suite": "packing",
+        "goal": turn.goal,
+        "images": [None] * VIEWS,
+        "note": turn.note,
+        "history": turn.history,
+        "history_kind": turn.history_kind,
+        "step": turn.step,
+        "interface": turn.interface,
+    }
+    return {
+        "prompt": prompt_messages(source, prompt),
+        "images": images,
+        "snapshot": turn.snapshot,
+        "expert_action": turn.action,
+        "episode_id": turn.episode_id,
+        "task": turn.task,
+        "step": turn.step,
+    }
+
+
+def turn_images(turns: list[Turn]) -> list[list]:
+    """The base and wrist views at each turn, rendered from its snapshot (as the suite shows them)."""
+    from r3.packing_episode import PackingCell
+
+    cell = PackingCell.build()
+    out = []
+    for turn in turns:
+        cell.env.restore(turn.snapshot_bytes())
+        out.append(cell.images(True))
+    return out
+
+
+def open_turns(path: str | Path, max_rows: int | None = None) -> tuple[list[StoredEpisode], list[Turn]]:
+    """The stored episodes under ``path`` and their turns (the first ``max_rows``); a folder that holds
+    none is a :class:`DatasetError`, so a bad config fails before any model loads."""
+    try:
+        episodes = load_episodes(path)
+    except EpisodeFolderError as err:
+        raise DatasetError(str(err)) from None
+    turns = [t for e in episodes for t in e.turns]
+    if not turns:
+        raise DatasetError(f"{path}: the stored episodes have no turns")
+    return episodes, turns[:max_rows] if max_rows else turns
+
+
+def turn_dataset(turns: list[Turn], prompt: PromptSettings, render: bool = False):
+    """TRL prompt-only rows (``datasets.Dataset``) for ``turns``."""
+    from datasets import Dataset, Image, Sequence
+    from PIL import Image as PILImage
+
+    images = turn_images(turns) if render else [[BLANK_IMAGE] * VIEWS] * len(turns)
+    rows = [turn_row(t, prompt, [PILImage.fromarray(a) for a in i]) for t, i in zip(turns, images)]
+    return Dataset.from_list(rows).cast_column("images", Sequence(Image()))
+
+
+def turn_reward_terms(cfg: RLConfig) -> RewardComposer:
+    """The configured turn terms with their weights, on one shared simulator."""
+    simulator = TurnSimulator(cfg.interface, workers=cfg.sim_workers, ray_address=cfg.ray_address)
+    return turn_rewards(simulator, cfg.rewards, cfg.mode)
+
+
+def prepare_turn_rl(cfg: RLConfig, rewards: RewardComposer | None = None):
+    """Everything that can fail without a model. Returns (TRL rows, reward functions,
+    ``trl.GRPOConfig`` keywords, the checkpoint's :class:`PromptSettings`)."""
+    _, cuda = resolve_device(cfg.device)
+    unused = [k for k in ("splits", "history_file") if getattr(cfg, k) is not None]
+    if unused:
+        raise DatasetError(f"{unused}: single-step keys; turn rows come from stored episodes and take none")
+    episodes, turns = open_turns(cfg.dataset, cfg.max_rows)
+    wrong = sorted({e.interface for e in episodes} - {cfg.interface})
+    if wrong:
+        raise DatasetError(
+            f"{cfg.dataset}: episodes of interface(s) {wrong}, the config says {cfg.interface!r}"
+        )
+    prompt = prompt_settings([t.history_kind for t in turns], cfg.mode, cfg.thinking)
+    rewards = rewards or turn_reward_terms(cfg)
+    arguments = grpo_arguments(cfg, world_size(), cuda, rewards.trl_reward_weights())
+    return turn_dataset(turns, prompt, cfg.render_images), rewards.trl_reward_funcs(), arguments, prompt
+
+
+def run_turn_rl(cfg: RLConfig, rewards: RewardComposer | None = None) -> Path:
+    """Train and save the final checkpoint to ``cfg.output_dir``/final; returns its path.
+
+    ``rewards`` replaces the configured terms (tests use a toy term that a tiny model can learn).
+    """
+    from trl import GRPOConfig, GRPOTrainer
+
+    rows, funcs, arguments, prompt = prepare_turn_rl(cfg, rewards)
+    processor, model = load_model(cfg.model)
+    trainer = GRPOTrainer(
+        model=model,
+        args=GRPOConfig(**arguments),
+        train_dataset=rows,
+        processing_class=processor,
+        reward_funcs=funcs,
+        peft_config=lora_config(cfg.lora),
+    )
+    try:
+        trainer.train()
+    finally:
+        for fn in funcs:
+            if hasattr(fn, "simulator"):
+                fn.simulator.close()
+    info = {
+        "stage": "rl",
+        "interface": cfg.interface,
+        "base_model": cfg.model,
+        "dataset": cfg.dataset,
+        "rows": len(rows),
+        "log_history": trainer.state.log_history,
+    }
+    merge = cfg.lora is not None and cfg.lora.merge
+    return save_final(trainer, processor, cfg.model, Path(cfg.output_dir) / "final", info, merge, prompt)

@@ -1,0 +1,161 @@
+"""ZAP's data engine on the semantic packing cell: mining keeps the verified successes of a folder of
+expert and perturbed-expert episodes (deduplicated), and prefix-tree search finds a success, from a
+branched snapshot, on a goal that a scripted policy fails from the start."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+
+import pytest
+
+from r3.data.mining import MANIFEST, mine, verified_success
+from r3.data.tree_search import prefix_tree_search
+from r3.data.turns import EPISODE_FILE, load_episode, load_episodes, record_packing_episode
+from r3.packing_episode import PackingCell
+from r3.reasoning.backends import make_backend
+from r3.reasoning.backends.base import ReasonerBackend
+from r3.reasoning.parsing import parse_response
+
+
+class Perturbed(ReasonerBackend):
+    """The expert with its answers edited by ``edit(step, text) -> text``."""
+
+    def __init__(self, edit, name: str):
+        self.inner, self.edit, self.model_id = make_backend("expert"), edit, name
+
+    def _generate(self, *args):
+        raise AssertionError("not used")
+
+    def decide(self, inp, budget, on_text=None):
+        out = self.inner.decide(inp, budget, on_text)
+        return replace(out, raw_text=self.edit(inp.step, out.raw_text))
+
+
+def at_step(step: int, action: str):
+    return lambda s, text: f"Reasoning: scripted.\nAction: {action}" if s == step else text
+
+
+def misses(item: str):
+    """Every pick of ``item`` aims at the image corner, where nothing can be grasped."""
+    return lambda s, text: re.sub(rf"pick\({item}, \[\d+, \d+\]\)", f"pick({item}, [0, 0])", text)
+
+
+@pytest.fixture(scope="module")
+def cell():
+    return PackingCell.build()
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory, cell):
+    """Expert episodes (one recorded twice), and perturbed ones: one that still succeeds by another
+    path, two that fail."""
+    root = tmp_path_factory.mktemp("mining") / "episodes"
+    expert = make_backend("expert")
+    record_packing_episode("1", 0, expert, root, episode_id="a_expert_1", cell=cell)
+    record_packing_episode("1", 0, expert, root, episode_id="b_expert_1_again", cell=cell)
+    record_packing_episode("7", 0, expert, root, episode_id="c_expert_7", cell=cell)
+    record_packing_episode(
+        "1", 0, Perturbed(at_step(0, "home()"), "home_first"), root, episode_id="d_home_first", cell=cell
+    )
+    record_packing_episode(
+        "7", 0, Perturbed(at_step(1, "done()"), "early_done"), root, episode_id="e_early_done", cell=cell
+    )
+    record_packing_episode(
+        "1",
+        0,
+        Perturbed(misses("foam brick"), "miss"),
+        root,
+        episode_id="f_misses",
+        cell=cell,
+        max_steps=12,
+    )
+    return root
+
+
+def test_the_folder_holds_what_the_fixture_says(folder):
+    episodes = {e.episode_id: e for e in load_episodes(folder)}
+    assert [episodes[k].success for k in sorted(episodes)] == [True, True, True, True, False, False]
+    assert episodes["a_expert_1"].actions == episodes["b_expert_1_again"].actions
+    assert episodes["d_home_first"].actions[0] == "home()"
+    assert episodes["d_home_first"].actions != episodes["a_expert_1"].actions
+
+
+def test_mining_keeps_the_verified_successes_once_each(folder, tmp_path):
+    from datasets import load_from_disk
+
+    report = mine(folder, tmp_path / "sft")
+    assert report.episodes == 6 and report.successful == 4 and report.duplicates == 1
+    assert report.kept == ["a_expert_1", "c_expert_7", "d_home_first"]
+    assert report.rejected == {"failed": 2}
+    episodes = {e.episode_id: e for e in load_episodes(folder)}
+    expected_rows = sum(len(episodes[k].turns) for k in report.kept) - report.dropped_turns
+    rows = load_from_disk(str(tmp_path / "sft"))
+    assert len(rows) == report.rows == expected_rows
+    assert set(rows["episode_id"]) == set(report.kept)
+    for row in rows:
+        turn = episodes[row["episode_id"]].turns[row["step"]]
+        target = row["completion"][0]["content"][0]["text"]
+        parsed = parse_response(target, "packing", interface="semantic")
+        assert parsed.instruction_text == turn.action and target.startswith("Reasoning: ")
+        text = row["prompt"][0]["content"][-1]["text"]
+        assert turn.goal in text and "pick(<item>, [x, y])" in text
+        assert (turn.history or "None: this is the first step.") in text
+    manifest = json.loads((tmp_path / "sft" / MANIFEST).read_text())
+    assert manifest["rows"] == report.rows and "success" in manifest["rules"]
+
+
+def test_sft_reads_a_mined_folder_only_in_the_mode_it_was_mined_in(folder, tmp_path):
+    from r3.data.mining import load_mined
+
+    mine(folder, tmp_path / "sft", mode="instruction_only")
+    rows, prompt = load_mined(tmp_path / "sft", "instruction_only", False, max_rows=3)
+    assert len(rows) == 3 and set(rows.column_names) == {
+        "prompt",
+        "completion",
+        "images",
+        "chat_template_kwargs",
+    }
+    assert rows[0]["completion"][0]["content"][0]["text"].startswith("Action: ")
+    assert (prompt.mode, prompt.history) == ("instruction_only", "instruction")
+    with pytest.raises(ValueError, match="mined in mode 'instruction_only'"):
+        load_mined(tmp_path / "sft", "reason", False)
+
+
+def test_a_record_that_claims_a_success_the_state_does_not_show_is_rejected(folder, tmp_path, cell):
+    import shutil
+
+    fake = tmp_path / "fake"
+    shutil.copytree(folder / "e_early_done", fake / "e_early_done")
+    path = fake / "e_early_done" / EPISODE_FILE
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "success": True}))
+    assert verified_success(load_episode(fake / "e_early_done"), cell) == "not_successful_when_restored"
+    report = mine(fake, tmp_path / "none")
+    assert report.rows == 0 and report.rejected == {"not_successful_when_restored": 1}
+
+
+def test_prefix_tree_search_finds_a_success_from_a_branched_snapshot(cell):
+    policy = Perturbed(misses("foam brick"), "miss")
+    result = prefix_tree_search(
+        "1", 0, policy, [make_backend("expert")], cell=cell, max_steps=12, max_leaves=20
+    )
+    assert not result.start.success  # the policy fails from the start state
+    assert result.found is not None and result.found.success
+    branched = result.branches[-1].step
+    assert result.branches[-1].success and 0 <= branched < len(result.found.steps)
+    # The prefix is the policy's own episode, replayed from its snapshots, not run again.
+    for ours, theirs in zip(result.found.steps[:branched], result.start.steps):
+        assert ours is theirs
+    assert result.found.steps[branched].instruction.startswith("pick(foam brick, [")
+    assert result.found.steps[branched].instruction != "pick(foam brick, [0, 0])"
+    cell.env.restore(result.start.steps[branched].snapshot)  # the branch point restores as it was
+    assert cell.env.task_instance.success(cell.env.state()) is False
+
+
+def test_prefix_tree_search_stops_at_its_leaf_budget_when_no_proposal_helps(cell):
+    policy = Perturbed(misses("foam brick"), "miss")
+    result = prefix_tree_search("1", 0, policy, [policy], cell=cell, max_steps=8, max_leaves=3)
+    assert result.found is None and result.leaves == 3
+    assert not any(b.success for b in result.branches)

@@ -20,8 +20,24 @@ def collect_main(argv: list[str]) -> int:
             "--out are skipped. Seeds: r3/data/seeds.py (collection seeds stay below the evaluation seeds)."
         ),
     )
-    p.add_argument("--suite", default="language_table", help="task suite (default: %(default)s)")
-    p.add_argument("--split", default="T_M", help="task split: T_M, T_R or T_O (default: %(default)s)")
+    p.add_argument(
+        "--suite",
+        default="language_table",
+        choices=("language_table", "packing"),
+        help="task suite; packing collects its training task as multi-turn episode folders, a "
+        "snapshot per turn (default: %(default)s)",
+    )
+    p.add_argument(
+        "--split",
+        default=None,
+        help="task split: T_M, T_R or T_O; packing: train (default: T_M; packing: train)",
+    )
+    p.add_argument(
+        "--interface",
+        default=None,
+        help="how the reasoner acts: instruction (Language Table) or semantic (packing, ERR's actions) "
+        "(default: instruction; packing: semantic)",
+    )
     p.add_argument("--scenes", type=int, default=64, help="scenes per task (default: %(default)s)")
     p.add_argument(
         "--trials", type=int, default=4, help="trials per scene, each its own seed (default: %(default)s)"
@@ -38,9 +54,9 @@ def collect_main(argv: list[str]) -> int:
     p.add_argument("--backend", default="expert", help="reasoner backend spec (default: %(default)s)")
     p.add_argument(
         "--history",
-        default="response",
+        default=None,
         choices=["response", "instruction", "none"],
-        help="what the reasoner is given of its previous step (default: %(default)s)",
+        help="what the reasoner is given of its previous step (default: response; packing: instruction)",
     )
     p.add_argument(
         "--max-steps", type=int, default=20, help="decision steps per episode (default: %(default)s)"
@@ -66,13 +82,14 @@ def collect_main(argv: list[str]) -> int:
         config = CollectConfig(
             out=args.out,
             suite=args.suite,
-            split=args.split,
+            split=args.split or ("train" if args.suite == "packing" else "T_M"),
+            interface=args.interface or ("semantic" if args.suite == "packing" else "instruction"),
             scenes=args.scenes,
             trials=args.trials,
             workers=args.workers,
             ray_address=args.ray,
             backend=args.backend,
-            history=args.history,
+            history=args.history or ("instruction" if args.suite == "packing" else "response"),
             max_steps=args.max_steps,
             steps_per_instruction=args.steps_per_instruction,
             width=args.width,

@@ -1,5 +1,9 @@
 """Expert episode collection: many in-process episodes, one rosbag2 bag each, resumable.
 
+Packing (``suite="packing"``, a call interface such as ``semantic``) is collected from its training
+task ("train", goals drawn from the seed) as multi-turn episode folders instead of bags (a snapshot
+per turn, :mod:`r3.data.turns`), which turn-level RL and mining read.
+
 ``collect(config)`` plans every (task, scene, trial) of the split, skips the episodes whose bag is
 already complete in the output folder, and runs the rest in worker processes (or on a Ray
 cluster), each writing its bag in the recorder node's format (:mod:`r3.data.episode_bag`).
@@ -18,9 +22,11 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from r3.data.bags import COMPLETE, read_episode_info
-from r3.data.seeds import MAX_SCENES, MAX_TRIALS, collection_seed
+from r3.data.seeds import MAX_SCENES, MAX_TRIALS, collection_seed, packing_collection_seed
 
 PARTIAL = ".partial"
+#: The packing task collection draws its goals from (the 12 held-out goals are evaluation's).
+PACKING_SPLIT = "train"
 
 
 @dataclass(frozen=True)
@@ -41,13 +47,24 @@ class CollectConfig:
     width: int = 320
     height: int = 240
     frame_every: int = 0
+    interface: str = "instruction"
 
     def __post_init__(self):
+        from r3.data.turns import TURN_INTERFACES
         from r3.tasks.language_table.tasks import SPLITS
 
-        if self.suite != "language_table":
-            raise ValueError(f"CollectConfig.suite: only 'language_table' is simulated, got {self.suite!r}")
-        if self.split not in SPLITS:
+        if self.suite == "packing":
+            if self.interface not in TURN_INTERFACES or self.split != PACKING_SPLIT:
+                raise ValueError(
+                    f"CollectConfig: packing collects split {PACKING_SPLIT!r} with a turn interface "
+                    f"({', '.join(TURN_INTERFACES)}), got split {self.split!r}, interface {self.interface!r}"
+                )
+        elif self.suite != "language_table" or self.interface != "instruction":
+            raise ValueError(
+                f"CollectConfig: suite language_table (interface instruction) or packing, got "
+                f"{self.suite!r} with interface {self.interface!r}"
+            )
+        elif self.split not in SPLITS:
             raise ValueError(f"CollectConfig.split must be one of {sorted(SPLITS)}, got {self.split!r}")
         if not 1 <= self.scenes <= MAX_SCENES:
             raise ValueError(f"CollectConfig.scenes must be in [1, {MAX_SCENES}], got {self.scenes}")
@@ -93,6 +110,12 @@ def plan(config: CollectConfig) -> list[EpisodeSpec]:
     """Every episode of the collection, task by task, scene by scene, trial by trial."""
     from r3.tasks.language_table.tasks import SPLITS
 
+    if config.suite == "packing":
+        return [
+            EpisodeSpec(PACKING_SPLIT, scene, trial, packing_collection_seed(scene, trial))
+            for scene in range(config.scenes)
+            for trial in range(config.trials)
+        ]
     return [
         EpisodeSpec(task, scene, trial, collection_seed(task, scene, trial))
         for task in SPLITS[config.split]
@@ -102,6 +125,10 @@ def plan(config: CollectConfig) -> list[EpisodeSpec]:
 
 
 def is_complete(out: str | Path, spec: EpisodeSpec) -> bool:
+    from r3.data.turns import EPISODE_FILE
+
+    if (Path(out) / spec.episode_id / EPISODE_FILE).is_file():  # a turn episode (written last)
+        return True
     try:
         return read_episode_info(Path(out) / spec.episode_id).status == COMPLETE
     except (OSError, TypeError, ValueError):
@@ -115,6 +142,8 @@ def run_one(spec: EpisodeSpec, config: CollectConfig) -> tuple[str, bool]:
     """Run one episode and move its bag into ``config.out``; (episode id, success). Runs in a worker."""
     from r3.data.episode_bag import record_episode
 
+    if config.suite == "packing":
+        return _run_packing(spec, config)
     key = (config.backend, config.width, config.height)
     if _WORKER.get("key") != key:
         from r3.reasoning import make_backend
@@ -143,6 +172,37 @@ def run_one(spec: EpisodeSpec, config: CollectConfig) -> tuple[str, bool]:
     shutil.rmtree(final, ignore_errors=True)  # an incomplete bag from an older run
     os.replace(bag, final)
     return spec.episode_id, read_episode_info(final).success
+
+
+def _run_packing(spec: EpisodeSpec, config: CollectConfig) -> tuple[str, bool]:
+    """One packing episode stored as turns (:func:`r3.data.turns.record_packing_episode`)."""
+    from r3.data.turns import load_episode, record_packing_episode
+
+    key = ("packing", config.backend)
+    if _WORKER.get("key") != key:
+        from r3.packing_episode import PackingCell
+        from r3.reasoning import make_backend
+
+        backend = make_backend(config.backend)
+        backend.load()
+        _WORKER.update(key=key, cell=PackingCell.build(), backend=backend)
+    partial = Path(config.out) / PARTIAL
+    shutil.rmtree(partial / spec.episode_id, ignore_errors=True)
+    folder = record_packing_episode(
+        spec.task,
+        spec.seed,
+        _WORKER["backend"],
+        partial,
+        episode_id=spec.episode_id,
+        cell=_WORKER["cell"],
+        interface=config.interface,
+        history=config.history,
+        max_steps=config.max_steps,
+    )
+    final = Path(config.out) / spec.episode_id
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(folder, final)
+    return spec.episode_id, load_episode(final).success
 
 
 def collect(config: CollectConfig, progress: bool = True) -> CollectReport:

@@ -39,3 +39,17 @@ def collection_seed(task: str, scene: int, trial: int) -> int:
 
 def is_evaluation_seed(seed: int) -> bool:
     return seed >= EVAL_SEED_BASE
+
+
+def packing_collection_seed(scene: int, trial: int) -> int:
+    """The seed of trial ``trial`` of scene ``scene`` of the packing training task ("train": goals drawn
+    from the seed), below :data:`EVAL_SEED_BASE` like every collection seed.
+
+    >>> packing_collection_seed(3, 1)
+    31
+    """
+    if not 0 <= scene < MAX_SCENES:
+        raise ValueError(f"scene must be in [0, {MAX_SCENES}), got {scene}")
+    if not 0 <= trial < MAX_TRIALS:
+        raise ValueError(f"trial must be in [0, {MAX_TRIALS}), got {trial}")
+    return scene * MAX_TRIALS + trial

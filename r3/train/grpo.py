@@ -81,9 +81,15 @@ def run_rl(cfg: RLConfig, rewards: RewardComposer | None = None) -> Path:
 
     ``rewards`` replaces the configured terms (tests use a toy term that a tiny model can learn).
     """
+    return train_grpo(cfg, *prepare_rl(cfg, rewards))
+
+
+def train_grpo(cfg: RLConfig, rows, funcs, arguments: dict, prompt, **info) -> Path:
+    """TRL's GRPOTrainer on ``rows`` with the reward functions ``funcs`` (single-step or turn-level
+    rows alike); the final checkpoint, with ``info`` in its record. A reward function that holds a
+    simulator pool (``.simulator``) has it closed afterwards, however training ends."""
     from trl import GRPOConfig, GRPOTrainer
 
-    rows, funcs, arguments, prompt = prepare_rl(cfg, rewards)
     processor, model = load_model(cfg.model)
     trainer = GRPOTrainer(
         model=model,
@@ -93,13 +99,19 @@ def run_rl(cfg: RLConfig, rewards: RewardComposer | None = None) -> Path:
         reward_funcs=funcs,
         peft_config=lora_config(cfg.lora),
     )
-    trainer.train()
-    info = {
+    try:
+        trainer.train()
+    finally:
+        for fn in funcs:
+            if hasattr(fn, "simulator"):
+                fn.simulator.close()
+    record = {
         "stage": "rl",
+        **info,
         "base_model": cfg.model,
         "dataset": cfg.dataset,
         "rows": len(rows),
         "log_history": trainer.state.log_history,
     }
     merge = cfg.lora is not None and cfg.lora.merge
-    return save_final(trainer, processor, cfg.model, Path(cfg.output_dir) / "final", info, merge, prompt)
+    return save_final(trainer, processor, cfg.model, Path(cfg.output_dir) / "final", record, merge, prompt)

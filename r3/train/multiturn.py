@@ -20,8 +20,8 @@ from r3.episode_loop import BLANK_IMAGE
 from r3.reasoning.prompts import PromptSettings
 from r3.rewards.functions import RewardComposer
 from r3.rewards.turn import TurnSimulator, turn_rewards
-from r3.train.args import grpo_arguments, lora_config, world_size
-from r3.train.checkpoint import load_model, resolve_device, save_final
+from r3.train.args import grpo_arguments, world_size
+from r3.train.checkpoint import resolve_device
 from r3.train.config import RLConfig
 from r3.train.rows import DatasetError, prompt_messages, prompt_settings
 
@@ -118,31 +118,6 @@ def run_turn_rl(cfg: RLConfig, rewards: RewardComposer | None = None) -> Path:
 
     ``rewards`` replaces the configured terms (tests use a toy term that a tiny model can learn).
     """
-    from trl import GRPOConfig, GRPOTrainer
+    from r3.train.grpo import train_grpo
 
-    rows, funcs, arguments, prompt = prepare_turn_rl(cfg, rewards)
-    processor, model = load_model(cfg.model)
-    trainer = GRPOTrainer(
-        model=model,
-        args=GRPOConfig(**arguments),
-        train_dataset=rows,
-        processing_class=processor,
-        reward_funcs=funcs,
-        peft_config=lora_config(cfg.lora),
-    )
-    try:
-        trainer.train()
-    finally:
-        for fn in funcs:
-            if hasattr(fn, "simulator"):
-                fn.simulator.close()
-    info = {
-        "stage": "rl",
-        "interface": cfg.interface,
-        "base_model": cfg.model,
-        "dataset": cfg.dataset,
-        "rows": len(rows),
-        "log_history": trainer.state.log_history,
-    }
-    merge = cfg.lora is not None and cfg.lora.merge
-    return save_final(trainer, processor, cfg.model, Path(cfg.output_dir) / "final", info, merge, prompt)
+    return train_grpo(cfg, *prepare_turn_rl(cfg, rewards), interface=cfg.interface)

@@ -171,7 +171,7 @@ def test_turn_gspo_raises_a_learnable_toy_reward(data):
     ],
 )
 def test_bad_turn_config_fails_before_any_model_loads(data, monkeypatch, capsys, extra, named):
-    monkeypatch.setattr("r3.train.multiturn.load_model", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr("r3.train.grpo.load_model", lambda *a, **k: pytest.fail("a model was loaded"))
     argv = ["rl", "--config", str(CONFIGS / "rl_semantic_tiny_cpu.yaml")]
     for pair in [
         f"dataset={data['root'] / 'episodes'}",

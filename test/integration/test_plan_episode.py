@@ -5,12 +5,12 @@ episode only once reached, invalid plans move nothing, and the packing expert pl
 from __future__ import annotations
 
 import pytest
+from scripted import Script
 
 from r3.episode_loop import Decider, run_loop
 from r3.instructions import plan as plans
 from r3.packing_episode import MAX_PLANS, PackingCell, PlanPackingSuite, run_packing_episode
 from r3.reasoning.backends import make_backend
-from r3.reasoning.backends.base import BackendOutput, ReasonerBackend
 from r3.reasoning.packing_expert import item_point
 from r3.rewards import plan_rewards
 from r3.rewards.plan import packing_action_dictionary, packing_plan_actions
@@ -21,25 +21,6 @@ from r3.safety.fuzz import hostile_outputs
 @pytest.fixture(scope="module")
 def cell():
     return PackingCell.build()
-
-
-class Script(ReasonerBackend):
-    """Answers (a text, or a text and its finish reason) from a list, one per call; records what it was
-    shown."""
-
-    model_id = "script"
-
-    def __init__(self, answers):
-        self.answers, self.inputs = iter(answers), []
-
-    def _generate(self, *args):
-        raise AssertionError("not used")
-
-    def decide(self, inp, budget=None, on_text=None):
-        self.inputs.append(inp)
-        answer = next(self.answers)
-        text, finish = (answer, "stop") if isinstance(answer, str) else answer
-        return BackendOutput(text, finish, None, None, None, 0.0, 0.0, self.model_id, 1, False)
 
 
 def _episode(cell, answers, max_steps, seed=0):

@@ -6,34 +6,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scripted import Script
 
 from r3.episode_loop import Decider, run_loop
 from r3.instructions.tools import ToolCallError, parse
 from r3.packing_episode import MAX_TOOL_CALLS, PackingCell, ToolsPackingSuite, run_packing_episode
 from r3.reasoning.backends import make_backend
-from r3.reasoning.backends.base import BackendOutput, ReasonerBackend
 from r3.safety.fuzz import hostile_outputs
 
 
 @pytest.fixture(scope="module")
 def cell():
     return PackingCell.build()
-
-
-class Script(ReasonerBackend):
-    """Answers from a list, one per call; records what it was shown."""
-
-    model_id = "script"
-
-    def __init__(self, answers):
-        self.answers, self.inputs = iter(answers), []
-
-    def _generate(self, *args):
-        raise AssertionError("not used")
-
-    def decide(self, inp, budget=None, on_text=None):
-        self.inputs.append(inp)
-        return BackendOutput(next(self.answers), "stop", None, None, None, 0.0, 0.0, self.model_id, 1, False)
 
 
 def _episode(cell, calls):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from scripted import Script
 
 from r3.episode_loop import StepDecision, ends_episode
 from r3.instructions import plan, semantic
@@ -186,20 +187,6 @@ def _decision(instruction: str, valid: bool = True) -> StepDecision:
 def test_an_episode_ends_when_its_last_action_done_is_reached(instruction, fell_short, ends):
     assert ends_episode(_decision(instruction), fell_short) is ends
     assert ends_episode(_decision(instruction, valid=False), fell_short) is False
-
-
-class Script(ReasonerBackend):
-    model_id = "script"
-
-    def __init__(self, answers):
-        self.answers = iter(answers)
-
-    def _generate(self, *args):
-        raise AssertionError("not used")
-
-    def decide(self, inp, budget=None, on_text=None):
-        _, text, finish = next(self.answers)
-        return BackendOutput(text, finish, None, None, None, 0.0, 0.0, self.model_id, 1, False)
 
 
 def test_a_thousand_fuzzed_plan_answers_give_no_crash_and_no_accepted_plan():

@@ -8,33 +8,17 @@ import json
 
 import numpy as np
 import pytest
+from scripted import Script
 
 from r3.episode import run_episode
 from r3.episode_loop import next_history
 from r3.reasoning import ReasonerInput, make_backend
-from r3.reasoning.backends.base import BackendOutput, ReasonerBackend
 from r3.reasoning.reasoner import decide
 from r3.safety import MAX_CONSECUTIVE_INVALID, ResponseGuard, refusal_note
 from r3.safety.fuzz import CATEGORIES, hostile_outputs
 from r3.sim.language_table.env import LanguageTableEnv
 
 IMAGE = np.zeros((8, 8, 3), dtype=np.uint8)
-
-
-class Script(ReasonerBackend):
-    """Answers from a shared list, one per call, whatever the step."""
-
-    model_id = "script"
-
-    def __init__(self, answers):
-        self.answers = iter(answers)
-
-    def _generate(self, *args):
-        raise AssertionError("not used")
-
-    def decide(self, inp, budget=None, on_text=None):
-        _, text, finish = next(self.answers)
-        return BackendOutput(text, finish, None, None, None, 0.0, 0.0, self.model_id, 1, False)
 
 
 class CountingPolicy:

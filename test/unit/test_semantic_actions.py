@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from scripted import Script
 
 from r3.instructions import semantic
 from r3.instructions.packing import ITEMS
 from r3.instructions.semantic import ActionError, ActionErrorKind, ActionType, SemanticAction, parse
 from r3.reasoning import ReasonerInput
-from r3.reasoning.backends.base import BackendOutput, ReasonerBackend
+from r3.reasoning.backends.base import ReasonerBackend
 from r3.reasoning.parsing import ErrorKind, ParsedResponse, ResponseError, parse_response
 from r3.reasoning.reasoner import decide
 from r3.safety.fuzz import SEMANTIC_CATEGORIES, TRAILING_SEPARATORS, hostile_outputs
@@ -171,20 +172,6 @@ def test_the_instruction_interface_is_unchanged_by_the_semantic_one():
         "Reasoning: r.\nInstruction: Pack the soup can into the small tray.", "packing", interface="semantic"
     )
     assert refused.kind is ErrorKind.NO_INSTRUCTION
-
-
-class Script(ReasonerBackend):
-    model_id = "script"
-
-    def __init__(self, answers):
-        self.answers = iter(answers)
-
-    def _generate(self, *args):
-        raise AssertionError("not used")
-
-    def decide(self, inp, budget=None, on_text=None):
-        _, text, finish = next(self.answers)
-        return BackendOutput(text, finish, None, None, None, 0.0, 0.0, self.model_id, 1, False)
 
 
 def test_a_thousand_fuzzed_semantic_answers_give_no_crash_and_no_accepted_action():

@@ -5,12 +5,12 @@ history rule), invalid answers move nothing, and the packing expert speaking it 
 from __future__ import annotations
 
 import pytest
+from scripted import Script
 
 from r3.episode_loop import DONE_ANSWER, Decider, next_history, run_loop
 from r3.instructions.semantic import SemanticAction, format_instruction, parse
 from r3.packing_episode import PackingCell, PackingSuite, SemanticPackingSuite, run_packing_episode
 from r3.reasoning.backends import make_backend
-from r3.reasoning.backends.base import BackendOutput, ReasonerBackend
 from r3.reasoning.packing_expert import item_point
 from r3.safety import MAX_CONSECUTIVE_INVALID
 from r3.safety.fuzz import hostile_outputs
@@ -19,23 +19,6 @@ from r3.safety.fuzz import hostile_outputs
 @pytest.fixture(scope="module")
 def cell():
     return PackingCell.build()
-
-
-class Script(ReasonerBackend):
-    """Answers from a list, one per call; records what it was shown."""
-
-    model_id = "script"
-
-    def __init__(self, answers):
-        self.answers, self.inputs = iter(answers), []
-
-    def _generate(self, *args):
-        raise AssertionError("not used")
-
-    def decide(self, inp, budget=None, on_text=None):
-        self.inputs.append(inp)
-        text = next(self.answers)
-        return BackendOutput(text, "stop", None, None, None, 0.0, 0.0, self.model_id, 1, False)
 
 
 def _episode(cell, answers, max_steps):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scripted import Script
 
 from r3.execution.base import MoveResult, WorkspaceBox, quat_to_mat, top_down_quat
 from r3.instructions import tools
@@ -32,7 +33,6 @@ from r3.instructions.tools import (
 )
 from r3.lowlevel.tools import Outcome, ToolLimits, controller_outcome, read_result, tool_angles, tool_quat
 from r3.reasoning import ReasonerInput
-from r3.reasoning.backends.base import BackendOutput, ReasonerBackend
 from r3.reasoning.parsing import (
     MAX_INSTRUCTION_CHARS,
     ErrorKind,
@@ -264,20 +264,6 @@ def test_a_valid_tool_answer_gives_the_canonical_call():
     assert isinstance(result, ParsedResponse)
     assert result.instruction == MoveTo(0.41, 0.2, 0.12, 90)
     assert result.instruction_text == "move_to(x=0.41, y=0.2, z=0.12, slot_yaw=90)"
-
-
-class Script(ReasonerBackend):
-    model_id = "script"
-
-    def __init__(self, answers):
-        self.answers = iter(answers)
-
-    def _generate(self, *args):
-        raise AssertionError("not used")
-
-    def decide(self, inp, budget=None, on_text=None):
-        _, text, finish = next(self.answers)
-        return BackendOutput(text, finish, None, None, None, 0.0, 0.0, self.model_id, 1, False)
 
 
 def test_a_thousand_fuzzed_tool_answers_give_no_crash_and_no_accepted_call():

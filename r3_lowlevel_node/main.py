@@ -54,6 +54,7 @@ class LowLevelNode(Node):
 
         self.state_cv = threading.Condition()
         self.state: PrivilegedState | None = None
+        self.state_received = 0.0  # monotonic time the last state arrived
         self.goals = SingleGoal(self)
         self.command_pub = self.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
         self.create_subscription(
@@ -79,7 +80,7 @@ class LowLevelNode(Node):
 
     def on_state(self, msg: PrivilegedState) -> None:
         with self.state_cv:
-            self.state = msg
+            self.state, self.state_received = msg, time.monotonic()
             self.state_cv.notify_all()
         if self.heartbeat.state == WAITING_FOR_STATE:
             self.heartbeat.state = "idle"
@@ -139,6 +140,7 @@ class LowLevelNode(Node):
                         return result  # preempted by a newer goal
                     if self.guard.stopping(handle):
                         return self._stopped(handle, result, "canceled")
+                    self.get_logger().error(self._silence(command.header.stamp))
                     return self._finish(
                         handle, result, False, "error: the simulator stopped publishing state"
                     )
@@ -148,6 +150,16 @@ class LowLevelNode(Node):
             self.heartbeat.state = "idle"
         result.finished = state_msg.header.stamp
         return self._finish(handle, result, True, reason)
+
+    def _silence(self, command_stamp) -> str:
+        """What the node knows when no state followed a command (the log line that explains a timeout)."""
+        with self.state_cv:
+            last, received = self.state, self.state_received
+        sent, stamped = stamp_to_ns(command_stamp) / 1e9, stamp_to_ns(last.header.stamp) / 1e9
+        return (
+            f"no state after the command stamped {sent:.3f} s within {self.state_timeout_s:.1f} s; "
+            f"the last state, stamped {stamped:.3f} s, arrived {time.monotonic() - received:.2f} s ago"
+        )
 
     def _stopped(self, handle, result, reason: str) -> FollowInstruction.Result:
         self.heartbeat.state = "idle"

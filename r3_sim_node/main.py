@@ -121,6 +121,8 @@ class SimNode(Node):
         """One control step, unless the command is stale or out of range (refused, never clipped)."""
         action = np.array([msg.vector.x, msg.vector.y])
         age_s = (time.time_ns() - info["source_timestamp"]) / 1e9
+        if age_s > COMMAND_DEADLINE_S / 2:  # on time still, but late: a loaded or starved graph
+            self.get_logger().warning(f"pusher command arrived {age_s:.2f} s after it was sent")
         with self.lock:
             try:
                 if age_s > COMMAND_DEADLINE_S:

@@ -281,7 +281,9 @@ class ReasonerNode(Node):
             )
         if started:
             self.publish_event(EpisodeEvent.END, episode_id, goal, goal_text or "", result)
-            if result.bag:
+            # A finished episode's result names a closed bag; an error's comes at once (a dead member
+            # is reported within 2 s), and the recorder closes that bag, incomplete, right after.
+            if result.bag and not result.reason.startswith("error"):
                 try:
                     self.recording.wait_closed(episode_id, self.exits.read)
                 except RecordingError as exc:

@@ -1,5 +1,5 @@
 """The reasoner's side of the recorder's protocol: an episode that a graph records is never run
-unrecorded, and a result that names a bag names a closed one.
+unrecorded, and a finished episode's result names a closed bag (an error's comes at once).
 
 The protocol (``r3_recorder_node``): START opens a bag and the recorder's heartbeat says
 "recording:<id>" once it subscribes to every configured topic; END closes the bag and the heartbeat

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hostile import Client, Graph, own_domain
+from hostile import Client, Graph, closed, own_domain
 
 from r3.data.bags import INCOMPLETE, read_episode_info
 
@@ -45,8 +45,8 @@ def test_killing_a_node_of_a_launched_graph_gives_the_client_an_error_naming_it_
         )
         assert result.reason.startswith("error: ") and victim in result.reason
         assert ended - killed[0] < 2.0
-        if victim != "r3_recorder_node":  # the recorder closed the bag the result names before it came
-            info = read_episode_info(Path(result.bag))
+        if victim != "r3_recorder_node":  # the recorder then closes the bag the result names, incomplete
+            info = read_episode_info(closed(Path(result.bag)))
             assert info.reason == result.reason and info.status == INCOMPLETE
     finally:
         client.close()

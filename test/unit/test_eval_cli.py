@@ -67,7 +67,7 @@ def test_run_writes_jsonl_tables_and_chart(tmp_path, capsys):
     assert len(records) == 2 and all(r["reasoning_words"] == 0 for r in records)
     rows = list(csv.DictReader((out / "table.csv").open()))
     assert [r["task"] for r in rows] == ["V", "mid", "mean"] and rows[2]["episodes"] == "2"
-    assert (out / "table.md").read_text().startswith("`expert` on Language Table")
+    assert (out / "table.md").read_text().startswith("`expert` (instruction interface) on Language Table")
     assert (out / "success.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -92,7 +92,8 @@ def test_packing_suite_writes_its_table_and_chart(tmp_path, capsys):
         == 0
     )
     printed = capsys.readouterr().out
-    assert "`expert` on packing, `sim` grounding (2 tasks)" in printed and "| 7 | held-out | 1 |" in printed
+    assert "`expert` (instruction interface) on packing, `sim` grounding (2 tasks)" in printed
+    assert "| 7 | held-out | 1 |" in printed
     rows = list(csv.DictReader((out / "table.csv").open()))
     assert [r["task"] for r in rows] == ["7", "9", "mean"]
     assert (out / "success.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -85,6 +85,14 @@ def _column(kwargs: dict, name: str, n: int, default=None) -> list:
     return list(values)
 
 
+def _required_column(kwargs: dict, name: str, n: int, owner: object) -> list:
+    """:func:`_column` for a column the reward cannot do without: every row must carry it."""
+    values = _column(kwargs, name, n)
+    if any(v is None for v in values):
+        raise ValueError(f"{type(owner).__name__} needs the {name!r} column")
+    return values
+
+
 class JudgeReward:
     """Rubric-judge score of the response's instruction against ``expert_instruction``.
 
@@ -192,9 +200,7 @@ class PlanFormatReward:
         self.__name__ = name
 
     def __call__(self, completions, **kwargs) -> list[float | None]:
-        dictionaries = _column(kwargs, "action_dictionary", len(completions))
-        if any(d is None for d in dictionaries):
-            raise ValueError("PlanFormatReward needs the 'action_dictionary' column")
+        dictionaries = _required_column(kwargs, "action_dictionary", len(completions), self)
         return [plan_format_reward(completion_text(c), d) for c, d in zip(completions, dictionaries)]
 
 
@@ -210,9 +216,7 @@ class PlanLCSReward:
         self.__name__ = name
 
     def __call__(self, completions, **kwargs) -> list[float | None]:
-        references = _column(kwargs, "reference_plan", len(completions))
-        if any(r is None for r in references):
-            raise ValueError("PlanLCSReward needs the 'reference_plan' column")
+        references = _required_column(kwargs, "reference_plan", len(completions), self)
         return [lcs_reward(plan_actions(completion_text(c)), r) for c, r in zip(completions, references)]
 
 
@@ -229,9 +233,7 @@ class PackingPlanFormatReward:
         self.__name__ = name
 
     def __call__(self, completions, **kwargs) -> list[float | None]:
-        dictionaries = _column(kwargs, "action_dictionary", len(completions))
-        if any(d is None for d in dictionaries):
-            raise ValueError("PackingPlanFormatReward needs the 'action_dictionary' column")
+        dictionaries = _required_column(kwargs, "action_dictionary", len(completions), self)
         return [
             weighted_format(packing_plan_format_terms(completion_text(c), d))
             for c, d in zip(completions, dictionaries)
@@ -250,9 +252,7 @@ class PackingPlanLCSReward:
         self.__name__ = name
 
     def __call__(self, completions, **kwargs) -> list[float | None]:
-        references = _column(kwargs, "reference_plan", len(completions))
-        if any(r is None for r in references):
-            raise ValueError("PackingPlanLCSReward needs the 'reference_plan' column")
+        references = _required_column(kwargs, "reference_plan", len(completions), self)
         return [
             lcs_reward(packing_plan_answer_actions(completion_text(c)), r)
             for c, r in zip(completions, references)

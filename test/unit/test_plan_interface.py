@@ -4,13 +4,11 @@ fuzzed hostile answers."""
 
 from __future__ import annotations
 
-import collections
-
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from scripted import Script
+from scripted import fuzzed_decisions
 
 from r3.episode_loop import StepDecision, ends_episode
 from r3.instructions import plan, semantic
@@ -21,7 +19,7 @@ from r3.reasoning import ReasonerInput
 from r3.reasoning.backends.base import BackendOutput, Generation, ReasonerBackend, ReasoningBudget
 from r3.reasoning.parsing import ErrorKind, ParsedResponse, ResponseError, parse_response
 from r3.reasoning.prompts import PromptSettings, prompt_text
-from r3.reasoning.reasoner import Decision, decide
+from r3.reasoning.reasoner import Decision
 from r3.safety.fuzz import PLAN_CATEGORIES, hostile_outputs
 
 IMAGE = np.zeros((8, 8, 3), dtype=np.uint8)
@@ -192,15 +190,7 @@ def test_an_episode_ends_when_its_last_action_done_is_reached(instruction, fell_
 def test_a_thousand_fuzzed_plan_answers_give_no_crash_and_no_accepted_plan():
     outputs = hostile_outputs(1000, seed=21, huge_every=50, interface="plan")
     assert {c for c, _, _ in outputs} == set(PLAN_CATEGORIES)
-    backend, accepted, kinds = Script(outputs), [], collections.Counter()
-    for step, (category, _, _) in enumerate(outputs):
-        inp = ReasonerInput("packing", "goal", [IMAGE], step=step, interface="plan")
-        decision = decide(backend, inp)  # a crash fails the test
-        if decision.valid:
-            accepted.append((category, decision.parsed.instruction_text))
-        else:
-            assert decision.parsed.reason, category
-            kinds[decision.parsed.kind.value] += 1
+    accepted, kinds = fuzzed_decisions(outputs, "plan", IMAGE)
     assert accepted == []
     assert sum(kinds.values()) == 1000
     print(f"\n1,000 hostile plan answers, 0 accepted; refusals by kind: {dict(kinds)}")

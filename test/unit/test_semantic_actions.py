@@ -3,13 +3,11 @@ shared response rules, property tests and 1,000 fuzzed hostile answers."""
 
 from __future__ import annotations
 
-import collections
-
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from scripted import Script
+from scripted import fuzzed_decisions
 
 from r3.instructions import semantic
 from r3.instructions.packing import ITEMS
@@ -177,15 +175,7 @@ def test_the_instruction_interface_is_unchanged_by_the_semantic_one():
 def test_a_thousand_fuzzed_semantic_answers_give_no_crash_and_no_accepted_action():
     outputs = hostile_outputs(1000, seed=21, huge_every=50, interface="semantic")
     assert {c for c, _, _ in outputs} == set(SEMANTIC_CATEGORIES)
-    backend, accepted, kinds = Script(outputs), [], collections.Counter()
-    for step, (category, _, _) in enumerate(outputs):
-        inp = ReasonerInput("packing", "goal", [IMAGE], step=step, interface="semantic")
-        decision = decide(backend, inp)  # a crash fails the test
-        if decision.valid:
-            accepted.append((category, decision.parsed.instruction_text))
-        else:
-            assert decision.parsed.reason, category
-            kinds[decision.parsed.kind.value] += 1
+    accepted, kinds = fuzzed_decisions(outputs, "semantic", IMAGE)
     assert accepted == []
     assert sum(kinds.values()) == 1000
     print(f"\n1,000 hostile semantic answers, 0 accepted; refusals by kind: {dict(kinds)}")

@@ -4,7 +4,6 @@ controller outcomes, and refused calls that leave the simulated cell bit-identic
 
 from __future__ import annotations
 
-import collections
 import json
 import math
 
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scripted import Script
+from scripted import fuzzed_decisions
 
 from r3.execution.base import MoveResult, WorkspaceBox, quat_to_mat, top_down_quat
 from r3.instructions import tools
@@ -40,7 +39,6 @@ from r3.reasoning.parsing import (
     ResponseError,
     parse_response,
 )
-from r3.reasoning.reasoner import decide
 from r3.safety.fuzz import TOOLS_CATEGORIES, _valid_tool_call, hostile_outputs
 
 IMAGE = np.zeros((8, 8, 3), dtype=np.uint8)
@@ -269,15 +267,7 @@ def test_a_valid_tool_answer_gives_the_canonical_call():
 def test_a_thousand_fuzzed_tool_answers_give_no_crash_and_no_accepted_call():
     outputs = hostile_outputs(1000, seed=21, huge_every=50, interface="tools")
     assert {c for c, _, _ in outputs} == set(TOOLS_CATEGORIES)
-    backend, accepted, kinds = Script(outputs), [], collections.Counter()
-    for step, (category, _, _) in enumerate(outputs):
-        inp = ReasonerInput("packing", "goal", [IMAGE], step=step, interface="tools")
-        decision = decide(backend, inp)  # a crash fails the test
-        if decision.valid:
-            accepted.append((category, decision.parsed.instruction_text))
-        else:
-            assert decision.parsed.reason, category
-            kinds[decision.parsed.kind.value] += 1
+    accepted, kinds = fuzzed_decisions(outputs, "tools", IMAGE)
     assert accepted == []
     print(f"\n1,000 hostile tool answers, 0 accepted; refusals by kind: {dict(kinds)}")
 

@@ -10,11 +10,20 @@ PREFIX="$ROOT/install/r3_msgs"
 BUILD="$ROOT/build/r3_msgs"
 PY_VERSION=3.11
 DEBIAN_PACKAGES=(cmake g++ make libosmesa6 libusb-1.0-0)
+VENV_GB=7  # the installed .venv, measured on x86_64 (torch's CUDA build is most of it)
 
 say() { printf '[r3 setup] %s\n' "$*"; }
 die() { printf '[r3 setup] error: %s\n' "$*" >&2; exit 1; }
 hash_of() { cat "$@" | sha256sum | cut -d' ' -f1; }
 stamp_ok() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
+# A full disk is the commonest cause of a failed install on a fresh machine: say so in one line.
+pip_failed() {
+  grep -vE '^WARNING: Location' "$VENV/pip-install.log" | tail -20 >&2
+  if grep -q 'No space left on device' "$VENV/pip-install.log"; then
+    die "pip install -r ${1#$ROOT/} ran out of disk: the environment needs about ${VENV_GB} GB free under $ROOT, $(df -h --output=avail "$ROOT" | tail -1 | tr -d ' ') is left (full log: $VENV/pip-install.log)"
+  fi
+  die "pip install -r ${1#$ROOT/} failed (full log: $VENV/pip-install.log)"
+}
 
 # --- Debian packages ------------------------------------------------------------------------
 missing=()
@@ -52,15 +61,15 @@ SOURCE_BUILDS=("$ROOT"/requirements/source-builds/*.txt)
 req_hash="$(hash_of "${REQ_FILES[@]}" "${SOURCE_BUILDS[@]}")"
 if ! stamp_ok "$VENV/.r3-requirements" "$req_hash"; then
   say "installing Python packages (${REQ_FILES[*]##*/})"
-  # requirements/ml.txt pins torch to the CPU build on disk, so no dependency pulls a GPU build.
+  # requirements/ml.txt pins torch and torchvision to one matching pair, so no dependency pulls
+  # another torch release; that pair is a CUDA build of about 5.5 GB.
   for req in "${REQ_FILES[@]}"; do
-    "${PIP[@]}" install -r "$req" >"$VENV/pip-install.log" 2>&1 \
-      || { grep -vE '^WARNING: Location' "$VENV/pip-install.log" | tail -20 >&2; die "pip install -r ${req#$ROOT/} failed (full log: $VENV/pip-install.log)"; }
+    "${PIP[@]}" install -r "$req" >"$VENV/pip-install.log" 2>&1 || pip_failed "$req"
   done
   # Source-only packages that build against the venv's torch (see the files' headers).
   for req in "${SOURCE_BUILDS[@]}"; do
     SAM2_BUILD_CUDA=0 "${PIP[@]}" install --no-build-isolation -r "$req" >"$VENV/pip-install.log" 2>&1 \
-      || { grep -vE '^WARNING: Location' "$VENV/pip-install.log" | tail -20 >&2; die "pip install -r ${req#$ROOT/} failed (full log: $VENV/pip-install.log)"; }
+      || pip_failed "$req"
   done
   echo "$req_hash" > "$VENV/.r3-requirements"
 fi

@@ -102,3 +102,25 @@ def expert_bags(tmp_path_factory):
     ]
     assert collect_main(args) == 0
     return out
+
+
+#: How much of each graph member's log a failed test's report shows.
+LOG_TAIL_LINES = 25
+_STARTED = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report ends with the tail of every ``*.log`` written under the session's
+    temporary folder while it ran (the graph members' logs of `r3 launch` and the supervisor), so a
+    failure on a CI machine, whose folders are gone afterwards, shows what each node said."""
+    report = yield
+    if call.when == "setup":
+        item.stash[_STARTED] = call.start
+    elif report.failed and _STARTED in item.stash:
+        root = item.config._tmp_path_factory.getbasetemp()
+        for log in sorted(root.rglob("*.log")):
+            if log.stat().st_mtime >= item.stash[_STARTED]:
+                tail = log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+                report.sections.append((f"log {log.relative_to(root)}", "\n".join(tail)))
+    return report

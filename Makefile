@@ -1,6 +1,6 @@
 # The two commands a newcomer needs are `make run` (the main job) and `make test`; both set the
 # machine up first (scripts/setup.sh is idempotent and takes a second when nothing changed).
-.PHONY: setup run test bench doctor
+.PHONY: setup run test bench doctor mini mini-quick
 
 setup:
 	bash scripts/setup.sh
@@ -16,3 +16,10 @@ bench: setup
 
 doctor: setup
 	.venv/bin/r3 doctor
+
+# R^3 in miniature (docs/mini.md): the whole recipe on a laptop CPU, about 2 hours; mini-quick: toy size.
+mini: setup
+	.venv/bin/r3 mini
+
+mini-quick: setup
+	.venv/bin/r3 mini --quick

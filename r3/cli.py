@@ -45,6 +45,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "eval_main",
         "evaluate a reasoner on held-out scenes of either suite; compare two evaluations",
     ),
+    "mini": (
+        "r3.mini",
+        "mini_main",
+        "the whole R^3 recipe at laptop scale: collect, SFT, RL, eval against baselines (Table 2)",
+    ),
 }
 
 

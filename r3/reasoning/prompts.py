@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import io
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,10 @@ from r3.tasks.language_table.board import BLOCKS, DIRECTIONS, LOCATIONS
 SUITES: tuple[str, ...] = ("language_table", "packing")
 HISTORY_MODES: tuple[str, ...] = ("response", "instruction", "none")
 MODES: tuple[str, ...] = ("reason", "instruction_only")
+#: Prompt variants: "full" (R^3 Appendix D, what a pretrained VLM reads) and "compact" (goal, previous
+#: step and the answer format only, for models trained from scratch that learn the grammar from their
+#: rows: ``r3 mini``; Language Table instructions only).
+VARIANTS: tuple[str, ...] = ("full", "compact")
 #: What each suite conditions on by default (R^3: full previous response for Language Table,
 #: previous instruction for packing).
 DEFAULT_HISTORY: dict[str, str] = {"language_table": "response", "packing": "instruction"}
@@ -83,7 +87,8 @@ class ReasonerInput:
     (per ``history``; ignored for "none"); empty at the first step. ``step`` is the decision
     index (for seeding and logs); ``extra`` carries inputs only some backends read (the expert's
     privileged view); neither enters the prompt. ``interface`` is how the answer acts (one of
-    :data:`INTERFACES`): it chooses the prompt and the grammar the answer is parsed with.
+    :data:`INTERFACES`): it chooses the prompt and the grammar the answer is parsed with. ``variant``
+    is one of :data:`VARIANTS`.
     """
 
     suite: str
@@ -97,6 +102,7 @@ class ReasonerInput:
     step: int = 0
     extra: dict = field(default_factory=dict)
     interface: str = "instruction"
+    variant: str = "full"
 
     def __post_init__(self) -> None:
         if self.suite not in SUITES:
@@ -110,6 +116,7 @@ class ReasonerInput:
             raise ValueError(f"history={self.history!r}: expected one of {HISTORY_MODES}")
         if self.mode not in MODES:
             raise ValueError(f"mode={self.mode!r}: expected one of {MODES}")
+        _check_variant(self.variant, self.suite, self.interface)
         if not self.images:
             raise ValueError("images: at least one image is required")
         for i, image in enumerate(self.images):
@@ -132,6 +139,13 @@ class ReasonerInput:
 PROMPT_FILE = "r3_prompt.json"
 
 
+def _check_variant(variant: str, suite: str | None = None, interface: str = "instruction") -> None:
+    if variant not in VARIANTS:
+        raise ValueError(f"variant={variant!r}: expected one of {VARIANTS}")
+    if variant == "compact" and (suite not in (None, "language_table") or interface != "instruction"):
+        raise ValueError(f"variant 'compact' prompts Language Table instructions, not {suite} {interface}")
+
+
 def previous_instruction_text(response: str, suite: str, interface: str = "instruction") -> str:
     """The instruction (or action) of a previous answer ("Reasoning: ... Instruction: ..." or
     "Instruction: ..."), in the grammar's canonical phrasing; "" when it has none that parses."""
@@ -144,17 +158,26 @@ def previous_instruction_text(response: str, suite: str, interface: str = "instr
 @dataclass(frozen=True)
 class PromptSettings:
     """How a model was trained to be prompted: the answer ``mode``, what it sees of the previous step
-    (``history``), and whether the chat template's thinking was on."""
+    (``history``), whether the chat template's thinking was on, the prompt ``variant`` and whether
+    its instruction is decoded under the grammar constraint (``constrained``,
+    :mod:`r3.reasoning.constrained`) and at which sampling ``temperature`` (None: the backend's
+    default); the last two are the transformers backend's defaults for the folder."""
 
     mode: str
     history: str
     thinking: bool = False
+    variant: str = "full"
+    constrained: bool = False
+    temperature: float | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode={self.mode!r}: expected one of {MODES}")
         if self.history not in HISTORY_MODES:
             raise ValueError(f"history={self.history!r}: expected one of {HISTORY_MODES}")
+        _check_variant(self.variant)
+        if self.temperature is not None and self.temperature < 0:
+            raise ValueError(f"temperature={self.temperature}: must be >= 0 (0 = greedy)")
 
     def apply(self, inp: ReasonerInput) -> ReasonerInput:
         """``inp`` in this model's mode, its previous step recast into this model's history kind.
@@ -185,11 +208,11 @@ class PromptSettings:
             elif instruction:
                 text = f"{ANSWER_HEADERS[inp.interface]} {instruction}"
             text = f"{text}\n{result}".strip() if result else text
-        return replace(inp, mode=self.mode, history=wanted, history_text=text)
+        return replace(inp, mode=self.mode, history=wanted, history_text=text, variant=self.variant)
 
     def save(self, model_dir: str | Path) -> Path:
         path = Path(model_dir) / PROMPT_FILE
-        path.write_text(json.dumps({"mode": self.mode, "history": self.history, "thinking": self.thinking}))
+        path.write_text(json.dumps(asdict(self)))
         return path
 
     @classmethod
@@ -268,6 +291,17 @@ def _language_table_text(inp: ReasonerInput) -> str:
         parts.append(_reasoning_rules(image_word="image", history=inp.history))
     parts.append(_answer_format(reason))
     return "\n\n".join(parts)
+
+
+def _compact_text(inp: ReasonerInput) -> str:
+    """The compact Language Table prompt: the goal, the previous step and the answer format, nothing
+    the model must learn from its training rows anyway (the grammar, the rules)."""
+    reason = inp.mode == "reason"
+    parts = [f"## Goal\n{inp.goal.strip()}", *_history_section(inp)]
+    parts.append(
+        f"{REASONING_HEADER} ...\n{INSTRUCTION_HEADER} ..." if reason else f"{INSTRUCTION_HEADER} ..."
+    )
+    return "\n".join(parts)
 
 
 # --- Grocery packing --------------------------------------------------------------------------
@@ -635,6 +669,8 @@ _BUILDERS = {"language_table": _language_table_text, "packing": _packing_text}
 
 def prompt_text(inp: ReasonerInput) -> str:
     """The text part of the prompt for ``inp`` (images are separate chat content items)."""
+    if inp.variant == "compact":
+        return _compact_text(inp)
     interface_builders = {"semantic": _semantic_text, "tools": _tools_text, "plan": _plan_text}
     return interface_builders.get(inp.interface, _BUILDERS[inp.suite])(inp)
 

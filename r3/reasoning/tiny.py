@@ -147,12 +147,12 @@ def _train_tokenizer(vocab_size: int, special_tokens: tuple[str, ...], eos: str)
     )
 
 
-def _text_config(tok, hidden: int, eos: int) -> dict:
+def _text_config(tok, hidden: int, eos: int, layers: int = 2) -> dict:
     return {
         "vocab_size": len(tok),
         "hidden_size": hidden,
         "intermediate_size": 2 * hidden,
-        "num_hidden_layers": 2,
+        "num_hidden_layers": layers,
         "num_attention_heads": 4,
         "num_key_value_heads": 2,
         "max_position_embeddings": 8192,
@@ -228,15 +228,18 @@ def _qwen_parts(arch: str, tok, hidden: int):
     return config, image_processor, {}
 
 
-def _idefics3_parts(tok, hidden: int):
-    """Config and image processor for Idefics3 / SmolVLM v1: one 64x64 tile = 4 image tokens."""
+def _idefics3_parts(tok, hidden: int, layers: int = 2, image_size: int = 64):
+    """Config and image processor for Idefics3 / SmolVLM v1: one tile of ``image_size`` pixels, a
+    token per 32 x 32 pixels (64: 4 image tokens)."""
     from transformers import Idefics3Config
     from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
 
-    image_size, patch, scale = 64, 16, 2
+    patch, scale = 16, 2
+    if image_size % (patch * scale):
+        raise ValueError(f"image_size={image_size}: must be a multiple of {patch * scale}")
     config = Idefics3Config(
         text_config={
-            **_text_config(tok, hidden, tok.convert_tokens_to_ids("<end_of_utterance>")),
+            **_text_config(tok, hidden, tok.convert_tokens_to_ids("<end_of_utterance>"), layers),
             "model_type": "llama",
         },
         vision_config={
@@ -260,9 +263,18 @@ def _idefics3_parts(tok, hidden: int):
 
 
 def build_tiny_model(
-    arch: str, out_dir: str | Path, seed: int = 0, hidden: int = 64, vocab_size: int = 1024
+    arch: str,
+    out_dir: str | Path,
+    seed: int = 0,
+    hidden: int = 64,
+    vocab_size: int = 1024,
+    layers: int = 2,
+    image_size: int = 64,
 ) -> Path:
     """Build a tiny random ``arch`` VLM and save model + processor files to ``out_dir``; returns the path.
+
+    ``layers`` and ``image_size`` (the idefics3 tile, a multiple of 32) size the language model and
+    the image; ``r3 mini`` trains such a model from scratch.
 
     The result loads with ``AutoProcessor`` / ``AutoModelForImageTextToText.from_pretrained(out_dir,
     local_files_only=True)`` and ``transformers serve`` serves it (Qwen archs: where torchvision is
@@ -278,8 +290,10 @@ def build_tiny_model(
     eos = "<|im_end|>" if qwen else "<end_of_utterance>"
     template = QWEN_CHAT_TEMPLATE if qwen else IDEFICS3_CHAT_TEMPLATE
     tok = _train_tokenizer(vocab_size, special, eos)
+    if qwen and (layers, image_size) != (2, 64):
+        raise ValueError(f"layers and image_size are idefics3 options; {arch} keeps 2 and its own")
     config, image_processor, processor_kwargs = (
-        _qwen_parts(arch, tok, hidden) if qwen else _idefics3_parts(tok, hidden)
+        _qwen_parts(arch, tok, hidden) if qwen else _idefics3_parts(tok, hidden, layers, image_size)
     )
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config)
@@ -289,7 +303,8 @@ def build_tiny_model(
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     _save_processor(arch, out, tok, image_processor, template, processor_kwargs)
-    (out / "r3_tiny.json").write_text(json.dumps({"arch": arch, "seed": seed, "hidden": hidden}, indent=1))
+    record = {"arch": arch, "seed": seed, "hidden": hidden, "layers": layers, "image_size": image_size}
+    (out / "r3_tiny.json").write_text(json.dumps(record, indent=1))
     return out
 
 

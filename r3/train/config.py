@@ -17,7 +17,7 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from r3.reasoning.prompts import MODES
+from r3.reasoning.prompts import MODES, VARIANTS
 from r3.rewards.turn import TURN_TERMS
 
 
@@ -73,6 +73,9 @@ class _Common:
     max_rows: int | None = None  # use only the first N rows (smoke tests, quick looks)
     mode: str = "reason"  # "reason" or "instruction_only" (the no-think IL baseline)
     thinking: bool = False  # passed to the chat template as enable_thinking, as the reasoner backend does
+    prompt_variant: str = "full"  # "compact": goal, previous step, answer format (models from scratch)
+    constrained_decoding: bool = False  # the checkpoint's instruction is decoded under the grammar constraint
+    inference_temperature: float | None = None  # the checkpoint's sampling temperature (None: backend's)
     lora: LoraSettings | None = None
     learning_rate: float = 1e-6
     num_train_epochs: float = 2.0
@@ -94,6 +97,10 @@ class _Common:
         for key in ("model", "dataset", "output_dir"):
             _check(bool(getattr(self, key)), f"{key}: required")
         _check(self.mode in MODES, f"mode={self.mode!r}: expected one of {MODES}")
+        _check(
+            self.prompt_variant in VARIANTS,
+            f"prompt_variant={self.prompt_variant!r}: expected one of {VARIANTS}",
+        )
         _check(self.max_rows is None or self.max_rows >= 1, f"max_rows={self.max_rows}: must be >= 1")
         _check(self.learning_rate > 0, f"learning_rate={self.learning_rate}: must be > 0")
         _check(self.num_train_epochs > 0, f"num_train_epochs={self.num_train_epochs}: must be > 0")
@@ -127,6 +134,10 @@ class SFTConfig(_Common):
     # Keep only the last N sentences of each response's reasoning (the ones that name the chosen
     # move), still "Reasoning: ...\nInstruction: ..."; None = the whole response (the paper).
     reasoning_sentences: int | None = None
+    # Held-out rows (a dataset of the same kind): their loss is logged every eval_steps and before the
+    # first step, as eval_loss in the checkpoint's log history. None: no held-out loss.
+    eval_dataset: str | None = None
+    eval_steps: int = 50
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -138,6 +149,7 @@ class SFTConfig(_Common):
             self.reasoning_sentences is None or self.reasoning_sentences >= 1,
             f"reasoning_sentences={self.reasoning_sentences}: must be >= 1 (or null for the whole reasoning)",
         )
+        _check(self.eval_steps >= 1, f"eval_steps={self.eval_steps}: must be >= 1")
 
 
 @dataclass

@@ -69,7 +69,7 @@ def prepare_rl(cfg: RLConfig, rewards: RewardComposer | None = None):
     _, cuda = resolve_device(cfg.device)
     history = load_history_file(cfg.history_file) if cfg.history_file else {}
     table = with_history(open_dataset(cfg.dataset, cfg.splits, RL_COLUMNS, cfg.max_rows), history)
-    prompt = prompt_settings(table["history_kind"], cfg.mode, cfg.thinking)
+    prompt = prompt_settings(table["history_kind"], cfg.mode, cfg.thinking, cfg)
     rewards = rewards or instruction_reward_terms(cfg)
     funcs = [*rewards.trl_reward_funcs(), ResponseStats(mode=cfg.mode)]
     arguments = grpo_arguments(cfg, world_size(), cuda, [*rewards.trl_reward_weights(), 0.0])

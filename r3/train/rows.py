@@ -78,9 +78,11 @@ def open_dataset(
     return table.select(range(min(max_rows, len(table)))) if max_rows else table
 
 
-def prompt_settings(kinds, mode: str, thinking: bool) -> PromptSettings:
+def prompt_settings(kinds, mode: str, thinking: bool, cfg=None) -> PromptSettings:
     """The settings of a run whose rows have history kinds ``kinds``: the one kind besides "none"
     (which marks first steps), or "none" when that is all there is.
+
+    ``cfg`` (a training config) adds its prompt variant, constrained decoding and temperature.
 
     Raises :class:`DatasetError` when the rows mix kinds: a model trained so could not say how to
     prompt it.
@@ -88,7 +90,12 @@ def prompt_settings(kinds, mode: str, thinking: bool) -> PromptSettings:
     present = sorted(set(kinds) - {"none"})
     if len(present) > 1:
         raise DatasetError(f"rows mix history kinds {present}; build the dataset with one --history")
-    return PromptSettings(mode, present[0] if present else "none", thinking)
+    history = present[0] if present else "none"
+    if cfg is None:
+        return PromptSettings(mode, history, thinking)
+    return PromptSettings(
+        mode, history, thinking, cfg.prompt_variant, cfg.constrained_decoding, cfg.inference_temperature
+    )
 
 
 def reasoner_input(

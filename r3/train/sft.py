@@ -30,8 +30,16 @@ def prepare_sft(cfg: SFTConfig):
             raise DatasetError(str(err)) from None
         return rows, arguments, prompt
     table = open_dataset(cfg.dataset, cfg.splits, SFT_COLUMNS, cfg.max_rows)
-    prompt = prompt_settings(table["history_kind"], cfg.mode, cfg.thinking)
+    prompt = prompt_settings(table["history_kind"], cfg.mode, cfg.thinking, cfg)
     return sft_rows(table, prompt, cfg.reasoning_sentences), arguments, prompt
+
+
+def held_out_rows(cfg: SFTConfig, prompt):
+    """The rows of ``cfg.eval_dataset`` prompted as the training rows (None without one)."""
+    if cfg.eval_dataset is None:
+        return None
+    table = open_dataset(cfg.eval_dataset, cfg.splits, SFT_COLUMNS)
+    return sft_rows(table, prompt, cfg.reasoning_sentences)
 
 
 def run_sft(cfg: SFTConfig) -> Path:
@@ -40,21 +48,27 @@ def run_sft(cfg: SFTConfig) -> Path:
     from trl import SFTTrainer
 
     rows, arguments, prompt = prepare_sft(cfg)
+    held_out = held_out_rows(cfg, prompt)
+    if held_out is not None:
+        arguments.update(eval_strategy="steps", eval_steps=cfg.eval_steps)
     processor, model = load_model(cfg.model)
     trainer = SFTTrainer(
         model=model,
         args=TRLSFTConfig(**arguments),
         train_dataset=rows,
+        eval_dataset=held_out,
         processing_class=processor,
         peft_config=lora_config(cfg.lora),
     )
+    # The held-out loss before the first step (train() starts a fresh log, so it is kept here).
+    before = [{**trainer.evaluate(), "step": 0}] if held_out is not None else []
     trainer.train()
     info = {
         "stage": "sft",
         "base_model": cfg.model,
         "dataset": cfg.dataset,
         "rows": len(rows),
-        "log_history": trainer.state.log_history,
+        "log_history": before + trainer.state.log_history,
     }
     merge = cfg.lora is not None and cfg.lora.merge
     return save_final(trainer, processor, cfg.model, Path(cfg.output_dir) / "final", info, merge, prompt)

@@ -5,7 +5,8 @@
 
 Specs (:mod:`r3.reasoning.backends.spec`): "transformers:DIR[,device=...,dtype=...,temperature=...]",
 "openai:URL,model=NAME[,key_env=VAR,...]", "expert" (= "expert:language_table", the privileged data
-expert), "replay:BAG_DIR|FILE.jsonl" (recorded answers, step by step). Each backend class lists the
+expert), "replay:BAG_DIR|FILE.jsonl" (recorded answers, step by step), "random_valid" and "random_goal_block"
+(R^3's random baselines, :mod:`r3.reasoning.backends.baselines`). Each backend class lists the
 keys it takes in ``SPEC_OPTIONS``. Other backends register with :func:`register_backend`; classes
 are imported only when used, so choosing the openai backend never imports torch.
 
@@ -34,6 +35,8 @@ BACKENDS: dict[str, str] = {
     "openai": "r3.reasoning.backends.openai_backend:OpenAIBackend",
     "expert": "r3.reasoning.expert:LanguageTableExpert",
     "replay": "r3.reasoning.backends.replay:ReplayBackend",
+    "random_valid": "r3.reasoning.backends.baselines:RandomValidBackend",
+    "random_goal_block": "r3.reasoning.backends.baselines:RandomGoalBlockBackend",
 }
 
 

@@ -5,7 +5,8 @@ Loads with ``local_files_only=True`` always: the reasoner never downloads weight
 rendered with the model's own chat template (thinking switched off where the template knows
 ``enable_thinking``), an assistant prefix is appended to the rendered text, and the processor
 turns text + images into model inputs. A folder written by ``r3 train`` declares how the model was
-prompted in training (``r3_prompt.json``: mode, history, thinking); every input is recast to it, so
+prompted in training (``r3_prompt.json``: mode, history, thinking, prompt variant, constrained
+decoding); every input is recast to it, so
 the reasoner node, ``r3 eval`` and ``r3 collect`` prompt a checkpoint as it was trained, with no flags.
 """
 
@@ -50,13 +51,16 @@ class TransformersBackend(ReasonerBackend):
     """``device``: "auto" (default: cuda when available), "cpu", "cuda" or "cuda:N".
     ``dtype``: one of :data:`DTYPES` ("auto" = float32 on cpu, bfloat16 on cuda).
     ``temperature`` 0 means greedy decoding; ``seed`` makes sampling repeatable per call.
-    ``thinking`` None follows the folder's prompt settings (off without them)."""
+    ``thinking``, ``constrained`` and ``temperature`` None follow the folder's prompt settings
+    (without them: thinking and the constraint off, temperature 1)."""
 
     SPEC_OPTIONS: ClassVar[dict[str, Option]] = {
         "device": Option(str, "auto (CUDA when available), cpu, cuda or cuda:N"),
         "dtype": Option(str, f"one of {', '.join(DTYPES)} (auto: bfloat16 on CUDA, float32 on cpu)"),
         "constrained": Option(
-            bool, "true: after 'Instruction:' only a canonical instruction of the suite may be decoded"
+            bool,
+            "true: after 'Instruction:' only a canonical instruction of the suite may be decoded "
+            "(default: what the folder's r3_prompt.json says, else false)",
         ),
         **SAMPLING_OPTIONS,
     }
@@ -66,16 +70,16 @@ class TransformersBackend(ReasonerBackend):
         model_dir: str | Path,
         device: str = "auto",
         dtype: str = "auto",
-        temperature: float = 1.0,
+        temperature: float | None = None,
         top_p: float = 1.0,
         max_new_tokens: int = 1024,
         seed: int | None = 0,
         thinking: bool | None = None,
-        constrained: bool = False,
+        constrained: bool | None = None,
     ) -> None:
         if dtype not in DTYPES:
             raise ValueError(f"dtype={dtype!r}: expected one of {DTYPES}")
-        if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1:
+        if (temperature is not None and temperature < 0) or not 0 < top_p <= 1 or max_new_tokens < 1:
             raise ValueError(
                 f"bad sampling options: temperature={temperature}, top_p={top_p}, "
                 f"max_new_tokens={max_new_tokens}"
@@ -174,14 +178,21 @@ class TransformersBackend(ReasonerBackend):
         )
         inputs = inputs.to(self.model.device)
         max_new = self.max_new_tokens if max_tokens is None else max_tokens
-        kwargs = {"max_new_tokens": max_new, "do_sample": self.temperature > 0}
-        if self.temperature > 0:
-            kwargs.update(temperature=self.temperature, top_p=self.top_p)
+        temperature = self.temperature
+        if temperature is None:  # the folder's temperature, else 1
+            temperature = getattr(self.prompt, "temperature", None)
+            temperature = 1.0 if temperature is None else temperature
+        kwargs = {"max_new_tokens": max_new, "do_sample": temperature > 0}
+        if temperature > 0:
+            kwargs.update(temperature=temperature, top_p=self.top_p)
         if stop:
             kwargs.update(stop_strings=stop, tokenizer=self.processor.tokenizer)
         if on_text is not None:
             kwargs["streamer"] = _CallbackStreamer(self.processor.tokenizer, on_text, stop)
-        if self.constrained:
+        constrained = self.constrained
+        if constrained is None:
+            constrained = self.prompt is not None and self.prompt.constrained
+        if constrained:
             kwargs["logits_processor"] = [self._constraint().start(inputs["input_ids"].shape[1], prefix)]
         if self.seed is not None:
             torch.manual_seed(self.seed)

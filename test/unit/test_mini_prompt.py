@@ -1,0 +1,111 @@
+"""The learned reasoner of `r3 mini` sees the camera image, the goal and its previous step, nothing else:
+its prompt holds no privileged simulator state; and R^3's random baselines draw what they say."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from r3.episode import run_episode
+from r3.instructions.language_table import parse
+from r3.reasoning import make_backend
+from r3.reasoning.backends.base import Generation, ReasonerBackend
+from r3.reasoning.constrained import canonical_instructions
+from r3.reasoning.prompts import PromptSettings, ReasonerInput, build_messages, prompt_text
+from r3.tasks.language_table.board import BLOCKS
+
+#: What `r3 mini`'s checkpoints declare (config/mini/*.yaml: compact prompt, previous instruction).
+MINI_PROMPT = PromptSettings("reason", "instruction", variant="compact", constrained=True, temperature=0.0)
+
+
+class RecordingCheckpoint(ReasonerBackend):
+    """A stand-in for a trained checkpoint: prompted as its folder says (the transformers backend's
+    ``prompt_input``), it records every message it is sent and answers one fixed instruction."""
+
+    model_id = "recording"
+
+    def __init__(self, settings: PromptSettings):
+        self.settings, self.inputs, self.messages = settings, [], []
+
+    def prompt_input(self, inp: ReasonerInput) -> ReasonerInput:
+        self.inputs.append(inp)
+        return self.settings.apply(inp)
+
+    def _generate(self, messages, prefix, max_tokens, stop, on_text):
+        self.messages.append(messages)
+        return Generation("Reasoning: it is close.\nInstruction: move the red moon left", "stop", 1, 1, 0.0)
+
+
+def test_the_mini_reasoners_prompt_is_the_image_the_goal_and_the_previous_instruction_only():
+    backend = RecordingCheckpoint(MINI_PROMPT)
+    trajectory = run_episode("group", 1_000_003, backend, max_steps=3, render=False)
+    assert len(backend.messages) == 3
+    for step, (inp, messages) in enumerate(zip(backend.inputs, backend.messages)):
+        assert inp.extra["privileged"] is not None  # the loop did hand the state over; the prompt drops it
+        (message,) = messages
+        images = [c["image"] for c in message["content"] if c["type"] == "image"]
+        (text,) = [c["text"] for c in message["content"] if c["type"] == "text"]
+        assert len(images) == 1 and np.array_equal(np.asarray(images[0]), inp.images[0])
+        previous = trajectory.instructions[step - 1] if step else ""
+        bare = ReasonerInput(
+            "language_table",
+            inp.goal,
+            inp.images,
+            history_text=previous,
+            history="instruction",
+            variant="compact",
+        )
+        assert text == prompt_text(bare)
+        assert not re.search(r"\d", text), text  # no position, distance or any other number
+        assert trajectory.goal in text and (previous in text if previous else "first step" in text)
+
+
+def test_no_input_field_but_the_image_goal_and_previous_step_reaches_the_prompt():
+    image = np.full((24, 32, 3), 7, np.uint8)
+    base = {"suite": "language_table", "goal": "group the red moon and blue cube", "images": [image]}
+    a = MINI_PROMPT.apply(ReasonerInput(**base, history_text="touch the red moon", history="instruction"))
+    b = MINI_PROMPT.apply(
+        ReasonerInput(
+            **base,
+            history_text="touch the red moon",
+            history="instruction",
+            note="the red moon is at (0.12, -0.03)",
+            step=7,
+            extra={"privileged": "STATE", "seed": 5},
+        )
+    )
+    assert build_messages(a)[0]["content"][1] == build_messages(b)[0]["content"][1]
+    changed = MINI_PROMPT.apply(
+        ReasonerInput(**base, history_text="touch the blue cube", history="instruction")
+    )
+    assert build_messages(changed)[0]["content"][1] != build_messages(a)[0]["content"][1]
+
+
+def test_random_valid_draws_canonical_instructions_and_random_goal_block_names_a_goal_block():
+    goal = "put the red moon and blue cube next to each other, apart from all the other blocks"
+    image = np.zeros((8, 8, 3), np.uint8)
+    valid, goal_block = make_backend("random_valid"), make_backend("random_goal_block,seed=1")
+    canonical = set(canonical_instructions("language_table"))
+    seen_valid, seen_goal = set(), set()
+    for step in range(200):
+        inp = ReasonerInput("language_table", goal, [image], step=step, extra={"seed": 3})
+        seen_valid.add(valid.decide(inp).raw_text.split("Instruction: ")[1])
+        seen_goal.add(goal_block.decide(inp).raw_text.split("Instruction: ")[1])
+    assert seen_valid <= canonical and len(seen_valid) > 150  # uniform over 1,467: nearly all distinct
+    assert seen_goal <= canonical and {parse(t).block for t in seen_goal} == {"red moon", "blue cube"}
+    assert {parse(t).block for t in seen_valid} - {None} > {"red moon", "blue cube"}
+    again = ReasonerInput("language_table", goal, [image], step=4, extra={"seed": 3})
+    assert valid.decide(again).raw_text == valid.decide(again).raw_text
+
+
+@pytest.mark.parametrize("spec", ["random_valid", "random_goal_block"])
+def test_a_baselines_answer_parses_in_either_mode(spec):
+    from r3.reasoning.parsing import ParsedResponse, parse_response
+
+    image = np.zeros((8, 8, 3), np.uint8)
+    for mode in ("reason", "instruction_only"):
+        inp = ReasonerInput("language_table", "clear every block out of the bottom half", [image], mode=mode)
+        parsed = parse_response(make_backend(spec).decide(inp).raw_text, "language_table", mode)
+        assert isinstance(parsed, ParsedResponse) and parsed.instruction.block in (*BLOCKS, None)

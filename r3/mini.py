@@ -45,6 +45,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("expert (ceiling)", "expert"),
 )
 MODEL_STAGES = ("sft", "il", "rl")
+#: The stage sizes that come with r3 (config/mini in the source tree).
+CONFIGS = Path(__file__).resolve().parents[1] / "config" / "mini"
 SPLITS = ("T_M", "T_R", "T_O")
 CONFIG_KEYS = ("workers", "collect", "model", "sft", "il", "rl", "states", "eval")
 
@@ -243,7 +245,7 @@ class MiniRun:
         success_per_task({name: records[row] for name, row in ROWS}, self.path("success_per_task.png"))
         summary = {
             "rows": rows,
-            "held_out_loss": curves["sft"],
+            "held_out_loss": curves,
             "valid_rate_without_constraint": {
                 name: _valid_rate(states[name]) for name in ("untrained", "sft_unconstrained")
             },
@@ -513,7 +515,7 @@ def mini_main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--workers", type=int, default=None, help="worker processes (default: the config's)")
     args = p.parse_args(argv)
-    config = args.config or Path("config/mini") / ("quick.yaml" if args.quick else "full.yaml")
+    config = args.config or CONFIGS / ("quick.yaml" if args.quick else "full.yaml")
     out = args.out or Path("runs") / ("mini_quick" if args.quick else "mini")
     try:
         cfg = load_mini_config(config)

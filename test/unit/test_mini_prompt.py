@@ -109,3 +109,25 @@ def test_a_baselines_answer_parses_in_either_mode(spec):
         inp = ReasonerInput("language_table", "clear every block out of the bottom half", [image], mode=mode)
         parsed = parse_response(make_backend(spec).decide(inp).raw_text, "language_table", mode)
         assert isinstance(parsed, ParsedResponse) and parsed.instruction.block in (*BLOCKS, None)
+
+
+def test_a_folder_declares_its_constraint_and_temperature_and_a_spec_overrides_them(tmp_path):
+    from r3.reasoning import ReasoningBudget
+    from r3.reasoning.parsing import ParsedResponse, parse_response
+    from r3.reasoning.tiny import build_tiny_model
+
+    folder = build_tiny_model("idefics3", tmp_path / "m")
+    MINI_PROMPT.save(folder)
+    image = np.zeros((24, 32, 3), np.uint8)
+    inp = ReasonerInput("language_table", "group the red moon and blue cube", [image], history="instruction")
+    budget = ReasoningBudget(max_reasoning_tokens=4)  # the answer stage starts after "Instruction:"
+
+    def answer(options: str = "") -> str:
+        backend = make_backend(f"transformers:{folder},device=cpu,max_new_tokens=24{options}")
+        backend.load()
+        return backend.decide(inp, budget).raw_text
+
+    as_declared = answer()
+    assert isinstance(parse_response(as_declared, "language_table"), ParsedResponse), as_declared
+    assert not isinstance(parse_response(answer(",constrained=false"), "language_table"), ParsedResponse)
+    assert as_declared == answer(",temperature=0") != answer(",temperature=1.0")

@@ -60,7 +60,8 @@ def _run_parser() -> argparse.ArgumentParser:
         "--reasoner",
         default="expert",
         metavar="SPEC",
-        help="reasoner backend: expert, transformers:DIR or openai:URL,model=NAME (default: expert)",
+        help="reasoner backend: expert, transformers:DIR, openai:URL,model=NAME, or R^3's baselines "
+        "random_valid and random_goal_block (default: expert)",
     )
     p.add_argument(
         "--suite",

@@ -163,11 +163,11 @@ class MiniRun:
             image_size=m["image_size"],
         )
 
-    def train(self, stage: str) -> None:
+    def stage_config(self, stage: str):
+        """The training config of ``stage`` (sft, il, rl), written to ``OUT/configs/STAGE.yaml`` and
+        read back by :func:`r3.train.config.load_config`, which refuses a bad key or value."""
         from r3.train.config import RLConfig, SFTConfig, load_config
 
-        if (self.checkpoint(stage) / "r3_prompt.json").is_file():  # written last by save_final
-            return
         values = {**self.cfg["sft"], **self.cfg["il"]} if stage == "il" else dict(self.cfg[stage])
         data = self.path("datasets")
         values.update(output_dir=str(self.path(stage)))
@@ -183,8 +183,14 @@ class MiniRun:
         path = self.path("configs", f"{stage}.yaml")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(values, sort_keys=False))
-        cfg = load_config(path, RLConfig if stage == "rl" else SFTConfig)
-        _say(f"{stage}: r3 train {'rl' if stage == 'rl' else 'sft'} --config {path}")
+        return load_config(path, RLConfig if stage == "rl" else SFTConfig)
+
+    def train(self, stage: str) -> None:
+        if (self.checkpoint(stage) / "r3_prompt.json").is_file():  # written last by save_final
+            return
+        cfg = self.stage_config(stage)
+        job = "rl" if stage == "rl" else "sft"
+        _say(f"{stage}: r3 train {job} --config {self.path('configs', stage + '.yaml')}")
         if stage == "rl":
             from r3.train.grpo import run_rl
 
@@ -266,6 +272,8 @@ class MiniRun:
 
     def run(self) -> dict:
         start = time.perf_counter()
+        for stage in MODEL_STAGES:  # a bad training key stops the run here, before any episode
+            self.stage_config(stage)
         self.collect()
         self.datasets()
         self.model()
@@ -515,6 +523,10 @@ def mini_main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--workers", type=int, default=None, help="worker processes (default: the config's)")
     args = p.parse_args(argv)
+    from r3.eval.runner import EvalError
+    from r3.train.config import ConfigError
+    from r3.train.rows import DatasetError
+
     config = args.config or CONFIGS / ("quick.yaml" if args.quick else "full.yaml")
     out = args.out or Path("runs") / ("mini_quick" if args.quick else "mini")
     try:
@@ -522,7 +534,7 @@ def mini_main(argv: list[str] | None = None) -> int:
         if args.workers is not None:
             cfg["workers"] = args.workers
         summary = MiniRun(out, cfg).run()
-    except MiniError as exc:
+    except (MiniError, ConfigError, DatasetError, EvalError, ValueError) as exc:
         print(f"r3 mini: {exc}", file=sys.stderr)
         return 2
     print(out.joinpath("table.md").read_text())

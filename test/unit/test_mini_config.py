@@ -1,0 +1,45 @@
+"""`r3 mini` refuses a bad config with one line, before it collects a single episode; its sizes
+files are complete; a folder made with other sizes is not mixed into."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from r3.mini import CONFIG_KEYS, CONFIGS, mini_main
+
+
+def _write(tmp_path: Path, change) -> Path:
+    cfg = yaml.safe_load((CONFIGS / "quick.yaml").read_text())
+    change(cfg)
+    path = tmp_path / "cfg.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_every_sizes_file_has_every_section():
+    for path in CONFIGS.glob("*.yaml"):
+        assert set(yaml.safe_load(path.read_text())) == set(CONFIG_KEYS), path
+
+
+def test_an_unknown_training_key_is_refused_before_any_episode(tmp_path, capsys):
+    path = _write(tmp_path, lambda c: c["sft"].update(learning_rat=0.1))
+    assert mini_main(["--config", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert "learning_rat" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "episodes").exists()
+
+
+def test_a_missing_section_is_refused(tmp_path, capsys):
+    path = _write(tmp_path, lambda c: c.pop("states"))
+    assert mini_main(["--config", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert "missing section(s) ['states']" in capsys.readouterr().err
+
+
+def test_a_folder_of_other_sizes_is_refused(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mini.json").write_text('{"collect": {"scenes": 99}}')
+    path = _write(tmp_path, lambda c: None)
+    assert mini_main(["--config", str(path), "--out", str(out)]) == 2
+    assert "holds a run of another config" in capsys.readouterr().err

@@ -252,7 +252,7 @@ class EpisodeWorker:
             max_steps=c.max_steps,
             budget=self.budget,
             history=c.history,
-            render=False,
+            render=True,  # the reasoner decides on the camera image (off, it would see a blank one)
             trial=job.trial,
         )
 

@@ -5,7 +5,8 @@ command produced. Every command goes out through ``r3_ros.stop.MotionGuard``: no
 is cancelled, once a stop of its family arrives on ``/r3/stop_motion`` (the fast path: the client's
 stop of the RunTask it runs for, or the reasoner's, sent before the action cancel reaches this node),
 or once the reasoner that sent the goal falls silent (watchdog: no heartbeat for ``client_timeout_s``).
-Parse failures, unknown policies and a silent simulator end as ordinary results with a reason. One
+Parse failures, unknown policies, a refused command (the simulator's answer on ``/pusher/refusals``)
+and a silent simulator end as ordinary results with a reason. One
 goal at a time: a new goal aborts the running one (single-goal server).
 
 The ``scripted`` policy reads the privileged simulator state; it stands in for R^3's learned
@@ -30,18 +31,22 @@ from r3.instructions.language_table import ParseError, parse
 from r3.lowlevel.pushing import PushingPolicyConfig, ScriptedPushingPolicy
 from r3.safety.goals import GoalRefused, check_interface, check_seed
 from r3_msgs.action import FollowInstruction
-from r3_msgs.msg import PrivilegedState
+from r3_msgs.msg import CommandRefusal, PrivilegedState
 from r3_ros.conversions import msg_to_board_state, stamp_to_ns
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.params import declare_parameters
-from r3_ros.qos import LATCHED
+from r3_ros.qos import LATCHED, REFUSALS
 from r3_ros.refusals import refusing_action, refusing_message
 from r3_ros.spin import run_node
 from r3_ros.stop import MotionGuard, end_stopped
 
 #: Heartbeat state until the first simulator state arrives: the node cannot act yet.
 WAITING_FOR_STATE = "waiting_for_state"
+
+
+class CommandRefused(Exception):
+    """The simulator refused the command this node waits on; the message is its reason."""
 
 
 class LowLevelNode(Node):
@@ -55,6 +60,7 @@ class LowLevelNode(Node):
         self.state_cv = threading.Condition()
         self.state: PrivilegedState | None = None
         self.state_received = 0.0  # monotonic time the last state arrived
+        self.refusal: tuple[int, str] = (-1, "")  # the last refused command's stamp and the reason
         self.goals = SingleGoal(self)
         self.command_pub = self.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
         self.create_subscription(
@@ -62,6 +68,13 @@ class LowLevelNode(Node):
             names.PRIVILEGED_STATE,
             refusing_message(self, self.on_state),
             LATCHED,
+            callback_group=MutuallyExclusiveCallbackGroup(),
+        )
+        self.create_subscription(
+            CommandRefusal,
+            names.PUSHER_REFUSALS,
+            refusing_message(self, self.on_refusal),
+            REFUSALS,
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
         self.server = ActionServer(
@@ -85,13 +98,21 @@ class LowLevelNode(Node):
         if self.heartbeat.state == WAITING_FOR_STATE:
             self.heartbeat.state = "idle"
 
+    def on_refusal(self, msg: CommandRefusal) -> None:
+        with self.state_cv:
+            self.refusal = (stamp_to_ns(msg.header.stamp), msg.reason)
+            self.state_cv.notify_all()
+
     def wait_for_state_after(self, stamp_ns: int, handle=None) -> PrivilegedState | None:
         """The first state stamped after ``stamp_ns`` (-1: any), or None after the timeout or when
-        ``handle`` is canceled, stopped or preempted. Stamps never go back (not even across resets), so a
-        state from another episode can never be taken for the answer to this one's command."""
+        ``handle`` is canceled, stopped or preempted; :class:`CommandRefused` when the command stamped
+        ``stamp_ns`` was refused. Stamps never go back (not even across resets), so a state from another
+        episode can never be taken for the answer to this one's command."""
         deadline = time.monotonic() + self.state_timeout_s
         with self.state_cv:
             while self.state is None or stamp_to_ns(self.state.header.stamp) <= stamp_ns:
+                if stamp_ns >= 0 and self.refusal[0] == stamp_ns:
+                    raise CommandRefused(self.refusal[1])
                 left = deadline - time.monotonic()
                 if left <= 0 or (handle is not None and self.guard.stopping(handle)):
                     return None
@@ -134,7 +155,10 @@ class LowLevelNode(Node):
                 stop = self.guard.command(handle, partial(self.command_pub.publish, command))
                 if stop is not None:
                     return self._stopped(handle, result, stop)
-                state_msg = self.wait_for_state_after(stamp_to_ns(state_msg.header.stamp), handle)
+                try:
+                    state_msg = self.wait_for_state_after(stamp_to_ns(state_msg.header.stamp), handle)
+                except CommandRefused as refused:
+                    return self._finish(handle, result, False, f"error: the simulator {refused}")
                 if state_msg is None:
                     if not handle.is_active:
                         return result  # preempted by a newer goal

@@ -14,5 +14,9 @@ RECORD = QoSProfile(depth=200)
 HEARTBEAT = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 #: Stops on /r3/stop_motion: reliable, and never replayed to a node that starts later.
 STOP = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=QoSDurabilityPolicy.VOLATILE)
+#: A driver's refusals of commands: each delivered, none replayed to a sender that starts later.
+REFUSALS = QoSProfile(
+    depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=QoSDurabilityPolicy.VOLATILE
+)
 #: Camera streams subscribed as the RealSense driver publishes them (best effort, a short queue).
 SENSOR = qos_profile_sensor_data

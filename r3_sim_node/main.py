@@ -10,7 +10,8 @@ goes back, across resets too.
 The pusher driver refuses, never clips: a command that is non-finite, over the per-step limit, off
 the reachable board area (``LanguageTableEnv.off_board``), or older than ``COMMAND_DEADLINE_S``
 by its DDS source stamp (a command that waited in a queue while this process was frozen, MoveIt
-Servo's incoming-command timeout), moves nothing and is logged and counted. The deadline is below
+Servo's incoming-command timeout), moves nothing, is logged and counted, and is answered on
+``/pusher/refusals`` with the reason, so its sender ends the instruction at once. The deadline is below
 the low-level node's ``state_timeout_s`` (2 s), so a command whose FollowInstruction has already
 ended is always refused.
 """
@@ -34,12 +35,12 @@ from r3.graph.node_params import NODE_PARAMETERS
 from r3.safety.goals import canonical_task, check_seed
 from r3.sim.language_table.env import LanguageTableEnv
 from r3.sim.language_table.scene import CONTROL_DT
-from r3_msgs.msg import PrivilegedState, SceneSnapshot
+from r3_msgs.msg import CommandRefusal, PrivilegedState, SceneSnapshot
 from r3_msgs.srv import ResetScene
 from r3_ros.conversions import board_state_to_msg, camera_info_msg, image_to_msg, ns_to_stamp
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.params import declare_parameters
-from r3_ros.qos import LATCHED
+from r3_ros.qos import LATCHED, REFUSALS
 from r3_ros.refusals import refusing_message, refusing_service
 from r3_ros.spin import run_node
 
@@ -75,6 +76,7 @@ class SimNode(Node):
         self.clock_pub = self.create_publisher(ClockMsg, names.CLOCK, 10)
         self.state_pub = self.create_publisher(PrivilegedState, names.PRIVILEGED_STATE, LATCHED)
         self.snapshot_pub = self.create_publisher(SceneSnapshot, names.SCENE_SNAPSHOT, 10)
+        self.refusal_pub = self.create_publisher(CommandRefusal, names.PUSHER_REFUSALS, REFUSALS)
         group = MutuallyExclusiveCallbackGroup()
         self.create_subscription(
             Vector3Stamped,
@@ -139,6 +141,14 @@ class SimNode(Node):
                 self.get_logger().error(
                     f"pusher command {action.tolist()} {exc}; the pusher holds still "
                     f"({self.refused_commands} refused so far)"
+                )
+                self.refusal_pub.publish(
+                    CommandRefusal(
+                        header=msg.header,
+                        command_topic=names.PUSHER_COMMAND,
+                        reason=str(exc),
+                        refused_so_far=self.refused_commands,
+                    )
                 )
                 return
             self.clock_ns += STEP_NS

@@ -78,6 +78,9 @@ class LanguageTableSuite:
         image = self.env.render() if self.render else BLANK_IMAGE
         return StepView(SUITE, instance.goal, [image], instance.note, ExpertView(state, instance), self.noise)
 
+    def snapshot(self) -> bytes:
+        return self.env.snapshot()
+
     def execute(self, decision: StepDecision, step: int) -> Execution:
         env, done = self.env, Execution()
         rng = np.random.default_rng(policy_seed(self.noise, step))

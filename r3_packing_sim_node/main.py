@@ -324,7 +324,7 @@ class PackingSimNode(Node):
         snap = SceneSnapshot(
             episode_id=self.episode_id, control_step=self.env.elapsed_steps, format=SNAPSHOT_FORMAT
         )
-        snap.header.stamp, snap.data = stamp, self.env.snapshot()
+        snap.header.stamp, snap.data = stamp, self.cell.snapshot()  # with the tools' memory
         self.snapshot_pub.publish(snap)
         return stamp
 

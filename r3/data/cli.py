@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+from r3.safety.goals import INTERFACE_SUITES, interfaces_help
+
 
 def collect_main(argv: list[str]) -> int:
     from r3.data.collect import CollectConfig, collect
@@ -35,7 +37,9 @@ def collect_main(argv: list[str]) -> int:
     p.add_argument(
         "--interface",
         default=None,
-        help="how the reasoner acts: instruction (Language Table) or semantic (packing, ERR's actions) "
+        choices=tuple(INTERFACE_SUITES),
+        help=f"how the reasoner acts; {interfaces_help()}. Language Table collects instruction "
+        "episodes as bags, packing semantic, tools or plan episodes as turn folders "
         "(default: instruction; packing: semantic)",
     )
     p.add_argument("--scenes", type=int, default=64, help="scenes per task (default: %(default)s)")

@@ -60,7 +60,7 @@ def turn_images(turns: list[Turn]) -> list[list]:
     cell = PackingCell.build()
     out = []
     for turn in turns:
-        cell.env.restore(turn.snapshot_bytes())
+        cell.restore(turn.snapshot_bytes())
         out.append(cell.images(True))
     return out
 

@@ -27,15 +27,20 @@ def _same(a: bytes, b: bytes) -> bool:
     return x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x)
 
 
-def test_packing_collection_stores_turns_that_restore_and_replay_exactly(tmp_path):
+#: Decision steps per collected episode: enough for the tools' query and todo list to be set.
+MAX_STEPS = 5
+
+
+@pytest.mark.parametrize("interface", ["semantic", "tools", "plan"])
+def test_packing_collection_stores_turns_that_restore_and_replay_exactly(interface, tmp_path):
     config = CollectConfig(
         out=str(tmp_path),
         suite="packing",
         split="train",
-        interface="semantic",
+        interface=interface,
         scenes=1,
         trials=2,
-        max_steps=5,
+        max_steps=MAX_STEPS,
         history="instruction",
     )
     report = collect(config, progress=False)
@@ -45,13 +50,18 @@ def test_packing_collection_stores_turns_that_restore_and_replay_exactly(tmp_pat
     cell = PackingCell.build()
     for episode in episodes:
         turns = episode.turns
-        assert len(turns) >= 2 and all(t.interface == "semantic" for t in turns)
+        assert turns and all(t.interface == interface for t in turns)  # an expert plan may need one
+        remembered = []
         for k, turn in enumerate(turns):
-            cell.env.restore(turn.snapshot_bytes())
-            assert _same(cell.env.snapshot(), turn.snapshot_bytes())  # a restore is exact
+            cell.restore(turn.snapshot_bytes())
+            assert _same(cell.snapshot(), turn.snapshot_bytes())  # a restore is exact
+            remembered.append(cell.tools.state()["query"])
             if turn.valid:  # carried out again from its snapshot, the turn's action ends as it did
                 rng = np.random.default_rng(policy_seed(episode.seed, k))
-                assert cell.carry_out("semantic", turn.action, rng).outcome == turn.outcome
+                again = cell.carry_out(interface, turn.action, rng, steps_left=MAX_STEPS - k - 1)
+                assert again.outcome == turn.outcome
+        if interface == "tools":  # the tools' memory is part of the turn: queried names come back
+            assert any(remembered[1:]), remembered
     again = collect(config, progress=False)
     assert again.skipped == 2 and again.succeeded + again.failed == 0
 

@@ -184,6 +184,47 @@ def load_episode(folder: str | Path) -> StoredEpisode:
     )
 
 
+def find_episodes(paths: list[str | Path]) -> list[Path]:
+    """Episode folders named by ``paths``: each is an episode folder or a folder of them (sorted)."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            raise EpisodeFolderError(f"{path} is not a directory (an episode folder or a folder of them)")
+        found += (
+            [path]
+            if (path / EPISODE_FILE).is_file()
+            else sorted(p for p in path.iterdir() if (p / EPISODE_FILE).is_file())
+        )
+    return sorted(set(found), key=lambda p: (p.name, str(p)))
+
+
+def load_turn_dataset(path: str | Path) -> list[Turn]:
+    """The turns of a ``turns`` dataset built by ``r3 dataset build --kind turns``, snapshots absolute."""
+    from r3.data import schema as S
+
+    rows = S.load_r3_dataset(path)
+    return [
+        Turn(
+            episode_id=r[S.EPISODE_ID],
+            task=r[S.TASK],
+            seed=int(r[S.SEED]),
+            goal=r[S.GOAL],
+            note=r[S.NOTE],
+            interface=r[S.INTERFACE],
+            history_kind=r[S.HISTORY_KIND],
+            step=int(r[S.STEP]),
+            history=r[S.HISTORY],
+            snapshot=r[S.SNAPSHOT],
+            raw_response=r[S.RAW_RESPONSE],
+            action=r[S.INSTRUCTION],
+            valid=bool(r[S.VALID]),
+            outcome=r[S.OUTCOME],
+            progress=float(r[S.TURN_PROGRESS]),
+        )
+        for r in rows
+    ]
+
+
 def load_episodes(root: str | Path) -> list[StoredEpisode]:
     """Every stored episode under ``root`` (one folder each, sorted by name)."""
     root = Path(root)

@@ -1,17 +1,20 @@
-"""`r3 collect --suite packing`: the packing training task as multi-turn episode folders (ERR's
-snapshot rows), resumable, every turn's snapshot restoring the exact state the turn was decided on,
-from which the turn's action ends as it did (the same result line; the arm's path from a fresh cell
-is not bit-identical to the recorded one, see the issue note)."""
+"""`r3 collect --suite packing` then `r3 dataset build --kind turns`: the packing training task as
+multi-turn episode folders and a dataset of their turns (ERR's snapshot rows), resumable, every
+turn's snapshot restoring the exact state the turn was decided on, from which the turn's action ends
+as it did (the same result line; the arm's path from a fresh cell is not bit-identical to the recorded
+one, see the issue note)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import numpy as np
 import pytest
 
+from r3.data.cli import dataset_main
 from r3.data.collect import CollectConfig, collect
-from r3.data.turns import load_episodes
+from r3.data.turns import load_episodes, load_turn_dataset
 from r3.episode import policy_seed
 from r3.packing_episode import PackingCell
 
@@ -34,7 +37,7 @@ MAX_STEPS = 5
 @pytest.mark.parametrize("interface", ["semantic", "tools", "plan"])
 def test_packing_collection_stores_turns_that_restore_and_replay_exactly(interface, tmp_path):
     config = CollectConfig(
-        out=str(tmp_path),
+        out=str(tmp_path / "episodes"),
         suite="packing",
         split="train",
         interface=interface,
@@ -45,7 +48,7 @@ def test_packing_collection_stores_turns_that_restore_and_replay_exactly(interfa
     )
     report = collect(config, progress=False)
     assert (report.planned, report.skipped, report.succeeded + report.failed) == (2, 0, 2)
-    episodes = load_episodes(tmp_path)
+    episodes = load_episodes(tmp_path / "episodes")
     assert len(episodes) == 2 and {e.seed for e in episodes} == {0, 1}
     cell = PackingCell.build()
     for episode in episodes:
@@ -65,6 +68,19 @@ def test_packing_collection_stores_turns_that_restore_and_replay_exactly(interfa
     again = collect(config, progress=False)
     assert again.skipped == 2 and again.succeeded + again.failed == 0
 
+    # The dataset holds every turn, field by field, its copied snapshot restoring the same state.
+    built = tmp_path / "turns"
+    assert dataset_main(["build", str(tmp_path / "episodes"), "--kind", "turns", "--out", str(built)]) == 0
+    rows = load_turn_dataset(built)
+    stored = [t for e in episodes for t in e.turns]
+    assert [dataclasses.replace(r, snapshot="") for r in rows] == [
+        dataclasses.replace(t, snapshot="") for t in stored
+    ]
+    for row, turn in zip(rows, stored):
+        assert row.snapshot.startswith(str(built.resolve())) and row.snapshot_bytes() == turn.snapshot_bytes()
+        cell.restore(row.snapshot_bytes())
+        assert _same(cell.snapshot(), turn.snapshot_bytes())
+
 
 def test_packing_collection_takes_only_its_training_task_and_a_turn_interface(tmp_path):
     with pytest.raises(ValueError, match="packing collects split 'train'"):
@@ -73,3 +89,12 @@ def test_packing_collection_takes_only_its_training_task_and_a_turn_interface(tm
         CollectConfig(out=str(tmp_path), suite="packing", split="train", interface="instruction")
     with pytest.raises(ValueError, match="interface 'semantic'"):
         CollectConfig(out=str(tmp_path), suite="language_table", interface="semantic")
+
+
+def test_a_turns_dataset_takes_no_history_and_no_bags(tmp_path, capsys):
+    """Turns keep what their episode told the model; a folder without episodes builds nothing."""
+    (tmp_path / "episodes").mkdir()
+    argv = ["build", str(tmp_path / "episodes"), "--kind", "turns", "--out", str(tmp_path / "ds")]
+    assert dataset_main([*argv, "--history", "response"]) == 2
+    assert "turns keep the history" in capsys.readouterr().err
+    assert dataset_main(argv) == 2 and "no episode folders in" in capsys.readouterr().err

@@ -179,15 +179,7 @@ def build_dataset(
     default for sft), its instruction ("instruction", default for rl) or nothing ("none"). Turns keep
     what their episode told the model, so they take none.
     """
-    if kind not in (*S.KINDS, S.TURNS):
-        raise ValueError(f"kind must be one of {(*S.KINDS, S.TURNS)}, got {kind!r}")
-    if kind == S.TURNS:
-        if history is not None:
-            raise ValueError("turns keep the history their episode was collected with; pass no history")
-    else:
-        history = history or ("response" if kind == "sft" else "instruction")
-        if history not in S.HISTORY_KINDS:
-            raise ValueError(f"history must be one of {S.HISTORY_KINDS}, got {history!r}")
+    history = build_history(kind, history)
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         if not overwrite:
@@ -226,6 +218,21 @@ def build_dataset(
     (out / S.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     report.seconds = time.perf_counter() - started
     return report
+
+
+def build_history(kind: str, history: str | None) -> str | None:
+    """The HISTORY column a ``kind`` dataset gets for the ``history`` asked for (None: its default);
+    a ValueError for a kind or history that cannot be built."""
+    if kind not in (*S.KINDS, S.TURNS):
+        raise ValueError(f"kind must be one of {(*S.KINDS, S.TURNS)}, got {kind!r}")
+    if kind == S.TURNS:
+        if history is not None:
+            raise ValueError("turns keep the history their episode was collected with; pass no history")
+        return None
+    history = history or ("response" if kind == "sft" else "instruction")
+    if history not in S.HISTORY_KINDS:
+        raise ValueError(f"history must be one of {S.HISTORY_KINDS}, got {history!r}")
+    return history
 
 
 def _episode_rows(

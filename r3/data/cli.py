@@ -206,9 +206,10 @@ def bag_main(argv: list[str]) -> int:
 def _build(args) -> int:
     from tqdm import tqdm
 
-    from r3.data.build import build_dataset, find_bags
+    from r3.data.build import build_dataset, build_history, find_bags
     from r3.data.turns import find_episodes
 
+    build_history(args.kind, args.history)  # a bad combination fails before any source is read
     turns = args.kind == "turns"
     bags = find_episodes(args.bags) if turns else find_bags(args.bags)
     unit = "episode" if turns else "bag"

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
+from collections import Counter
 
 import numpy as np
 import pytest
 
 from r3.data.cli import dataset_main
 from r3.data.collect import CollectConfig, collect
+from r3.data.stats import call_type
 from r3.data.turns import load_episodes, load_turn_dataset
 from r3.episode import policy_seed
 from r3.packing_episode import PackingCell
@@ -80,6 +83,11 @@ def test_packing_collection_stores_turns_that_restore_and_replay_exactly(interfa
         assert row.snapshot.startswith(str(built.resolve())) and row.snapshot_bytes() == turn.snapshot_bytes()
         cell.restore(row.snapshot_bytes())
         assert _same(cell.snapshot(), turn.snapshot_bytes())
+    # Its statistics count the calls the turns made.
+    assert dataset_main(["stats", str(built)]) == 0
+    calls = json.loads((built / "stats.json").read_text())["instruction_types"]["train"]
+    assert calls == dict(sorted(Counter(call_type(interface, t.action, t.valid) for t in stored).items()))
+    assert "Invalid" not in calls
 
 
 def test_packing_collection_takes_only_its_training_task_and_a_turn_interface(tmp_path):

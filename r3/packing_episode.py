@@ -22,7 +22,6 @@ from typing import ClassVar
 
 import numpy as np
 
-from r3.episode import policy_seed
 from r3.episode_loop import (
     BLANK_IMAGE,
     Decider,
@@ -47,6 +46,7 @@ from r3.lowlevel.tools import ToolActions
 from r3.reasoning.backends.base import ReasonerBackend, ReasoningBudget
 from r3.reasoning.expert import NO_BUDGET
 from r3.reasoning.packing_expert import PackingExpertView
+from r3.seeds import policy_seed
 
 SUITE = "packing"
 #: Decision steps per episode: enough for five goal objects, clutter and a few repairs.

@@ -26,7 +26,6 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallb
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
-from r3.episode import policy_seed
 from r3.episode_loop import Decider, StepDecision, StepView, ends_episode
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
@@ -37,6 +36,7 @@ from r3.reasoning.expert import ExpertView
 from r3.reasoning.packing_expert import PackingExpertView
 from r3.safety.goals import GoalRefused, check_interface, check_run_task
 from r3.safety.goals import episode_id as new_episode_id
+from r3.seeds import policy_seed
 from r3_msgs.action import FollowInstruction, RunTask
 from r3_msgs.msg import EpisodeEvent, InstructionOutcome, PrivilegedState, ReasonerStep
 from r3_msgs.srv import ResetScene

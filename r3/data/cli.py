@@ -19,7 +19,7 @@ def collect_main(argv: list[str]) -> int:
         description=(
             "Run expert episodes in-process and write one rosbag2 bag per episode (successful and failed "
             "alike) in the recorder node's format. Resumable: episodes whose bag is already complete in "
-            "--out are skipped. Seeds: r3/data/seeds.py (collection seeds stay below the evaluation seeds)."
+            "--out are skipped. Seeds: r3/seeds.py (collection seeds stay below the evaluation seeds)."
         ),
     )
     p.add_argument(

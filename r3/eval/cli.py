@@ -25,9 +25,9 @@ from r3.eval.runner import (
     evaluate,
     read_config,
     read_records,
-    scene_seed,
 )
 from r3.safety.goals import INTERFACE_SUITES, interfaces_help
+from r3.seeds import scene_seed
 
 SPLIT_CHOICES = ("all", "T_M", "T_R", "T_O")
 

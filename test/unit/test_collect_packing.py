@@ -18,8 +18,8 @@ from r3.data.cli import dataset_main
 from r3.data.collect import CollectConfig, collect
 from r3.data.stats import call_type
 from r3.data.turns import load_episodes, load_turn_dataset
-from r3.episode import policy_seed
 from r3.packing_episode import PackingCell
+from r3.seeds import policy_seed
 
 
 def _arrays(snapshot: bytes) -> dict[str, np.ndarray]:

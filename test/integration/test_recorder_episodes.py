@@ -12,6 +12,7 @@ import time
 import pytest
 
 from r3.data.bags import BagBusyError, read_messages
+from r3.graph import names
 
 pytestmark = pytest.mark.ros
 
@@ -21,10 +22,11 @@ LATE = 50  # messages of episode A queued at the frozen recorder
 
 def test_messages_sent_before_an_episodes_start_stay_out_of_its_bag(tmp_path, private_ros_env):
     import rclpy
+    from sensor_msgs.msg import Image
     from std_msgs.msg import String
 
-    from r3_msgs.msg import EpisodeEvent
-    from r3_ros.qos import EVENTS
+    from r3_msgs.msg import EpisodeEvent, Heartbeat
+    from r3_ros.qos import EVENTS, HEARTBEAT
 
     env = private_ros_env(in_process=True)
     bags = tmp_path / "bags"
@@ -39,6 +41,14 @@ def test_messages_sent_before_an_episodes_start_stay_out_of_its_bag(tmp_path, pr
     node = rclpy.create_node("r3_reasoner_node")  # the recorder takes episode events from it only
     events = node.create_publisher(EpisodeEvent, "/r3/episode_events", EVENTS)
     chatter = node.create_publisher(String, TOPIC, 100)
+    node.create_publisher(Image, names.REASONER_FRAMES, 10)  # recorded always: ready once it is there
+    states: list[str] = []
+    node.create_subscription(
+        Heartbeat,
+        names.HEARTBEAT,
+        lambda beat: states.append(beat.state) if beat.node.endswith("r3_recorder_node") else None,
+        HEARTBEAT,
+    )
 
     def spin(seconds: float, until=lambda: False) -> bool:
         end = time.monotonic() + seconds
@@ -52,8 +62,7 @@ def test_messages_sent_before_an_episodes_start_stay_out_of_its_bag(tmp_path, pr
     try:
         assert spin(60, lambda: events.get_subscription_count() > 0), "the recorder did not come up"
         event(EpisodeEvent.START, "A")
-        assert spin(30, lambda: chatter.get_subscription_count() > 0), "the recorder did not subscribe"
-        spin(1.0)
+        assert spin(30, lambda: names.recording_state("A") in states), "the recorder did not record A"
         for k in range(3):
             chatter.publish(String(data=f"A{k}"))
         spin(1.0)
@@ -66,7 +75,7 @@ def test_messages_sent_before_an_episodes_start_stay_out_of_its_bag(tmp_path, pr
             spin(0.5)
         finally:
             os.kill(recorder.pid, signal.SIGCONT)
-        spin(2.0)
+        assert spin(30, lambda: names.recording_state("B") in states), "the recorder did not record B"
         for k in range(3):
             chatter.publish(String(data=f"B{k}"))
         spin(1.0)

@@ -6,7 +6,10 @@ is cancelled, once a stop of its family arrives on ``/r3/stop_motion`` (the fast
 stop of the RunTask it runs for, or the reasoner's, sent before the action cancel reaches this node),
 or once the reasoner that sent the goal falls silent (watchdog: no heartbeat for ``client_timeout_s``).
 Parse failures, unknown policies, a refused command (the simulator's answer on ``/pusher/refusals``)
-and a silent simulator end as ordinary results with a reason. One
+and a silent simulator end as ordinary results with a reason. An instruction's first command waits
+until every subscriber the graph shows on the command topic has matched this node's publisher: DDS
+matches each pair of endpoints on its own, so on a loaded machine the simulator's state can arrive
+seconds before its command subscription is matched, and a command published then is lost. One
 goal at a time: a new goal aborts the running one (single-goal server).
 
 The ``scripted`` policy reads the privileged simulator state; it stands in for R^3's learned
@@ -36,7 +39,7 @@ from r3_ros.conversions import msg_to_board_state, stamp_to_ns
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.params import declare_parameters
-from r3_ros.qos import LATCHED, REFUSALS
+from r3_ros.qos import LATCHED, REFUSALS, can_match
 from r3_ros.refusals import refusing_action, refusing_message
 from r3_ros.spin import run_node
 from r3_ros.stop import MotionGuard, end_stopped
@@ -119,6 +122,22 @@ class LowLevelNode(Node):
                 self.state_cv.wait(min(left, 0.01))
             return self.state
 
+    def wait_for_command_path(self, handle) -> bool:
+        """Until every subscriber of the command topic in the graph view (the simulator, a recorder)
+        whose QoS can match has matched this node's publisher, at most ``state_timeout_s``; False when
+        none does. (A subscriber whose QoS cannot match, say a transient-local echo, never will.)"""
+        deadline = time.monotonic() + self.state_timeout_s
+        while True:
+            listening = sum(
+                can_match(self.command_pub.qos_profile, s.qos_profile)
+                for s in self.get_subscriptions_info_by_topic(names.PUSHER_COMMAND)
+            )
+            if 0 < listening <= self.command_pub.get_subscription_count():
+                return True
+            if time.monotonic() > deadline or self.guard.stopping(handle) or not handle.is_active:
+                return False
+            time.sleep(0.01)
+
     def execute(self, handle) -> FollowInstruction.Result:
         goal = handle.request
         result = FollowInstruction.Result()
@@ -135,6 +154,14 @@ class LowLevelNode(Node):
         state_msg = self.wait_for_state_after(-1)
         if state_msg is None:
             return self._finish(handle, result, False, "error: no state from the simulator")
+        if not self.wait_for_command_path(handle):
+            if not handle.is_active:
+                return result  # preempted by a newer goal
+            if self.guard.stopping(handle):
+                return self._stopped(handle, result, "canceled")
+            return self._finish(
+                handle, result, False, f"error: no simulator subscribes to {names.PUSHER_COMMAND}"
+            )
         max_steps = goal.max_steps or self.default_max_steps
         self.heartbeat.state = "busy"
         self.policy.reset(parsed, msg_to_board_state(state_msg), np.random.default_rng(goal.seed))

@@ -42,6 +42,7 @@ from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.params import declare_parameters
 from r3_ros.qos import LATCHED, REFUSALS
 from r3_ros.refusals import refusing_message, refusing_service
+from r3_ros.services import ResetRecord
 from r3_ros.spin import run_node
 
 SNAPSHOT_FORMAT = "r3-language-table-snapshot/1"
@@ -69,6 +70,7 @@ class SimNode(Node):
         self.last_command_wall = 0.0
         self.idle_published = False
         self.refused_commands = 0
+        self.resets = ResetRecord()
 
         self.image_pub = self.create_publisher(Image, names.CAMERA_IMAGE, 5)
         self.info_pub = self.create_publisher(CameraInfo, names.CAMERA_INFO, 5)
@@ -104,6 +106,8 @@ class SimNode(Node):
             if request.suite not in ("", "language_table"):
                 response.ok, response.reason = False, f"suite {request.suite!r} is not simulated by this node"
                 return response
+            if self.resets.repeat(request, response):
+                return response  # the caller resent it: its first answer was lost
             try:
                 task = canonical_task("language_table", request.task)
                 _, info = self.env.reset(seed=check_seed(request.seed), options={"task": task})
@@ -114,6 +118,7 @@ class SimNode(Node):
             self.clock_ns += STEP_NS  # time moves on across a reset, so every stamp is unique
             response.ok, response.goal = True, info["goal"]
             response.task_instance_json = json.dumps(self.env.task_instance.to_dict())
+            self.resets.remember(request, response)
             self.publish_state()
             self.publish_settled()
         self.get_logger().info(f"reset {request.task} seed {request.seed}: {info['goal']}")

@@ -1,5 +1,7 @@
 """A refused pusher command is answered (/pusher/refusals), and its sender ends the instruction on
-the answer with the simulator's reason, not after its state timeout with "stopped publishing state"."""
+the answer with the simulator's reason, not after its state timeout with "stopped publishing state".
+The low-level node also sends no command before the simulator's command subscription is matched (a
+command published earlier would be lost, and the instruction would hang until its state timeout)."""
 
 from __future__ import annotations
 
@@ -18,9 +20,18 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 STATE_TIMEOUT_S = 60.0
 
 
-def test_the_lowlevel_node_ends_the_instruction_on_the_simulators_refusal(private_ros_env):
-    """This probe plays the simulator (the latched state) and the reasoner (its heartbeat), and
-    refuses the first pusher command by its stamp."""
+@pytest.mark.parametrize(
+    "listens_after_s, incompatible_echo",
+    [(0.0, False), (1.5, False), (0.0, True)],
+    ids=["listening", "subscribes_late", "beside_an_echo_that_cannot_match"],
+)
+def test_the_lowlevel_node_ends_the_instruction_on_the_simulators_refusal(
+    listens_after_s, incompatible_echo, private_ros_env
+):
+    """This probe plays the simulator (the latched state; its command subscription made
+    ``listens_after_s`` after the goal is accepted) and the reasoner (its heartbeat), and refuses the
+    first pusher command by its stamp. An extra subscription whose QoS cannot match the command
+    publisher (transient local) must not hold the commands back."""
     import rclpy
     from geometry_msgs.msg import Vector3Stamped
     from rclpy.action import ActionClient
@@ -69,7 +80,6 @@ def test_the_lowlevel_node_ends_the_instruction_on_the_simulators_refusal(privat
             )
         )
 
-    node.create_subscription(Vector3Stamped, names.PUSHER_COMMAND, refuse, 10)
     follow = ActionClient(node, FollowInstruction, names.FOLLOW_INSTRUCTION)
 
     def spin(seconds: float, until=lambda: False) -> None:
@@ -82,6 +92,10 @@ def test_the_lowlevel_node_ends_the_instruction_on_the_simulators_refusal(privat
 
     try:
         state_pub.publish(state)
+        if incompatible_echo:
+            node.create_subscription(Vector3Stamped, names.PUSHER_COMMAND, lambda _: None, LATCHED)
+        if not listens_after_s:
+            node.create_subscription(Vector3Stamped, names.PUSHER_COMMAND, refuse, 10)
         assert follow.wait_for_server(timeout_sec=60), "the low-level node did not come up"
         spin(1.0)  # it hears the state and this probe's heartbeat
         goal = FollowInstruction.Goal(
@@ -91,6 +105,9 @@ def test_the_lowlevel_node_ends_the_instruction_on_the_simulators_refusal(privat
         spin(30, sent.done)
         assert sent.done() and sent.result().accepted
         started = time.monotonic()
+        if listens_after_s:
+            spin(listens_after_s)
+            node.create_subscription(Vector3Stamped, names.PUSHER_COMMAND, refuse, 10)
         result = sent.result().get_result_async()
         spin(STATE_TIMEOUT_S / 2, result.done)
         assert result.done(), "no result long after the refusal"

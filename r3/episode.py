@@ -35,31 +35,9 @@ from r3.episode_loop import (
 from r3.lowlevel.pushing import ScriptedPushingPolicy
 from r3.reasoning.backends.base import ReasonerBackend, ReasoningBudget
 from r3.reasoning.expert import NO_BUDGET, ExpertView
+from r3.seeds import policy_seed, trial_seed
 
 SUITE = "language_table"
-
-
-def policy_seed(episode_seed: int, step: int) -> int:
-    """Seed of the low-level policy's generator at one decision step (the ROS graph uses it too).
-
-    >>> policy_seed(3, 0) == policy_seed(3, 0) != policy_seed(3, 1)
-    True
-    """
-    return int(np.random.SeedSequence([int(episode_seed), int(step)]).generate_state(1)[0])
-
-
-def trial_seed(scene_seed: int, trial: int) -> int:
-    """Seed of the stochastic parts (policy noise, expert wording) of one trial of a scene.
-
-    Trial 0 is the scene seed itself (what the ROS graph's RunTask uses); other trials keep the
-    scene and redraw the noise.
-
-    >>> trial_seed(3, 0), trial_seed(3, 1) != trial_seed(3, 2)
-    (3, True)
-    """
-    if trial == 0:
-        return int(scene_seed)
-    return int(np.random.SeedSequence([int(scene_seed), int(trial)]).generate_state(1)[0])
 
 
 @dataclass
@@ -77,6 +55,9 @@ class LanguageTableSuite:
         state, instance = self.env.state(), self.env.task_instance
         image = self.env.render() if self.render else BLANK_IMAGE
         return StepView(SUITE, instance.goal, [image], instance.note, ExpertView(state, instance), self.noise)
+
+    def snapshot(self) -> bytes:
+        return self.env.snapshot()
 
     def execute(self, decision: StepDecision, step: int) -> Execution:
         env, done = self.env, Execution()

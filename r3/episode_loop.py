@@ -254,12 +254,16 @@ class Execution:
 
 
 class SuiteAdapter(Protocol):
-    """A suite's part of the in-process loop (``env`` has ``state``, ``task_instance``, ``snapshot``)."""
+    """A suite's part of the in-process loop (``env`` has ``state`` and ``task_instance``)."""
 
     env: object
     render: bool
 
     def view(self, step: int) -> StepView: ...
+
+    def snapshot(self) -> bytes:
+        """Everything the next decision is taken on, to restore and continue from exactly."""
+        ...
 
     def execute(self, decision: StepDecision, step: int) -> Execution: ...
 
@@ -292,7 +296,7 @@ def run_loop(
             break
         view = suite.view(step)
         record = decider.decide(step, view)
-        snapshot = env.snapshot()
+        snapshot = suite.snapshot()
         done = suite.execute(record, step) if record.valid else Execution()
         if done.outcome:
             decider.report(done.outcome)

@@ -14,13 +14,14 @@ follows it step for step); this module is packing's part of it:
 
 from __future__ import annotations
 
+import io
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from r3.episode import policy_seed
 from r3.episode_loop import (
     BLANK_IMAGE,
     Decider,
@@ -45,6 +46,7 @@ from r3.lowlevel.tools import ToolActions
 from r3.reasoning.backends.base import ReasonerBackend, ReasoningBudget
 from r3.reasoning.expert import NO_BUDGET
 from r3.reasoning.packing_expert import PackingExpertView
+from r3.seeds import policy_seed
 
 SUITE = "packing"
 #: Decision steps per episode: enough for five goal objects, clutter and a few repairs.
@@ -60,6 +62,9 @@ MAX_TOOL_CALLS = 10 * MAX_DECISIONS
 #: five goal objects and a few repairs holds for plans too.
 MAX_PLANS = MAX_DECISIONS
 
+
+#: The array of a cell snapshot that holds what the tools remember (JSON).
+TOOLS_STATE = "tools_state"
 
 #: The interfaces whose answers :meth:`PackingCell.carry_out` carries out.
 CELL_INTERFACES = ("instruction", "semantic", "tools", "plan")
@@ -116,6 +121,26 @@ class PackingCell:
         self.env.reset(seed=seed, options={"task": task})
         self.grounder.forget()
         self.tools = ToolActions(self.executor, self.env)
+
+    def snapshot(self) -> bytes:
+        """The simulator's snapshot (``PackingEnv.snapshot``) plus what the tools remember, in one npz:
+        everything a turn of any interface is decided on."""
+        with np.load(io.BytesIO(self.env.snapshot()), allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+        arrays[TOOLS_STATE] = np.frombuffer(json.dumps(self.tools.state()).encode(), np.uint8)
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        return buf.getvalue()
+
+    def restore(self, snapshot: bytes) -> None:
+        """Back to a :meth:`snapshot` (or a bare ``PackingEnv.snapshot``: the tools start afresh), with
+        a grounder that remembers nothing of what came after it."""
+        self.env.restore(snapshot)
+        self.grounder.forget()
+        self.tools = ToolActions(self.executor, self.env)
+        with np.load(io.BytesIO(snapshot), allow_pickle=False) as npz:
+            if TOOLS_STATE in npz.files:
+                self.tools.restore(json.loads(npz[TOOLS_STATE].tobytes().decode()))
 
     def carry_out(
         self, interface: str, text: str, rng: np.random.Generator, steps_left: int = 0
@@ -233,6 +258,9 @@ class PackingSuite:
     def execute(self, decision: StepDecision, step: int) -> Execution:
         steps_left = self.max_steps - step - 1
         return self.cell.carry_out(self.interface, decision.instruction, self.rng(step), steps_left)
+
+    def snapshot(self) -> bytes:
+        return self.cell.snapshot()
 
     def progress(self) -> float:
         return float(self.env.max_progress)

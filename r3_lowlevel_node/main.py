@@ -5,7 +5,11 @@ command produced. Every command goes out through ``r3_ros.stop.MotionGuard``: no
 is cancelled, once a stop of its family arrives on ``/r3/stop_motion`` (the fast path: the client's
 stop of the RunTask it runs for, or the reasoner's, sent before the action cancel reaches this node),
 or once the reasoner that sent the goal falls silent (watchdog: no heartbeat for ``client_timeout_s``).
-Parse failures, unknown policies and a silent simulator end as ordinary results with a reason. One
+Parse failures, unknown policies, a refused command (the simulator's answer on ``/pusher/refusals``)
+and a silent simulator end as ordinary results with a reason. An instruction's first command waits
+until every subscriber the graph shows on the command topic has matched this node's publisher: DDS
+matches each pair of endpoints on its own, so on a loaded machine the simulator's state can arrive
+seconds before its command subscription is matched, and a command published then is lost. One
 goal at a time: a new goal aborts the running one (single-goal server).
 
 The ``scripted`` policy reads the privileged simulator state; it stands in for R^3's learned
@@ -30,18 +34,22 @@ from r3.instructions.language_table import ParseError, parse
 from r3.lowlevel.pushing import PushingPolicyConfig, ScriptedPushingPolicy
 from r3.safety.goals import GoalRefused, check_interface, check_seed
 from r3_msgs.action import FollowInstruction
-from r3_msgs.msg import PrivilegedState
+from r3_msgs.msg import CommandRefusal, PrivilegedState
 from r3_ros.conversions import msg_to_board_state, stamp_to_ns
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.params import declare_parameters
-from r3_ros.qos import LATCHED
+from r3_ros.qos import LATCHED, REFUSALS, can_match
 from r3_ros.refusals import refusing_action, refusing_message
 from r3_ros.spin import run_node
 from r3_ros.stop import MotionGuard, end_stopped
 
 #: Heartbeat state until the first simulator state arrives: the node cannot act yet.
 WAITING_FOR_STATE = "waiting_for_state"
+
+
+class CommandRefused(Exception):
+    """The simulator refused the command this node waits on; the message is its reason."""
 
 
 class LowLevelNode(Node):
@@ -55,6 +63,7 @@ class LowLevelNode(Node):
         self.state_cv = threading.Condition()
         self.state: PrivilegedState | None = None
         self.state_received = 0.0  # monotonic time the last state arrived
+        self.refusal: tuple[int, str] = (-1, "")  # the last refused command's stamp and the reason
         self.goals = SingleGoal(self)
         self.command_pub = self.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
         self.create_subscription(
@@ -62,6 +71,13 @@ class LowLevelNode(Node):
             names.PRIVILEGED_STATE,
             refusing_message(self, self.on_state),
             LATCHED,
+            callback_group=MutuallyExclusiveCallbackGroup(),
+        )
+        self.create_subscription(
+            CommandRefusal,
+            names.PUSHER_REFUSALS,
+            refusing_message(self, self.on_refusal),
+            REFUSALS,
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
         self.server = ActionServer(
@@ -85,18 +101,42 @@ class LowLevelNode(Node):
         if self.heartbeat.state == WAITING_FOR_STATE:
             self.heartbeat.state = "idle"
 
+    def on_refusal(self, msg: CommandRefusal) -> None:
+        with self.state_cv:
+            self.refusal = (stamp_to_ns(msg.header.stamp), msg.reason)
+            self.state_cv.notify_all()
+
     def wait_for_state_after(self, stamp_ns: int, handle=None) -> PrivilegedState | None:
         """The first state stamped after ``stamp_ns`` (-1: any), or None after the timeout or when
-        ``handle`` is canceled, stopped or preempted. Stamps never go back (not even across resets), so a
-        state from another episode can never be taken for the answer to this one's command."""
+        ``handle`` is canceled, stopped or preempted; :class:`CommandRefused` when the command stamped
+        ``stamp_ns`` was refused. Stamps never go back (not even across resets), so a state from another
+        episode can never be taken for the answer to this one's command."""
         deadline = time.monotonic() + self.state_timeout_s
         with self.state_cv:
             while self.state is None or stamp_to_ns(self.state.header.stamp) <= stamp_ns:
+                if stamp_ns >= 0 and self.refusal[0] == stamp_ns:
+                    raise CommandRefused(self.refusal[1])
                 left = deadline - time.monotonic()
                 if left <= 0 or (handle is not None and self.guard.stopping(handle)):
                     return None
                 self.state_cv.wait(min(left, 0.01))
             return self.state
+
+    def wait_for_command_path(self, handle) -> bool:
+        """Until every subscriber of the command topic in the graph view (the simulator, a recorder)
+        whose QoS can match has matched this node's publisher, at most ``state_timeout_s``; False when
+        none does. (A subscriber whose QoS cannot match, say a transient-local echo, never will.)"""
+        deadline = time.monotonic() + self.state_timeout_s
+        while True:
+            listening = sum(
+                can_match(self.command_pub.qos_profile, s.qos_profile)
+                for s in self.get_subscriptions_info_by_topic(names.PUSHER_COMMAND)
+            )
+            if 0 < listening <= self.command_pub.get_subscription_count():
+                return True
+            if time.monotonic() > deadline or self.guard.stopping(handle) or not handle.is_active:
+                return False
+            time.sleep(0.01)
 
     def execute(self, handle) -> FollowInstruction.Result:
         goal = handle.request
@@ -114,6 +154,14 @@ class LowLevelNode(Node):
         state_msg = self.wait_for_state_after(-1)
         if state_msg is None:
             return self._finish(handle, result, False, "error: no state from the simulator")
+        if not self.wait_for_command_path(handle):
+            if not handle.is_active:
+                return result  # preempted by a newer goal
+            if self.guard.stopping(handle):
+                return self._stopped(handle, result, "canceled")
+            return self._finish(
+                handle, result, False, f"error: no simulator subscribes to {names.PUSHER_COMMAND}"
+            )
         max_steps = goal.max_steps or self.default_max_steps
         self.heartbeat.state = "busy"
         self.policy.reset(parsed, msg_to_board_state(state_msg), np.random.default_rng(goal.seed))
@@ -134,7 +182,10 @@ class LowLevelNode(Node):
                 stop = self.guard.command(handle, partial(self.command_pub.publish, command))
                 if stop is not None:
                     return self._stopped(handle, result, stop)
-                state_msg = self.wait_for_state_after(stamp_to_ns(state_msg.header.stamp), handle)
+                try:
+                    state_msg = self.wait_for_state_after(stamp_to_ns(state_msg.header.stamp), handle)
+                except CommandRefused as refused:
+                    return self._finish(handle, result, False, f"error: the simulator {refused}")
                 if state_msg is None:
                     if not handle.is_active:
                         return result  # preempted by a newer goal

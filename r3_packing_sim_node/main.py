@@ -69,6 +69,7 @@ from r3_ros.params import declare_parameters
 from r3_ros.perception_client import PerceptionUnavailable, RosPerception
 from r3_ros.qos import LATCHED
 from r3_ros.refusals import refusing_action, refusing_service
+from r3_ros.services import ResetRecord
 from r3_ros.spin import run_node
 from r3_ros.stop import MotionGuard, end_stopped
 
@@ -150,6 +151,7 @@ class PackingSimNode(Node):
             p["reasoner_node"],
         )
         self.freezes = FreezeWatch(COMMAND_DEADLINE_S)
+        self.resets = ResetRecord()
         self.publish_settled()
         self.get_logger().info(f"packing workcell at {width}x{height}")
 
@@ -163,6 +165,8 @@ class PackingSimNode(Node):
             if request.suite != "packing":
                 response.ok, response.reason = False, f"suite {request.suite!r} is not simulated by this node"
                 return response
+            if self.resets.repeat(request, response):
+                return response  # the caller resent it: its first answer was lost
             next_ns = self.now_ns + STEP_NS  # time moves on across a reset, so every stamp is unique
             try:
                 task = canonical_task("packing", request.task)
@@ -174,6 +178,7 @@ class PackingSimNode(Node):
             instance = self.env.task_instance
             response.ok, response.goal = True, instance.goal
             response.task_instance_json = json.dumps(instance.to_dict())
+            self.resets.remember(request, response)
             self.publish_settled()
         self.get_logger().info(f"reset packing task {request.task} seed {request.seed}: {instance.goal}")
         return response
@@ -324,7 +329,7 @@ class PackingSimNode(Node):
         snap = SceneSnapshot(
             episode_id=self.episode_id, control_step=self.env.elapsed_steps, format=SNAPSHOT_FORMAT
         )
-        snap.header.stamp, snap.data = stamp, self.env.snapshot()
+        snap.header.stamp, snap.data = stamp, self.cell.snapshot()  # with the tools' memory
         self.snapshot_pub.publish(snap)
         return stamp
 

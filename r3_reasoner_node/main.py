@@ -26,7 +26,6 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallb
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
-from r3.episode import policy_seed
 from r3.episode_loop import Decider, StepDecision, StepView, ends_episode
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
@@ -37,6 +36,7 @@ from r3.reasoning.expert import ExpertView
 from r3.reasoning.packing_expert import PackingExpertView
 from r3.safety.goals import GoalRefused, check_interface, check_run_task
 from r3.safety.goals import episode_id as new_episode_id
+from r3.seeds import policy_seed
 from r3_msgs.action import FollowInstruction, RunTask
 from r3_msgs.msg import EpisodeEvent, InstructionOutcome, PrivilegedState, ReasonerStep
 from r3_msgs.srv import ResetScene
@@ -54,6 +54,7 @@ from r3_ros.params import declare_parameters
 from r3_ros.qos import EVENTS, LATCHED
 from r3_ros.recording import RecorderHandshake, RecordingError
 from r3_ros.refusals import refusing_action, refusing_message
+from r3_ros.services import ServiceTimeout, call_resending
 from r3_ros.spin import run_node
 from r3_ros.stop import StopListener, StopPublisher, end_stopped, goal_key, new_goal_id
 
@@ -221,6 +222,13 @@ class ReasonerNode(Node):
                 self.obs_cv.wait(0.05)
                 self.check_alive()
 
+    def waiting(self, handle) -> bool:
+        """False once the goal is stopping; raises when a watched node is gone."""
+        if self.stopping(handle):
+            return False
+        self.check_alive()
+        return True
+
     def wait_future(
         self, future, what: str, handle, timeout_s: float | None = None, since: float | None = None
     ):
@@ -333,7 +341,10 @@ class ReasonerNode(Node):
         request = ResetScene.Request(
             suite=goal.suite or "language_table", task=goal.task, seed=goal.seed, episode_id=episode_id
         )
-        response = self.wait_future(self.reset_client.call_async(request), names.RESET_SCENE, handle, timeout)
+        try:
+            response = call_resending(self.reset_client, request, timeout, lambda: self.waiting(handle))
+        except ServiceTimeout as exc:
+            raise EpisodeError(str(exc)) from None
         if response is None:
             return None
         if not response.ok:

@@ -4,7 +4,9 @@ Episodes are delimited by EpisodeEvent START / END. Subscriptions take serialise
 (``raw=True``), so recording never deserialises; the bytes go to the bag as they came (CDR), with
 r3_msgs types registered from the interface files. Topic types are discovered from the graph, as
 ``ros2 bag record`` does. An episode that never sees END (the graph stopped, the reasoner died) is
-closed as incomplete; ``r3_episode.yaml`` in the bag says so from the first message on.
+closed as incomplete; ``r3_episode.yaml`` in the bag says so from the first message on. A message
+sent before the episode's START (by its DDS source stamp) belongs to the one before, however late
+it arrives: it is not filed into this episode's bag.
 
 ``output_dir`` is the bag root; a relative one is taken from the recorder's working directory and
 made absolute at start. The absolute path of each bag opened goes out on ``/r3/recorder/bags``
@@ -70,6 +72,7 @@ class RecorderNode(Node):
         self.closing: list[threading.Thread] = []
         self.writer: EpisodeBagWriter | None = None
         self.recorded: Counter[str] = Counter()  # messages written to the open bag, by topic
+        self.started_ns = 0  # the open episode's START, by its publisher's source stamp
         self.subscribed: dict[str, str] = {}
         wall = Clock(clock_type=ClockType.STEADY_TIME)
         self.bags_pub = self.create_publisher(String, names.RECORDER_BAGS, LATCHED)
@@ -99,13 +102,17 @@ class RecorderNode(Node):
             self.subscribed[topic] = msgtype
 
     def record_to(self, topic: str, msgtype: str):
-        def callback(data: bytes) -> None:
-            with self.lock:
-                if self.writer is not None:
-                    self.writer.write(topic, msgtype, time.time_ns(), data)
-                    self.recorded[topic] += 1
+        def callback(data: bytes, info) -> None:
+            self.write(topic, msgtype, data, info["source_timestamp"])
 
         return callback
+
+    def write(self, topic: str, msgtype: str, data: bytes, sent_ns: int | None = None) -> None:
+        """Into the open bag, unless the message was sent (``sent_ns``) before its episode started."""
+        with self.lock:
+            if self.writer is not None and (sent_ns is None or sent_ns >= self.started_ns):
+                self.writer.write(topic, msgtype, time.time_ns(), data)
+                self.recorded[topic] += 1
 
     def sender(self, info) -> str:
         """The node name of the publisher of a received message ("" when not in the graph view)."""
@@ -129,7 +136,7 @@ class RecorderNode(Node):
             return
         if msg.event == EpisodeEvent.START:
             with self.lock:
-                info = EpisodeInfo(
+                episode = EpisodeInfo(
                     episode_id=msg.episode_id,
                     suite=msg.suite,
                     task=msg.task,
@@ -137,15 +144,16 @@ class RecorderNode(Node):
                     goal=msg.goal,
                     backend=msg.backend,
                 )
-                writer = EpisodeBagWriter(self.output_dir, info)  # refuses an id that is no folder name
+                writer = EpisodeBagWriter(self.output_dir, episode)  # refuses an id that is no folder name
                 self.close_current(complete=False, reason="a new episode started before this one ended")
                 self.writer, self.recorded = writer, Counter()
+                self.started_ns = info["source_timestamp"]
                 self.writer.write(names.EPISODE_EVENTS, EVENTS_TYPE, time.time_ns(), serialize_message(msg))
                 self.bags_pub.publish(String(data=str(writer.path)))
             self.announce_when_ready(msg.episode_id)
             self.get_logger().info(f"recording episode {msg.episode_id}")
         elif msg.event == EpisodeEvent.END:
-            self.record_to(names.EPISODE_EVENTS, EVENTS_TYPE)(serialize_message(msg))
+            self.write(names.EPISODE_EVENTS, EVENTS_TYPE, serialize_message(msg))
             # Let messages still in flight (the last image, the last outcome) reach the bag first, and
             # under load wait (bounded) until every step END counts, and a frame for each, has arrived.
             timer, ended = None, time.monotonic()

@@ -11,7 +11,6 @@ motion; ``ground`` calls GroundPoint on it.
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable
 
@@ -25,6 +24,7 @@ from r3.perception.sync import StampedBuffer
 from r3_msgs.msg import DetectedObjects
 from r3_msgs.srv import GroundPoint
 from r3_ros.conversions import stamp_to_ns
+from r3_ros.services import ServiceTimeout, call_resending
 
 #: DetectedObjects kept by stamp while the policy may still ask about them.
 KEEP = 8
@@ -89,16 +89,11 @@ class RosPerception:
     def ground(self, u: float, v: float):
         stamp = self.capture()
         detections = self._detections(stamp)
-        done = threading.Event()
-        future = self.client.call_async(
-            GroundPoint.Request(label=ANY_LABEL, u=float(u), v=float(v), purpose="pick")
-        )
-        future.add_done_callback(lambda _: done.set())
-        deadline = time.monotonic() + self.timeout_s
-        if not done.wait(max(deadline - time.monotonic(), 0.0)):
-            self.client.remove_pending_request(future)
-            raise PerceptionUnavailable(f"GroundPoint did not answer within {self.timeout_s} s")
-        r = future.result()
+        request = GroundPoint.Request(label=ANY_LABEL, u=float(u), v=float(v), purpose="pick")
+        try:
+            r = call_resending(self.client, request, self.timeout_s)  # a read: safe to ask twice
+        except ServiceTimeout:
+            raise PerceptionUnavailable(f"GroundPoint did not answer within {self.timeout_s} s") from None
         if not r.ok:
             return r.reason
         if stamp_to_ns(r.target.header.stamp) != stamp:

@@ -1,4 +1,5 @@
-"""The QoS profiles of r3's topics, defined once; every node and helper imports them from here."""
+"""The QoS profiles of r3's topics, defined once (every node and helper imports them from here), and
+the one QoS matching rule r3 applies itself."""
 
 from __future__ import annotations
 
@@ -14,5 +15,21 @@ RECORD = QoSProfile(depth=200)
 HEARTBEAT = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 #: Stops on /r3/stop_motion: reliable, and never replayed to a node that starts later.
 STOP = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=QoSDurabilityPolicy.VOLATILE)
+#: A driver's refusals of commands: each delivered, none replayed to a sender that starts later.
+REFUSALS = QoSProfile(
+    depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=QoSDurabilityPolicy.VOLATILE
+)
 #: Camera streams subscribed as the RealSense driver publishes them (best effort, a short queue).
 SENSOR = qos_profile_sensor_data
+
+
+def can_match(publisher, subscription) -> bool:
+    """Whether a subscription's durability and reliability can match a publisher's (rclpy's
+    ``qos_check_compatible`` misreads a discovered endpoint's infinite deadline as a deadline)."""
+    return not (
+        subscription.durability == QoSDurabilityPolicy.TRANSIENT_LOCAL
+        and publisher.durability == QoSDurabilityPolicy.VOLATILE
+    ) and not (
+        subscription.reliability == ReliabilityPolicy.RELIABLE
+        and publisher.reliability == ReliabilityPolicy.BEST_EFFORT
+    )

@@ -20,7 +20,7 @@ from r3.data.video import default_format, episode_video_from_bag
 from r3.graph.cli import parse_overrides
 from r3.graph.description import DEFAULT_GRAPH, load_profile
 from r3.graph.supervisor import Supervisor
-from r3.safety.goals import INTERFACE_SUITES
+from r3.safety.goals import INTERFACE_SUITES, interfaces_help
 
 #: How long `r3 run` looks for an already running graph before starting one (DDS discovery time).
 RUNNING_GRAPH_DISCOVERY_S = 2.0
@@ -65,9 +65,8 @@ def _parser() -> argparse.ArgumentParser:
         "--interface",
         default="instruction",
         choices=tuple(INTERFACE_SUITES),
-        help="how the reasoner acts (sets r3_reasoner_node.interface when r3 run starts the graph): "
-        "instruction, semantic (one ERR action per step) or tools (one ZAP pose-tool call per step); "
-        "all but instruction act on packing only (default: instruction)",
+        help="how the reasoner acts (sets r3_reasoner_node.interface when r3 run starts the graph); "
+        f"{interfaces_help()}; all but instruction act on packing only (default: %(default)s)",
     )
     p.add_argument(
         "--max-steps",

@@ -10,7 +10,8 @@ goes back, across resets too.
 The pusher driver refuses, never clips: a command that is non-finite, over the per-step limit, off
 the reachable board area (``LanguageTableEnv.off_board``), or older than ``COMMAND_DEADLINE_S``
 by its DDS source stamp (a command that waited in a queue while this process was frozen, MoveIt
-Servo's incoming-command timeout), moves nothing and is logged and counted. The deadline is below
+Servo's incoming-command timeout), moves nothing, is logged and counted, and is answered on
+``/pusher/refusals`` with the reason, so its sender ends the instruction at once. The deadline is below
 the low-level node's ``state_timeout_s`` (2 s), so a command whose FollowInstruction has already
 ended is always refused.
 """
@@ -34,13 +35,14 @@ from r3.graph.node_params import NODE_PARAMETERS
 from r3.safety.goals import canonical_task, check_seed
 from r3.sim.language_table.env import LanguageTableEnv
 from r3.sim.language_table.scene import CONTROL_DT
-from r3_msgs.msg import PrivilegedState, SceneSnapshot
+from r3_msgs.msg import CommandRefusal, PrivilegedState, SceneSnapshot
 from r3_msgs.srv import ResetScene
 from r3_ros.conversions import board_state_to_msg, camera_info_msg, image_to_msg, ns_to_stamp
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.params import declare_parameters
-from r3_ros.qos import LATCHED
+from r3_ros.qos import LATCHED, REFUSALS
 from r3_ros.refusals import refusing_message, refusing_service
+from r3_ros.services import ResetRecord
 from r3_ros.spin import run_node
 
 SNAPSHOT_FORMAT = "r3-language-table-snapshot/1"
@@ -68,6 +70,7 @@ class SimNode(Node):
         self.last_command_wall = 0.0
         self.idle_published = False
         self.refused_commands = 0
+        self.resets = ResetRecord()
 
         self.image_pub = self.create_publisher(Image, names.CAMERA_IMAGE, 5)
         self.info_pub = self.create_publisher(CameraInfo, names.CAMERA_INFO, 5)
@@ -75,6 +78,7 @@ class SimNode(Node):
         self.clock_pub = self.create_publisher(ClockMsg, names.CLOCK, 10)
         self.state_pub = self.create_publisher(PrivilegedState, names.PRIVILEGED_STATE, LATCHED)
         self.snapshot_pub = self.create_publisher(SceneSnapshot, names.SCENE_SNAPSHOT, 10)
+        self.refusal_pub = self.create_publisher(CommandRefusal, names.PUSHER_REFUSALS, REFUSALS)
         group = MutuallyExclusiveCallbackGroup()
         self.create_subscription(
             Vector3Stamped,
@@ -102,6 +106,8 @@ class SimNode(Node):
             if request.suite not in ("", "language_table"):
                 response.ok, response.reason = False, f"suite {request.suite!r} is not simulated by this node"
                 return response
+            if self.resets.repeat(request, response):
+                return response  # the caller resent it: its first answer was lost
             try:
                 task = canonical_task("language_table", request.task)
                 _, info = self.env.reset(seed=check_seed(request.seed), options={"task": task})
@@ -112,6 +118,7 @@ class SimNode(Node):
             self.clock_ns += STEP_NS  # time moves on across a reset, so every stamp is unique
             response.ok, response.goal = True, info["goal"]
             response.task_instance_json = json.dumps(self.env.task_instance.to_dict())
+            self.resets.remember(request, response)
             self.publish_state()
             self.publish_settled()
         self.get_logger().info(f"reset {request.task} seed {request.seed}: {info['goal']}")
@@ -139,6 +146,14 @@ class SimNode(Node):
                 self.get_logger().error(
                     f"pusher command {action.tolist()} {exc}; the pusher holds still "
                     f"({self.refused_commands} refused so far)"
+                )
+                self.refusal_pub.publish(
+                    CommandRefusal(
+                        header=msg.header,
+                        command_topic=names.PUSHER_COMMAND,
+                        reason=str(exc),
+                        refused_so_far=self.refused_commands,
+                    )
                 )
                 return
             self.clock_ns += STEP_NS

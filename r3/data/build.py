@@ -1,4 +1,5 @@
-"""Episode bags -> an r3 dataset (layout and columns in :mod:`r3.data.schema`).
+"""Episode bags -> an r3 dataset (layout and columns in :mod:`r3.data.schema`); multi-turn episode
+folders -> a ``turns`` dataset.
 
 Each bag is read whole, with ``rosbags``, before anything of it is written, so a corrupted,
 truncated or incomplete bag is skipped (and named in the report and the manifest) while the
@@ -171,16 +172,14 @@ def build_dataset(
     overwrite: bool = False,
     on_bag=None,
 ) -> BuildReport:
-    """Build a ``kind`` (sft | rl) dataset in ``out`` from episode bags; ``on_bag(path)`` after each bag.
+    """Build a ``kind`` dataset in ``out``; ``on_bag(path)`` after each source. sft and rl read
+    episode bags, ``turns`` reads multi-turn episode folders (:func:`r3.data.turns.find_episodes`).
 
     ``history`` is what the HISTORY column holds: the previous step's raw response ("response",
-    default for sft), its instruction ("instruction", default for rl) or nothing ("none").
+    default for sft), its instruction ("instruction", default for rl) or nothing ("none"). Turns keep
+    what their episode told the model, so they take none.
     """
-    if kind not in S.KINDS:
-        raise ValueError(f"kind must be one of {S.KINDS}, got {kind!r}")
-    history = history or ("response" if kind == "sft" else "instruction")
-    if history not in S.HISTORY_KINDS:
-        raise ValueError(f"history must be one of {S.HISTORY_KINDS}, got {history!r}")
+    history = build_history(kind, history)
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         if not overwrite:
@@ -189,14 +188,15 @@ def build_dataset(
     (out / S.DATA_DIR).mkdir(parents=True)
     started = time.perf_counter()
     report, rows, used = BuildReport(), [], []
+    read, rows_of = (_read_turns, _turn_rows) if kind == S.TURNS else (read_episode, _episode_rows)
     for bag in map(Path, bags):
         try:
-            episode = read_episode(bag)
-        except Exception as exc:  # noqa: BLE001 - any unreadable bag is reported and skipped
+            episode = read(bag)
+        except Exception as exc:  # noqa: BLE001 - any unreadable source is reported and skipped
             report.skipped.append((bag.name, f"{type(exc).__name__}: {exc}".strip()))
         else:
             report.bytes_read += sum(f.stat().st_size for f in bag.rglob("*") if f.is_file())
-            rows.extend(_episode_rows(episode, kind, history, out, report))
+            rows.extend(rows_of(episode, kind, history, out, report))
             report.episodes += 1
             used.append(bag.name)
         if on_bag is not None:
@@ -218,6 +218,21 @@ def build_dataset(
     (out / S.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     report.seconds = time.perf_counter() - started
     return report
+
+
+def build_history(kind: str, history: str | None) -> str | None:
+    """The HISTORY column a ``kind`` dataset gets for the ``history`` asked for (None: its default);
+    a ValueError for a kind or history that cannot be built."""
+    if kind not in (*S.KINDS, S.TURNS):
+        raise ValueError(f"kind must be one of {(*S.KINDS, S.TURNS)}, got {kind!r}")
+    if kind == S.TURNS:
+        if history is not None:
+            raise ValueError("turns keep the history their episode was collected with; pass no history")
+        return None
+    history = history or ("response" if kind == "sft" else "instruction")
+    if history not in S.HISTORY_KINDS:
+        raise ValueError(f"history must be one of {S.HISTORY_KINDS}, got {history!r}")
+    return history
 
 
 def _episode_rows(
@@ -276,6 +291,44 @@ def _episode_rows(
         else:
             row[S.EXPERT_INSTRUCTION] = s.instruction
         rows.append(row)
+    return rows
+
+
+def _read_turns(folder: Path):
+    from r3.data.turns import load_episode
+
+    return load_episode(folder)
+
+
+def _turn_rows(episode, kind: str, history: None, out: Path, report: BuildReport) -> list[dict]:
+    """Every turn of a stored episode (refused answers too), its snapshot copied into ``out``."""
+    rows = []
+    for t in episode.turns:
+        snapshot = f"{S.SNAPSHOTS_DIR}/{episode.episode_id}/step_{t.step:03d}.npz"
+        _write(out / snapshot, t.snapshot_bytes())
+        rows.append(
+            {
+                S.GOAL: t.goal,
+                S.NOTE: t.note,
+                S.TASK: t.task,
+                S.SPLIT: "",
+                S.SUITE: "packing",
+                S.HISTORY: t.history,
+                S.HISTORY_KIND: t.history_kind,
+                S.INTERFACE: t.interface,
+                S.RAW_RESPONSE: t.raw_response,
+                S.VALID: t.valid,
+                S.INSTRUCTION: t.action,
+                S.OUTCOME: t.outcome,
+                S.TURN_PROGRESS: t.progress,
+                S.STEP: t.step,
+                S.EPISODE_ID: t.episode_id,
+                S.EPISODE_SUCCESS: episode.success,
+                S.EPISODE_PROGRESS: episode.progress,
+                S.SNAPSHOT: snapshot,
+                S.SEED: t.seed,
+            }
+        )
     return rows
 
 

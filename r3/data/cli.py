@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+from r3.safety.goals import INTERFACE_SUITES, interfaces_help
+
 
 def collect_main(argv: list[str]) -> int:
     from r3.data.collect import CollectConfig, collect
@@ -17,7 +19,7 @@ def collect_main(argv: list[str]) -> int:
         description=(
             "Run expert episodes in-process and write one rosbag2 bag per episode (successful and failed "
             "alike) in the recorder node's format. Resumable: episodes whose bag is already complete in "
-            "--out are skipped. Seeds: r3/data/seeds.py (collection seeds stay below the evaluation seeds)."
+            "--out are skipped. Seeds: r3/seeds.py (collection seeds stay below the evaluation seeds)."
         ),
     )
     p.add_argument(
@@ -35,7 +37,9 @@ def collect_main(argv: list[str]) -> int:
     p.add_argument(
         "--interface",
         default=None,
-        help="how the reasoner acts: instruction (Language Table) or semantic (packing, ERR's actions) "
+        choices=tuple(INTERFACE_SUITES),
+        help=f"how the reasoner acts; {interfaces_help()}. Language Table collects instruction "
+        "episodes as bags, packing semantic, tools or plan episodes as turn folders "
         "(default: instruction; packing: semantic)",
     )
     p.add_argument("--scenes", type=int, default=64, help="scenes per task (default: %(default)s)")
@@ -113,25 +117,33 @@ def dataset_main(argv: list[str]) -> int:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     b = sub.add_parser(
         "build",
-        help="bags -> an sft or rl dataset (Parquet + PNG + snapshots)",
-        description="Read episode bags and write a Hugging Face dataset (layout: r3/data/schema.py). "
-        "Unreadable, truncated or incomplete bags are named and skipped.",
+        help="bags -> an sft or rl dataset (Parquet + PNG + snapshots); packing episode folders -> "
+        "a turns dataset",
+        description="Read episode bags (or, for --kind turns, the multi-turn episode folders of "
+        "`r3 collect --suite packing`) and write a Hugging Face dataset (layout: r3/data/schema.py). "
+        "Unreadable, truncated or incomplete sources are named and skipped.",
     )
-    b.add_argument("bags", nargs="+", help="bag folders, or folders holding bag folders")
+    b.add_argument(
+        "bags",
+        nargs="+",
+        help="bag folders, or folders holding bag folders (--kind turns: episode folders, or folders "
+        "holding them)",
+    )
     b.add_argument("--out", required=True, help="dataset folder to write")
     b.add_argument(
         "--kind",
         required=True,
-        choices=["sft", "rl"],
+        choices=["sft", "rl", "turns"],
         help="sft: with reasoning and the 'Reasoning: ... Instruction: ...' target; rl: reasoning "
-        "withheld, repeated-instruction steps removed",
+        "withheld, repeated-instruction steps removed; turns: every turn of multi-turn packing "
+        "episodes with its snapshot (turn-level RL: `r3 train rl` with an interface)",
     )
     b.add_argument(
         "--history",
         choices=["response", "instruction", "none"],
         default=None,
         help="history column: previous response, previous instruction or none "
-        "(default: response for sft, instruction for rl)",
+        "(default: response for sft, instruction for rl; turns keep their episode's own)",
     )
     b.add_argument("--overwrite", action="store_true", help="replace --out if it is not empty")
     s = sub.add_parser(
@@ -151,7 +163,11 @@ def dataset_main(argv: list[str]) -> int:
     e.add_argument("--out", required=True, help="LeRobot dataset folder to write")
     e.add_argument("--overwrite", action="store_true", help="replace --out if it is not empty")
     args = p.parse_args(argv)
-    return {"build": _build, "stats": _stats, "export-lerobot": _export}[args.command](args)
+    try:
+        return {"build": _build, "stats": _stats, "export-lerobot": _export}[args.command](args)
+    except (ValueError, OSError) as exc:  # a bad source, an occupied --out: one line, no traceback
+        print(f"r3 dataset {args.command}: error: {exc}", file=sys.stderr)
+        return 2
 
 
 def bag_main(argv: list[str]) -> int:
@@ -190,10 +206,16 @@ def bag_main(argv: list[str]) -> int:
 def _build(args) -> int:
     from tqdm import tqdm
 
-    from r3.data.build import build_dataset, find_bags
+    from r3.data.build import build_dataset, build_history, find_bags
+    from r3.data.turns import find_episodes
 
-    bags = find_bags(args.bags)
-    with tqdm(total=len(bags), unit="bag", desc=f"build {args.kind}", file=sys.stderr) as bar:
+    build_history(args.kind, args.history)  # a bad combination fails before any source is read
+    turns = args.kind == "turns"
+    bags = find_episodes(args.bags) if turns else find_bags(args.bags)
+    unit = "episode" if turns else "bag"
+    if not bags:
+        raise ValueError(f"no {unit} folders in {', '.join(args.bags)}")
+    with tqdm(total=len(bags), unit=unit, desc=f"build {args.kind}", file=sys.stderr) as bar:
         report = build_dataset(
             bags,
             args.out,
@@ -203,11 +225,12 @@ def _build(args) -> int:
             on_bag=lambda _: bar.update(1),
         )
     for name, reason in report.skipped:
-        print(f"skipped bag {name}: {reason}", file=sys.stderr)
+        print(f"skipped {unit} {name}: {reason}", file=sys.stderr)
     mb = report.bytes_read / 1e6
+    dropped = "" if turns else f"; steps dropped: {report.dropped}"
     print(
         f"r3 dataset build: {report.rows} {args.kind} rows from {report.episodes} episodes "
-        f"({len(report.skipped)} bags skipped; steps dropped: {report.dropped}) in {report.seconds:.1f} s, "
+        f"({len(report.skipped)} {unit}s skipped{dropped}) in {report.seconds:.1f} s, "
         f"{mb / max(report.seconds, 1e-9):.1f} MB/s -> {args.out}"
     )
     return 1 if report.skipped and not report.episodes else 0

@@ -22,7 +22,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from r3.data.bags import COMPLETE, read_episode_info
-from r3.data.seeds import MAX_SCENES, MAX_TRIALS, collection_seed, packing_collection_seed
+from r3.seeds import MAX_SCENES, MAX_TRIALS, collection_seed, packing_collection_seed
 
 PARTIAL = ".partial"
 #: The packing task collection draws its goals from (the 12 held-out goals are evaluation's).

@@ -59,7 +59,7 @@ def verified_success(episode: StoredEpisode, cell=None) -> str:
         from r3.packing_episode import PackingCell
 
         cell = PackingCell.build()
-    cell.env.restore(episode.final_snapshot.read_bytes())
+    cell.restore(episode.final_snapshot.read_bytes())
     return "" if cell.env.task_instance.success(cell.env.state()) else "not_successful_when_restored"
 
 

@@ -1,20 +1,24 @@
 """Column names and on-disk layout of r3 datasets (built by ``r3 dataset build``).
 
-One row per decision step of a recorded episode. A dataset directory holds::
+One row per decision step of a recorded episode (``sft``, ``rl``: from bags) or per turn of a stored
+multi-turn packing episode (``turns``: from the episode folders of :mod:`r3.data.turns`). A dataset
+directory holds::
 
     DIR/
       r3_dataset.json                      kind (sft | rl), columns, row counts, source and skipped bags
       data/train-00000-of-0000N.parquet    the rows (Parquet shards, columns below)
       images/<episode_id>/step_000_0.png   camera images of a step (RGB PNG), referenced from IMAGES
       snapshots/<episode_id>/step_000.npz  simulator snapshot at the step, as LanguageTableEnv.snapshot()
-                                           wrote it (``env.restore(path.read_bytes())``)
+                                           wrote it (``env.restore(path.read_bytes())``); turns: the
+                                           cell snapshot (``PackingCell.restore``)
 
 Paths inside rows are relative to DIR. Load with :func:`load_r3_dataset` (paths resolved to
 absolute ones), or with ``datasets.load_dataset("parquet", data_files="DIR/data/*.parquet")`` when
 relative paths suit you. Both kinds share the columns below except that ``sft`` has REASONING and
 RESPONSE (the training target) and ``rl`` has EXPERT_INSTRUCTION (the reference for the reward)
 and no reasoning at all; rl rows whose instruction repeats the previous step's are left out (R^3
-section 3.3).
+section 3.3). ``turns`` rows keep every turn, refused answers included (what a model was told after
+one is part of the next turn's history), with no images: render them from the snapshot.
 """
 
 from __future__ import annotations
@@ -39,9 +43,15 @@ EPISODE_SUCCESS = "episode_success"
 EPISODE_PROGRESS = "episode_progress"
 SNAPSHOT = "snapshot"  # path of the step's snapshot (.npz bytes)
 SEED = "seed"  # the episode's seed
+INTERFACE = "interface"  # turns: how the answer acts (semantic, tools, plan)
+RAW_RESPONSE = "raw_response"  # turns: the answer as given
+VALID = "valid"  # turns: whether the answer passed its grammar (then INSTRUCTION is its canonical call)
+OUTCOME = "outcome"  # turns: the result line the next turn's history carries
+TURN_PROGRESS = "turn_progress"  # turns: the episode's progress after this turn
 
 HISTORY_KINDS = ("response", "instruction", "none")
-KINDS = ("sft", "rl")
+KINDS = ("sft", "rl")  # built from bags
+TURNS = "turns"  # built from multi-turn episode folders
 MANIFEST = "r3_dataset.json"
 DATA_DIR, IMAGES_DIR, SNAPSHOTS_DIR = "data", "images", "snapshots"
 
@@ -51,8 +61,26 @@ _COMMON_AFTER = (STEP, EPISODE_ID, EPISODE_SUCCESS, EPISODE_PROGRESS, SNAPSHOT, 
 COLUMNS: dict[str, tuple[str, ...]] = {
     "sft": (*_COMMON_BEFORE, REASONING, INSTRUCTION, RESPONSE, *_COMMON_AFTER),
     "rl": (*_COMMON_BEFORE, INSTRUCTION, EXPERT_INSTRUCTION, *_COMMON_AFTER),
+    TURNS: (
+        *_COMMON_BEFORE[1:],
+        INTERFACE,
+        RAW_RESPONSE,
+        VALID,
+        INSTRUCTION,
+        OUTCOME,
+        TURN_PROGRESS,
+        *_COMMON_AFTER,
+    ),
 }
-_TYPES = {IMAGES: "list", STEP: "int32", EPISODE_SUCCESS: "bool", EPISODE_PROGRESS: "float64", SEED: "int64"}
+_TYPES = {
+    IMAGES: "list",
+    STEP: "int32",
+    EPISODE_SUCCESS: "bool",
+    EPISODE_PROGRESS: "float64",
+    SEED: "int64",
+    VALID: "bool",
+    TURN_PROGRESS: "float64",
+}
 
 
 def format_response(reasoning: str, instruction: str) -> str:
@@ -69,7 +97,7 @@ def features(kind: str):
     import datasets
 
     if kind not in COLUMNS:
-        raise ValueError(f"dataset kind must be one of {KINDS}, got {kind!r}")
+        raise ValueError(f"dataset kind must be one of {(*KINDS, TURNS)}, got {kind!r}")
     spec = {}
     for name in COLUMNS[kind]:
         dtype = _TYPES.get(name, "string")
@@ -78,7 +106,8 @@ def features(kind: str):
 
 
 def load_r3_dataset(path: str | Path):
-    """The dataset in ``path`` as a ``datasets.Dataset``, with IMAGES and SNAPSHOT made absolute."""
+    """The dataset in ``path`` as a ``datasets.Dataset``, with IMAGES (where it has them) and SNAPSHOT
+    made absolute."""
     import datasets
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -90,11 +119,12 @@ def load_r3_dataset(path: str | Path):
         raise FileNotFoundError(f"{root} holds no {DATA_DIR}/*.parquet: not an r3 dataset")
     table = pa.concat_tables(pq.read_table(f) for f in files)
     prefix = f"{root}/"
-    images = table.column(IMAGES).combine_chunks()
-    resolved = pa.ListArray.from_arrays(
-        images.offsets, pc.binary_join_element_wise(prefix, images.flatten(), "")
-    )
-    table = table.set_column(table.schema.get_field_index(IMAGES), IMAGES, resolved)
+    if IMAGES in table.column_names:
+        images = table.column(IMAGES).combine_chunks()
+        resolved = pa.ListArray.from_arrays(
+            images.offsets, pc.binary_join_element_wise(prefix, images.flatten(), "")
+        )
+        table = table.set_column(table.schema.get_field_index(IMAGES), IMAGES, resolved)
     snapshots = pc.binary_join_element_wise(prefix, table.column(SNAPSHOT), "")
     table = table.set_column(table.schema.get_field_index(SNAPSHOT), SNAPSHOT, snapshots)
     return datasets.Dataset(table)

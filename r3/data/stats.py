@@ -1,4 +1,5 @@
-"""Dataset statistics: rows per task and split, instruction types (R^3 Figure 6), reasoning lengths."""
+"""Dataset statistics: rows per task and split, instruction types (R^3 Figure 6; for a turns dataset,
+the call each turn made), reasoning lengths."""
 
 from __future__ import annotations
 
@@ -34,6 +35,17 @@ def instruction_type(text: str) -> str:
     return "Invalid" if isinstance(parsed, ParseError) else TYPE_NAMES[parsed.type.value]
 
 
+def call_type(interface: str, text: str, valid: bool) -> str:
+    """What a turn's answer did: the call's name (a plan counts as one), or "Refused".
+
+    >>> call_type("tools", "move_to(x=0.4, y=0.2, z=0.1)", True), call_type("semantic", "", False)
+    ('move_to', 'Refused')
+    """
+    if not valid:
+        return "Refused"
+    return "plan" if interface == "plan" else text.split("(", 1)[0]
+
+
 def dataset_stats(path: str | Path) -> dict:
     """Counts per task and split, instruction-type counts per task, reasoning lengths in words."""
     import pyarrow as pa
@@ -45,8 +57,12 @@ def dataset_stats(path: str | Path) -> dict:
     rows = table.to_pydict()
     tasks, splits = rows[S.TASK], rows[S.SPLIT]
     types: dict[str, Counter] = {}
-    for task, text in zip(tasks, rows[S.INSTRUCTION]):
-        types.setdefault(task, Counter())[instruction_type(text)] += 1
+    if manifest["kind"] == S.TURNS:
+        kinds = map(call_type, rows[S.INTERFACE], rows[S.INSTRUCTION], rows[S.VALID])
+    else:
+        kinds = map(instruction_type, rows[S.INSTRUCTION])
+    for task, kind in zip(tasks, kinds):
+        types.setdefault(task, Counter())[kind] += 1
     episodes: dict[str, set] = {}
     for task, episode in zip(tasks, rows[S.EPISODE_ID]):
         episodes.setdefault(task, set()).add(episode)
@@ -132,18 +148,17 @@ def plot_stats(stats: dict, path: str | Path) -> Path:
     tasks = list(stats["rows_per_task"])
     axes[0].bar(tasks, [stats["rows_per_task"][t] for t in tasks], color="#4c72b0")
     axes[0].set(title=f"{stats['kind']} rows per task ({stats['rows']} in all)", ylabel="rows")
-    names = [
-        n
-        for n in (*TYPE_NAMES.values(), "Invalid")
-        if any(n in c for c in stats["instruction_types"].values())
-    ]
+    seen = {n for c in stats["instruction_types"].values() for n in c}
+    order = [*TYPE_NAMES.values(), "Invalid"] if stats["kind"] != S.TURNS else sorted(seen - {"Refused"})
+    names = [n for n in (*order, "Refused") if n in seen]
     bottom = np.zeros(len(tasks))
     for name in names:
         counts = np.array([stats["instruction_types"][t].get(name, 0) for t in tasks], dtype=float)
         share = counts / np.maximum(1, [sum(stats["instruction_types"][t].values()) for t in tasks])
         axes[1].bar(tasks, share, bottom=bottom, label=name)
         bottom += share
-    axes[1].set(title="instruction types per task", ylabel="share of steps", ylim=(0, 1))
+    what = "calls" if stats["kind"] == S.TURNS else "instruction types"
+    axes[1].set(title=f"{what} per task", ylabel="share of steps", ylim=(0, 1))
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     if has_reasoning:
         axes[2].hist(stats["reasoning_words_all"], bins=30, color="#55a868")

@@ -107,7 +107,7 @@ def prefix_tree_search(
 
     def push(steps: list[TrajectoryStep], first: int) -> None:
         for j in range(first, len(steps)):
-            cell.env.restore(steps[j].snapshot)
+            cell.restore(steps[j].snapshot)
             progress = turn_progress(cell.env.task_instance, cell.env.state())
             # heapq pops the smallest: highest progress, fewest expansions, deepest prefix first.
             heapq.heappush(frontier, (-progress, 0, -j, next(order), steps[:j], steps[j].snapshot))
@@ -118,8 +118,7 @@ def prefix_tree_search(
         if expanded + 1 < len(proposers):
             heapq.heappush(frontier, (neg_progress, expanded + 1, neg_depth, next(order), prefix, snapshot))
         step = len(prefix)
-        cell.env.restore(snapshot)
-        cell.grounder.forget()
+        cell.restore(snapshot)
         suite = SemanticPackingSuite(cell, False, seed, 0, max_steps)
         decider = Decider(AtStep(policy, proposers[expanded], step), history=history)
         branch = run_loop(suite, decider, task, seed, suite.max_steps, earlier=prefix)

@@ -1,10 +1,11 @@
 """Multi-turn packing episodes on disk, and the turn records that training and mining read from them.
 
-An episode folder holds one in-process packing episode of a call interface (the semantic one first)::
+An episode folder holds one in-process packing episode of a call interface (semantic, tools or plan)::
 
     ROOT/<episode_id>/episode.json   the trajectory's summary, the interface and history kind, per
                                      step what the model was told of the previous step
-    ROOT/<episode_id>/step_000.npz   the env snapshot at each decision (``PackingEnv.snapshot()``)
+    ROOT/<episode_id>/step_000.npz   the cell snapshot at each decision (``PackingCell.snapshot()``:
+                                     the simulator and what the tools remember)
     ROOT/<episode_id>/final.npz      the snapshot after the last step, for re-checking the outcome
 
 A *turn record* is one decision step of such an episode: the snapshot to restore, the goal and note,
@@ -25,7 +26,7 @@ EPISODE_FILE = "episode.json"
 FINAL_SNAPSHOT = "final.npz"
 FORMAT = "r3-turn-episode/1"
 #: Interfaces whose episodes are stored as turns (one call per answer, its result in the next history).
-TURN_INTERFACES = ("semantic",)
+TURN_INTERFACES = ("semantic", "tools", "plan")
 
 
 class EpisodeFolderError(ValueError):
@@ -136,7 +137,7 @@ def record_packing_episode(
         interface=interface,
     )
     name = episode_id or f"{interface}_task{task}_seed{seed}_r{rollout}"
-    return save_episode(trajectory, cell.env.snapshot(), root, name, interface, history)
+    return save_episode(trajectory, cell.snapshot(), root, name, interface, history)
 
 
 def load_episode(folder: str | Path) -> StoredEpisode:
@@ -181,6 +182,47 @@ def load_episode(folder: str | Path) -> StoredEpisode:
         record["instance"],
         turns,
     )
+
+
+def find_episodes(paths: list[str | Path]) -> list[Path]:
+    """Episode folders named by ``paths``: each is an episode folder or a folder of them (sorted)."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            raise EpisodeFolderError(f"{path} is not a directory (an episode folder or a folder of them)")
+        found += (
+            [path]
+            if (path / EPISODE_FILE).is_file()
+            else sorted(p for p in path.iterdir() if (p / EPISODE_FILE).is_file())
+        )
+    return sorted(set(found), key=lambda p: (p.name, str(p)))
+
+
+def load_turn_dataset(path: str | Path) -> list[Turn]:
+    """The turns of a ``turns`` dataset built by ``r3 dataset build --kind turns``, snapshots absolute."""
+    from r3.data import schema as S
+
+    rows = S.load_r3_dataset(path)
+    return [
+        Turn(
+            episode_id=r[S.EPISODE_ID],
+            task=r[S.TASK],
+            seed=int(r[S.SEED]),
+            goal=r[S.GOAL],
+            note=r[S.NOTE],
+            interface=r[S.INTERFACE],
+            history_kind=r[S.HISTORY_KIND],
+            step=int(r[S.STEP]),
+            history=r[S.HISTORY],
+            snapshot=r[S.SNAPSHOT],
+            raw_response=r[S.RAW_RESPONSE],
+            action=r[S.INSTRUCTION],
+            valid=bool(r[S.VALID]),
+            outcome=r[S.OUTCOME],
+            progress=float(r[S.TURN_PROGRESS]),
+        )
+        for r in rows
+    ]
 
 
 def load_episodes(root: str | Path) -> list[StoredEpisode]:

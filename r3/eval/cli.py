@@ -25,9 +25,9 @@ from r3.eval.runner import (
     evaluate,
     read_config,
     read_records,
-    scene_seed,
 )
-from r3.safety.goals import INTERFACE_SUITES
+from r3.safety.goals import INTERFACE_SUITES, interfaces_help
+from r3.seeds import scene_seed
 
 SPLIT_CHOICES = ("all", "T_M", "T_R", "T_O")
 
@@ -106,9 +106,8 @@ def _run_parser() -> argparse.ArgumentParser:
         "--interface",
         default="instruction",
         choices=tuple(INTERFACE_SUITES),
-        help="how the reasoner acts: one instruction for the low-level policy (instruction), one "
-        "ERR semantic action (semantic), one ZAP pose-tool call (tools); all but instruction act on "
-        "packing only and bring their own step budget (default: instruction)",
+        help=f"how the reasoner acts; {interfaces_help()}; all but instruction act on packing only "
+        "and bring their own step budget (default: %(default)s)",
     )
     p.add_argument(
         "--workers",

@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from r3.data.seeds import EVAL_SEED_BASE  # collection seeds stay below it
 from r3.safety.goals import GoalRefused, check_interface
+from r3.seeds import scene_seed
 from r3.tasks.language_table.tasks import SPLITS, TASKS
 from r3.tasks.packing.tasks import HELD_OUT
 
@@ -65,17 +65,6 @@ def split_of(task: str) -> str:
     if task in HELD_OUT:
         return PACKING_SPLIT
     return next(name for name, tasks in SPLITS.items() if task in tasks)
-
-
-def scene_seed(scene: int) -> int:
-    """Environment seed of held-out scene ``scene`` (0-based).
-
-    >>> scene_seed(0)
-    1000000
-    """
-    if scene < 0:
-        raise ValueError(f"scene index must be >= 0, got {scene}")
-    return EVAL_SEED_BASE + scene
 
 
 @dataclass(frozen=True)

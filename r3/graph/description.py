@@ -253,6 +253,8 @@ def unmatched_subscriptions(profile: Profile) -> list[str]:
     for m in profile.members:
         for t, msgtype in m.interface.subscribes.items():
             if t not in published:
+                if t in m.interface.optional:
+                    continue
                 problems.append(f"{m.name} subscribes to {t}, which no member publishes")
                 continue
             other = {p: ty for p, ty in published[t].items() if "*" not in (ty, msgtype) and ty != msgtype}

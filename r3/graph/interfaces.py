@@ -20,6 +20,9 @@ class NodeInterface:
     service_clients: list[str] = field(default_factory=list)
     actions: list[str] = field(default_factory=list)  # served
     action_clients: list[str] = field(default_factory=list)
+    #: Subscribed topics a profile need not publish: the node works without them (a driver that
+    #: refuses nothing publishes no refusals).
+    optional: frozenset[str] = frozenset()
 
     def remapped(self, remappings: dict[str, str]) -> NodeInterface:
         """The interface after ROS remapping rules ``from:=to`` on fully qualified names."""
@@ -34,6 +37,7 @@ class NodeInterface:
             service_clients=[r(s) for s in self.service_clients],
             actions=[r(a) for a in self.actions],
             action_clients=[r(a) for a in self.action_clients],
+            optional=frozenset(r(t) for t in self.optional),
         )
 
 
@@ -49,6 +53,7 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
             names.CLOCK: "rosgraph_msgs/msg/Clock",
             names.PRIVILEGED_STATE: "r3_msgs/msg/PrivilegedState",
             names.SCENE_SNAPSHOT: "r3_msgs/msg/SceneSnapshot",
+            names.PUSHER_REFUSALS: "r3_msgs/msg/CommandRefusal",
             **HEARTBEAT,
         },
         subscribes={names.PUSHER_COMMAND: "geometry_msgs/msg/Vector3Stamped"},
@@ -83,9 +88,11 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
         publishes={names.PUSHER_COMMAND: "geometry_msgs/msg/Vector3Stamped", **HEARTBEAT},
         subscribes={
             names.PRIVILEGED_STATE: "r3_msgs/msg/PrivilegedState",
+            names.PUSHER_REFUSALS: "r3_msgs/msg/CommandRefusal",
             names.HEARTBEAT: "r3_msgs/msg/Heartbeat",
             **STOP_MOTION,
         },
+        optional=frozenset({names.PUSHER_REFUSALS}),
         actions=[names.FOLLOW_INSTRUCTION],
     ),
     "r3_reasoner_node": NodeInterface(

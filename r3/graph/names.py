@@ -14,6 +14,8 @@ WRIST_INFO = "/wrist_camera/camera/color/camera_info"
 JOINT_STATES = "/joint_states"
 CLOCK = "/clock"
 PUSHER_COMMAND = "/pusher/command"
+#: The pusher driver's answer to each command it refused (r3_msgs/CommandRefusal).
+PUSHER_REFUSALS = "/pusher/refusals"
 
 PRIVILEGED_STATE = "/sim/privileged/state"
 SCENE_SNAPSHOT = "/sim/snapshot"

@@ -18,7 +18,7 @@ from pathlib import Path
 from r3.graph import names
 from r3.graph.params import NodeParameters, ParameterSpec
 from r3.reasoning.prompts import HISTORY_MODES
-from r3.safety.goals import INTERFACE_SUITES
+from r3.safety.goals import INTERFACE_SUITES, interfaces_help
 from r3.safety.guard import MAX_CONSECUTIVE_INVALID
 
 #: r3.packing_episode.GROUNDINGS and r3.perception.segmenters.BACKENDS, written out: importing those
@@ -149,9 +149,7 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "interface",
                     "str",
                     "instruction",
-                    "How the model's answers act: one instruction for the low-level policy, or (packing) "
-                    "one semantic action call, one pose-tool call or one plan of semantic actions; the "
-                    "prompt and grammar follow it.",
+                    f"How the model's answers act; {interfaces_help()}. The prompt and grammar follow it.",
                     choices=tuple(INTERFACE_SUITES),
                     read_only=False,
                 ),

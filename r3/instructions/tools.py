@@ -371,6 +371,30 @@ def format_instruction(call: ToolCall) -> str:
     return f"{call.tool.value}({', '.join(parts)})"
 
 
+def function_call_text(name: str, arguments: str) -> str:
+    """An OpenAI function call (its name and JSON arguments, as a server's tool parser returns them)
+    as the text this grammar reads, so that the grammar's rules and refusals apply to it unchanged:
+    keyword arguments with numbers and lists of texts as they are, anything else written so that
+    :func:`parse` refuses it (arguments that are no JSON object stay one positional argument).
+
+    >>> function_call_text("move_to", '{"x": 0.4, "y": 0.2, "z": 0.1, "slot_yaw": 90}')
+    'move_to(x=0.4, y=0.2, z=0.1, slot_yaw=90)'
+    >>> function_call_text("change_query", '{"queries": ["soup can"]}')
+    'change_query(queries=["soup can"])'
+    >>> function_call_text("move_to", "x=1")
+    'move_to(x=1)'
+    """
+    import json
+
+    try:
+        values = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError:
+        values = None
+    if not isinstance(values, dict):
+        return f"{name}({arguments})"
+    return f"{name}({', '.join(f'{k}={json.dumps(v, ensure_ascii=False)}' for k, v in values.items())})"
+
+
 def split_observation(history_text: str) -> tuple[str, str]:
     """A previous step as the history shows it, split into the answer (or call) and the observation
     that came back (from its :data:`~r3.instructions.semantic.RESULT_HEADER` line to the end; "" when

@@ -204,6 +204,14 @@ class ToolActions:
         self.perception = Perception(SimSegmenter())
         self.todo: tuple[str, ...] = ()
 
+    def state(self) -> dict:
+        """What the tools remember between calls (the perception query, the todo list), JSON-able."""
+        return {"query": list(self.perception.query), "todo": list(self.todo)}
+
+    def restore(self, state: dict) -> None:
+        """Take up :meth:`state` again (a query this segmenter accepted when it was set)."""
+        self.perception.query, self.todo = list(state["query"]), tuple(state["todo"])
+
     def run(self, call: ToolCall) -> ToolResult:
         if isinstance(call, MoveTo):
             return self.move_to(call)

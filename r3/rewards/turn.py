@@ -128,8 +128,7 @@ class TurnSimulator:
     def execute(self, snapshot: bytes, action: str) -> TurnOutcome:
         """One uncached turn: restore ``snapshot`` exactly, carry out the canonical ``action``."""
         cell = self._get_cell()
-        cell.env.restore(snapshot)
-        cell.grounder.forget()
+        cell.restore(snapshot)
         instance = cell.env.task_instance
         before = cell.env.state()
         done = cell.carry_out(self.interface, action, np.random.default_rng(self.seed))

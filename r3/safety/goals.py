@@ -22,6 +22,20 @@ INTERFACE_SUITES: dict[str, tuple[str, ...]] = {
     "tools": ("packing",),
     "plan": ("packing",),
 }
+#: What one answer is under each interface, for every --help and parameter description.
+INTERFACE_ANSWERS: dict[str, str] = {
+    "instruction": "one instruction for the suite's low-level policy (R^3)",
+    "semantic": "one semantic action call (ERR)",
+    "tools": "one pose-tool call (ZAP)",
+    "plan": "one plan of semantic action calls (RoboGPT-R1)",
+}
+
+
+def interfaces_help() -> str:
+    """The interfaces and what one answer is under each, as --help text."""
+    return "; ".join(f"{name}: {INTERFACE_ANSWERS[name]}" for name in INTERFACE_SUITES)
+
+
 #: numpy's and gymnasium's generators take non-negative seeds; int64 bounds the top.
 MAX_SEED = 2**63 - 1
 

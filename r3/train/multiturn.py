@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from r3.data.turns import EpisodeFolderError, StoredEpisode, Turn, load_episodes
+from r3.data import schema as S
+from r3.data.turns import EpisodeFolderError, Turn, load_episodes, load_turn_dataset
 from r3.episode_loop import BLANK_IMAGE
 from r3.reasoning.prompts import PromptSettings
 from r3.rewards.functions import RewardComposer
@@ -60,22 +61,25 @@ def turn_images(turns: list[Turn]) -> list[list]:
     cell = PackingCell.build()
     out = []
     for turn in turns:
-        cell.env.restore(turn.snapshot_bytes())
+        cell.restore(turn.snapshot_bytes())
         out.append(cell.images(True))
     return out
 
 
-def open_turns(path: str | Path, max_rows: int | None = None) -> tuple[list[StoredEpisode], list[Turn]]:
-    """The stored episodes under ``path`` and their turns (the first ``max_rows``); a folder that holds
-    none is a :class:`DatasetError`, so a bad config fails before any model loads."""
+def open_turns(path: str | Path, max_rows: int | None = None) -> list[Turn]:
+    """The turns (the first ``max_rows``) of a ``turns`` dataset at ``path`` or of the stored episodes
+    under it; a folder that holds none is a :class:`DatasetError`, so a bad config fails before any
+    model loads."""
     try:
-        episodes = load_episodes(path)
-    except EpisodeFolderError as err:
-        raise DatasetError(str(err)) from None
-    turns = [t for e in episodes for t in e.turns]
+        if (Path(path) / S.MANIFEST).is_file():
+            turns = load_turn_dataset(path)
+        else:
+            turns = [t for e in load_episodes(path) for t in e.turns]
+    except (EpisodeFolderError, FileNotFoundError, KeyError) as err:
+        raise DatasetError(f"{path}: {err}") from None
     if not turns:
         raise DatasetError(f"{path}: the stored episodes have no turns")
-    return episodes, turns[:max_rows] if max_rows else turns
+    return turns[:max_rows] if max_rows else turns
 
 
 def turn_dataset(turns: list[Turn], prompt: PromptSettings, render: bool = False):
@@ -101,12 +105,10 @@ def prepare_turn_rl(cfg: RLConfig, rewards: RewardComposer | None = None):
     unused = [k for k in ("splits", "history_file") if getattr(cfg, k) is not None]
     if unused:
         raise DatasetError(f"{unused}: single-step keys; turn rows come from stored episodes and take none")
-    episodes, turns = open_turns(cfg.dataset, cfg.max_rows)
-    wrong = sorted({e.interface for e in episodes} - {cfg.interface})
+    turns = open_turns(cfg.dataset, cfg.max_rows)
+    wrong = sorted({t.interface for t in turns} - {cfg.interface})
     if wrong:
-        raise DatasetError(
-            f"{cfg.dataset}: episodes of interface(s) {wrong}, the config says {cfg.interface!r}"
-        )
+        raise DatasetError(f"{cfg.dataset}: turns of interface(s) {wrong}, the config says {cfg.interface!r}")
     prompt = prompt_settings([t.history_kind for t in turns], cfg.mode, cfg.thinking)
     rewards = rewards or turn_reward_terms(cfg)
     arguments = grpo_arguments(cfg, world_size(), cuda, rewards.trl_reward_weights())

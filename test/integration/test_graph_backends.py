@@ -9,15 +9,13 @@ backend is reached and asserted.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from serving import stand_in_server
 
 from r3.data.bags import read_episode_info, read_messages
 from r3.graph import names
@@ -82,80 +80,15 @@ KNOWN_VALID = (
     "Reasoning: the red pentagon belongs at the bottom of the V.\n"
     "Instruction: move the red pentagon to the bottom center"
 )
-#: The chat requests the stand-in server received.
-REQUESTS: list[dict] = []
-
-
-class _Answering(BaseHTTPRequestHandler):
-    """An OpenAI-compatible server that streams one fixed answer to every chat request."""
-
-    answer = KNOWN_VALID
-
-    def log_message(self, *args) -> None:
-        pass
-
-    def _send(self, body: bytes, content_type: str) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:  # /v1/models: the backend's check at load time
-        self._send(
-            json.dumps(
-                {
-                    "object": "list",
-                    "data": [{"id": "stand-in", "object": "model", "created": 0, "owned_by": "test"}],
-                }
-            ).encode(),
-            "application/json",
-        )
-
-    def do_POST(self) -> None:
-        REQUESTS.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-        chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "stand-in"}
-        events = [
-            dict(
-                chunk,
-                choices=[
-                    {
-                        "index": 0,
-                        "delta": {"role": "assistant", "content": self.answer},
-                        "finish_reason": None,
-                    }
-                ],
-            ),
-            dict(chunk, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}]),
-            dict(
-                chunk, choices=[], usage={"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
-            ),
-        ]
-        self._send(
-            b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n",
-            "text/event-stream",
-        )
 
 
 def test_a_valid_answer_from_the_openai_backend_moves_the_pusher(tmp_path):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Answering)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        result = run(
-            [
-                "--reasoner",
-                f"openai:http://127.0.0.1:{server.server_port}/v1,model=stand-in",
-                "--max-steps",
-                "1",
-            ],
-            tmp_path,
-        )
-    finally:
-        server.shutdown()
+    with stand_in_server(KNOWN_VALID) as (url, requests):
+        result = run(["--reasoner", f"openai:{url},model=stand-in", "--max-steps", "1"], tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert REQUESTS and any(
+    assert requests and any(
         part.get("type") == "image_url"
-        for m in REQUESTS[0]["messages"]
+        for m in requests[0]["messages"]
         if isinstance(m["content"], list)
         for part in m["content"]
     )
@@ -234,22 +167,29 @@ def test_openai_backend_on_the_tools_interface_refuses_random_calls(server, tmp_
     _assert_refused_and_still(bag, {k.value for k in ToolErrorKind} | {k.value for k in ErrorKind})
 
 
-class _AnsweringNaN(_Answering):
-    """The stand-in server with a tool call whose number is NaN."""
-
-    answer = "Reasoning: go above the can.\nTool call: move_to(x=nan, y=0.1, z=0.2, slot_yaw=0)"
+#: A tool call whose number is NaN.
+NAN_CALL = "Reasoning: go above the can.\nTool call: move_to(x=nan, y=0.1, z=0.2, slot_yaw=0)"
 
 
 def test_a_tool_call_from_the_openai_backend_reaches_the_tool_grammar(tmp_path):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _AnsweringNaN)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        result = _packing_tools_run(
-            f"openai:http://127.0.0.1:{server.server_port}/v1,model=stand-in", tmp_path
-        )
-    finally:
-        server.shutdown()
+    with stand_in_server(NAN_CALL) as (url, _):
+        result = _packing_tools_run(f"openai:{url},model=stand-in", tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     (bag,) = [p for p in (tmp_path / "bags").iterdir() if p.is_dir()]
     errors = _assert_refused_and_still(bag, {"instruction_outside_grammar"})
     assert all(e.startswith("instruction_outside_grammar: not_a_number: x='nan'") for e in errors), errors
+
+
+def test_a_function_call_from_the_server_is_carried_out_through_the_graph(tmp_path):
+    """``function_calls=true``: the server's structured tool call (as vLLM's tool parser returns it)
+    reaches the tool grammar through the graph and is carried out: perception looks for the names."""
+    call = ("change_query", '{"queries": ["soup can"]}')
+    with stand_in_server("Reasoning: find the can.", (call,)) as (url, requests):
+        result = _packing_tools_run(f"openai:{url},model=stand-in,function_calls=true", tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert requests and all(r["tools"] and r["tool_choice"] == "auto" for r in requests)
+    (bag,) = [p for p in (tmp_path / "bags").iterdir() if p.is_dir()]
+    steps = [m for topic, _, _, m in read_messages(bag) if topic == names.REASONER_STEPS]
+    assert [(s.valid, s.instruction) for s in steps] == [(True, 'change_query(queries=["soup can"])')] * 2
+    outcomes = [m.outcome for topic, _, _, m in read_messages(bag) if topic == names.INSTRUCTION_OUTCOMES]
+    assert len(outcomes) == 2 and all("perception looks for soup can" in o for o in outcomes), outcomes

@@ -113,26 +113,38 @@ def test_bad_calls_to_the_simulator_and_the_lowlevel_node_are_refused_and_they_k
 
 
 def test_pusher_commands_off_the_board_are_refused_not_clipped(graph, client):
+    """Each is answered on /pusher/refusals under its own stamp, with the reason."""
     from geometry_msgs.msg import Vector3Stamped
 
+    from r3_msgs.msg import CommandRefusal
     from r3_msgs.srv import ResetScene
+    from r3_ros.conversions import ns_to_stamp, stamp_to_ns
+    from r3_ros.qos import REFUSALS
 
     assert client.call(
         client.node.create_client(ResetScene, names.RESET_SCENE),
         ResetScene.Request(suite="language_table", task="V", seed=1),
     ).ok  # pusher at (0, -0.17)
     pub = client.node.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
+    refusals: list[CommandRefusal] = []
+    sub = client.node.create_subscription(CommandRefusal, names.PUSHER_REFUSALS, refusals.append, REFUSALS)
     deadline = time.monotonic() + 10
-    while pub.get_subscription_count() == 0 and time.monotonic() < deadline:
+    while not (pub.get_subscription_count() and sub.get_publisher_count()) and time.monotonic() < deadline:
         client.spin(0.05)
     client.spin(0.5)
     t0 = time.monotonic()
-    for x, y in [(0.0, -0.025), (0.0, -0.019), (0.02, -0.03)]:  # within the per-step limit, off the board
+    stamps = [7_000_000_001, 7_000_000_002, 7_000_000_003]
+    for stamp, (x, y) in zip(stamps, [(0.0, -0.025), (0.0, -0.019), (0.02, -0.03)]):  # off the board
         cmd = Vector3Stamped()
+        cmd.header.stamp = ns_to_stamp(stamp)
         cmd.vector.x, cmd.vector.y = x, y
         pub.publish(cmd)
         client.spin(0.3)
     assert not [at for at, _, _ in client.joints if at > t0], "an off-board command moved the pusher"
+    assert [stamp_to_ns(r.header.stamp) for r in refusals] == stamps
+    assert all("off the reachable board area" in r.reason for r in refusals), [r.reason for r in refusals]
+    assert all(r.command_topic == names.PUSHER_COMMAND for r in refusals)
+    client.node.destroy_subscription(sub)
     cmd = Vector3Stamped()
     cmd.vector.y = 0.01  # back towards the middle: a valid command still steps
     pub.publish(cmd)

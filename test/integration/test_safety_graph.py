@@ -3,6 +3,7 @@ killing each node in turn, and replaying recorded outputs. Each test prints the 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -55,8 +56,31 @@ def graph(tmp_path_factory):
     proc.wait(timeout=30)
 
 
+#: Control steps an expert episode of a cancel trial takes at least (4 s of simulated pushing; the
+#: shortest T episodes take 10, about 0.1 s through the graph, which a slow cancel can miss).
+MIN_CONTROL_STEPS = 40
+CANCEL_TRIALS = 50
+
+
+@pytest.fixture(scope="module")
+def long_episode_seeds() -> list[int]:
+    """The first T seeds whose expert episode takes at least MIN_CONTROL_STEPS control steps, run
+    in process (the graph repeats them exactly, `test_graph`): a cancel sent at an episode's first
+    motion then finds it running however slowly the stop travels, so every trial measures a stop."""
+    from r3.episode import run_episode
+    from r3.reasoning.backends import make_backend
+
+    expert, seeds = make_backend("expert"), []
+    for seed in itertools.count():
+        episode = run_episode("T", seed, expert, render=False)
+        if sum(s.control_steps for s in episode.steps) >= MIN_CONTROL_STEPS:
+            seeds.append(seed)
+        if len(seeds) == CANCEL_TRIALS:
+            return seeds
+
+
 @pytest.mark.parametrize("stop", [True, False], ids=["stop_and_cancel", "cancel_only"])
-def test_cancel_stops_motion_commands(graph, stop):
+def test_cancel_stops_motion_commands(graph, long_episode_seeds, stop):
     """``stop_and_cancel``: R3Commander's cancel, a stop on /r3/stop_motion naming the RunTask (which
     the low-level node honours at once: its instruction is of the RunTask's family), then the action
     cancel. ``cancel_only``: the action cancel alone, as a plain ROS 2 client sends it; the reasoner's
@@ -82,9 +106,9 @@ def test_cancel_stops_motion_commands(graph, stop):
         end = time.monotonic() + 0.5
         while time.monotonic() < end:
             rclpy.spin_once(node, timeout_sec=0.05)
-        for trial in range(50):
+        for trial, seed in enumerate(long_episode_seeds):
             handle = commander.start_task(
-                RunTask.Goal(suite="language_table", task="T", seed=trial, reset_scene=True)
+                RunTask.Goal(suite="language_table", task="T", seed=seed, reset_scene=True)
             )
             deadline = time.monotonic() + 30
             while handle.spin_once(0.005) is TaskStatus.PENDING and time.monotonic() < deadline:

@@ -1,19 +1,25 @@
-"""`r3 collect --suite packing`: the packing training task as multi-turn episode folders (ERR's
-snapshot rows), resumable, every turn's snapshot restoring the exact state the turn was decided on,
-from which the turn's action ends as it did (the same result line; the arm's path from a fresh cell
-is not bit-identical to the recorded one, see the issue note)."""
+"""`r3 collect --suite packing` then `r3 dataset build --kind turns`: the packing training task as
+multi-turn episode folders and a dataset of their turns (ERR's snapshot rows), resumable, every
+turn's snapshot restoring the exact state the turn was decided on, from which the turn's action ends
+as it did (the same result line; the arm's path from a fresh cell is not bit-identical to the recorded
+one, see the issue note)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import json
+from collections import Counter
 
 import numpy as np
 import pytest
 
+from r3.data.cli import dataset_main
 from r3.data.collect import CollectConfig, collect
-from r3.data.turns import load_episodes
-from r3.episode import policy_seed
+from r3.data.stats import call_type
+from r3.data.turns import load_episodes, load_turn_dataset
 from r3.packing_episode import PackingCell
+from r3.seeds import policy_seed
 
 
 def _arrays(snapshot: bytes) -> dict[str, np.ndarray]:
@@ -27,33 +33,61 @@ def _same(a: bytes, b: bytes) -> bool:
     return x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x)
 
 
-def test_packing_collection_stores_turns_that_restore_and_replay_exactly(tmp_path):
+#: Decision steps per collected episode: enough for the tools' query and todo list to be set.
+MAX_STEPS = 5
+
+
+@pytest.mark.parametrize("interface", ["semantic", "tools", "plan"])
+def test_packing_collection_stores_turns_that_restore_and_replay_exactly(interface, tmp_path):
     config = CollectConfig(
-        out=str(tmp_path),
+        out=str(tmp_path / "episodes"),
         suite="packing",
         split="train",
-        interface="semantic",
+        interface=interface,
         scenes=1,
         trials=2,
-        max_steps=5,
+        max_steps=MAX_STEPS,
         history="instruction",
     )
     report = collect(config, progress=False)
     assert (report.planned, report.skipped, report.succeeded + report.failed) == (2, 0, 2)
-    episodes = load_episodes(tmp_path)
+    episodes = load_episodes(tmp_path / "episodes")
     assert len(episodes) == 2 and {e.seed for e in episodes} == {0, 1}
     cell = PackingCell.build()
     for episode in episodes:
         turns = episode.turns
-        assert len(turns) >= 2 and all(t.interface == "semantic" for t in turns)
+        assert turns and all(t.interface == interface for t in turns)  # an expert plan may need one
+        remembered = []
         for k, turn in enumerate(turns):
-            cell.env.restore(turn.snapshot_bytes())
-            assert _same(cell.env.snapshot(), turn.snapshot_bytes())  # a restore is exact
+            cell.restore(turn.snapshot_bytes())
+            assert _same(cell.snapshot(), turn.snapshot_bytes())  # a restore is exact
+            remembered.append(cell.tools.state()["query"])
             if turn.valid:  # carried out again from its snapshot, the turn's action ends as it did
                 rng = np.random.default_rng(policy_seed(episode.seed, k))
-                assert cell.carry_out("semantic", turn.action, rng).outcome == turn.outcome
+                again = cell.carry_out(interface, turn.action, rng, steps_left=MAX_STEPS - k - 1)
+                assert again.outcome == turn.outcome
+        if interface == "tools":  # the tools' memory is part of the turn: queried names come back
+            assert any(remembered[1:]), remembered
     again = collect(config, progress=False)
     assert again.skipped == 2 and again.succeeded + again.failed == 0
+
+    # The dataset holds every turn, field by field, its copied snapshot restoring the same state.
+    built = tmp_path / "turns"
+    assert dataset_main(["build", str(tmp_path / "episodes"), "--kind", "turns", "--out", str(built)]) == 0
+    rows = load_turn_dataset(built)
+    stored = [t for e in episodes for t in e.turns]
+    assert [dataclasses.replace(r, snapshot="") for r in rows] == [
+        dataclasses.replace(t, snapshot="") for t in stored
+    ]
+    for row, turn in zip(rows, stored):
+        assert row.snapshot.startswith(str(built.resolve())) and row.snapshot_bytes() == turn.snapshot_bytes()
+        cell.restore(row.snapshot_bytes())
+        assert _same(cell.snapshot(), turn.snapshot_bytes())
+    # Its statistics count the calls the turns made.
+    assert dataset_main(["stats", str(built)]) == 0
+    calls = json.loads((built / "stats.json").read_text())["instruction_types"]["train"]
+    assert calls == dict(sorted(Counter(call_type(interface, t.action, t.valid) for t in stored).items()))
+    assert "Invalid" not in calls
 
 
 def test_packing_collection_takes_only_its_training_task_and_a_turn_interface(tmp_path):
@@ -63,3 +97,12 @@ def test_packing_collection_takes_only_its_training_task_and_a_turn_interface(tm
         CollectConfig(out=str(tmp_path), suite="packing", split="train", interface="instruction")
     with pytest.raises(ValueError, match="interface 'semantic'"):
         CollectConfig(out=str(tmp_path), suite="language_table", interface="semantic")
+
+
+def test_a_turns_dataset_takes_no_history_and_no_bags(tmp_path, capsys):
+    """Turns keep what their episode told the model; a folder without episodes builds nothing."""
+    (tmp_path / "episodes").mkdir()
+    argv = ["build", str(tmp_path / "episodes"), "--kind", "turns", "--out", str(tmp_path / "ds")]
+    assert dataset_main([*argv, "--history", "response"]) == 2
+    assert "turns keep the history" in capsys.readouterr().err
+    assert dataset_main(argv) == 2 and "no episode folders in" in capsys.readouterr().err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from r3.data.frames import FrameSampling, sample_segment_frames
-from r3.data.seeds import (
+from r3.seeds import (
     EVAL_SEED_BASE,
     MAX_SCENES,
     MAX_TRIALS,

@@ -20,8 +20,8 @@ from r3.data.bags import EpisodeBagWriter, read_episode_info, read_messages
 from r3.data.build import build_dataset, find_bags
 from r3.data.cli import collect_main, dataset_main
 from r3.data.collect import CollectConfig, collect, plan
-from r3.data.seeds import collection_seed
 from r3.graph import names
+from r3.seeds import collection_seed
 from r3.tasks.language_table.tasks import SPLITS
 
 CONFIG = {"split": "T_R", "scenes": 1, "trials": 1, "max_steps": 6}  # 3 episodes, a few steps each

@@ -7,10 +7,11 @@ import json
 import pytest
 
 from r3.data.video import default_format
-from r3.episode import policy_seed, resume_episode, run_episode
+from r3.episode import resume_episode, run_episode
 from r3.reasoning.backends.base import BackendOutput, ReasonerBackend
 from r3.reasoning.expert import LanguageTableExpert
 from r3.safety import refusal_note
+from r3.seeds import policy_seed
 from r3.sim.cli import demo_main, main
 from r3.sim.language_table.env import LanguageTableEnv
 

@@ -13,7 +13,8 @@ import pytest
 
 from r3.cli import main as r3_main
 from r3.eval.metrics import rate, wilson_interval
-from r3.eval.runner import CONFIG_FILE, EPISODES_FILE, EvalConfig, scene_seed
+from r3.eval.runner import CONFIG_FILE, EPISODES_FILE, EvalConfig
+from r3.seeds import scene_seed
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

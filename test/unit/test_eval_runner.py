@@ -7,7 +7,8 @@ import json
 import pytest
 
 from r3.eval import runner
-from r3.eval.runner import EVAL_SEED_BASE, EvalConfig, EvalError, Job, evaluate, read_records, scene_seed
+from r3.eval.runner import EvalConfig, EvalError, Job, evaluate, read_records
+from r3.seeds import EVAL_SEED_BASE, scene_seed
 
 TINY = EvalConfig(tasks=("V", "mid"), scenes=2, trials=1)
 
@@ -23,7 +24,7 @@ def serial(tmp_path_factory):
 
 
 def test_eval_seeds_are_disjoint_from_collection_seeds():
-    from r3.data.seeds import MAX_SCENES, MAX_TRIALS, TASK_ORDER, collection_seed, is_evaluation_seed
+    from r3.seeds import MAX_SCENES, MAX_TRIALS, TASK_ORDER, collection_seed, is_evaluation_seed
 
     seeds = {job.seed for job in EvalConfig(scenes=64, trials=16).jobs()}
     assert seeds == set(range(EVAL_SEED_BASE, EVAL_SEED_BASE + 64)) and all(map(is_evaluation_seed, seeds))

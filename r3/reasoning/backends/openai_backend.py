@@ -14,6 +14,13 @@ HTTP 422) is asked again without it and remembered; it then starts a new assista
 the prefix, so the answer still ends with an instruction section, but less faithfully.
 Likewise stop strings: sent to the server (vLLM applies them), and if the stream fails before
 any text (transformers serve cannot apply stop strings to VLMs) sent no more and applied here.
+
+Tools interface with ``function_calls=true``: the request declares the pose tools
+(:data:`r3.instructions.tools.TOOL_SCHEMAS`, OpenAI function-calling format) and the server's tool
+parser (vLLM ``--enable-auto-tool-choice``) returns calls as structured ``tool_calls``. Each is
+written after the answer's "Tool call:" header as the text the tool grammar reads
+(:func:`~r3.instructions.tools.function_call_text`), so the grammar's refusals hold for them too; a
+second call is a second line, refused as text after the call.
 """
 
 from __future__ import annotations
@@ -22,9 +29,19 @@ import os
 import time
 from typing import ClassVar
 
-from r3.reasoning.backends.base import BackendError, Generation, OnText, ReasonerBackend
+from r3.instructions.tools import TOOL_SCHEMAS, function_call_text
+from r3.reasoning.backends.base import (
+    FULL_REASONING,
+    BackendError,
+    BackendOutput,
+    Generation,
+    OnText,
+    ReasonerBackend,
+    ReasonerInput,
+    ReasoningBudget,
+)
 from r3.reasoning.backends.spec import SAMPLING_OPTIONS, Option
-from r3.reasoning.prompts import to_openai_content
+from r3.reasoning.prompts import ANSWER_HEADERS, to_openai_content
 
 
 class OpenAIBackend(ReasonerBackend):
@@ -37,6 +54,9 @@ class OpenAIBackend(ReasonerBackend):
         **SAMPLING_OPTIONS,
         "timeout_s": Option(float, "seconds each HTTP request may take"),
         "attempts": Option(int, "connection attempts in all before the backend gives up"),
+        "function_calls": Option(
+            bool, "tools interface: declare the tools as OpenAI functions and read the server's tool calls"
+        ),
     }
 
     def __init__(
@@ -51,6 +71,7 @@ class OpenAIBackend(ReasonerBackend):
         thinking: bool = False,
         timeout_s: float = 60.0,
         attempts: int = 3,
+        function_calls: bool = False,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url={base_url!r}: expected http://... or https://...")
@@ -65,6 +86,8 @@ class OpenAIBackend(ReasonerBackend):
             seed,
         )
         self.thinking, self.timeout_s, self.attempts = thinking, timeout_s, attempts
+        self.function_calls = function_calls
+        self._tools: list[dict] = []  # the functions declared for the decision being generated
         self.client = None
         self.continue_final_message = True  # cleared when the server rejects the flag
         self.server_stop = True  # cleared when the server fails on stop strings
@@ -89,6 +112,13 @@ class OpenAIBackend(ReasonerBackend):
         if self.client is not None:
             self.client.close()
         self.client = None
+
+    def decide(
+        self, inp: ReasonerInput, budget: ReasoningBudget = FULL_REASONING, on_text: OnText | None = None
+    ) -> BackendOutput:
+        calls = self.function_calls and self.prompt_input(inp).interface == "tools"
+        self._tools = [dict(t) for t in TOOL_SCHEMAS] if calls else []
+        return super().decide(inp, budget, on_text)
 
     def _with_retries(self, call):
         import openai
@@ -130,6 +160,8 @@ class OpenAIBackend(ReasonerBackend):
             request["seed"] = self.seed
         if stop and self.server_stop:
             request["stop"] = stop
+        if self._tools:
+            request.update(tools=self._tools, tool_choice="auto")
         start = time.perf_counter()
         try:
             stream = self._with_retries(lambda: self.client.chat.completions.create(**request))
@@ -143,13 +175,19 @@ class OpenAIBackend(ReasonerBackend):
                 f"{self.base_url} refused the request: HTTP {exc.status_code}: {exc.message}"
             ) from exc
         view = _StopView(stop, on_text)
-        finish, usage = "stop", None
+        finish, usage, calls = "stop", None, {}
         try:
             for chunk in stream:
                 usage = chunk.usage or usage
                 for choice in chunk.choices:
                     view.add(choice.delta.content or "")
                     finish = choice.finish_reason or finish
+                    for call in choice.delta.tool_calls or []:  # streamed in pieces, by index
+                        fn, (name, args) = call.function, calls.get(call.index, ("", ""))
+                        calls[call.index] = (
+                            name + ((fn and fn.name) or ""),
+                            args + ((fn and fn.arguments) or ""),
+                        )
         except openai.APIError as exc:
             if "stop" in request and not view.received:
                 self.server_stop = False  # e.g. transformers serve cannot apply stop strings to VLMs
@@ -158,6 +196,9 @@ class OpenAIBackend(ReasonerBackend):
         text = view.finish()
         if view.stopped:
             finish = "stop"
+        if calls:
+            text = _with_calls(prefix + text, [calls[i] for i in sorted(calls)], on_text)[len(prefix) :]
+            finish = "stop" if finish == "tool_calls" else finish
         prompt_tokens = usage.prompt_tokens if usage else None
         completion_tokens = usage.completion_tokens if usage else None
         return Generation(text, finish, prompt_tokens, completion_tokens, time.perf_counter() - start)
@@ -194,6 +235,19 @@ class _StopView:
     def finish(self) -> str:
         self._emit(len(self.text))
         return self.text
+
+
+def _with_calls(answer: str, calls: list[tuple[str, str]], on_text: OnText | None) -> str:
+    """``answer`` with the server's tool calls written after it as text calls, the first after the
+    "Tool call:" header (added unless the answer already ends with it), each further one on a line
+    of its own."""
+    header = ANSWER_HEADERS["tools"]
+    texts = [function_call_text(name, args) for name, args in calls]
+    ends_with_header = answer.rstrip().endswith(header)
+    added = (" " if ends_with_header else ("\n" if answer.strip() else "") + f"{header} ") + "\n".join(texts)
+    if on_text is not None:
+        on_text(added)
+    return (answer.rstrip() if ends_with_header else answer.rstrip("\n")) + added
 
 
 def _describe(exc: Exception | None) -> str:

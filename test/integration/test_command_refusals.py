@@ -1,0 +1,124 @@
+"""A refused pusher command is answered (/pusher/refusals), and its sender ends the instruction on
+the answer with the simulator's reason, not after its state timeout with "stopped publishing state".
+The low-level node also sends no command before the simulator's command subscription is matched (a
+command published earlier would be lost, and the instruction would hang until its state timeout)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from r3.graph import names
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+#: Far longer than the test: a result before it can only come from the refusal.
+STATE_TIMEOUT_S = 60.0
+
+
+@pytest.mark.parametrize(
+    "listens_after_s, incompatible_echo",
+    [(0.0, False), (1.5, False), (0.0, True)],
+    ids=["listening", "subscribes_late", "beside_an_echo_that_cannot_match"],
+)
+def test_the_lowlevel_node_ends_the_instruction_on_the_simulators_refusal(
+    listens_after_s, incompatible_echo, private_ros_env
+):
+    """This probe plays the simulator (the latched state; its command subscription made
+    ``listens_after_s`` after the goal is accepted) and the reasoner (its heartbeat), and refuses the
+    first pusher command by its stamp. An extra subscription whose QoS cannot match the command
+    publisher (transient local) must not hold the commands back."""
+    import rclpy
+    from geometry_msgs.msg import Vector3Stamped
+    from rclpy.action import ActionClient
+
+    from r3.sim.language_table.env import LanguageTableEnv
+    from r3_msgs.action import FollowInstruction
+    from r3_msgs.msg import CommandRefusal, Heartbeat, PrivilegedState
+    from r3_ros.conversions import board_state_to_msg, ns_to_stamp
+    from r3_ros.qos import HEARTBEAT, LATCHED, REFUSALS
+
+    env = private_ros_env(in_process=True)
+    lowlevel = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "r3_lowlevel_node.main",
+            "--ros-args",
+            "-p",
+            "reasoner_node:=/r3_refusal_probe",
+            "-p",
+            f"state_timeout_s:={STATE_TIMEOUT_S}",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    rclpy.init(domain_id=int(env["ROS_DOMAIN_ID"]))
+    node = rclpy.create_node("r3_refusal_probe")
+    board = LanguageTableEnv(width=64, height=48)
+    board.reset(seed=5, options={"task": "T"})
+    state = board_state_to_msg(board.state(), PrivilegedState())
+    state.header.stamp, state.header.frame_id, state.suite = ns_to_stamp(10**9), "board", "language_table"
+    state_pub = node.create_publisher(PrivilegedState, names.PRIVILEGED_STATE, LATCHED)
+    refusal_pub = node.create_publisher(CommandRefusal, names.PUSHER_REFUSALS, REFUSALS)
+    beat_pub = node.create_publisher(Heartbeat, names.HEARTBEAT, HEARTBEAT)
+    commands: list[Vector3Stamped] = []
+
+    def refuse(command: Vector3Stamped) -> None:
+        commands.append(command)
+        refusal_pub.publish(
+            CommandRefusal(
+                header=command.header,
+                command_topic=names.PUSHER_COMMAND,
+                reason="refused: off the reachable board area (probe)",
+                refused_so_far=len(commands),
+            )
+        )
+
+    follow = ActionClient(node, FollowInstruction, names.FOLLOW_INSTRUCTION)
+
+    def spin(seconds: float, until=lambda: False) -> None:
+        end, beat = time.monotonic() + seconds, 0.0
+        while time.monotonic() < end and not until():
+            rclpy.spin_once(node, timeout_sec=0.005)
+            if time.monotonic() - beat >= 0.1:
+                beat_pub.publish(Heartbeat(node=node.get_fully_qualified_name(), state="busy"))
+                beat = time.monotonic()
+
+    try:
+        state_pub.publish(state)
+        if incompatible_echo:
+            node.create_subscription(Vector3Stamped, names.PUSHER_COMMAND, lambda _: None, LATCHED)
+        if not listens_after_s:
+            node.create_subscription(Vector3Stamped, names.PUSHER_COMMAND, refuse, 10)
+        assert follow.wait_for_server(timeout_sec=60), "the low-level node did not come up"
+        spin(1.0)  # it hears the state and this probe's heartbeat
+        goal = FollowInstruction.Goal(
+            instruction="move your arm to the top left corner", suite="language_table", max_steps=50, seed=0
+        )
+        sent = follow.send_goal_async(goal)
+        spin(30, sent.done)
+        assert sent.done() and sent.result().accepted
+        started = time.monotonic()
+        if listens_after_s:
+            spin(listens_after_s)
+            node.create_subscription(Vector3Stamped, names.PUSHER_COMMAND, refuse, 10)
+        result = sent.result().get_result_async()
+        spin(STATE_TIMEOUT_S / 2, result.done)
+        assert result.done(), "no result long after the refusal"
+        reason = result.result().result.reason
+        spin(0.5)  # a command after the refusal would arrive now
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+        lowlevel.terminate()
+        lowlevel.wait(timeout=20)
+    print(f"\nrefused command: the instruction ended {time.monotonic() - 0.5 - started:.2f} s after it began")
+    assert reason == "error: the simulator refused: off the reachable board area (probe)", reason
+    assert len(commands) == 1, "the low-level node sent a command after the refusal"
+    assert np.isfinite([commands[0].vector.x, commands[0].vector.y]).all()

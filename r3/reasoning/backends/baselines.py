@@ -52,13 +52,21 @@ def goal_blocks(goal: str) -> tuple[str, ...]:
 
 
 class RandomInstructionBackend(ReasonerBackend):
-    """A random canonical instruction each step: any (``goal_only`` False) or one naming a goal block."""
+    """A random canonical instruction each step: any (``goal_only`` False) or one naming a goal block.
+    Subclasses name their spec (``SPEC``) and choose ``goal_only``."""
 
     SPEC_OPTIONS: ClassVar[dict[str, Option]] = {"seed": Option(int, "seed of the random draws")}
+    SPEC: ClassVar[str]
+    goal_only: ClassVar[bool]
 
-    def __init__(self, goal_only: bool, seed: int = 0):
-        self.goal_only, self.seed = goal_only, seed
-        self.model_id = "random_goal_block" if goal_only else "random_valid"
+    def __init__(self, seed: int = 0):
+        self.seed, self.model_id = seed, self.SPEC
+
+    @classmethod
+    def from_spec(cls, rest: str, **options) -> RandomInstructionBackend:
+        if rest:
+            raise ValueError(f"{cls.SPEC} takes no argument, got {rest!r}")
+        return cls(**options)
 
     def choices(self, goal: str) -> list[str]:
         """The instructions this baseline draws from for ``goal``."""
@@ -93,24 +101,10 @@ class RandomInstructionBackend(ReasonerBackend):
 class RandomValidBackend(RandomInstructionBackend):
     """Spec ``random_valid[,seed=N]``: a uniformly random canonical instruction."""
 
-    def __init__(self, seed: int = 0):
-        super().__init__(goal_only=False, seed=seed)
-
-    @classmethod
-    def from_spec(cls, rest: str, **options) -> RandomValidBackend:
-        if rest:
-            raise ValueError(f"random_valid takes no argument, got {rest!r}")
-        return cls(**options)
+    SPEC, goal_only = "random_valid", False
 
 
 class RandomGoalBlockBackend(RandomInstructionBackend):
     """Spec ``random_goal_block[,seed=N]``: a random canonical instruction that names a goal block."""
 
-    def __init__(self, seed: int = 0):
-        super().__init__(goal_only=True, seed=seed)
-
-    @classmethod
-    def from_spec(cls, rest: str, **options) -> RandomGoalBlockBackend:
-        if rest:
-            raise ValueError(f"random_goal_block takes no argument, got {rest!r}")
-        return cls(**options)
+    SPEC, goal_only = "random_goal_block", True

@@ -235,11 +235,10 @@ class ReasonerNode(Node):
         """``future``'s result, within ``timeout_s`` of ``since`` (default now); None once stopping."""
         deadline = None if timeout_s is None else (time.monotonic() if since is None else since) + timeout_s
         while not future.done():
-            if self.stopping(handle):
+            if not self.waiting(handle):
                 return None
             if deadline is not None and time.monotonic() > deadline:
                 raise EpisodeError(f"{what} did not answer within {timeout_s:.1f} s")
-            self.check_alive()
             time.sleep(0.01)
         return future.result()
 

@@ -39,7 +39,7 @@ from r3_ros.conversions import msg_to_board_state, stamp_to_ns
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.params import declare_parameters
-from r3_ros.qos import LATCHED, REFUSALS, can_match
+from r3_ros.qos import LATCHED, REFUSALS, can_match, recorded
 from r3_ros.refusals import refusing_action, refusing_message
 from r3_ros.spin import run_node
 from r3_ros.stop import MotionGuard, end_stopped
@@ -65,7 +65,7 @@ class LowLevelNode(Node):
         self.state_received = 0.0  # monotonic time the last state arrived
         self.refusal: tuple[int, str] = (-1, "")  # the last refused command's stamp and the reason
         self.goals = SingleGoal(self)
-        self.command_pub = self.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
+        self.command_pub = self.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, recorded(10))
         self.create_subscription(
             PrivilegedState,
             names.PRIVILEGED_STATE,

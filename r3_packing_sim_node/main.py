@@ -67,7 +67,7 @@ from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.params import declare_parameters
 from r3_ros.perception_client import PerceptionUnavailable, RosPerception
-from r3_ros.qos import LATCHED
+from r3_ros.qos import LATCHED, recorded
 from r3_ros.refusals import refusing_action, refusing_service
 from r3_ros.services import ResetRecord
 from r3_ros.spin import run_node
@@ -114,15 +114,18 @@ class PackingSimNode(Node):
         self.base_ns = 0  # sim time of the current episode's step 0
 
         self.image_pubs = {
-            cam: (self.create_publisher(Image, img, 5), self.create_publisher(CameraInfo, info, 5))
+            cam: (
+                self.create_publisher(Image, img, recorded(5)),
+                self.create_publisher(CameraInfo, info, recorded(5)),
+            )
             for cam, (img, info) in CAMERAS.items()
         }
-        self.joint_pub = self.create_publisher(JointState, names.JOINT_STATES, 10)
-        self.clock_pub = self.create_publisher(ClockMsg, names.CLOCK, 10)
+        self.joint_pub = self.create_publisher(JointState, names.JOINT_STATES, recorded(10))
+        self.clock_pub = self.create_publisher(ClockMsg, names.CLOCK, recorded(10))
         self.state_pub = self.create_publisher(PrivilegedState, names.PRIVILEGED_STATE, LATCHED)
-        self.snapshot_pub = self.create_publisher(SceneSnapshot, names.SCENE_SNAPSHOT, 10)
-        self.depth_pub = self.create_publisher(Image, names.CAMERA_DEPTH, 5)
-        self.instances_pub = self.create_publisher(Image, names.SIM_INSTANCES, 5)
+        self.snapshot_pub = self.create_publisher(SceneSnapshot, names.SCENE_SNAPSHOT, recorded(10))
+        self.depth_pub = self.create_publisher(Image, names.CAMERA_DEPTH, recorded(5))
+        self.instances_pub = self.create_publisher(Image, names.SIM_INSTANCES, recorded(5))
         instance_names = self.create_publisher(String, names.SIM_INSTANCE_NAMES, LATCHED)
         instance_names.publish(String(data=json.dumps({str(i): item for item, i in ITEM_INDEX.items()})))
         group = ReentrantCallbackGroup()

@@ -43,7 +43,7 @@ from r3_ros.conversions import (
 )
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.params import declare_parameters
-from r3_ros.qos import LATCHED, SENSOR
+from r3_ros.qos import LATCHED, SENSOR, recorded
 from r3_ros.refusals import refusing_message, refusing_service
 from r3_ros.spin import run_node
 
@@ -94,8 +94,8 @@ class PerceptionNode(Node):
             LATCHED,
             callback_group=sensors,
         )
-        self.objects_pub = self.create_publisher(DetectedObjects, names.DETECTED_OBJECTS, 10)
-        self.annotated_pub = self.create_publisher(Image, names.PERCEPTION_ANNOTATED, 5)
+        self.objects_pub = self.create_publisher(DetectedObjects, names.DETECTED_OBJECTS, recorded(10))
+        self.annotated_pub = self.create_publisher(Image, names.PERCEPTION_ANNOTATED, recorded(5))
         services = ReentrantCallbackGroup()
         self.create_service(
             GroundPoint, names.GROUND_POINT, refusing_service(self, self.on_ground), callback_group=services

@@ -51,7 +51,7 @@ from r3_ros.conversions import (
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.params import declare_parameters
-from r3_ros.qos import EVENTS, LATCHED
+from r3_ros.qos import EVENTS, LATCHED, recorded
 from r3_ros.recording import RecorderHandshake, RecordingError
 from r3_ros.refusals import refusing_action, refusing_message
 from r3_ros.services import ServiceTimeout, call_resending
@@ -116,9 +116,9 @@ class ReasonerNode(Node):
             self.create_subscription(Image, names.WRIST_IMAGE, self.on_wrist_image, 5, callback_group=sensors)
         self.monitor = HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup())
         self.heartbeat = HeartbeatPublisher(self)
-        self.steps_pub = self.create_publisher(ReasonerStep, names.REASONER_STEPS, 50)
-        self.frames_pub = self.create_publisher(Image, names.REASONER_FRAMES, 50)
-        self.outcome_pub = self.create_publisher(InstructionOutcome, names.INSTRUCTION_OUTCOMES, 50)
+        self.steps_pub = self.create_publisher(ReasonerStep, names.REASONER_STEPS, recorded(50))
+        self.frames_pub = self.create_publisher(Image, names.REASONER_FRAMES, recorded(50))
+        self.outcome_pub = self.create_publisher(InstructionOutcome, names.INSTRUCTION_OUTCOMES, recorded(50))
         self.event_pub = self.create_publisher(EpisodeEvent, names.EPISODE_EVENTS, EVENTS)
         self.recording = RecorderHandshake(
             self, self.monitor, self.param, [self.steps_pub, self.frames_pub, self.outcome_pub], sensors

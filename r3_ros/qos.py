@@ -10,7 +10,7 @@ LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 #: Episode start/end: a recorder that subscribes late still sees the episode's START.
 EVENTS = QoSProfile(depth=10, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 #: The recorder's subscriptions: deep enough that a burst of images is not dropped while writing.
-RECORD = QoSProfile(depth=200)
+RECORD_DEPTH = 200
 #: Heartbeats: every beat delivered, none kept for late joiners (a stale beat would say "alive").
 HEARTBEAT = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 #: Stops on /r3/stop_motion: reliable, and never replayed to a node that starts later.
@@ -21,6 +21,26 @@ REFUSALS = QoSProfile(
 )
 #: Camera streams subscribed as the RealSense driver publishes them (best effort, a short queue).
 SENSOR = qos_profile_sensor_data
+
+
+def recorded(depth: int) -> QoSProfile:
+    """A topic r3's own nodes publish and the recorder records: reliable, its last ``depth`` samples
+    kept for a recorder that matched late. DDS matches a new reader to a writer asynchronously; a
+    sample written before the writer had matched the recorder's reader never reaches it (a reset's
+    first image was lost so, 1 run in 4)."""
+    return QoSProfile(depth=depth, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
+
+
+def recording(offered: list) -> QoSProfile:
+    """The recorder's subscription to a topic whose publishers offer these QoS profiles: it matches
+    every one of them, and takes the kept samples when all of them keep some."""
+    keep = bool(offered) and all(q.durability == QoSDurabilityPolicy.TRANSIENT_LOCAL for q in offered)
+    best_effort = any(q.reliability == ReliabilityPolicy.BEST_EFFORT for q in offered)
+    return QoSProfile(
+        depth=RECORD_DEPTH,
+        reliability=ReliabilityPolicy.BEST_EFFORT if best_effort else ReliabilityPolicy.RELIABLE,
+        durability=QoSDurabilityPolicy.TRANSIENT_LOCAL if keep else QoSDurabilityPolicy.VOLATILE,
+    )
 
 
 def can_match(publisher, subscription) -> bool:

@@ -40,7 +40,7 @@ from r3_msgs.srv import ResetScene
 from r3_ros.conversions import board_state_to_msg, camera_info_msg, image_to_msg, ns_to_stamp
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.params import declare_parameters
-from r3_ros.qos import LATCHED, REFUSALS
+from r3_ros.qos import LATCHED, REFUSALS, recorded
 from r3_ros.refusals import refusing_message, refusing_service
 from r3_ros.services import ResetRecord
 from r3_ros.spin import run_node
@@ -72,12 +72,12 @@ class SimNode(Node):
         self.refused_commands = 0
         self.resets = ResetRecord()
 
-        self.image_pub = self.create_publisher(Image, names.CAMERA_IMAGE, 5)
-        self.info_pub = self.create_publisher(CameraInfo, names.CAMERA_INFO, 5)
-        self.joint_pub = self.create_publisher(JointState, names.JOINT_STATES, 10)
-        self.clock_pub = self.create_publisher(ClockMsg, names.CLOCK, 10)
+        self.image_pub = self.create_publisher(Image, names.CAMERA_IMAGE, recorded(5))
+        self.info_pub = self.create_publisher(CameraInfo, names.CAMERA_INFO, recorded(5))
+        self.joint_pub = self.create_publisher(JointState, names.JOINT_STATES, recorded(10))
+        self.clock_pub = self.create_publisher(ClockMsg, names.CLOCK, recorded(10))
         self.state_pub = self.create_publisher(PrivilegedState, names.PRIVILEGED_STATE, LATCHED)
-        self.snapshot_pub = self.create_publisher(SceneSnapshot, names.SCENE_SNAPSHOT, 10)
+        self.snapshot_pub = self.create_publisher(SceneSnapshot, names.SCENE_SNAPSHOT, recorded(10))
         self.refusal_pub = self.create_publisher(CommandRefusal, names.PUSHER_REFUSALS, REFUSALS)
         group = MutuallyExclusiveCallbackGroup()
         self.create_subscription(

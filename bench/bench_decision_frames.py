@@ -28,9 +28,10 @@ from hostile import Client, Graph, bag_topics
 
 from r3.graph import names
 
+#: Per graph profile: the suite, its tasks, and the decision steps per episode (0: the graph's default).
 TASKS = {
-    "sim_language_table": ("language_table", ["V", "T", "L", "line", "clear_qtr"]),
-    "sim_packing": ("packing", ["4", "1", "7"]),
+    "sim_language_table": ("language_table", ["V", "T", "L", "line", "clear_qtr"], 0),
+    "sim_packing": ("packing", ["4", "1", "7"], 3),
 }
 
 
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for hog in hogs:
         hog.start()
-    suite, tasks = TASKS[args.profile]
+    suite, tasks, max_steps = TASKS[args.profile]
     domain = int(os.environ.get("ROS_DOMAIN_ID", "0"))  # the caller's domain, as for any r3 command
     graph = Graph(args.profile, Path(tempfile.mkdtemp(prefix="r3-frames-")), domain)
     client = Client("r3_bench_frames", domain)
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                 task=tasks[i % len(tasks)],
                 seed=i,
                 reset_scene=True,
-                max_steps=3 if suite == "packing" else 0,
+                max_steps=max_steps,
             )
             t0 = time.monotonic()
             result, _ = client.run_task(goal, timeout_s=900)

@@ -33,6 +33,7 @@ from r3.graph.node_params import NODE_PARAMETERS
 from r3.instructions.language_table import ParseError, parse
 from r3.lowlevel.pushing import PushingPolicyConfig, ScriptedPushingPolicy
 from r3.safety.goals import GoalRefused, check_interface, check_seed
+from r3.suites import DEFAULT_SUITE
 from r3_msgs.action import FollowInstruction
 from r3_msgs.msg import CommandRefusal, PrivilegedState
 from r3_ros.conversions import msg_to_board_state, stamp_to_ns
@@ -46,6 +47,7 @@ from r3_ros.stop import MotionGuard, end_stopped
 
 #: Heartbeat state until the first simulator state arrives: the node cannot act yet.
 WAITING_FOR_STATE = "waiting_for_state"
+SUITE = "language_table"  # the suite whose instructions this node carries out
 
 
 class CommandRefused(Exception):
@@ -142,10 +144,10 @@ class LowLevelNode(Node):
         goal = handle.request
         result = FollowInstruction.Result()
         try:
-            if goal.suite not in ("", "language_table"):
-                raise GoalRefused(f"suite {goal.suite[:80]!r} is not served here (language_table)")
+            if (goal.suite or DEFAULT_SUITE) != SUITE:
+                raise GoalRefused(f"suite {goal.suite[:80]!r} is not served here ({SUITE})")
             check_seed(goal.seed)
-            check_interface(goal.interface, "language_table", served=("instruction",))
+            check_interface(goal.interface, SUITE, served=("instruction",))
         except GoalRefused as exc:
             return self._finish(handle, result, False, f"error: invalid goal: {exc}")
         parsed = parse(goal.instruction)

@@ -73,6 +73,7 @@ from r3_ros.services import ResetRecord
 from r3_ros.spin import run_node
 from r3_ros.stop import MotionGuard, end_stopped
 
+SUITE = "packing"  # the suite this node simulates
 SNAPSHOT_FORMAT = "r3-packing-snapshot/1"
 STEP_NS = round(scene.CONTROL_DT * 1e9)
 #: How long this process may be frozen or starved while a goal runs before the goal counts as stale;
@@ -165,14 +166,14 @@ class PackingSimNode(Node):
     # -- callbacks -----------------------------------------------------------------------------
     def on_reset(self, request: ResetScene.Request, response: ResetScene.Response) -> ResetScene.Response:
         with self.lock:
-            if request.suite != "packing":
+            if request.suite != SUITE:
                 response.ok, response.reason = False, f"suite {request.suite!r} is not simulated by this node"
                 return response
             if self.resets.repeat(request, response):
                 return response  # the caller resent it: its first answer was lost
             next_ns = self.now_ns + STEP_NS  # time moves on across a reset, so every stamp is unique
             try:
-                task = canonical_task("packing", request.task)
+                task = canonical_task(SUITE, request.task)
                 self.cell.reset(check_seed(request.seed), task)
             except (KeyError, ValueError, RuntimeError) as exc:
                 response.ok, response.reason = False, f"cannot reset task {request.task[:80]!r}: {exc}"
@@ -192,10 +193,10 @@ class PackingSimNode(Node):
         goal, result = handle.request, FollowInstruction.Result()
         self.get_logger().info(f"{goal.interface or 'instruction'}: {goal.instruction[:120]!r}")
         try:
-            if goal.suite != "packing":
-                raise GoalRefused(f"suite {goal.suite[:80]!r} is not served here (packing)")
+            if goal.suite != SUITE:
+                raise GoalRefused(f"suite {goal.suite[:80]!r} is not served here ({SUITE})")
             check_seed(goal.seed)
-            interface = check_interface(goal.interface, "packing", served=CELL_INTERFACES)
+            interface = check_interface(goal.interface, SUITE, served=CELL_INTERFACES)
         except GoalRefused as exc:
             result.reason = f"error: invalid goal: {exc}"
             self.goals.end(handle, "aborted")
@@ -319,7 +320,7 @@ class PackingSimNode(Node):
         msg = PrivilegedState(
             episode_id=self.episode_id,
             control_step=self.env.elapsed_steps,
-            suite="packing",
+            suite=SUITE,
             task=self.task,
             goal=instance.goal if instance else "",
         )

@@ -37,6 +37,7 @@ from r3.reasoning.packing_expert import PackingExpertView
 from r3.safety.goals import GoalRefused, check_interface, check_run_task
 from r3.safety.goals import episode_id as new_episode_id
 from r3.seeds import policy_seed
+from r3.suites import DEFAULT_SUITE, get_suite
 from r3_msgs.action import FollowInstruction, RunTask
 from r3_msgs.msg import EpisodeEvent, InstructionOutcome, PrivilegedState, ReasonerStep
 from r3_msgs.srv import ResetScene
@@ -338,7 +339,7 @@ class ReasonerNode(Node):
         if not self.reset_client.wait_for_service(timeout_sec=self.param["startup_timeout_s"]):
             raise EpisodeError(f"{self.param['sim_node']} does not offer {names.RESET_SCENE}")
         request = ResetScene.Request(
-            suite=goal.suite or "language_table", task=goal.task, seed=goal.seed, episode_id=episode_id
+            suite=goal.suite or DEFAULT_SUITE, task=goal.task, seed=goal.seed, episode_id=episode_id
         )
         try:
             response = call_resending(self.reset_client, request, timeout, lambda: self.waiting(handle))
@@ -375,7 +376,7 @@ class ReasonerNode(Node):
                 raise EpisodeError(record.abort)
             if record.valid:
                 seed = policy_seed(goal.seed, step)
-                suite, steps_left = goal.suite or "language_table", max_steps - step - 1
+                suite, steps_left = goal.suite or DEFAULT_SUITE, max_steps - step - 1
                 follow = self.follow(record.instruction, suite, interface, seed, steps_left, handle)
                 if follow is None:
                     return
@@ -399,7 +400,7 @@ class ReasonerNode(Node):
     def step_view(self, goal, interface: str, obs: Observation) -> StepView:
         """The suite's view for the reasoner: its camera views and, for the expert, its privileged view."""
         instance = task_instance_from_msg(obs.state)
-        if obs.state.suite == "packing":
+        if get_suite(obs.state.suite).workcell:
             info, pose = self.camera_info, pose_matrix(self.param["base_from_camera"])
             camera = None if info is None else msg_to_camera_model(info, pose, "base")
             view = PackingExpertView(msg_to_packing_state(obs.state), instance, camera)
@@ -528,7 +529,7 @@ class ReasonerNode(Node):
         msg = EpisodeEvent(
             episode_id=episode_id,
             event=event,
-            suite=goal.suite or "language_table",
+            suite=goal.suite or DEFAULT_SUITE,
             task=goal.task,
             seed=goal.seed,
             goal=goal_text,

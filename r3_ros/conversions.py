@@ -11,6 +11,7 @@ from geometry_msgs.msg import Point, Pose, PoseStamped, Vector3
 from sensor_msgs.msg import CameraInfo, Image
 
 from r3.perception.camera import CameraModel
+from r3.suites import DEFAULT_SUITE, get_suite
 from r3.tasks.language_table.board import BoardState
 from r3_msgs.msg import BoardObject, DetectedObject, DetectedObjects, PrivilegedState
 
@@ -86,12 +87,8 @@ def task_instance_from_msg(msg: PrivilegedState):
     """The task instance the simulator is checking, rebuilt from its JSON (None between episodes)."""
     if not msg.task_instance_json:
         return None
-    if msg.suite == "packing":
-        from r3.tasks.packing.tasks import get_task
-    else:
-        from r3.tasks.language_table.tasks import get_task
-
-    return get_task(msg.task).from_dict(json.loads(msg.task_instance_json))
+    tasks = get_suite(msg.suite or DEFAULT_SUITE).tasks()
+    return tasks.get_task(msg.task).from_dict(json.loads(msg.task_instance_json))
 
 
 def depth_to_msg(depth_m: np.ndarray, stamp: Time, frame_id: str, encoding: str = "16UC1") -> Image:

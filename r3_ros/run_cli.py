@@ -20,7 +20,7 @@ from r3.data.video import default_format, episode_video_from_bag
 from r3.graph.cli import parse_overrides
 from r3.graph.description import DEFAULT_GRAPH, load_profile
 from r3.graph.supervisor import Supervisor
-from r3.safety.goals import INTERFACE_SUITES, interfaces_help
+from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
 
 #: How long `r3 run` looks for an already running graph before starting one (DDS discovery time).
 RUNNING_GRAPH_DISCOVERY_S = 2.0
@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--interface",
         default="instruction",
-        choices=tuple(INTERFACE_SUITES),
+        choices=tuple(INTERFACE_ANSWERS),
         help="how the reasoner acts (sets r3_reasoner_node.interface when r3 run starts the graph); "
         f"{interfaces_help()}; all but instruction act on packing only (default: %(default)s)",
     )

@@ -35,6 +35,7 @@ from r3.graph.node_params import NODE_PARAMETERS
 from r3.safety.goals import canonical_task, check_seed
 from r3.sim.language_table.env import LanguageTableEnv
 from r3.sim.language_table.scene import CONTROL_DT
+from r3.suites import DEFAULT_SUITE
 from r3_msgs.msg import CommandRefusal, PrivilegedState, SceneSnapshot
 from r3_msgs.srv import ResetScene
 from r3_ros.conversions import board_state_to_msg, camera_info_msg, image_to_msg, ns_to_stamp
@@ -45,6 +46,7 @@ from r3_ros.refusals import refusing_message, refusing_service
 from r3_ros.services import ResetRecord
 from r3_ros.spin import run_node
 
+SUITE = "language_table"  # the suite this node simulates
 SNAPSHOT_FORMAT = "r3-language-table-snapshot/1"
 STEP_NS = round(CONTROL_DT * 1e9)
 #: A pusher command older than this (wall clock, from its DDS source stamp) is stale and refused.
@@ -103,13 +105,13 @@ class SimNode(Node):
     # -- callbacks -----------------------------------------------------------------------------
     def on_reset(self, request: ResetScene.Request, response: ResetScene.Response) -> ResetScene.Response:
         with self.lock:
-            if request.suite not in ("", "language_table"):
+            if (request.suite or DEFAULT_SUITE) != SUITE:
                 response.ok, response.reason = False, f"suite {request.suite!r} is not simulated by this node"
                 return response
             if self.resets.repeat(request, response):
                 return response  # the caller resent it: its first answer was lost
             try:
-                task = canonical_task("language_table", request.task)
+                task = canonical_task(SUITE, request.task)
                 _, info = self.env.reset(seed=check_seed(request.seed), options={"task": task})
             except (KeyError, ValueError, RuntimeError) as exc:
                 response.ok, response.reason = False, f"cannot reset task {request.task[:80]!r}: {exc}"
@@ -202,7 +204,7 @@ class SimNode(Node):
         msg = PrivilegedState(
             episode_id=self.episode_id,
             control_step=self.env.elapsed_steps,
-            suite="language_table",
+            suite=SUITE,
             task=instance.spec.name if instance else "",
             goal=instance.goal if instance else "",
         )

@@ -8,7 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from r3.safety.goals import INTERFACE_SUITES, interfaces_help
+from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
+from r3.suites import DEFAULT_SUITE, get_suite, suite_names
 
 
 def collect_main(argv: list[str]) -> int:
@@ -24,8 +25,8 @@ def collect_main(argv: list[str]) -> int:
     )
     p.add_argument(
         "--suite",
-        default="language_table",
-        choices=("language_table", "packing"),
+        default=DEFAULT_SUITE,
+        choices=suite_names(),
         help="task suite; packing collects its training task as multi-turn episode folders, a "
         "snapshot per turn (default: %(default)s)",
     )
@@ -37,7 +38,7 @@ def collect_main(argv: list[str]) -> int:
     p.add_argument(
         "--interface",
         default=None,
-        choices=tuple(INTERFACE_SUITES),
+        choices=tuple(INTERFACE_ANSWERS),
         help=f"how the reasoner acts; {interfaces_help()}. Language Table collects instruction "
         "episodes as bags, packing semantic, tools or plan episodes as turn folders "
         "(default: instruction; packing: semantic)",
@@ -82,18 +83,19 @@ def collect_main(argv: list[str]) -> int:
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
+    suite = get_suite(args.suite)
     try:
         config = CollectConfig(
             out=args.out,
             suite=args.suite,
-            split=args.split or ("train" if args.suite == "packing" else "T_M"),
-            interface=args.interface or ("semantic" if args.suite == "packing" else "instruction"),
+            split=args.split or suite.collect_split,
+            interface=args.interface or suite.collect_interface,
             scenes=args.scenes,
             trials=args.trials,
             workers=args.workers,
             ray_address=args.ray,
             backend=args.backend,
-            history=args.history or ("instruction" if args.suite == "packing" else "response"),
+            history=args.history or suite.default_history,
             max_steps=args.max_steps,
             steps_per_instruction=args.steps_per_instruction,
             width=args.width,

@@ -23,10 +23,9 @@ from pathlib import Path
 
 from r3.data.bags import COMPLETE, read_episode_info
 from r3.seeds import MAX_SCENES, MAX_TRIALS, collection_seed, packing_collection_seed
+from r3.suites import get_suite
 
 PARTIAL = ".partial"
-#: The packing task collection draws its goals from (the 12 held-out goals are evaluation's).
-PACKING_SPLIT = "train"
 
 
 @dataclass(frozen=True)
@@ -53,16 +52,18 @@ class CollectConfig:
         from r3.data.turns import TURN_INTERFACES
         from r3.tasks.language_table.tasks import SPLITS
 
-        if self.suite == "packing":
-            if self.interface not in TURN_INTERFACES or self.split != PACKING_SPLIT:
+        suite = get_suite(self.suite)
+        if suite.workcell:  # its training task (the held-out goals are evaluation's), as turn folders
+            if self.interface not in TURN_INTERFACES or self.split != suite.collect_split:
                 raise ValueError(
-                    f"CollectConfig: packing collects split {PACKING_SPLIT!r} with a turn interface "
-                    f"({', '.join(TURN_INTERFACES)}), got split {self.split!r}, interface {self.interface!r}"
+                    f"CollectConfig: {suite.name} collects split {suite.collect_split!r} with a turn "
+                    f"interface ({', '.join(TURN_INTERFACES)}), got split {self.split!r}, "
+                    f"interface {self.interface!r}"
                 )
-        elif self.suite != "language_table" or self.interface != "instruction":
+        elif self.interface != "instruction":
             raise ValueError(
-                f"CollectConfig: suite language_table (interface instruction) or packing, got "
-                f"{self.suite!r} with interface {self.interface!r}"
+                f"CollectConfig: suite {self.suite!r} collects the instruction interface as bags, "
+                f"got interface {self.interface!r}"
             )
         elif self.split not in SPLITS:
             raise ValueError(f"CollectConfig.split must be one of {sorted(SPLITS)}, got {self.split!r}")
@@ -110,9 +111,9 @@ def plan(config: CollectConfig) -> list[EpisodeSpec]:
     """Every episode of the collection, task by task, scene by scene, trial by trial."""
     from r3.tasks.language_table.tasks import SPLITS
 
-    if config.suite == "packing":
+    if get_suite(config.suite).workcell:
         return [
-            EpisodeSpec(PACKING_SPLIT, scene, trial, packing_collection_seed(scene, trial))
+            EpisodeSpec(config.split, scene, trial, packing_collection_seed(scene, trial))
             for scene in range(config.scenes)
             for trial in range(config.trials)
         ]
@@ -142,7 +143,7 @@ def run_one(spec: EpisodeSpec, config: CollectConfig) -> tuple[str, bool]:
     """Run one episode and move its bag into ``config.out``; (episode id, success). Runs in a worker."""
     from r3.data.episode_bag import record_episode
 
-    if config.suite == "packing":
+    if get_suite(config.suite).workcell:
         return _run_packing(spec, config)
     key = (config.backend, config.width, config.height)
     if _WORKER.get("key") != key:

@@ -90,6 +90,7 @@ def trace_claims(root: Path, rows: dict) -> dict:
     if not rows.get(S.REASONING):
         return {}
     from r3.reasoning.claims import Previous, check_step
+    from r3.suites import get_suite
 
     envs: dict = {}
     order = sorted(range(len(rows[S.STEP])), key=lambda i: (rows[S.EPISODE_ID][i], rows[S.STEP][i]))
@@ -97,7 +98,7 @@ def trace_claims(root: Path, rows: dict) -> dict:
     for i in order:
         suite = rows[S.SUITE][i]
         if suite not in envs:
-            envs[suite] = _suite_env(suite)
+            envs[suite] = get_suite(suite).make_env(render_mode=None)
         env = envs[suite]
         env.restore((root / rows[S.SNAPSHOT][i]).read_bytes())
         state = env.state()
@@ -111,16 +112,6 @@ def trace_claims(root: Path, rows: dict) -> dict:
         "verified": verified,
         "fraction": verified / len(checked) if checked else 1.0,
     }
-
-
-def _suite_env(suite: str):
-    if suite == "packing":
-        from r3.sim.packing.env import PackingEnv
-
-        return PackingEnv(render_mode=None)
-    from r3.sim.language_table.env import LanguageTableEnv
-
-    return LanguageTableEnv(render_mode=None)
 
 
 def _summary(values: list[int]) -> dict:

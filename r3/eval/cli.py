@@ -26,8 +26,9 @@ from r3.eval.runner import (
     read_config,
     read_records,
 )
-from r3.safety.goals import INTERFACE_SUITES, interfaces_help
+from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
 from r3.seeds import scene_seed
+from r3.suites import get_suite
 
 SPLIT_CHOICES = ("all", "T_M", "T_R", "T_O")
 
@@ -105,7 +106,7 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--interface",
         default="instruction",
-        choices=tuple(INTERFACE_SUITES),
+        choices=tuple(INTERFACE_ANSWERS),
         help=f"how the reasoner acts; {interfaces_help()}; all but instruction act on packing only "
         "and bring their own step budget (default: %(default)s)",
     )
@@ -188,9 +189,8 @@ def _compare_parser() -> argparse.ArgumentParser:
 
 def _describe(config: EvalConfig) -> str:
     budget = "full" if config.budget is None else f"{config.budget} tokens"
-    suite = (
-        "Language Table" if config.suite == "language_table" else f"packing, `{config.grounding}` grounding"
-    )
+    record = get_suite(config.suite)
+    suite = f"{record.title}, `{config.grounding}` grounding" if record.grounding_choice else record.title
     return (
         f"`{config.reasoner}` ({config.interface} interface) on {suite} ({len(config.tasks)} tasks): "
         f"{config.scenes} held-out scenes "
@@ -204,21 +204,22 @@ def run_main(argv: list[str]) -> int:
 
     from r3.eval import tables
     from r3.eval.plots import success_chart
-    from r3.tasks.language_table.tasks import SPLITS, TASKS
 
     parser = _run_parser()
     args = parser.parse_args(argv)
+    suite = get_suite(args.suite)
+    splits = getattr(suite.tasks(), "SPLITS", None)  # Language Table's T_M, T_R and T_O
     if args.tasks:
         tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
-    elif args.suite != "language_table":
+    elif splits is None:
         if args.split != "all":
             parser.error(f"--split {args.split} is a Language Table split; suite {args.suite} has one")
         tasks = None
     else:
-        tasks = tuple(TASKS) if args.split == "all" else SPLITS[args.split]
+        tasks = tuple(suite.tasks().TASKS) if args.split == "all" else splits[args.split]
     if args.via_ros_scenes < 1:
         parser.error("--via-ros-scenes must be >= 1")
-    if args.via_ros and args.suite != "language_table":
+    if args.via_ros and suite.workcell:  # r3_ros.eval_via_ros drives the board's graph
         parser.error("--via-ros compares Language Table episodes only")
     try:
         config = EvalConfig(

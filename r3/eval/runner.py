@@ -31,6 +31,7 @@ from pathlib import Path
 
 from r3.safety.goals import GoalRefused, check_interface
 from r3.seeds import scene_seed
+from r3.suites import get_suite
 from r3.tasks.language_table.tasks import SPLITS, TASKS
 from r3.tasks.packing.tasks import HELD_OUT
 
@@ -90,7 +91,7 @@ class EvalConfig:
 
     ``tasks``, ``scenes``, ``trials``, ``max_steps`` and ``history`` left as None take the suite's
     (every task, :data:`SUITE_DEFAULTS`); ``grounding`` is packing's and must stay "sim" otherwise.
-    ``interface`` is how the reasoner acts (``r3.safety.goals.INTERFACE_SUITES``); on packing, an
+    ``interface`` is how the reasoner acts (``r3.safety.goals.INTERFACE_ANSWERS``); on packing, an
     interface other than "instruction" takes its own step budget when ``max_steps`` is left out.
 
     >>> c = EvalConfig(suite="packing")
@@ -132,7 +133,8 @@ class EvalConfig:
                 f"tasks {list(unknown)} unknown or none given for suite {self.suite}; "
                 f"known: {', '.join(known)}"
             )
-        if self.grounding not in GROUNDINGS or (self.suite != "packing" and self.grounding != "sim"):
+        only_sim = not get_suite(self.suite).grounding_choice
+        if self.grounding not in GROUNDINGS or (only_sim and self.grounding != "sim"):
             raise EvalError(
                 f"grounding {self.grounding!r}: packing takes one of {', '.join(GROUNDINGS)}, "
                 "other suites only 'sim'"
@@ -160,7 +162,7 @@ class EpisodeWorker:
         from r3.reasoning import ReasoningBudget, make_backend
 
         self.config = config
-        if config.suite == "packing":
+        if get_suite(config.suite).workcell:
             from r3.packing_episode import PackingCell
 
             self.cell = PackingCell.build(grounding=config.grounding)
@@ -214,7 +216,7 @@ class EpisodeWorker:
 
     def _episode(self, job: Job):
         c = self.config
-        if c.suite == "packing":
+        if get_suite(c.suite).workcell:
             from r3.packing_episode import run_packing_episode
 
             self.env.reset(seed=job.seed, options={"task": job.task})  # a goal with no layout raises here
@@ -247,21 +249,20 @@ class EpisodeWorker:
 
     def _penalty(self) -> float | None:
         """ERR's penalty of the final state (packing; Language Table has no penalty check)."""
-        if self.config.suite != "packing":
+        if not get_suite(self.config.suite).workcell:
             return None
         return self.env.task_instance.penalty(self.env.state())
 
     def _repeated_refusals(self, t) -> int:
         """Instructions repeated after failing in an unchanged scene (decision states from the snapshots)."""
-        from r3.reasoning.claims import board_unchanged, repeated_refusals
-        from r3.reasoning.packing_expert import packing_unchanged
+        from r3.reasoning.claims import repeated_refusals
 
         final = self.env.state()
         states = []
         for step in t.steps:
             self.env.restore(step.snapshot)
             states.append(self.env.state())
-        unchanged = packing_unchanged if self.config.suite == "packing" else board_unchanged
+        unchanged = get_suite(self.config.suite).unchanged
         return repeated_refusals(t.instructions, [s.error for s in t.steps], [*states, final], unchanged)
 
     def close(self) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from r3.graph import names
 from r3.graph.params import NodeParameters, ParameterSpec
 from r3.reasoning.prompts import HISTORY_MODES
-from r3.safety.goals import INTERFACE_SUITES, interfaces_help
+from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
 from r3.safety.guard import MAX_CONSECUTIVE_INVALID
 
 #: r3.packing_episode.GROUNDINGS and r3.perception.segmenters.BACKENDS, written out: importing those
@@ -150,7 +150,7 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "str",
                     "instruction",
                     f"How the model's answers act; {interfaces_help()}. The prompt and grammar follow it.",
-                    choices=tuple(INTERFACE_SUITES),
+                    choices=tuple(INTERFACE_ANSWERS),
                     read_only=False,
                 ),
                 P(

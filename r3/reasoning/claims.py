@@ -28,6 +28,7 @@ import numpy as np
 from r3.instructions.packing import ITEMS, TRAYS
 from r3.reasoning import expert as lt
 from r3.reasoning import packing_expert as pk
+from r3.suites import get_suite
 from r3.tasks.language_table.board import BLOCKS
 
 #: Blocks closer than this to where they were count as not moved (m).
@@ -86,9 +87,7 @@ def sentences(text: str) -> list[str]:
 
 def check_step(suite: str, reasoning: str, state, task, previous: Previous | None = None) -> list[Claim]:
     """Every checkable claim of one step's reasoning, verified against ``state`` (and ``previous``)."""
-    if suite == "packing":
-        return PackingChecker(state, task, previous).check(reasoning)
-    return BoardChecker(state, task, previous).check(reasoning)
+    return get_suite(suite).claim_checker(state, task, previous).check(reasoning)
 
 
 def verified_fraction(claims: Sequence[Claim]) -> float:

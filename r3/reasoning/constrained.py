@@ -33,44 +33,53 @@ MARKER = "Instruction:"
 @functools.cache
 def canonical_instructions(suite: str) -> tuple[str, ...]:
     """Every canonical instruction text of ``suite``'s grammar, sorted."""
-    if suite == "packing":
-        from r3.instructions.packing import (
-            ITEMS,
-            TRAYS,
-            PackingInstruction,
-            PackingInstructionType,
-            format_instruction,
-        )
+    from r3.suites import get_suite
 
-        out = set()
-        for kind, item, tray, to_tray in itertools.product(
-            PackingInstructionType, ITEMS, TRAYS, (None, *TRAYS)
-        ):
-            try:
-                out.add(format_instruction(PackingInstruction(kind, item, tray, to_tray)))
-            except ValueError:
-                continue
-        return tuple(sorted(out))
-    if suite == "language_table":
-        from r3.instructions import language_table as lt
+    enumerate_grammar = get_suite(suite).canonical_instructions
+    if enumerate_grammar is None:
+        raise ValueError(f"suite {suite!r} has no enumerable instruction grammar")
+    return enumerate_grammar()
 
-        out = set()
-        for kind, components in lt._COMPONENTS.items():
-            domains = [
-                lt._VALID_VALUES[c]
-                if c != "direction" or kind is not lt.InstructionType.BLOCK_TO_SIDE
-                else lt.SIDE_DIRECTIONS
-                for c in components
-            ]
-            for values in itertools.product(*domains):
-                for adverb in (None, *lt.ADVERBS):
-                    try:
-                        instr = lt.Instruction(kind, **dict(zip(components, values)), adverb=adverb)
-                    except ValueError:
-                        continue
-                    out.add(lt.format_instruction(instr))
-        return tuple(sorted(out))
-    raise ValueError(f"unknown suite {suite!r}")
+
+def packing_instructions() -> tuple[str, ...]:
+    """Every canonical packing instruction (``r3.instructions.packing``), sorted."""
+    from r3.instructions.packing import (
+        ITEMS,
+        TRAYS,
+        PackingInstruction,
+        PackingInstructionType,
+        format_instruction,
+    )
+
+    out = set()
+    for kind, item, tray, to_tray in itertools.product(PackingInstructionType, ITEMS, TRAYS, (None, *TRAYS)):
+        try:
+            out.add(format_instruction(PackingInstruction(kind, item, tray, to_tray)))
+        except ValueError:
+            continue
+    return tuple(sorted(out))
+
+
+def language_table_instructions() -> tuple[str, ...]:
+    """Every canonical Language Table instruction (``r3.instructions.language_table``), sorted."""
+    from r3.instructions import language_table as lt
+
+    out = set()
+    for kind, components in lt._COMPONENTS.items():
+        domains = [
+            lt._VALID_VALUES[c]
+            if c != "direction" or kind is not lt.InstructionType.BLOCK_TO_SIDE
+            else lt.SIDE_DIRECTIONS
+            for c in components
+        ]
+        for values in itertools.product(*domains):
+            for adverb in (None, *lt.ADVERBS):
+                try:
+                    instr = lt.Instruction(kind, **dict(zip(components, values)), adverb=adverb)
+                except ValueError:
+                    continue
+                out.add(lt.format_instruction(instr))
+    return tuple(sorted(out))
 
 
 def instruction_regex(suite: str) -> str:

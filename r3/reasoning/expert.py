@@ -56,6 +56,7 @@ from r3.reasoning.backends.base import (
 )
 from r3.reasoning.parsing import ParsedResponse, parse_response
 from r3.reasoning.prompts import ANSWER_HEADERS, INSTRUCTION_HEADER, REASONING_HEADER, ReasonerInput
+from r3.suites import get_suite
 from r3.tasks.language_table.board import (
     BLOCK_RADIUS,
     BLOCKS,
@@ -642,7 +643,7 @@ class LanguageTableExpert(ReasonerBackend):
         self, inp: ReasonerInput, budget: ReasoningBudget = NO_BUDGET, on_text: OnText | None = None
     ) -> BackendOutput:
         start = time.perf_counter()
-        if inp.suite == "packing":
+        if get_suite(inp.suite).workcell:
             return self._packing(inp, budget, on_text, start)
         view = inp.extra.get("privileged")
         if not isinstance(view, ExpertView):

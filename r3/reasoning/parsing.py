@@ -30,12 +30,8 @@ from r3.instructions.plan import PlanError
 from r3.instructions.semantic import ActionError
 from r3.instructions.tools import ToolCallError
 from r3.reasoning.prompts import ANSWER_HEADERS
+from r3.suites import get_suite, suite_names
 
-#: Suite -> module with ``parse(text)`` and ``format_instruction(instr)``.
-GRAMMARS: dict[str, str] = {
-    "language_table": "r3.instructions.language_table",
-    "packing": "r3.instructions.packing",
-}
 #: The grammars of the interfaces whose answers are calls, whatever the suite: one ERR action
 #: (semantic), one ZAP tool call (tools) or one RoboGPT-R1 plan of numbered semantic actions (plan).
 CALL_GRAMMARS: dict[str, str] = {
@@ -140,7 +136,7 @@ def parse_response(
         return ResponseError(
             ErrorKind.NOT_TEXT, f"expected a str, got {type(text).__name__}", repr(text)[:200]
         )
-    if suite not in GRAMMARS:
+    if suite not in suite_names():
         return ResponseError(ErrorKind.INSTRUCTION_OUTSIDE_GRAMMAR, f"unknown suite {suite!r}", text)
     if interface not in ANSWER_HEADERS:
         return ResponseError(ErrorKind.INSTRUCTION_OUTSIDE_GRAMMAR, f"unknown interface {interface!r}", text)
@@ -193,7 +189,7 @@ def parse_response(
             reasoning,
             instruction_text[:MAX_INSTRUCTION_CHARS],
         )
-    grammar = importlib.import_module(CALL_GRAMMARS.get(interface) or GRAMMARS[suite])
+    grammar = importlib.import_module(CALL_GRAMMARS.get(interface) or get_suite(suite).grammar_module)
     try:
         instruction = grammar.parse(instruction_text)
     except Exception as exc:  # noqa: BLE001 - a grammar bug must not take the reasoner down; report it as data

@@ -30,24 +30,15 @@ from r3.instructions.plan import MAX_PLAN_STEPS, split_plan_result
 from r3.instructions.semantic import split_result
 from r3.instructions.tools import split_observation
 from r3.safety.goals import check_interface
+from r3.suites import get_suite
 from r3.tasks.language_table.board import BLOCKS, DIRECTIONS, LOCATIONS
 
-SUITES: tuple[str, ...] = ("language_table", "packing")
 HISTORY_MODES: tuple[str, ...] = ("response", "instruction", "none")
 MODES: tuple[str, ...] = ("reason", "instruction_only")
 #: Prompt variants: "full" (R^3 Appendix D, what a pretrained VLM reads) and "compact" (goal, previous
 #: step and the answer format only, for models trained from scratch that learn the grammar from their
 #: rows: ``r3 mini``; Language Table instructions only).
 VARIANTS: tuple[str, ...] = ("full", "compact")
-#: What each suite conditions on by default (R^3: full previous response for Language Table,
-#: previous instruction for packing).
-DEFAULT_HISTORY: dict[str, str] = {"language_table": "response", "packing": "instruction"}
-#: Packing camera names by number of images: one base view plus zero, one or two wrist views.
-DEFAULT_VIEWS: dict[int, tuple[str, ...]] = {
-    1: ("base",),
-    2: ("base", "wrist"),
-    3: ("base", "left wrist", "right wrist"),
-}
 #: Header that starts the instruction section of an answer (the parser and budgets use it too).
 INSTRUCTION_HEADER = "Instruction:"
 REASONING_HEADER = "Reasoning:"
@@ -82,9 +73,10 @@ class ReasonerInput:
     """Everything the reasoner sees at one decision step.
 
     ``images`` are HxWx3 uint8 RGB arrays: one top-down view for Language Table; for packing the
-    base view first, then the wrist views named by ``view_names`` (default from
-    :data:`DEFAULT_VIEWS`). ``history_text`` is the previous response or previous instruction
-    (per ``history``; ignored for "none"); empty at the first step. ``step`` is the decision
+    base view first, then the wrist views named by ``view_names`` (default: the suite's
+    ``r3.suites.Suite.views``). ``history`` left None is the suite's default. ``history_text`` is
+    the previous response or previous instruction (per ``history``; ignored for "none"); empty at
+    the first step. ``step`` is the decision
     index (for seeding and logs); ``extra`` carries inputs only some backends read (the expert's
     privileged view); neither enters the prompt. ``interface`` is how the answer acts (one of
     :data:`INTERFACES`): it chooses the prompt and the grammar the answer is parsed with. ``variant``
@@ -105,13 +97,15 @@ class ReasonerInput:
     variant: str = "full"
 
     def __post_init__(self) -> None:
-        if self.suite not in SUITES:
-            raise ValueError(f"suite={self.suite!r}: expected one of {SUITES}")
+        try:
+            suite = get_suite(self.suite)
+        except ValueError as exc:
+            raise ValueError(f"suite={self.suite!r}: {exc}") from None
         if self.interface not in INTERFACES:
             raise ValueError(f"interface={self.interface!r}: expected one of {INTERFACES}")
         check_interface(self.interface, self.suite)  # a GoalRefused is a ValueError
         if self.history is None:
-            self.history = DEFAULT_HISTORY[self.suite]
+            self.history = suite.default_history
         if self.history not in HISTORY_MODES:
             raise ValueError(f"history={self.history!r}: expected one of {HISTORY_MODES}")
         if self.mode not in MODES:
@@ -123,14 +117,15 @@ class ReasonerInput:
             a = np.asarray(image)
             if a.ndim != 3 or a.shape[2] != 3 or a.dtype != np.uint8:
                 raise ValueError(f"images[{i}]: expected HxWx3 uint8, got shape {a.shape} dtype {a.dtype}")
-        if self.suite == "language_table" and len(self.images) != 1:
-            raise ValueError(f"images: language_table takes one top-down image, got {len(self.images)}")
-        if self.view_names is None and self.suite == "packing":
-            if len(self.images) not in DEFAULT_VIEWS:
+        if suite.views is None and len(self.images) != 1:
+            raise ValueError(f"images: {suite.name} takes one top-down image, got {len(self.images)}")
+        if self.view_names is None and suite.views is not None:
+            if len(self.images) not in suite.views:
                 raise ValueError(
-                    f"images: packing takes 1-3 views without view_names, got {len(self.images)}"
+                    f"images: {suite.name} takes {min(suite.views)}-{max(suite.views)} views without "
+                    f"view_names, got {len(self.images)}"
                 )
-            self.view_names = DEFAULT_VIEWS[len(self.images)]
+            self.view_names = suite.views[len(self.images)]
         if self.view_names is not None and len(self.view_names) != len(self.images):
             raise ValueError(f"view_names: {len(self.view_names)} names for {len(self.images)} images")
 
@@ -142,7 +137,8 @@ PROMPT_FILE = "r3_prompt.json"
 def _check_variant(variant: str, suite: str | None = None, interface: str = "instruction") -> None:
     if variant not in VARIANTS:
         raise ValueError(f"variant={variant!r}: expected one of {VARIANTS}")
-    if variant == "compact" and (suite not in (None, "language_table") or interface != "instruction"):
+    compact = suite is None or get_suite(suite).compact_prompt
+    if variant == "compact" and (not compact or interface != "instruction"):
         raise ValueError(f"variant 'compact' prompts Language Table instructions, not {suite} {interface}")
 
 

@@ -173,11 +173,12 @@ def vlm_backend(base_url: str, model: str) -> Callable[[Case], JudgeResult]:
     """The VLM judge on every case; snapshots are ignored (it sees no image here)."""
     from r3.rewards.judge import RuleJudge
     from r3.rewards.vlm import VLMJudge
+    from r3.suites import get_suite
 
     vlm, rules = VLMJudge(base_url, model, api_key=os.environ.get("R3_JUDGE_API_KEY")), RuleJudge()
     return lambda c: (
         vlm.judge(c.candidate, c.reference)
-        if c.suite == "language_table"
+        if get_suite(c.suite).vlm_judged
         else rules.judge(c.candidate, c.reference, suite=c.suite)
     )
 

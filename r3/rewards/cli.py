@@ -8,8 +8,9 @@ import os
 import sys
 from pathlib import Path
 
-from r3.rewards.judge import SUITES, RuleJudge
+from r3.rewards.judge import RuleJudge
 from r3.rewards.vlm import JudgeFailure, VLMJudge
+from r3.suites import get_suite, suite_names
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,7 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--reference", required=True, help="the expert's instruction for the same state")
     p.add_argument(
         "--suite",
-        choices=SUITES,
+        choices=suite_names(),
         default="language_table",
         help="instruction grammar; packing uses exact string match (default: language_table)",
     )
@@ -64,8 +65,9 @@ def judge_main(argv: list[str] | None = None) -> int:
         if args.backend == "vlm":
             if not args.vlm_model:
                 parser.error("--backend vlm needs --vlm-model (or R3_JUDGE_MODEL)")
-            if args.suite != "language_table":
-                parser.error("the VLM backend grades the language_table suite only")
+            if not get_suite(args.suite).vlm_judged:
+                vlm_suites = ", ".join(name for name in suite_names() if get_suite(name).vlm_judged)
+                parser.error(f"the VLM backend grades the {vlm_suites} suite only")
             image = Path(args.image).read_bytes() if args.image else None
             vlm = VLMJudge(args.vlm_url, args.vlm_model, api_key=os.environ.get("R3_JUDGE_API_KEY"))
             result = vlm.judge(args.candidate, args.reference, image)

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from r3.reasoning.parsing import ResponseError, parse_response
-from r3.rewards.judge import SUITES, RuleJudge
+from r3.rewards.judge import RuleJudge
 from r3.rewards.plan import (
     PLAN_WEIGHTS,
     packing_plan_answer_actions,
@@ -48,6 +48,7 @@ from r3.rewards.plan import (
 )
 from r3.rewards.terms import TARGET_WORDS, lcs_reward, length_penalty
 from r3.rewards.vlm import JudgeFailure, VLMJudge
+from r3.suites import get_suite
 
 RewardFn = Callable[..., list]
 
@@ -135,12 +136,11 @@ class JudgeReward:
         for i, (c, r, s, snap, img) in enumerate(zip(completions, references, suites, snapshots, images)):
             if r is None:
                 raise ValueError("JudgeReward needs the 'expert_instruction' column")
-            if s not in SUITES:
-                raise ValueError(f"unknown suite {s!r}; expected one of {SUITES}")
+            suite = get_suite(s)  # an unknown suite is refused with the known ones
             parsed = parse_response(completion_text(c), s, mode="instruction_only")
             if isinstance(parsed, ResponseError):
                 scores[i] = 0.0
-            elif self.vlm is not None and snap is None and s == "language_table":
+            elif self.vlm is not None and snap is None and suite.vlm_judged:
                 scores[i] = self._guarded(
                     lambda text=parsed.instruction_text, ref=r, image=img: (
                         self.vlm.judge(text, ref, image).score

@@ -24,8 +24,7 @@ from r3.instructions import language_table
 from r3.rewards.result import JudgeResult, Tier
 from r3.rewards.semantic import OutcomeSimulator, load_snapshot
 from r3.rewards.terms import exact_match
-
-SUITES = ("language_table", "packing")
+from r3.suites import get_suite
 
 
 class RuleJudge:
@@ -85,38 +84,51 @@ class RuleJudge:
         suite: str = "language_table",
         snapshot: bytes | str | os.PathLike | None = None,
     ) -> JudgeResult | PendingSemantic:
-        """The verdict of the text tiers, or what the semantic tier must roll out to decide."""
-        if suite == "packing":
-            if exact_match(candidate, reference):
-                return JudgeResult(Tier.LINGUISTIC, "exact match")
-            return JudgeResult(Tier.NO_MATCH, f"'{candidate}' differs from '{reference}'")
-        if suite != "language_table":
-            raise ValueError(f"unknown suite {suite!r}; expected one of {SUITES}")
-        ref = language_table.parse(reference)
-        if isinstance(ref, language_table.ParseError):
-            # a reference that does not parse is a bad value, not a bad type
-            raise ValueError(f"reference {reference!r} does not parse: {ref.reason}")  # noqa: TRY004
-        cand = language_table.parse(candidate)
-        if isinstance(cand, language_table.ParseError):
-            return JudgeResult(Tier.INVALID, f"candidate does not parse: {cand.reason}")
-        verdict = language_table.compare(cand, ref)
-        if verdict == language_table.MATCH:
-            return JudgeResult(
-                Tier.LINGUISTIC, f"same instruction: '{language_table.format_instruction(ref)}'"
-            )
-        if verdict == language_table.ADVERB_MISMATCH:
-            return JudgeResult(
-                Tier.ADVERB_MISMATCH,
-                f"same instruction apart from the adverb: candidate {cand.adverb or 'none'}, "
-                f"reference {ref.adverb or 'none'}",
-            )
-        words = (
-            f"'{language_table.format_instruction(cand)}' and "
-            f"'{language_table.format_instruction(ref)}' differ linguistically"
+        """The verdict of the text tiers, or what the semantic tier must roll out to decide (the
+        suite's rule, ``r3.suites.Suite.judge``)."""
+        judge = get_suite(suite).judge
+        if judge is None:
+            raise ValueError(f"suite {suite!r} has no rule judge")
+        return judge(candidate, reference, snapshot)
+
+
+def exact_tiers(candidate: str, reference: str, snapshot=None) -> JudgeResult:
+    """Text tiers of a suite judged by exact match (packing: an instruction names one placement)."""
+    if exact_match(candidate, reference):
+        return JudgeResult(Tier.LINGUISTIC, "exact match")
+    return JudgeResult(Tier.NO_MATCH, f"'{candidate}' differs from '{reference}'")
+
+
+def grammar_tiers(
+    candidate: str, reference: str, snapshot: bytes | str | os.PathLike | None = None
+) -> JudgeResult | PendingSemantic:
+    """Text tiers of Language Table: the grammar compares the two, and the simulator decides a
+    linguistic difference when a snapshot is given."""
+    ref = language_table.parse(reference)
+    if isinstance(ref, language_table.ParseError):
+        # a reference that does not parse is a bad value, not a bad type
+        raise ValueError(f"reference {reference!r} does not parse: {ref.reason}")  # noqa: TRY004
+    cand = language_table.parse(candidate)
+    if isinstance(cand, language_table.ParseError):
+        return JudgeResult(Tier.INVALID, f"candidate does not parse: {cand.reason}")
+    verdict = language_table.compare(cand, ref)
+    if verdict == language_table.MATCH:
+        return JudgeResult(
+            Tier.LINGUISTIC, f"same instruction: '{language_table.format_instruction(ref)}'"
         )
-        if snapshot is None:
-            return JudgeResult(Tier.NO_MATCH, f"{words}; no snapshot to compare outcomes")
-        return PendingSemantic(cand, ref, load_snapshot(snapshot), words)
+    if verdict == language_table.ADVERB_MISMATCH:
+        return JudgeResult(
+            Tier.ADVERB_MISMATCH,
+            f"same instruction apart from the adverb: candidate {cand.adverb or 'none'}, "
+            f"reference {ref.adverb or 'none'}",
+        )
+    words = (
+        f"'{language_table.format_instruction(cand)}' and "
+        f"'{language_table.format_instruction(ref)}' differ linguistically"
+    )
+    if snapshot is None:
+        return JudgeResult(Tier.NO_MATCH, f"{words}; no snapshot to compare outcomes")
+    return PendingSemantic(cand, ref, load_snapshot(snapshot), words)
 
 
 @dataclass(frozen=True)

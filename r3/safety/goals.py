@@ -12,17 +12,12 @@ import re
 import time
 import uuid
 
-SUITES = ("language_table", "packing")
-#: How a reasoner's answers can act, and the suites each acts on: one instruction for the suite's
-#: low-level policy (R^3), one semantic action call (ERR), one pose-tool call (ZAP) or one plan of
-#: semantic action calls (RoboGPT-R1) on the packing workcell.
-INTERFACE_SUITES: dict[str, tuple[str, ...]] = {
-    "instruction": SUITES,
-    "semantic": ("packing",),
-    "tools": ("packing",),
-    "plan": ("packing",),
-}
-#: What one answer is under each interface, for every --help and parameter description.
+from r3.suites import DEFAULT_SUITE, get_suite, suite_names
+
+#: How a reasoner's answers can act (each suite says which act on it, ``r3.suites.Suite.interfaces``):
+#: one instruction for the suite's low-level policy (R^3), one semantic action call (ERR), one
+#: pose-tool call (ZAP) or one plan of semantic action calls (RoboGPT-R1) on the packing workcell;
+#: what one answer is under each, for every --help and parameter description.
 INTERFACE_ANSWERS: dict[str, str] = {
     "instruction": "one instruction for the suite's low-level policy (R^3)",
     "semantic": "one semantic action call (ERR)",
@@ -33,7 +28,7 @@ INTERFACE_ANSWERS: dict[str, str] = {
 
 def interfaces_help() -> str:
     """The interfaces and what one answer is under each, as --help text."""
-    return "; ".join(f"{name}: {INTERFACE_ANSWERS[name]}" for name in INTERFACE_SUITES)
+    return "; ".join(f"{name}: {answer}" for name, answer in INTERFACE_ANSWERS.items())
 
 
 #: numpy's and gymnasium's generators take non-negative seeds; int64 bounds the top.
@@ -51,38 +46,34 @@ def check_seed(seed: int, what: str = "seed") -> int:
 
 
 def check_suite(suite: str) -> str:
-    """The suite ("" means language_table)."""
-    suite = suite or "language_table"
-    if suite not in SUITES:
-        raise GoalRefused(f"unknown suite {suite[:80]!r} (known: {', '.join(SUITES)})")
-    return suite
+    """The suite ("" means the default suite, ``r3.suites.DEFAULT_SUITE``)."""
+    try:
+        return get_suite(suite or DEFAULT_SUITE).name
+    except ValueError as exc:
+        raise GoalRefused(str(exc)) from None
 
 
 def check_interface(interface: str, suite: str, served: tuple[str, ...] | None = None) -> str:
     """The interface ("" means instruction), if it acts on ``suite`` and is one of ``served`` (the
     interfaces a low-level node carries out; default all)."""
     interface = interface or "instruction"
-    if interface not in INTERFACE_SUITES or (served is not None and interface not in served):
-        known = ", ".join(served if served is not None else INTERFACE_SUITES)
+    if interface not in INTERFACE_ANSWERS or (served is not None and interface not in served):
+        known = ", ".join(served if served is not None else INTERFACE_ANSWERS)
         raise GoalRefused(f"interface {interface[:80]!r} is not served here (served: {known})")
-    if suite not in INTERFACE_SUITES[interface]:
-        raise GoalRefused(
-            f"interface {interface!r} acts on {', '.join(INTERFACE_SUITES[interface])}, not {suite!r}"
-        )
+    acted_on = [name for name in suite_names() if interface in get_suite(name).interfaces]
+    if suite not in acted_on:
+        raise GoalRefused(f"interface {interface!r} acts on {', '.join(acted_on)}, not {suite!r}")
     return interface
 
 
 def canonical_task(suite: str, task: str) -> str:
     """The registry's name of ``task`` in ``suite`` (e.g. packing "task4" -> "4")."""
-    if suite == "packing":
-        from r3.tasks.packing.tasks import TASKS, get_task
-    else:
-        from r3.tasks.language_table.tasks import TASKS, get_task
+    tasks = get_suite(check_suite(suite)).tasks()
     try:
-        spec = get_task(task)
+        spec = tasks.get_task(task)
     except KeyError:
-        raise GoalRefused(f"unknown {suite} task {task[:80]!r} (known: {', '.join(TASKS)})") from None
-    return next(name for name, known in TASKS.items() if known is spec)
+        raise GoalRefused(f"unknown {suite} task {task[:80]!r} (known: {', '.join(tasks.TASKS)})") from None
+    return next(name for name, known in tasks.TASKS.items() if known is spec)
 
 
 def check_run_task(suite: str, task: str, seed: int, reasoning_budget: int) -> tuple[str, str]:

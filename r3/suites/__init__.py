@@ -1,0 +1,138 @@
+"""The suite registry: every task suite is one :class:`Suite` record, and the rest of r3 asks it.
+
+A suite is what an episode is about: its tasks, its instruction grammar, its defaults, its judge.
+Modules never compare suite names; they look the record up (:func:`get_suite`) and read its fields.
+The built-in suites build their records in their own modules (:mod:`r3.suites.language_table`,
+:mod:`r3.suites.packing`) from the code that already exists; a user's package adds one without
+editing r3 through the ``r3.suites`` entry-point group, each entry point loading a :class:`Suite`::
+
+    [project.entry-points."r3.suites"]
+    toy = "toy_suite:SUITE"
+
+Importing this module loads no simulator: the records' hooks import their code when called, so
+r3.reasoning, r3.safety and r3.rewards can ask the registry at import time.
+
+>>> get_suite("packing").default_history
+'instruction'
+>>> get_suite("chess")
+Traceback (most recent call last):
+...
+ValueError: unknown suite 'chess' (known: language_table, packing)
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import ModuleType
+
+#: The entry-point group external suites register under.
+ENTRY_POINT_GROUP = "r3.suites"
+#: The suite a goal or a row means when it names none ("").
+DEFAULT_SUITE = "language_table"
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One task suite, as the rest of r3 needs to know it.
+
+    ``tasks_module`` and ``grammar_module`` are dotted module names, imported on first use:
+    the first holds ``TASKS`` (name -> spec), ``get_task(name)`` and, when its tasks come in splits,
+    ``SPLITS`` (split -> task names), the second the instruction
+    interface's grammar, ``parse(text)`` and ``format_instruction(instruction)``
+    (``r3.reasoning.parsing``). Hooks that are None are capabilities the suite lacks.
+    """
+
+    name: str
+    #: How reports name the suite ("Language Table").
+    title: str
+    tasks_module: str
+    grammar_module: str
+    #: The interfaces (``r3.safety.goals.INTERFACE_ANSWERS``) whose answers act on this suite.
+    interfaces: tuple[str, ...]
+    #: What the reasoner sees of its previous step unless told otherwise (R^3's choice per suite).
+    default_history: str
+    #: The split ``r3 collect`` draws from, and the interface it collects, unless told otherwise.
+    collect_split: str
+    collect_interface: str
+    #: Camera names by number of images; None: the suite shows one unnamed image.
+    views: Mapping[int, tuple[str, ...]] | None = None
+    #: The suite runs in an arm workcell (``r3.packing_episode.PackingCell``: camera views, call
+    #: interfaces, turn folders, ERR's penalty) rather than on a pushing board (``r3.episode``).
+    workcell: bool = False
+    #: Its policy may see the scene through perception as well as the simulator
+    #: (``r3.packing_episode.GROUNDINGS``); otherwise only through the simulator.
+    grounding_choice: bool = False
+    #: The compact prompt variant (``r3.reasoning.prompts.VARIANTS``, for ``r3 mini``) covers its
+    #: instruction interface.
+    compact_prompt: bool = False
+    #: The VLM judge (``r3.rewards.vlm``) can grade its instructions.
+    vlm_judged: bool = False
+    #: Every canonical instruction text of the grammar, sorted (constrained decoding).
+    canonical_instructions: Callable[[], tuple[str, ...]] | None = None
+    #: ``judge(candidate, reference, snapshot)``: the rule judge's text tiers
+    #: (``r3.rewards.judge.RuleJudge.text_tiers``).
+    judge: Callable | None = None
+    #: ``claim_checker(state, task, previous)``: the checker of a reasoning trace's claims.
+    claim_checker: Callable | None = None
+    #: ``unchanged(state_a, state_b)``: the scene did not change between two decision states.
+    unchanged: Callable | None = None
+    #: ``make_env(**kwargs)``: the suite's Gymnasium env.
+    make_env: Callable | None = None
+
+    def tasks(self) -> ModuleType:
+        """The module with the suite's ``TASKS`` and ``get_task``."""
+        return importlib.import_module(self.tasks_module)
+
+
+_BUILT_IN = ("r3.suites.language_table", "r3.suites.packing")
+_registry: dict[str, Suite] = {}
+
+
+def register_suite(suite: Suite) -> Suite:
+    """Add ``suite``; a second suite of the same name is refused (names are how goals pick suites)."""
+    if not isinstance(suite, Suite):
+        raise TypeError(f"register_suite takes a Suite, got {type(suite).__name__}")
+    registry = _suites()
+    if suite.name in registry:
+        raise ValueError(f"suite {suite.name!r} is already registered")
+    registry[suite.name] = suite
+    return suite
+
+
+def get_suite(name: str) -> Suite:
+    """The record of suite ``name``; an unknown name is refused with the known ones."""
+    registry = _suites()
+    if name not in registry:
+        raise ValueError(f"unknown suite {str(name)[:80]!r} (known: {', '.join(registry)})")
+    return registry[name]
+
+
+def suite_names() -> tuple[str, ...]:
+    """Every registered suite's name, built-in ones first."""
+    return tuple(_suites())
+
+
+def reload_suites() -> None:
+    """Forget the registry, so the next question reads the built-in suites and the entry points
+    again (after installing a suite's package into a running process)."""
+    _registry.clear()
+
+
+def _suites() -> dict[str, Suite]:
+    """The registry, filled on first use: the built-in suites, then each entry point's."""
+    if not _registry:
+        for module in _BUILT_IN:
+            suite = importlib.import_module(module).SUITE
+            _registry[suite.name] = suite
+        for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            suite = entry.load()
+            if not isinstance(suite, Suite) or suite.name in _registry:
+                raise ValueError(
+                    f"entry point {entry.name!r} of group {ENTRY_POINT_GROUP!r} must load a Suite "
+                    f"with a new name, got {suite!r}"
+                )
+            _registry[suite.name] = suite
+    return _registry

@@ -17,12 +17,12 @@ from pathlib import Path
 
 from r3.eval.runner import (
     GROUNDINGS,
-    SUITE_DEFAULTS,
-    SUITE_TASKS,
     EvalConfig,
     EvalError,
     completed,
+    eval_defaults,
     evaluate,
+    evaluated_suites,
     read_config,
     read_records,
 )
@@ -46,7 +46,7 @@ def _budget(text: str) -> int | None:
 
 
 def _defaults(name: str) -> str:
-    return ", ".join(f"{suite}: {d[name]}" for suite, d in SUITE_DEFAULTS.items())
+    return ", ".join(f"{suite}: {eval_defaults(suite)[name]}" for suite in evaluated_suites())
 
 
 def _run_parser() -> argparse.ArgumentParser:
@@ -67,7 +67,7 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--suite",
         default="language_table",
-        choices=tuple(SUITE_TASKS),
+        choices=evaluated_suites(),
         help="task suite (default: language_table)",
     )
     p.add_argument(

@@ -2,7 +2,7 @@
 
 Suites. ``language_table`` runs the 14 tasks with ``r3.episode.run_episode``; ``packing`` runs the
 12 held-out goals of R^3 Table 6 with ``r3.packing_episode.run_packing_episode``, on the simulator's
-or the perceived grounding (``grounding``). Each suite has its defaults (:data:`SUITE_DEFAULTS`):
+or the perceived grounding (``grounding``). Each suite has its defaults (``r3.suites.Suite.eval_protocol``):
 64 scenes x 16 trials for Language Table, R^3's 5 environment seeds x 10 rollouts for packing.
 
 Seed scheme. Evaluation scene ``i`` has seed ``EVAL_SEED_BASE + i``: the same scenes for every
@@ -31,24 +31,28 @@ from pathlib import Path
 
 from r3.safety.goals import GoalRefused, check_interface
 from r3.seeds import scene_seed
-from r3.suites import get_suite
-from r3.tasks.language_table.tasks import SPLITS, TASKS
+from r3.suites import get_suite, suite_names
+from r3.tasks.language_table.tasks import SPLITS
 from r3.tasks.packing.tasks import HELD_OUT
 
 CONFIG_FILE = "config.json"
 EPISODES_FILE = "episodes.jsonl"
 #: Config fields that change episode outcomes: a resumed run must agree on all of them.
 OUTCOME_FIELDS = ("reasoner", "suite", "budget", "max_steps", "history", "grounding", "interface")
-#: The tasks each suite evaluates.
-SUITE_TASKS: dict[str, tuple[str, ...]] = {"language_table": tuple(TASKS), "packing": tuple(HELD_OUT)}
 #: Split of the packing goals: all 12 are R^3's held-out goals (Table 6).
 PACKING_SPLIT = "held-out"
-#: Per suite: scenes, trials, decision steps and history when a config leaves them out (R^3's protocols;
-#: packing decides on the previous instruction and gets 15 instructions, ``r3.packing_episode``).
-SUITE_DEFAULTS: dict[str, dict] = {
-    "language_table": {"scenes": 64, "trials": 16, "max_steps": 20, "history": "response"},
-    "packing": {"scenes": 5, "trials": 10, "max_steps": 15, "history": "instruction"},
-}
+
+
+def evaluated_suites() -> tuple[str, ...]:
+    """The suites ``r3 eval`` runs (those with evaluation tasks)."""
+    return tuple(name for name in suite_names() if get_suite(name).eval_tasks is not None)
+
+
+def eval_defaults(suite: str) -> dict:
+    """Scenes, trials, decision steps and history of ``suite`` when a config leaves them out (R^3's
+    protocols, ``r3.suites.Suite.eval_protocol``; history: the suite's default)."""
+    record = get_suite(suite)
+    return {**record.eval_protocol, "history": record.default_history}
 #: How the packing policy sees the scene (``r3.packing_episode.GROUNDINGS``).
 GROUNDINGS = ("sim", "perception")
 
@@ -90,7 +94,7 @@ class EvalConfig:
     """What to evaluate; validates itself. ``budget`` None is full reasoning, N caps it at N tokens.
 
     ``tasks``, ``scenes``, ``trials``, ``max_steps`` and ``history`` left as None take the suite's
-    (every task, :data:`SUITE_DEFAULTS`); ``grounding`` is packing's and must stay "sim" otherwise.
+    (every task, :func:`eval_defaults`); ``grounding`` is packing's and must stay "sim" otherwise.
     ``interface`` is how the reasoner acts (``r3.safety.goals.INTERFACE_ANSWERS``); on packing, an
     interface other than "instruction" takes its own step budget when ``max_steps`` is left out.
 
@@ -111,8 +115,8 @@ class EvalConfig:
     interface: str = "instruction"
 
     def __post_init__(self):
-        if self.suite not in SUITE_TASKS:
-            raise EvalError(f"suite {self.suite!r} unknown; known: {', '.join(SUITE_TASKS)}")
+        if self.suite not in evaluated_suites():
+            raise EvalError(f"suite {self.suite!r} unknown; known: {', '.join(evaluated_suites())}")
         try:
             check_interface(self.interface, self.suite)
         except GoalRefused as exc:
@@ -121,8 +125,8 @@ class EvalConfig:
             from r3.packing_episode import SUITE_ADAPTERS
 
             object.__setattr__(self, "max_steps", SUITE_ADAPTERS[self.interface].default_steps)
-        known = SUITE_TASKS[self.suite]
-        defaults = {"tasks": known, **SUITE_DEFAULTS[self.suite]}
+        known = get_suite(self.suite).eval_tasks()
+        defaults = {"tasks": known, **eval_defaults(self.suite)}
         for name, value in defaults.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)

@@ -57,6 +57,10 @@ class Suite:
     #: The split ``r3 collect`` draws from, and the interface it collects, unless told otherwise.
     collect_split: str
     collect_interface: str
+    #: The tasks ``r3 eval`` runs, and its scenes, trials and decision steps per episode when a run
+    #: leaves them out (``r3.eval.runner.EvalConfig``); None: ``r3 eval`` does not run the suite.
+    eval_tasks: Callable[[], tuple[str, ...]] | None = None
+    eval_protocol: Mapping[str, int] | None = None
     #: Camera names by number of images; None: the suite shows one unnamed image.
     views: Mapping[int, tuple[str, ...]] | None = None
     #: The suite runs in an arm workcell (``r3.packing_episode.PackingCell``: camera views, call

@@ -34,6 +34,12 @@ def _canonical_instructions() -> tuple[str, ...]:
     return language_table_instructions()
 
 
+def _eval_tasks() -> tuple[str, ...]:
+    from r3.tasks.language_table.tasks import TASKS
+
+    return tuple(TASKS)
+
+
 def _make_env(**kwargs):
     from r3.sim.language_table.env import LanguageTableEnv
 
@@ -51,6 +57,8 @@ SUITE = Suite(
     collect_interface="instruction",
     compact_prompt=True,
     vlm_judged=True,
+    eval_tasks=_eval_tasks,
+    eval_protocol={"scenes": 64, "trials": 16, "max_steps": 20},
     canonical_instructions=_canonical_instructions,
     judge=_judge,
     claim_checker=_claim_checker,

@@ -34,6 +34,12 @@ def _canonical_instructions() -> tuple[str, ...]:
     return packing_instructions()
 
 
+def _eval_tasks() -> tuple[str, ...]:
+    from r3.tasks.packing.tasks import HELD_OUT
+
+    return tuple(HELD_OUT)
+
+
 def _make_env(**kwargs):
     from r3.sim.packing.env import PackingEnv
 
@@ -53,6 +59,9 @@ SUITE = Suite(
     views={1: ("base",), 2: ("base", "wrist"), 3: ("base", "left wrist", "right wrist")},
     workcell=True,
     grounding_choice=True,
+    # R^3's 5 environment seeds x 10 rollouts; 15 instructions (r3.packing_episode)
+    eval_protocol={"scenes": 5, "trials": 10, "max_steps": 15},
+    eval_tasks=_eval_tasks,
     canonical_instructions=_canonical_instructions,
     judge=_judge,
     claim_checker=_claim_checker,

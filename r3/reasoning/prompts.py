@@ -243,7 +243,8 @@ LANGUAGE_TABLE_EXAMPLES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def _language_table_text(inp: ReasonerInput) -> str:
+def language_table_text(inp: ReasonerInput) -> str:
+    """The prompt text of a Language Table instruction step (R^3 Appendix D.1; the suite's prompt)."""
     reason = inp.mode == "reason"
     given = ["the current top-down image of the board", "the long-horizon goal"]
     if inp.history == "response":
@@ -332,7 +333,8 @@ def _packing_opening(
     return parts + _history_section(inp)
 
 
-def _packing_text(inp: ReasonerInput) -> str:
+def packing_text(inp: ReasonerInput) -> str:
+    """The prompt text of a packing instruction step (R^3 Appendix D.4; the suite's prompt)."""
     reason = inp.mode == "reason"
     items, trays = _packing_vocabulary()
     parts = _packing_opening(
@@ -660,15 +662,15 @@ def _answer_format(reason: bool, header: str = INSTRUCTION_HEADER, what: str = "
     return f"## Answer format\n{header} <one {what}>\nAnswer with this single line and nothing else."
 
 
-_BUILDERS = {"language_table": _language_table_text, "packing": _packing_text}
-
-
 def prompt_text(inp: ReasonerInput) -> str:
     """The text part of the prompt for ``inp`` (images are separate chat content items)."""
     if inp.variant == "compact":
         return _compact_text(inp)
     interface_builders = {"semantic": _semantic_text, "tools": _tools_text, "plan": _plan_text}
-    return interface_builders.get(inp.interface, _BUILDERS[inp.suite])(inp)
+    build = interface_builders.get(inp.interface) or get_suite(inp.suite).prompt
+    if build is None:
+        raise ValueError(f"suite {inp.suite!r} has no prompt for the {inp.interface} interface")
+    return build(inp)
 
 
 def build_messages(inp: ReasonerInput) -> list[dict]:

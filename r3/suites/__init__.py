@@ -74,6 +74,9 @@ class Suite:
     compact_prompt: bool = False
     #: The VLM judge (``r3.rewards.vlm``) can grade its instructions.
     vlm_judged: bool = False
+    #: ``prompt(inp)``: the text of its instruction interface's prompt for a ``ReasonerInput``
+    #: (``r3.reasoning.prompts.prompt_text``; the call interfaces bring their own).
+    prompt: Callable | None = None
     #: Every canonical instruction text of the grammar, sorted (constrained decoding).
     canonical_instructions: Callable[[], tuple[str, ...]] | None = None
     #: ``judge(candidate, reference, snapshot)``: the rule judge's text tiers

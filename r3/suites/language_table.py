@@ -10,6 +10,12 @@ from __future__ import annotations
 from r3.suites import Suite
 
 
+def _prompt(inp) -> str:
+    from r3.reasoning.prompts import language_table_text
+
+    return language_table_text(inp)
+
+
 def _judge(candidate: str, reference: str, snapshot):
     from r3.rewards.judge import grammar_tiers
 
@@ -59,6 +65,7 @@ SUITE = Suite(
     vlm_judged=True,
     eval_tasks=_eval_tasks,
     eval_protocol={"scenes": 64, "trials": 16, "max_steps": 20},
+    prompt=_prompt,
     canonical_instructions=_canonical_instructions,
     judge=_judge,
     claim_checker=_claim_checker,

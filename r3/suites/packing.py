@@ -10,6 +10,12 @@ from __future__ import annotations
 from r3.suites import Suite
 
 
+def _prompt(inp) -> str:
+    from r3.reasoning.prompts import packing_text
+
+    return packing_text(inp)
+
+
 def _judge(candidate: str, reference: str, snapshot):
     from r3.rewards.judge import exact_tiers
 
@@ -62,6 +68,7 @@ SUITE = Suite(
     # R^3's 5 environment seeds x 10 rollouts; 15 instructions (r3.packing_episode)
     eval_protocol={"scenes": 5, "trials": 10, "max_steps": 15},
     eval_tasks=_eval_tasks,
+    prompt=_prompt,
     canonical_instructions=_canonical_instructions,
     judge=_judge,
     claim_checker=_claim_checker,

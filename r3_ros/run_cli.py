@@ -21,6 +21,7 @@ from r3.graph.cli import parse_overrides
 from r3.graph.description import DEFAULT_GRAPH, load_profile
 from r3.graph.supervisor import Supervisor
 from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
+from r3.suites import DEFAULT_SUITE
 
 #: How long `r3 run` looks for an already running graph before starting one (DDS discovery time).
 RUNNING_GRAPH_DISCOVERY_S = 2.0
@@ -39,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
         "spent, and record the episode as a rosbag2 bag. Prints the reasoning live and ends with the "
         "outcome, the bag path and a video.",
     )
-    p.add_argument("--suite", default="language_table", help="task suite (default: %(default)s)")
+    p.add_argument("--suite", default=DEFAULT_SUITE, help="task suite (default: %(default)s)")
     p.add_argument(
         "--task", default="V", help="task id, e.g. V, line, clear_qtr; packing: 1..12 (default: %(default)s)"
     )

@@ -46,7 +46,6 @@ from r3_ros.refusals import refusing_message, refusing_service
 from r3_ros.services import ResetRecord
 from r3_ros.spin import run_node
 
-SUITE = "language_table"  # the suite this node simulates
 SNAPSHOT_FORMAT = "r3-language-table-snapshot/1"
 STEP_NS = round(CONTROL_DT * 1e9)
 #: A pusher command older than this (wall clock, from its DDS source stamp) is stale and refused.
@@ -57,7 +56,7 @@ class SimNode(Node):
     def __init__(self):
         super().__init__("r3_sim_node")
         p = declare_parameters(self, NODE_PARAMETERS["r3_sim_node"])
-        suite, width, height = p["suite"], p["image_width"], p["image_height"]
+        self.suite, width, height = p["suite"], p["image_width"], p["image_height"]  # the suite simulated
         rate = p["camera_rate_hz"]
         self.camera_period_ns = 0 if rate <= 0 else round(1e9 / rate)
         self.settle_s = p["settle_s"]
@@ -100,18 +99,19 @@ class SimNode(Node):
         )
         self.heartbeat = HeartbeatPublisher(self)
         self.publish_state()
-        self.get_logger().info(f"simulating {suite} at {width}x{height}, camera {rate or 'at idle points'}")
+        camera = rate or "at idle points"
+        self.get_logger().info(f"simulating {self.suite} at {width}x{height}, camera {camera}")
 
     # -- callbacks -----------------------------------------------------------------------------
     def on_reset(self, request: ResetScene.Request, response: ResetScene.Response) -> ResetScene.Response:
         with self.lock:
-            if (request.suite or DEFAULT_SUITE) != SUITE:
+            if (request.suite or DEFAULT_SUITE) != self.suite:
                 response.ok, response.reason = False, f"suite {request.suite!r} is not simulated by this node"
                 return response
             if self.resets.repeat(request, response):
                 return response  # the caller resent it: its first answer was lost
             try:
-                task = canonical_task(SUITE, request.task)
+                task = canonical_task(self.suite, request.task)
                 _, info = self.env.reset(seed=check_seed(request.seed), options={"task": task})
             except (KeyError, ValueError, RuntimeError) as exc:
                 response.ok, response.reason = False, f"cannot reset task {request.task[:80]!r}: {exc}"
@@ -204,7 +204,7 @@ class SimNode(Node):
         msg = PrivilegedState(
             episode_id=self.episode_id,
             control_step=self.env.elapsed_steps,
-            suite=SUITE,
+            suite=self.suite,
             task=instance.spec.name if instance else "",
             goal=instance.goal if instance else "",
         )

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from r3.data.bags import COMPLETE, read_episode_info
 from r3.seeds import MAX_SCENES, MAX_TRIALS, collection_seed, packing_collection_seed
-from r3.suites import get_suite
+from r3.suites import DEFAULT_SUITE, get_suite
 
 PARTIAL = ".partial"
 
@@ -33,7 +33,7 @@ class CollectConfig:
     """What to collect and how; every value is checked on construction."""
 
     out: str
-    suite: str = "language_table"
+    suite: str = DEFAULT_SUITE
     split: str = "T_M"
     scenes: int = 64
     trials: int = 4

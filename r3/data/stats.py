@@ -98,7 +98,7 @@ def trace_claims(root: Path, rows: dict) -> dict:
     for i in order:
         suite = rows[S.SUITE][i]
         if suite not in envs:
-            envs[suite] = get_suite(suite).make_env(render_mode=None)
+            envs[suite] = get_suite(suite).hook("make_env")(render_mode=None)
         env = envs[suite]
         env.restore((root / rows[S.SNAPSHOT][i]).read_bytes())
         state = env.state()

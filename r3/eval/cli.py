@@ -28,7 +28,7 @@ from r3.eval.runner import (
 )
 from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
 from r3.seeds import scene_seed
-from r3.suites import get_suite
+from r3.suites import DEFAULT_SUITE, get_suite
 
 SPLIT_CHOICES = ("all", "T_M", "T_R", "T_O")
 
@@ -66,7 +66,7 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--suite",
-        default="language_table",
+        default=DEFAULT_SUITE,
         choices=evaluated_suites(),
         help="task suite (default: language_table)",
     )

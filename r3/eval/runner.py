@@ -31,7 +31,7 @@ from pathlib import Path
 
 from r3.safety.goals import GoalRefused, check_interface
 from r3.seeds import scene_seed
-from r3.suites import get_suite, suite_names
+from r3.suites import DEFAULT_SUITE, get_suite, suite_names
 from r3.tasks.language_table.tasks import SPLITS
 from r3.tasks.packing.tasks import HELD_OUT
 
@@ -104,7 +104,7 @@ class EvalConfig:
     """
 
     reasoner: str = "expert"
-    suite: str = "language_table"
+    suite: str = DEFAULT_SUITE
     tasks: tuple[str, ...] | None = None
     scenes: int | None = None
     trials: int | None = None
@@ -125,7 +125,7 @@ class EvalConfig:
             from r3.packing_episode import SUITE_ADAPTERS
 
             object.__setattr__(self, "max_steps", SUITE_ADAPTERS[self.interface].default_steps)
-        known = get_suite(self.suite).eval_tasks()
+        known = get_suite(self.suite).hook("eval_tasks")()
         defaults = {"tasks": known, **eval_defaults(self.suite)}
         for name, value in defaults.items():
             if getattr(self, name) is None:
@@ -266,7 +266,7 @@ class EpisodeWorker:
         for step in t.steps:
             self.env.restore(step.snapshot)
             states.append(self.env.state())
-        unchanged = get_suite(self.config.suite).unchanged
+        unchanged = get_suite(self.config.suite).hook("unchanged")
         return repeated_refusals(t.instructions, [s.error for s in t.steps], [*states, final], unchanged)
 
     def close(self) -> None:

@@ -87,7 +87,7 @@ def sentences(text: str) -> list[str]:
 
 def check_step(suite: str, reasoning: str, state, task, previous: Previous | None = None) -> list[Claim]:
     """Every checkable claim of one step's reasoning, verified against ``state`` (and ``previous``)."""
-    return get_suite(suite).claim_checker(state, task, previous).check(reasoning)
+    return get_suite(suite).hook("claim_checker")(state, task, previous).check(reasoning)
 
 
 def verified_fraction(claims: Sequence[Claim]) -> float:

@@ -35,10 +35,7 @@ def canonical_instructions(suite: str) -> tuple[str, ...]:
     """Every canonical instruction text of ``suite``'s grammar, sorted."""
     from r3.suites import get_suite
 
-    enumerate_grammar = get_suite(suite).canonical_instructions
-    if enumerate_grammar is None:
-        raise ValueError(f"suite {suite!r} has no enumerable instruction grammar")
-    return enumerate_grammar()
+    return get_suite(suite).hook("canonical_instructions")()
 
 
 def packing_instructions() -> tuple[str, ...]:

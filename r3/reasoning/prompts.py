@@ -667,10 +667,7 @@ def prompt_text(inp: ReasonerInput) -> str:
     if inp.variant == "compact":
         return _compact_text(inp)
     interface_builders = {"semantic": _semantic_text, "tools": _tools_text, "plan": _plan_text}
-    build = interface_builders.get(inp.interface) or get_suite(inp.suite).prompt
-    if build is None:
-        raise ValueError(f"suite {inp.suite!r} has no prompt for the {inp.interface} interface")
-    return build(inp)
+    return (interface_builders.get(inp.interface) or get_suite(inp.suite).hook("prompt"))(inp)
 
 
 def build_messages(inp: ReasonerInput) -> list[dict]:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from r3.rewards.result import SCORE_CLASSES, JudgeResult
 from r3.rewards.vlm import JudgeFailure
+from r3.suites import DEFAULT_SUITE, get_suite
 
 #: The labelled set shipped with the package.
 DEFAULT_CASES = Path(__file__).parent / "data" / "judge_cases.jsonl"
@@ -36,7 +37,7 @@ class Case:
     reference: str
     human_score: float
     snapshot: Path | None = None
-    suite: str = "language_table"
+    suite: str = DEFAULT_SUITE
     category: str = ""
 
 
@@ -58,7 +59,7 @@ def load_cases(path: str | os.PathLike = DEFAULT_CASES) -> list[Case]:
                 row["reference"],
                 score,
                 snapshot,
-                row.get("suite", "language_table"),
+                row.get("suite", DEFAULT_SUITE),
                 row.get("category", ""),
             )
         )
@@ -173,7 +174,6 @@ def vlm_backend(base_url: str, model: str) -> Callable[[Case], JudgeResult]:
     """The VLM judge on every case; snapshots are ignored (it sees no image here)."""
     from r3.rewards.judge import RuleJudge
     from r3.rewards.vlm import VLMJudge
-    from r3.suites import get_suite
 
     vlm, rules = VLMJudge(base_url, model, api_key=os.environ.get("R3_JUDGE_API_KEY")), RuleJudge()
     return lambda c: (

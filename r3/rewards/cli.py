@@ -10,7 +10,7 @@ from pathlib import Path
 
 from r3.rewards.judge import RuleJudge
 from r3.rewards.vlm import JudgeFailure, VLMJudge
-from r3.suites import get_suite, suite_names
+from r3.suites import DEFAULT_SUITE, get_suite, suite_names
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--suite",
         choices=suite_names(),
-        default="language_table",
+        default=DEFAULT_SUITE,
         help="instruction grammar; packing uses exact string match (default: language_table)",
     )
     p.add_argument(

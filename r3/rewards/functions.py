@@ -48,7 +48,7 @@ from r3.rewards.plan import (
 )
 from r3.rewards.terms import TARGET_WORDS, lcs_reward, length_penalty
 from r3.rewards.vlm import JudgeFailure, VLMJudge
-from r3.suites import get_suite
+from r3.suites import DEFAULT_SUITE, get_suite
 
 RewardFn = Callable[..., list]
 
@@ -128,7 +128,7 @@ class JudgeReward:
     def __call__(self, completions, **kwargs) -> list[float | None]:
         n = len(completions)
         references = _column(kwargs, "expert_instruction", n)
-        suites = [s or "language_table" for s in _column(kwargs, "suite", n, "language_table")]
+        suites = [s or DEFAULT_SUITE for s in _column(kwargs, "suite", n, DEFAULT_SUITE)]
         snapshots = _column(kwargs, "snapshot", n)
         images = _column(kwargs, "judge_image", n)
         scores: list[float | None] = [None] * n

@@ -24,7 +24,7 @@ from r3.instructions import language_table
 from r3.rewards.result import JudgeResult, Tier
 from r3.rewards.semantic import OutcomeSimulator, load_snapshot
 from r3.rewards.terms import exact_match
-from r3.suites import get_suite
+from r3.suites import DEFAULT_SUITE, get_suite
 
 
 class RuleJudge:
@@ -44,7 +44,7 @@ class RuleJudge:
         self,
         candidate: str,
         reference: str,
-        suite: str = "language_table",
+        suite: str = DEFAULT_SUITE,
         snapshot: bytes | str | os.PathLike | None = None,
     ) -> JudgeResult:
         """Score ``candidate`` against the expert's ``reference``; see the module docstring.
@@ -81,15 +81,12 @@ class RuleJudge:
         self,
         candidate: str,
         reference: str,
-        suite: str = "language_table",
+        suite: str = DEFAULT_SUITE,
         snapshot: bytes | str | os.PathLike | None = None,
     ) -> JudgeResult | PendingSemantic:
         """The verdict of the text tiers, or what the semantic tier must roll out to decide (the
         suite's rule, ``r3.suites.Suite.judge``)."""
-        judge = get_suite(suite).judge
-        if judge is None:
-            raise ValueError(f"suite {suite!r} has no rule judge")
-        return judge(candidate, reference, snapshot)
+        return get_suite(suite).hook("judge")(candidate, reference, snapshot)
 
 
 def exact_tiers(candidate: str, reference: str, snapshot=None) -> JudgeResult:
@@ -150,7 +147,7 @@ def default_judge() -> RuleJudge:
 def judge_instruction(
     candidate: str,
     reference: str,
-    suite: str = "language_table",
+    suite: str = DEFAULT_SUITE,
     snapshot: bytes | str | os.PathLike | None = None,
 ) -> JudgeResult:
     """Judge one instruction with the process-wide :class:`RuleJudge`.

@@ -38,11 +38,11 @@ DEFAULT_SUITE = "language_table"
 class Suite:
     """One task suite, as the rest of r3 needs to know it.
 
-    ``tasks_module`` and ``grammar_module`` are dotted module names, imported on first use:
-    the first holds ``TASKS`` (name -> spec), ``get_task(name)`` and, when its tasks come in splits,
-    ``SPLITS`` (split -> task names), the second the instruction
-    interface's grammar, ``parse(text)`` and ``format_instruction(instruction)``
-    (``r3.reasoning.parsing``). Hooks that are None are capabilities the suite lacks.
+    ``tasks_module`` and ``grammar_module`` are dotted module names, imported on first use: the
+    first holds ``TASKS`` (name -> spec), ``get_task(name)`` and, when its tasks come in splits,
+    ``SPLITS`` (split -> task names); the second is the instruction interface's grammar, with
+    ``parse(text)`` and ``format_instruction(instruction)`` (``r3.reasoning.parsing``). A hook left
+    None is something the suite does not have (:meth:`hook` says so).
     """
 
     name: str
@@ -92,6 +92,13 @@ class Suite:
     def tasks(self) -> ModuleType:
         """The module with the suite's ``TASKS`` and ``get_task``."""
         return importlib.import_module(self.tasks_module)
+
+    def hook(self, name: str) -> Callable:
+        """The hook ``name``; a ValueError when the suite has none (a toy suite has no judge)."""
+        value = getattr(self, name)
+        if value is None:
+            raise ValueError(f"suite {self.name!r} has no {name} hook")
+        return value
 
 
 _BUILT_IN = ("r3.suites.language_table", "r3.suites.packing")

@@ -55,3 +55,10 @@ def test_three_refusals_in_a_row_end_the_toy_episode(toy):
     trajectory, env, _ = _episode([NONSENSE] * 5, max_steps=5)
     assert len(trajectory.steps) == 3 and trajectory.aborted and not trajectory.success
     assert env.state() == 0
+
+
+def test_what_the_toy_suite_lacks_is_refused_with_the_reason(toy):
+    from r3.rewards.judge import RuleJudge
+
+    with pytest.raises(ValueError, match="suite 'toy_line' has no judge hook"):
+        RuleJudge().judge("step right", "step right", suite=SUITE.name)

@@ -17,10 +17,6 @@ def _make_env(**kwargs):
     return LineEnv(**kwargs)
 
 
-def _unchanged(a, b) -> bool:
-    return a == b
-
-
 SUITE = Suite(
     name="toy_line",
     title="Number line",
@@ -30,6 +26,5 @@ SUITE = Suite(
     default_history="response",
     collect_split="all",
     collect_interface="instruction",
-    unchanged=_unchanged,
     make_env=_make_env,
 )

@@ -53,6 +53,8 @@ def eval_defaults(suite: str) -> dict:
     protocols, ``r3.suites.Suite.eval_protocol``; history: the suite's default)."""
     record = get_suite(suite)
     return {**record.eval_protocol, "history": record.default_history}
+
+
 #: How the packing policy sees the scene (``r3.packing_episode.GROUNDINGS``).
 GROUNDINGS = ("sim", "perception")
 

@@ -110,9 +110,7 @@ def grammar_tiers(
         return JudgeResult(Tier.INVALID, f"candidate does not parse: {cand.reason}")
     verdict = language_table.compare(cand, ref)
     if verdict == language_table.MATCH:
-        return JudgeResult(
-            Tier.LINGUISTIC, f"same instruction: '{language_table.format_instruction(ref)}'"
-        )
+        return JudgeResult(Tier.LINGUISTIC, f"same instruction: '{language_table.format_instruction(ref)}'")
     if verdict == language_table.ADVERB_MISMATCH:
         return JudgeResult(
             Tier.ADVERB_MISMATCH,

@@ -76,11 +76,10 @@ class ReasonerInput:
     base view first, then the wrist views named by ``view_names`` (default: the suite's
     ``r3.suites.Suite.views``). ``history`` left None is the suite's default. ``history_text`` is
     the previous response or previous instruction (per ``history``; ignored for "none"); empty at
-    the first step. ``step`` is the decision
-    index (for seeding and logs); ``extra`` carries inputs only some backends read (the expert's
-    privileged view); neither enters the prompt. ``interface`` is how the answer acts (one of
-    :data:`INTERFACES`): it chooses the prompt and the grammar the answer is parsed with. ``variant``
-    is one of :data:`VARIANTS`.
+    the first step. ``step`` is the decision index (for seeding and logs); ``extra`` carries inputs
+    only some backends read (the expert's privileged view); neither enters the prompt. ``interface``
+    is how the answer acts (one of :data:`INTERFACES`): it chooses the prompt and the grammar the
+    answer is parsed with. ``variant`` is one of :data:`VARIANTS`.
     """
 
     suite: str

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
-from r3.suites import DEFAULT_SUITE, get_suite, suite_names
+from r3.suites import DEFAULT_SUITE, get_suite
 
 
 def collect_main(argv: list[str]) -> int:
-    from r3.data.collect import CollectConfig, collect
+    from r3.data.collect import CollectConfig, collect, collected_suites
 
     p = argparse.ArgumentParser(
         prog="r3 collect",
@@ -26,7 +26,7 @@ def collect_main(argv: list[str]) -> int:
     p.add_argument(
         "--suite",
         default=DEFAULT_SUITE,
-        choices=suite_names(),
+        choices=collected_suites(),
         help="task suite; packing collects its training task as multi-turn episode folders, a "
         "snapshot per turn (default: %(default)s)",
     )

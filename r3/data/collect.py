@@ -23,9 +23,14 @@ from pathlib import Path
 
 from r3.data.bags import COMPLETE, read_episode_info
 from r3.seeds import MAX_SCENES, MAX_TRIALS, collection_seed, packing_collection_seed
-from r3.suites import DEFAULT_SUITE, get_suite
+from r3.suites import DEFAULT_SUITE, get_suite, suite_names
 
 PARTIAL = ".partial"
+
+
+def collected_suites() -> tuple[str, ...]:
+    """The suites ``r3 collect`` runs (those with a collection split)."""
+    return tuple(name for name in suite_names() if get_suite(name).collect_split is not None)
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,9 @@ class CollectConfig:
         from r3.data.turns import TURN_INTERFACES
         from r3.tasks.language_table.tasks import SPLITS
 
-        suite = get_suite(self.suite)
+        suite, known = get_suite(self.suite), collected_suites()
+        if suite.name not in known:
+            raise ValueError(f"CollectConfig: r3 collect runs {', '.join(known)}, not {self.suite!r}")
         if suite.workcell:  # its training task (the held-out goals are evaluation's), as turn folders
             if self.interface not in TURN_INTERFACES or self.split != suite.collect_split:
                 raise ValueError(

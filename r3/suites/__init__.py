@@ -54,9 +54,10 @@ class Suite:
     interfaces: tuple[str, ...]
     #: What the reasoner sees of its previous step unless told otherwise (R^3's choice per suite).
     default_history: str
-    #: The split ``r3 collect`` draws from, and the interface it collects, unless told otherwise.
-    collect_split: str
-    collect_interface: str
+    #: The split ``r3 collect`` draws from and the interface it collects, unless told otherwise;
+    #: None: ``r3 collect`` does not run the suite (``r3.data.collect.CollectConfig``).
+    collect_split: str | None = None
+    collect_interface: str = "instruction"
     #: The tasks ``r3 eval`` runs, and its scenes, trials and decision steps per episode when a run
     #: leaves them out (``r3.eval.runner.EvalConfig``); None: ``r3 eval`` does not run the suite.
     eval_tasks: Callable[[], tuple[str, ...]] | None = None

@@ -108,8 +108,7 @@ def test_an_entry_point_adds_a_suite(tmp_path, monkeypatch, fresh_registry):
     (tmp_path / "toy_suite.py").write_text(
         "from r3.suites import Suite\n"
         "SUITE = Suite(name='toy', title='Toy', tasks_module='toy_suite', grammar_module='toy_suite',\n"
-        "              interfaces=('instruction',), default_history='none', collect_split='all',\n"
-        "              collect_interface='instruction')\n"
+        "              interfaces=('instruction',), default_history='none')\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     assert "toy" not in suite_names()  # the entry points are read once, before the package was there

@@ -62,3 +62,15 @@ def test_what_the_toy_suite_lacks_is_refused_with_the_reason(toy):
 
     with pytest.raises(ValueError, match="suite 'toy_line' has no judge hook"):
         RuleJudge().judge("step right", "step right", suite=SUITE.name)
+
+
+def test_collection_and_evaluation_refuse_a_suite_they_cannot_run(toy, tmp_path):
+    """r3 collect and r3 eval run their suites through the built-in episode code, so a suite without a
+    collection split or evaluation tasks is refused by name, not run as Language Table."""
+    from r3.data.collect import CollectConfig
+    from r3.eval.runner import EvalConfig, EvalError
+
+    with pytest.raises(ValueError, match="r3 collect runs language_table, packing, not 'toy_line'"):
+        CollectConfig(out=str(tmp_path), suite=SUITE.name)
+    with pytest.raises(EvalError, match="suite 'toy_line' unknown; known: language_table, packing"):
+        EvalConfig(suite=SUITE.name)

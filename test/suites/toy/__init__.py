@@ -24,7 +24,5 @@ SUITE = Suite(
     grammar_module=f"{__name__}.grammar",
     interfaces=("instruction",),
     default_history="response",
-    collect_split="all",
-    collect_interface="instruction",
     make_env=_make_env,
 )

@@ -66,6 +66,8 @@ class Suite:
     views: Mapping[int, tuple[str, ...]] | None = None
     #: The suite runs in an arm workcell (``r3.packing_episode.PackingCell``: camera views, call
     #: interfaces, turn folders, ERR's penalty) rather than on a pushing board (``r3.episode``).
+    #: ``r3 collect`` and ``r3 eval`` run episodes with one of those two, so a suite of another kind
+    #: leaves ``collect_split`` and ``eval_tasks`` None (they then refuse it).
     workcell: bool = False
     #: Its policy may see the scene through perception as well as the simulator
     #: (``r3.packing_episode.GROUNDINGS``); otherwise only through the simulator.

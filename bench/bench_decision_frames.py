@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         hog.start()
     suite, tasks, max_steps = TASKS[args.profile]
     domain = int(os.environ.get("ROS_DOMAIN_ID", "0"))  # the caller's domain, as for any r3 command
-    graph = Graph(args.profile, Path(tempfile.mkdtemp(prefix="r3-frames-")), domain)
+    workdir = tempfile.TemporaryDirectory(prefix="r3-frames-")  # the graph's bags and logs
+    graph = Graph(args.profile, Path(workdir.name), domain)
     client = Client("r3_bench_frames", domain)
     wanted = missing = missing_camera = errors = 0
     try:
@@ -109,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         client.close()
         graph.stop()
+        workdir.cleanup()
         for hog in hogs:
             hog.terminate()
     stress = "busy loop on every core" if hogs else "no stress"

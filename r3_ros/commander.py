@@ -4,6 +4,14 @@ Shaped after nav2's BasicNavigator: start a task, poll it, read the result, or c
 caller owns the node and spins it through :meth:`TaskHandle.spin_once`. A cancel publishes a stop
 naming the task on ``/r3/stop_motion`` first (the fast path, see ``r3_ros/stop.py``), then cancels the
 RunTask goal through its action.
+
+A response can be lost: rmw_fastrtps drops a service response when the server has not matched the
+caller's response reader within 100 ms, which on a loaded machine happens to a fresh client, and an
+action's goal and result answers are service responses. The action's status topic is latched (a
+late match still delivers it), so a task handle reads it: a goal whose acceptance never came back
+counts as accepted once the status lists it, and a goal the status says has ended is asked for its
+result again every ``RESEND_S`` until the result comes (the server answers every request). Without
+this, a lost answer left the caller waiting for good.
 """
 
 from __future__ import annotations
@@ -13,13 +21,21 @@ import time
 from collections.abc import Callable
 
 import rclpy
+from action_msgs.msg import GoalStatus, GoalStatusArray
 from rclpy.action import ActionClient
+from rclpy.action.client import ClientGoalHandle
 from rclpy.node import Node
+from rclpy.qos import qos_profile_action_status_default
 
 from r3.graph import names
 from r3_msgs.action import RunTask
 from r3_msgs.msg import ReasonerStep
 from r3_ros.stop import StopPublisher, goal_key, new_goal_id
+
+#: Seconds between requests for a result that has not come back (and before a goal whose
+#: acceptance has not come back is looked up on the status topic).
+RESEND_S = 1.0
+ENDED = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED)
 
 
 class TaskStatus(enum.Enum):
@@ -30,31 +46,67 @@ class TaskStatus(enum.Enum):
 
 
 class TaskHandle:
-    def __init__(self, node: Node, send_future, stop: StopPublisher | None = None, key: str | None = None):
+    def __init__(
+        self,
+        node: Node,
+        send_future,
+        stop: StopPublisher | None = None,
+        key: str | None = None,
+        client: ActionClient | None = None,
+        goal_id=None,
+        statuses: dict | None = None,
+    ):
         self._node = node
         self._send_future = send_future
         self._stop, self._key = stop, key
+        self._client, self._goal_id = client, goal_id
+        self._statuses = {} if statuses is None else statuses  # goal uuid -> latest GoalStatus value
         self._goal_handle = None
-        self._result_future = None
+        self._result_futures: list = []
+        self._asked_at = time.monotonic()
         self._cancel_when_accepted = False
         self.result: RunTask.Result | None = None
         self.status = TaskStatus.PENDING
 
     def spin_once(self, timeout_s: float = 0.05) -> TaskStatus:
         rclpy.spin_once(self._node, timeout_sec=timeout_s)
-        if self.status is TaskStatus.PENDING and self._send_future.done():
-            self._goal_handle = self._send_future.result()
-            if not self._goal_handle.accepted:
-                self.status = TaskStatus.REJECTED
+        if self.status is TaskStatus.PENDING:
+            if self._send_future.done():
+                self._goal_handle = self._send_future.result()
+                if not self._goal_handle.accepted:
+                    self.status = TaskStatus.REJECTED
+                    return self.status
+            elif self._accepted_by_status():  # the acceptance was lost; the server has the goal
+                response = RunTask.Impl.SendGoalService.Response(accepted=True)
+                self._goal_handle = ClientGoalHandle(self._client, self._goal_id, response)
             else:
-                self.status = TaskStatus.RUNNING
-                self._result_future = self._goal_handle.get_result_async()
-                if self._cancel_when_accepted:
-                    self._goal_handle.cancel_goal_async()
-        if self.status is TaskStatus.RUNNING and self._result_future.done():
-            self.result = self._result_future.result().result
-            self.status = TaskStatus.DONE
+                return self.status
+            self.status = TaskStatus.RUNNING
+            self._ask_result()
+            if self._cancel_when_accepted:
+                self._goal_handle.cancel_goal_async()
+        if self.status is TaskStatus.RUNNING:
+            done = next((f for f in self._result_futures if f.done()), None)
+            if done is not None:
+                self.result = done.result().result
+                self.status = TaskStatus.DONE
+            elif self.goal_status in ENDED and time.monotonic() - self._asked_at >= RESEND_S:
+                self._ask_result()  # the goal has ended and its result did not come back: ask again
         return self.status
+
+    def _ask_result(self) -> None:
+        self._result_futures.append(self._goal_handle.get_result_async())
+        self._asked_at = time.monotonic()
+
+    @property
+    def goal_status(self) -> int:
+        """The goal's latest state on the action's status topic (unknown until it is listed)."""
+        if self._goal_id is None:
+            return GoalStatus.STATUS_UNKNOWN
+        return self._statuses.get(bytes(self._goal_id.uuid), GoalStatus.STATUS_UNKNOWN)
+
+    def _accepted_by_status(self) -> bool:
+        return self.goal_status != GoalStatus.STATUS_UNKNOWN and time.monotonic() - self._asked_at >= RESEND_S
 
     def cancel(self, stop: bool = True) -> None:
         """Stop the task's motion (``stop``: a stop on /r3/stop_motion, at once), then cancel the goal
@@ -77,8 +129,19 @@ class R3Commander:
         self.node = node
         self.client = ActionClient(node, RunTask, names.RUN_TASK)
         self.stop = StopPublisher(node)
+        self.statuses: dict[bytes, int] = {}
+        node.create_subscription(
+            GoalStatusArray,
+            f"{names.RUN_TASK}/_action/status",
+            self._on_status,
+            qos_profile_action_status_default,
+        )
         if on_step is not None:
             node.create_subscription(ReasonerStep, names.REASONER_STEPS, on_step, 50)
+
+    def _on_status(self, msg: GoalStatusArray) -> None:
+        for status in msg.status_list:
+            self.statuses[bytes(status.goal_info.goal_id.uuid)] = status.status
 
     def wait_until_ready(self, timeout_s: float, still_waiting: Callable[[], bool] = lambda: True) -> bool:
         """True once the RunTask server is up; False after ``timeout_s`` or when ``still_waiting()``
@@ -98,4 +161,6 @@ class R3Commander:
             feedback_callback=None if on_feedback is None else lambda f: on_feedback(f.feedback),
             goal_uuid=goal_id,
         )
-        return TaskHandle(self.node, future, self.stop, goal_key(goal_id))
+        return TaskHandle(
+            self.node, future, self.stop, goal_key(goal_id), self.client, goal_id, self.statuses
+        )

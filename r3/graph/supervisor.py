@@ -36,7 +36,8 @@ _PR_SET_PDEATHSIG = 1
 MEMBER_EXITS_ENV = "R3_MEMBER_EXITS"
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
+    """In a child, before exec: the kernel sends it SIGTERM when its parent dies."""
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
@@ -159,7 +160,7 @@ class Supervisor:
                     stdin=subprocess.DEVNULL,
                     start_new_session=True,
                     # PR_SET_PDEATHSIG can only be set in the child; the callback makes one libc call
-                    preexec_fn=_die_with_parent,  # noqa: PLW1509
+                    preexec_fn=die_with_parent,  # noqa: PLW1509
                 )
             self.echo(f"[r3 launch] started {member.name} (pid {self.processes[member.name].pid})")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from r3.data.bags import METADATA_FILE, read_episode_info, read_messages
 from r3.graph import names
+from r3.graph.supervisor import die_with_parent
 
 R3 = [sys.executable, "-m", "r3.cli"]
 
@@ -49,6 +50,8 @@ class Graph:
             stderr=subprocess.PIPE,
             text=True,
             env=dict(os.environ, ROS_DOMAIN_ID=str(domain)),
+            # A caller killed on its timeout must not leave its graph serving in the domain.
+            preexec_fn=die_with_parent,  # noqa: PLW1509
         )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=lambda: [self.lines.append(line) for line in self.proc.stderr])

@@ -163,6 +163,7 @@ def test_same_seed_same_episode_through_the_graph_and_in_process(graph):
     """README and DESIGN: the same episode through the ROS graph and in process gives the same answers
     (reasoning, instructions, histories) and outcome, for each seed, task and budget of SAME_SEED."""
     import rclpy
+    from action_msgs.msg import GoalStatus
 
     from r3.episode import run_episode
     from r3.reasoning import ReasoningBudget, make_backend
@@ -186,6 +187,9 @@ def test_same_seed_same_episode_through_the_graph_and_in_process(graph):
             while handle.spin_once() is not TaskStatus.DONE:
                 assert time.monotonic() < deadline, f"{task} seed {seed}: no result"
             result = handle.result
+            while handle.goal_status != GoalStatus.STATUS_SUCCEEDED and time.monotonic() < deadline:
+                handle.spin_once()  # the status topic, which stands in for a lost answer, reports the end
+            assert handle.goal_status == GoalStatus.STATUS_SUCCEEDED
             while len(steps) < result.steps and time.monotonic() < deadline:
                 rclpy.spin_once(node, timeout_sec=0.05)  # the last ReasonerStep may trail the result
             expected = run_episode(

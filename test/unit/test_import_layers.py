@@ -1,6 +1,6 @@
 """r3's import layers hold: `lint-imports` keeps pyproject's contracts (r3's packages import only the
 layers below them, so no package cycle; r3 never imports rclpy, r3_ros or a node package), and it
-breaks them when a package imports upwards or the core imports rclpy."""
+breaks them when a package imports upwards or the core imports rclpy. The README shows the same layers."""
 
 from __future__ import annotations
 
@@ -72,3 +72,10 @@ def test_an_upward_or_ros_import_breaks_a_contract(tmp_path, module, line, broke
     done = lint_imports(tree)
     assert done.returncode != 0
     assert broken in done.stdout, done.stdout[-6000:]
+
+
+def test_the_readme_shows_the_contracts_layers():
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("Imports go one way.", 1)[1].split("```\n", 2)[1]
+    (layers,) = (c["layers"] for c in CONTRACTS["contracts"] if c["type"] == "layers")
+    assert block.splitlines() == layers

@@ -29,8 +29,8 @@ from common import Report, parser
 from r3.perception.geometry import backproject, valid_depth
 from r3.perception.grounding import GroundingConfig, measure
 from r3.perception.pipeline import Perception
-from r3.perception.scene import TabletopScene
 from r3.perception.segmenters import make_segmenter
+from r3.sim.tabletop import TabletopScene
 
 
 def timed(fn, n: int, passes: int) -> list[float]:

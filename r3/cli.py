@@ -41,7 +41,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "repair episode bags whose recorder was killed (r3 bag repair PATH...)",
     ),
     "eval": (
-        "r3.eval.cli",
+        "r3_ros.eval_cli",
         "eval_main",
         "evaluate a reasoner on held-out scenes of either suite; compare two evaluations",
     ),

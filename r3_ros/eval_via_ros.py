@@ -8,13 +8,15 @@ trial 0 of each scene (the trial whose noise seed is the scene seed).
 
 from __future__ import annotations
 
+import argparse
+import json
 import time
 from pathlib import Path
 
 import rclpy
 from rclpy.node import Node
 
-from r3.eval.runner import EvalConfig
+from r3.eval.runner import EvalConfig, completed
 from r3.graph.description import load_profile
 from r3.graph.supervisor import Supervisor
 from r3_msgs.action import RunTask
@@ -124,3 +126,24 @@ def _check(
         **via,
         "differences": differences(record, via),
     }
+
+
+def check_via_ros(config: EvalConfig, records: list[dict], args: argparse.Namespace) -> int:
+    """``r3 eval --via-ros``: rerun trial 0 of the first scenes through the graph, write via_ros.jsonl
+    and via_ros.md next to the evaluation, and exit 1 when any episode disagrees."""
+    subset = [r for r in completed(records) if r["trial"] == 0 and r["scene"] < args.via_ros_scenes]
+    report = run_via_ros(config, subset, args.out / "via_ros", args.via_ros_timeout)
+    with open(args.out / "via_ros.jsonl", "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in report)
+    disagree = [r for r in report if r["differences"]]
+    lines = [
+        (
+            f"Through the ROS graph: {len(report)} episode(s) (trial 0 of the first {args.via_ros_scenes} "
+            f"scene(s) per task), {len(disagree)} disagreeing with the in-process run."
+        ),
+        "",
+    ]
+    lines += [f"- {r['task']} seed {r['seed']}: " + "; ".join(r["differences"]) for r in disagree]
+    (args.out / "via_ros.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 1 if disagree else 0

@@ -68,7 +68,7 @@ def private_ros_env():
 @pytest.fixture(scope="session")
 def tabletop():
     """The perception test scene (MuJoCo, 640x480 camera about 1 m from the objects)."""
-    from r3.perception.scene import TabletopScene
+    from r3.sim.tabletop import TabletopScene
 
     scene = TabletopScene()
     yield scene

@@ -11,7 +11,7 @@ An episode folder holds one in-process packing episode of a call interface (sema
 A *turn record* is one decision step of such an episode: the snapshot to restore, the goal and note,
 the history the model saw at that turn, the action it gave (the expert's, for expert episodes) and
 its answer. Training builds prompts from it (:mod:`r3.train.multiturn`), mining keeps the turns of
-successful episodes (:mod:`r3.data.mining`), prefix-tree search branches from its snapshots
+successful episodes (:mod:`r3.train.mining`), prefix-tree search branches from its snapshots
 (:mod:`r3.data.tree_search`). The ROS graph's bags hold Language Table episodes only, so packing
 turns come from in-process episodes (:func:`record_packing_episode`).
 """

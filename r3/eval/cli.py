@@ -11,15 +11,14 @@ success.png; with ``--via-ros`` also via_ros.jsonl and via_ros.md.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from r3.eval.runner import (
     GROUNDINGS,
     EvalConfig,
     EvalError,
-    completed,
     eval_defaults,
     evaluate,
     evaluated_suites,
@@ -199,7 +198,12 @@ def _describe(config: EvalConfig) -> str:
     )
 
 
-def run_main(argv: list[str]) -> int:
+#: ``--via-ros``'s check: (config, in-process records, parsed args) -> exit status. The ROS side
+#: (:mod:`r3_ros.eval_cli`) hands it in; the core library never imports rclpy.
+ViaRos = Callable[[EvalConfig, list[dict], argparse.Namespace], int]
+
+
+def run_main(argv: list[str], via_ros: ViaRos | None = None) -> int:
     from tqdm import tqdm
 
     from r3.eval import tables
@@ -221,6 +225,8 @@ def run_main(argv: list[str]) -> int:
         parser.error("--via-ros-scenes must be >= 1")
     if args.via_ros and suite.workcell:  # r3_ros.eval_via_ros drives the board's graph
         parser.error("--via-ros compares Language Table episodes only")
+    if args.via_ros and via_ros is None:
+        parser.error("--via-ros needs the ROS side: run it as `r3 eval`")
     try:
         config = EvalConfig(
             args.reasoner,
@@ -259,29 +265,8 @@ def run_main(argv: list[str]) -> int:
     chart = success_chart(rows, args.out / "success.png", f"{config.reasoner}: success per task")
     print(f"{header}\n\n{table}\n\nwritten: {args.out / 'table.md'}, {args.out / 'table.csv'}, {chart}")
     if args.via_ros:
-        return _via_ros(config, records, args)
+        return via_ros(config, records, args)
     return 0
-
-
-def _via_ros(config: EvalConfig, records: list[dict], args) -> int:
-    from r3_ros.eval_via_ros import run_via_ros  # rclpy only on this path
-
-    subset = [r for r in completed(records) if r["trial"] == 0 and r["scene"] < args.via_ros_scenes]
-    report = run_via_ros(config, subset, args.out / "via_ros", args.via_ros_timeout)
-    with open(args.out / "via_ros.jsonl", "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in report)
-    disagree = [r for r in report if r["differences"]]
-    lines = [
-        (
-            f"Through the ROS graph: {len(report)} episode(s) (trial 0 of the first {args.via_ros_scenes} "
-            f"scene(s) per task), {len(disagree)} disagreeing with the in-process run."
-        ),
-        "",
-    ]
-    lines += [f"- {r['task']} seed {r['seed']}: " + "; ".join(r["differences"]) for r in disagree]
-    (args.out / "via_ros.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    return 1 if disagree else 0
 
 
 def compare_main(argv: list[str]) -> int:
@@ -314,7 +299,7 @@ def compare_main(argv: list[str]) -> int:
     return 0
 
 
-def eval_main(argv: list[str]) -> int:
+def eval_main(argv: list[str], via_ros: ViaRos | None = None) -> int:
     """Dispatch ``r3 eval [run] ...`` and ``r3 eval compare A B``."""
     if argv[:1] == ["compare"]:
         return compare_main(argv[1:])
@@ -325,4 +310,4 @@ def eval_main(argv: list[str]) -> int:
             "  r3 eval compare --help   per-task difference of two evaluations"
         )
         return 0
-    return run_main(argv[1:] if argv[:1] == ["run"] else argv)
+    return run_main(argv[1:] if argv[:1] == ["run"] else argv, via_ros)

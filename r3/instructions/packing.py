@@ -18,22 +18,7 @@ import re
 from dataclasses import dataclass
 
 from r3.instructions.language_table import ParseError
-
-#: Grocery items of the packing suite.
-ITEMS: tuple[str, ...] = (
-    "can opener",
-    "candy box",
-    "coffee mug",
-    "cracker box",
-    "foam brick",
-    "gelatin box",
-    "nesquik canister",
-    "soup can",
-    "sugar box",
-    "tuna fish can",
-)
-#: Tray sizes.
-TRAYS: tuple[str, ...] = ("small", "medium", "large")
+from r3.tasks.packing.workcell import ITEMS, TRAYS
 
 
 class PackingInstructionType(str, enum.Enum):

@@ -16,7 +16,6 @@ import numpy as np
 
 from r3.perception.camera import RGBDFrame
 from r3.perception.geometry import mask_box
-from r3.sim.offscreen import mujoco
 
 BACKENDS = ("sim", "sam2", "owlv2+sam2")
 
@@ -92,20 +91,6 @@ class SimSegmenter(Segmenter):
                 if mask.any():
                     out.append(Segment(label, mask, 1.0))
         return out
-
-
-def instances_from_mujoco_segmentation(seg: np.ndarray, geom_to_object: dict[int, int]) -> np.ndarray:
-    """MuJoCo's segmentation render (HxWx2: object id, object type) -> per-pixel instance ids.
-
-    ``geom_to_object`` maps geom ids to instance ids (>= 1); every other pixel gets 0. Simulators
-    use it to fill :attr:`RGBDFrame.instances` for the ``sim`` segmenter.
-    """
-    lut = np.zeros(max(geom_to_object, default=0) + 2, dtype=np.int32)
-    for geom, instance in geom_to_object.items():
-        lut[geom] = instance
-    ids = seg[..., 0]
-    is_geom = (seg[..., 1] == int(mujoco.mjtObj.mjOBJ_GEOM)) & (ids >= 0) & (ids < len(lut))
-    return np.where(is_geom, lut[np.clip(ids, 0, len(lut) - 1)], 0)
 
 
 def make_segmenter(backend: str, **options) -> Segmenter:

@@ -2,17 +2,17 @@
 and history, loss on the response only. Successful and failed expert episodes alike (R^3 3.2).
 ``mode: instruction_only`` is R^3's imitation baseline: the same rows, the answer "Instruction: ..."
 alone. The checkpoint records how it was prompted (``r3_prompt.json``). A dataset folder written by
-:func:`r3.data.mining.mine` (successful multi-turn episodes, prompt-completion rows) trains as it is.
+:func:`r3.train.mining.mine` (successful multi-turn episodes, prompt-completion rows) trains as it is.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from r3.data.mining import is_mined, load_mined
 from r3.train.args import lora_config, sft_arguments, world_size
 from r3.train.checkpoint import load_model, resolve_device, save_final
 from r3.train.config import SFTConfig
+from r3.train.mining import is_mined, load_mined
 from r3.train.rows import SFT_COLUMNS, DatasetError, open_dataset, prompt_settings, sft_rows
 
 
@@ -23,7 +23,7 @@ def prepare_sft(cfg: SFTConfig):
     """
     _, cuda = resolve_device(cfg.device)
     arguments = sft_arguments(cfg, world_size(), cuda)
-    if is_mined(cfg.dataset):  # a mined round of successful multi-turn episodes (r3.data.mining)
+    if is_mined(cfg.dataset):  # a mined round of successful multi-turn episodes (r3.train.mining)
         try:
             rows, prompt = load_mined(cfg.dataset, cfg.mode, cfg.thinking, cfg.max_rows)
         except ValueError as err:

@@ -107,8 +107,8 @@ def test_turn_gspo_with_the_simulator_rewards_logs_every_term_and_saves(data):
 def test_mined_successes_train_by_sft_and_then_earn_simulator_rewards(data):
     """ZAP's loop on a tiny scale: mine the stored successes, SFT on them through `r3 train sft`, then
     turn-level GSPO from that checkpoint, whose answers are valid actions the simulator scores."""
-    from r3.data.mining import mine
     from r3.train.config import SFTConfig
+    from r3.train.mining import mine
     from r3.train.multiturn import run_turn_rl
     from r3.train.sft import run_sft
 

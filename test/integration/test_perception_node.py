@@ -38,7 +38,7 @@ def test_perception_node_with_sam2_grounds_points_and_publishes_objects(ros, ros
     from sensor_msgs.msg import CameraInfo, Image
 
     from r3.graph import names
-    from r3.perception.scene import TabletopScene
+    from r3.sim.tabletop import TabletopScene
     from r3_msgs.msg import DetectedObjects
     from r3_msgs.srv import GroundPoint, SetPerceptionQuery
     from r3_ros.conversions import camera_info_msg, depth_to_msg, image_to_msg

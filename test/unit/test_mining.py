@@ -10,13 +10,13 @@ from dataclasses import replace
 
 import pytest
 
-from r3.data.mining import MANIFEST, mine, verified_success
 from r3.data.tree_search import prefix_tree_search
 from r3.data.turns import EPISODE_FILE, load_episode, load_episodes, record_packing_episode
 from r3.packing_episode import PackingCell
 from r3.reasoning.backends import make_backend
 from r3.reasoning.backends.base import ReasonerBackend
 from r3.reasoning.parsing import parse_response
+from r3.train.mining import MANIFEST, mine, verified_success
 
 
 class Perturbed(ReasonerBackend):
@@ -107,7 +107,7 @@ def test_mining_keeps_the_verified_successes_once_each(folder, tmp_path):
 
 
 def test_sft_reads_a_mined_folder_only_in_the_mode_it_was_mined_in(folder, tmp_path):
-    from r3.data.mining import load_mined
+    from r3.train.mining import load_mined
 
     mine(folder, tmp_path / "sft", mode="instruction_only")
     rows, prompt = load_mined(tmp_path / "sft", "instruction_only", False, max_rows=3)

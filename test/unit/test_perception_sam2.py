@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("sam2", reason="needs the sam2 package (scripts/setup.sh installs it)")
 
 from r3.perception.pipeline import Perception
-from r3.perception.scene import TabletopScene
 from r3.perception.segmenters import make_segmenter
+from r3.sim.tabletop import TabletopScene
 
 pytestmark = pytest.mark.slow
 SMALL = 256  # SAM 2 input side for CPU tests (1024 for real checkpoints)

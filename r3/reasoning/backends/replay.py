@@ -3,7 +3,8 @@
 
 Step k of every episode gets recorded answer k. Spec ``replay:PATH`` where PATH is a bag folder
 (its ReasonerStep raw responses) or a JSONL file with one ``{"text": ..., "finish_reason": ...}``
-object per line.
+object per line. A bag folder is read with r3.data's reader, imported only then: the backend is a plug-in
+chosen at run time, and r3.data sits above r3.reasoning (the import layers in pyproject.toml).
 """
 
 from __future__ import annotations

@@ -23,10 +23,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from r3.instructions.packing import ITEMS, TRAYS
 from r3.tasks.packing import placement
 from r3.tasks.packing.state import PackingState
-from r3.tasks.packing.workcell import TABLE_REGION, TRAY_SPECS
+from r3.tasks.packing.workcell import ITEMS, TABLE_REGION, TRAY_SPECS, TRAYS
 
 #: Largest tilt from upright (rad) that an orientation constraint allows.
 UPRIGHT_TOLERANCE = math.radians(15.0)

@@ -1,4 +1,5 @@
-"""Geometry of the packing workcell that tasks, policy and simulator share (no physics here).
+"""Geometry and vocabulary (items, trays) of the packing workcell that tasks, grammar, policy and simulator
+share (no physics here).
 
 Frames: the world frame has its origin at the robot base on the table top, +x away from the robot
 (towards the trays), +y to the robot's left, +z up; the table top is z = 0. Sizes are metres,
@@ -17,7 +18,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from r3.instructions.packing import ITEMS, TRAYS
+#: Grocery items of the packing suite.
+ITEMS: tuple[str, ...] = (
+    "can opener",
+    "candy box",
+    "coffee mug",
+    "cracker box",
+    "foam brick",
+    "gelatin box",
+    "nesquik canister",
+    "soup can",
+    "sugar box",
+    "tuna fish can",
+)
+#: Tray sizes.
+TRAYS: tuple[str, ...] = ("small", "medium", "large")
 
 
 @dataclass(frozen=True)

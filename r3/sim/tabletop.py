@@ -2,7 +2,8 @@
 
 Perception's tests and benchmark measure against it (it needs no other simulator), and it shows
 how a simulator fills an :class:`~r3.perception.camera.RGBDFrame` for the ``sim`` segmenter. The
-table top is the plane z = 0 of the base frame.
+table top is the plane z = 0 of the base frame. It is a simulator, so it lives here: perception
+itself (the real robot's SAM 2 path included) never loads MuJoCo.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from r3.perception.camera import CameraModel, RGBDFrame, look_at
-from r3.perception.segmenters import instances_from_mujoco_segmentation
 from r3.sim.offscreen import mujoco
 
 
@@ -51,6 +51,20 @@ OBJECTS = (
     SceneObject("white tall box", "box", (0.02, 0.02, 0.07), (0.0, 0.2), (0.9, 0.9, 0.9, 1)),
 )
 TABLE_HALF = (0.5, 0.4)
+
+
+def instances_from_mujoco_segmentation(seg: np.ndarray, geom_to_object: dict[int, int]) -> np.ndarray:
+    """MuJoCo's segmentation render (HxWx2: object id, object type) -> per-pixel instance ids.
+
+    ``geom_to_object`` maps geom ids to instance ids (>= 1); every other pixel gets 0. Simulators
+    use it to fill :attr:`~r3.perception.camera.RGBDFrame.instances` for the ``sim`` segmenter.
+    """
+    lut = np.zeros(max(geom_to_object, default=0) + 2, dtype=np.int32)
+    for geom, instance in geom_to_object.items():
+        lut[geom] = instance
+    ids = seg[..., 0]
+    is_geom = (seg[..., 1] == int(mujoco.mjtObj.mjOBJ_GEOM)) & (ids >= 0) & (ids < len(lut))
+    return np.where(is_geom, lut[np.clip(ids, 0, len(lut) - 1)], 0)
 
 
 class TabletopScene:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
@@ -41,6 +42,7 @@ from r3.suites import DEFAULT_SUITE, get_suite
 from r3_msgs.action import FollowInstruction, RunTask
 from r3_msgs.msg import EpisodeEvent, InstructionOutcome, PrivilegedState, ReasonerStep
 from r3_msgs.srv import ResetScene
+from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
 from r3_ros.conversions import (
     msg_to_board_state,
     msg_to_camera_model,
@@ -104,17 +106,16 @@ class ReasonerNode(Node):
             LATCHED,
             callback_group=sensors,
         )
-        self.create_subscription(Image, names.CAMERA_IMAGE, self.on_image, 5, callback_group=sensors)
+        # The cameras as their publishers offer them: a simulator's frame, sent once per decision right
+        # after a reset, reaches this node even when DDS matched the two sides late.
+        self.cameras = AdaptiveSubscriptions(self, 5, callback_group=sensors)
         self.camera_info: CameraInfo | None = None  # the base camera's, for the expert's image points
-        self.create_subscription(
-            CameraInfo,
-            names.CAMERA_INFO,
-            lambda m: setattr(self, "camera_info", m),
-            5,
-            callback_group=sensors,
-        )
+        self.cameras.add(names.CAMERA_IMAGE, lambda _: Image, lambda _: self.on_image)
+        self.cameras.add(names.CAMERA_INFO, lambda _: CameraInfo, lambda _: self.on_camera_info)
         if self.param["wrist_camera"]:
-            self.create_subscription(Image, names.WRIST_IMAGE, self.on_wrist_image, 5, callback_group=sensors)
+            self.cameras.add(names.WRIST_IMAGE, lambda _: Image, lambda _: self.on_wrist_image)
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self.create_timer(0.2, self.cameras.refresh, callback_group=sensors, clock=steady)
         self.monitor = HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup())
         self.heartbeat = HeartbeatPublisher(self)
         self.steps_pub = self.create_publisher(ReasonerStep, names.REASONER_STEPS, recorded(50))
@@ -151,6 +152,9 @@ class ReasonerNode(Node):
         with self.obs_cv:
             self.state = msg
             self.obs_cv.notify_all()
+
+    def on_camera_info(self, msg: CameraInfo) -> None:
+        self.camera_info = msg
 
     def on_image(self, msg: Image) -> None:
         with self.obs_cv:

@@ -30,16 +30,16 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.serialization import serialize_message
-from rclpy.subscription import Subscription
 from std_msgs.msg import String
 
 from r3.data.bags import EpisodeBagWriter, EpisodeInfo
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
 from r3_msgs.msg import EpisodeEvent
+from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.params import declare_parameters
-from r3_ros.qos import EVENTS, LATCHED, can_match, recording
+from r3_ros.qos import EVENTS, LATCHED, RECORD_DEPTH
 from r3_ros.refusals import refusing_message
 from r3_ros.spin import run_node
 
@@ -74,7 +74,11 @@ class RecorderNode(Node):
         self.writer: EpisodeBagWriter | None = None
         self.recorded: Counter[str] = Counter()  # messages written to the open bag, by topic
         self.started_ns = 0  # the open episode's START, by its publisher's source stamp
-        self.subscribed: dict[str, Subscription] = {}
+        self.subscribed = AdaptiveSubscriptions(self, RECORD_DEPTH, raw=True)  # made once publishers appear
+        for topic in self.topics:
+            self.subscribed.add(
+                topic, message_class, lambda msgtype, topic=topic: self.record_to(topic, msgtype)
+            )
         wall = Clock(clock_type=ClockType.STEADY_TIME)
         self.bags_pub = self.create_publisher(String, names.RECORDER_BAGS, LATCHED)
         # A group of its own: an event waiting for its sender's name never holds up the recording.
@@ -85,31 +89,9 @@ class RecorderNode(Node):
             EVENTS,
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
-        self.create_timer(0.2, refusing_message(self, self.discover), clock=wall)
+        self.create_timer(0.2, refusing_message(self, self.subscribed.refresh), clock=wall)
         self.heartbeat = HeartbeatPublisher(self)
-        self.discover()
         self.get_logger().info(f"recording {len(self.topics)} topics per episode into {self.output_dir}")
-
-    def discover(self) -> None:
-        """Subscribe to every configured topic that has publishers, with the QoS that matches all of
-        them (``recording``); subscribe again when a publisher the subscription cannot match appears."""
-        for topic in self.topics:
-            publishers = self.get_publishers_info_by_topic(topic)
-            offered = [e.qos_profile for e in publishers]
-            current = self.subscribed.get(topic)
-            if not offered or (current and all(can_match(q, current.qos_profile) for q in offered)):
-                continue
-            qos = recording(offered)
-            if current:
-                self.get_logger().warning(
-                    f"{topic}: a publisher offers QoS the recording subscription cannot match; subscribing "
-                    f"again ({qos.reliability.name.lower()}, {qos.durability.name.lower()})"
-                )
-                self.destroy_subscription(current)
-            msgtype = publishers[0].topic_type
-            self.subscribed[topic] = self.create_subscription(
-                message_class(msgtype), topic, self.record_to(topic, msgtype), qos, raw=True
-            )
 
     def record_to(self, topic: str, msgtype: str):
         def callback(data: bytes, info) -> None:
@@ -196,7 +178,7 @@ class RecorderNode(Node):
         timer = None
 
         def check() -> None:
-            self.discover()
+            self.subscribed.refresh()
             if all(t in self.subscribed and self.count_publishers(t) > 0 for t in self.topics):
                 timer.cancel()
                 if self.writer is not None and self.writer.info.episode_id == episode_id:

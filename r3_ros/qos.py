@@ -31,13 +31,13 @@ def recorded(depth: int) -> QoSProfile:
     return QoSProfile(depth=depth, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 
 
-def recording(offered: list) -> QoSProfile:
-    """The recorder's subscription to a topic whose publishers offer these QoS profiles: it matches
-    every one of them, and takes the kept samples when all of them keep some."""
+def recording(offered: list, depth: int = RECORD_DEPTH) -> QoSProfile:
+    """A subscription to a topic whose publishers offer these QoS profiles (the recorder's, by
+    default): it matches every one of them, and takes the kept samples when all of them keep some."""
     keep = bool(offered) and all(q.durability == QoSDurabilityPolicy.TRANSIENT_LOCAL for q in offered)
     best_effort = any(q.reliability == ReliabilityPolicy.BEST_EFFORT for q in offered)
     return QoSProfile(
-        depth=RECORD_DEPTH,
+        depth=depth,
         reliability=ReliabilityPolicy.BEST_EFFORT if best_effort else ReliabilityPolicy.RELIABLE,
         durability=QoSDurabilityPolicy.TRANSIENT_LOCAL if keep else QoSDurabilityPolicy.VOLATILE,
     )

@@ -1,0 +1,63 @@
+"""A camera frame sent before its subscriber's reader existed or matched still arrives
+(``r3_ros.adaptive_subscriptions``): the reasoner sees the cameras through these subscriptions, and a
+simulator publishes a frame once per decision, right after the reset."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.ros
+
+PUBLISHER = """
+import sys, time, rclpy
+from std_msgs.msg import String
+from r3_ros.qos import recorded
+rclpy.init()
+node = rclpy.create_node("r3_probe_camera")
+pub = node.create_publisher(String, "/r3_probe/frames", recorded(5) if sys.argv[1] == "keeping" else 5)
+pub.publish(String(data="sent before anyone subscribed"))
+print("published", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("publisher", ["keeping", "plain"])
+def test_a_frame_sent_before_the_subscription_existed_arrives_from_a_keeping_publisher(
+    publisher, private_ros_env
+):
+    import rclpy
+    from std_msgs.msg import String
+
+    from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
+
+    env = private_ros_env(in_process=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PUBLISHER, publisher], env=env, stdout=subprocess.PIPE, text=True
+    )
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=int(env["ROS_DOMAIN_ID"]))
+    node = rclpy.create_node("r3_probe_viewer", context=context)
+    received: list[str] = []
+    try:
+        assert proc.stdout.readline().strip() == "published"
+        cameras = AdaptiveSubscriptions(node, 5)
+        cameras.add("/r3_probe/frames", lambda _: String, lambda _: lambda m: received.append(m.data))
+        executor = rclpy.executors.SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        deadline = time.monotonic() + (20 if publisher == "keeping" else 3)
+        while time.monotonic() < deadline and not received:
+            cameras.refresh()
+            executor.spin_once(timeout_sec=0.05)
+        if publisher == "plain":  # a publisher that keeps nothing: the frame is gone, as before
+            assert received == [] and "/r3_probe/frames" in cameras
+        else:
+            assert received == ["sent before anyone subscribed"]
+    finally:
+        node.destroy_node()
+        rclpy.shutdown(context=context)
+        proc.kill()
+        proc.wait()

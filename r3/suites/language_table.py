@@ -7,49 +7,13 @@ them when called, so the registry loads no simulator.
 
 from __future__ import annotations
 
-from r3.suites import Suite
-
-
-def _prompt(inp) -> str:
-    from r3.reasoning.prompts import language_table_text
-
-    return language_table_text(inp)
-
-
-def _judge(candidate: str, reference: str, snapshot):
-    from r3.rewards.judge import grammar_tiers
-
-    return grammar_tiers(candidate, reference, snapshot)
-
-
-def _claim_checker(state, task, previous):
-    from r3.reasoning.claims import BoardChecker
-
-    return BoardChecker(state, task, previous)
-
-
-def _unchanged(a, b) -> bool:
-    from r3.reasoning.claims import board_unchanged
-
-    return board_unchanged(a, b)
-
-
-def _canonical_instructions() -> tuple[str, ...]:
-    from r3.reasoning.constrained import language_table_instructions
-
-    return language_table_instructions()
+from r3.suites import Suite, lazy
 
 
 def _eval_tasks() -> tuple[str, ...]:
     from r3.tasks.language_table.tasks import TASKS
 
     return tuple(TASKS)
-
-
-def _make_env(**kwargs):
-    from r3.sim.language_table.env import LanguageTableEnv
-
-    return LanguageTableEnv(**kwargs)
 
 
 SUITE = Suite(
@@ -65,10 +29,10 @@ SUITE = Suite(
     vlm_judged=True,
     eval_tasks=_eval_tasks,
     eval_protocol={"scenes": 64, "trials": 16, "max_steps": 20},
-    prompt=_prompt,
-    canonical_instructions=_canonical_instructions,
-    judge=_judge,
-    claim_checker=_claim_checker,
-    unchanged=_unchanged,
-    make_env=_make_env,
+    prompt=lazy("r3.reasoning.prompts:language_table_text"),
+    canonical_instructions=lazy("r3.reasoning.constrained:language_table_instructions"),
+    judge=lazy("r3.rewards.judge:grammar_tiers"),
+    claim_checker=lazy("r3.reasoning.claims:BoardChecker"),
+    unchanged=lazy("r3.reasoning.claims:board_unchanged"),
+    make_env=lazy("r3.sim.language_table.env:LanguageTableEnv"),
 )

@@ -7,49 +7,13 @@ The hooks import them when called, so the registry loads no simulator.
 
 from __future__ import annotations
 
-from r3.suites import Suite
-
-
-def _prompt(inp) -> str:
-    from r3.reasoning.prompts import packing_text
-
-    return packing_text(inp)
-
-
-def _judge(candidate: str, reference: str, snapshot):
-    from r3.rewards.judge import exact_tiers
-
-    return exact_tiers(candidate, reference, snapshot)
-
-
-def _claim_checker(state, task, previous):
-    from r3.reasoning.claims import PackingChecker
-
-    return PackingChecker(state, task, previous)
-
-
-def _unchanged(a, b) -> bool:
-    from r3.reasoning.packing_expert import packing_unchanged
-
-    return packing_unchanged(a, b)
-
-
-def _canonical_instructions() -> tuple[str, ...]:
-    from r3.reasoning.constrained import packing_instructions
-
-    return packing_instructions()
+from r3.suites import Suite, lazy
 
 
 def _eval_tasks() -> tuple[str, ...]:
     from r3.tasks.packing.tasks import HELD_OUT
 
     return tuple(HELD_OUT)
-
-
-def _make_env(**kwargs):
-    from r3.sim.packing.env import PackingEnv
-
-    return PackingEnv(**kwargs)
 
 
 SUITE = Suite(
@@ -68,10 +32,10 @@ SUITE = Suite(
     # R^3's 5 environment seeds x 10 rollouts; 15 instructions (r3.packing_episode)
     eval_protocol={"scenes": 5, "trials": 10, "max_steps": 15},
     eval_tasks=_eval_tasks,
-    prompt=_prompt,
-    canonical_instructions=_canonical_instructions,
-    judge=_judge,
-    claim_checker=_claim_checker,
-    unchanged=_unchanged,
-    make_env=_make_env,
+    prompt=lazy("r3.reasoning.prompts:packing_text"),
+    canonical_instructions=lazy("r3.reasoning.constrained:packing_instructions"),
+    judge=lazy("r3.rewards.judge:exact_tiers"),
+    claim_checker=lazy("r3.reasoning.claims:PackingChecker"),
+    unchanged=lazy("r3.reasoning.packing_expert:packing_unchanged"),
+    make_env=lazy("r3.sim.packing.env:PackingEnv"),
 )

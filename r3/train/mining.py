@@ -115,6 +115,9 @@ def mine(
     kinds = sorted({t.history_kind for t in turns}) or ["instruction"]
     if len(kinds) > 1:
         raise ValueError(f"{episode_root}: episodes mix history kinds {kinds}; mine them separately")
+    interfaces = sorted({t.interface for t in turns}) or ["semantic"]
+    if len(interfaces) > 1:
+        raise ValueError(f"{episode_root}: episodes mix interfaces {interfaces}; mine them separately")
     prompt = PromptSettings(mode, kinds[0])
     images = turn_images(turns) if render else [[BLANK_IMAGE] * VIEWS] * len(turns)
     rows = []
@@ -127,7 +130,8 @@ def mine(
     if rows:
         Dataset.from_list(rows).cast_column("images", Sequence(Image())).save_to_disk(str(out))
     out.mkdir(parents=True, exist_ok=True)
-    manifest = {"source": str(episode_root), "mode": mode, "history": kinds[0], **asdict(report)}
+    manifest = {"source": str(episode_root), "mode": mode, "history": kinds[0], "interface": interfaces[0]}
+    manifest.update(asdict(report))
     manifest["rules"] = {
         "success": "recorded success, not aborted, final snapshot passes the task's success check",
         "deduplication": "same task instance (goal, layout) and same canonical actions: first kept",
@@ -141,11 +145,21 @@ def is_mined(path: str | Path) -> bool:
     return (Path(path) / MANIFEST).is_file()
 
 
-def load_mined(path: str | Path, mode: str, thinking: bool, max_rows: int | None = None):
+def load_mined(
+    path: str | Path,
+    mode: str,
+    thinking: bool,
+    max_rows: int | None = None,
+    reasoning_sentences: int | None = None,
+):
     """The SFT rows of a mined dataset, as ``r3 train sft`` feeds them to TRL, and the checkpoint's
-    :class:`PromptSettings`. Raises ValueError when the folder holds no rows or was mined for another
-    answer mode (its completions would not match the prompts)."""
+    :class:`PromptSettings`; each completion's reasoning is cut to its last ``reasoning_sentences``
+    sentences as for any other dataset (:func:`r3.train.rows.shorten_reasoning`). Raises ValueError
+    when the folder holds no rows or was mined for another answer mode (its completions would not
+    match the prompts)."""
     from datasets import load_from_disk
+
+    from r3.train.rows import shorten_reasoning
 
     manifest = json.loads((Path(path) / MANIFEST).read_text())
     if manifest["mode"] != mode:
@@ -154,5 +168,14 @@ def load_mined(path: str | Path, mode: str, thinking: bool, max_rows: int | None
         raise ValueError(f"{path}: the mined dataset has no rows (no successful episode)")
     rows = load_from_disk(str(path)).select_columns(["prompt", "completion", "images"])
     rows = rows.select(range(min(max_rows, len(rows)))) if max_rows else rows
-    rows = rows.map(lambda _: {"chat_template_kwargs": {"enable_thinking": thinking}})
+    interface = manifest.get("interface", "semantic")  # folders mined before it was recorded
+
+    def complete(row: dict) -> dict:
+        text = shorten_reasoning(
+            row["completion"][0]["content"][0]["text"], "packing", reasoning_sentences, interface
+        )
+        completion = [{"role": "assistant", "content": [{"type": "text", "text": text}]}]
+        return {"completion": completion, "chat_template_kwargs": {"enable_thinking": thinking}}
+
+    rows = rows.map(complete)
     return rows, PromptSettings(mode, manifest["history"], thinking)

@@ -29,6 +29,7 @@ import numpy as np
 from r3.data import schema as S
 from r3.reasoning.parsing import ParsedResponse, parse_response
 from r3.reasoning.prompts import (
+    ANSWER_HEADERS,
     INSTRUCTION_HEADER,
     REASONING_HEADER,
     PromptSettings,
@@ -143,19 +144,21 @@ def _snapshot(path: str | None) -> str | None:
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def shorten_reasoning(response: str, suite: str, sentences: int | None) -> str:
+def shorten_reasoning(
+    response: str, suite: str, sentences: int | None, interface: str = "instruction"
+) -> str:
     """``response`` with its reasoning cut to the last ``sentences`` sentences (None: unchanged).
 
-    The result is still "Reasoning: ...\nInstruction: ..." with the same instruction; a response
-    that does not parse as a valid step is returned unchanged.
+    The result is still "Reasoning: ...\n<the interface's header> ..." with the same answer; a
+    response that does not parse as a valid step is returned unchanged.
     """
     if sentences is None:
         return response
-    parsed = parse_response(response, suite)
+    parsed = parse_response(response, suite, interface=interface)
     if not isinstance(parsed, ParsedResponse):
         return response
     kept = _SENTENCE_END.split(parsed.reasoning.strip())[-sentences:]
-    return f"{REASONING_HEADER} {' '.join(kept)}\n{INSTRUCTION_HEADER} {parsed.instruction_text}"
+    return f"{REASONING_HEADER} {' '.join(kept)}\n{ANSWER_HEADERS[interface]} {parsed.instruction_text}"
 
 
 def sft_target(row: dict, mode: str, reasoning_sentences: int | None = None) -> str:

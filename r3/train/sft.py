@@ -25,7 +25,9 @@ def prepare_sft(cfg: SFTConfig):
     arguments = sft_arguments(cfg, world_size(), cuda)
     if is_mined(cfg.dataset):  # a mined round of successful multi-turn episodes (r3.train.mining)
         try:
-            rows, prompt = load_mined(cfg.dataset, cfg.mode, cfg.thinking, cfg.max_rows)
+            rows, prompt = load_mined(
+                cfg.dataset, cfg.mode, cfg.thinking, cfg.max_rows, cfg.reasoning_sentences
+            )
         except ValueError as err:
             raise DatasetError(str(err)) from None
         return rows, arguments, prompt

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -21,25 +22,15 @@ def _serve_command() -> list[str]:
     return [str(exe)] if exe.exists() else [shutil.which("transformers") or "transformers"]
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory):
-    model_dir = build_tiny_model("idefics3", tmp_path_factory.mktemp("serve") / "idefics3")
+@contextmanager
+def transformers_serve(model_dir: Path, log_path: Path):
+    """`transformers serve MODEL_DIR` on a free loopback port (CPU, float32, offline) for the block;
+    yields its /v1 URL. The positional argument preloads the folder, and requests name it as the model."""
     port = free_port()
-    with open(tmp_path_factory.mktemp("serve-log") / "serve.log", "w+") as log:
+    with open(log_path, "w+") as log:
         proc = subprocess.Popen(
-            [
-                *_serve_command(),
-                "serve",
-                str(model_dir),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--device",
-                "cpu",
-                "--dtype",
-                "float32",
-            ],
+            [*_serve_command(), "serve", str(model_dir), "--host", "127.0.0.1", "--port", str(port)]
+            + ["--device", "cpu", "--dtype", "float32"],
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "HF_HUB_OFFLINE": "1"},
@@ -56,9 +47,19 @@ def server(tmp_path_factory):
                     log.seek(0)
                     pytest.fail(f"transformers serve did not start:\n{log.read()[-3000:]}")
                 time.sleep(0.5)
-        yield f"{url}/v1", str(model_dir)
-        proc.terminate()
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            yield f"{url}/v1"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    """A tiny random idefics3 served by `transformers serve`: (its /v1 URL, the model's name)."""
+    model_dir = build_tiny_model("idefics3", tmp_path_factory.mktemp("serve") / "idefics3")
+    with transformers_serve(model_dir, tmp_path_factory.mktemp("serve-log") / "serve.log") as url:
+        yield url, str(model_dir)

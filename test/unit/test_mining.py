@@ -123,6 +123,30 @@ def test_sft_reads_a_mined_folder_only_in_the_mode_it_was_mined_in(folder, tmp_p
         load_mined(tmp_path / "sft", "reason", False)
 
 
+def test_a_mined_folder_s_reasoning_is_cut_as_the_config_says_for_its_interface(tmp_path, cell):
+    """``reasoning_sentences`` holds for mined rows too, whatever the interface's answer header (the
+    tools expert's reasoning runs to several sentences; a model trained from scratch needs one)."""
+    from r3.train.mining import load_mined
+
+    record_packing_episode("4", 0, make_backend("expert"), tmp_path / "tools", cell=cell, interface="tools")
+    mine(tmp_path / "tools", tmp_path / "sft")
+    assert json.loads((tmp_path / "sft" / MANIFEST).read_text())["interface"] == "tools"
+    whole, _ = load_mined(tmp_path / "sft", "reason", False)
+    cut, _ = load_mined(tmp_path / "sft", "reason", False, reasoning_sentences=1)
+    texts = [
+        (w["completion"][0]["content"][0]["text"], c["completion"][0]["content"][0]["text"])
+        for w, c in zip(whole, cut)
+    ]
+    assert any(len(c) < len(w) for w, c in texts)
+    for w, c in texts:
+        long, short = (
+            parse_response(w, "packing", interface="tools"),
+            parse_response(c, "packing", interface="tools"),
+        )
+        assert short.instruction_text == long.instruction_text and c.startswith("Reasoning: ")
+        assert long.reasoning.endswith(short.reasoning) and short.reasoning.count(". ") == 0
+
+
 def test_a_record_that_claims_a_success_the_state_does_not_show_is_rejected(folder, tmp_path, cell):
     import shutil
 

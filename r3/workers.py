@@ -5,7 +5,9 @@ backend) and then runs ``fn(state, job)`` for the jobs it is handed; results com
 order (:meth:`WorkerPool.map`) or as they finish (:meth:`WorkerPool.imap_unordered`). Local
 workers are *spawned*, never forked: the parent may hold MuJoCo GL contexts, torch threads or
 rclpy, none of which survive a fork. ``workers <= 1`` runs everything in this process, with the
-same code path, so a single-worker run is exactly what a worker does.
+same code path, so a single-worker run is exactly what a worker does. No more workers start than
+jobs were handed at once, and closing the pool closes each worker's state (its ``close()``, when
+it has one: a reasoner backend holds a model or a server).
 
 >>> with WorkerPool(1, dict) as pool:
 ...     pool.map(_echo, [1, 2, 3])
@@ -14,6 +16,7 @@ same code path, so a single-worker run is exactly what a worker does.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Self
 
@@ -26,9 +29,18 @@ def _echo(state: dict, job):
     return job, state[job] * job
 
 
+def _close_state(state) -> None:
+    close = getattr(state, "close", None)
+    if close is not None:
+        close()
+
+
 def _local_init(init: Callable, initargs: tuple) -> None:
+    from multiprocessing.util import Finalize
+
     global _STATE
     _STATE = init(*initargs)
+    Finalize(None, _close_state, (_STATE,), exitpriority=10)  # when the pool shuts this worker down
 
 
 def _local_call(fn: Callable, job):
@@ -50,12 +62,18 @@ class _Host:
     def call(self, fn: Callable, job):
         return fn(self.state, job)
 
+    def close(self) -> None:
+        _close_state(self.state)
+
 
 class WorkerPool:
     """``workers`` copies of ``init(*initargs)``; jobs are ``fn(state, job)`` with top-level ``fn``.
 
-    ``ray_address``: None for local processes, ``"local"`` for a private Ray instance, or the
-    address of a running cluster (``ray.init(address=...)``).
+    ``ray_address``: None for local processes, ``"local"`` for a private Ray instance of
+    ``workers`` CPUs, or a running cluster (``"auto"``, ``HOST:PORT``, ``ray://HOST:10001``), each
+    actor one CPU. A Ray instance the pool started is shut down when it closes; one already running
+    is left as it was. Ray actors get this process's ``MUJOCO_GL`` (a cluster node's own
+    environment may lack it), as spawned processes do by inheritance.
     """
 
     def __init__(self, workers: int, init: Callable, initargs: tuple = (), ray_address: str | None = None):
@@ -64,7 +82,8 @@ class WorkerPool:
         self.workers, self.init, self.initargs, self.ray_address = workers, init, initargs, ray_address
         self._state = None
         self._executor = None
-        self._actors = None
+        self._actors: list | None = None
+        self._started_ray = False
 
     # -- lifecycle -------------------------------------------------------------------------------
     def __enter__(self) -> Self:
@@ -77,12 +96,23 @@ class WorkerPool:
         if self._executor is not None:
             self._executor.shutdown(cancel_futures=True)
             self._executor = None
+        if self._state is not None:
+            _close_state(self._state)
+            self._state = None
         if self._actors is not None:
             import ray
 
-            for actor in self._actors:
-                ray.kill(actor)
-            self._actors = None
+            try:
+                ray.get([actor.close.remote() for actor in self._actors])
+            finally:
+                for actor in self._actors:
+                    ray.kill(actor)
+                self._actors = None
+        if self._started_ray:
+            import ray
+
+            ray.shutdown()
+            self._started_ray = False
 
     @property
     def parallel(self) -> bool:
@@ -93,22 +123,27 @@ class WorkerPool:
             self._state = self.init(*self.initargs)
         return self._state
 
-    def _start(self) -> None:
-        if self.ray_address is not None and self._actors is None:
+    def _start(self, jobs: int) -> None:
+        """Start the workers ``jobs`` jobs need: up to ``workers``, never more than ``jobs``."""
+        if self.ray_address is not None:
             import ray
 
             if not ray.is_initialized():
-                local = self.ray_address == "local"
                 ray.init(
-                    address=None if local else self.ray_address,
-                    num_cpus=max(1, self.workers) if local else None,
+                    address=self.ray_address,
+                    num_cpus=max(1, self.workers) if self.ray_address == "local" else None,
                     include_dashboard=False,
                     log_to_driver=False,
                 )
-            host = ray.remote(num_cpus=1)(_Host)
-            self._actors = [host.remote(self.init, self.initargs) for _ in range(max(1, self.workers))]
+                self._started_ray = True
+            host = ray.remote(num_cpus=1)(_Host).options(
+                runtime_env={"env_vars": {"MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")}}
+            )
+            self._actors = self._actors or []
+            while len(self._actors) < min(max(1, self.workers), jobs):
+                self._actors.append(host.remote(self.init, self.initargs))
         elif self.ray_address is None and self._executor is None:
-            from concurrent.futures import ProcessPoolExecutor
+            from concurrent.futures import ProcessPoolExecutor  # spawns a process per job, up to workers
             from multiprocessing import get_context
 
             self._executor = ProcessPoolExecutor(
@@ -122,12 +157,14 @@ class WorkerPool:
     def imap_unordered(self, fn: Callable, jobs: Iterable) -> Iterator[tuple[int, Any]]:
         """``(index, result)`` pairs as jobs finish; an exception in a job is raised here."""
         jobs = list(jobs)
-        if not self.parallel or len(jobs) <= 1:
+        if not jobs:
+            return
+        if not self.parallel or len(jobs) == 1:
             state = self._local_state()
             for i, job in enumerate(jobs):
                 yield i, fn(state, job)
             return
-        self._start()
+        self._start(len(jobs))
         if self._actors is not None:
             from ray.util import ActorPool
 

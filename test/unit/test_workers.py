@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from r3.workers import WorkerPool, _echo
@@ -36,3 +38,78 @@ def test_a_failing_job_raises_in_the_caller():
 def test_bad_worker_counts_are_refused(workers):
     with pytest.raises(ValueError, match="workers must be an integer"):
         WorkerPool(workers, dict)
+
+
+class _Recorder:
+    """A worker state that marks its process in ``folder`` when built (``init-PID``) and closed
+    (``close-PID``)."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        (folder / f"init-{os.getpid()}").touch()
+
+    def close(self):
+        (self.folder / f"close-{os.getpid()}").touch()
+
+
+def _pid(state, job):
+    return os.getpid()
+
+
+def _env(state, name):
+    return os.environ.get(name)
+
+
+def _marks(folder, kind):
+    return {int(p.name.split("-")[1]) for p in folder.glob(f"{kind}-*")}
+
+
+def test_no_jobs_build_no_worker(tmp_path):
+    with WorkerPool(1, _Recorder, (tmp_path,)) as pool:
+        assert pool.map(_pid, []) == []
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_closing_the_pool_closes_every_worker_state(tmp_path, workers):
+    with WorkerPool(workers, _Recorder, (tmp_path,)) as pool:
+        pids = set(pool.map(_pid, range(6)))
+    assert _marks(tmp_path, "init") == _marks(tmp_path, "close") >= pids  # a worker may start late, idle
+
+
+def test_no_more_workers_start_than_jobs(tmp_path):
+    with WorkerPool(4, _Recorder, (tmp_path,)) as pool:
+        pool.map(_pid, [1, 2])
+    assert 1 <= len(_marks(tmp_path, "init")) <= 2
+
+
+@pytest.fixture
+def ray(monkeypatch):
+    """Ray, with this test module importable by its workers (they pickle its functions by name)."""
+    ray = pytest.importorskip("ray", reason="needs the ray package for the Ray path")
+    here = os.path.dirname(__file__)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]))
+    yield ray
+    ray.shutdown()
+
+
+def test_a_private_ray_instance_runs_the_jobs_and_is_shut_down_at_close(ray, tmp_path, monkeypatch):
+    # "local" is a new instance even where RAY_ADDRESS names a cluster (here one that is not there).
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    with WorkerPool(2, _Recorder, (tmp_path,), ray_address="local") as pool:
+        assert pool.map(_fail_on_three, [5, 4, 2, 1]) == [5, 4, 2, 1]  # in job order
+        pids = set(pool.map(_pid, range(5)))
+        assert ray.is_initialized() and len(pool._actors) == 2
+        with pytest.raises(ValueError, match="job 3 is bad"):
+            pool.map(_fail_on_three, [1, 2, 3, 4])
+    assert not ray.is_initialized()
+    assert _marks(tmp_path, "init") == _marks(tmp_path, "close") == pids and len(pids) == 2
+
+
+def test_ray_actors_get_this_process_mujoco_gl_and_a_running_ray_is_left_running(ray, monkeypatch):
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    monkeypatch.setenv("MUJOCO_GL", "r3-test-gl")  # after the workers' raylet started without it
+    with WorkerPool(4, dict, ray_address="auto") as pool:
+        assert pool.map(_env, ["MUJOCO_GL", "MUJOCO_GL"]) == ["r3-test-gl", "r3-test-gl"]
+        assert len(pool._actors) == 2  # two jobs: two actors of the four allowed
+    assert ray.is_initialized()

@@ -5,8 +5,9 @@ task ("train", goals drawn from the seed) as multi-turn episode folders instead 
 per turn, :mod:`r3.data.turns`), which turn-level RL and mining read.
 
 ``collect(config)`` plans every (task, scene, trial) of the split, skips the episodes whose bag is
-already complete in the output folder, and runs the rest in worker processes (or on a Ray
-cluster), each writing its bag in the recorder node's format (:mod:`r3.data.episode_bag`).
+already complete in the output folder, and runs the rest on a :class:`r3.workers.WorkerPool`
+(worker processes, or Ray actors), each writing its bag in the recorder node's format
+(:mod:`r3.data.episode_bag`).
 Successful and failed episodes are both kept. A bag is written under ``OUT/.partial`` and moved
 into ``OUT`` once closed, so an interrupted run leaves no half-written bag where a finished one
 is expected; the next run clears ``.partial`` and carries on. Seeds: :mod:`r3.data.seeds`.
@@ -16,14 +17,13 @@ from __future__ import annotations
 
 import os
 import shutil
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from multiprocessing import get_context
 from pathlib import Path
 
 from r3.data.bags import COMPLETE, read_episode_info
 from r3.seeds import MAX_SCENES, MAX_TRIALS, collection_seed, packing_collection_seed
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
+from r3.workers import WorkerPool
 
 PARTIAL = ".partial"
 
@@ -230,57 +230,22 @@ def collect(config: CollectConfig, progress: bool = True) -> CollectReport:
         desc=f"collect {config.split}",
         disable=not progress,
     )
-    for _, success in _run(todo, config):
-        report.succeeded += success
-        report.failed += not success
-        bar.update(1)
-        bar.set_postfix(success=f"{report.succeeded}/{report.succeeded + report.failed}")
+    # On Ray, every node must see config.out at the same path (a shared file system) and have r3.
+    with WorkerPool(config.workers, _worker_config, (config,), config.ray_address) as pool:
+        for _, (_, success) in pool.imap_unordered(_run_spec, todo):
+            report.succeeded += success
+            report.failed += not success
+            bar.update(1)
+            bar.set_postfix(success=f"{report.succeeded}/{report.succeeded + report.failed}")
     bar.close()
     shutil.rmtree(out / PARTIAL, ignore_errors=True)
     return report
 
 
-def _run(todo: list[EpisodeSpec], config: CollectConfig):
-    if not todo:
-        return
-    if config.ray_address:
-        yield from _run_ray(todo, config)
-    elif config.workers == 1:
-        for spec in todo:
-            yield run_one(spec, config)
-    else:
-        # spawn: MuJoCo's OSMesa contexts and forked parents do not mix.
-        with ProcessPoolExecutor(config.workers, mp_context=get_context("spawn")) as pool:
-            futures = [pool.submit(run_one, spec, config) for spec in todo]
-            try:
-                for future in as_completed(futures):
-                    yield future.result()
-            except BaseException:
-                for future in futures:
-                    future.cancel()
-                raise
+def _worker_config(config: CollectConfig) -> CollectConfig:
+    """A collect worker's state: its config (:func:`run_one` keeps the env and backend per process)."""
+    return config
 
 
-def _run_ray(todo: list[EpisodeSpec], config: CollectConfig):
-    """Episodes as Ray tasks (``ray_address``: a cluster address, "auto", or "local" for a new one).
-
-    Every node must see ``config.out`` at the same path (a shared file system) and have r3 installed.
-    """
-    import ray
-
-    ray.init(
-        address=None if config.ray_address == "local" else config.ray_address,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={"env_vars": {"MUJOCO_GL": os.environ.get("MUJOCO_GL", "osmesa")}},
-    )
-    task = ray.remote(num_cpus=1)(run_one)
-    pending = [task.remote(spec, config) for spec in todo]
-    try:
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            yield ray.get(done[0])
-    finally:
-        for ref in pending:
-            ray.cancel(ref)
-        ray.shutdown()  # the connection is this collection's; leave the process as it was
+def _run_spec(config: CollectConfig, spec: EpisodeSpec) -> tuple[str, bool]:
+    return run_one(spec, config)

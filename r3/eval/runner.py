@@ -1,4 +1,4 @@
-"""The evaluation runner: held-out jobs, in-process workers (processes or Ray actors), a resumable cache.
+"""The evaluation runner: held-out jobs, workers (:class:`r3.workers.WorkerPool`), a resumable cache.
 
 Suites. ``language_table`` runs the 14 tasks with ``r3.episode.run_episode``; ``packing`` runs the
 12 held-out goals of R^3 Table 6 with ``r3.packing_episode.run_packing_episode``, on the simulator's
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -34,6 +34,7 @@ from r3.seeds import scene_seed
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
 from r3.tasks.language_table.tasks import SPLITS
 from r3.tasks.packing.tasks import HELD_OUT
+from r3.workers import WorkerPool
 
 CONFIG_FILE = "config.json"
 EPISODES_FILE = "episodes.jsonl"
@@ -162,7 +163,7 @@ class EvalConfig:
 
 
 class EpisodeWorker:
-    """Builds the simulator and the reasoner once, then runs jobs (a pool process or a Ray actor)."""
+    """Builds the simulator and the reasoner once, then runs jobs (a worker's state in the pool)."""
 
     def __init__(self, config: EvalConfig):
         from r3.reasoning import ReasoningBudget, make_backend
@@ -334,7 +335,11 @@ def evaluate(
 ) -> list[dict]:
     """Run every job of ``config`` not yet cached in ``out``; return all its records in job order.
 
-    ``on_progress(done, total)`` is called at the start and after each episode.
+    ``workers`` episode workers, each with its own simulator and reasoner; ``ray_address`` None runs
+    them as local processes, else as Ray actors of one CPU each: "local" starts a private instance
+    of ``workers`` CPUs, "auto" or "HOST:PORT" joins a running cluster, "ray://HOST:10001" connects a
+    client (the cluster's workers need this package importable). ``on_progress(done, total)`` is
+    called at the start and after each episode.
     """
     if workers < 1:
         raise EvalError(f"workers must be >= 1, got {workers}")
@@ -351,14 +356,11 @@ def evaluate(
     done = len(jobs) - len(todo)
     if on_progress:
         on_progress(done, len(jobs))
-    if ray_address is not None:
-        results = _run_ray(config, todo, workers, ray_address)
-    elif workers == 1:
-        results = _run_here(config, todo)
-    else:
-        results = _run_pool(config, todo, workers)
-    with open(out / EPISODES_FILE, "a") as f:
-        for record in results:
+    with (
+        WorkerPool(workers, EpisodeWorker, (config,), ray_address) as pool,
+        open(out / EPISODES_FILE, "a") as f,
+    ):
+        for _, record in pool.imap_unordered(_run_job, todo):
             f.write(json.dumps(record) + "\n")
             f.flush()
             cached[(record["task"], record["scene"], record["trial"])] = record
@@ -368,61 +370,8 @@ def evaluate(
     return [cached[j.key] for j in jobs]
 
 
-def _run_here(config: EvalConfig, jobs: list[Job]) -> Iterator[dict]:
-    if not jobs:
-        return
-    worker = EpisodeWorker(config)
-    try:
-        yield from map(worker.run, jobs)
-    finally:
-        worker.close()
-
-
-_POOL_WORKER: list[EpisodeWorker] = []
-
-
-def _pool_init(config: EvalConfig) -> None:
-    _POOL_WORKER.append(EpisodeWorker(config))
-
-
-def _pool_run(job: Job) -> dict:
-    return _POOL_WORKER[0].run(job)
-
-
-def _run_pool(config: EvalConfig, jobs: list[Job], workers: int) -> Iterator[dict]:
-    import multiprocessing as mp
-
-    if not jobs:
-        return
-    # spawn: MuJoCo and model libraries are not fork-safe once initialised
-    with mp.get_context("spawn").Pool(min(workers, len(jobs)), _pool_init, (config,)) as pool:
-        yield from pool.imap_unordered(_pool_run, jobs)
-
-
-def _run_ray(config: EvalConfig, jobs: list[Job], workers: int, address: str) -> Iterator[dict]:
-    """Episodes on a Ray cluster: ``workers`` actors of one CPU each, each with its own env and reasoner.
-
-    ``address`` is passed to ``ray.init``: "local" starts a private local instance with ``workers``
-    CPUs, "auto" or "HOST:PORT" joins a running cluster, "ray://HOST:10001" connects a client. The
-    cluster's workers need this package importable (same image, or a ``runtime_env``).
-    """
-    import ray
-    from ray.util import ActorPool
-
-    if not jobs:
-        return
-    ray.init(
-        address=address,
-        num_cpus=workers if address == "local" else None,
-        include_dashboard=False,
-        log_to_driver=False,
-    )
-    try:
-        actor = ray.remote(num_cpus=1)(EpisodeWorker)
-        pool = ActorPool([actor.remote(config) for _ in range(min(workers, len(jobs)))])
-        yield from pool.map_unordered(lambda a, job: a.run.remote(job), jobs)
-    finally:
-        ray.shutdown()
+def _run_job(worker: EpisodeWorker, job: Job) -> dict:
+    return worker.run(job)
 
 
 def completed(records: Iterable[dict]) -> list[dict]:

@@ -107,7 +107,7 @@ def test_a_private_ray_instance_runs_the_jobs_and_is_shut_down_at_close(ray, tmp
 
 
 def test_ray_actors_get_this_process_mujoco_gl_and_a_running_ray_is_left_running(ray, monkeypatch):
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     monkeypatch.setenv("MUJOCO_GL", "r3-test-gl")  # after the workers' raylet started without it
     with WorkerPool(4, dict, ray_address="auto") as pool:
         assert pool.map(_env, ["MUJOCO_GL", "MUJOCO_GL"]) == ["r3-test-gl", "r3-test-gl"]

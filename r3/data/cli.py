@@ -48,7 +48,12 @@ def collect_main(argv: list[str]) -> int:
         "--trials", type=int, default=4, help="trials per scene, each its own seed (default: %(default)s)"
     )
     p.add_argument("--out", required=True, help="folder for the bags (one sub-folder per episode)")
-    p.add_argument("--workers", type=int, default=1, help="local worker processes (default: %(default)s)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes, or Ray actors of one CPU each with --ray (default: %(default)s)",
+    )
     p.add_argument(
         "--ray",
         metavar="ADDRESS",

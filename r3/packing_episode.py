@@ -38,9 +38,10 @@ from r3.instructions.semantic import RESULT_HEADER, ActionError, ActionType, Sem
 from r3.instructions.semantic import parse as parse_action
 from r3.instructions.tools import ToolCallError
 from r3.instructions.tools import parse as parse_tool_call
-from r3.lowlevel.grounding import Grounder, SimGrounder
+from r3.lowlevel import GROUNDINGS
+from r3.lowlevel.grounding import Grounder
 from r3.lowlevel.packing import PackingPolicy, PackingPolicyConfig
-from r3.lowlevel.perceived import LocalPerception, PerceivedScene, PerceptionSource
+from r3.lowlevel.perceived import PerceptionSource
 from r3.lowlevel.semantic import ActionResult, SemanticActions, describe_result
 from r3.lowlevel.tools import ToolActions
 from r3.reasoning.backends.base import ReasonerBackend, ReasoningBudget
@@ -69,11 +70,6 @@ TOOLS_STATE = "tools_state"
 #: The interfaces whose answers :meth:`PackingCell.carry_out` carries out.
 CELL_INTERFACES = ("instruction", "semantic", "tools", "plan")
 
-#: How the packing skills see the scene: ``sim`` reads item poses and the held item from the
-#: simulator (ray casts, known poses); ``perception`` uses only the base camera through r3.perception
-#: (sim segmenter, depth back-projection) and the arm's joint readings.
-GROUNDINGS = ("sim", "perception")
-
 
 @dataclass
 class PackingCell:
@@ -95,10 +91,10 @@ class PackingCell:
         grounding: str = "sim",
         source: PerceptionSource | None = None,
     ) -> PackingCell:
-        """``source``: where ``perception`` grounding gets detections (default: in-process rendering
-        and r3.perception; the packing sim node passes the perception node's, over ROS)."""
-        if grounding not in GROUNDINGS:
-            raise ValueError(f"unknown grounding {grounding!r}; expected one of {', '.join(GROUNDINGS)}")
+        """``grounding``: one of ``r3.lowlevel.GROUNDINGS``; ``source``: where ``perception`` grounding
+        gets detections (default: in-process rendering and r3.perception; the packing sim node passes
+        the perception node's, over ROS)."""
+        ground = GROUNDINGS.get(grounding)
         if env is None:
             from r3.sim.packing.env import PackingEnv  # MuJoCo only when no env is given
 
@@ -107,11 +103,7 @@ class PackingCell:
             # The grasp-point noise stands in for perception error; with perception the error is real.
             policy_config = PackingPolicyConfig(grasp_noise=0.0)
         executor = SimExecutor(env)
-        if grounding == "sim":
-            grounder, state = SimGrounder(env), env.state
-        else:
-            grounder = PerceivedScene(source or LocalPerception(env))
-            state = grounder.state
+        grounder, state = ground(env, source)
         actions = SemanticActions(executor, grounder, state)
         policy = PackingPolicy(actions, grounder, lambda: env.step(env.joint_targets), policy_config)
         return cls(env, executor, grounder, actions, policy, ToolActions(executor, env))

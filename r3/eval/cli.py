@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from r3.eval.runner import (
-    GROUNDINGS,
     EvalConfig,
     EvalError,
     eval_defaults,
@@ -25,6 +24,7 @@ from r3.eval.runner import (
     read_config,
     read_records,
 )
+from r3.lowlevel import GROUNDINGS
 from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
 from r3.seeds import scene_seed
 from r3.suites import DEFAULT_SUITE, get_suite
@@ -98,7 +98,7 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--grounding",
         default="sim",
-        choices=GROUNDINGS,
+        choices=GROUNDINGS.names(),
         help="packing only: how the packing policy sees the scene, sim (simulator poses) or "
         "perception (the base camera through r3.perception) (default: sim)",
     )

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from r3.lowlevel import GROUNDINGS
 from r3.safety.goals import GoalRefused, check_interface
 from r3.seeds import scene_seed
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
@@ -54,10 +55,6 @@ def eval_defaults(suite: str) -> dict:
     protocols, ``r3.suites.Suite.eval_protocol``; history: the suite's default)."""
     record = get_suite(suite)
     return {**record.eval_protocol, "history": record.default_history}
-
-
-#: How the packing policy sees the scene (``r3.packing_episode.GROUNDINGS``).
-GROUNDINGS = ("sim", "perception")
 
 
 class EvalError(RuntimeError):
@@ -141,9 +138,9 @@ class EvalConfig:
                 f"known: {', '.join(known)}"
             )
         only_sim = not get_suite(self.suite).grounding_choice
-        if self.grounding not in GROUNDINGS or (only_sim and self.grounding != "sim"):
+        if self.grounding not in GROUNDINGS.names() or (only_sim and self.grounding != "sim"):
             raise EvalError(
-                f"grounding {self.grounding!r}: packing takes one of {', '.join(GROUNDINGS)}, "
+                f"grounding {self.grounding!r}: packing takes one of {', '.join(GROUNDINGS.names())}, "
                 "other suites only 'sim'"
             )
         for name in ("scenes", "trials", "max_steps"):

@@ -7,12 +7,13 @@ colliding. A refused target moves nothing.
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+
+from r3.plugins import Registry
 
 
 @dataclass(frozen=True)
@@ -143,12 +144,13 @@ class Executor(Protocol):
 
 
 #: executor name -> "module:Class"; classes are imported only when chosen (moveit_py is imported
-#: by the ``moveit`` backend at its first motion or ``connect()``).
-EXECUTORS = {"sim": "r3.execution.sim:SimExecutor", "moveit": "r3.execution.moveit_backend:MoveItExecutor"}
+#: by the ``moveit`` backend at its first motion or ``connect()``); more through ``r3.executors``.
+EXECUTORS = Registry(
+    "executor",
+    {"sim": "r3.execution.sim:SimExecutor", "moveit": "r3.execution.moveit_backend:MoveItExecutor"},
+)
 
 
 def make_executor(name: str, *args, **kwargs) -> Executor:
-    if name not in EXECUTORS:
-        raise ValueError(f"unknown executor {name!r}; known: {sorted(EXECUTORS)}")
-    module, _, cls = EXECUTORS[name].partition(":")
-    return getattr(importlib.import_module(module), cls)(*args, **kwargs)
+    """The executor ``name``, built with the arguments its class takes."""
+    return EXECUTORS.get(name)(*args, **kwargs)

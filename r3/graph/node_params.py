@@ -17,15 +17,11 @@ from pathlib import Path
 
 from r3.graph import names
 from r3.graph.params import NodeParameters, ParameterSpec
+from r3.lowlevel import GROUNDINGS
+from r3.perception.segmenters import SEGMENTERS
 from r3.reasoning.prompts import HISTORY_MODES
 from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
 from r3.safety.guard import MAX_CONSECUTIVE_INVALID
-
-#: r3.packing_episode.GROUNDINGS and r3.perception.segmenters.BACKENDS, written out: importing those
-#: modules loads MuJoCo (seconds on a loaded machine) into every node that reads its schema, the
-#: recorder included. test_node_params checks both stay equal to the modules' own.
-GROUNDINGS = ("sim", "perception")
-SEGMENTERS = ("sim", "sam2", "owlv2+sam2")
 
 P = ParameterSpec
 #: rclpy declares use_sim_time on every node; r3 describes it. (rclpy's read-only
@@ -304,7 +300,7 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "sim",
                     "What the packing policy sees: sim (the simulator's state) or perception "
                     "(DetectedObjects and GroundPoint only).",
-                    choices=GROUNDINGS,
+                    choices=GROUNDINGS.names(),
                 ),
                 P(
                     "perception_timeout_s",
@@ -325,7 +321,7 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "str",
                     "sam2",
                     "Segmenter: sim (the simulator's instance masks), sam2, owlv2+sam2.",
-                    choices=SEGMENTERS,
+                    choices=SEGMENTERS.names(),
                 ),
                 P(
                     "sam2_model_config",

@@ -67,6 +67,11 @@ class Grounder(Protocol):
     def forget(self) -> None: ...
 
 
+def ground_in_sim(env, source=None) -> tuple[Grounder, object]:
+    """The ``sim`` grounding (``r3.lowlevel.GROUNDINGS``): the simulator's own poses and state."""
+    return SimGrounder(env), env.state
+
+
 class SimGrounder:
     """Grounds against a :class:`~r3.sim.packing.env.PackingEnv` through its ``camera``."""
 

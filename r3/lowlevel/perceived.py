@@ -350,6 +350,13 @@ class PerceivedScene:
         return Grounded(label, tuple(float(c) for c in p))
 
 
+def ground_by_perception(env, source: PerceptionSource | None = None) -> tuple[PerceivedScene, object]:
+    """The ``perception`` grounding (``r3.lowlevel.GROUNDINGS``): the scene as ``source`` (default: the
+    env's base camera, perceived in process) detects it, and the state it derives from that."""
+    scene = PerceivedScene(source or LocalPerception(env))
+    return scene, scene.state
+
+
 class LocalPerception:
     """:class:`PerceptionSource` in-process: renders the env's base camera (RGB, depth, instance
     masks) and runs the same :class:`~r3.perception.pipeline.Perception` the perception node runs,

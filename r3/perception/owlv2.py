@@ -85,6 +85,7 @@ class Owlv2Detector:
 
 class Owlv2Sam2Segmenter(Sam2Segmenter):
     text_queries = True
+    config_class = Owlv2Sam2Config
 
     def __init__(self, config: Owlv2Sam2Config):
         super().__init__(config.sam2)

@@ -124,6 +124,14 @@ class Sam2Prompter:
 class Sam2Segmenter(Segmenter):
     """Point prompts for grounding, box prompts for following grounded objects between frames."""
 
+    #: The config its :meth:`from_options` builds from a segmenter's options.
+    config_class = Sam2Config
+
+    @classmethod
+    def from_options(cls, **options) -> Sam2Segmenter:
+        """The segmenter of the config with these fields (``make_segmenter``'s options)."""
+        return cls(cls.config_class(**options))
+
     def __init__(self, config: Sam2Config):
         self.config = config
         self.prompter = Sam2Prompter(config)

@@ -1,4 +1,5 @@
-"""Segmenter backends behind one interface, chosen by name: ``sim``, ``sam2``, ``owlv2+sam2``.
+"""Segmenter backends behind one interface, chosen by name (:data:`SEGMENTERS`): ``sim``, ``sam2``,
+``owlv2+sam2``, and those of the ``r3.segmenters`` entry points.
 
 A segmenter sees one frame at a time (:meth:`Segmenter.set_frame` does the per-frame work, such as
 SAM 2's image embedding, once) and then answers prompts on it: the object under an image point,
@@ -16,8 +17,17 @@ import numpy as np
 
 from r3.perception.camera import RGBDFrame
 from r3.perception.geometry import mask_box
+from r3.plugins import Registry
 
-BACKENDS = ("sim", "sam2", "owlv2+sam2")
+#: name -> "module:factory"; ``factory(**options)`` builds the segmenter (imported only when chosen).
+SEGMENTERS = Registry(
+    "segmenter",
+    {
+        "sim": "r3.perception.segmenters:SimSegmenter",
+        "sam2": "r3.perception.sam2_backend:Sam2Segmenter.from_options",
+        "owlv2+sam2": "r3.perception.owlv2:Owlv2Sam2Segmenter.from_options",
+    },
+)
 
 
 @dataclass
@@ -95,14 +105,4 @@ class SimSegmenter(Segmenter):
 
 def make_segmenter(backend: str, **options) -> Segmenter:
     """Build a backend by name; ``options`` are its config's fields (model paths, device, ...)."""
-    if backend == "sim":
-        return SimSegmenter()
-    if backend == "sam2":
-        from r3.perception.sam2_backend import Sam2Config, Sam2Segmenter
-
-        return Sam2Segmenter(Sam2Config(**options))
-    if backend == "owlv2+sam2":
-        from r3.perception.owlv2 import Owlv2Sam2Config, Owlv2Sam2Segmenter
-
-        return Owlv2Sam2Segmenter(Owlv2Sam2Config(**options))
-    raise ValueError(f"unknown segmenter backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+    return SEGMENTERS.get(backend)(**options)

@@ -70,7 +70,7 @@ class Suite:
     #: leaves ``collect_split`` and ``eval_tasks`` None (they then refuse it).
     workcell: bool = False
     #: Its policy may see the scene through perception as well as the simulator
-    #: (``r3.packing_episode.GROUNDINGS``); otherwise only through the simulator.
+    #: (``r3.lowlevel.GROUNDINGS``); otherwise only through the simulator.
     grounding_choice: bool = False
     #: The compact prompt variant (``r3.reasoning.prompts.VARIANTS``, for ``r3 mini``) covers its
     #: instruction interface.

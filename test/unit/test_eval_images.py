@@ -5,6 +5,7 @@ via-ROS check, where the same checkpoint decided differently in process and on t
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from r3.eval.runner import EvalConfig, evaluate
 from r3.reasoning.backends import BACKENDS, register_backend
@@ -32,8 +33,13 @@ class ImageRecorder(ReasonerBackend):
         return BackendOutput(text, "stop", None, None, None, 0.0, 0.0, self.model_id, 1, False)
 
 
-def test_the_eval_reasoner_sees_the_rendered_camera_image(tmp_path, monkeypatch):
-    monkeypatch.setitem(BACKENDS, "image_recorder", "")
+@pytest.fixture
+def forget_registered_backends():
+    yield
+    BACKENDS.reload()
+
+
+def test_the_eval_reasoner_sees_the_rendered_camera_image(tmp_path, forget_registered_backends):
     register_backend("image_recorder", f"{__name__}:ImageRecorder")
     SEEN.clear()
     config = EvalConfig("image_recorder", tasks=("group",), scenes=1, trials=1, max_steps=1)

@@ -69,12 +69,14 @@ def test_a_parameter_declared_twice_is_refused():
         NodeParameters("n", (spec, spec))
 
 
-def test_the_written_out_choices_are_the_modules_own():
-    from r3.packing_episode import GROUNDINGS
-    from r3.perception.segmenters import BACKENDS
+def test_the_part_choices_are_the_registries_names():
+    from r3.lowlevel import GROUNDINGS
+    from r3.perception.segmenters import SEGMENTERS
 
-    assert NODE_PARAMETERS["r3_packing_sim_node"]["grounding"].choices == GROUNDINGS
-    assert NODE_PARAMETERS["r3_perception_node"]["backend"].choices == BACKENDS
+    assert GROUNDINGS.names() == ("sim", "perception")
+    assert NODE_PARAMETERS["r3_packing_sim_node"]["grounding"].choices == GROUNDINGS.names()
+    assert NODE_PARAMETERS["r3_perception_node"]["backend"].choices == SEGMENTERS.names()
+    assert SEGMENTERS.names()[:3] == ("sim", "sam2", "owlv2+sam2")
 
 
 def test_every_r3_node_has_a_schema():

@@ -80,13 +80,18 @@ def test_zero_budget_is_parsed_as_instruction_only():
     assert step.output.raw_text.startswith("Instruction:") and step.valid
 
 
+@pytest.fixture
+def forget_registered_backends():
+    yield
+    BACKENDS.reload()
+
+
 def test_budget_validation():
     with pytest.raises(ValueError, match="max_reasoning_tokens"):
         ReasoningBudget(-1)
 
 
-def test_registry_builds_registered_backends_lazily(monkeypatch):
-    monkeypatch.setitem(BACKENDS, "scripted", "")
+def test_registry_builds_registered_backends_lazily(forget_registered_backends):
     register_backend("scripted", f"{__name__}:Scripted")
     assert isinstance(make_backend("scripted:"), Scripted)
     with pytest.raises(ValueError, match="SCHEME one of"):

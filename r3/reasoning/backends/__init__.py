@@ -7,8 +7,9 @@ Specs (:mod:`r3.reasoning.backends.spec`): "transformers:DIR[,device=...,dtype=.
 "openai:URL,model=NAME[,key_env=VAR,...]", "expert" (= "expert:language_table", the privileged data
 expert), "replay:BAG_DIR|FILE.jsonl" (recorded answers, step by step), "random_valid" and "random_goal_block"
 (R^3's random baselines, :mod:`r3.reasoning.backends.baselines`). Each backend class lists the
-keys it takes in ``SPEC_OPTIONS``. Other backends register with :func:`register_backend`; classes
-are imported only when used, so choosing the openai backend never imports torch.
+keys it takes in ``SPEC_OPTIONS``. Other backends register with :func:`register_backend` or through
+the ``r3.backends`` entry points (:mod:`r3.plugins`); classes are imported only when used, so choosing
+the openai backend never imports torch.
 
 >>> make_backend("expert,device=cuda")
 Traceback (most recent call last):
@@ -17,8 +18,7 @@ ValueError: backend spec for 'expert': unknown key 'device'; expert takes no opt
 
 from __future__ import annotations
 
-import importlib
-
+from r3.plugins import Registry
 from r3.reasoning.backends.base import (
     BackendError,
     BackendOutput,
@@ -30,21 +30,19 @@ from r3.reasoning.backends.base import (
 from r3.reasoning.backends.spec import parse_spec, spec_options
 
 #: scheme -> "module:Class"; the class has ``from_spec(argument: str, **options)`` and ``SPEC_OPTIONS``.
-BACKENDS: dict[str, str] = {
-    "transformers": "r3.reasoning.backends.transformers_backend:TransformersBackend",
-    "openai": "r3.reasoning.backends.openai_backend:OpenAIBackend",
-    "expert": "r3.reasoning.expert:LanguageTableExpert",
-    "replay": "r3.reasoning.backends.replay:ReplayBackend",
-    "random_valid": "r3.reasoning.backends.baselines:RandomValidBackend",
-    "random_goal_block": "r3.reasoning.backends.baselines:RandomGoalBlockBackend",
-}
-
-
-def register_backend(scheme: str, target: str) -> None:
-    """Make ``make_backend("SCHEME:...")`` build ``target`` ("module:Class" with ``from_spec``)."""
-    if ":" not in target:
-        raise ValueError(f"target={target!r}: expected 'module:Class'")
-    BACKENDS[scheme] = target
+BACKENDS = Registry(
+    "backend",
+    {
+        "transformers": "r3.reasoning.backends.transformers_backend:TransformersBackend",
+        "openai": "r3.reasoning.backends.openai_backend:OpenAIBackend",
+        "expert": "r3.reasoning.expert:LanguageTableExpert",
+        "replay": "r3.reasoning.backends.replay:ReplayBackend",
+        "random_valid": "r3.reasoning.backends.baselines:RandomValidBackend",
+        "random_goal_block": "r3.reasoning.backends.baselines:RandomGoalBlockBackend",
+    },
+)
+#: Make ``make_backend("SCHEME:...")`` build a "module:Class" with ``from_spec``.
+register_backend = BACKENDS.register
 
 
 def make_backend(spec: str, **options) -> ReasonerBackend:
@@ -54,10 +52,10 @@ def make_backend(spec: str, **options) -> ReasonerBackend:
     A bare scheme ("expert") passes an empty argument; the backend decides whether that is enough.
     """
     parsed = parse_spec(spec)
-    if parsed.scheme not in BACKENDS:
-        raise ValueError(f"backend spec {spec!r}: expected SCHEME:..., SCHEME one of {sorted(BACKENDS)}")
-    module, _, name = BACKENDS[parsed.scheme].partition(":")
-    cls = getattr(importlib.import_module(module), name)
+    schemes = BACKENDS.names()
+    if parsed.scheme not in schemes:
+        raise ValueError(f"backend spec {spec!r}: expected SCHEME:..., SCHEME one of {list(schemes)}")
+    cls = BACKENDS.get(parsed.scheme)
     return cls.from_spec(parsed.argument, **{**options, **spec_options(parsed, cls.SPEC_OPTIONS)})
 
 

@@ -16,8 +16,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from r3.lowlevel import GROUNDINGS
 from r3.packing_episode import (
-    GROUNDINGS,
     MAX_ACTIONS,
     MAX_DECISIONS,
     MAX_PLANS,
@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--grounding",
-        choices=GROUNDINGS,
+        choices=GROUNDINGS.names(),
         default="sim",
         help="how the packing skills see the scene: sim (simulator poses) or perception "
         "(the base camera through r3.perception, and the arm's joints) (default: sim)",

@@ -1,0 +1,85 @@
+"""One way to choose a swappable part: a :class:`Registry` per kind of part (reasoner backends,
+executors, segmenters, packing groundings), holding names and "module:attr" targets.
+
+A target is imported only when its part is chosen, so listing the names (CLI choices, node parameter
+choices) loads no model and no simulator. A user's own installed package adds a part without editing
+r3 through the entry-point group ``r3.<kind>s``, read once, at the registry's first use::
+
+    [project.entry-points."r3.backends"]
+    mine = "my_package.backend:MyBackend"
+
+>>> tools = Registry("tool", {"join": "os.path:join"})
+>>> tools.get("join")("a", "b")
+'a/b'
+>>> tools.get("split")
+Traceback (most recent call last):
+...
+ValueError: unknown tool 'split' (known: join)
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Mapping
+
+
+class Registry:
+    """The parts of one kind: built-in entries, then the entry points' (group ``r3.<kind>s``), then those
+    :meth:`register` adds while r3 runs. Names are how users choose parts, so each names one part."""
+
+    def __init__(self, kind: str, built_in: Mapping[str, str]):
+        #: The kind of part, singular ("backend"); it names the entry-point group and the refusals.
+        self.kind = kind
+        self.group = f"r3.{kind}s"
+        self._built_in = dict(built_in)
+        for target in self._built_in.values():
+            _check_target(target)
+        self._targets: dict[str, importlib.metadata.EntryPoint] = {}
+
+    def names(self) -> tuple[str, ...]:
+        """Every name a part of this kind can be chosen by, built-in ones first."""
+        return tuple(self._entries())
+
+    def get(self, name: str):
+        """The object ``name`` stands for (a class or a factory), imported now; an unknown name is
+        refused with the known ones."""
+        entries = self._entries()
+        if name not in entries:
+            raise ValueError(f"unknown {self.kind} {str(name)[:80]!r} (known: {', '.join(entries)})")
+        return entries[name].load()
+
+    def register(self, name: str, target: str) -> None:
+        """Add ``name`` for ``target`` ("module:attr"); a name already taken is refused, since it would
+        change what a user's choice means."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a {self.kind} name must be a non-empty string, got {name!r}")
+        _check_target(target)
+        entries = self._entries()
+        if name in entries:
+            raise ValueError(f"{self.kind} {name!r} is already registered (as {entries[name].value})")
+        entries[name] = importlib.metadata.EntryPoint(name, target, self.group)
+
+    def reload(self) -> None:
+        """Forget what :meth:`register` added and read the entry points again (after installing a
+        package into a running process)."""
+        self._targets.clear()
+
+    def _entries(self) -> dict[str, importlib.metadata.EntryPoint]:
+        """The entries, filled on first use: the built-in ones, then each entry point's."""
+        if not self._targets:
+            for name, target in self._built_in.items():
+                self._targets[name] = importlib.metadata.EntryPoint(name, target, self.group)
+            for entry in importlib.metadata.entry_points(group=self.group):
+                if entry.name in self._targets:
+                    raise ValueError(
+                        f"entry point {entry.name!r} of group {self.group!r} ({entry.value}) takes the name "
+                        f"of {self.kind} {entry.name!r} ({self._targets[entry.name].value})"
+                    )
+                self._targets[entry.name] = entry
+        return self._targets
+
+
+def _check_target(target: str) -> None:
+    module, colon, attr = target.partition(":") if isinstance(target, str) else ("", "", "")
+    if not (module and colon and attr):
+        raise ValueError(f"target {target!r}: expected 'module:attr'")

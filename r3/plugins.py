@@ -1,5 +1,5 @@
 """One way to choose a swappable part: a :class:`Registry` per kind of part (reasoner backends,
-executors, segmenters, packing groundings), holding names and "module:attr" targets.
+executors, segmenters, packing groundings, suites), holding names and "module:attr" targets.
 
 A target is imported only when its part is chosen, so listing the names (CLI choices, node parameter
 choices) loads no model and no simulator. A user's own installed package adds a part without editing
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 
 class Registry:
@@ -34,7 +35,7 @@ class Registry:
         self._built_in = dict(built_in)
         for target in self._built_in.values():
             _check_target(target)
-        self._targets: dict[str, importlib.metadata.EntryPoint] = {}
+        self._targets: dict[str, importlib.metadata.EntryPoint | _Given] = {}
 
     def names(self) -> tuple[str, ...]:
         """Every name a part of this kind can be chosen by, built-in ones first."""
@@ -48,23 +49,28 @@ class Registry:
             raise ValueError(f"unknown {self.kind} {str(name)[:80]!r} (known: {', '.join(entries)})")
         return entries[name].load()
 
-    def register(self, name: str, target: str) -> None:
-        """Add ``name`` for ``target`` ("module:attr"); a name already taken is refused, since it would
-        change what a user's choice means."""
+    def register(self, name: str, target: str | None = None, *, part: object = None) -> None:
+        """Add ``name`` for ``target`` ("module:attr"), or for a ``part`` made at run time (a record
+        with no import path); a name already taken is refused, since it would change what a user's
+        choice means."""
         if not isinstance(name, str) or not name:
             raise ValueError(f"a {self.kind} name must be a non-empty string, got {name!r}")
-        _check_target(target)
+        if (target is None) == (part is None):
+            raise ValueError(f"{self.kind} {name!r}: give a target or a part, not {target!r} and {part!r}")
+        if target is not None:
+            _check_target(target)
         entries = self._entries()
         if name in entries:
             raise ValueError(f"{self.kind} {name!r} is already registered (as {entries[name].value})")
-        entries[name] = importlib.metadata.EntryPoint(name, target, self.group)
+        given = importlib.metadata.EntryPoint(name, target, self.group) if target else _Given(part)
+        entries[name] = given
 
     def reload(self) -> None:
         """Forget what :meth:`register` added and read the entry points again (after installing a
         package into a running process)."""
         self._targets.clear()
 
-    def _entries(self) -> dict[str, importlib.metadata.EntryPoint]:
+    def _entries(self) -> dict[str, importlib.metadata.EntryPoint | _Given]:
         """The entries, filled on first use: the built-in ones, then each entry point's."""
         if not self._targets:
             for name, target in self._built_in.items():
@@ -77,6 +83,20 @@ class Registry:
                     )
                 self._targets[entry.name] = entry
         return self._targets
+
+
+@dataclass(frozen=True)
+class _Given:
+    """A part handed to :meth:`Registry.register` itself; it loads as itself."""
+
+    part: object
+
+    @property
+    def value(self) -> str:
+        return f"a {type(self.part).__name__} given at run time"
+
+    def load(self) -> object:
+        return self.part
 
 
 def _check_target(target: str) -> None:

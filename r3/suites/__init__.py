@@ -4,7 +4,8 @@ A suite is what an episode is about: its tasks, its instruction grammar, its def
 Modules never compare suite names; they look the record up (:func:`get_suite`) and read its fields.
 The built-in suites build their records in their own modules (:mod:`r3.suites.language_table`,
 :mod:`r3.suites.packing`) from the code that already exists; a user's package adds one without
-editing r3 through the ``r3.suites`` entry-point group, each entry point loading a :class:`Suite`::
+editing r3 through the ``r3.suites`` entry-point group (:mod:`r3.plugins`, as for every swappable
+part), each entry point loading a :class:`Suite` of its name::
 
     [project.entry-points."r3.suites"]
     toy = "toy_suite:SUITE"
@@ -23,13 +24,12 @@ ValueError: unknown suite 'chess' (known: language_table, packing)
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 
-#: The entry-point group external suites register under.
-ENTRY_POINT_GROUP = "r3.suites"
+from r3.plugins import Registry
+
 #: The suite a goal or a row means when it names none ("").
 DEFAULT_SUITE = "language_table"
 
@@ -120,52 +120,41 @@ def lazy(target: str) -> Callable:
     return hook
 
 
-_BUILT_IN = ("r3.suites.language_table", "r3.suites.packing")
-_registry: dict[str, Suite] = {}
+#: suite name -> "module:SUITE"; the records are read when first asked for. More: ``r3.suites``.
+SUITES = Registry(
+    "suite",
+    {"language_table": "r3.suites.language_table:SUITE", "packing": "r3.suites.packing:SUITE"},
+)
 
 
 def register_suite(suite: Suite) -> Suite:
     """Add ``suite``; a second suite of the same name is refused (names are how goals pick suites)."""
     if not isinstance(suite, Suite):
         raise TypeError(f"register_suite takes a Suite, got {type(suite).__name__}")
-    registry = _suites()
-    if suite.name in registry:
-        raise ValueError(f"suite {suite.name!r} is already registered")
-    registry[suite.name] = suite
+    SUITES.register(suite.name, part=suite)
     return suite
 
 
 def get_suite(name: str) -> Suite:
-    """The record of suite ``name``; an unknown name is refused with the known ones."""
-    registry = _suites()
-    if name not in registry:
-        raise ValueError(f"unknown suite {str(name)[:80]!r} (known: {', '.join(registry)})")
-    return registry[name]
+    """The record of suite ``name``; an unknown name is refused with the known ones, and an entry
+    point that loads no Suite of its own name is refused when first asked for."""
+    suite = SUITES.get(name)
+    if not isinstance(suite, Suite) or suite.name != name:
+        raise ValueError(
+            f"entry point {name!r} of group {SUITES.group!r} must load a Suite named {name!r}, got {suite!r}"
+        )
+    return suite
 
 
 def suite_names() -> tuple[str, ...]:
-    """Every registered suite's name, built-in ones first."""
-    return tuple(_suites())
+    """Every registered suite's name, built-in ones first (each record checked)."""
+    names = SUITES.names()
+    for name in names:
+        get_suite(name)
+    return names
 
 
 def reload_suites() -> None:
     """Forget the registry, so the next question reads the built-in suites and the entry points
     again (after installing a suite's package into a running process)."""
-    _registry.clear()
-
-
-def _suites() -> dict[str, Suite]:
-    """The registry, filled on first use: the built-in suites, then each entry point's."""
-    if not _registry:
-        for module in _BUILT_IN:
-            suite = importlib.import_module(module).SUITE
-            _registry[suite.name] = suite
-        for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            suite = entry.load()
-            if not isinstance(suite, Suite) or suite.name in _registry:
-                raise ValueError(
-                    f"entry point {entry.name!r} of group {ENTRY_POINT_GROUP!r} must load a Suite "
-                    f"with a new name, got {suite!r}"
-                )
-            _registry[suite.name] = suite
-    return _registry
+    SUITES.reload()

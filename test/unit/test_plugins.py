@@ -16,9 +16,16 @@ from r3.lowlevel import GROUNDINGS
 from r3.perception.segmenters import SEGMENTERS, make_segmenter
 from r3.plugins import Registry
 from r3.reasoning.backends import BACKENDS, make_backend, register_backend
+from r3.suites import SUITES
 
 ROOT = Path(__file__).resolve().parents[2]
-REGISTRIES = {"backend": BACKENDS, "executor": EXECUTORS, "segmenter": SEGMENTERS, "grounding": GROUNDINGS}
+REGISTRIES = {
+    "backend": BACKENDS,
+    "executor": EXECUTORS,
+    "segmenter": SEGMENTERS,
+    "grounding": GROUNDINGS,
+    "suite": SUITES,
+}
 
 
 @pytest.fixture
@@ -63,7 +70,8 @@ def test_the_builders_refuse_unknown_names():
 
 
 @pytest.mark.parametrize(
-    ("kind", "name"), [("segmenter", "sim"), ("grounding", "perception"), ("backend", "expert")]
+    ("kind", "name"),
+    [("segmenter", "sim"), ("grounding", "perception"), ("backend", "expert"), ("suite", "packing")],
 )
 def test_a_taken_name_is_refused_and_keeps_its_part(kind, name, fresh_registries):
     registry = REGISTRIES[kind]
@@ -74,11 +82,19 @@ def test_a_taken_name_is_refused_and_keeps_its_part(kind, name, fresh_registries
 
 
 @pytest.mark.parametrize(
-    ("name", "target"), [("", "os.path:join"), ("x", "os.path"), ("x", ":join"), ("x", 3)]
+    ("name", "target"), [("", "os.path:join"), ("x", "os.path"), ("x", ":join"), ("x", 3), ("x", None)]
 )
 def test_a_malformed_registration_is_refused(name, target):
-    with pytest.raises(ValueError, match="non-empty string|expected 'module:attr'"):
+    with pytest.raises(ValueError, match="non-empty string|expected 'module:attr'|give a target or a part"):
         Registry("tool", {}).register(name, target)
+
+
+def test_a_part_made_at_run_time_registers_as_itself():
+    tools, part = Registry("tool", {}), object()
+    tools.register("mine", part=part)
+    assert tools.get("mine") is part
+    with pytest.raises(ValueError, match="give a target or a part"):
+        tools.register("both", "os.path:join", part=part)
 
 
 def test_register_backend_adds_a_scheme_until_reload(fresh_registries):

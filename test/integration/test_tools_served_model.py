@@ -27,6 +27,7 @@ from r3.graph import names
 from r3.instructions.tools import ToolErrorKind
 from r3.reasoning.backends import make_backend
 from r3.reasoning.tiny import build_tiny_model
+from r3.safety.guard import MAX_CONSECUTIVE_INVALID
 from r3.train.config import SFTConfig, load_config
 from r3.train.mining import mine
 from r3.train.sft import run_sft
@@ -37,7 +38,7 @@ STEPS = 6
 #: What a refused answer of this model may say: the tool grammar's own kinds (inside
 #: instruction_outside_grammar's reason), or an answer-level refusal of its text.
 TOOL_KINDS = tuple(f"{k.value}:" for k in ToolErrorKind)
-GUARD_ENDED = "error: 3 consecutive invalid reasoner outputs"
+GUARD_ENDED = f"error: {MAX_CONSECUTIVE_INVALID} consecutive invalid reasoner outputs"
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +79,7 @@ def test_a_served_model_s_tool_calls_reach_the_tool_grammar_and_bad_ones_move_no
     assert "outcome:" in run.stdout, run.stdout + run.stderr
     bag = Path(re.search(r"^bag:\s+(\S+)$", run.stdout, re.MULTILINE).group(1))
     info = read_episode_info(bag)  # an episode the guard ends is kept, marked incomplete
-    assert info.reason in ("step_budget", GUARD_ENDED) or info.reason.startswith(GUARD_ENDED), info
+    assert info.reason == "step_budget" or info.reason.startswith(GUARD_ENDED), info
     assert info.status == (INCOMPLETE if info.reason.startswith("error") else COMPLETE), info
     by_topic: dict[str, list] = {}
     for topic, _, received, msg in read_messages(bag):  # in the order the recorder received them

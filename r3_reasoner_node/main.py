@@ -311,14 +311,14 @@ class ReasonerNode(Node):
         """
         node, timeout = self.param["lowlevel_node"], self.param["startup_timeout_s"]
         deadline = time.monotonic() + timeout
-        while self.monitor.state(node) in (None, "waiting_for_state") or not self.recording.is_up():
+        while self.monitor.state(node) in (None, "waiting_for_state") or (why := self.recording.not_up()):
             if time.monotonic() > deadline:
                 if self.monitor.state(node) is None:
                     raise EpisodeError(f"{node} is not running after {timeout:.1f} s")
                 if self.monitor.state(node) == "waiting_for_state":
                     raise EpisodeError(f"{node} has no simulator state after {timeout:.1f} s")
                 raise EpisodeError(
-                    f"{self.recording.recorder} is not running after {timeout:.1f} s "
+                    f"after {timeout:.1f} s, {why} "
                     "(recorder_node names it; set it to '' for a graph without a recorder)"
                 )
             for member_exit in self.exits.read():

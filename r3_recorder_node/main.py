@@ -46,6 +46,8 @@ from r3_ros.spin import run_node
 EVENTS_TYPE = "r3_msgs/msg/EpisodeEvent"
 #: The only node whose episode events open and close bags.
 EPISODE_SOURCE = "r3_reasoner_node"
+#: Waiting this long for a configured topic's publisher is worth a warning naming the topics.
+WAITING_WARN_S = 2.0
 #: How long an event's publisher may take to appear in this node's graph view with its node name.
 #: The name comes with ROS's own discovery messages, which can lag the DDS endpoint by seconds on a
 #: loaded machine: a recorder started after the reasoner received a START from '_NODE_NAME_UNKNOWN_'.
@@ -89,8 +91,9 @@ class RecorderNode(Node):
             EVENTS,
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
-        self.create_timer(0.2, refusing_message(self, self.subscribed.refresh), clock=wall)
-        self.heartbeat = HeartbeatPublisher(self)
+        self.heartbeat = HeartbeatPublisher(self, state=names.RECORDER_WAITING)
+        self.up_since, self.told_waiting = time.monotonic(), False
+        self.create_timer(0.2, refusing_message(self, self.say_if_ready), clock=wall)
         self.get_logger().info(f"recording {len(self.topics)} topics per episode into {self.output_dir}")
 
     def record_to(self, topic: str, msgtype: str):
@@ -175,16 +178,42 @@ class RecorderNode(Node):
     def announce_when_ready(self, episode_id: str) -> None:
         """Say "recording:<id>" (the reasoner waits for it) once every configured topic is
         subscribed and has a publisher, so that the episode's first messages are not lost."""
-        timer = None
+        timer, waited_since, told = None, time.monotonic(), False
 
         def check() -> None:
-            self.subscribed.refresh()
-            if all(t in self.subscribed and self.count_publishers(t) > 0 for t in self.topics):
+            nonlocal told
+            waiting = self.waiting_topics()
+            if not waiting:
                 timer.cancel()
-                if self.writer is not None and self.writer.info.episode_id == episode_id:
-                    self.heartbeat.state = names.recording_state(episode_id)
+                with self.lock:
+                    if self.writer is not None and self.writer.info.episode_id == episode_id:
+                        self.heartbeat.state = names.recording_state(episode_id)
+            elif not told and time.monotonic() - waited_since > WAITING_WARN_S:
+                told = True
+                self.warn_waiting(f"episode {episode_id}", waiting)
 
         timer = self.create_timer(0.02, check, clock=Clock(clock_type=ClockType.STEADY_TIME))
+
+    def waiting_topics(self) -> list[str]:
+        """The configured topics not yet recordable: no subscription, or no publisher seen."""
+        self.subscribed.refresh()
+        return [t for t in self.topics if t not in self.subscribed or self.count_publishers(t) == 0]
+
+    def warn_waiting(self, what: str, waiting: list[str]) -> None:
+        self.get_logger().warning(
+            f"{what}: after {WAITING_WARN_S:.0f} s, no publisher seen yet of " + ", ".join(waiting)
+        )
+
+    def say_if_ready(self) -> None:
+        """Between episodes the heartbeat says whether every configured topic can be recorded:
+        "idle", or RECORDER_WAITING (the reasoner sends no START until it is idle)."""
+        waiting = self.waiting_topics()
+        with self.lock:
+            if self.writer is None and self.heartbeat.state in ("idle", names.RECORDER_WAITING):
+                self.heartbeat.state = names.RECORDER_WAITING if waiting else "idle"
+        if waiting and not self.told_waiting and time.monotonic() - self.up_since > WAITING_WARN_S:
+            self.told_waiting = True
+            self.warn_waiting("waiting to record", waiting)
 
     def close_current(self, complete: bool, reason: str, success=False, progress=0.0, steps=0) -> None:
         """Detach the episode's writer (called with the lock held) and finish its bag on a thread of

@@ -1,11 +1,12 @@
 """The reasoner's side of the recorder's protocol: an episode that a graph records is never run
 unrecorded, and a finished episode's result names a closed bag (an error's comes at once).
 
-The protocol (``r3_recorder_node``): START opens a bag and the recorder's heartbeat says
-"recording:<id>" once it subscribes to every configured topic; END closes the bag and the heartbeat
-leaves that state. The reasoner's ``recorder_node`` parameter says which recorder the graph has
-("" = none). Without that word a reasoner that had not yet heard a slow recorder's first heartbeat
-took the graph for one without a recorder and ran the episode unrecorded (seen under CPU load).
+The protocol (``r3_recorder_node``): between episodes the recorder's heartbeat says "idle" once it
+subscribes to every configured topic (``names.RECORDER_WAITING`` before); START opens a bag and the
+heartbeat says "recording:<id>"; END closes the bag and the heartbeat leaves that state. The
+reasoner's ``recorder_node`` parameter says which recorder the graph has ("" = none). Without that
+word a reasoner that had not yet heard a slow recorder's first heartbeat took the graph for one
+without a recorder and ran the episode unrecorded (seen under CPU load).
 """
 
 from __future__ import annotations
@@ -49,9 +50,20 @@ class RecorderHandshake:
     def recorder(self) -> str:
         return self.param["recorder_node"]
 
-    def is_up(self) -> bool:
-        """The graph has no recorder, or its recorder has been heard."""
-        return not self.recorder or self.monitor.state(self.recorder) is not None
+    def not_up(self) -> str:
+        """Why an episode cannot be recorded from its first step yet ("" = it can, or the graph has
+        no recorder): the recorder must be heard, subscribed to every topic it records, and reached
+        by this node's publishers. Discovery can take many seconds on a loaded machine, so it is
+        waited for here, before START, under the startup bound, not in the episode's handshake."""
+        if not self.recorder:
+            return ""
+        state = self.monitor.state(self.recorder)
+        if state is None:
+            return f"{self.recorder} is not running"
+        if state == names.RECORDER_WAITING:
+            return f"{self.recorder} still waits for publishers of the topics it records (its log names them)"
+        unmatched = self.unmatched()
+        return f"{self.recorder} is not reached yet ({'; '.join(unmatched)})" if unmatched else ""
 
     def wait_recording(self, episode_id: str, check: Callable[[], None]) -> str:
         """After START: the absolute path of the episode's bag once the recorder records every topic
@@ -60,30 +72,41 @@ class RecorderHandshake:
             return ""
         timeout = self.param["recorder_timeout_s"]
         deadline = time.monotonic() + timeout
-        while (
-            self.monitor.state(self.recorder) != names.recording_state(episode_id)
-            or not self.bag.endswith(f"/{episode_id}")
-            or not self.reaches_recorder()
-        ):
+        while missing := self.not_yet_recording(episode_id):
             if time.monotonic() > deadline:
                 raise RecordingError(
-                    f"{self.recorder} did not start recording {episode_id} within {timeout:.1f} s"
+                    f"{self.recorder} did not start recording {episode_id} within {timeout:.1f} s "
+                    f"({'; '.join(missing)})"
                 )
             check()
             time.sleep(0.01)
         return self.bag
 
-    def reaches_recorder(self) -> bool:
-        """The recorder subscribes to the decision frames, and each publisher of the episode's record
-        has matched every subscriber this node has discovered: the recorder sees the reasoner's
-        publishers before they see it, and a step published in between would miss the bag."""
+    def not_yet_recording(self, episode_id: str) -> list[str]:
+        """What still keeps the episode from being recorded from its first step ([] = nothing)."""
+        missing = []
+        state = self.monitor.state(self.recorder)
+        if state != names.recording_state(episode_id):
+            missing.append(f"its heartbeat says {state!r}")
+        if not self.bag.endswith(f"/{episode_id}"):
+            missing.append(f"its last bag is {self.bag!r}")
+        return missing + self.unmatched()
+
+    def unmatched(self) -> list[str]:
+        """How the episode's record does not yet reach the recorder: the recorder must subscribe to
+        the decision frames, and each publisher of ``record`` must have matched every subscriber this
+        node has discovered (the recorder sees the reasoner's publishers before they see it, and a
+        step published in between would miss the bag)."""
         frames = self.node.get_subscriptions_info_by_topic(names.REASONER_FRAMES)
         if not any(f"{s.node_namespace.rstrip('/')}/{s.node_name}" == self.recorder for s in frames):
-            return False
-        return all(
-            pub.get_subscription_count() >= len(self.node.get_subscriptions_info_by_topic(pub.topic_name))
-            for pub in self.record
-        )
+            return [f"no subscription of it to {names.REASONER_FRAMES} is known here"]
+        missing = []
+        for pub in self.record:
+            matched = pub.get_subscription_count()
+            known = len(self.node.get_subscriptions_info_by_topic(pub.topic_name))
+            if matched < known:
+                missing.append(f"{pub.topic_name} matched {matched} of {known} subscribers")
+        return missing
 
     def wait_closed(self, episode_id: str, exits: Callable[[], list[str]]) -> None:
         """After END, until the recorder has closed the episode's bag. A recorder that is gone

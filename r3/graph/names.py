@@ -44,6 +44,11 @@ GROUND_POINT = "/r3/perception/ground_point"
 SET_PERCEPTION_QUERY = "/r3/perception/set_query"
 
 
+#: The recorder's heartbeat state while a configured topic has no publisher (or subscription) yet:
+#: discovery, which a loaded machine can stretch over many seconds, is waited for before START.
+RECORDER_WAITING = "waiting_for_publishers"
+
+
 def recording_state(episode_id: str) -> str:
     """The recorder's heartbeat state while an episode's bag is open (the reasoner waits for it
     before the first step and for its end after the episode's END)."""

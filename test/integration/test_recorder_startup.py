@@ -19,12 +19,12 @@ from r3.graph.supervisor import Supervisor
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 
-def _split(tmp_path, reasoner: dict) -> tuple[Profile, Profile]:
+def _split(tmp_path, reasoner: dict, recorder: dict | None = None) -> tuple[Profile, Profile]:
     """sim_language_table without its recorder, and the recorder alone (started when the test says)."""
     full = load_profile(
         "sim_language_table",
         overrides={
-            "r3_recorder_node": {"output_dir": str(tmp_path / "bags")},
+            "r3_recorder_node": {"output_dir": str(tmp_path / "bags"), **(recorder or {})},
             "r3_reasoner_node": reasoner,
         },
     )
@@ -112,3 +112,48 @@ def test_without_its_recorder_a_goal_fails_naming_it_and_moves_nothing(tmp_path)
             client.close()
     assert result.reason in ("success", "step_budget") and result.bag == "", result.reason
     assert not (tmp_path / "bags").exists()
+
+
+def test_a_goal_waits_until_the_recorder_has_a_publisher_of_every_topic(tmp_path):
+    """Discovery is waited for before START, under the startup bound, not in the episode's 5 s
+    handshake (CI, loaded: a recorder that had not yet discovered one publisher of its topics within
+    ``recorder_timeout_s`` of START failed the episode with "did not start recording"). Here the
+    slow discovery is a topic whose publisher comes 3 s after the goal, well past a 1 s handshake."""
+    from std_msgs.msg import String
+
+    from r3_msgs.action import RunTask
+    from r3_ros.commander import TaskStatus
+
+    late_topic = "/late/topic"
+    topics = load_profile("sim_language_table").member("r3_recorder_node").parameters["topics"]
+    domain = own_domain()
+    env = dict(os.environ, ROS_DOMAIN_ID=str(domain))
+    graph, recorder = _split(tmp_path, {"recorder_timeout_s": 1.0}, {"topics": [*topics, late_topic]})
+    client = Client("r3_recorder_startup_client", domain)
+    with Supervisor(Profile("full", "", graph.members + recorder.members), tmp_path / "logs", env=env):
+        try:
+            assert client.wait_until_ready(90), "the graph did not come up"
+            waiting = client.wait_for_heartbeat(
+                "/r3_recorder_node", 90, lambda state: state == names.RECORDER_WAITING
+            )
+            assert waiting, f"the recorder never said {names.RECORDER_WAITING!r}"
+            sent = time.monotonic()
+            handle = client.commander.start_task(
+                RunTask.Goal(suite="language_table", task="T", seed=5, reset_scene=True)
+            )
+            while time.monotonic() - sent < 3.0:
+                assert handle.spin_once(0.01) not in (TaskStatus.DONE, TaskStatus.REJECTED), handle.result
+            assert _still(client), "the pusher moved before every recorded topic had a publisher"
+            late = client.node.create_publisher(String, late_topic, 10)
+            while handle.spin_once(0.01) not in (TaskStatus.DONE, TaskStatus.REJECTED):
+                assert time.monotonic() - sent < 120, "no result within 120 s"
+            result = handle.result
+            client.node.destroy_publisher(late)
+        finally:
+            client.close()
+    assert result.reason in ("success", "step_budget"), result.reason
+    topics = bag_topics(tmp_path / "bags" / result.episode_id)
+    assert [s.step for s in topics[names.REASONER_STEPS]] == list(range(result.steps))
+    assert read_episode_info(tmp_path / "bags" / result.episode_id).status == COMPLETE
+    log = (tmp_path / "logs" / "r3_recorder_node.log").read_text()
+    assert f"no publisher seen yet of {late_topic}" in log, log

@@ -268,8 +268,10 @@ def test_killing_a_node_ends_the_episode_with_an_error_naming_it(victim, tmp_pat
     reader.start()
     try:
         deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and not any("step 1 " in line for _, line in lines):
+        stepping = lambda: any("step 1 " in line for _, line in lines)
+        while time.monotonic() < deadline and proc.poll() is None and not stepping():
             time.sleep(0.02)
+        assert stepping(), "".join(line for _, line in lines)
         pids = {
             m.group(1): int(m.group(2))
             for _, line in lines

@@ -31,6 +31,7 @@ from r3.reasoning.expert import NO_BUDGET
 from r3.reasoning.prompts import ReasonerInput
 from r3.reasoning.reasoner import Decision, decide
 from r3.safety import MAX_CONSECUTIVE_INVALID, ResponseGuard, refusal_note
+from r3.seeds import policy_seed
 
 #: Image given to the reasoner when rendering is off (the expert ignores images; it must be valid RGB).
 BLANK_IMAGE = np.zeros((8, 8, 3), dtype=np.uint8)
@@ -270,6 +271,64 @@ class SuiteAdapter(Protocol):
     def progress(self) -> float: ...
 
     def final_image(self) -> np.ndarray | None: ...
+
+
+class SuiteSim(Protocol):
+    """A suite's own simulator (``Suite.make_sim``), driven the same way in process
+    (:class:`SimulatedSuite`) and by the graph's generic simulator node (``r3_suite_sim_node``).
+
+    ``task_instance`` (None before the first reset) has ``goal``, ``note``, ``success(state)``,
+    ``progress(state)`` and ``to_dict()``, as every suite's task instances do.
+    """
+
+    task_instance: object
+
+    def reset(self, task: str, seed: int) -> None:
+        """A new scene of ``task`` (a canonical task name of the suite), drawn by ``seed``."""
+
+    def state(self) -> object:
+        """What the task instance's checkers read."""
+
+    def image(self) -> np.ndarray:
+        """The camera view the reasoner decides on (HxWx3 uint8)."""
+
+    def follow(self, instruction: str, max_steps: int, seed: int) -> Execution:
+        """Carry out one instruction, given as text in the suite's grammar, within ``max_steps``
+        control steps (0: the simulator's own budget); text outside the grammar moves nothing and
+        comes back as the Execution's error."""
+
+    def snapshot(self) -> bytes:
+        """Everything the next decision is taken on, to restore and continue from exactly."""
+
+
+@dataclass
+class SimulatedSuite:
+    """The in-process loop's adapter of a suite that brings its own simulator (:class:`SuiteSim`).
+    Each instruction gets the policy seed and control-step budget the reasoner node gives it."""
+
+    suite: str
+    env: SuiteSim
+    seed: int = 0
+    render: bool = True
+    interface: str = "instruction"
+    steps_per_instruction: int = 0
+
+    def view(self, step: int) -> StepView:
+        instance = self.env.task_instance
+        image = self.env.image() if self.render else BLANK_IMAGE
+        return StepView(self.suite, instance.goal, [image], instance.note, None, self.seed, self.interface)
+
+    def snapshot(self) -> bytes:
+        return self.env.snapshot()
+
+    def execute(self, decision: StepDecision, step: int) -> Execution:
+        return self.env.follow(decision.instruction, self.steps_per_instruction, policy_seed(self.seed, step))
+
+    def progress(self) -> float:
+        return float(self.env.task_instance.progress(self.env.state()))
+
+    def final_image(self) -> np.ndarray | None:
+        return self.env.image() if self.render else None
 
 
 def run_loop(

@@ -403,8 +403,10 @@ class ReasonerNode(Node):
 
     def step_view(self, goal, interface: str, obs: Observation) -> StepView:
         """The suite's view for the reasoner: its camera views and, for the expert, its privileged view."""
-        instance = task_instance_from_msg(obs.state)
-        if get_suite(obs.state.suite).workcell:
+        instance, suite = task_instance_from_msg(obs.state), get_suite(obs.state.suite)
+        if suite.make_sim is not None:  # a suite's own simulator shows the reasoner its camera only
+            view = None
+        elif suite.workcell:
             info, pose = self.camera_info, pose_matrix(self.param["base_from_camera"])
             camera = None if info is None else msg_to_camera_model(info, pose, "base")
             view = PackingExpertView(msg_to_packing_state(obs.state), instance, camera)

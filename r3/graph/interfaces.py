@@ -84,6 +84,15 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
         service_clients=[names.GROUND_POINT],
         actions=[names.FOLLOW_INSTRUCTION, names.MOVE_TO_POSE],
     ),
+    "r3_suite_sim_node": NodeInterface(  # a suite's own simulator (Suite.make_sim), low-level side too
+        publishes={
+            names.CAMERA_IMAGE: "sensor_msgs/msg/Image",
+            names.PRIVILEGED_STATE: "r3_msgs/msg/PrivilegedState",
+            **HEARTBEAT,
+        },
+        services=[names.RESET_SCENE],
+        actions=[names.FOLLOW_INSTRUCTION],
+    ),
     "r3_lowlevel_node": NodeInterface(
         publishes={names.PUSHER_COMMAND: "geometry_msgs/msg/Vector3Stamped", **HEARTBEAT},
         subscribes={
@@ -112,6 +121,8 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
             names.RECORDER_BAGS: "std_msgs/msg/String",  # unless `recorder_node` is '' (no recorder)
             **STOP_MOTION,  # a stop naming its RunTask goal
         },
+        # Only the semantic expert reads camera_info; a suite's own simulator may show no camera model.
+        optional=frozenset({names.CAMERA_INFO}),
         service_clients=[names.RESET_SCENE],
         actions=[names.RUN_TASK],
         action_clients=[names.FOLLOW_INSTRUCTION],

@@ -95,6 +95,20 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
             ),
         ),
         NodeParameters(
+            "r3_suite_sim_node",
+            (
+                USE_SIM_TIME,
+                P(
+                    "suite",
+                    "str",
+                    "",
+                    "The suite simulated: a registered suite that brings its own simulator "
+                    "(Suite.make_sim), e.g. one added through the r3.suites entry points.",
+                ),
+                P("camera_frame", "str", "camera_color_optical_frame", "frame_id of the images."),
+            ),
+        ),
+        NodeParameters(
             "r3_lowlevel_node",
             (
                 USE_SIM_TIME,

@@ -91,6 +91,10 @@ class Suite:
     unchanged: Callable | None = None
     #: ``make_env(**kwargs)``: the suite's Gymnasium env.
     make_env: Callable | None = None
+    #: ``make_sim()``: the suite's simulator as ``r3.episode_loop.SuiteSim``, for a suite that brings
+    #: its own: the in-process loop drives it through ``r3.episode_loop.SimulatedSuite`` and the graph
+    #: through the generic simulator node (``r3_suite_sim_node``), with no code of the suite in r3.
+    make_sim: Callable | None = None
 
     def tasks(self) -> ModuleType:
         """The module with the suite's ``TASKS`` and ``get_task``."""

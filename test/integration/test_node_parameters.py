@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from suites.toy import entry_point_env
 
 from r3.graph.description import Member, Profile
 from r3.graph.node_params import NODE_PARAMETERS
@@ -33,17 +34,21 @@ PROCESS_NODES = {
     "r3_packing_sim_node": {},
     "r3_perception_node": {"backend": "sim"},
     "r3_execution_node": {},
+    "r3_suite_sim_node": {"suite": "toy_line"},  # the toy suite of test/suites, through its entry point
 }
 
 
 def invalid_value(spec: ParameterSpec):
-    """A value of the right type that the schema refuses; None where every value of the type is valid."""
+    """A value of the right type that the schema refuses (a read-only parameter refuses every change);
+    None where every value of the type is valid."""
     if spec.range is not None:
         return spec.range[1] + (1 if spec.type == "int" else 1.0)
     if spec.choices:
         return "not-" + spec.choices[0]
     if spec.length is not None:
         return [0.0] * (spec.length + 1)
+    if spec.read_only and spec.type in ("str", "bool"):  # any change of a read-only one is refused
+        return not spec.default if spec.type == "bool" else f"{spec.default}-changed"
     return None
 
 
@@ -142,7 +147,8 @@ def test_an_invalid_value_at_launch_ends_the_node_with_its_reason(ros_env):
 @pytest.fixture
 def graph(ros_env, tmp_path):
     members = [Member(name, "r3", name, params) for name, params in PROCESS_NODES.items()]
-    env = {**ros_env, "PYTHONPATH": os.pathsep.join([str(STAND_INS), ros_env.get("PYTHONPATH", "")])}
+    path = os.pathsep.join([str(STAND_INS), ros_env.get("PYTHONPATH", "")])
+    env = {**ros_env, **entry_point_env(tmp_path / "site", path)}
     with Supervisor(Profile("parameters", "", members), tmp_path / "logs", env=env) as supervisor:
         yield supervisor, tmp_path / "logs"
 

@@ -234,3 +234,55 @@ def test_packing_graph_decides_as_in_process(answers, tmp_path, private_ros_env)
     ]
     info = read_episode_info(bag)
     assert (info.steps, info.reason) == (len(trajectory.steps), f"error: {trajectory.aborted}")
+
+
+TOY_ANSWERS = [
+    ("Reasoning: the goal cell is to the right.\nInstruction: step right", "stop"),
+    ("I'm sorry, but I can't help with that.", "stop"),
+    ("Reasoning: one more to the right.\nInstruction: STEP  right", "stop"),
+    ("Reasoning: up and away.\nInstruction: fly up", "stop"),
+    ("Reasoning: the marker should", "length"),
+    ("Reasoning: again.\nInstruction: step forward", "stop"),
+]
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_a_third_suite_from_one_folder_runs_through_the_graph_as_in_process(tmp_path, private_ros_env):
+    """Issue 16, acceptance 3 (graph half): the toy suite of test/suites/toy, registered through an
+    entry point only, runs through r3_suite_sim_node, the reasoner and the recorder as in process."""
+    from suites.toy import GRAPH, SUITE, entry_point_env
+
+    from r3.episode_loop import Decider, SimulatedSuite, run_loop
+    from r3.graph.description import load_profile, unmatched_subscriptions
+    from r3.suites import register_suite, reload_suites
+
+    path = tmp_path / "answers.jsonl"
+    path.write_text("".join(json.dumps({"text": t, "finish_reason": f}) + "\n" for t, f in TOY_ANSWERS))
+    register_suite(SUITE)
+    try:
+        sim = SUITE.make_sim()
+        sim.reset("reach", 1)
+        decider = Decider(replay(path), history=SUITE.default_history)
+        trajectory = run_loop(SimulatedSuite(SUITE.name, sim, 1), decider, "reach", 1, 10)
+    finally:
+        reload_suites()
+    check_the_refusals(trajectory, SUITE.default_history)
+    assert sim.state() == 2 and [s.control_steps for s in trajectory.steps if s.valid] == [1, 1]
+    assert unmatched_subscriptions(load_profile("sim_toy_line", GRAPH)) == []
+    run, bag = run_through_graph(
+        ["--graph", str(GRAPH), "--suite", SUITE.name, "--task", "reach", "--seed", "1"]
+        + ["--max-steps", "10", "--reasoner", f"replay:{path}"],
+        tmp_path / "graph",
+        private_ros_env() | entry_point_env(tmp_path / "site"),
+    )
+    assert run.returncode == 1 and f"error: {trajectory.aborted}" in run.stderr, run.stdout + run.stderr
+    graph = by_topic(bag)
+    assert decisions(graph[names.REASONER_STEPS]) == decisions(trajectory.steps)
+    outcomes = [(o.step, o.instruction, o.reason, o.control_steps) for o in graph[names.INSTRUCTION_OUTCOMES]]
+    assert outcomes == [(s.step, s.instruction, "done", s.control_steps) for s in trajectory.steps if s.valid]
+    states = graph[names.PRIVILEGED_STATE]
+    assert states[-1].suite == SUITE.name
+    assert states[-1].progress == trajectory.progress == pytest.approx(2 / 3)
+    info = read_episode_info(bag)
+    assert (info.suite, info.steps, info.reason) == (SUITE.name, 6, f"error: {trajectory.aborted}")

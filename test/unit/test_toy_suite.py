@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 from scripted import Script
 from suites.toy import SUITE
-from suites.toy.line import LineSuite
 
-from r3.episode_loop import Decider, run_loop
+from r3.episode_loop import Decider, SimulatedSuite, run_loop
 from r3.reasoning.prompts import ReasonerInput
 from r3.safety.goals import canonical_task
 from r3.suites import register_suite, reload_suites
@@ -27,11 +26,11 @@ def toy():
 
 
 def _episode(answers, seed=0, max_steps=10):
-    env = SUITE.make_env()
-    env.reset(seed=seed, options={"task": canonical_task(SUITE.name, "reach")})
+    env = SUITE.make_sim()
+    env.reset(canonical_task(SUITE.name, "reach"), seed)
     backend = Script(answers)
     decider = Decider(backend, history=SUITE.default_history)
-    return run_loop(LineSuite(env), decider, "reach", seed, max_steps), env, backend
+    return run_loop(SimulatedSuite(SUITE.name, env, seed), decider, "reach", seed, max_steps), env, backend
 
 
 def test_an_unregistered_suite_is_refused():

@@ -1,4 +1,4 @@
-"""The toy suite's task, env and loop adapter: a marker at 0 must reach cell ``goal_cell``."""
+"""The toy suite's task and simulator: a marker at 0 must reach cell ``goal_cell``."""
 
 from __future__ import annotations
 
@@ -7,9 +7,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from r3.episode_loop import Execution, StepDecision, StepView
+from r3.episode_loop import Execution
+from r3.instructions.language_table import ParseError
 
-from . import SUITE
+from .grammar import parse
+
+#: The image's width in cells (the marker is drawn in its cell, the goal cell marked below it).
+CELLS = 8
 
 
 @dataclass(frozen=True)
@@ -52,45 +56,31 @@ def get_task(name: str) -> ReachSpec:
     return TASKS[name]
 
 
-class LineEnv:
-    """The number line: ``state()`` is the marker's cell, ``step(+1 or -1)`` moves it."""
+class LineSim:
+    """The number line as an ``r3.episode_loop.SuiteSim``: one cell per instruction."""
 
-    def __init__(self, **_):
+    def __init__(self):
         self.position, self.task_instance = 0, None
 
-    def reset(self, *, seed: int, options: dict) -> None:
-        self.position, self.task_instance = 0, get_task(options["task"]).sample(seed)
+    def reset(self, task: str, seed: int) -> None:
+        self.position, self.task_instance = 0, get_task(task).sample(seed)
 
     def state(self) -> int:
         return self.position
 
-    def step(self, move: int) -> None:
+    def image(self) -> np.ndarray:
+        image = np.zeros((8, 8 * CELLS, 3), np.uint8)
+        if 0 <= self.position < CELLS:
+            image[:4, 8 * self.position : 8 * self.position + 8] = 255
+        image[6:, 8 * self.task_instance.goal_cell : 8 * self.task_instance.goal_cell + 8, 1] = 255
+        return image
+
+    def follow(self, instruction: str, max_steps: int, seed: int) -> Execution:
+        move = parse(instruction)
+        if isinstance(move, ParseError):
+            return Execution(error=f"parse_error: {move.reason}")
         self.position += move
+        return Execution(control_steps=1)
 
     def snapshot(self) -> bytes:
         return json.dumps({"position": self.position}).encode()
-
-
-@dataclass
-class LineSuite:
-    """The number line's part of :func:`r3.episode_loop.run_loop`: one tiny image, one cell a step."""
-
-    env: LineEnv
-    render: bool = False
-
-    def view(self, step: int) -> StepView:
-        instance = self.env.task_instance
-        return StepView(SUITE.name, instance.goal, [np.zeros((4, 4, 3), np.uint8)], instance.note, None, 0)
-
-    def snapshot(self) -> bytes:
-        return self.env.snapshot()
-
-    def execute(self, decision: StepDecision, step: int) -> Execution:
-        self.env.step(decision.decision.parsed.instruction)
-        return Execution(control_steps=1)
-
-    def progress(self) -> float:
-        return self.env.task_instance.progress(self.env.state())
-
-    def final_image(self) -> None:
-        return None

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_packages import fake_distribution
 
 from r3.execution.base import EXECUTORS, make_executor
 from r3.graph.node_params import NODE_PARAMETERS
@@ -118,15 +119,6 @@ def test_register_backend_adds_a_scheme_until_reload(fresh_registries):
     assert BACKENDS.names()[-1] == "joiner" and BACKENDS.get("joiner") is __import__("os").path.join
     BACKENDS.reload()
     assert "joiner" not in BACKENDS.names()
-
-
-def fake_distribution(folder: Path, group: str, line: str, module: str, code: str) -> None:
-    """An installed distribution in ``folder`` (put it on sys.path) with one entry point of ``group``."""
-    dist = folder / "fake_parts-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-parts\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(f"[{group}]\n{line}\n")
-    (folder / f"{module}.py").write_text(code)
 
 
 def test_an_entry_point_adds_a_segmenter_built_from_the_perception_nodes_options(

@@ -119,8 +119,9 @@ class SimSegmenter(Segmenter):
 
 
 def make_segmenter(backend: str, options: Mapping[str, object] = MappingProxyType({})) -> Segmenter:
-    """Build a backend by name from ``options`` (the perception node passes all its parameters); the
-    backend refuses options it cannot use, with the reason.
+    """Build a backend by name from ``options`` (the perception node passes all its parameters); it
+    ignores the options it does not read and refuses a value it cannot use, with the reason (an
+    ``owlv2+sam2`` without ``detector``).
 
     >>> type(make_segmenter("sim", {"device": "cpu"})).__name__
     'SimSegmenter'

@@ -1,9 +1,11 @@
 """One way to choose a swappable part: a :class:`Registry` per kind of part (reasoner backends,
-executors, segmenters, packing groundings, suites), holding names and "module:attr" targets.
+executors, segmenters, low-level policies, packing groundings, interface grammars, suites), holding
+names and "module:attr" targets.
 
 A target is imported only when its part is chosen, so listing the names (CLI choices, node parameter
 choices) loads no model and no simulator. A user's own installed package adds a part without editing
-r3 through the entry-point group ``r3.<kind>s``, read once, at the registry's first use::
+r3 through the entry-point group ``r3.<kind>s`` (``r3.policies`` for policies), read once, at the
+registry's first use::
 
     [project.entry-points."r3.backends"]
     mine = "my_package.backend:MyBackend"
@@ -28,10 +30,11 @@ class Registry:
     """The parts of one kind: built-in entries, then the entry points' (group ``r3.<kind>s``), then those
     :meth:`register` adds while r3 runs. Names are how users choose parts, so each names one part."""
 
-    def __init__(self, kind: str, built_in: Mapping[str, str]):
-        #: The kind of part, singular ("backend"); it names the entry-point group and the refusals.
+    def __init__(self, kind: str, built_in: Mapping[str, str], group: str | None = None):
+        #: The kind of part, singular ("backend"); it names the refusals and, unless ``group`` is given
+        #: (a plural other than "-s": ``r3.policies``), the entry-point group.
         self.kind = kind
-        self.group = f"r3.{kind}s"
+        self.group = group or f"r3.{kind}s"
         self._built_in = dict(built_in)
         for target in self._built_in.values():
             _check_target(target)

@@ -12,8 +12,9 @@ matches each pair of endpoints on its own, so on a loaded machine the simulator'
 seconds before its command subscription is matched, and a command published then is lost. One
 goal at a time: a new goal aborts the running one (single-goal server).
 
-The ``scripted`` policy reads the privileged simulator state; it stands in for R^3's learned
-Language Table policy, which would act from camera images instead.
+The policy is the one the ``policy`` parameter names (``r3.lowlevel.POLICIES``). The ``scripted`` one
+reads the privileged simulator state; it stands in for R^3's learned Language Table policy, which would
+act from camera images instead.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from rclpy.node import Node
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
 from r3.instructions.language_table import ParseError, parse
-from r3.lowlevel.pushing import PushingPolicyConfig, ScriptedPushingPolicy
+from r3.lowlevel import make_policy
 from r3.safety.goals import GoalRefused, check_interface, check_seed
 from r3.suites import DEFAULT_SUITE
 from r3_msgs.action import FollowInstruction
@@ -60,7 +61,7 @@ class LowLevelNode(Node):
         p = declare_parameters(self, NODE_PARAMETERS["r3_lowlevel_node"])
         self.default_max_steps = p["default_max_steps"]
         self.state_timeout_s = p["state_timeout_s"]
-        self.policy = ScriptedPushingPolicy(PushingPolicyConfig())
+        self.policy = make_policy(p["policy"])
 
         self.state_cv = threading.Condition()
         self.state: PrivilegedState | None = None

@@ -4,9 +4,10 @@ Colour, aligned depth and camera_info come in under the RealSense driver's names
 are paired by stamp (approximate sync), and a pair older than ``max_frame_age_s`` on this node's
 clock is refused. A worker thread processes the newest accepted pair whenever it is free (ZAP's
 background perception), so a slow segmenter skips frames instead of queueing them. GroundPoint
-answers on the last processed frame. The segmenter is built once, when the node is constructed.
+answers on the last processed frame. The segmenter is built once, when the node is constructed, from
+the node's parameters (``r3.perception.segmenters.make_segmenter``: each backend reads those it needs).
 
-The ``sim`` backend segments with the simulator's instance masks: a 32SC1 image on
+A segmenter that reads the simulator's instance masks (``sim``) gets them: a 32SC1 image on
 ``/sim/privileged/instances`` with the colour image's stamp, and the id -> name table (latched JSON)
 on ``/sim/privileged/instance_names``; a frame waits up to ``instance_wait_s`` for its mask.
 """
@@ -57,7 +58,7 @@ class PerceptionNode(Node):
         self.p = declare_parameters(self, NODE_PARAMETERS["r3_perception_node"])
         self.extrinsics = pose_matrix(self.p["base_from_camera"])
         self.perception = Perception(
-            self._segmenter(),
+            make_segmenter(self.p["backend"], self.p),
             PerceptionConfig(
                 GroundingConfig(self.p["min_valid_pixels"]), max_frame_age_s=self.p["max_frame_age_s"]
             ),
@@ -73,7 +74,7 @@ class PerceptionNode(Node):
         self.sync = PairSync(self.p["sync_slop_s"])
         self.info: CameraInfo | None = None
         self.refused_stale = 0
-        self.instances = StampedBuffer(INSTANCE_QUEUE)  # sim backend: masks by stamp
+        self.instances = StampedBuffer(INSTANCE_QUEUE)  # simulator instance masks by stamp
         self.instance_names: dict[int, str] = {}
 
         sensors = MutuallyExclusiveCallbackGroup()
@@ -112,20 +113,6 @@ class PerceptionNode(Node):
         self.get_logger().info(
             f"perception ready: backend {self.p['backend']}, camera {self.p['camera_name']}"
         )
-
-    def _segmenter(self):
-        backend = self.p["backend"]
-        sam2 = {
-            "model_config": self.p["sam2_model_config"],
-            "checkpoint": self.p["sam2_checkpoint"],
-            "image_size": self.p["sam2_image_size"],
-            "device": self.p["device"],
-        }
-        if backend == "sam2":
-            return make_segmenter("sam2", **sam2)
-        if backend == "owlv2+sam2":
-            return make_segmenter(backend, detector=self.p["detector"], device=self.p["device"], sam2=sam2)
-        return make_segmenter(backend)
 
     def shutdown(self) -> None:
         with self.wake:
@@ -196,7 +183,7 @@ class PerceptionNode(Node):
             max_depth_m=self.p["max_depth_m"],
         )
         instances = instance_names = None
-        if self.p["backend"] == "sim":
+        if self.perception.segmenter.reads_sim_instances:
             mask = self.instances.wait(stamp_ns, self.p["instance_wait_s"])
             if mask is None:
                 raise ValueError(

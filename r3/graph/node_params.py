@@ -17,7 +17,7 @@ from pathlib import Path
 
 from r3.graph import names
 from r3.graph.params import NodeParameters, ParameterSpec
-from r3.lowlevel import GROUNDINGS
+from r3.lowlevel import GROUNDINGS, POLICIES
 from r3.perception.segmenters import SEGMENTERS
 from r3.reasoning.prompts import HISTORY_MODES
 from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
@@ -116,8 +116,9 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "policy",
                     "str",
                     "scripted",
-                    "Low-level policy: scripted (acts on the privileged simulator state).",
-                    choices=("scripted",),
+                    "Low-level policy (r3.lowlevel.POLICIES; a package adds one through the r3.policies "
+                    "entry points): scripted acts on the privileged simulator state.",
+                    choices=POLICIES.names(),
                 ),
                 P(
                     "default_max_steps",
@@ -334,7 +335,9 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "backend",
                     "str",
                     "sam2",
-                    "Segmenter: sim (the simulator's instance masks), sam2, owlv2+sam2.",
+                    "Segmenter (a package adds one through the r3.segmenters entry points): sim (the "
+                    "simulator's instance masks), sam2, owlv2+sam2; each reads its options from these "
+                    "parameters.",
                     choices=SEGMENTERS.names(),
                 ),
                 P(

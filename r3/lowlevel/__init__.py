@@ -3,6 +3,7 @@
 They are frozen stand-ins for the learned policies of R^3 (the reasoner above them is what is
 trained), deliberately imperfect so the reasoner has mistakes to notice and recover from. The
 contract is small: ``reset(instruction, state, rng)`` then ``act(state)`` until it returns ``None``.
+r3_lowlevel_node runs the one its ``policy`` parameter names (:data:`POLICIES`).
 """
 
 from r3.plugins import Registry
@@ -18,3 +19,18 @@ GROUNDINGS = Registry(
         "perception": "r3.lowlevel.perceived:ground_by_perception",
     },
 )
+
+#: The Language Table policies r3_lowlevel_node can run, name -> "module:factory" with ``factory()`` ->
+#: a policy (``reset``/``act``), imported only when chosen: ``scripted`` is the scripted pushing policy
+#: (:mod:`r3.lowlevel.pushing`), which reads the privileged simulator state. More: ``r3.policies``.
+POLICIES = Registry("policy", {"scripted": "r3.lowlevel.pushing:ScriptedPushingPolicy"}, group="r3.policies")
+
+
+def make_policy(name: str):
+    """A new policy of the kind ``name`` stands for, with its defaults; an unknown name is refused with
+    the known ones.
+
+    >>> type(make_policy("scripted")).__name__
+    'ScriptedPushingPolicy'
+    """
+    return POLICIES.get(name)()

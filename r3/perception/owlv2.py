@@ -8,7 +8,8 @@ SAM 2 directly, as in the ``sam2`` backend.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -28,9 +29,15 @@ class Owlv2Sam2Config:
     device: str = "cpu"
     sam2: Sam2Config = field(default_factory=Sam2Config)
 
+    @classmethod
+    def from_options(cls, options: Mapping[str, object]) -> Owlv2Sam2Config:
+        """The config of a segmenter's options (the perception node's parameters): the detector's
+        fields by their names (``detector``, ``device``, ...), SAM 2's as :meth:`Sam2Config.from_options`
+        reads them; missing ones keep their defaults."""
+        given = {f.name: options[f.name] for f in fields(cls) if f.name != "sam2" and f.name in options}
+        return cls(**given, sam2=Sam2Config.from_options(options))
+
     def __post_init__(self):
-        if isinstance(self.sam2, dict):
-            self.sam2 = Sam2Config(**self.sam2)
         if not self.detector:
             raise ValueError("owlv2+sam2 needs `detector`: a local folder with an OWLv2 model and processor")
         if not 0.0 <= self.score_threshold <= 1.0 or not 0.0 < self.nms_iou <= 1.0 or self.max_per_label < 1:

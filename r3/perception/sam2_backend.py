@@ -15,7 +15,8 @@ masks by predicted IoU, logits upsampled to the frame and thresholded at 0.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -39,6 +40,13 @@ class Sam2Config:
     device: str = "cpu"
     image_size: int = 1024
     seed: int = 0
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, object]) -> Sam2Config:
+        """The config of a segmenter's options (the perception node's parameters): field ``f`` from
+        ``sam2_f``, ``device`` shared with the other models; missing ones keep their defaults."""
+        given = {f.name: options[f"sam2_{f.name}"] for f in fields(cls) if f"sam2_{f.name}" in options}
+        return cls(**{**({"device": options["device"]} if "device" in options else {}), **given})
 
     def __post_init__(self):
         if self.image_size <= 0 or self.image_size % 32:
@@ -128,9 +136,9 @@ class Sam2Segmenter(Segmenter):
     config_class = Sam2Config
 
     @classmethod
-    def from_options(cls, **options) -> Sam2Segmenter:
-        """The segmenter of the config with these fields (``make_segmenter``'s options)."""
-        return cls(cls.config_class(**options))
+    def from_options(cls, options: Mapping[str, object]) -> Sam2Segmenter:
+        """The segmenter of the config that ``options`` (``make_segmenter``'s) give."""
+        return cls(cls.config_class.from_options(options))
 
     def __init__(self, config: Sam2Config):
         self.config = config

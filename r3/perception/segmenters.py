@@ -1,5 +1,7 @@
 """Segmenter backends behind one interface, chosen by name (:data:`SEGMENTERS`): ``sim``, ``sam2``,
-``owlv2+sam2``, and those of the ``r3.segmenters`` entry points.
+``owlv2+sam2``, and those of the ``r3.segmenters`` entry points. Every one is built the same way, from
+one mapping of options (:func:`make_segmenter`), so the perception node has no branch per backend and a
+segmenter of an entry point gets the same options as the built-in ones.
 
 A segmenter sees one frame at a time (:meth:`Segmenter.set_frame` does the per-frame work, such as
 SAM 2's image embedding, once) and then answers prompts on it: the object under an image point,
@@ -11,7 +13,9 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
@@ -19,11 +23,13 @@ from r3.perception.camera import RGBDFrame
 from r3.perception.geometry import mask_box
 from r3.plugins import Registry
 
-#: name -> "module:factory"; ``factory(**options)`` builds the segmenter (imported only when chosen).
+#: name -> "module:factory"; ``factory(options)`` builds the segmenter (imported only when chosen), where
+#: ``options`` are named as the perception node's parameters (``device``, ``sam2_checkpoint``, ...,
+#: :mod:`r3.graph.node_params`): each factory reads those it needs, its defaults standing for missing ones.
 SEGMENTERS = Registry(
     "segmenter",
     {
-        "sim": "r3.perception.segmenters:SimSegmenter",
+        "sim": "r3.perception.segmenters:SimSegmenter.from_options",
         "sam2": "r3.perception.sam2_backend:Sam2Segmenter.from_options",
         "owlv2+sam2": "r3.perception.owlv2:Owlv2Sam2Segmenter.from_options",
     },
@@ -47,6 +53,14 @@ class Segmenter(ABC):
     #: True when :meth:`segment_labels` can find objects by name; the others follow an object
     #: from a point (a GroundPoint call) by box prompts, frame to frame.
     text_queries: bool = False
+    #: True when :meth:`set_frame` needs frames with the simulator's instance masks (``RGBDFrame.instances``).
+    reads_sim_instances: bool = False
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, object]) -> Segmenter:
+        """The segmenter ``options`` ask for (the :data:`SEGMENTERS` factory); one without options
+        ignores them."""
+        return cls()
 
     def refuse_labels(self, labels: list[str]) -> str:
         """Why these names cannot be served ("" when they can)."""
@@ -73,6 +87,7 @@ class SimSegmenter(Segmenter):
     """Simulator instance masks, named as the simulator names them (ground truth, for sim only)."""
 
     text_queries = True
+    reads_sim_instances = True
 
     def __init__(self):
         self._ids: np.ndarray | None = None
@@ -103,6 +118,12 @@ class SimSegmenter(Segmenter):
         return out
 
 
-def make_segmenter(backend: str, **options) -> Segmenter:
-    """Build a backend by name; ``options`` are its config's fields (model paths, device, ...)."""
-    return SEGMENTERS.get(backend)(**options)
+def make_segmenter(backend: str, options: Mapping[str, object] = MappingProxyType({})) -> Segmenter:
+    """Build a backend by name from ``options`` (the perception node passes all its parameters); it
+    ignores the options it does not read and refuses a value it cannot use, with the reason (an
+    ``owlv2+sam2`` without ``detector``).
+
+    >>> type(make_segmenter("sim", {"device": "cpu"})).__name__
+    'SimSegmenter'
+    """
+    return SEGMENTERS.get(backend)(options)

@@ -29,16 +29,23 @@ from r3.instructions.language_table import ParseError
 from r3.instructions.plan import PlanError
 from r3.instructions.semantic import ActionError
 from r3.instructions.tools import ToolCallError
+from r3.plugins import Registry
 from r3.reasoning.prompts import ANSWER_HEADERS
 from r3.suites import get_suite, suite_names
 
-#: The grammars of the interfaces whose answers are calls, whatever the suite: one ERR action
-#: (semantic), one ZAP tool call (tools) or one RoboGPT-R1 plan of numbered semantic actions (plan).
-CALL_GRAMMARS: dict[str, str] = {
-    "semantic": "r3.instructions.semantic",
-    "tools": "r3.instructions.tools",
-    "plan": "r3.instructions.plan",
-}
+#: The grammars of the interfaces whose answers are the same whatever the suite, interface -> "module:
+#: grammar", a grammar being anything with ``parse(text)`` and ``format_instruction(instruction)``, as a
+#: suite's ``grammar_module`` is: one ERR action (semantic), one ZAP tool call (tools) or one RoboGPT-R1
+#: plan of numbered semantic actions (plan); a package adds one through the ``r3.grammars`` entry points.
+#: The built-in ones are modules, attributes of their package since the imports above load them.
+GRAMMARS = Registry(
+    "grammar",
+    {
+        "semantic": "r3.instructions:semantic",
+        "tools": "r3.instructions:tools",
+        "plan": "r3.instructions:plan",
+    },
+)
 #: The interfaces whose answer section runs to the end of the answer (a plan's numbered steps, one a
 #: line) rather than being its first line; their grammar judges every line and the length.
 MULTI_LINE_ANSWERS: tuple[str, ...] = ("plan",)
@@ -108,6 +115,18 @@ def _clean_instruction(line: str) -> str:
         previous = s
         s = s.strip(_WRAPPERS).rstrip(".").strip()
     return s
+
+
+def answer_grammar(interface: str, suite: str):
+    """The grammar that reads answers of ``interface`` on ``suite``: the interface's own
+    (:data:`GRAMMARS`), else the suite's instruction grammar (``Suite.grammar_module``).
+
+    >>> answer_grammar("tools", "packing").__name__, answer_grammar("instruction", "packing").__name__
+    ('r3.instructions.tools', 'r3.instructions.packing')
+    """
+    if interface in GRAMMARS.names():
+        return GRAMMARS.get(interface)
+    return importlib.import_module(get_suite(suite).grammar_module)
 
 
 def parse_response(
@@ -189,7 +208,7 @@ def parse_response(
             reasoning,
             instruction_text[:MAX_INSTRUCTION_CHARS],
         )
-    grammar = importlib.import_module(CALL_GRAMMARS.get(interface) or get_suite(suite).grammar_module)
+    grammar = answer_grammar(interface, suite)
     try:
         instruction = grammar.parse(instruction_text)
     except Exception as exc:  # noqa: BLE001 - a grammar bug must not take the reasoner down; report it as data

@@ -6,6 +6,7 @@ SDK's software device (no camera here)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_packages import fake_distribution
 from suites.toy import entry_point_env
 
 from r3.graph.description import Member, Profile
@@ -36,6 +38,31 @@ PROCESS_NODES = {
     "r3_execution_node": {},
     "r3_suite_sim_node": {"suite": "toy_line"},  # the toy suite of test/suites, through its entry point
 }
+#: A package with a segmenter and a policy that say they were built, and with what (``built.json``).
+RECORDING_PARTS = """
+import json
+from pathlib import Path
+
+from r3.perception.segmenters import SimSegmenter
+
+
+def say_built(what):
+    written = Path(__file__).with_name("built.tmp")
+    written.write_text(json.dumps(what))
+    written.replace(written.with_suffix(".json"))
+
+
+class RecordingSegmenter(SimSegmenter):
+    @classmethod
+    def from_options(cls, options):
+        say_built({k: options[k] for k in ("backend", "device", "sam2_image_size", "detector")})
+        return cls()
+
+
+class RecordingPolicy:
+    def __init__(self):
+        say_built({})
+"""
 
 
 def invalid_value(spec: ParameterSpec):
@@ -142,6 +169,46 @@ def test_an_invalid_value_at_launch_ends_the_node_with_its_reason(ros_env):
     )
     assert done.returncode == 1, done.stderr
     assert "fatal:" in done.stderr and "policy: 'learned' is not one of scripted" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("node", "group", "parameter", "target", "more", "built"),
+    [
+        (
+            "r3_perception_node",
+            "r3.segmenters",
+            "backend",
+            "RecordingSegmenter.from_options",
+            ["-p", "device:=cuda:5", "-p", "sam2_image_size:=512"],
+            {"backend": "recording", "device": "cuda:5", "sam2_image_size": 512, "detector": ""},
+        ),
+        ("r3_lowlevel_node", "r3.policies", "policy", "RecordingPolicy", [], {}),
+    ],
+)
+def test_a_part_of_an_installed_package_is_chosen_by_the_nodes_parameter(
+    node, group, parameter, target, more, built, ros_env, tmp_path
+):
+    """The node builds the part its parameter names through the registry, an entry point's as a built-in
+    one, and a segmenter gets the node's parameters as its options."""
+    entry = f"recording = recording_parts:{target}"
+    fake_distribution(tmp_path, group, entry, "recording_parts", RECORDING_PARTS)
+    env = {**ros_env, "PYTHONPATH": os.pathsep.join([str(tmp_path), ros_env.get("PYTHONPATH", "")])}
+    command = [sys.executable, "-m", f"{node}.main", "--ros-args", "-p", f"{parameter}:=recording", *more]
+    with open(tmp_path / "node.log", "w") as log:
+        proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    said, deadline = tmp_path / "built.json", time.monotonic() + 120
+    try:
+        while not said.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert said.exists(), (tmp_path / "node.log").read_text()[-2000:]
+        assert json.loads(said.read_text()) == built
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
 
 
 @pytest.fixture

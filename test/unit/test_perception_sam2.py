@@ -68,7 +68,7 @@ def save_tiny_owlv2(folder) -> None:
 
 
 def test_sam2_point_grounding_and_box_following(small_frame):
-    perception = Perception(make_segmenter("sam2", image_size=SMALL))
+    perception = Perception(make_segmenter("sam2", {"sam2_image_size": SMALL}))
     assert perception.set_query(["mug"]) == ""
     assert perception.process(small_frame) == []  # nothing pointed at yet
     result = perception.ground_point("mug", 450, 600, "pick", 5)
@@ -85,10 +85,12 @@ def test_owlv2_sam2_finds_boxes_for_names_and_masks_them(small_frame, tmp_path):
     save_tiny_owlv2(tmp_path / "owlv2")
     segmenter = make_segmenter(
         "owlv2+sam2",
-        detector=str(tmp_path / "owlv2"),
-        score_threshold=0.0,
-        max_per_label=2,
-        sam2={"image_size": SMALL},
+        {
+            "detector": str(tmp_path / "owlv2"),
+            "score_threshold": 0.0,
+            "max_per_label": 2,
+            "sam2_image_size": SMALL,
+        },
     )
     perception = Perception(segmenter)
     assert perception.set_query(["red box", "blue cylinder"]) == ""

@@ -38,12 +38,11 @@ SUITE = Suite(
 
 def entry_point_env(folder: Path, pythonpath: str = "") -> dict[str, str]:
     """PYTHONPATH for processes that find this suite as a user's package adds one: an installed
-    distribution (its dist-info written into ``folder``) with an ``r3.suites`` entry point. In this
-    process the suite stays unregistered."""
-    dist = folder / "r3_toy_line-0.1.dist-info"
-    dist.mkdir(parents=True, exist_ok=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: r3-toy-line\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text(f"[r3.suites]\n{SUITE.name} = {__name__}:SUITE\n")
-    tests = Path(__file__).resolve().parents[2]  # the folder that holds suites/
+    distribution (written into ``folder``) with an ``r3.suites`` entry point. In this process the
+    suite stays unregistered."""
+    from fake_packages import fake_distribution
+
+    fake_distribution(folder, "r3.suites", f"{SUITE.name} = {__name__}:SUITE", name="r3_toy_line")
+    tests = Path(__file__).resolve().parents[2]  # the folder that holds suites/ and fake_packages.py
     rest = pythonpath or os.environ.get("PYTHONPATH", "")
     return {"PYTHONPATH": os.pathsep.join([str(folder), str(tests), rest])}

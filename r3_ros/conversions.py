@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 from builtin_interfaces.msg import Time
@@ -13,7 +14,18 @@ from sensor_msgs.msg import CameraInfo, Image
 from r3.perception.camera import CameraModel
 from r3.suites import DEFAULT_SUITE, get_suite
 from r3.tasks.language_table.board import BoardState
-from r3_msgs.msg import BoardObject, DetectedObject, DetectedObjects, PrivilegedState
+from r3_msgs.msg import (
+    BoardObject,
+    DetectedObject,
+    DetectedObjects,
+    EpisodeEvent,
+    InstructionOutcome,
+    PrivilegedState,
+    ReasonerStep,
+)
+
+if TYPE_CHECKING:
+    from r3.episode_loop import StepDecision
 
 
 def stamp_to_ns(stamp: Time) -> int:
@@ -228,3 +240,72 @@ def move_goal_to_target(goal, base_frame: str):
     return pose_msg_to_target(
         goal.target, goal.gripper_opening, goal.max_velocity_scaling, goal.approach_distance
     )
+
+
+def reasoner_step_msg(
+    episode_id: str, task: str, record: StepDecision, latencies, images: list[Image], stamp: Time
+) -> ReasonerStep:
+    """A decision step as recorded: ``latencies`` are the prompt, model and parse seconds (a negative
+    one reads 0); ``images`` the frames it was decided on, which it names by their stamps."""
+    out, parsed, inp = record.decision.output, record.decision.parsed, record.input
+    msg = ReasonerStep(
+        episode_id=episode_id,
+        step=record.step,
+        suite=inp.suite,
+        task=task,
+        goal=inp.goal,
+        history=record.history,
+        reasoning=parsed.reasoning or "",
+        instruction=record.instruction,
+        raw_response=out.raw_text,
+        valid=record.valid,
+        error=record.error,
+        model_id=out.model_id,
+        image_stamps=[im.header.stamp for im in images],
+    )
+    msg.latency_prompt_s, msg.latency_model_s, msg.latency_parse_s = (max(0.0, v) for v in latencies)
+    msg.prompt_tokens, msg.completion_tokens = out.prompt_tokens or 0, out.completion_tokens or 0
+    msg.header.stamp = stamp
+    return msg
+
+
+def instruction_outcome_msg(
+    episode_id: str, step: int, instruction: str, follow, progress: float
+) -> InstructionOutcome:
+    """What came of one instruction (``follow``: its FollowInstruction result), stamped when it finished."""
+    msg = InstructionOutcome(
+        episode_id=episode_id,
+        step=step,
+        instruction=instruction,
+        success=follow.success,
+        reason=follow.reason,
+        control_steps=follow.steps,
+        progress=progress,
+        outcome=follow.outcome,
+    )
+    msg.header.stamp = follow.finished
+    return msg
+
+
+def episode_event_msg(
+    event: int, episode_id: str, goal, goal_text: str, backend: str, stamp: Time, result=None
+) -> EpisodeEvent:
+    """An episode's START or END (with its RunTask ``result``) for RunTask ``goal``."""
+    msg = EpisodeEvent(
+        episode_id=episode_id,
+        event=event,
+        suite=goal.suite or DEFAULT_SUITE,
+        task=goal.task,
+        seed=goal.seed,
+        goal=goal_text,
+        backend=backend,
+    )
+    if result is not None:
+        msg.success, msg.progress, msg.steps, msg.reason = (
+            result.success,
+            result.progress,
+            result.steps,
+            result.reason,
+        )
+    msg.header.stamp = stamp
+    return msg

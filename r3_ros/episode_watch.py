@@ -1,0 +1,102 @@
+"""An episode's waits, always bounded: a dead node ends the episode with an error naming it, never a hang.
+
+The low-level and simulator nodes, and the recorder once it records the episode, are watched
+through their heartbeats (``r3_ros/heartbeat.py``) and through the exits a process manager reports
+(``MemberExits``, faster than any heartbeat); the episode as a whole has a time budget.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.node import Node
+
+from r3.graph.supervisor import MemberExits
+from r3_ros.heartbeat import HeartbeatMonitor
+from r3_ros.recording import RecorderHandshake
+
+
+class EpisodeError(RuntimeError):
+    """Ends an episode with ``error: <message>``; the message names the node or part at fault."""
+
+
+class EpisodeWatch:
+    """The nodes an episode depends on, and its time budget. ``param`` is the node's live parameter
+    mapping (``lowlevel_node``, ``sim_node``, ``heartbeat_timeout_s``, ``max_episode_s``,
+    ``startup_timeout_s``), read at each use."""
+
+    def __init__(self, node: Node, param: Mapping):
+        self.param = param
+        self.monitor = HeartbeatMonitor(node, callback_group=MutuallyExclusiveCallbackGroup())
+        self.exits = MemberExits.from_environment()  # members a supervisor saw exit
+        self.deadline = float("inf")
+        self.recorder = ""  # watched too while it records the episode
+
+    def start(self) -> None:
+        """A new episode: its time budget runs from now, and no recorder is watched yet."""
+        self.deadline = time.monotonic() + self.param["max_episode_s"]
+        self.recorder = ""
+
+    def check_alive(self) -> None:
+        """Raise when a watched node has gone silent or the episode has run out of time."""
+        timeout = self.param["heartbeat_timeout_s"]
+        watched = [self.param["lowlevel_node"], self.param["sim_node"]] + (
+            [self.recorder] if self.recorder else []
+        )
+        for member_exit in self.exits.read():  # the process manager's word: faster than any heartbeat
+            raise EpisodeError(member_exit)
+        for node in self.monitor.dead(watched, timeout):
+            raise EpisodeError(f"{node} stopped responding (no heartbeat for {timeout:.1f} s)")
+        if time.monotonic() > self.deadline:
+            raise EpisodeError(f"the episode ran past its time budget of {self.param['max_episode_s']:.0f} s")
+
+    def waiting(self, stopping: bool) -> bool:
+        """False once the goal is ``stopping``; raises when a watched node is gone."""
+        if stopping:
+            return False
+        self.check_alive()
+        return True
+
+    def wait_until_graph_up(self, recording: RecorderHandshake) -> None:
+        """The low-level node must be up and have seen the simulator before it gets an instruction,
+        and the graph's recorder (if it has one) must be up before START, which opens the bag.
+
+        Bounded by ``startup_timeout_s``: on a cold machine the first start of the graph's processes
+        (imports, MuJoCo model compilation) can take longer than any single call should.
+        """
+        node, timeout = self.param["lowlevel_node"], self.param["startup_timeout_s"]
+        deadline = time.monotonic() + timeout
+        while self.monitor.state(node) in (None, "waiting_for_state") or (why := recording.not_up()):
+            if time.monotonic() > deadline:
+                if self.monitor.state(node) is None:
+                    raise EpisodeError(f"{node} is not running after {timeout:.1f} s")
+                if self.monitor.state(node) == "waiting_for_state":
+                    raise EpisodeError(f"{node} has no simulator state after {timeout:.1f} s")
+                raise EpisodeError(
+                    f"after {timeout:.1f} s, {why} "
+                    "(recorder_node names it; set it to '' for a graph without a recorder)"
+                )
+            for member_exit in self.exits.read():
+                raise EpisodeError(member_exit)
+            time.sleep(0.02)
+
+
+def wait_future(
+    future,
+    what: str,
+    keep_waiting: Callable[[], bool],
+    timeout_s: float | None = None,
+    since: float | None = None,
+):
+    """``future``'s result, within ``timeout_s`` of ``since`` (default now); None once ``keep_waiting()``
+    says no (it may also raise to end the wait, as :meth:`EpisodeWatch.waiting` does)."""
+    deadline = None if timeout_s is None else (time.monotonic() if since is None else since) + timeout_s
+    while not future.done():
+        if not keep_waiting():
+            return None
+        if deadline is not None and time.monotonic() > deadline:
+            raise EpisodeError(f"{what} did not answer within {timeout_s:.1f} s")
+        time.sleep(0.01)
+    return future.result()

@@ -1,0 +1,146 @@
+"""The reasoner's FollowInstruction client: one instruction at a time per RunTask, stopped with it.
+
+The moment a RunTask is cancelled (its cancel callback, :meth:`FollowClient.on_cancel`) or a stop
+naming it arrives on ``/r3/stop_motion``, the FollowInstruction running for it is stopped with a
+stop of its own on that topic, then cancelled through its action as well (``r3_ros/stop.py``); no
+later instruction is sent.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rclpy.action import ActionClient, CancelResponse
+from rclpy.node import Node
+
+from r3.graph import names
+from r3_msgs.action import FollowInstruction
+from r3_ros.episode_watch import EpisodeError, EpisodeWatch, wait_future
+from r3_ros.stop import StopListener, StopPublisher, goal_key, new_goal_id
+
+
+@dataclass
+class Run:
+    """A RunTask goal being executed: stopped or not, and the goal key of the FollowInstruction it runs."""
+
+    stopped: bool = False
+    follow: str | None = None
+
+
+class FollowClient:
+    """Sends the instructions of the RunTask goals being executed (``begin`` .. ``end``). ``param`` is
+    the node's live parameter mapping (``lowlevel_node``, ``service_timeout_s``,
+    ``instruction_timeout_s``, ``steps_per_instruction``); ``watch`` bounds every wait."""
+
+    def __init__(self, node: Node, param: Mapping, watch: EpisodeWatch, callback_group=None):
+        self.param, self.watch = param, watch
+        self.stop_pub = StopPublisher(node)
+        self.stops = StopListener(node, on_stop=self.stop_run)
+        self.client = ActionClient(
+            node, FollowInstruction, names.FOLLOW_INSTRUCTION, callback_group=callback_group
+        )
+        self.runs_lock = threading.Lock()
+        self.runs: dict[str, Run] = {}  # by RunTask goal key
+
+    def begin(self, handle) -> None:
+        """RunTask ``handle`` starts executing (stopped already when a stop naming it came first)."""
+        key = goal_key(handle.goal_id)
+        with self.runs_lock:
+            self.runs[key] = Run(stopped=self.stops.requested(key))
+
+    def end(self, handle) -> bool:
+        """RunTask ``handle`` is done executing; whether it was stopped."""
+        with self.runs_lock:
+            return self.runs.pop(goal_key(handle.goal_id)).stopped
+
+    def on_cancel(self, handle) -> CancelResponse:
+        """Runs as the cancel request arrives, before the execute loop polls: stop the motion now."""
+        self.stop_run(goal_key(handle.goal_id))
+        return CancelResponse.ACCEPT
+
+    def stop_run(self, key: str) -> None:
+        """Stop RunTask ``key``: no instruction after this, and a stop for the one running now."""
+        with self.runs_lock:
+            run = self.runs.get(key)
+            if run is None or run.stopped:
+                return
+            run.stopped, follow = True, run.follow
+        if follow is not None:
+            self.stop_pub.stop(follow)
+
+    def stopping(self, handle) -> bool:
+        """The RunTask ``handle`` was cancelled, stopped or preempted."""
+        if handle.is_cancel_requested or not handle.is_active:
+            return True
+        with self.runs_lock:
+            run = self.runs.get(goal_key(handle.goal_id))
+        return run is not None and run.stopped
+
+    def waiting(self, handle) -> bool:
+        """False once the RunTask ``handle`` is stopping; raises when a watched node is gone."""
+        return self.watch.waiting(self.stopping(handle))
+
+    def follow(self, instruction: str, suite: str, interface: str, seed: int, steps_left: int, handle):
+        """Send one instruction to the low-level policy; its result, or None when the episode was canceled."""
+        if self.stopping(handle):
+            return None  # canceled while deciding: no new motion
+        if not self.client.wait_for_server(timeout_sec=self.param["service_timeout_s"]):
+            raise EpisodeError(f"{self.param['lowlevel_node']} does not offer {names.FOLLOW_INSTRUCTION}")
+        goal = FollowInstruction.Goal(
+            instruction=instruction,
+            suite=suite,
+            max_steps=self.param["steps_per_instruction"],
+            seed=seed,
+            interface=interface,
+            steps_left=steps_left,
+        )
+        # The goal id is chosen here and recorded before the goal goes out, so that from now on a
+        # stop of the RunTask stops this instruction (stop_run), even before it is accepted.
+        run_key = goal_key(handle.goal_id)
+        follow_id = new_goal_id(parent=run_key)  # of the RunTask's family: a stop of it stops this too
+        follow_key = goal_key(follow_id)
+        with self.runs_lock:
+            run = self.runs[run_key]
+            if run.stopped:
+                return None
+            run.follow = follow_key
+        sending = self.client.send_goal_async(goal, goal_uuid=follow_id)
+        # The instruction's budget runs from here, end to end: the goal's acceptance counts too (a
+        # low-level node that stalls before accepting must not get the longer service timeout).
+        sent_at, budget = time.monotonic(), self.param["instruction_timeout_s"]
+        accept_s = min(self.param["service_timeout_s"], budget)
+        waiting = functools.partial(self.waiting, handle)
+        try:
+            sent = wait_future(sending, names.FOLLOW_INSTRUCTION, waiting, accept_s, since=sent_at)
+        except EpisodeError:  # not accepted in time: a goal accepted later must not move anything
+            self.stop_unanswered(follow_key, sending)
+            raise
+        if sent is None:  # canceled before the low-level node answered: cancel the goal once it does
+            self.stop_unanswered(follow_key, sending)
+            return None
+        if not sent.accepted:
+            raise EpisodeError(f"{self.param['lowlevel_node']} rejected the instruction {instruction!r}")
+        try:
+            done = wait_future(
+                sent.get_result_async(), names.FOLLOW_INSTRUCTION, waiting, budget, since=sent_at
+            )
+        except EpisodeError:
+            self.stop_pub.stop(follow_key)
+            sent.cancel_goal_async()
+            raise
+        if done is None:  # RunTask canceled, stopped or preempted: stop the motion too (stop, then cancel)
+            self.stop_pub.stop(follow_key)
+            sent.cancel_goal_async()
+            return None
+        if done.result.reason.startswith("error"):
+            raise EpisodeError(f"{self.param['lowlevel_node']}: {done.result.reason[len('error: ') :]}")
+        return done.result
+
+    def stop_unanswered(self, follow_key: str, sending) -> None:
+        """Stop a FollowInstruction goal that has not been accepted yet, and cancel it once it is."""
+        self.stop_pub.stop(follow_key)
+        sending.add_done_callback(lambda f: f.result().cancel_goal_async() if f.result().accepted else None)

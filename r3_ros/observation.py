@@ -1,0 +1,158 @@
+"""What the reasoner sees of the scene: the simulator's settled privileged state and the camera images
+of it, waited for (bounded) and turned into the core's ``StepView``.
+
+Language Table decides on the base camera, packing (with ``wrist_camera`` set) on the base and wrist
+cameras; the expert reads the privileged state of either.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from rclpy.clock import Clock, ClockType
+from rclpy.node import Node
+from sensor_msgs.msg import CameraInfo, Image
+
+from r3.episode_loop import StepView
+from r3.graph import names
+from r3.perception.camera import pose_matrix
+from r3.reasoning.expert import ExpertView
+from r3.reasoning.packing_expert import PackingExpertView
+from r3.safety.goals import GoalRefused
+from r3.suites import get_suite
+from r3_msgs.msg import PrivilegedState
+from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
+from r3_ros.conversions import (
+    msg_to_board_state,
+    msg_to_camera_model,
+    msg_to_image,
+    msg_to_packing_state,
+    stamp_to_ns,
+    task_instance_from_msg,
+)
+from r3_ros.episode_watch import EpisodeError
+from r3_ros.qos import LATCHED
+from r3_ros.refusals import refusing_message
+
+
+@dataclass
+class Observation:
+    state: PrivilegedState
+    images: list[Image]  # base camera, then the wrist camera where there is one
+
+
+class SceneObserver:
+    """The latest state and images, and the scene the running episode acts on (``scene_id``, the
+    simulator's episode id of it). ``param`` is the node's live parameter mapping (``wrist_camera``,
+    ``observation_timeout_s``, ``sim_node``, ``base_from_camera``), read at each use."""
+
+    def __init__(self, node: Node, param: Mapping, callback_group=None):
+        self.param = param
+        self.cv = threading.Condition()
+        self.state: PrivilegedState | None = None
+        self.image: Image | None = None
+        self.wrist_image: Image | None = None
+        self.camera_info: CameraInfo | None = None  # the base camera's, for the expert's image points
+        self.scene_id = ""
+        node.create_subscription(
+            PrivilegedState,
+            names.PRIVILEGED_STATE,
+            refusing_message(node, self.on_state),
+            LATCHED,
+            callback_group=callback_group,
+        )
+        # The cameras as their publishers offer them: a simulator's frame, sent once per decision right
+        # after a reset, reaches this node even when DDS matched the two sides late.
+        self.cameras = AdaptiveSubscriptions(node, 5, callback_group=callback_group)
+        self.cameras.add(names.CAMERA_IMAGE, lambda _: Image, lambda _: self.on_image)
+        self.cameras.add(names.CAMERA_INFO, lambda _: CameraInfo, lambda _: self.on_camera_info)
+        if param["wrist_camera"]:
+            self.cameras.add(names.WRIST_IMAGE, lambda _: Image, lambda _: self.on_wrist_image)
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        node.create_timer(0.2, self.cameras.refresh, callback_group=callback_group, clock=steady)
+
+    def on_state(self, msg: PrivilegedState) -> None:
+        with self.cv:
+            self.state = msg
+            self.cv.notify_all()
+
+    def on_camera_info(self, msg: CameraInfo) -> None:
+        self.camera_info = msg
+
+    def on_image(self, msg: Image) -> None:
+        with self.cv:
+            self.image = msg
+            self.cv.notify_all()
+
+    def on_wrist_image(self, msg: Image) -> None:
+        with self.cv:
+            self.wrist_image = msg
+            self.cv.notify_all()
+
+    def progress(self) -> float:
+        """The task progress the latest state reports (0 before any)."""
+        return self.state.progress if self.state else 0.0
+
+    def current_scene(self, suite: str, task: str) -> str:
+        """reset_scene=false: the simulator's episode id of the scene to continue on, which must be
+        a ``task`` scene of ``suite``; GoalRefused otherwise."""
+        s = self.state
+        if s is None or not s.episode_id:
+            raise GoalRefused("reset_scene is false but no scene has been reset yet")
+        if (s.suite, s.task) != (suite, task):
+            raise GoalRefused(
+                f"reset_scene is false but the current scene is {s.suite} task {s.task!r}, "
+                f"not {suite} task {task!r}"
+            )
+        return s.episode_id
+
+    def observe(self, not_before_ns: int, check: Callable[[], None]) -> Observation:
+        """The settled state of the episode's scene at or after ``not_before_ns`` and the images of it;
+        ``check()`` runs between waits (it raises to end the wait)."""
+        deadline = time.monotonic() + self.param["observation_timeout_s"]
+        with self.cv:
+            while True:
+                s = self.state
+                images = [self.image, self.wrist_image] if self.param["wrist_camera"] else [self.image]
+                if (
+                    s is not None
+                    and s.episode_id == self.scene_id
+                    and stamp_to_ns(s.header.stamp) >= not_before_ns
+                    and all(
+                        im is not None and stamp_to_ns(im.header.stamp) >= stamp_to_ns(s.header.stamp)
+                        for im in images
+                    )
+                ):
+                    return Observation(s, images)
+                if time.monotonic() > deadline:
+                    raise EpisodeError(
+                        f"{self.param['sim_node']} sent no state and image for this episode within "
+                        f"{self.param['observation_timeout_s']:.1f} s"
+                    )
+                self.cv.wait(0.05)
+                check()
+
+    def step_view(self, obs: Observation, goal: str, seed: int, interface: str) -> StepView:
+        """The suite's view for the reasoner: its camera views and, for the expert, its privileged view;
+        ``goal`` ("" = the task instance's own)."""
+        instance, suite = task_instance_from_msg(obs.state), get_suite(obs.state.suite)
+        if suite.make_sim is not None:  # a suite's own simulator shows the reasoner its camera only
+            view = None
+        elif suite.workcell:
+            info, pose = self.camera_info, pose_matrix(self.param["base_from_camera"])
+            camera = None if info is None else msg_to_camera_model(info, pose, "base")
+            view = PackingExpertView(msg_to_packing_state(obs.state), instance, camera)
+        else:
+            view = ExpertView(msg_to_board_state(obs.state), instance)
+        return StepView(
+            obs.state.suite,
+            goal or instance.goal,
+            [msg_to_image(im) for im in obs.images],
+            instance.note,
+            view,
+            seed,
+            interface,
+        )

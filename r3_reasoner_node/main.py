@@ -177,7 +177,8 @@ class ReasonerNode(Node):
                 not_before = stamp_to_ns(follow.finished)
                 if follow.outcome:
                     decider.report(follow.outcome)
-                self.topics.publish_outcome(episode_id, step, record.instruction, follow, self.scene.progress())
+                progress = self.scene.progress()
+                self.topics.publish_outcome(episode_id, step, record.instruction, follow, progress)
             handle.publish_feedback(
                 RunTask.Feedback(
                     step=step,

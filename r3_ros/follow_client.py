@@ -38,13 +38,13 @@ class FollowClient:
 
     def __init__(self, node: Node, param: Mapping, watch: EpisodeWatch, callback_group=None):
         self.param, self.watch = param, watch
+        self.runs_lock = threading.Lock()
+        self.runs: dict[str, Run] = {}  # by RunTask goal key
         self.stop_pub = StopPublisher(node)
         self.stops = StopListener(node, on_stop=self.stop_run)
         self.client = ActionClient(
             node, FollowInstruction, names.FOLLOW_INSTRUCTION, callback_group=callback_group
         )
-        self.runs_lock = threading.Lock()
-        self.runs: dict[str, Run] = {}  # by RunTask goal key
 
     def begin(self, handle) -> None:
         """RunTask ``handle`` starts executing (stopped already when a stop naming it came first)."""

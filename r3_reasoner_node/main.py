@@ -111,11 +111,8 @@ class ReasonerNode(Node):
             result.reason = f"error: reasoner backend: {exc}"
         stopped = self.follower.end(handle)
         if not result.reason:
-            result.reason = (
-                "success"
-                if result.success
-                else ("canceled" if handle.is_cancel_requested or stopped else "step_budget")
-            )
+            canceled = handle.is_cancel_requested or stopped
+            result.reason = "success" if result.success else ("canceled" if canceled else "step_budget")
         if started:
             self.topics.publish_event(EpisodeEvent.END, episode_id, goal, goal_text or "", result)
             # A finished episode's result names a closed bag; an error's comes at once (a dead member
@@ -179,14 +176,10 @@ class ReasonerNode(Node):
                     decider.report(follow.outcome)
                 progress = self.scene.progress()
                 self.topics.publish_outcome(episode_id, step, record.instruction, follow, progress)
-            handle.publish_feedback(
-                RunTask.Feedback(
-                    step=step,
-                    reasoning=record.decision.parsed.reasoning or "",
-                    instruction=record.instruction,
-                    progress=self.scene.progress(),
-                )
-            )
+            reasoning = record.decision.parsed.reasoning or ""
+            feedback = RunTask.Feedback(step=step, reasoning=reasoning, instruction=record.instruction)
+            feedback.progress = self.scene.progress()
+            handle.publish_feedback(feedback)
             if ends_episode(record, fell_short=record.valid and not follow.success):
                 break
         obs = self.scene.observe(not_before, self.watch.check_alive)

@@ -252,12 +252,10 @@ class PackingSimNode(Node):
             frame, k = f"{cam}_camera_color_optical_frame", env.camera_model(cam).k
             image_pub.publish(conv.image_to_msg(env.render_camera(cam), stamp, frame))
             info_pub.publish(conv.camera_info_msg(k, env.width, env.height, stamp, frame))
-        step, episode = env.elapsed_steps, {"episode_id": self.episode_id, "suite": SUITE, "task": self.task}
-        self.state_pub.publish(
-            conv.packing_decision_state_msg(
-                env.state(), env.task_instance, env.max_progress, control_step=step, stamp=stamp, **episode
-            )
-        )
+        step, state = env.elapsed_steps, env.state()
+        msg = PrivilegedState(episode_id=self.episode_id, control_step=step, suite=SUITE, task=self.task)
+        msg.header.stamp = stamp
+        self.state_pub.publish(conv.packing_decision_to_msg(state, env.task_instance, env.max_progress, msg))
         snapshot = self.cell.snapshot()  # with the tools' memory
         self.snapshot_pub.publish(conv.snapshot_msg(self.episode_id, step, SNAPSHOT_FORMAT, snapshot, stamp))
         return stamp

@@ -256,28 +256,11 @@ def rgbd_frame_msgs(frame, stamp: Time, frame_id: str) -> tuple[Image, CameraInf
     )
 
 
-def packing_decision_state_msg(
-    state,
-    instance,
-    progress: float,
-    *,
-    episode_id: str,
-    control_step: int,
-    suite: str,
-    task: str,
-    stamp: Time,
-) -> PrivilegedState:
-    """The packing cell's privileged state at a decision point, in the world frame: the episode, its
-    task and verdict (none between episodes), and :func:`packing_state_to_msg`'s items, TCP and held
-    item."""
-    msg = PrivilegedState(
-        episode_id=episode_id,
-        control_step=control_step,
-        suite=suite,
-        task=task,
-        goal=instance.goal if instance else "",
-    )
-    msg.header.stamp, msg.header.frame_id = stamp, "world"
+def packing_decision_to_msg(state, instance, progress: float, msg: PrivilegedState) -> PrivilegedState:
+    """Fill a packing cell's decision-point state into ``msg`` (whose episode, step, suite, task and
+    stamp are set): the world frame, the task's goal and verdict (none between episodes: ``instance``
+    None) and :func:`packing_state_to_msg`'s items, TCP and held item."""
+    msg.header.frame_id, msg.goal = "world", instance.goal if instance else ""
     if instance is not None:
         msg.task_instance_json = json.dumps(instance.to_dict())
         msg.progress = float(progress)

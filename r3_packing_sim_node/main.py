@@ -40,7 +40,7 @@ from r3.episode_loop import Execution
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
 from r3.lowlevel.perceived import OncePerScene, arm_reading
-from r3.packing_episode import CELL_INTERFACES, SNAPSHOT_FORMAT, PackingCell
+from r3.packing_episode import CELL_INTERFACES, SNAPSHOT_FORMAT, SUITE, PackingCell
 from r3.safety.freeze import FreezeWatch, GoalStop
 from r3.safety.goals import GoalRefused, canonical_task, check_instruction_goal, check_seed
 from r3.sim.packing.env import ITEM_INDEX, PackingEnv
@@ -58,7 +58,6 @@ from r3_ros.services import ResetRecord
 from r3_ros.spin import run_node
 from r3_ros.stop import MotionGuard, end_stopped
 
-SUITE = "packing"  # the suite this node simulates
 #: How long this process may be frozen or starved while a goal runs before the goal counts as stale;
 #: below the reasoner's heartbeat timeout (5 s), so a goal its client gave up on never moves again.
 COMMAND_DEADLINE_S = 2.0

@@ -42,7 +42,7 @@ from r3.graph.node_params import NODE_PARAMETERS
 from r3.lowlevel.perceived import OncePerScene, arm_reading
 from r3.packing_episode import CELL_INTERFACES, SNAPSHOT_FORMAT, SUITE, PackingCell
 from r3.safety.freeze import FreezeWatch, GoalStop
-from r3.safety.goals import GoalRefused, canonical_task, check_instruction_goal, check_seed
+from r3.safety.goals import GoalRefused, check_instruction_goal
 from r3.sim.packing.env import ITEM_INDEX, PackingEnv
 from r3_msgs.action import FollowInstruction, MoveToPose
 from r3_msgs.msg import PrivilegedState, SceneSnapshot
@@ -124,25 +124,17 @@ class PackingSimNode(Node):
     # -- callbacks -----------------------------------------------------------------------------
     def on_reset(self, request: ResetScene.Request, response: ResetScene.Response) -> ResetScene.Response:
         with self.lock:
-            if request.suite != SUITE:
-                response.ok, response.reason = False, f"suite {request.suite!r} is not simulated by this node"
-                return response
-            if self.resets.repeat(request, response):
-                return response  # the caller resent it: its first answer was lost
-            try:
-                task = canonical_task(SUITE, request.task)
-                self.cell.reset(check_seed(request.seed), task)
-            except (KeyError, ValueError, RuntimeError) as exc:
-                response.ok, response.reason = False, f"cannot reset task {request.task[:80]!r}: {exc}"
+            task = self.resets.answer(request, response, SUITE, self.reset_scene)
+            if task is None:
                 return response
             self.episode_id, self.task = request.episode_id, task
-            instance = self.env.task_instance
-            response.ok, response.goal = True, instance.goal
-            response.task_instance_json = json.dumps(instance.to_dict())
-            self.resets.remember(request, response)
             self.publish_settled()
-        self.get_logger().info(f"reset packing task {request.task} seed {request.seed}: {instance.goal}")
+        self.get_logger().info(f"reset packing task {request.task} seed {request.seed}: {response.goal}")
         return response
+
+    def reset_scene(self, task: str, seed: int):
+        self.cell.reset(seed, task)
+        return self.env.task_instance
 
     def follow(self, handle) -> FollowInstruction.Result:
         """One packing instruction: the policy's skills through the sim executor."""

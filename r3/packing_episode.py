@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -47,7 +48,9 @@ from r3.lowlevel.tools import ToolActions
 from r3.reasoning.backends.base import ReasonerBackend, ReasoningBudget
 from r3.reasoning.expert import NO_BUDGET
 from r3.reasoning.packing_expert import PackingExpertView
+from r3.safety.freeze import GoalStop
 from r3.seeds import policy_seed
+from r3.sim.packing import scene
 
 SUITE = "packing"
 #: Decision steps per episode: enough for five goal objects, clutter and a few repairs.
@@ -66,6 +69,8 @@ MAX_PLANS = MAX_DECISIONS
 
 #: The array of a cell snapshot that holds what the tools remember (JSON).
 TOOLS_STATE = "tools_state"
+#: The format a cell snapshot (:meth:`PackingCell.snapshot`) is published under (SceneSnapshot.format).
+SNAPSHOT_FORMAT = "r3-packing-snapshot/1"
 
 #: The interfaces whose answers :meth:`PackingCell.carry_out` carries out.
 CELL_INTERFACES = ("instruction", "semantic", "tools", "plan")
@@ -74,7 +79,9 @@ CELL_INTERFACES = ("instruction", "semantic", "tools", "plan")
 @dataclass
 class PackingCell:
     """The simulated cell the policy acts on: env, sim executor, grounder, semantic actions, policy, and
-    the pose tools (whose perception query and todo list last one episode: :meth:`reset` renews them)."""
+    the pose tools (whose perception query and todo list last one episode: :meth:`reset` renews them).
+    Its sim time (:attr:`now_ns`, what a node publishing the cell stamps with) advances one control step
+    (50 ms) per step and never goes back, across resets too."""
 
     env: object
     executor: SimExecutor
@@ -82,6 +89,7 @@ class PackingCell:
     actions: SemanticActions
     policy: PackingPolicy
     tools: ToolActions
+    base_ns: int = 0  # sim time of the current episode's step 0
 
     @classmethod
     def build(
@@ -108,11 +116,32 @@ class PackingCell:
         policy = PackingPolicy(actions, grounder, lambda: env.step(env.joint_targets), policy_config)
         return cls(env, executor, grounder, actions, policy, ToolActions(executor, env))
 
+    @property
+    def now_ns(self) -> int:
+        return self.base_ns + self.env.elapsed_steps * scene.STEP_NS
+
     def reset(self, seed: int, task: str) -> None:
         """A new episode: the simulator's layout and task, and a grounder that forgets the last one."""
+        next_ns = self.now_ns + scene.STEP_NS  # time moves on across a reset, so every stamp is unique
         self.env.reset(seed=seed, options={"task": task})
         self.grounder.forget()
         self.tools = ToolActions(self.executor, self.env)
+        self.base_ns = next_ns
+
+    @contextmanager
+    def driven(self, on_step: Callable[[float], bool], stop: GoalStop):
+        """The cell's motions while one goal runs: ``on_step(distance_remaining)`` after every control
+        step (the policy's settling steps too, with 0.0), ``stop`` asked before every step of the
+        executor's motions; once it has stopped, the world takes no further step for the goal (the
+        settling steps are skipped too)."""
+        idle, hooks = self.policy.idle, (self.executor.on_step, self.executor.should_stop)
+        self.executor.on_step, self.executor.should_stop = on_step, stop
+        self.policy.idle = lambda: None if stop.reason is not None else (idle(), on_step(0.0))
+        try:
+            yield
+        finally:
+            self.executor.on_step, self.executor.should_stop = hooks
+            self.policy.idle = idle
 
     def snapshot(self) -> bytes:
         """The simulator's snapshot (``PackingEnv.snapshot``) plus what the tools remember, in one npz:

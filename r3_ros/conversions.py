@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from builtin_interfaces.msg import Time
 from geometry_msgs.msg import Point, Pose, PoseStamped, Vector3
-from sensor_msgs.msg import CameraInfo, Image
+from sensor_msgs.msg import CameraInfo, Image, JointState
 
 from r3.perception.camera import CameraModel
 from r3.suites import DEFAULT_SUITE, get_suite
@@ -22,6 +22,7 @@ from r3_msgs.msg import (
     InstructionOutcome,
     PrivilegedState,
     ReasonerStep,
+    SceneSnapshot,
 )
 
 if TYPE_CHECKING:
@@ -240,6 +241,44 @@ def move_goal_to_target(goal, base_frame: str):
     return pose_msg_to_target(
         goal.target, goal.gripper_opening, goal.max_velocity_scaling, goal.approach_distance
     )
+
+
+def joint_state_msg(positions: dict[str, float], stamp: Time) -> JointState:
+    """Joint positions by name (rad, or m for a prismatic joint) -> sensor_msgs/JointState."""
+    msg = JointState(name=list(positions), position=list(positions.values()))
+    msg.header.stamp = stamp
+    return msg
+
+
+def snapshot_msg(episode_id: str, control_step: int, fmt: str, data: bytes, stamp: Time) -> SceneSnapshot:
+    """A simulator snapshot in format ``fmt`` (its readers check it) taken at ``control_step``."""
+    msg = SceneSnapshot(episode_id=episode_id, control_step=control_step, format=fmt)
+    msg.header.stamp, msg.data = stamp, data
+    return msg
+
+
+def rgbd_frame_msgs(frame, stamp: Time, frame_id: str) -> tuple[Image, CameraInfo, Image, Image]:
+    """An :class:`~r3.perception.camera.RGBDFrame` as an RGB-D camera publishes it, plus the instance
+    mask a simulator adds: (colour image, camera_info, aligned 32FC1 depth, 32SC1 instance ids)."""
+    camera = frame.camera
+    return (
+        image_to_msg(frame.rgb, stamp, frame_id),
+        camera_info_msg(camera.k, camera.width, camera.height, stamp, frame_id),
+        depth_to_msg(frame.depth_m, stamp, frame_id, encoding="32FC1"),
+        instances_to_msg(frame.instances, stamp, frame_id),
+    )
+
+
+def packing_decision_to_msg(state, instance, progress: float, msg: PrivilegedState) -> PrivilegedState:
+    """Fill a packing cell's decision-point state into ``msg`` (whose episode, step, suite, task and
+    stamp are set): the world frame, the task's goal and verdict (none between episodes: ``instance``
+    None) and :func:`packing_state_to_msg`'s items, TCP and held item."""
+    msg.header.frame_id, msg.goal = "world", instance.goal if instance else ""
+    if instance is not None:
+        msg.task_instance_json = json.dumps(instance.to_dict())
+        msg.progress = float(progress)
+        msg.success = bool(instance.success(state))
+    return packing_state_to_msg(state, msg)
 
 
 def reasoner_step_msg(

@@ -6,13 +6,18 @@ client will not receive response"). Each pair of endpoints is matched on its own
 machine a request can arrive while its answer has nowhere to go, and the caller waits out its whole
 timeout for nothing. The client therefore sends the request again every :data:`RESEND_S` until one
 copy is answered (:func:`call_resending`). A ResetScene that arrives again for the episode just
-reset is answered from :class:`ResetRecord`, not carried out twice.
+reset is answered from :class:`ResetRecord`, not carried out twice (:meth:`ResetRecord.answer`, how
+the simulator nodes serve ResetScene).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
+
+from r3.safety.goals import canonical_task, check_seed
+from r3.suites import DEFAULT_SUITE
 
 #: An unanswered request is sent again after this long.
 RESEND_S = 1.0
@@ -66,3 +71,24 @@ class ResetRecord:
 
     def remember(self, request, response) -> None:
         self._key, self._answer = self.key(request), (response.goal, response.task_instance_json)
+
+    def answer(self, request, response, suite: str, reset: Callable[[str, int], object]) -> str | None:
+        """Serve ResetScene ``request`` on a node simulating ``suite``: ``reset(task, seed)`` draws the
+        scene of the canonical task from the checked seed and returns its task instance. The task when
+        the scene was reset now; None when the request was refused or repeats the last reset (answered
+        as the first time, not carried out twice): ``response`` says which."""
+        if (request.suite or DEFAULT_SUITE) != suite:
+            response.ok, response.reason = False, f"suite {request.suite!r} is not simulated by this node"
+            return None
+        if self.repeat(request, response):
+            return None  # the caller resent it: its first answer was lost
+        try:
+            task = canonical_task(suite, request.task)
+            instance = reset(task, check_seed(request.seed))
+        except (KeyError, ValueError, RuntimeError) as exc:
+            response.ok, response.reason = False, f"cannot reset task {request.task[:80]!r}: {exc}"
+            return None
+        response.ok, response.goal = True, instance.goal
+        response.task_instance_json = json.dumps(instance.to_dict())
+        self.remember(request, response)
+        return task

@@ -32,10 +32,8 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
-from r3.safety.goals import canonical_task, check_seed
 from r3.sim.language_table.env import LanguageTableEnv
 from r3.sim.language_table.scene import CONTROL_DT
-from r3.suites import DEFAULT_SUITE
 from r3_msgs.msg import CommandRefusal, PrivilegedState, SceneSnapshot
 from r3_msgs.srv import ResetScene
 from r3_ros.conversions import board_state_to_msg, camera_info_msg, image_to_msg, ns_to_stamp
@@ -105,26 +103,18 @@ class SimNode(Node):
     # -- callbacks -----------------------------------------------------------------------------
     def on_reset(self, request: ResetScene.Request, response: ResetScene.Response) -> ResetScene.Response:
         with self.lock:
-            if (request.suite or DEFAULT_SUITE) != self.suite:
-                response.ok, response.reason = False, f"suite {request.suite!r} is not simulated by this node"
-                return response
-            if self.resets.repeat(request, response):
-                return response  # the caller resent it: its first answer was lost
-            try:
-                task = canonical_task(self.suite, request.task)
-                _, info = self.env.reset(seed=check_seed(request.seed), options={"task": task})
-            except (KeyError, ValueError, RuntimeError) as exc:
-                response.ok, response.reason = False, f"cannot reset task {request.task[:80]!r}: {exc}"
+            if self.resets.answer(request, response, self.suite, self.reset_scene) is None:
                 return response
             self.episode_id = request.episode_id
             self.clock_ns += STEP_NS  # time moves on across a reset, so every stamp is unique
-            response.ok, response.goal = True, info["goal"]
-            response.task_instance_json = json.dumps(self.env.task_instance.to_dict())
-            self.resets.remember(request, response)
             self.publish_state()
             self.publish_settled()
-        self.get_logger().info(f"reset {request.task} seed {request.seed}: {info['goal']}")
+        self.get_logger().info(f"reset {request.task} seed {request.seed}: {response.goal}")
         return response
+
+    def reset_scene(self, task: str, seed: int):
+        self.env.reset(seed=seed, options={"task": task})
+        return self.env.task_instance
 
     def on_command(self, msg: Vector3Stamped, info) -> None:
         """One control step, unless the command is stale or out of range (refused, never clipped)."""

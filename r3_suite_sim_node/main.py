@@ -23,7 +23,7 @@ from sensor_msgs.msg import Image
 
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
-from r3.safety.goals import GoalRefused, canonical_task, check_interface, check_seed
+from r3.safety.goals import GoalRefused, check_interface, check_seed
 from r3.suites import get_suite, suite_names
 from r3_msgs.action import FollowInstruction
 from r3_msgs.msg import PrivilegedState
@@ -82,24 +82,17 @@ class SuiteSimNode(Node):
 
     def on_reset(self, request: ResetScene.Request, response: ResetScene.Response) -> ResetScene.Response:
         with self.lock:
-            if request.suite != self.suite.name:
-                response.ok, response.reason = False, f"suite {request.suite[:80]!r} is not simulated here"
-                return response
-            if self.resets.repeat(request, response):
-                return response  # the caller resent it: its first answer was lost
-            try:
-                task = canonical_task(self.suite.name, request.task)
-                self.sim.reset(task, check_seed(request.seed))
-            except (KeyError, ValueError, GoalRefused) as exc:
-                response.ok, response.reason = False, f"cannot reset task {request.task[:80]!r}: {exc}"
+            task = self.resets.answer(request, response, self.suite.name, self.reset_scene)
+            if task is None:
                 return response
             self.episode_id, self.task = request.episode_id, task
-            response.ok, response.goal = True, self.sim.task_instance.goal
-            response.task_instance_json = json.dumps(self.sim.task_instance.to_dict())
-            self.resets.remember(request, response)
             self.publish()
         self.get_logger().info(f"reset {task} seed {request.seed}: {response.goal}")
         return response
+
+    def reset_scene(self, task: str, seed: int):
+        self.sim.reset(task, seed)
+        return self.sim.task_instance
 
     def execute(self, handle) -> FollowInstruction.Result:
         goal, result = handle.request, FollowInstruction.Result()

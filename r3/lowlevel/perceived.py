@@ -30,6 +30,7 @@ a camera does not is estimated here, each rule kept simple and named:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -366,21 +367,20 @@ class LocalPerception:
         self.env, self.camera_name = env, camera
         self.perception = Perception(SimSegmenter())
         self.perception.set_query(list(ITEM_SPECS))
-        self._key: bytes | None = None
-        self._frame: PerceivedFrame | None = None
+        self._frames = OncePerScene(env, self._perceive)
 
     @property
     def camera(self) -> CameraModel:
         return self.env.camera_model(self.camera_name)
 
     def observe(self) -> PerceivedFrame:
-        key = scene_key(self.env)
-        if key != self._key:  # something moved: a new frame
-            stamp = self.env.elapsed_steps * round(scene.CONTROL_DT * 1e9)
-            detections = self.perception.process(self.env.rgbd_frame(self.camera_name, stamp))
-            seen = [seen_item(d) for d in detections]
-            self._frame, self._key = PerceivedFrame(stamp, {s.label: s for s in seen if s is not None}), key
-        return self._frame
+        return self._frames()
+
+    def _perceive(self) -> PerceivedFrame:
+        stamp = self.env.elapsed_steps * scene.STEP_NS
+        detections = self.perception.process(self.env.rgbd_frame(self.camera_name, stamp))
+        seen = [seen_item(d) for d in detections]
+        return PerceivedFrame(stamp, {s.label: s for s in seen if s is not None})
 
     def ground(self, u: float, v: float):
         frame = self.observe()
@@ -406,3 +406,19 @@ def arm_reading(env) -> ArmReading:
 def scene_key(env) -> bytes:
     """Changes whenever anything in the simulated scene may have moved (a new frame is due)."""
     return env.data.qpos.tobytes() + env.elapsed_steps.to_bytes(8, "little")
+
+
+class OncePerScene:
+    """``make()`` once per state of the simulated scene: called again only when something may have
+    moved since (:func:`scene_key`: a new frame is due) or when asked ``again``; else its last value."""
+
+    def __init__(self, env, make: Callable[[], object]):
+        self.env, self.make = env, make
+        self._key: bytes | None = None
+        self._value = None
+
+    def __call__(self, again: bool = False):
+        key = scene_key(self.env)
+        if again or key != self._key:
+            self._value, self._key = self.make(), key
+        return self._value

@@ -280,7 +280,7 @@ class ToolActions:
         query = self.perception.query
         if not query:
             return ["Objects: none queried (change_query names what to look for)."]
-        stamp = self.env.elapsed_steps * round(scene.CONTROL_DT * 1e9)
+        stamp = self.env.elapsed_steps * scene.STEP_NS
         detections = self.perception.process(self.env.rgbd_frame("base", stamp))
         lines = [f"Objects (query: {', '.join(query)}):"]
         for d in detections:

@@ -4,13 +4,15 @@ A driver that was frozen mid-goal wakes up with a goal its client may have given
 would replay a stale command. :class:`FreezeWatch` runs a thread that wakes every ``period_s`` and
 remembers when a wake-up came more than ``deadline_s`` late. :meth:`FreezeWatch.frozen_since` then
 tells a control loop, before each step, whether the process froze (or is just waking from a freeze
-the thread has not seen yet) since a given moment, without racing the thread.
+the thread has not seen yet) since a given moment, without racing the thread; :class:`GoalStop` is
+that check, with the goal's others, as the simulated arm asks it before every control step.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 
 class FreezeWatch:
@@ -38,3 +40,27 @@ class FreezeWatch:
         if unseen > self.deadline_s:
             return unseen
         return self._last_freeze_s if self._last_freeze_end > t else 0.0
+
+
+class GoalStop:
+    """Why one goal's motion stopped; ``reason`` is None while it may move. Called before every control
+    step (a ``should_stop``), it asks, in order, whether this process was frozen or starved for longer
+    than ``freezes``' deadline since the goal started (by the time it runs again its client may have
+    given up on the goal, so the goal is stale: MoveIt Servo's incoming-command timeout, applied to the
+    goal being executed), then ``other()`` (a reason, or None). The first reason sticks: a client heard
+    again does not restart the arm."""
+
+    def __init__(self, freezes: FreezeWatch, who: str, other: Callable[[], str | None]):
+        self.reason: str | None = None
+        self._freezes, self._who, self._other = freezes, who, other
+        self._started = time.monotonic()
+
+    def __call__(self) -> bool:
+        if self.reason is None and (frozen_s := self._freezes.frozen_since(self._started)):
+            self.reason = (
+                f"error: {self._who} was frozen or starved for {frozen_s:.1f} s "
+                f"(deadline {self._freezes.deadline_s} s); its goal is stale, motion stopped"
+            )
+        if self.reason is None:
+            self.reason = self._other()
+        return self.reason is not None

@@ -66,6 +66,17 @@ def check_interface(interface: str, suite: str, served: tuple[str, ...] | None =
     return interface
 
 
+def check_instruction_goal(
+    suite: str, seed: int, interface: str, served_suite: str, served: tuple[str, ...]
+) -> str:
+    """The interface of a FollowInstruction goal for a node that carries out ``served`` answers on
+    ``served_suite``, or GoalRefused."""
+    if suite != served_suite:
+        raise GoalRefused(f"suite {suite[:80]!r} is not served here ({served_suite})")
+    check_seed(seed)
+    return check_interface(interface, served_suite, served=served)
+
+
 def canonical_task(suite: str, task: str) -> str:
     """The registry's name of ``task`` in ``suite`` (e.g. packing "task4" -> "4")."""
     tasks = get_suite(check_suite(suite)).tasks()

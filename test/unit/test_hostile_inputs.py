@@ -19,7 +19,7 @@ from r3.data.bags import EpisodeBagWriter, EpisodeInfo, check_bag_name
 from r3.graph.supervisor import MemberExits, Supervisor
 from r3.perception.pipeline import ANY_LABEL, LABEL_MISMATCH, Perception
 from r3.perception.segmenters import Segment, Segmenter, make_segmenter
-from r3.safety.freeze import FreezeWatch
+from r3.safety.freeze import FreezeWatch, GoalStop
 from r3.safety.goals import GoalRefused, canonical_task, check_run_task, episode_id
 from r3.sim.language_table.env import LanguageTableEnv
 from r3.tasks.language_table.board import BoardState
@@ -201,6 +201,31 @@ def test_the_freeze_watch_sees_a_sigstop_of_this_process():
     assert watch.frozen_since(before) > 0.5  # right after the wake-up, before or after the thread saw it
     time.sleep(0.1)
     assert watch.frozen_since(before) > 0.5 and watch.frozen_since(time.monotonic()) == 0.0
+
+
+class _Freezes:
+    """A freeze watch whose freezes the test sets."""
+
+    deadline_s = 2.0
+    frozen_s = 0.0
+
+    def frozen_since(self, t: float) -> float:
+        return self.frozen_s
+
+
+def test_a_goal_stop_keeps_its_first_reason_and_names_a_freeze():
+    freezes, other = _Freezes(), [None]
+    stop = GoalStop(freezes, "/r3_packing_sim_node", lambda: other[0])
+    assert not stop() and stop.reason is None
+    other[0] = "canceled"
+    assert stop() and stop.reason == "canceled"
+    other[0], freezes.frozen_s = None, 3.0  # the client heard again, then a freeze: the first reason sticks
+    assert stop() and stop.reason == "canceled"
+    frozen = GoalStop(freezes, "/r3_packing_sim_node", lambda: "canceled")
+    assert frozen() and frozen.reason == (
+        "error: /r3_packing_sim_node was frozen or starved for 3.0 s (deadline 2.0 s); "
+        "its goal is stale, motion stopped"
+    )
 
 
 def test_a_dataset_step_takes_the_frames_its_reasoner_step_names_even_without_a_camera_image(tmp_path):

@@ -128,6 +128,37 @@ def test_pick_and_place_preconditions(cell):
     assert a.home().ok and a.done().ok
 
 
+def test_a_stopped_goal_takes_no_settling_step_and_the_hooks_come_off(cell):
+    """PackingCell.driven: every settling step reported until the goal's stop has a reason, none after."""
+
+    class Stop:
+        reason = None
+
+        def __call__(self):
+            return self.reason is not None
+
+    _fresh(cell, {"soup_can": (-0.1, 0.0, 0.0)})
+    steps, stop = [], Stop()
+    with cell.driven(lambda remaining: steps.append(remaining) or True, stop):
+        assert cell.executor.should_stop is stop
+        cell.policy.idle()
+        assert steps == [0.0] and cell.env.elapsed_steps == 1
+        stop.reason = "canceled"
+        cell.policy.idle()
+        assert steps == [0.0] and cell.env.elapsed_steps == 1
+    assert cell.executor.on_step is None and cell.executor.should_stop is None
+    cell.policy.idle()
+    assert steps == [0.0] and cell.env.elapsed_steps == 2
+
+
+def test_sim_time_never_goes_back_across_a_reset(cell):
+    cell.reset(0, "1")
+    cell.policy.idle()
+    before = cell.now_ns
+    cell.reset(1, "1")
+    assert cell.env.elapsed_steps == 0 and cell.now_ns == before + scene.STEP_NS
+
+
 def test_policy_accepts_only_packing_instructions(cell):
     _fresh(cell, {"foam brick": (0.30, 0.0, 0.0)})
     rng = np.random.default_rng(0)

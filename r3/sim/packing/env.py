@@ -234,6 +234,17 @@ class PackingEnv(gym.Env):
             joints=tuple(float(v) for v in self.data.qpos[self.arm_qpos]),
         )
 
+    def joint_positions(self) -> dict[str, float]:
+        """What the arm's driver reports on joint_states: the seven arm joints (rad), and each finger
+        at half the gripper's opening (m)."""
+        s = self.state()
+        return dict(
+            zip(
+                (*scene.ARM_JOINTS, *scene.FINGER_JOINTS),
+                (*s.joints, s.gripper_opening / 2, s.gripper_opening / 2),
+            )
+        )
+
     def tcp_pose(self) -> tuple[np.ndarray, np.ndarray]:
         """Tool centre point position (m) and rotation matrix, world frame."""
         return self.data.site_xpos[self.tcp_site].copy(), self.data.site_xmat[self.tcp_site].reshape(

@@ -31,6 +31,8 @@ from r3.tasks.packing.workcell import ITEM_SPECS, TABLE_EXTENT, TRAY_SPECS
 TIMESTEP = 0.004
 #: One control step is 50 ms (20 Hz).
 CONTROL_DT = 0.05
+#: One control step in nanoseconds of sim time (the stamps of a frame or a message).
+STEP_NS = round(CONTROL_DT * 1e9)
 SUBSTEPS = round(CONTROL_DT / TIMESTEP)
 
 ARM_JOINTS: tuple[str, ...] = tuple(f"panda_joint{i}" for i in range(1, 8))

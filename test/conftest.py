@@ -13,6 +13,8 @@ import pytest
 from hypothesis import settings
 from ros_domains import DomainClaim, claim_for_this_process
 
+import r3_ros  # noqa: F401 - this process's own nodes get r3's DDS profile too
+
 SESSION_DOMAIN = DomainClaim()
 os.environ["ROS_DOMAIN_ID"] = str(SESSION_DOMAIN.domain)
 os.environ.setdefault("MUJOCO_GL", "osmesa")

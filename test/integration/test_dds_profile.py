@@ -1,0 +1,71 @@
+"""r3's Fast DDS profile (config/fastdds.xml): every process of r3's ROS layer loads it, it parses,
+and a default writer profile does reach the publishers rmw_fastrtps creates for rclpy (ROS QoS
+override only the policies ROS names), so its heartbeat period is the one r3's writers use."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from r3_ros import DDS_PROFILES
+
+pytestmark = pytest.mark.ros
+
+#: Publishes on a topic of its own until its own subscription hears it (3 s at most); prints whether it did.
+ROUND_TRIP = """
+import time
+import r3_ros, rclpy
+from std_msgs.msg import String
+rclpy.init()
+node = rclpy.create_node("dds_profile_probe")
+heard = []
+node.create_subscription(String, "/dds_profile_probe", lambda m: heard.append(m.data), 10)
+pub = node.create_publisher(String, "/dds_profile_probe", 10)
+end = time.monotonic() + 3
+while not heard and time.monotonic() < end:
+    pub.publish(String(data="x"))
+    rclpy.spin_once(node, timeout_sec=0.1)
+print("heard" if heard else "not heard", r3_ros.os.environ["FASTDDS_DEFAULT_PROFILES_FILE"])
+"""
+
+
+def _round_trip(profile: str | None, private_ros_env) -> subprocess.CompletedProcess:
+    env = private_ros_env()
+    env.pop("FASTRTPS_DEFAULT_PROFILES_FILE", None)
+    env.pop("FASTDDS_DEFAULT_PROFILES_FILE", None)
+    if profile is not None:
+        env["FASTDDS_DEFAULT_PROFILES_FILE"] = profile
+    return subprocess.run(
+        [sys.executable, "-c", ROUND_TRIP], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def test_every_process_of_r3s_ros_layer_loads_the_profile_and_it_parses(private_ros_env):
+    done = _round_trip(None, private_ros_env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["heard", str(DDS_PROFILES)], done.stdout + done.stderr
+    assert DDS_PROFILES.is_file()
+    assert "XMLPARSER" not in done.stderr, done.stderr
+
+
+def test_a_profile_of_the_users_own_wins(tmp_path, private_ros_env):
+    own = tmp_path / "own.xml"
+    own.write_text(DDS_PROFILES.read_text())
+    done = _round_trip(str(own), private_ros_env)
+    assert done.stdout.split() == ["heard", str(own)], done.stdout + done.stderr
+
+
+def test_a_default_writer_profile_reaches_the_publishers_of_rclpy(tmp_path, private_ros_env):
+    """The premise of r3's profile: rmw_fastrtps builds every DataWriter on the default writer
+    profile. Shown with a policy ROS never sets: an exclusive-ownership writer cannot match the
+    shared-ownership reader rclpy creates, so nothing is heard."""
+    exclusive = tmp_path / "exclusive.xml"
+    exclusive.write_text(
+        '<?xml version="1.0" encoding="UTF-8" ?>\n<dds xmlns="http://www.eprosima.com"><profiles>'
+        '<data_writer profile_name="exclusive" is_default_profile="true">'
+        "<qos><ownership><kind>EXCLUSIVE</kind></ownership></qos></data_writer></profiles></dds>\n"
+    )
+    done = _round_trip(str(exclusive), private_ros_env)
+    assert done.stdout.split()[:2] == ["not", "heard"], done.stdout + done.stderr

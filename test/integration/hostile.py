@@ -83,6 +83,27 @@ def tree(root: Path) -> set[Path]:
     return set(root.rglob("*"))
 
 
+def call_until_answered(rclpy, node, client, request, timeout_s: float = 60.0):
+    """The first answer to ``request``, sent again every ``RESEND_S`` (only for idempotent calls):
+    seeing the server (wait_for_service) does not mean the server has matched this client yet, and a
+    request sent before it has is lost (CI, loaded: set_query unanswered for 60 s)."""
+    from r3_ros.services import RESEND_S
+
+    assert client.wait_for_service(timeout_sec=timeout_s), f"{client.srv_name} is not offered"
+    futures, end = [], time.monotonic() + timeout_s
+    while time.monotonic() < end and not any(f.done() for f in futures):
+        futures.append(client.call_async(request))
+        resend_at = time.monotonic() + RESEND_S
+        while time.monotonic() < min(resend_at, end) and not any(f.done() for f in futures):
+            rclpy.spin_once(node, timeout_sec=0.01)
+    answered = [f for f in futures if f.done()]
+    for f in futures:
+        if not f.done():
+            client.remove_pending_request(f)
+    assert answered, f"{client.srv_name} did not answer within {timeout_s} s"
+    return answered[0].result()
+
+
 class Client:
     """An rclpy node in ROS domain ``domain`` that sends goals and records every joint state the
     actuator reports."""
@@ -144,13 +165,8 @@ class Client:
             self.rclpy.spin_once(self.node, timeout_sec=0.01)
 
     def call(self, client, request, timeout_s: float = 30.0):
-        assert client.wait_for_service(timeout_sec=timeout_s), f"{client.srv_name} is not offered"
-        future = client.call_async(request)
-        end = time.monotonic() + timeout_s
-        while not future.done() and time.monotonic() < end:
-            self.rclpy.spin_once(self.node, timeout_sec=0.01)
-        assert future.done(), f"{client.srv_name} did not answer within {timeout_s} s"
-        return future.result()
+        """``request``'s answer (an idempotent call: it may be sent more than once)."""
+        return call_until_answered(self.rclpy, self.node, client, request, timeout_s)
 
     def action(self, client, goal, timeout_s: float = 60.0):
         """Send ``goal`` and wait for its result (the result message, or None when rejected)."""

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from hostile import call_until_answered
 
 pytestmark = pytest.mark.ros
 
@@ -21,13 +22,6 @@ def ros():
     rclpy.init()
     yield rclpy
     rclpy.try_shutdown()
-
-
-def call(rclpy, node, client, request, timeout_s=60.0):
-    future = client.call_async(request)
-    rclpy.spin_until_future_complete(node, future, timeout_sec=timeout_s)
-    assert future.done(), f"{client.srv_name} did not answer within {timeout_s} s"
-    return future.result()
 
 
 @pytest.mark.slow
@@ -92,11 +86,11 @@ def test_perception_node_with_sam2_grounds_points_and_publishes_objects(ros, ros
         query = node.create_client(SetPerceptionQuery, names.SET_PERCEPTION_QUERY)
         ground = node.create_client(GroundPoint, names.GROUND_POINT)
         assert ground.wait_for_service(timeout_sec=60), "r3_perception_node never offered its services"
-        assert call(ros, node, query, SetPerceptionQuery.Request(labels=["box"])).ok
+        assert call_until_answered(ros, node, query, SetPerceptionQuery.Request(labels=["box"])).ok
 
         deadline, result = time.monotonic() + 60, None
         while time.monotonic() < deadline:
-            result = call(
+            result = call_until_answered(
                 ros, node, ground, GroundPoint.Request(label="box", u=450.0, v=600.0, purpose="pick")
             )
             if result.reason != "no_frame":
@@ -109,7 +103,7 @@ def test_perception_node_with_sam2_grounds_points_and_publishes_objects(ros, ros
             assert result.target.header.frame_id == "base_link" and result.mask_id >= 1
             assert np.isfinite([result.target.point.x, result.target.point.y, result.target.point.z]).all()
             assert -0.05 < result.target.point.z < 0.25  # on the table or an object, not the camera frame
-        wrong = call(
+        wrong = call_until_answered(
             ros,
             node,
             ground,

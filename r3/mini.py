@@ -48,7 +48,7 @@ MODEL_STAGES = ("sft", "il", "rl")
 #: The stage sizes that come with r3 (config/mini in the source tree).
 CONFIGS = Path(__file__).resolve().parents[1] / "config" / "mini"
 SPLITS = ("T_M", "T_R", "T_O")
-CONFIG_KEYS = ("workers", "collect", "model", "sft", "il", "rl", "states", "eval")
+CONFIG_KEYS = ("workers", "collect", "model", "vision", "sft", "il", "rl", "states", "eval")
 
 
 class MiniError(RuntimeError):
@@ -163,6 +163,34 @@ class MiniRun:
             image_size=m["image_size"],
         )
 
+    def vision_config(self):
+        """The vision pretraining's sizes (None: the section is null and Stage I starts from the
+        built model)."""
+        from r3.train.vision import VisionPretrainConfig
+
+        values = self.cfg["vision"]
+        if values is None:
+            return None
+        if not isinstance(values, dict):
+            raise MiniError(f"vision: expected a mapping of sizes or null, got {values!r}")
+        try:
+            return VisionPretrainConfig(**values)
+        except (TypeError, ValueError) as err:
+            raise MiniError(f"vision: {err}") from None
+
+    def vision(self) -> None:
+        from r3.train.vision import RECORD, pretrain_vision
+
+        cfg = self.vision_config()
+        if cfg is None or (self.path("vision") / RECORD).is_file():
+            return
+        _say(f"vision: pretraining the image tower on block positions, {self.cfg['vision']}")
+        pretrain_vision(self.path("model"), self.path("vision"), cfg)
+
+    def start_model(self) -> Path:
+        """Where Stage I starts: the vision-pretrained model, or the built one without that stage."""
+        return self.path("model" if self.cfg["vision"] is None else "vision")
+
     def stage_config(self, stage: str):
         """The training config of ``stage`` (sft, il, rl), written to ``OUT/configs/STAGE.yaml`` and
         read back by :func:`r3.train.config.load_config`, which refuses a bad key or value."""
@@ -175,7 +203,7 @@ class MiniRun:
             values.update(model=str(self.checkpoint("sft")), dataset=str(data / "rl"))
         else:
             values.update(
-                model=str(self.path("model")),
+                model=str(self.start_model()),
                 dataset=str(data / "sft"),
                 eval_dataset=str(data / "sft_held_out"),
                 mode="reason" if stage == "sft" else "instruction_only",
@@ -256,6 +284,9 @@ class MiniRun:
                 name: _valid_rate(states[name]) for name in ("untrained", "sft_unconstrained")
             },
         }
+        vision = self.path("vision", "r3_vision.json")
+        if vision.is_file():  # the held-out block position error before and after pretraining
+            summary["vision"] = json.loads(vision.read_text())["held_out_error_cm"]
         self.path("summary.json").write_text(json.dumps(summary, indent=1) + "\n")
         return summary
 
@@ -272,11 +303,13 @@ class MiniRun:
 
     def run(self) -> dict:
         start = time.perf_counter()
-        for stage in MODEL_STAGES:  # a bad training key stops the run here, before any episode
+        self.vision_config()  # a bad key in any stage stops the run here, before any episode
+        for stage in MODEL_STAGES:
             self.stage_config(stage)
         self.collect()
         self.datasets()
         self.model()
+        self.vision()
         for stage in ("sft", "il", "rl"):
             self.train(stage)
         self.states()

@@ -154,3 +154,23 @@ class InstructionConstraint:
                 mask[allowed] = 0.0
                 scores[row] = scores[row] + mask
         return scores
+
+
+def constrain_generate(model, constraint: InstructionConstraint) -> None:
+    """Make every ``model.generate`` call decode its instruction under ``constraint``.
+
+    For a trainer that generates by calling ``model.generate(input_ids=..., ...)`` itself and takes
+    no logits processor (TRL's GRPOTrainer without vLLM): Stage II then samples the way the
+    checkpoint answers at inference, so no rollout is lost to an instruction outside the grammar.
+    The policy-gradient terms still use the model's unconstrained log-probabilities, as any
+    trainer does that masks tokens at sampling time (the masked tokens have zero probability of
+    being sampled, so their logits only enter through the softmax's normaliser).
+    """
+    generate = model.generate
+
+    def constrained(*args, **kwargs):
+        ids = kwargs["input_ids"] if "input_ids" in kwargs else args[0]
+        processors = list(kwargs.pop("logits_processor", None) or [])
+        return generate(*args, logits_processor=[*processors, constraint.start(ids.shape[1])], **kwargs)
+
+    model.generate = constrained

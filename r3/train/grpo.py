@@ -84,6 +84,18 @@ def run_rl(cfg: RLConfig, rewards: RewardComposer | None = None) -> Path:
     return train_grpo(cfg, *prepare_rl(cfg, rewards))
 
 
+def constrain_rollouts(model, processor, rows) -> None:
+    """Stage II samples its instructions under the grammar constraint the checkpoint answers with
+    (``constrained_decoding``), for the one suite of ``rows``."""
+    from r3.reasoning.constrained import InstructionConstraint, constrain_generate
+
+    suites = sorted({row["suite"] for row in rows})
+    if len(suites) != 1:
+        raise ValueError(f"constrained_decoding: Stage II rows of one suite expected, got {suites}")
+    eos = model.generation_config.eos_token_id
+    constrain_generate(model, InstructionConstraint(processor.tokenizer, suites[0], eos))
+
+
 def train_grpo(cfg: RLConfig, rows, funcs, arguments: dict, prompt, **info) -> Path:
     """TRL's GRPOTrainer on ``rows`` with the reward functions ``funcs`` (single-step or turn-level
     rows alike); the final checkpoint, with ``info`` in its record. A reward function that holds a
@@ -91,6 +103,8 @@ def train_grpo(cfg: RLConfig, rows, funcs, arguments: dict, prompt, **info) -> P
     from trl import GRPOConfig, GRPOTrainer
 
     processor, model = load_model(cfg.model)
+    if prompt.constrained and info.get("interface", "instruction") == "instruction":
+        constrain_rollouts(model, processor, rows)
     trainer = GRPOTrainer(
         model=model,
         args=GRPOConfig(**arguments),

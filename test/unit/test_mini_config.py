@@ -43,3 +43,29 @@ def test_a_folder_of_other_sizes_is_refused(tmp_path, capsys):
     path = _write(tmp_path, lambda c: None)
     assert mini_main(["--config", str(path), "--out", str(out)]) == 2
     assert "holds a run of another config" in capsys.readouterr().err
+
+
+def test_a_bad_vision_section_is_refused_before_any_episode(tmp_path, capsys):
+    for n, change in enumerate(
+        (
+            lambda c: c["vision"].update(steps=-1),
+            lambda c: c["vision"].update(pixels=64),
+            lambda c: c.update(vision="yes"),
+        )
+    ):
+        path = _write(tmp_path, change)
+        out = tmp_path / f"out{n}"
+        assert mini_main(["--config", str(path), "--out", str(out)]) == 2
+        assert "vision" in capsys.readouterr().err
+        assert not (out / "episodes").exists()
+
+
+def test_without_vision_pretraining_stage_one_starts_from_the_built_model(tmp_path):
+    from r3.mini import MiniRun
+
+    cfg = yaml.safe_load((CONFIGS / "quick.yaml").read_text())
+    assert MiniRun(tmp_path / "a", cfg).stage_config("sft").model == str(tmp_path / "a" / "vision")
+    cfg["vision"] = None
+    run = MiniRun(tmp_path / "b", cfg)
+    assert run.vision_config() is None
+    assert run.stage_config("il").model == str(tmp_path / "b" / "model")

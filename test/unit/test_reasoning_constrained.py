@@ -14,6 +14,7 @@ from r3.reasoning.constrained import (
     InstructionConstraint,
     TokenTrie,
     canonical_instructions,
+    constrain_generate,
     instruction_regex,
 )
 from r3.reasoning.parsing import ResponseError, parse_response
@@ -97,3 +98,65 @@ def test_the_reasoning_before_the_marker_is_left_free(tiny):
     )
     after = constraint.allowed(tok.encode("Reasoning: go.\nInstruction:", add_special_tokens=False))
     assert after and set(after) == set(constraint.trie.root)
+
+
+class _ForceText:
+    """A logits processor that writes ``ids`` first, as a trained model writes its reasoning."""
+
+    def __init__(self, ids: list[int], prompt_length: int):
+        self.ids, self.prompt_length = ids, prompt_length
+
+    def __call__(self, input_ids, scores):
+        step = input_ids.shape[1] - self.prompt_length
+        if step < len(self.ids):
+            scores[:] = float("-inf")
+            scores[:, self.ids[step]] = 0.0
+        return scores
+
+
+def test_a_wrapped_generate_constrains_every_call_as_a_trainer_makes_it(tmp_path):
+    """TRL's GRPOTrainer calls ``model.generate(input_ids=..., ...)`` with no logits processor;
+    after ``constrain_generate`` each of its calls (a batch of sampled rows, then another) writes a
+    valid instruction after the marker, and a processor the caller passes still runs first."""
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from r3.reasoning.tiny import build_tiny_model
+
+    folder = build_tiny_model("idefics3", tmp_path / "m")
+    processor = AutoProcessor.from_pretrained(folder, local_files_only=True)
+    model = AutoModelForImageTextToText.from_pretrained(folder, local_files_only=True).eval()
+    tok = processor.tokenizer
+    eos = model.generation_config.eos_token_id
+    constrain_generate(model, InstructionConstraint(tok, "language_table", eos))
+    reasoning = tok.encode(f"Reasoning: one more step.\n{MARKER}", add_special_tokens=False)
+    for call in range(2):
+        inputs = processor(text=[f"User: step {call}.\nAssistant:"], return_tensors="pt")
+        length = inputs["input_ids"].shape[1]
+        torch.manual_seed(call)
+        with torch.inference_mode():
+            out = model.generate(
+                input_ids=inputs["input_ids"],
+                attention_mask=inputs["attention_mask"],
+                max_new_tokens=40,
+                do_sample=True,
+                temperature=1.0,
+                num_return_sequences=3,
+                logits_processor=[_ForceText(reasoning, length)],
+            )
+        answers = tok.batch_decode(out[:, length:], skip_special_tokens=True)
+        for answer in answers:
+            assert answer.startswith("Reasoning: one more step."), answer
+            assert not isinstance(parse_response(answer, "language_table"), ResponseError), answer
+
+
+def test_stage_two_constrains_its_rollouts_for_the_one_suite_of_its_rows(tiny):
+    from r3.train.grpo import constrain_rollouts
+
+    processor, model = tiny
+    with pytest.raises(ValueError, match="one suite"):
+        constrain_rollouts(model, processor, [{"suite": "language_table"}, {"suite": "packing"}])
+    assert "generate" not in vars(model)
+    constrain_rollouts(model, processor, [{"suite": "packing"}] * 2)
+    assert vars(model)["generate"].__name__ == "constrained"
+    del model.generate  # the module-scoped model serves the other tests unwrapped

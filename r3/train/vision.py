@@ -1,0 +1,217 @@
+"""Vision pretraining on simulator labels: the image tower learns where each block is before Stage I.
+
+A model built from scratch sees about a thousand expert rows in Stage I; from them it learns the
+answer's format, not where the blocks are, and answers the same for every image (docs/mini.md). The
+simulator knows every block's position for free ("pretraining knows what"), so before Stage I the
+vision tower and its connector (the image tokens the language model reads) are trained to report
+them: random layouts are rendered with the camera the reasoner sees, and one learned query per block
+reads the image tokens and regresses that block's board position. The head is dropped afterwards;
+the tower and connector keep what they learned, and the language model is untouched.
+
+Idefics3 models only (the architecture ``r3 mini`` trains).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+#: The record this stage writes into the model folder it saves.
+RECORD = "r3_vision.json"
+
+
+@dataclass(frozen=True)
+class VisionPretrainConfig:
+    """Sizes of the pretraining; every layout is drawn from ``seed``, so the same config gives the
+    same model."""
+
+    images: int = 3000
+    held_out_images: int = 200
+    steps: int = 1500
+    batch_size: int = 32
+    learning_rate: float = 2e-3
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for key in ("images", "held_out_images", "steps", "batch_size"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"vision.{key}={value!r}: must be an integer >= 1")
+        if not (isinstance(self.learning_rate, (int, float)) and 0 < self.learning_rate < 1):
+            raise ValueError(f"vision.learning_rate={self.learning_rate!r}: must be in (0, 1)")
+
+
+def render_layouts(count: int, seed: int) -> tuple[list[np.ndarray], np.ndarray]:
+    """``count`` camera frames of random layouts (pusher anywhere on the board) and where each block's
+    centre lands in the frame, as fractions (u right, v down) of its width and height: shape
+    (count, blocks, 2), in ``BLOCKS`` order. Every layout is drawn from ``seed``."""
+    from r3.sim.language_table.env import LanguageTableEnv
+    from r3.sim.language_table.scene import sample_layout
+    from r3.tasks.language_table.board import BLOCKS, BOARD_HALF_EXTENTS, BoardState
+
+    rng = np.random.default_rng(seed)
+    half = np.array(BOARD_HALF_EXTENTS)
+    env = LanguageTableEnv(task=None)
+    frames, where = [], np.empty((count, len(BLOCKS), 2), np.float32)
+    try:
+        for i in range(count):
+            pusher = tuple(float(v) for v in rng.uniform(-0.9 * half, 0.9 * half))
+            env.set_state(BoardState(sample_layout(rng), pusher))
+            frames.append(env.render())
+            state = env.state()
+            where[i] = [board_to_frame(env, np.asarray(state.xy(b))) for b in BLOCKS]
+    finally:
+        env.close()
+    return frames, where
+
+
+def board_to_frame(env, xy: np.ndarray) -> np.ndarray:
+    """A block centre's board position (metres) as fractions (u, v) of ``env``'s camera frame."""
+    from r3.sim.language_table import scene
+
+    k, depth = env.camera_intrinsics(), scene.CAMERA_HEIGHT - scene.BLOCK_HEIGHT / 2
+    u = k[0, 2] + k[0, 0] * xy[..., 0] / depth
+    v = k[1, 2] - k[1, 1] * xy[..., 1] / depth
+    return np.stack([u / env.width, v / env.height], axis=-1)
+
+
+def metres_per_frame(env) -> np.ndarray:
+    """Metres on the board per unit of frame fraction, along u and v (to report errors in cm)."""
+    from r3.sim.language_table import scene
+
+    k, depth = env.camera_intrinsics(), scene.CAMERA_HEIGHT - scene.BLOCK_HEIGHT / 2
+    return np.array([env.width / k[0, 0], env.height / k[1, 1]]) * depth
+
+
+def cell_readout(width: int, blocks: int):
+    """Per image token and block: a logit that the block's centre lies in the token's cell of the
+    image grid, and the centre's offset within the cell. A linear layer on each token, so what is
+    learned must be in the tokens themselves, the way the language model will read them."""
+    from torch import nn
+
+    return nn.Linear(width, blocks * 3)
+
+
+def _image_tokens(model, pixel_values):
+    """The image tokens the language model sees: vision tower, then connector (one tile per image)."""
+    hidden = model.model.vision_model(pixel_values=pixel_values).last_hidden_state
+    return model.model.connector(hidden)
+
+
+class _Grid:
+    """The image tokens' square grid over the tile (row-major, as the connector orders them)."""
+
+    def __init__(self, tokens: int):
+        self.side = math.isqrt(tokens)
+        if self.side**2 != tokens:
+            raise ValueError(f"{tokens} image tokens do not form a square grid")
+
+    def targets(self, where):
+        """Each block's cell index and its offset from the cell centre (in cells, -0.5..0.5)."""
+        cell = (where * self.side).clamp(0, self.side - 1e-4).floor()
+        return (cell[..., 1] * self.side + cell[..., 0]).long(), where * self.side - cell - 0.5
+
+    def decode(self, out):
+        """``out`` (batch, tokens, blocks, 3) -> each block's centre as frame fractions (batch, blocks, 2)."""
+        import torch
+
+        best = out[..., 0].argmax(1)
+        picked = out.gather(1, best[:, None, :, None].expand(-1, 1, -1, 3)).squeeze(1)[..., 1:]
+        cell = torch.stack([best % self.side, best // self.side], -1).float()
+        return (cell + 0.5 + picked) / self.side
+
+
+def pretrain_vision(model_dir: str | Path, out_dir: str | Path, cfg: VisionPretrainConfig) -> dict:
+    """Train ``model_dir``'s vision tower and connector on rendered layouts and save the whole model
+    (processor files included) to ``out_dir``; returns the record written to ``out_dir/r3_vision.json``
+    (the held-out error of the block centres read from the image tokens, in cm, before and after)."""
+    import torch
+    from PIL import Image
+    from tqdm import tqdm
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from r3.sim.language_table.env import LanguageTableEnv
+
+    model_dir, out_dir = Path(model_dir), Path(out_dir)
+    processor = AutoProcessor.from_pretrained(model_dir)
+    model = AutoModelForImageTextToText.from_pretrained(model_dir, local_files_only=True)
+    if model.config.model_type != "idefics3":
+        raise ValueError(f"{model_dir}: vision pretraining takes idefics3, not {model.config.model_type}")
+    torch.manual_seed(cfg.seed)
+
+    def pixels(frames):
+        batch = processor.image_processor([[Image.fromarray(f)] for f in frames], return_tensors="pt")
+        return batch["pixel_values"][:, 0]  # one tile per image: (n, 3, size, size)
+
+    print(f"[vision] rendering {cfg.images} + {cfg.held_out_images} layouts", file=sys.stderr, flush=True)
+    frames, where = render_layouts(cfg.images + cfg.held_out_images, cfg.seed)
+    images = torch.cat([pixels(frames[i : i + 256]) for i in range(0, len(frames), 256)]).half()
+    where = torch.from_numpy(where)
+    blocks = where.shape[1]
+    readout = cell_readout(model.config.text_config.hidden_size, blocks)
+    env = LanguageTableEnv(task=None)
+    scale = torch.from_numpy(metres_per_frame(env)).float() * 100.0  # frame fractions -> cm
+    env.close()
+    train, held = slice(0, cfg.images), slice(cfg.images, None)
+
+    def forward(pixel_values):
+        out = readout(_image_tokens(model, pixel_values.float()))
+        return out.view(out.shape[0], out.shape[1], blocks, 3)
+
+    with torch.no_grad():
+        grid = _Grid(_image_tokens(model, images[:1].float()).shape[1])
+    cells, offsets = grid.targets(where)
+    parts = [model.model.vision_model, model.model.connector, readout]
+    optimizer = torch.optim.AdamW([p for part in parts for p in part.parameters()], lr=cfg.learning_rate)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(
+        optimizer, cfg.learning_rate, total_steps=cfg.steps, pct_start=0.05
+    )
+
+    n_held = cfg.held_out_images
+
+    def held_out_error_cm() -> float:
+        with torch.no_grad():
+            chunks = [images[held][i : i + 256] for i in range(0, n_held, 256)]
+            found = torch.cat([grid.decode(forward(c)) for c in chunks])
+        return float(((found - where[held]) * scale).norm(dim=-1).mean())
+
+    before = held_out_error_cm()
+    generator = torch.Generator().manual_seed(cfg.seed)
+    losses = []
+    with tqdm(range(cfg.steps), desc="vision pretraining", unit="step", file=sys.stderr) as bar:
+        for step in bar:
+            index = torch.randint(0, cfg.images, (cfg.batch_size,), generator=generator)
+            out = forward(images[train][index])
+            cell, offset = cells[train][index], offsets[train][index]
+            # Each block is in one cell: cross-entropy over the tokens, per block; offsets in its cell.
+            logits = out[..., 0].transpose(1, 2).flatten(0, 1)
+            located = torch.nn.functional.cross_entropy(logits, cell.flatten())
+            picked = out.gather(1, cell[:, None, :, None].expand(-1, 1, -1, 3)).squeeze(1)[..., 1:]
+            loss = located + 4.0 * torch.nn.functional.mse_loss(picked, offset)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            losses.append(loss.item())
+            if step % 50 == 0:
+                bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}")
+    after = held_out_error_cm()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    processor.save_pretrained(out_dir)
+    if (model_dir / "r3_tiny.json").is_file():
+        shutil.copy2(model_dir / "r3_tiny.json", out_dir / "r3_tiny.json")
+    record = {
+        "config": asdict(cfg),
+        "held_out_error_cm": {"before": round(before, 2), "after": round(after, 2)},
+        "final_loss": round(float(np.mean(losses[-50:])), 4),
+    }
+    (out_dir / RECORD).write_text(json.dumps(record, indent=1) + "\n")
+    print(f"[vision] held-out block centre error {before:.1f} cm -> {after:.1f} cm", file=sys.stderr)
+    return record

@@ -77,6 +77,7 @@ class _Common:
     constrained_decoding: bool = False  # the checkpoint's instruction is decoded under the grammar constraint
     inference_temperature: float | None = None  # the checkpoint's sampling temperature (None: backend's)
     lora: LoraSettings | None = None
+    freeze_vision: bool = False  # the image tower keeps its loaded weights (e.g. pretrained on the sim)
     learning_rate: float = 1e-6
     num_train_epochs: float = 2.0
     max_steps: int = -1  # > 0 overrides the epochs

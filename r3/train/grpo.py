@@ -14,7 +14,7 @@ from pathlib import Path
 from r3.reasoning.parsing import ParsedResponse, parse_response
 from r3.rewards.functions import JudgeReward, LengthPenaltyReward, RewardComposer, completion_text
 from r3.train.args import grpo_arguments, lora_config, world_size
-from r3.train.checkpoint import load_model, resolve_device, save_final
+from r3.train.checkpoint import freeze_vision_tower, load_model, resolve_device, save_final
 from r3.train.config import RLConfig
 from r3.train.rows import RL_COLUMNS, load_history_file, open_dataset, prompt_settings, rl_rows, with_history
 
@@ -103,6 +103,8 @@ def train_grpo(cfg: RLConfig, rows, funcs, arguments: dict, prompt, **info) -> P
     from trl import GRPOConfig, GRPOTrainer
 
     processor, model = load_model(cfg.model)
+    if cfg.freeze_vision:
+        freeze_vision_tower(model)
     if prompt.constrained and info.get("interface", "instruction") == "instruction":
         constrain_rollouts(model, processor, rows)
     trainer = GRPOTrainer(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from r3.train.args import lora_config, sft_arguments, world_size
-from r3.train.checkpoint import load_model, resolve_device, save_final
+from r3.train.checkpoint import freeze_vision_tower, load_model, resolve_device, save_final
 from r3.train.config import SFTConfig
 from r3.train.mining import is_mined, load_mined
 from r3.train.rows import SFT_COLUMNS, DatasetError, open_dataset, prompt_settings, sft_rows
@@ -54,6 +54,8 @@ def run_sft(cfg: SFTConfig) -> Path:
     if held_out is not None:
         arguments.update(eval_strategy="steps", eval_steps=cfg.eval_steps)
     processor, model = load_model(cfg.model)
+    if cfg.freeze_vision:
+        freeze_vision_tower(model)
     trainer = SFTTrainer(
         model=model,
         args=TRLSFTConfig(**arguments),

@@ -91,6 +91,31 @@ def test_sft_loss_falls_and_the_checkpoint_answers_a_valid_step(data):
     assert step.parsed.instruction_text == expert.instruction_text, (step.parsed, expert)
 
 
+def test_freeze_vision_keeps_the_image_tower_as_loaded_and_trains_the_rest(data):
+    """``freeze_vision``: after SFT steps the vision tower's weights are those of the base model, and
+    the connector and language model have moved."""
+    from safetensors.torch import load_file
+
+    from r3.train.sft import run_sft
+
+    over = {
+        "model": str(data["model"]),
+        "dataset": str(data["root"] / "sft"),
+        "output_dir": str(data["root"] / "frozen"),
+        "max_rows": 4,
+        "max_steps": 3,
+        "freeze_vision": True,
+    }
+    checkpoint = run_sft(load_config(CONFIGS / "sft_tiny_cpu.yaml", SFTConfig, over))
+    before = load_file(data["model"] / "model.safetensors")
+    after = load_file(checkpoint / "model.safetensors")
+    tower = [k for k in before if ".vision_model." in k]
+    assert tower and all((before[k] == after[k]).all() for k in tower)
+    rest = [k for k in before if ".vision_model." not in k]
+    assert any((before[k] != after[k]).any() for k in rest if ".connector." in k)
+    assert any((before[k] != after[k]).any() for k in rest if ".text_model." in k)
+
+
 def test_instruction_only_checkpoint_trains_on_and_is_prompted_with_the_instruction_alone(data):
     """R^3's imitation baseline: the target is "Instruction: ..." alone, and the reloaded checkpoint is
     prompted in instruction-only mode by the backend, though its caller asks for the default reasoning."""

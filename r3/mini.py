@@ -9,7 +9,9 @@ stopped run continues where it was):
 2. ``datasets``: :func:`r3.data.build.build_dataset` into ``sft`` (T_M training scenes), ``sft_held_out``
    (T_M held-out scenes), ``rl`` (T_R training scenes) and ``states`` (the held-out scenes of both,
    rl kind: the expert's instruction and a snapshot per state), all with history = previous instruction.
-3. ``model``: a small idefics3 VLM built from scratch (:func:`r3.reasoning.tiny.build_tiny_model`).
+3. ``model``: a small idefics3 VLM built from scratch (:func:`r3.reasoning.tiny.build_tiny_model`),
+   then ``vision``: its image tower and connector pretrained on block positions in rendered layouts
+   (:func:`r3.train.vision.pretrain_vision`; ``vision: null`` skips it).
 4. ``sft`` and ``il``: Stage I (:func:`r3.train.sft.run_sft`) with reasoning, and R^3's imitation
    baseline (``mode: instruction_only``) on the same rows.
 5. ``rl``: Stage II, Dr. GRPO with the rubric judge (:func:`r3.train.grpo.run_rl`) from the SFT model.
@@ -531,7 +533,8 @@ def mini_main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="r3 mini",
         description="The whole R^3 recipe at laptop scale on CPU: collect expert episodes (T_M for SFT, "
-        "T_R for RL), build datasets, build a small VLM from scratch, Stage I SFT with reasoning and the "
+        "T_R for RL), build datasets, build a small VLM from scratch and pretrain its image tower on the "
+        "simulator's block positions, Stage I SFT with reasoning and the "
         "instruction-only imitation baseline, Stage II Dr. GRPO with the rubric judge, then the judge "
         "reward on held-out states and r3 eval of every model and baseline on held-out scenes of T_M, T_R "
         "and T_O, written as a table in the form of R^3's Table 2 (table.md, table.csv) with learning "

@@ -51,16 +51,13 @@ def load_model(model_dir: str | Path, dtype: str = "float32"):
 VISION_TOWERS = ("vision_model", "visual")
 
 
-def freeze_vision_tower(model) -> int:
-    """Keep the image tower's weights as loaded (``freeze_vision``); returns how many were frozen."""
+def freeze_vision_tower(model) -> None:
+    """Keep the image tower's weights as loaded (``freeze_vision``)."""
     inner = getattr(model, "model", model)
     tower = next((getattr(inner, name) for name in VISION_TOWERS if hasattr(inner, name)), None)
     if tower is None:
         raise ValueError(f"freeze_vision: {type(model).__name__} has no image tower named {VISION_TOWERS}")
-    params = list(tower.parameters())
-    for p in params:
-        p.requires_grad_(False)
-    return sum(p.numel() for p in params)
+    tower.requires_grad_(False)
 
 
 def save_final(

@@ -105,7 +105,7 @@ def train_grpo(cfg: RLConfig, rows, funcs, arguments: dict, prompt, **info) -> P
     processor, model = load_model(cfg.model)
     if cfg.freeze_vision:
         freeze_vision_tower(model)
-    if prompt.constrained and info.get("interface", "instruction") == "instruction":
+    if prompt.constrained and cfg.interface == "instruction":
         constrain_rollouts(model, processor, rows)
     trainer = GRPOTrainer(
         model=model,

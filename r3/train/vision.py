@@ -65,7 +65,7 @@ def render_layouts(count: int, seed: int) -> tuple[list[np.ndarray], np.ndarray]
             env.set_state(BoardState(sample_layout(rng), pusher))
             frames.append(env.render())
             state = env.state()
-            where[i] = [board_to_frame(env, np.asarray(state.xy(b))) for b in BLOCKS]
+            where[i] = board_to_frame(env, np.array([state.xy(b) for b in BLOCKS]))
     finally:
         env.close()
     return frames, where

@@ -84,24 +84,22 @@ def tree(root: Path) -> set[Path]:
 
 
 def call_until_answered(rclpy, node, client, request, timeout_s: float = 60.0):
-    """The first answer to ``request``, sent again every ``RESEND_S`` (only for idempotent calls):
-    seeing the server (wait_for_service) does not mean the server has matched this client yet, and a
-    request sent before it has is lost (CI, loaded: set_query unanswered for 60 s)."""
-    from r3_ros.services import RESEND_S
+    """The first answer to ``request``, sent again every ``RESEND_S`` by r3_ros's ``call_resending``
+    (only for idempotent calls): seeing the server (wait_for_service) does not mean the server has
+    matched this client yet, and a request sent before it has is lost (CI, loaded: set_query
+    unanswered for 60 s)."""
+    from r3_ros.services import ServiceTimeout, call_resending
 
     assert client.wait_for_service(timeout_sec=timeout_s), f"{client.srv_name} is not offered"
-    futures, end = [], time.monotonic() + timeout_s
-    while time.monotonic() < end and not any(f.done() for f in futures):
-        futures.append(client.call_async(request))
-        resend_at = time.monotonic() + RESEND_S
-        while time.monotonic() < min(resend_at, end) and not any(f.done() for f in futures):
-            rclpy.spin_once(node, timeout_sec=0.01)
-    answered = [f for f in futures if f.done()]
-    for f in futures:
-        if not f.done():
-            client.remove_pending_request(f)
-    assert answered, f"{client.srv_name} did not answer within {timeout_s} s"
-    return answered[0].result()
+
+    def spin() -> bool:  # the test's node has no executor of its own: this thread spins it
+        rclpy.spin_once(node, timeout_sec=0.01)
+        return True
+
+    try:
+        return call_resending(client, request, timeout_s, keep_waiting=spin)
+    except ServiceTimeout as err:
+        raise AssertionError(str(err)) from None
 
 
 class Client:

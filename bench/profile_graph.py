@@ -1,13 +1,15 @@
-"""Where a Language Table decision step's time goes, through the graph and in process (py-spy).
+"""Where a Language Table decision step's CPU time goes, through the graph and in process.
 
     python bench/profile_graph.py [--episodes 3] [--rate 200] [--top 12] [--out runs/profile_graph]
+        [--set NODE.PARAM=VALUE ...]
 
-Launches ``sim_language_table``, waits until it serves, then records every node process with
-``py-spy record --nonblocking`` (collapsed stacks) while the episodes of bench_graph run through the
-graph; then records the same episodes in process. For each process it prints the samples (CPU-busy
-time: py-spy leaves idle threads out), and the functions with the largest share of them: by self
-time (the innermost frame) and inclusive (anywhere on the stack). The raw stacks stay under --out,
-for flame graphs.
+Launches ``sim_language_table`` with ``R3_PROFILE_DIR`` set, so every node samples its own stacks
+(``r3.profiling``: CPU time of each thread charged to the stack it is on; py-spy cannot attach on
+every machine). After one warm-up episode it raises the nodes' recording flag, runs the episodes of
+bench_graph through the graph, lowers it, and reads each node's collapsed stacks; then samples the
+same episodes in process. For each process it prints the CPU time and the functions with the largest
+share of it: by self time (the innermost frame) and inclusive (anywhere on the stack). The raw
+stacks stay under --out, for flame graphs.
 """
 
 from __future__ import annotations
@@ -27,12 +29,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 
 from bench_graph import in_process, through_graph
-from common import cpu_seconds, process_tree
 
-PY_SPY = Path(sys.executable).with_name("py-spy")
+from r3.profiling import PROFILE_DIR_ENV, RECORDING_FLAG, StackSampler
 
 
-def summary(raw: Path, top: int, rate: int, within: str = "") -> str:
+def summary(raw: Path, top: int, within: str = "") -> str:
     """Self and inclusive shares of the functions in one collapsed-stack file (only the stacks
     through a function named ``within``, when given)."""
     own, anywhere, total = collections.Counter(), collections.Counter(), 0
@@ -47,7 +48,7 @@ def summary(raw: Path, top: int, rate: int, within: str = "") -> str:
             anywhere[f] += n
     if not total:
         return "  no samples\n"
-    lines = [f"  {total} samples ({total / rate:.1f} s{' of ' + within if within else ''})"]
+    lines = [f"  {total / 1e6:.2f} CPU s{' in ' + within if within else ''}"]
     for title, counts in (("self", own), ("inclusive", anywhere)):
         lines.append(f"  top by {title}:")
         lines += [f"    {100 * n / total:5.1f}%  {f}" for f, n in counts.most_common(top)]
@@ -66,42 +67,29 @@ def _short(frame: str) -> str:
     return f"{name} ({path})"
 
 
-def record(pid: int, out: Path, rate: int, idle: bool) -> subprocess.Popen:
-    return subprocess.Popen(
-        [
-            str(PY_SPY),
-            "record",
-            "--pid",
-            str(pid),
-            "--format",
-            "raw",
-            "--rate",
-            str(rate),
-            "--nonblocking",
-            "--output",
-            str(out),
-        ]
-        + (["--idle"] if idle else []),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--episodes", type=int, default=3)
-    p.add_argument("--rate", type=int, default=200, help="samples per second (default: %(default)s)")
-    p.add_argument("--top", type=int, default=12)
-    p.add_argument("--out", default="runs/profile_graph")
     p.add_argument(
-        "--idle",
-        action="store_true",
-        help="wall-clock view: idle samples too, and the reasoner's "
-        "episode thread (what a decision step waits on) by itself",
+        "--episodes", type=int, default=3, help="episodes of task V per side (default: %(default)s)"
     )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NODE.PARAM=VALUE",
+        help="a parameter of the launched graph, as r3 launch --set takes it (repeatable)",
+    )
+    p.add_argument("--rate", type=float, default=200.0, help="samples per second (default: %(default)s)")
+    p.add_argument("--top", type=int, default=12, help="functions listed per view (default: %(default)s)")
+    p.add_argument("--out", default="runs/profile_graph", help="stacks, logs and bags (default: %(default)s)")
     args = p.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    if args.episodes < 1 or args.top < 1 or not args.rate > 0:
+        p.error("--episodes, --top and --rate must be positive")
+    out = Path(args.out).resolve()
+    stacks = out / "stacks"
+    stacks.mkdir(parents=True, exist_ok=True)
+    for old in stacks.iterdir():
+        old.unlink()
     episodes = [("V", seed) for seed in range(args.episodes)]
     import rclpy
 
@@ -120,7 +108,9 @@ def main() -> None:
             str(out / "logs"),
             "--set",
             f"r3_recorder_node.output_dir={out / 'bags'}",
+            *[word for item in args.set for word in ("--set", item)],
         ],
+        env={**os.environ, PROFILE_DIR_ENV: str(stacks)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -131,38 +121,25 @@ def main() -> None:
         if not commander.wait_until_ready(120):
             raise RuntimeError("the graph did not come up")
         through_graph(commander, episodes[:1])  # warm: first episode's imports and caches
-        nodes = {pid: cmd for pid, cmd in process_tree(launch.pid).items() if "python" in cmd.split()[0]}
-        names = {
-            pid: next((Path(w).name for w in cmd.split() if Path(w).name.startswith("r3_")), f"pid{pid}")
-            for pid, cmd in nodes.items()
-        }
-        spies = {pid: record(pid, out / f"{names[pid]}.txt", args.rate, args.idle) for pid in nodes}
-        time.sleep(1.0)
-        cpu = {pid: cpu_seconds(pid) for pid in nodes}
-        seconds, steps, reasons = through_graph(commander, episodes)
-        cpu = {pid: cpu_seconds(pid) - c for pid, c in cpu.items()}
-        for spy in spies.values():
-            spy.send_signal(signal.SIGINT)
-        for spy in spies.values():
-            spy.wait(timeout=60)
+        flag = stacks / RECORDING_FLAG
+        flag.touch()
+        time.sleep(0.5)  # every node's watcher has seen the flag
+        seconds, steps, reasons = _graph_steps(commander, episodes)
+        flag.unlink()
+        if not steps:
+            raise RuntimeError(f"no decision step ran through the graph: {reasons}")
+        time.sleep(1.0)  # every node has written its stacks
         print(
             f"through the graph: {steps} decision steps in {seconds:.1f} s = "
-            f"{seconds / steps * 1e3:.0f} ms each "
-            f"({sorted(set(reasons))})\n"
+            f"{seconds / steps * 1e3:.0f} ms each ({sorted(set(reasons))})\n"
         )
-        for pid in nodes:
-            print(
-                f"{names[pid]} (pid {pid}): {cpu[pid]:.2f} CPU s during the episodes "
-                f"({cpu[pid] / steps * 1e3:.0f} ms "
-                f"per decision step)"
-            )
-            raw = out / f"{names[pid]}.txt"
-            print(summary(raw, args.top, args.rate) if raw.exists() else "  no profile written\n")
-            if args.idle and names[pid] == "r3_reasoner_node" and raw.exists():
-                print(
-                    "  the episode thread alone:\n"
-                    + summary(raw, args.top, args.rate, within="_execute_goal")
-                )
+        total = 0.0
+        for raw in sorted(stacks.glob("*.txt")):
+            cpu = sum(int(line.rpartition(" ")[2]) for line in raw.read_text().splitlines()) / 1e6
+            total += cpu
+            print(f"{raw.stem}: {cpu:.2f} CPU s ({cpu / steps * 1e3:.0f} ms per decision step)")
+            print(summary(raw, args.top))
+        print(f"all nodes: {total / steps * 1e3:.0f} CPU ms per decision step\n")
     finally:
         node.destroy_node()
         rclpy.shutdown()
@@ -170,18 +147,24 @@ def main() -> None:
         launch.wait(timeout=30)
     backend, env = make_backend("expert"), LanguageTableEnv()
     in_process(episodes[:1], backend, env)  # the same warm-up
-    spy = record(os.getpid(), out / "in_process.txt", args.rate, args.idle)
-    time.sleep(1.0)
-    cpu = cpu_seconds(os.getpid())
-    seconds, steps = in_process(episodes, backend, env)
-    cpu = cpu_seconds(os.getpid()) - cpu
-    spy.send_signal(signal.SIGINT)
-    spy.wait(timeout=60)
+    sampler = StackSampler(args.rate)
+    sampler.start()
+    seconds, instructions = in_process(episodes, backend, env)
+    sampler.stop()
+    raw = stacks / "in_process.txt"
+    raw.write_text(sampler.collapsed())
+    steps = sum(map(len, instructions))
+    cpu = sum(sampler.stacks.values()) / 1e6
     print(
         f"in process: {steps} decision steps in {seconds:.1f} s = {seconds / steps * 1e3:.0f} ms each, "
         f"{cpu:.2f} CPU s ({cpu / steps * 1e3:.0f} ms per decision step)\n"
     )
-    print(summary(out / "in_process.txt", args.top, args.rate))
+    print(summary(raw, args.top))
+
+
+def _graph_steps(commander, episodes) -> tuple[float, int, list[str]]:
+    seconds, instructions, reasons = through_graph(commander, episodes)
+    return seconds, sum(map(len, instructions)), reasons
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ the process with -2 and leave the node's cleanup (a bag being closed) half done.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
@@ -17,6 +18,7 @@ import rclpy
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.executors import ExternalShutdownException
 
+from r3.profiling import PROFILE_DIR_ENV, record_while_flagged
 from r3_ros.executor import QueueAwareExecutor
 
 
@@ -37,6 +39,8 @@ def run_node(node_class, args=None) -> None:
     node = None
     try:
         node = node_class()
+        if os.environ.get(PROFILE_DIR_ENV):  # bench/profile_graph.py: where a node's CPU time goes
+            record_while_flagged(os.environ[PROFILE_DIR_ENV], node.get_name())
         executor = QueueAwareExecutor(num_threads=8)  # long action callbacks never starve the rest
         executor.add_node(node)
         spinning = True

@@ -73,3 +73,20 @@ def test_run_all_merges_records_and_compare_reads_them(tmp_path):
     names = [f["name"] for f in data["benches"]["bags"]["figures"]]
     assert all(f"bags: {name}"[:72] in compared.stdout for name in names)
     assert " MB/s, " in compared.stdout and " ms, " in compared.stdout
+
+
+def test_profile_graph_writes_every_nodes_stacks(tmp_path, private_ros_env):
+    """bench/profile_graph.py: each node of the launched graph samples itself (r3.profiling) and
+    writes its stacks; the summary names every node and the in-process side."""
+    out = tmp_path / "profile"
+    run = _run(
+        [str(BENCH / "profile_graph.py"), "--episodes", "1", "--top", "3", "--out", str(out)],
+        private_ros_env(),
+        timeout=240,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    written = {p.name.rsplit("-", 1)[0] for p in (out / "stacks").glob("r3_*.txt")}
+    assert written == {"r3_sim_node", "r3_lowlevel_node", "r3_reasoner_node", "r3_recorder_node"}
+    for raw in (out / "stacks").glob("*.txt"):
+        assert sum(int(line.rpartition(" ")[2]) for line in raw.read_text().splitlines()) > 0, raw
+    assert "all nodes:" in run.stdout and "in process:" in run.stdout

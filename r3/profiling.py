@@ -4,8 +4,10 @@ py-spy cannot attach on every machine (a container without ptrace, a Python buil
 know), and cProfile sees one thread while a node's work is spread over its executor's threads. This
 sampler wakes ``rate`` times a second, and charges the CPU time each Python thread used since its
 last wake to the stack that thread is on now: idle threads cost nothing, and a busy one's cost lands
-on what it is doing, whatever the sampling rate. Threads that Python does not run (the DDS
-library's own) are measured too, by their name, from ``/proc``: their CPU time, not their stacks.
+on what it is doing. A callback shorter than the period, though, is charged to wherever its thread
+waits next (a thread pool's loop), so a wait's share is an upper bound; the totals are exact.
+Threads that Python does not run (the DDS library's own) are measured too, by their name, from
+``/proc``: their CPU time, not their stacks.
 
 The output is collapsed stacks (``frame;frame;... microseconds``, one line per distinct stack),
 the format flame-graph tools read. Native threads appear as one frame, ``[native thread NAME]``.

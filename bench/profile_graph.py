@@ -33,13 +33,12 @@ from bench_graph import in_process, through_graph
 from r3.profiling import PROFILE_DIR_ENV, RECORDING_FLAG, StackSampler
 
 
-def summary(raw: Path, top: int, within: str = "") -> str:
-    """Self and inclusive shares of the functions in one collapsed-stack file (only the stacks
-    through a function named ``within``, when given)."""
+def summary(raw: Path, top: int) -> str:
+    """Self and inclusive shares of the functions in one collapsed-stack file."""
     own, anywhere, total = collections.Counter(), collections.Counter(), 0
     for line in raw.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
-        if not stack or within not in stack:
+        if not stack:
             continue
         n, frames = int(count), [_short(f) for f in stack.split(";")]
         total += n
@@ -48,7 +47,7 @@ def summary(raw: Path, top: int, within: str = "") -> str:
             anywhere[f] += n
     if not total:
         return "  no samples\n"
-    lines = [f"  {total / 1e6:.2f} CPU s{' in ' + within if within else ''}"]
+    lines = []
     for title, counts in (("self", own), ("inclusive", anywhere)):
         lines.append(f"  top by {title}:")
         lines += [f"    {100 * n / total:5.1f}%  {f}" for f, n in counts.most_common(top)]

@@ -7,7 +7,8 @@ topic latency through rclpy at 640x480 30 Hz.
   stamped with the wall clock; p50 and p99 of receive time minus stamp, and how many arrived;
 - decision step: each pass runs the same Language Table episodes (task V, seeds 0..episodes-1, the
   expert with full reasoning, rendering at decisions) in process and through the launched
-  ``sim_language_table`` graph (one launch for all passes, its start-up left out; a pass whose sides'
+  ``sim_language_table`` graph (rendering at decisions too: its camera's video rate set to 0; one
+  launch for all passes, its start-up left out; a pass whose sides'
   instructions differ stops the benchmark), and reports wall ms per decision step on each
   side and their ratio within the pass (target <= 1.5x); and the CPU time per decision step on
   each side (this process; the sum over the graph's node processes), which a loaded machine does
@@ -152,6 +153,8 @@ def main() -> None:
                 str(out / "logs"),
                 "--set",
                 f"r3_recorder_node.output_dir={out / 'bags'}",
+                "--set",  # like for like: the profile's 5 Hz video frames are work the loop does not do
+                "r3_sim_node.camera_rate_hz=0",
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

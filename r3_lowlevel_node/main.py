@@ -48,6 +48,8 @@ from r3_ros.stop import MotionGuard, end_stopped
 
 #: Heartbeat state until the first simulator state arrives: the node cannot act yet.
 WAITING_FOR_STATE = "waiting_for_state"
+#: Feedback goes out at most this often (wall seconds): one per control step would wake the client at each.
+FEEDBACK_PERIOD_S = 0.1
 SUITE = "language_table"  # the suite whose instructions this node carries out
 
 
@@ -168,7 +170,7 @@ class LowLevelNode(Node):
         max_steps = goal.max_steps or self.default_max_steps
         self.heartbeat.state = "busy"
         self.policy.reset(parsed, msg_to_board_state(state_msg), np.random.default_rng(goal.seed))
-        reason = "step_budget"
+        reason, fed_back = "step_budget", time.monotonic()
         try:
             for step in range(max_steps):
                 if not handle.is_active:
@@ -199,7 +201,9 @@ class LowLevelNode(Node):
                         handle, result, False, "error: the simulator stopped publishing state"
                     )
                 result.steps = step + 1
-                handle.publish_feedback(FollowInstruction.Feedback(step=result.steps))
+                if time.monotonic() - fed_back >= FEEDBACK_PERIOD_S:
+                    handle.publish_feedback(FollowInstruction.Feedback(step=result.steps))
+                    fed_back = time.monotonic()
         finally:
             self.heartbeat.state = "idle"
         result.finished = state_msg.header.stamp

@@ -2,10 +2,12 @@
 
 Lock-step: one pusher command advances the simulation by one 0.1 s control step and publishes the
 new state, so the simulation runs as fast as its consumers (faster than real time when nothing
-waits). The camera renders at ``camera_rate_hz`` of simulated time and, whatever that rate, once
-the robot has been idle for ``settle_s`` of wall time (so the reasoner always sees the state it
-decides on); a snapshot is published at the same idle points. /clock is simulated time and never
-goes back, across resets too.
+waits). The camera renders at ``camera_rate_hz`` of simulated time and, whatever that rate, at each
+decision point (so the reasoner always sees the state it decides on); a snapshot is published at the
+same points. A decision point is the moment a FollowInstruction goal ends (its terminal status on the
+action's status topic: the low-level node has seen the state of its last command), or, for commands
+from anything else (a teleoperator), ``settle_s`` of wall time without a command. /clock is simulated
+time and never goes back, across resets too.
 
 The pusher driver refuses, never clips: a command that is non-finite, over the per-step limit, off
 the reachable board area (``LanguageTableEnv.off_board``), or older than ``COMMAND_DEADLINE_S``
@@ -23,10 +25,11 @@ import threading
 import time
 
 import numpy as np
+from action_msgs.msg import GoalStatus, GoalStatusArray
 from geometry_msgs.msg import Vector3Stamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
+from rclpy.qos import qos_profile_action_status_default
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import CameraInfo, Image, JointState
 
@@ -48,6 +51,8 @@ SNAPSHOT_FORMAT = "r3-language-table-snapshot/1"
 STEP_NS = round(CONTROL_DT * 1e9)
 #: A pusher command older than this (wall clock, from its DDS source stamp) is stale and refused.
 COMMAND_DEADLINE_S = 1.0
+#: A goal in one of these states has ended (action_msgs/GoalStatus).
+TERMINAL = {GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED}
 
 
 class SimNode(Node):
@@ -63,6 +68,9 @@ class SimNode(Node):
         self.env = LanguageTableEnv(width=width, height=height)
         self.env.reset(seed=0)
         self.lock = threading.Lock()
+        self.command_or_close = threading.Condition(self.lock)  # wakes the settle thread
+        self.closing = False
+        self.ended_goals: set[bytes] = set()  # FollowInstruction goals seen in a terminal state
         self.episode_id = ""
         self.clock_ns = 0
         self.last_image_ns = -1
@@ -89,16 +97,25 @@ class SimNode(Node):
         self.create_service(
             ResetScene, names.RESET_SCENE, refusing_service(self, self.on_reset), callback_group=group
         )
-        self.create_timer(
-            0.01,
-            refusing_message(self, self.on_idle_check),
+        self.create_subscription(
+            GoalStatusArray,
+            names.FOLLOW_INSTRUCTION_STATUS,
+            refusing_message(self, self.on_follow_status),
+            qos_profile_action_status_default,
             callback_group=group,
-            clock=Clock(clock_type=ClockType.STEADY_TIME),
         )
         self.heartbeat = HeartbeatPublisher(self)
         self.publish_state()
+        self.settler = threading.Thread(target=self.settle_when_idle, name="settle", daemon=True)
+        self.settler.start()
         camera = rate or "at idle points"
         self.get_logger().info(f"simulating {self.suite} at {width}x{height}, camera {camera}")
+
+    def shutdown(self) -> None:
+        with self.lock:
+            self.closing = True
+            self.command_or_close.notify()
+        self.settler.join(timeout=5)
 
     # -- callbacks -----------------------------------------------------------------------------
     def on_reset(self, request: ResetScene.Request, response: ResetScene.Response) -> ResetScene.Response:
@@ -151,14 +168,31 @@ class SimNode(Node):
             self.clock_ns += STEP_NS
             self.last_command_wall = time.monotonic()
             self.idle_published = False
+            self.command_or_close.notify()
             self.publish_state()
             if self.camera_period_ns and self.clock_ns - self.last_image_ns >= self.camera_period_ns:
                 self.publish_image()
 
-    def on_idle_check(self) -> None:
+    def on_follow_status(self, msg: GoalStatusArray) -> None:
+        """A FollowInstruction goal that has just ended makes this a decision point, at once."""
+        ended = {bytes(s.goal_info.goal_id.uuid) for s in msg.status_list if s.status in TERMINAL}
         with self.lock:
-            if not self.idle_published and time.monotonic() - self.last_command_wall >= self.settle_s:
+            new, self.ended_goals = ended - self.ended_goals, ended  # the array lists retained goals only
+            if new and not self.idle_published:
                 self.publish_settled()
+
+    def settle_when_idle(self) -> None:
+        """Publishes a decision point once ``settle_s`` has passed without a command; sleeps between
+        commands (no polling: a timer would wake the executor a hundred times a second)."""
+        publish = refusing_message(self, self.publish_settled)  # a failure is logged, the thread lives
+        with self.lock:
+            while not self.closing:
+                left = self.last_command_wall + self.settle_s - time.monotonic()
+                if self.idle_published or left > 0:
+                    self.command_or_close.wait(None if self.idle_published else left)
+                    continue
+                publish()
+                self.idle_published = True  # also after a failure: once per idle point, not in a loop
 
     # -- publishing (called with the lock held) ------------------------------------------------
     def publish_settled(self) -> None:

@@ -77,7 +77,10 @@ def launch_main(argv: list[str] | None = None) -> int:
         for name in profile_names(args.graph):
             print(f"{name:24s} {load_profile(name, args.graph).description}")
         return 0
-    profile = load_profile(args.profile, args.graph, parse_overrides(args.set))
+    try:
+        profile = load_profile(args.profile, args.graph, parse_overrides(args.set))
+    except (FileNotFoundError, KeyError, ValueError) as exc:  # a wrong name or value: nothing starts
+        parser.error(exc.args[0] if exc.args else str(exc))
     problems = unmatched_subscriptions(profile)
     if args.check:
         for line in outside_requirements(profile):

@@ -148,6 +148,7 @@ def _member(raw: dict, profile: str, config_dir: Path) -> Member:
     if "node" in raw:
         if raw["node"] not in NODE_INTERFACES:
             raise ValueError(f"{where}: unknown r3 node {raw['node']!r}; known: {sorted(NODE_INTERFACES)}")
+        parameters = _checked_parameters(raw["node"], parameters, where)
         interface = NODE_INTERFACES[raw["node"]].remapped(remappings)
         # The recorder subscribes to whatever its `topics` parameter lists (types found at run time).
         interface.subscribes.update({t: "*" for t in parameters.get("topics", [])})
@@ -205,6 +206,18 @@ def _member(raw: dict, profile: str, config_dir: Path) -> Member:
     if parameters.get("use_sim_time"):
         member.interface.subscribes[remappings.get(names.CLOCK, names.CLOCK)] = "rosgraph_msgs/msg/Clock"
     return member
+
+
+def _checked_parameters(node: str, parameters: dict, where: str) -> dict:
+    """An r3 node's parameters as it declares them (an integer given for a double becomes one),
+    refused here, before anything starts, when the node would refuse them (ValueError, every reason)."""
+    from r3.graph.node_params import NODE_PARAMETERS  # node_params imports the reasoning core
+
+    schema = NODE_PARAMETERS[node]
+    typed = {k: schema[k].coerce(v) if k in schema else v for k, v in parameters.items()}
+    if problems := schema.problems(typed):
+        raise ValueError(f"{where}: " + "; ".join(problems))
+    return typed
 
 
 def _absolute(name: str) -> str:

@@ -56,8 +56,13 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
             names.PUSHER_REFUSALS: "r3_msgs/msg/CommandRefusal",
             **HEARTBEAT,
         },
-        subscribes={names.PUSHER_COMMAND: "geometry_msgs/msg/Vector3Stamped"},
+        subscribes={
+            names.PUSHER_COMMAND: "geometry_msgs/msg/Vector3Stamped",
+            names.FOLLOW_INSTRUCTION_STATUS: "action_msgs/msg/GoalStatusArray",
+        },
         services=[names.RESET_SCENE],
+        # Without a FollowInstruction server (commands from a teleoperator) settle_s finds decision points.
+        optional=frozenset({names.FOLLOW_INSTRUCTION_STATUS}),
     ),
     "r3_packing_sim_node": NodeInterface(
         publishes={

@@ -26,6 +26,9 @@ SIM_INSTANCE_NAMES = "/sim/privileged/instance_names"  # std_msgs/String, latche
 RESET_SCENE = "/sim/reset_scene"
 
 FOLLOW_INSTRUCTION = "/r3/follow_instruction"
+#: Its goals' status (action_msgs/GoalStatusArray), part of every ROS 2 action: r3_sim_node takes a
+#: goal's end as a decision point.
+FOLLOW_INSTRUCTION_STATUS = FOLLOW_INSTRUCTION + "/_action/status"
 MOVE_TO_POSE = "/r3/execution/move_to_pose"
 RUN_TASK = "/r3/run_task"
 REASONER_STEPS = "/r3/reasoner/steps"

@@ -82,8 +82,9 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "settle_s",
                     "float",
                     0.05,
-                    "Wall time without commands that counts as a decision point (a frame and "
-                    "a snapshot are published).",
+                    "Wall time without commands that counts as a decision point (a frame and a "
+                    "snapshot are published) when no FollowInstruction goal's end marks one "
+                    "(commands from a teleoperator).",
                     range=(0.001, 10.0),
                 ),
                 P(

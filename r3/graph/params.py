@@ -11,6 +11,8 @@ description's overrides, and the README's parameter tables. ROS-free: every chec
 'rate_hz: 200.0 is outside [0.5, 100.0]'
 >>> spec.check(3) is not None  # ROS types parameters statically: an integer is not a double
 True
+>>> spec.coerce(3)  # ... so a profile's or a command line's integer becomes one first
+3.0
 """
 
 from __future__ import annotations
@@ -52,6 +54,16 @@ class ParameterSpec:
         reason = self.check(self.default)
         if reason:
             raise ValueError(f"default: {reason}")
+
+    def coerce(self, value):
+        """``value`` as this parameter's ROS type where nothing is lost: an integer for a double (a
+        command line's ``0`` for ``0.0``; ROS itself refuses it); anything else unchanged, for
+        :meth:`check` to judge."""
+        if self.type == "float" and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        if self.type == "float[]" and isinstance(value, list | tuple):
+            return [float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
+        return value
 
     def check(self, value) -> str | None:
         """Why ``value`` is not valid for this parameter; None when it is."""

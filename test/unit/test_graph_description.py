@@ -95,10 +95,7 @@ def test_a_bridge_file_without_the_clock_is_caught(tmp_path):
     entries = [e for e in yaml.safe_load(bridge.read_text()) if e["ros_topic_name"] != "/clock"]
     bridge.write_text(yaml.safe_dump(entries))
     problems = unmatched_subscriptions(load_profile("gazebo", path))
-    assert problems == [
-        "r3_lowlevel_node subscribes to /clock, which no member publishes",
-        "r3_reasoner_node subscribes to /clock, which no member publishes",
-    ]
+    assert problems == ["r3_reasoner_node subscribes to /clock, which no member publishes"]
 
 
 def test_clock_counts_only_under_use_sim_time(tmp_path):
@@ -213,6 +210,30 @@ def test_r3_launch_check_fails_on_an_unwired_profile(tmp_path, capsys):
         "not wired: r3_reasoner_node subscribes to /camera/camera/color/image_raw, which no member publishes"
         in out
     )
+
+
+def test_a_command_lines_integer_for_a_double_parameter_becomes_a_double():
+    """`--set r3_sim_node.camera_rate_hz=0` once started a simulator that exited "expecting DOUBLE"."""
+    profile = load_profile("sim_language_table", overrides={"r3_sim_node": {"camera_rate_hz": 0}})
+    rate = profile.member("r3_sim_node").parameters["camera_rate_hz"]
+    assert rate == 0.0 and type(rate) is float
+
+
+@pytest.mark.parametrize(
+    "setting, reason",
+    [
+        ("r3_sim_node.camera_rate_hz=-1", "camera_rate_hz: -1.0 is outside [0.0, 1000.0]"),
+        ("r3_sim_node.camera_rate_hz=fast", "expected a float, got 'fast'"),
+        ("r3_sim_node.no_such_parameter=1", "r3_sim_node declares no parameter 'no_such_parameter'"),
+        ("no_such_member.x=1", "has no member 'no_such_member'"),
+    ],
+)
+def test_r3_launch_refuses_a_bad_setting_before_starting_anything(monkeypatch, capsys, setting, reason):
+    monkeypatch.setattr("r3.graph.cli.Supervisor", lambda *a: pytest.fail("started a graph"))
+    with pytest.raises(SystemExit) as exit_:
+        launch_main(["sim_language_table", "--set", setting])
+    assert exit_.value.code == 2
+    assert reason in capsys.readouterr().err
 
 
 def test_members_r3_does_not_start_are_not_started(tmp_path, monkeypatch):

@@ -31,10 +31,13 @@ def graph(tmp_path_factory):
 @pytest.fixture(scope="module")
 def client(graph):
     from r3_msgs.msg import DetectedObjects
+    from r3_ros.qos import recorded
 
     c = Client("r3_hostile_packing_client", graph.domain)
     c.detections = []
-    c.node.create_subscription(DetectedObjects, names.DETECTED_OBJECTS, c.detections.append, 10)
+    # As the recorder takes them: the perception node keeps its last looks for a reader that matched
+    # late. A volatile reader matched after a fast episode's looks heard none (IndexError below).
+    c.node.create_subscription(DetectedObjects, names.DETECTED_OBJECTS, c.detections.append, recorded(10))
     assert c.wait_until_ready(120), "the graph did not come up:\n" + "".join(graph.lines)
     yield c
     c.close()

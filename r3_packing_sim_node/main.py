@@ -61,6 +61,9 @@ from r3_ros.stop import MotionGuard, end_stopped
 #: How long this process may be frozen or starved while a goal runs before the goal counts as stale;
 #: below the reasoner's heartbeat timeout (5 s), so a goal its client gave up on never moves again.
 COMMAND_DEADLINE_S = 2.0
+#: /clock during a motion at most this often in simulated time (also with every frame and decision
+#: point): each message wakes every node on sim time, and a control step is 0.05 s.
+CLOCK_PERIOD_NS = 250_000_000
 CAMERAS = {"base": (names.CAMERA_IMAGE, names.CAMERA_INFO), "wrist": (names.WRIST_IMAGE, names.WRIST_INFO)}
 
 
@@ -79,6 +82,7 @@ class PackingSimNode(Node):
             source = RosPerception(self, camera, self.capture, lambda: arm_reading(env), timeout_s)
         self.cell = PackingCell.build(env, grounding=p["grounding"], source=source)
         self.lock = threading.Lock()  # one goal or reset acts on the env at a time
+        self.clock_ns = -1  # the last /clock published
         self.episode_id, self.task = "", ""
         self.image_pubs = {
             cam: (
@@ -206,9 +210,9 @@ class PackingSimNode(Node):
             self.goals.end(handle, "succeeded" if success else "aborted")
 
     def on_control_step(self) -> bool:
-        """Publish time and joints after every control step, the policy's settling steps too, as a
-        driver publishes joint states (stopping is ``GoalStop``'s job)."""
-        self.publish_time()
+        """Publish joints after every control step, the policy's settling steps too, as a driver
+        publishes joint states, and /clock every ``CLOCK_PERIOD_NS`` (stopping is ``GoalStop``'s job)."""
+        self.publish_time(clock=self.cell.now_ns - self.clock_ns >= CLOCK_PERIOD_NS)
         return True
 
     # -- publishing (called with the lock held) ------------------------------------------------
@@ -221,7 +225,7 @@ class PackingSimNode(Node):
         """The base camera's RGB-D frame and instance mask, now; its stamp."""
         stamp_ns, (image_pub, info_pub) = self.cell.now_ns, self.image_pubs["base"]
         stamp, frame = conv.ns_to_stamp(stamp_ns), self.env.rgbd_frame("base", stamp_ns)
-        self.clock_pub.publish(ClockMsg(clock=stamp))
+        self.publish_clock(stamp)
         image, info, depth, ids = conv.rgbd_frame_msgs(frame, stamp, "base_camera_color_optical_frame")
         info_pub.publish(info)
         self.instances_pub.publish(ids)
@@ -229,12 +233,17 @@ class PackingSimNode(Node):
         image_pub.publish(image)
         return stamp_ns
 
-    def publish_time(self):
-        """/clock and joint_states, now; the stamp."""
+    def publish_time(self, clock: bool = True):
+        """joint_states and (``clock``) /clock, now; the stamp."""
         stamp = conv.ns_to_stamp(self.cell.now_ns)
-        self.clock_pub.publish(ClockMsg(clock=stamp))
+        if clock:
+            self.publish_clock(stamp)
         self.joint_pub.publish(conv.joint_state_msg(self.env.joint_positions(), stamp))
         return stamp
+
+    def publish_clock(self, stamp) -> None:
+        self.clock_pub.publish(ClockMsg(clock=stamp))
+        self.clock_ns = conv.stamp_to_ns(stamp)
 
     def publish_settled(self):
         """A decision point: time, joints, both cameras, the privileged state and a snapshot, one stamp."""

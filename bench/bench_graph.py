@@ -1,7 +1,8 @@
 """Graph benchmarks: the ROS graph's cost per decision step against the in-process loop, and image
 topic latency through rclpy at 640x480 30 Hz.
 
-    python bench/bench_graph.py [--passes 3] [--episodes 4] [--frames 300] [--smoke] [--json PATH]
+    python bench/bench_graph.py [--passes 3] [--episodes 4] [--packing-episodes 1] [--frames 300]
+                                [--smoke] [--json PATH]
 
 - image latency: each pass a fresh publisher process sends ``frames`` 640x480 rgb8 images at 30 Hz,
   stamped with the wall clock; p50 and p99 of receive time minus stamp, and how many arrived;
@@ -12,7 +13,11 @@ topic latency through rclpy at 640x480 30 Hz.
   instructions differ stops the benchmark), and reports wall ms per decision step on each
   side and their ratio within the pass (target <= 1.5x); and the CPU time per decision step on
   each side (this process; the sum over the graph's node processes), which a loaded machine does
-  not inflate, and its ratio.
+  not inflate, and its ratio;
+- packing decision step: the same for grocery packing (task 4, seeds 0..packing_episodes-1, the
+  expert, ``packing_steps`` decisions each) in process with perception grounding and through the
+  launched ``sim_packing`` graph (the policy sees through the perception node there; rendering for
+  perception on both sides, the graph also renders both cameras at each decision for the reasoner).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "osmesa")
@@ -70,29 +77,58 @@ def image_latency(node, rate_hz: float, count: int) -> dict:
     }
 
 
-def in_process(episodes: list[tuple[str, int]], backend, env) -> tuple[float, list[list[str]]]:
-    """Wall seconds and each episode's instructions, with full reasoning (``run_episode``'s default)."""
+@dataclass(frozen=True)
+class Side:
+    """One suite's comparison: its episodes, how one runs in process, and the graph that runs them."""
+
+    suite: str
+    episodes: list[tuple[str, int]]
+    max_steps: int  # 0 = the suite's own budget
+    run_local: Callable[[str, int], list[str]]  # (task, seed) -> the episode's instructions
+    profile: str
+    sets: tuple[str, ...] = ()
+
+
+def language_table_side(episodes: int, backend, env) -> Side:
+    """Task V from seeds 0..episodes-1 with full reasoning (``run_episode``'s default), rendering at
+    decisions on both sides: the profile's 5 Hz video frames are work the in-process loop does not do."""
     from r3.episode import run_episode
 
+    return Side(
+        "language_table",
+        [("V", seed) for seed in range(episodes)],
+        0,
+        lambda task, seed: run_episode(task, seed, backend, env=env, render=True).instructions,
+        "sim_language_table",
+        ("r3_sim_node.camera_rate_hz=0",),
+    )
+
+
+def in_process(side: Side) -> tuple[float, list[list[str]]]:
+    """Wall seconds and each episode's instructions."""
     start = time.perf_counter()
-    instructions = [
-        run_episode(task, seed, backend, env=env, render=True).instructions for task, seed in episodes
-    ]
+    instructions = [side.run_local(task, seed) for task, seed in side.episodes]
     return time.perf_counter() - start, instructions
 
 
-def through_graph(commander, episodes: list[tuple[str, int]]) -> tuple[float, list[list[str]], list[str]]:
+def through_graph(commander, side: Side) -> tuple[float, list[list[str]], list[str]]:
     """Wall seconds, each episode's instructions and how it ended, with full reasoning as in process
     (reasoning_budget -1; 0 would ask for the instruction only)."""
     from r3_msgs.action import RunTask
     from r3_ros.commander import TaskStatus
 
     elapsed, instructions, outcomes = 0.0, [], []
-    for task, seed in episodes:
+    for task, seed in side.episodes:
         start = time.perf_counter()
-        handle = commander.start_task(
-            RunTask.Goal(suite="language_table", task=task, seed=seed, reasoning_budget=-1, reset_scene=True)
+        goal = RunTask.Goal(
+            suite=side.suite,
+            task=task,
+            seed=seed,
+            max_steps=side.max_steps,
+            reasoning_budget=-1,
+            reset_scene=True,
         )
+        handle = commander.start_task(goal)
         while handle.spin_once() is not TaskStatus.DONE:
             pass
         elapsed += time.perf_counter() - start
@@ -110,27 +146,102 @@ def same_episodes(
             raise RuntimeError(f"task {task} seed {seed}: in process {a}, through the graph {b} ({reason})")
 
 
+def compare(report: Report, side: Side, passes: int, out: Path) -> None:
+    """Launch ``side.profile`` once, then per pass the episodes in process and through the graph (a
+    client node of its own for each graph)."""
+    import rclpy
+
+    from r3_ros.commander import R3Commander
+
+    launch = subprocess.Popen(
+        [sys.executable, "-m", "r3.cli", "launch", side.profile, "--logs", str(out / "logs")]
+        + [a for s in (f"r3_recorder_node.output_dir={out / 'bags'}", *side.sets) for a in ("--set", s)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    node = rclpy.create_node(f"bench_graph_{side.suite}_client")
+    try:
+        commander = R3Commander(node)
+        if not commander.wait_until_ready(120):
+            raise RuntimeError(f"the {side.profile} graph did not come up")
+        nodes = [pid for pid, cmd in process_tree(launch.pid).items() if "python" in cmd.split()[0]]
+        local, graph, local_cpu, graph_cpu, outcomes = [], [], [], [], set()
+        for _ in range(passes):
+            cpu = time.process_time()
+            t_local, local_instructions = in_process(side)
+            n_steps = sum(map(len, local_instructions))
+            local_cpu.append((time.process_time() - cpu) / n_steps * 1e3)
+            cpu = sum(cpu_seconds(pid) for pid in nodes)
+            t_graph, graph_instructions, reasons = through_graph(commander, side)
+            same_episodes(side.episodes, local_instructions, graph_instructions, reasons)
+            graph_cpu.append((sum(cpu_seconds(pid) for pid in nodes) - cpu) / n_steps * 1e3)
+            local.append(t_local / n_steps * 1e3)
+            graph.append(t_graph / n_steps * 1e3)
+            outcomes.update(reasons)
+    finally:
+        node.destroy_node()
+        launch.send_signal(2)
+        launch.wait(timeout=60)
+    tasks = ", ".join(sorted({t for t, _ in side.episodes}))
+    what = "decision step" if side.suite == "language_table" else f"{side.suite} decision step"
+    note = f"{len(side.episodes)} episodes of task {tasks} per pass, {n_steps} decision steps"
+    report.add(f"{what}, in process", local, "ms", note=note)
+    report.add(
+        f"{what}, through the graph", graph, "ms", note=f"the same {n_steps} steps; ended: {sorted(outcomes)}"
+    )
+    report.add(
+        f"{what}, graph / in process (target <= 1.5)",
+        [g / w for g, w in zip(graph, local)],
+        "x",
+        note="within each pass",
+    )
+    report.add(f"{what} CPU, in process", local_cpu, "ms", note="this process")
+    report.add(f"{what} CPU, through the graph", graph_cpu, "ms", note=f"all {len(nodes)} node processes")
+    report.add(
+        f"{what} CPU, graph / in process",
+        [g / w for g, w in zip(graph_cpu, local_cpu)],
+        "x",
+        note="within each pass; the machine's other load does not enter CPU time",
+    )
+
+
 def main() -> None:
     p = parser(__doc__)
     p.add_argument("--passes", type=int, default=3, help="passes per figure (default: %(default)s)")
     p.add_argument(
-        "--episodes", type=int, default=4, help="episodes per side and pass (default: %(default)s)"
+        "--episodes",
+        type=int,
+        default=4,
+        help="Language Table episodes per side and pass (default: %(default)s)",
+    )
+    p.add_argument(
+        "--packing-episodes",
+        type=int,
+        default=1,
+        help="packing episodes per side and pass; 0 = no packing figures (default: %(default)s)",
+    )
+    p.add_argument(
+        "--packing-steps",
+        type=int,
+        default=3,
+        help="decision steps of each packing episode (default: %(default)s)",
     )
     p.add_argument("--frames", type=int, default=300, help="images per latency pass (default: %(default)s)")
     p.add_argument("--out", default="runs/bench_graph", help="bags and logs of the graph side")
     args = p.parse_args()
     if args.smoke:
         args.passes, args.episodes, args.frames = 1, 1, 30
+        args.packing_episodes, args.packing_steps = 1, 1
     report = Report("graph", vars(args))
     import rclpy
 
+    from r3.packing_episode import PackingCell, run_packing_episode
     from r3.reasoning import make_backend
     from r3.sim.language_table.env import LanguageTableEnv
-    from r3_ros.commander import R3Commander
 
     rclpy.init()
     node = rclpy.create_node("bench_graph_client")
-    launch = None
+    backend = make_backend("expert")
     try:
         lat = [image_latency(node, 30.0, args.frames) for _ in range(args.passes)]  # before the graph runs
         note = f"{args.frames} frames per pass, {min(r['received'] for r in lat)} or more received"
@@ -141,74 +252,27 @@ def main() -> None:
             note=note,
         )
         report.add("image 640x480 rgb8 @30 Hz through rclpy, latency p99", [r["p99_ms"] for r in lat], "ms")
-        out = Path(args.out)
-        launch = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "r3.cli",
-                "launch",
-                "sim_language_table",
-                "--logs",
-                str(out / "logs"),
-                "--set",
-                f"r3_recorder_node.output_dir={out / 'bags'}",
-                "--set",  # like for like: the profile's 5 Hz video frames are work the loop does not do
-                "r3_sim_node.camera_rate_hz=0",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        commander = R3Commander(node)
-        if not commander.wait_until_ready(120):
-            raise RuntimeError("the graph did not come up")
-        episodes = [("V", seed) for seed in range(args.episodes)]
-        backend, env = make_backend("expert"), LanguageTableEnv()
-        nodes = [pid for pid, cmd in process_tree(launch.pid).items() if "python" in cmd.split()[0]]
-        local, graph, local_cpu, graph_cpu, outcomes = [], [], [], [], set()
-        for _ in range(args.passes):
-            cpu = time.process_time()
-            t_local, local_instructions = in_process(episodes, backend, env)
-            n_steps = sum(map(len, local_instructions))
-            local_cpu.append((time.process_time() - cpu) / n_steps * 1e3)
-            cpu = sum(cpu_seconds(pid) for pid in nodes)
-            t_graph, graph_instructions, reasons = through_graph(commander, episodes)
-            same_episodes(episodes, local_instructions, graph_instructions, reasons)
-            graph_cpu.append((sum(cpu_seconds(pid) for pid in nodes) - cpu) / n_steps * 1e3)
-            local.append(t_local / n_steps * 1e3)
-            graph.append(t_graph / n_steps * 1e3)
-            outcomes.update(reasons)
+        env = LanguageTableEnv()
+        language_table = language_table_side(args.episodes, backend, env)
+        compare(report, language_table, args.passes, Path(args.out) / "language_table")
         env.close()
-        note = f"{args.episodes} episodes of task V per pass, {n_steps} decision steps"
-        report.add("decision step, in process", local, "ms", note=note)
-        report.add(
-            "decision step, through the graph",
-            graph,
-            "ms",
-            note=f"the same {n_steps} steps; ended: {sorted(outcomes)}",
-        )
-        report.add(
-            "decision step, graph / in process (target <= 1.5)",
-            [g / w for g, w in zip(graph, local)],
-            "x",
-            note="within each pass",
-        )
-        report.add("decision step CPU, in process", local_cpu, "ms", note="this process")
-        report.add(
-            "decision step CPU, through the graph", graph_cpu, "ms", note=f"all {len(nodes)} node processes"
-        )
-        report.add(
-            "decision step CPU, graph / in process",
-            [g / w for g, w in zip(graph_cpu, local_cpu)],
-            "x",
-            note="within each pass; the machine's other load does not enter CPU time",
-        )
+        if args.packing_episodes:
+            cell = PackingCell.build(grounding="perception")  # as the profile's policy sees
+            steps = args.packing_steps
+
+            def packing(task: str, seed: int) -> list[str]:
+                trajectory = run_packing_episode(
+                    task, seed, backend, cell=cell, max_steps=steps, render=False
+                )
+                return [s.instruction for s in trajectory.steps]
+
+            side = Side(
+                "packing", [("4", s) for s in range(args.packing_episodes)], steps, packing, "sim_packing"
+            )
+            compare(report, side, args.passes, Path(args.out) / "packing")
     finally:
         node.destroy_node()
         rclpy.shutdown()
-        if launch is not None:
-            launch.send_signal(2)
-            launch.wait(timeout=30)
     report.finish(args.json)
 
 

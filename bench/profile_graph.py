@@ -3,19 +3,20 @@
     python bench/profile_graph.py [--episodes 3] [--rate 200] [--top 12] [--out runs/profile_graph]
         [--set NODE.PARAM=VALUE ...]
 
-Launches ``sim_language_table`` with ``R3_PROFILE_DIR`` set, so every node samples its own stacks
-(``r3.profiling``: CPU time of each thread charged to the stack it is on; py-spy cannot attach on
-every machine). After one warm-up episode it raises the nodes' recording flag, runs the episodes of
-bench_graph through the graph, lowers it, and reads each node's collapsed stacks; then samples the
-same episodes in process. For each process it prints the CPU time and the functions with the largest
-share of it: by self time (the innermost frame) and inclusive (anywhere on the stack). The raw
-stacks stay under --out, for flame graphs.
+Launches ``sim_language_table`` as bench_graph does (rendering at decisions) with ``R3_PROFILE_DIR``
+set, so every node samples its own stacks (``r3.profiling``: CPU time of each thread charged to the
+stack it is on; py-spy cannot attach on every machine). After one warm-up episode it raises the
+nodes' recording flag, runs the episodes of bench_graph through the graph, lowers it, and reads each
+node's collapsed stacks; then samples the same episodes in process. For each process it prints the
+CPU time and the functions with the largest share of it: by self time (the innermost frame) and
+inclusive (anywhere on the stack). The raw stacks stay under --out, for flame graphs.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import os
 import signal
 import subprocess
@@ -28,7 +29,7 @@ os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 
-from bench_graph import in_process, through_graph
+from bench_graph import in_process, language_table_side, through_graph
 
 from r3.profiling import PROFILE_DIR_ENV, RECORDING_FLAG, StackSampler
 
@@ -89,13 +90,15 @@ def main() -> None:
     stacks.mkdir(parents=True, exist_ok=True)
     for old in stacks.iterdir():
         old.unlink()
-    episodes = [("V", seed) for seed in range(args.episodes)]
     import rclpy
 
     from r3.reasoning import make_backend
     from r3.sim.language_table.env import LanguageTableEnv
     from r3_ros.commander import R3Commander
 
+    backend, env = make_backend("expert"), LanguageTableEnv()
+    side = language_table_side(args.episodes, backend, env)
+    first = dataclasses.replace(side, episodes=side.episodes[:1])
     launch = subprocess.Popen(
         [
             sys.executable,
@@ -107,7 +110,7 @@ def main() -> None:
             str(out / "logs"),
             "--set",
             f"r3_recorder_node.output_dir={out / 'bags'}",
-            *[word for item in args.set for word in ("--set", item)],
+            *[word for item in (*side.sets, *args.set) for word in ("--set", item)],
         ],
         env={**os.environ, PROFILE_DIR_ENV: str(stacks)},
         stdout=subprocess.DEVNULL,
@@ -119,11 +122,11 @@ def main() -> None:
         commander = R3Commander(node)
         if not commander.wait_until_ready(120):
             raise RuntimeError("the graph did not come up")
-        through_graph(commander, episodes[:1])  # warm: first episode's imports and caches
+        through_graph(commander, first)  # warm: first episode's imports and caches
         flag = stacks / RECORDING_FLAG
         flag.touch()
         time.sleep(0.5)  # every node's watcher has seen the flag
-        seconds, steps, reasons = _graph_steps(commander, episodes)
+        seconds, steps, reasons = _graph_steps(commander, side)
         flag.unlink()
         if not steps:
             raise RuntimeError(f"no decision step ran through the graph: {reasons}")
@@ -144,11 +147,10 @@ def main() -> None:
         rclpy.shutdown()
         launch.send_signal(signal.SIGINT)
         launch.wait(timeout=30)
-    backend, env = make_backend("expert"), LanguageTableEnv()
-    in_process(episodes[:1], backend, env)  # the same warm-up
+    in_process(first)  # the same warm-up
     sampler = StackSampler(args.rate)
     sampler.start()
-    seconds, instructions = in_process(episodes, backend, env)
+    seconds, instructions = in_process(side)
     sampler.stop()
     raw = stacks / "in_process.txt"
     raw.write_text(sampler.collapsed())
@@ -161,8 +163,8 @@ def main() -> None:
     print(summary(raw, args.top))
 
 
-def _graph_steps(commander, episodes) -> tuple[float, int, list[str]]:
-    seconds, instructions, reasons = through_graph(commander, episodes)
+def _graph_steps(commander, side) -> tuple[float, int, list[str]]:
+    seconds, instructions, reasons = through_graph(commander, side)
     return seconds, sum(map(len, instructions)), reasons
 
 

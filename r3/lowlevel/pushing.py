@@ -322,12 +322,15 @@ class ScriptedPushingPolicy:
 
 
 def _edge_lengths(nodes: np.ndarray, centres: np.ndarray, radii: np.ndarray) -> np.ndarray:
-    """(N, N) segment lengths between nodes, inf where a segment cuts an obstacle disc."""
-    a = nodes[:, None, None, :]  # (N, 1, 1, 2)
-    ab = nodes[None, :, None, :] - a  # (N, N, 1, 2)
-    ap = centres[None, None] - a  # (N, 1, M, 2)
-    denom = np.maximum((ab**2).sum(-1), 1e-12)
-    t = np.clip((ap * ab).sum(-1) / denom, 0.0, 1.0)  # (N, N, M)
-    gap = np.linalg.norm(a + t[..., None] * ab - centres[None, None], axis=-1)
-    length = np.linalg.norm(ab[:, :, 0], axis=-1)
-    return np.where((gap >= radii).all(-1), length, np.inf)
+    """(N, N) segment lengths between nodes, inf where a segment cuts an obstacle disc.
+
+    Squared distances throughout (one square root per segment, none per segment and disc): the
+    closest point of segment a->b to centre p is a + t (b - a), t = clip((p - a).(b - a) / |b - a|^2),
+    and its squared distance |p - a|^2 + t (t |b - a|^2 - 2 (p - a).(b - a))."""
+    ab = nodes[None, :, :] - nodes[:, None, :]  # (N, N, 2): a -> b
+    ap = centres[None, :, :] - nodes[:, None, :]  # (N, M, 2): a -> p
+    length2 = (ab * ab).sum(-1)  # (N, N)
+    dot = ab @ ap.transpose(0, 2, 1)  # (N, N, M)
+    t = np.clip(dot / np.maximum(length2, 1e-12)[..., None], 0.0, 1.0)
+    gap2 = (ap * ap).sum(-1)[:, None, :] + t * (t * length2[..., None] - 2 * dot)
+    return np.where((gap2 >= radii**2).all(-1), np.sqrt(length2), np.inf)

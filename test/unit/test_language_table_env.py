@@ -453,3 +453,27 @@ def test_every_registered_task_resets_deterministically_and_restores():
             assert rest == rest_b
     a.close()
     b.close()
+
+
+def test_path_planning_edges_are_cut_exactly_by_the_discs_they_cross():
+    """The planner's visibility graph (``_edge_lengths``, squared distances only) against dense
+    sampling of each segment: an edge passing clearly inside a disc is cut, one clearly outside is kept
+    with its length."""
+    from r3.lowlevel.pushing import _edge_lengths
+
+    rng = np.random.default_rng(7)
+    nodes, centres = rng.uniform(-0.3, 0.3, (40, 2)), rng.uniform(-0.3, 0.3, (6, 2))
+    radii = rng.uniform(0.02, 0.06, 6)
+    cost = _edge_lengths(nodes, centres, radii)
+    s = np.linspace(0.0, 1.0, 2001)[:, None]
+    checked = 0
+    for i in range(len(nodes)):
+        for j in range(len(nodes)):
+            points = nodes[i] + s * (nodes[j] - nodes[i])
+            gap = np.linalg.norm(points[:, None] - centres[None], axis=-1).min(0) - radii  # per disc
+            if gap.min() < -1e-3:
+                assert cost[i, j] == np.inf, (i, j)
+            elif gap.min() > 1e-3:
+                assert cost[i, j] == pytest.approx(np.linalg.norm(nodes[j] - nodes[i]), abs=1e-12), (i, j)
+            checked += 1
+    assert checked == 40 * 40 and np.isinf(cost).any() and np.isfinite(cost).any()

@@ -108,7 +108,7 @@ class SimNode(Node):
         self.publish_state()
         self.settler = threading.Thread(target=self.settle_when_idle, name="settle", daemon=True)
         self.settler.start()
-        camera = rate or "at idle points"
+        camera = rate or "at decision points"
         self.get_logger().info(f"simulating {self.suite} at {width}x{height}, camera {camera}")
 
     def shutdown(self) -> None:

@@ -82,6 +82,7 @@ class Side:
     """One suite's comparison: its episodes, how one runs in process, and the graph that runs them."""
 
     suite: str
+    label: str  # what its figures are called
     episodes: list[tuple[str, int]]
     max_steps: int  # 0 = the suite's own budget
     run_local: Callable[[str, int], list[str]]  # (task, seed) -> the episode's instructions
@@ -96,6 +97,7 @@ def language_table_side(episodes: int, backend, env) -> Side:
 
     return Side(
         "language_table",
+        "decision step",
         [("V", seed) for seed in range(episodes)],
         0,
         lambda task, seed: run_episode(task, seed, backend, env=env, render=True).instructions,
@@ -183,7 +185,7 @@ def compare(report: Report, side: Side, passes: int, out: Path) -> None:
         launch.send_signal(2)
         launch.wait(timeout=60)
     tasks = ", ".join(sorted({t for t, _ in side.episodes}))
-    what = "decision step" if side.suite == "language_table" else f"{side.suite} decision step"
+    what = side.label
     note = f"{len(side.episodes)} episodes of task {tasks} per pass, {n_steps} decision steps"
     report.add(f"{what}, in process", local, "ms", note=note)
     report.add(
@@ -266,9 +268,8 @@ def main() -> None:
                 )
                 return [s.instruction for s in trajectory.steps]
 
-            side = Side(
-                "packing", [("4", s) for s in range(args.packing_episodes)], steps, packing, "sim_packing"
-            )
+            episodes = [("4", s) for s in range(args.packing_episodes)]
+            side = Side("packing", "packing decision step", episodes, steps, packing, "sim_packing")
             compare(report, side, args.passes, Path(args.out) / "packing")
     finally:
         node.destroy_node()

@@ -27,7 +27,6 @@ import time
 import numpy as np
 from action_msgs.msg import GoalStatus, GoalStatusArray
 from geometry_msgs.msg import Vector3Stamped
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import qos_profile_action_status_default
 from rosgraph_msgs.msg import Clock as ClockMsg
@@ -86,23 +85,18 @@ class SimNode(Node):
         self.state_pub = self.create_publisher(PrivilegedState, names.PRIVILEGED_STATE, LATCHED)
         self.snapshot_pub = self.create_publisher(SceneSnapshot, names.SCENE_SNAPSHOT, recorded(10))
         self.refusal_pub = self.create_publisher(CommandRefusal, names.PUSHER_REFUSALS, REFUSALS)
-        group = MutuallyExclusiveCallbackGroup()
         self.create_subscription(
             Vector3Stamped,
             names.PUSHER_COMMAND,
             refusing_message(self, self.on_command),
             10,
-            callback_group=group,
         )
-        self.create_service(
-            ResetScene, names.RESET_SCENE, refusing_service(self, self.on_reset), callback_group=group
-        )
+        self.create_service(ResetScene, names.RESET_SCENE, refusing_service(self, self.on_reset))
         self.create_subscription(
             GoalStatusArray,
             names.FOLLOW_INSTRUCTION_STATUS,
             refusing_message(self, self.on_follow_status),
             qos_profile_action_status_default,
-            callback_group=group,
         )
         self.heartbeat = HeartbeatPublisher(self)
         self.publish_state()
@@ -241,7 +235,7 @@ class SimNode(Node):
 
 
 def main(args=None) -> None:
-    run_node(SimNode, args)
+    run_node(SimNode, args, threads=1)  # every callback is short: no pool hand-off per command
 
 
 if __name__ == "__main__":

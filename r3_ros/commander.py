@@ -30,12 +30,12 @@ from rclpy.qos import qos_profile_action_status_default
 from r3.graph import names
 from r3_msgs.action import RunTask
 from r3_msgs.msg import ReasonerStep
+from r3_ros.goals import ENDED
 from r3_ros.stop import StopPublisher, goal_key, new_goal_id
 
 #: Seconds between requests for a result that has not come back (and before a goal whose
 #: acceptance has not come back is looked up on the status topic).
 RESEND_S = 1.0
-ENDED = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED)
 
 
 class TaskStatus(enum.Enum):
@@ -132,7 +132,7 @@ class R3Commander:
         self.statuses: dict[bytes, int] = {}
         node.create_subscription(
             GoalStatusArray,
-            f"{names.RUN_TASK}/_action/status",
+            names.action_status(names.RUN_TASK),
             self._on_status,
             qos_profile_action_status_default,
         )

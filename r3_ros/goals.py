@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import threading
 
+from action_msgs.msg import GoalStatus
 from rclpy.node import Node
+
+#: The states of a goal that has ended, as its action's status topic reports them.
+ENDED = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED)
 
 
 class SingleGoal:

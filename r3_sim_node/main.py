@@ -25,7 +25,7 @@ import threading
 import time
 
 import numpy as np
-from action_msgs.msg import GoalStatus, GoalStatusArray
+from action_msgs.msg import GoalStatusArray
 from geometry_msgs.msg import Vector3Stamped
 from rclpy.node import Node
 from rclpy.qos import qos_profile_action_status_default
@@ -39,6 +39,7 @@ from r3.sim.language_table.scene import CONTROL_DT
 from r3_msgs.msg import CommandRefusal, PrivilegedState, SceneSnapshot
 from r3_msgs.srv import ResetScene
 from r3_ros.conversions import board_state_to_msg, camera_info_msg, image_to_msg, ns_to_stamp
+from r3_ros.goals import ENDED
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.params import declare_parameters
 from r3_ros.qos import LATCHED, REFUSALS, recorded
@@ -50,8 +51,6 @@ SNAPSHOT_FORMAT = "r3-language-table-snapshot/1"
 STEP_NS = round(CONTROL_DT * 1e9)
 #: A pusher command older than this (wall clock, from its DDS source stamp) is stale and refused.
 COMMAND_DEADLINE_S = 1.0
-#: A goal in one of these states has ended (action_msgs/GoalStatus).
-TERMINAL = {GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED}
 
 
 class SimNode(Node):
@@ -169,7 +168,7 @@ class SimNode(Node):
 
     def on_follow_status(self, msg: GoalStatusArray) -> None:
         """A FollowInstruction goal that has just ended makes this a decision point, at once."""
-        ended = {bytes(s.goal_info.goal_id.uuid) for s in msg.status_list if s.status in TERMINAL}
+        ended = {bytes(s.goal_info.goal_id.uuid) for s in msg.status_list if s.status in ENDED}
         with self.lock:
             new, self.ended_goals = ended - self.ended_goals, ended  # the array lists retained goals only
             if new and not self.idle_published:

@@ -26,9 +26,6 @@ SIM_INSTANCE_NAMES = "/sim/privileged/instance_names"  # std_msgs/String, latche
 RESET_SCENE = "/sim/reset_scene"
 
 FOLLOW_INSTRUCTION = "/r3/follow_instruction"
-#: Its goals' status (action_msgs/GoalStatusArray), part of every ROS 2 action: r3_sim_node takes a
-#: goal's end as a decision point.
-FOLLOW_INSTRUCTION_STATUS = FOLLOW_INSTRUCTION + "/_action/status"
 MOVE_TO_POSE = "/r3/execution/move_to_pose"
 RUN_TASK = "/r3/run_task"
 REASONER_STEPS = "/r3/reasoner/steps"
@@ -56,3 +53,12 @@ def recording_state(episode_id: str) -> str:
     """The recorder's heartbeat state while an episode's bag is open (the reasoner waits for it
     before the first step and for its end after the episode's END)."""
     return f"recording:{episode_id}"
+
+
+def action_status(action: str) -> str:
+    """The status topic (action_msgs/GoalStatusArray, latched) that every ROS 2 action ``action`` has."""
+    return f"{action}/_action/status"
+
+
+#: r3_sim_node takes the end of a FollowInstruction goal as a decision point.
+FOLLOW_INSTRUCTION_STATUS = action_status(FOLLOW_INSTRUCTION)

@@ -7,10 +7,12 @@ stop of the RunTask it runs for, or the reasoner's, sent before the action cance
 or once the reasoner that sent the goal falls silent (watchdog: no heartbeat for ``client_timeout_s``).
 Parse failures, unknown policies, a refused command (the simulator's answer on ``/pusher/refusals``)
 and a silent simulator end as ordinary results with a reason. An instruction's first command waits
-until every subscriber the graph shows on the command topic has matched this node's publisher: DDS
-matches each pair of endpoints on its own, so on a loaded machine the simulator's state can arrive
-seconds before its command subscription is matched, and a command published then is lost. One
-goal at a time: a new goal aborts the running one (single-goal server).
+until the graph shows a command subscriber in the participant whose state this node acts on, and
+every subscriber the graph shows on the command topic has matched this node's publisher: DDS
+discovers and matches each endpoint on its own, so on a loaded machine the simulator's state can
+arrive seconds before its command subscription is even known (a recorder's reader alone then looks
+like a listener), and a command published then is lost. One goal at a time: a new goal aborts the
+running one (single-goal server).
 
 The policy is the one the ``policy`` parameter names (``r3.lowlevel.POLICIES``). The ``scripted`` one
 reads the privileged simulator state; it stands in for R^3's learned Language Table policy, which would
@@ -50,6 +52,8 @@ from r3_ros.stop import MotionGuard, end_stopped
 WAITING_FOR_STATE = "waiting_for_state"
 #: Feedback goes out at most this often (wall seconds): one per control step would wake the client at each.
 FEEDBACK_PERIOD_S = 0.1
+#: A DDS GUID's first 12 bytes name its participant (one per process); the last 4 its endpoint.
+GUID_PREFIX_BYTES = 12
 SUITE = "language_table"  # the suite whose instructions this node carries out
 
 
@@ -68,6 +72,7 @@ class LowLevelNode(Node):
         self.state_cv = threading.Condition()
         self.state: PrivilegedState | None = None
         self.state_received = 0.0  # monotonic time the last state arrived
+        self.state_source = b""  # the GUID prefix of the participant that published it
         self.refusal: tuple[int, str] = (-1, "")  # the last refused command's stamp and the reason
         self.goals = SingleGoal(self)
         self.command_pub = self.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, recorded(10))
@@ -99,9 +104,10 @@ class LowLevelNode(Node):
         self.monitor = HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup())
         self.guard = MotionGuard(self, self.monitor, p["client_timeout_s"], p["reasoner_node"])
 
-    def on_state(self, msg: PrivilegedState) -> None:
+    def on_state(self, msg: PrivilegedState, info) -> None:
+        source = (info.get("publisher_gid") or {}).get("data", b"")[:GUID_PREFIX_BYTES]
         with self.state_cv:
-            self.state, self.state_received = msg, time.monotonic()
+            self.state, self.state_received, self.state_source = msg, time.monotonic(), source
             self.state_cv.notify_all()
         if self.heartbeat.state == WAITING_FOR_STATE:
             self.heartbeat.state = "idle"
@@ -128,16 +134,22 @@ class LowLevelNode(Node):
             return self.state
 
     def wait_for_command_path(self, handle) -> bool:
-        """Until every subscriber of the command topic in the graph view (the simulator, a recorder)
-        whose QoS can match has matched this node's publisher, at most ``state_timeout_s``; False when
-        none does. (A subscriber whose QoS cannot match, say a transient-local echo, never will.)"""
+        """Until the graph view shows a command subscriber in the state's participant (the simulator)
+        and every subscriber of the command topic there (the simulator, a recorder) whose QoS can
+        match has matched this node's publisher, at most ``state_timeout_s``; False when that never
+        holds. (A subscriber whose QoS cannot match, say a transient-local echo, never will.) An rmw
+        that reports no publisher GUID leaves only the count to go by."""
         deadline = time.monotonic() + self.state_timeout_s
         while True:
-            listening = sum(
-                can_match(self.command_pub.qos_profile, s.qos_profile)
+            listening = [
+                bytes(s.endpoint_gid[:GUID_PREFIX_BYTES])
                 for s in self.get_subscriptions_info_by_topic(names.PUSHER_COMMAND)
-            )
-            if 0 < listening <= self.command_pub.get_subscription_count():
+                if can_match(self.command_pub.qos_profile, s.qos_profile)
+            ]
+            with self.state_cv:
+                source = self.state_source
+            heard = source in listening if source else bool(listening)
+            if heard and len(listening) <= self.command_pub.get_subscription_count():
                 return True
             if time.monotonic() > deadline or self.guard.stopping(handle) or not handle.is_active:
                 return False

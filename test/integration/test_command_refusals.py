@@ -21,17 +21,25 @@ STATE_TIMEOUT_S = 60.0
 
 
 @pytest.mark.parametrize(
-    "listens_after_s, incompatible_echo",
-    [(0.0, False), (1.5, False), (0.0, True)],
-    ids=["listening", "subscribes_late", "beside_an_echo_that_cannot_match"],
+    "listens_after_s, beside",
+    [(0.0, None), (1.5, None), (0.0, "echo"), (1.5, "recorder")],
+    ids=[
+        "listening",
+        "subscribes_late",
+        "beside_an_echo_that_cannot_match",
+        "subscribes_late_beside_a_recorder",
+    ],
 )
 def test_the_lowlevel_node_ends_the_instruction_on_the_simulators_refusal(
-    listens_after_s, incompatible_echo, private_ros_env
+    listens_after_s, beside, private_ros_env
 ):
     """This probe plays the simulator (the latched state; its command subscription made
     ``listens_after_s`` after the goal is accepted) and the reasoner (its heartbeat), and refuses the
-    first pusher command by its stamp. An extra subscription whose QoS cannot match the command
-    publisher (transient local) must not hold the commands back."""
+    first pusher command by its stamp. Beside it: an ``echo`` whose QoS cannot match the command
+    publisher (transient local) must not hold the commands back; a ``recorder`` (another process's
+    reader, matched from the start) must not let the first command go before the simulator listens
+    (a driver that makes its state publisher before its command subscription, or discovery that
+    announces them apart)."""
     import rclpy
     from geometry_msgs.msg import Vector3Stamped
     from rclpy.action import ActionClient
@@ -60,6 +68,9 @@ def test_the_lowlevel_node_ends_the_instruction_on_the_simulators_refusal(
     )
     rclpy.init(domain_id=int(env["ROS_DOMAIN_ID"]))
     node = rclpy.create_node("r3_refusal_probe")
+    recorder_context = rclpy.Context()  # a second DDS participant, as a recorder in its own process
+    rclpy.init(context=recorder_context, domain_id=int(env["ROS_DOMAIN_ID"]))
+    recorder = rclpy.create_node("r3_recorder_probe", context=recorder_context)
     board = LanguageTableEnv(width=64, height=48)
     board.reset(seed=5, options={"task": "T"})
     state = board_state_to_msg(board.state(), PrivilegedState())
@@ -92,8 +103,10 @@ def test_the_lowlevel_node_ends_the_instruction_on_the_simulators_refusal(
 
     try:
         state_pub.publish(state)
-        if incompatible_echo:
+        if beside == "echo":
             node.create_subscription(Vector3Stamped, names.PUSHER_COMMAND, lambda _: None, LATCHED)
+        if beside == "recorder":
+            recorder.create_subscription(Vector3Stamped, names.PUSHER_COMMAND, lambda _: None, 10)
         if not listens_after_s:
             node.create_subscription(Vector3Stamped, names.PUSHER_COMMAND, refuse, 10)
         assert follow.wait_for_server(timeout_sec=60), "the low-level node did not come up"
@@ -115,7 +128,9 @@ def test_the_lowlevel_node_ends_the_instruction_on_the_simulators_refusal(
         spin(0.5)  # a command after the refusal would arrive now
     finally:
         node.destroy_node()
+        recorder.destroy_node()
         rclpy.shutdown()
+        rclpy.shutdown(context=recorder_context)
         lowlevel.terminate()
         lowlevel.wait(timeout=20)
     print(f"\nrefused command: the instruction ended {time.monotonic() - 0.5 - started:.2f} s after it began")

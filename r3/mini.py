@@ -3,19 +3,23 @@
 Stages (each reuses the command that does it alone, and is skipped when its output is complete, so a
 stopped run continues where it was):
 
-1. ``collect``: expert episodes (:func:`r3.data.collect.collect`) of T_M (Stage I's tasks) and T_R
-   (Stage II's), on training scenes plus ``held_out_scenes`` more per task whose states are kept out
-   of training (they give the SFT held-out loss and the judge reward on held-out states).
-2. ``datasets``: :func:`r3.data.build.build_dataset` into ``sft`` (T_M training scenes), ``sft_held_out``
-   (T_M held-out scenes), ``rl`` (T_R training scenes) and ``states`` (the held-out scenes of both,
-   rl kind: the expert's instruction and a snapshot per state), all with history = previous instruction.
+1. ``collect``: expert episodes (:func:`r3.data.collect.collect`) of T_M and T_R: per task of T_M,
+   ``scenes`` for Stage I and ``rl_scenes`` more for Stage II; per task of T_R, ``scenes`` for Stage II
+   (R^3's Stage II uses all nine tasks of T_M and T_R); then ``held_out_scenes`` more per task whose
+   states are kept out of training (they give the SFT held-out loss and the judge reward on held-out
+   states). :meth:`MiniRun.scene_part` says which part a scene is.
+2. ``datasets``: :func:`r3.data.build.build_dataset` into ``sft`` (T_M's Stage I scenes),
+   ``sft_held_out`` (T_M held-out scenes), ``rl`` (the Stage II scenes of T_M and T_R) and ``states``
+   (the held-out scenes of both, rl kind: the expert's instruction and a snapshot per state), all with
+   history = previous instruction.
 3. ``model``: a small idefics3 VLM built from scratch (:func:`r3.reasoning.tiny.build_tiny_model`),
    then ``vision``: its image tower and connector pretrained on block positions in rendered layouts
    (:func:`r3.train.vision.pretrain_vision`; ``vision: null`` skips it).
 4. ``sft`` and ``il``: Stage I (:func:`r3.train.sft.run_sft`) with reasoning, and R^3's imitation
    baseline (``mode: instruction_only``) on the same rows.
 5. ``rl``: Stage II, Dr. GRPO with the rubric judge (:func:`r3.train.grpo.run_rl`) from the SFT model.
-6. ``states``: every reasoner answers every held-out state; the rubric judge
+6. ``states``: every reasoner answers the held-out states (``states.rows`` of them, spread evenly over
+   both splits' held-out scenes, or all of them for null); the rubric judge
    (:class:`r3.rewards.functions.JudgeReward`, simulator tier included) scores it against the expert.
 7. ``eval``: :func:`r3.eval.runner.evaluate` of every reasoner on held-out scenes of T_M, T_R, T_O.
 8. ``report``: ``table.md`` / ``table.csv`` in the form of R^3's Table 2, ``learning_curves.png``,
@@ -57,8 +61,13 @@ class MiniError(RuntimeError):
     """A run that cannot go on as asked; the message says why."""
 
 
+#: The keys of the collect section, each a count: at least 1, but ``rl_scenes`` may be 0.
+COLLECT_KEYS = ("scenes", "rl_scenes", "held_out_scenes", "trials", "max_steps")
+
+
 def load_mini_config(path: str | Path) -> dict:
-    """The YAML config at ``path``, its sections checked for presence (each stage checks its keys)."""
+    """The YAML config at ``path``, its sections checked for presence, and the collect and states
+    sections' counts checked here (each training stage checks its own keys)."""
     path = Path(path)
     if not path.is_file():
         raise MiniError(f"config file not found: {path}")
@@ -67,6 +76,16 @@ def load_mini_config(path: str | Path) -> dict:
     unknown = sorted(set(cfg) - set(CONFIG_KEYS))
     if missing or unknown:
         raise MiniError(f"{path}: missing section(s) {missing}, unknown {unknown}; expected {CONFIG_KEYS}")
+    collect = cfg["collect"]
+    if not isinstance(collect, dict) or set(collect) != set(COLLECT_KEYS):
+        raise MiniError(f"{path}: collect: expected the keys {COLLECT_KEYS}, got {collect!r}")
+    for key in COLLECT_KEYS:
+        value, least = collect[key], 0 if key == "rl_scenes" else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise MiniError(f"{path}: collect.{key}: expected a whole number >= {least}, got {value!r}")
+    rows = cfg["states"].get("rows") if isinstance(cfg["states"], dict) else "?"
+    if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
+        raise MiniError(f"{path}: states.rows: expected a whole number >= 1 or null (all), got {rows!r}")
     return cfg
 
 
@@ -101,6 +120,18 @@ class MiniRun:
         return f"transformers:{self.checkpoint(row)},device=cpu,max_new_tokens={cap}"
 
     # ----------------------------------------------------------------------------- stages
+    def training_scenes(self, split: str) -> int:
+        """Scenes per task of ``split`` that training sees: T_M's Stage I and Stage II scenes, T_R's
+        Stage II scenes; the held-out scenes come after them."""
+        c = self.cfg["collect"]
+        return c["scenes"] + (c["rl_scenes"] if split == "T_M" else 0)
+
+    def scene_part(self, split: str, scene: int) -> str:
+        """What a collected scene of ``split`` is for: "sft", "rl" or "held_out"."""
+        if scene >= self.training_scenes(split):
+            return "held_out"
+        return "sft" if split == "T_M" and scene < self.cfg["collect"]["scenes"] else "rl"
+
     def collect(self) -> None:
         from r3.data.collect import CollectConfig, collect
 
@@ -111,7 +142,7 @@ class MiniRun:
                 CollectConfig(
                     out=str(self.path("episodes", split)),
                     split=split,
-                    scenes=c["scenes"] + c["held_out_scenes"],
+                    scenes=self.training_scenes(split) + c["held_out_scenes"],
                     trials=c["trials"],
                     workers=self.cfg["workers"],
                     max_steps=c["max_steps"],
@@ -124,17 +155,15 @@ class MiniRun:
         from r3.data import schema as S
         from r3.data.build import build_dataset, find_bags
 
-        scenes = self.cfg["collect"]["scenes"]
-
-        def bags(split: str, held_out: bool) -> list[Path]:
+        def bags(split: str, part: str) -> list[Path]:
             found = find_bags([self.path("episodes", split)])
-            return [b for b in found if (_scene_of(b.name) >= scenes) == held_out]
+            return [b for b in found if self.scene_part(split, _scene_of(b.name)) == part]
 
         plan = {
-            "sft": ("sft", bags("T_M", False)),
-            "sft_held_out": ("sft", bags("T_M", True)),
-            "rl": ("rl", bags("T_R", False)),
-            "states": ("rl", bags("T_M", True) + bags("T_R", True)),
+            "sft": ("sft", bags("T_M", "sft")),
+            "sft_held_out": ("sft", bags("T_M", "held_out")),
+            "rl": ("rl", bags("T_M", "rl") + bags("T_R", "rl")),
+            "states": ("rl", bags("T_M", "held_out") + bags("T_R", "held_out")),
         }
         for name, (kind, found) in plan.items():
             out = self.path("datasets", name)
@@ -273,7 +302,12 @@ class MiniRun:
             for name in (*(row for _, row in ROWS if row != "expert"), "untrained", "sft_unconstrained")
         }
         rows = [table_row(name, records[row], states.get(row)) for name, row in ROWS]
-        self.path("table.md").write_text(self._header() + "\n\n" + markdown(rows) + "\n")
+        differences = {
+            f"{a} - {b}": _est(paired_difference(states[a], states[b])) for a, b in JUDGE_COMPARISONS
+        }
+        self.path("table.md").write_text(
+            f"{self._header(len(states['sft']))}\n\n{markdown(rows)}\n\n{differences_line(differences)}\n"
+        )
         self.path("table.csv").write_text(to_csv(rows))
         curves = learning_curves(
             {s: self.checkpoint(s) for s in MODEL_STAGES}, self.path("learning_curves.png")
@@ -285,6 +319,8 @@ class MiniRun:
             "valid_rate_without_constraint": {
                 name: _valid_rate(states[name]) for name in ("untrained", "sft_unconstrained")
             },
+            "judge_by_split": {name: judge_by_split(answers) for name, answers in states.items()},
+            "judge_paired_differences": differences,
         }
         vision = self.path("vision", "r3_vision.json")
         if vision.is_file():  # the held-out block position error before and after pretraining
@@ -292,13 +328,15 @@ class MiniRun:
         self.path("summary.json").write_text(json.dumps(summary, indent=1) + "\n")
         return summary
 
-    def _header(self) -> str:
-        c, e, s, m = self.cfg["collect"], self.cfg["eval"], self.cfg["states"], self.cfg["model"]
+    def _header(self, judged: int) -> str:
+        c, e, m = self.cfg["collect"], self.cfg["eval"], self.cfg["model"]
         return (
             f"R^3 in miniature (`r3 mini`, {self.out.name}): a {m['layers']}-layer {m['hidden']}-wide "
-            f"idefics3 trained from scratch on {c['scenes']} x {c['trials']} expert episodes per task. "
-            f"Valid answers over every decision step of the evaluation; judge reward (rubric, 0-1) on up "
-            f"to {s['rows']} held-out states of T_M and T_R; success and progress on "
+            f"idefics3 trained from scratch; Stage I on {c['scenes']} x {c['trials']} expert episodes per "
+            f"task of T_M, Stage II on {c['rl_scenes']} x {c['trials']} more per task of T_M and "
+            f"{c['scenes']} x {c['trials']} per task of T_R. "
+            f"Valid answers over every decision step of the evaluation; judge reward (rubric, 0-1) on "
+            f"{judged} held-out states of T_M and T_R; success and progress on "
             f"{e['scenes']} held-out scene(s) x {e['trials']} trial(s) per task, at most {e['max_steps']} "
             f"instructions; 95 % intervals (Wilson for rates, t for means), in points (judge: in reward)."
         )
@@ -339,13 +377,64 @@ def _read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+#: Pairs of reasoners whose judge rewards on the same held-out states ``summary.json`` compares.
+JUDGE_COMPARISONS = (
+    ("sft", "random_valid"),
+    ("sft", "random_goal_block"),
+    ("rl", "sft"),
+    ("sft", "il"),
+    ("rl", "il"),
+)
+
+
+def paired_difference(a: list[dict], b: list[dict]):
+    """Mean of ``a``'s judge reward minus ``b``'s on the same held-out states, with its paired t
+    interval: a sharper test than two separate intervals, since both answered every state."""
+    from r3.eval.metrics import mean
+
+    keys_a = [(s["episode_id"], s["step"]) for s in a]
+    if keys_a != [(s["episode_id"], s["step"]) for s in b]:
+        raise MiniError("paired judge difference: the two states files hold different states")
+    return mean(
+        x["judge"] - y["judge"] for x, y in zip(a, b) if x["judge"] is not None and y["judge"] is not None
+    )
+
+
+def differences_line(differences: dict[str, dict]) -> str:
+    """The paired judge differences as one sentence under the table."""
+    cells = "; ".join(f"{pair}: {_cell(e, False)}" for pair, e in differences.items())
+    return f"Judge reward, paired differences on the same held-out states (95 % t intervals): {cells}."
+
+
+def judge_by_split(states: list[dict]) -> dict[str, dict]:
+    """The mean judge reward per split of the held-out states, with its interval and count."""
+    from r3.eval.metrics import mean
+
+    scored = [s for s in states if s["judge"] is not None]
+    splits = sorted({s.get("split", "") for s in scored})
+    return {split: _est(mean(s["judge"] for s in scored if s.get("split", "") == split)) for split in splits}
+
+
 def _valid_rate(states: list[dict]) -> float:
     return sum(s["valid"] for s in states) / len(states)
 
 
-def answer_states(spec: str, dataset: Path, out: Path, limit: int) -> None:
-    """``spec`` answers the first ``limit`` states of the rl-kind ``dataset``; each line of ``out`` holds
-    the answer, whether it parses in the model's mode, and the rubric judge's score against the expert."""
+def spread(total: int, limit: int | None) -> list[int]:
+    """``limit`` row indices spread evenly over ``range(total)`` (all of them for None or a limit of at
+    least ``total``), so a sample of held-out states covers every task, not the first ones.
+
+    >>> spread(10, 4), spread(3, 5), spread(3, None)
+    ([0, 3, 6, 9], [0, 1, 2], [0, 1, 2])
+    """
+    if limit is None or limit >= total:
+        return list(range(total))
+    return [round(i * (total - 1) / (limit - 1)) for i in range(limit)] if limit > 1 else [0]
+
+
+def answer_states(spec: str, dataset: Path, out: Path, limit: int | None) -> None:
+    """``spec`` answers ``limit`` states of the rl-kind ``dataset`` spread evenly over it (all for
+    None); each line of ``out`` holds the answer, whether it parses in the model's mode, and the
+    rubric judge's score against the expert."""
     import numpy as np
     from PIL import Image
     from tqdm import tqdm
@@ -355,7 +444,8 @@ def answer_states(spec: str, dataset: Path, out: Path, limit: int) -> None:
     from r3.rewards.functions import JudgeReward
     from r3.train.rows import RL_COLUMNS, open_dataset, reasoner_input
 
-    table = open_dataset(dataset, None, RL_COLUMNS, limit)
+    table = open_dataset(dataset, None, RL_COLUMNS)
+    table = table.select(spread(len(table), limit))
     backend = make_backend(spec)
     backend.load()
     lines = []
@@ -372,6 +462,7 @@ def answer_states(spec: str, dataset: Path, out: Path, limit: int) -> None:
             lines.append(
                 {
                     "episode_id": row["episode_id"],
+                    "split": row["split"],
                     "step": row["step"],
                     "answer": answer.raw_text,
                     "valid": valid,

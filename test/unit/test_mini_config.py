@@ -69,3 +69,34 @@ def test_without_vision_pretraining_stage_one_starts_from_the_built_model(tmp_pa
     run = MiniRun(tmp_path / "b", cfg)
     assert run.vision_config() is None
     assert run.stage_config("il").model == str(tmp_path / "b" / "model")
+
+
+def test_a_bad_collect_or_states_count_is_refused_before_any_episode(tmp_path, capsys):
+    changes = (
+        (lambda c: c["collect"].pop("rl_scenes"), "collect: expected the keys"),
+        (lambda c: c["collect"].update(rl_scenes=-1), "collect.rl_scenes"),
+        (lambda c: c["collect"].update(held_out_scenes=0), "collect.held_out_scenes"),
+        (lambda c: c["collect"].update(scenes=True), "collect.scenes"),
+        (lambda c: c["collect"].update(sceens=3), "collect: expected the keys"),
+        (lambda c: c["states"].update(rows=0), "states.rows"),
+        (lambda c: c["states"].update(rows="all"), "states.rows"),
+    )
+    for n, (change, reason) in enumerate(changes):
+        path = _write(tmp_path, change)
+        out = tmp_path / f"out{n}"
+        assert mini_main(["--config", str(path), "--out", str(out)]) == 2
+        assert reason in capsys.readouterr().err
+        assert not (out / "episodes").exists()
+
+
+def test_stage_two_scenes_are_disjoint_from_stage_one_and_held_out_scenes(tmp_path):
+    """R^3's Stage II trains on all nine tasks of T_M and T_R: T_M's Stage II scenes follow its Stage I
+    scenes, and every split's held-out scenes follow all of its training scenes."""
+    from r3.mini import MiniRun
+
+    cfg = yaml.safe_load((CONFIGS / "quick.yaml").read_text())
+    cfg["collect"].update(scenes=3, rl_scenes=2, held_out_scenes=2)
+    run = MiniRun(tmp_path, cfg)
+    assert [run.scene_part("T_M", s) for s in range(7)] == ["sft"] * 3 + ["rl"] * 2 + ["held_out"] * 2
+    assert [run.scene_part("T_R", s) for s in range(5)] == ["rl"] * 3 + ["held_out"] * 2
+    assert run.training_scenes("T_M") == 5 and run.training_scenes("T_R") == 3

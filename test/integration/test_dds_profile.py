@@ -1,7 +1,7 @@
 """r3's Fast DDS profile (config/fastdds.xml): every process of r3's ROS layer loads it, it parses,
 a default writer profile does reach the publishers rmw_fastrtps creates for rclpy (ROS QoS
 override only the policies ROS names), so its heartbeat period is the one r3's writers use, and
-a camera frame crosses from one process to another with it loaded."""
+its own transports carry camera frames from one process to another."""
 
 from __future__ import annotations
 
@@ -72,8 +72,8 @@ def test_a_default_writer_profile_reaches_the_publishers_of_rclpy(tmp_path, priv
     assert done.stdout.split()[:2] == ["not", "heard"], done.stdout + done.stderr
 
 
-#: Publishes a 1280x720 rgb8 frame (2.6 MiB: more than Fast DDS's default 512 KiB shared-memory
-#: segment holds) every 0.1 s until stdin closes.
+#: Publishes a 1280x720 rgb8 frame (2.6 MiB: over Fast DDS's default shared-memory segment, within
+#: r3's) every 0.1 s until stdin closes.
 FRAME_PUBLISHER = """
 import sys, threading, time
 import numpy as np, r3_ros, rclpy
@@ -109,9 +109,9 @@ if frames:
 """
 
 
-def test_a_camera_frame_crosses_processes_with_the_profile_loaded(private_ros_env):
+def test_the_profiles_transports_carry_a_camera_frame_between_processes(private_ros_env):
     """The round trips above stay inside one participant (no transport at all); this one crosses
-    processes, where a profile that changes the transports would show."""
+    processes, where the profile's own transports replace Fast DDS's built-in ones."""
     env = private_ros_env()
     publisher = subprocess.Popen(
         [sys.executable, "-c", FRAME_PUBLISHER], env=env, stdin=subprocess.PIPE, text=True

@@ -83,7 +83,9 @@ def load_mini_config(path: str | Path) -> dict:
         value, least = collect[key], 0 if key == "rl_scenes" else 1
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise MiniError(f"{path}: collect.{key}: expected a whole number >= {least}, got {value!r}")
-    rows = cfg["states"].get("rows") if isinstance(cfg["states"], dict) else "?"
+    if not isinstance(cfg["states"], dict):
+        raise MiniError(f"{path}: states: expected a mapping, got {cfg['states']!r}")
+    rows = cfg["states"].get("rows")
     if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
         raise MiniError(f"{path}: states.rows: expected a whole number >= 1 or null (all), got {rows!r}")
     return cfg

@@ -36,6 +36,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from r3.instructions import language_table
 from r3.reasoning.parsing import ResponseError, parse_response
 from r3.rewards.judge import RuleJudge
 from r3.rewards.plan import (
@@ -46,9 +47,11 @@ from r3.rewards.plan import (
     plan_format_reward,
     weighted_format,
 )
+from r3.rewards.semantic import load_snapshot
 from r3.rewards.terms import TARGET_WORDS, lcs_reward, length_penalty
 from r3.rewards.vlm import JudgeFailure, VLMJudge
 from r3.suites import DEFAULT_SUITE, get_suite
+from r3.suites.language_table import SUITE as LANGUAGE_TABLE
 
 RewardFn = Callable[..., list]
 
@@ -168,6 +171,55 @@ class JudgeReward:
         except ValueError as err:  # a reference outside the grammar: a data bug, not a 0
             warnings.warn(f"{self.__name__}: sample skipped, {err}", RuntimeWarning, stacklevel=3)
         return None
+
+
+class OutcomeReward:
+    """Graded outcome agreement with the expert's instruction in the simulator
+    (:meth:`r3.rewards.semantic.OutcomeSimulator.agreement`): a denser Stage II signal than the
+    rubric, which scores 0 for any instruction that is not the expert's or ends elsewhere.
+
+    Not part of R^3's reward; r3 mini weights it beside the judge because a model trained from
+    scratch rarely hits the rubric's tiers (docs/mini.md). It shares the judge's simulator when
+    given the judge, so each (snapshot, instruction) rollout runs once for both terms. Rows need a
+    ``snapshot`` of a Language Table state (the pushing policy executes that grammar); other rows
+    are None. An answer without one valid instruction scores 0.0.
+    """
+
+    def __init__(self, judge: RuleJudge | None = None, name: str = "outcome"):
+        self.judge = judge if judge is not None else RuleJudge()
+        self.__name__ = name
+
+    def __call__(self, completions, **kwargs) -> list[float | None]:
+        n = len(completions)
+        references = _required_column(kwargs, "expert_instruction", n, self)
+        suites = [s or DEFAULT_SUITE for s in _column(kwargs, "suite", n, DEFAULT_SUITE)]
+        snapshots = _column(kwargs, "snapshot", n)
+        scores: list[float | None] = [None] * n
+        jobs = []  # (index, snapshot, candidate, reference), rolled out as one batch
+        for i, (c, r, s, snap) in enumerate(zip(completions, references, suites, snapshots)):
+            if s != LANGUAGE_TABLE.name or snap is None:
+                continue
+            reference = language_table.parse(r)
+            if isinstance(reference, language_table.ParseError):
+                warnings.warn(
+                    f"{self.__name__}: sample skipped, reference {r!r} does not parse",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                continue
+            parsed = parse_response(completion_text(c), s, mode="instruction_only")
+            candidate = (
+                None if isinstance(parsed, ResponseError) else language_table.parse(parsed.instruction_text)
+            )
+            if candidate is None or isinstance(candidate, language_table.ParseError):
+                scores[i] = 0.0
+            else:
+                jobs.append((i, load_snapshot(snap), candidate, reference))
+        simulator = self.judge.simulator
+        simulator.prefetch([(snap, x) for _, snap, cand, ref in jobs for x in (cand, ref)])
+        for i, snap, cand, ref in jobs:
+            scores[i] = simulator.agreement(snap, cand, ref)
+        return scores
 
 
 class LengthPenaltyReward:

@@ -35,6 +35,10 @@ from r3.tasks.language_table.board import BLOCKS
 SEMANTIC_TOLERANCE_M = 0.03
 #: A block displaced less than this (m) did not move (contact jitter, a nudge by the pusher).
 MOVED_THRESHOLD_M = 0.01
+#: Gap (m) at which the graded outcome agreement (:meth:`OutcomeSimulator.agreement`) reaches 0:
+#: a quarter of the board's width, 2.5 times the push of "slightly". A push of the right block in a
+#: neighbouring direction keeps some credit; one in the opposite direction, none.
+AGREEMENT_SCALE_M = 0.15
 #: Seed of the policy's generator in every rollout, so a verdict is a function of its inputs.
 POLICY_SEED = 0
 #: The low-level policy as the judge runs it: its nominal behaviour, without injected mistakes.
@@ -174,17 +178,38 @@ class OutcomeSimulator:
                 return False, f"the {who} '{format_instruction(instr)}' moves no block in the simulator"
         if a.moved != b.moved:
             return False, f"the candidate moves the {a.moved}, the reference moves the {b.moved}"
-        gaps = np.linalg.norm(a.positions - b.positions, axis=1)
-        worst = int(np.argmax(gaps))
-        if gaps[worst] > self.tolerance_m:
+        worst, gap = _worst_gap(a, b)
+        if gap > self.tolerance_m:
             return False, (
-                f"both move the {a.moved}, but the {BLOCKS[worst]} ends {gaps[worst]:.3f} m apart "
+                f"both move the {a.moved}, but the {BLOCKS[worst]} ends {gap:.3f} m apart "
                 f"(tolerance {self.tolerance_m:.3f} m)"
             )
         return True, (
-            f"both move the {a.moved} and every block ends within {gaps[worst]:.3f} m of the other "
+            f"both move the {a.moved} and every block ends within {gap:.3f} m of the other "
             f"outcome (tolerance {self.tolerance_m:.3f} m)"
         )
+
+    def agreement(
+        self,
+        snapshot: bytes,
+        candidate: Instruction,
+        reference: Instruction,
+        scale_m: float = AGREEMENT_SCALE_M,
+    ) -> float:
+        """How near the candidate's outcome comes to the reference's, in [0, 1]: the semantic tier's
+        two conditions made graded. 0 unless both move the same block; then ``1 - gap / scale_m``,
+        clipped at 0, where ``gap`` is the largest distance of a block between the two outcomes."""
+        a, b = self.outcome(snapshot, candidate), self.outcome(snapshot, reference)
+        if a.moved is None or a.moved != b.moved:
+            return 0.0
+        return max(0.0, 1.0 - _worst_gap(a, b)[1] / scale_m)
+
+
+def _worst_gap(a: Outcome, b: Outcome) -> tuple[int, float]:
+    """The block that ends farthest apart in two outcomes (its index in BLOCKS) and that distance."""
+    gaps = np.linalg.norm(a.positions - b.positions, axis=1)
+    worst = int(np.argmax(gaps))
+    return worst, float(gaps[worst])
 
 
 def _key(snapshot: bytes, instruction: Instruction) -> tuple:

@@ -33,8 +33,14 @@ SCALE_REWARDS = ("none", "group", "batch")
 IMPORTANCE_LEVELS = ("token", "sequence")
 VLLM_MODES = ("colocate", "server")
 #: The reward terms each action interface's RL job can weight: R^3's single-step terms for
-#: instructions, ERR's turn checkers for the semantic interface (:mod:`r3.rewards.turn`).
+#: instructions (plus the graded simulator outcome, ``r3.rewards.functions.OutcomeReward``),
+#: ERR's turn checkers for the semantic interface (:mod:`r3.rewards.turn`).
 REWARD_TERMS: dict[str, tuple[str, ...]] = {
+    "instruction": ("judge", "length", "outcome"),
+    "semantic": TURN_TERMS,
+}
+#: The terms a config without ``rewards`` weights at 1: the papers' rewards (R^3: judge + length).
+DEFAULT_REWARD_TERMS: dict[str, tuple[str, ...]] = {
     "instruction": ("judge", "length"),
     "semantic": TURN_TERMS,
 }
@@ -185,7 +191,7 @@ class RLConfig(_Common):
     num_iterations: int = 1
     mask_truncated_completions: bool = False
     interface: str = "instruction"
-    rewards: dict[str, float] | None = None  # None: every term of the interface at weight 1
+    rewards: dict[str, float] | None = None  # None: the interface's DEFAULT_REWARD_TERMS at weight 1
     sim_workers: int = 0
     ray_address: str | None = None
     render_images: bool = True  # turn rows: render the views from each snapshot (False: blank images)
@@ -229,7 +235,7 @@ class RLConfig(_Common):
         )
         terms = REWARD_TERMS[self.interface]
         if self.rewards is None:
-            self.rewards = dict.fromkeys(terms, 1.0)
+            self.rewards = dict.fromkeys(DEFAULT_REWARD_TERMS[self.interface], 1.0)
         unknown = sorted(set(self.rewards) - set(terms))
         _check(
             not unknown,

@@ -12,7 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from r3.reasoning.parsing import ParsedResponse, parse_response
-from r3.rewards.functions import JudgeReward, LengthPenaltyReward, RewardComposer, completion_text
+from r3.rewards.functions import (
+    JudgeReward,
+    LengthPenaltyReward,
+    OutcomeReward,
+    RewardComposer,
+    completion_text,
+)
+from r3.rewards.judge import RuleJudge
 from r3.train.args import grpo_arguments, lora_config, world_size
 from r3.train.checkpoint import freeze_vision_tower, load_model, resolve_device, save_final
 from r3.train.config import RLConfig
@@ -58,8 +65,14 @@ def _canonical(instruction: str, suite: str) -> str | None:
 
 
 def instruction_reward_terms(cfg: RLConfig) -> RewardComposer:
-    """The configured subset of R^3's ``R = R_acc + R_len`` terms, with the config's weights."""
-    terms = {"judge": JudgeReward(), "length": LengthPenaltyReward(cfg.length_target_words)}
+    """The configured subset of R^3's ``R = R_acc + R_len`` terms and the graded outcome, with the
+    config's weights; the judge and the outcome share one simulator and its rollouts."""
+    judge = RuleJudge()
+    terms = {
+        "judge": JudgeReward(judge),
+        "length": LengthPenaltyReward(cfg.length_target_words),
+        "outcome": OutcomeReward(judge),
+    }
     return RewardComposer({k: terms[k] for k in cfg.rewards}, cfg.rewards)
 
 

@@ -173,3 +173,47 @@ def test_cli_bad_input_exits_2(argv):
     with pytest.raises(SystemExit) as exc:
         judge_main(argv)
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize(
+    "candidate, low, high",
+    [
+        ("push the red moon into the green cube", 0.99, 1.0),  # the same outcome, other words
+        ("move the red moon up slightly", 0.5, 0.8),  # the right block, a shorter push
+        ("move the red moon up and to the left", 0.4, 0.7),  # the right block, a neighbouring direction
+        ("move the red moon down", 0.0, 0.0),  # the right block, the opposite way
+        ("move the green cube up", 0.0, 0.0),  # another block
+        ("touch the red moon", 0.0, 0.0),  # no block moves
+    ],
+)
+def test_outcome_agreement_grades_the_semantic_tier(candidate, low, high):
+    sim = rw.OutcomeSimulator()
+    score = sim.agreement(INTO.read_bytes(), parse(candidate), parse("move the red moon up"))
+    assert low <= score <= high
+
+
+def test_outcome_reward_shares_the_judges_rollouts_and_skips_what_it_cannot_score():
+    judge = RuleJudge()
+    outcome = rw.OutcomeReward(judge)
+    answers = [
+        "Reasoning: it sits low. Instruction: move the red moon up slightly",
+        "Instruction: move the red moon sideways",  # outside the grammar
+        "Instruction: move the red moon up",
+        "Instruction: move the red moon up",
+    ]
+    scores = outcome(
+        answers,
+        expert_instruction=["move the red moon up"] * 4,
+        suite=["language_table", "language_table", "language_table", "packing"],
+        snapshot=[INTO, INTO, None, INTO],
+    )
+    assert 0.5 < scores[0] < 1.0 and scores[1] == 0.0
+    assert scores[2] is None and scores[3] is None  # no snapshot; a suite the pushing policy does not run
+    # The judge finds both rollouts of the first answer in the shared cache.
+    snap = INTO.read_bytes()
+    assert (
+        judge.simulator.prefetch(
+            [(snap, parse("move the red moon up slightly")), (snap, parse("move the red moon up"))]
+        )
+        == 0
+    )

@@ -120,3 +120,11 @@ def test_the_shipped_cpu_config_trains_on_every_row():
     """Test-only limits (the 4 rows a smoke test overfits) belong to the test, not to the config a user
     copies."""
     assert load_config(CONFIGS / "sft_tiny_cpu.yaml", SFTConfig).max_rows is None
+
+
+def test_rewards_default_to_the_papers_terms_and_the_outcome_term_is_opt_in(tmp_path):
+    assert load_config(_write(tmp_path, BASE), RLConfig).rewards == {"judge": 1.0, "length": 1.0}
+    chosen = {"judge": 1.0, "length": 1.0, "outcome": 0.5}
+    assert load_config(_write(tmp_path, {**BASE, "rewards": chosen}), RLConfig).rewards == chosen
+    semantic = load_config(_write(tmp_path, {**BASE, "interface": "semantic", "sim_workers": 0}), RLConfig)
+    assert "outcome" not in semantic.rewards

@@ -5,8 +5,8 @@ ROS-free. The simulator (MuJoCo) loads only when a semantic judgement first need
 - :func:`judge_instruction` / :class:`RuleJudge`: R^3 rubric tiers 1.0 / 0.5 / 0.25 / 0.0, the
   semantic tier verified by executing both instructions in the simulator (:mod:`.semantic`).
 - :class:`VLMJudge`: the same rubric asked of an OpenAI-compatible VLM, for real-robot data.
-- :class:`OutcomeReward`: the semantic tier graded (how near the outcome comes to the expert's), a
-  denser Stage II term beside the judge.
+- :class:`OutcomeReward`: the semantic tier graded (how far the answer carries the board towards the
+  expert's outcome), a denser Stage II term beside the judge.
 - :func:`exact_match`, :func:`length_penalty`, :func:`lcs_reward`, :func:`plan_format_reward`,
   :func:`plan_reward`: unscaled reward terms (the packing plan interface's in :mod:`.plan`).
 - :class:`RewardComposer` and the TRL reward functions (:mod:`.functions`).

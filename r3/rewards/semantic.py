@@ -35,10 +35,6 @@ from r3.tasks.language_table.board import BLOCKS
 SEMANTIC_TOLERANCE_M = 0.03
 #: A block displaced less than this (m) did not move (contact jitter, a nudge by the pusher).
 MOVED_THRESHOLD_M = 0.01
-#: Gap (m) at which the graded outcome agreement (:meth:`OutcomeSimulator.agreement`) reaches 0:
-#: a quarter of the board's width, 2.5 times the push of "slightly". A push of the right block in a
-#: neighbouring direction keeps some credit; one in the opposite direction, none.
-AGREEMENT_SCALE_M = 0.15
 #: Seed of the policy's generator in every rollout, so a verdict is a function of its inputs.
 POLICY_SEED = 0
 #: The low-level policy as the judge runs it: its nominal behaviour, without injected mistakes.
@@ -189,20 +185,17 @@ class OutcomeSimulator:
             f"outcome (tolerance {self.tolerance_m:.3f} m)"
         )
 
-    def agreement(
-        self,
-        snapshot: bytes,
-        candidate: Instruction,
-        reference: Instruction,
-        scale_m: float = AGREEMENT_SCALE_M,
-    ) -> float:
-        """How near the candidate's outcome comes to the reference's, in [0, 1]: the semantic tier's
-        two conditions made graded. 0 unless both move the same block; then ``1 - gap / scale_m``,
-        clipped at 0, where ``gap`` is the largest distance of a block between the two outcomes."""
+    def agreement(self, snapshot: bytes, candidate: Instruction, reference: Instruction) -> float:
+        """How far the candidate carries the board towards the reference's outcome, in [0, 1]: the
+        semantic tier's two conditions made graded. 0 unless both move the same block; then
+        ``1 - gap / push``, clipped at 0, where ``gap`` is the largest distance of a block between
+        the two outcomes and ``push`` how far the reference moves its block. Doing nothing leaves
+        ``gap == push``, so a short push that hedges between directions earns only its progress
+        along the right one, and a push of the right block the wrong way earns nothing."""
         a, b = self.outcome(snapshot, candidate), self.outcome(snapshot, reference)
         if a.moved is None or a.moved != b.moved:
             return 0.0
-        return max(0.0, 1.0 - _worst_gap(a, b)[1] / scale_m)
+        return max(0.0, 1.0 - _worst_gap(a, b)[1] / b.displacement)
 
 
 def _worst_gap(a: Outcome, b: Outcome) -> tuple[int, float]:

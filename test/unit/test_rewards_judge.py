@@ -179,8 +179,9 @@ def test_cli_bad_input_exits_2(argv):
     "candidate, low, high",
     [
         ("push the red moon into the green cube", 0.99, 1.0),  # the same outcome, other words
-        ("move the red moon up slightly", 0.5, 0.8),  # the right block, a shorter push
-        ("move the red moon up and to the left", 0.4, 0.7),  # the right block, a neighbouring direction
+        ("move the red moon up slightly", 0.3, 0.55),  # the right block, part of the way
+        ("move the red moon up and to the left", 0.15, 0.4),  # the right block, a neighbouring direction
+        ("move the red moon left slightly", 0.0, 0.05),  # a short push sideways: hedging earns ~nothing
         ("move the red moon down", 0.0, 0.0),  # the right block, the opposite way
         ("move the green cube up", 0.0, 0.0),  # another block
         ("touch the red moon", 0.0, 0.0),  # no block moves
@@ -207,7 +208,7 @@ def test_outcome_reward_shares_the_judges_rollouts_and_skips_what_it_cannot_scor
         suite=["language_table", "language_table", "language_table", "packing"],
         snapshot=[INTO, INTO, None, INTO],
     )
-    assert 0.5 < scores[0] < 1.0 and scores[1] == 0.0
+    assert 0.3 < scores[0] < 0.55 and scores[1] == 0.0
     assert scores[2] is None and scores[3] is None  # no snapshot; a suite the pushing policy does not run
     # The judge finds both rollouts of the first answer in the shared cache.
     snap = INTO.read_bytes()

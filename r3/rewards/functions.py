@@ -36,7 +36,6 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from r3.instructions import language_table
 from r3.reasoning.parsing import ResponseError, parse_response
 from r3.rewards.judge import RuleJudge
 from r3.rewards.plan import (
@@ -51,7 +50,6 @@ from r3.rewards.semantic import load_snapshot
 from r3.rewards.terms import TARGET_WORDS, lcs_reward, length_penalty
 from r3.rewards.vlm import JudgeFailure, VLMJudge
 from r3.suites import DEFAULT_SUITE, get_suite
-from r3.suites.language_table import SUITE as LANGUAGE_TABLE
 
 RewardFn = Callable[..., list]
 
@@ -181,8 +179,9 @@ class OutcomeReward:
     Not part of R^3's reward; r3 mini weights it beside the judge because a model trained from
     scratch rarely hits the rubric's tiers (docs/mini.md). It shares the judge's simulator when
     given the judge, so each (snapshot, instruction) rollout runs once for both terms. Rows need a
-    ``snapshot`` of a Language Table state (the pushing policy executes that grammar); other rows
-    are None. An answer without one valid instruction scores 0.0.
+    ``snapshot`` and a suite whose instructions that simulator carries out
+    (``Suite.outcome_simulated``: Language Table); other rows are None. An answer without one valid
+    instruction scores 0.0.
     """
 
     def __init__(self, judge: RuleJudge | None = None, name: str = "outcome"):
@@ -197,10 +196,10 @@ class OutcomeReward:
         scores: list[float | None] = [None] * n
         jobs = []  # (index, snapshot, candidate, reference), rolled out as one batch
         for i, (c, r, s, snap) in enumerate(zip(completions, references, suites, snapshots)):
-            if s != LANGUAGE_TABLE.name or snap is None:
+            if not get_suite(s).outcome_simulated or snap is None:
                 continue
-            reference = language_table.parse(r)
-            if isinstance(reference, language_table.ParseError):
+            reference = parse_response(f"Instruction: {r}", s, mode="instruction_only")
+            if isinstance(reference, ResponseError):
                 warnings.warn(
                     f"{self.__name__}: sample skipped, reference {r!r} does not parse",
                     RuntimeWarning,
@@ -208,13 +207,10 @@ class OutcomeReward:
                 )
                 continue
             parsed = parse_response(completion_text(c), s, mode="instruction_only")
-            candidate = (
-                None if isinstance(parsed, ResponseError) else language_table.parse(parsed.instruction_text)
-            )
-            if candidate is None or isinstance(candidate, language_table.ParseError):
+            if isinstance(parsed, ResponseError):
                 scores[i] = 0.0
             else:
-                jobs.append((i, load_snapshot(snap), candidate, reference))
+                jobs.append((i, load_snapshot(snap), parsed.instruction, reference.instruction))
         simulator = self.judge.simulator
         simulator.prefetch([(snap, x) for _, snap, cand, ref in jobs for x in (cand, ref)])
         for i, snap, cand, ref in jobs:

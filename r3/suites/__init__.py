@@ -77,6 +77,10 @@ class Suite:
     compact_prompt: bool = False
     #: The VLM judge (``r3.rewards.vlm``) can grade its instructions.
     vlm_judged: bool = False
+    #: The rule judge's simulator (``r3.rewards.semantic.OutcomeSimulator``) carries out its
+    #: instructions: the semantic tier's rollouts and the graded outcome term
+    #: (``r3.rewards.functions.OutcomeReward``) read its rows.
+    outcome_simulated: bool = False
     #: ``prompt(inp)``: the text of its instruction interface's prompt for a ``ReasonerInput``
     #: (``r3.reasoning.prompts.prompt_text``; the call interfaces bring their own).
     prompt: Callable | None = None

@@ -27,6 +27,7 @@ SUITE = Suite(
     collect_interface="instruction",
     compact_prompt=True,
     vlm_judged=True,
+    outcome_simulated=True,
     eval_tasks=_eval_tasks,
     eval_protocol={"scenes": 64, "trials": 16, "max_steps": 20},
     prompt=lazy("r3.reasoning.prompts:language_table_text"),

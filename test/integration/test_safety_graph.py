@@ -294,10 +294,12 @@ def test_killing_a_node_ends_the_episode_with_an_error_naming_it(victim, tmp_pat
     text = "".join(line for _, line in lines)
     assert proc.returncode == 1, text
     outcome = [(t, line) for t, line in lines if line.startswith("outcome:")]
-    assert outcome and "error" in outcome[0][1] and victim in outcome[0][1], text
+    # The process manager's word ended it ("killed by SIGKILL"), not a heartbeat timeout ("stopped
+    # responding") nor the time budget. How soon is a figure, not a bound: on a loaded machine the
+    # supervisor's poll and the DDS round trips wait for a core (2.9 s once in CI with three workers).
+    assert outcome and f"error: {victim} was killed by SIGKILL" in outcome[0][1], text
     ended_after = outcome[0][0] - killed_at
     print(f"\nkill -9 {victim}: the episode ended with an error naming it after {ended_after:.2f} s")
-    assert ended_after < 2.0
     for name, pid in pids.items():
         try:
             status = Path(f"/proc/{pid}/status").read_text()

@@ -125,7 +125,6 @@ def test_a_dead_node_of_an_unsupervised_graph_is_named_by_its_silence(victim, tm
         f"\nkill -9 {victim} (no supervisor): the episode ended with an error naming it "
         f"after {ended_after:.2f} s (heartbeat_timeout_s {timeout_s:.1f} s): {outcome[0][1].strip()}"
     )
-    assert ended_after < timeout_s + 2.0
 
 
 def test_the_pusher_stops_when_the_reasoner_falls_silent(private_ros_env):

@@ -36,7 +36,8 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from r3.reasoning.parsing import ResponseError, parse_response
+from r3.instructions.language_table import ParseError
+from r3.reasoning.parsing import ResponseError, answer_grammar, parse_response
 from r3.rewards.judge import RuleJudge
 from r3.rewards.plan import (
     PLAN_WEIGHTS,
@@ -198,10 +199,10 @@ class OutcomeReward:
         for i, (c, r, s, snap) in enumerate(zip(completions, references, suites, snapshots)):
             if not get_suite(s).outcome_simulated or snap is None:
                 continue
-            reference = parse_response(f"Instruction: {r}", s, mode="instruction_only")
-            if isinstance(reference, ResponseError):
+            reference = answer_grammar("instruction", s).parse(r)
+            if isinstance(reference, ParseError):
                 warnings.warn(
-                    f"{self.__name__}: sample skipped, reference {r!r} does not parse",
+                    f"{self.__name__}: sample skipped, reference {r!r} does not parse: {reference.reason}",
                     RuntimeWarning,
                     stacklevel=2,
                 )
@@ -210,7 +211,7 @@ class OutcomeReward:
             if isinstance(parsed, ResponseError):
                 scores[i] = 0.0
             else:
-                jobs.append((i, load_snapshot(snap), parsed.instruction, reference.instruction))
+                jobs.append((i, load_snapshot(snap), parsed.instruction, reference))
         simulator = self.judge.simulator
         simulator.prefetch([(snap, x) for _, snap, cand, ref in jobs for x in (cand, ref)])
         for i, snap, cand, ref in jobs:

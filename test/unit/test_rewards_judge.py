@@ -218,3 +218,15 @@ def test_outcome_reward_shares_the_judges_rollouts_and_skips_what_it_cannot_scor
         )
         == 0
     )
+
+
+def test_outcome_reward_skips_a_reference_outside_the_grammar_with_a_warning_naming_it():
+    outcome = rw.OutcomeReward(RuleJudge())
+    with pytest.warns(RuntimeWarning, match="reference 'fly to mars' does not parse: no verb"):
+        scores = outcome(
+            ["Instruction: move the red moon up"],
+            expert_instruction=["fly to mars"],
+            suite=["language_table"],
+            snapshot=[INTO],
+        )
+    assert scores == [None]

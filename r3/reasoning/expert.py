@@ -65,6 +65,7 @@ from r3.tasks.language_table.board import (
     LOCATIONS,
     PUSHER_RADIUS,
     BoardState,
+    board_region,
 )
 from r3.tasks.language_table.planner import clearing_reason
 from r3.tasks.language_table.tasks import TaskInstance
@@ -288,8 +289,7 @@ def _pick(rng: np.random.Generator, options):
 def where(p: np.ndarray, rng: np.random.Generator) -> str:
     """A place on the board in the words a person would use ("in the upper left part of the board")."""
     x, y = float(p[0]), float(p[1])
-    h = "left" if x < -0.06 else "right" if x > 0.06 else None
-    v = "top" if y > 0.05 else "bottom" if y < -0.05 else None
+    v, h = board_region(p)
     far_h, far_v = abs(x) > 0.17, abs(y) > 0.11
     if h and v:
         if far_h and far_v:

@@ -60,6 +60,27 @@ DIRECTIONS: dict[str, tuple[float, float]] = {
 }
 
 
+#: Where the board's middle column and row end (metres from the centre, x and y): a block further
+#: out is left/right of, or above/below, the middle. The expert's words and the grounding
+#: pretraining's labels both read positions through :func:`board_region`.
+MIDDLE_HALF_WIDTH: tuple[float, float] = (0.06, 0.05)
+
+
+def board_region(xy) -> tuple[str | None, str | None]:
+    """The board third a position lies in along each axis: ("top" | "bottom" | None, "left" |
+    "right" | None), None for the middle."""
+    x, y = float(xy[0]), float(xy[1])
+    mx, my = MIDDLE_HALF_WIDTH
+    return ("top" if y > my else "bottom" if y < -my else None), (
+        "left" if x < -mx else "right" if x > mx else None
+    )
+
+
+def region_name(xy) -> str:
+    """One of nine board regions in two words at most: "top left", "top", "left", "centre"."""
+    return " ".join(w for w in board_region(xy) if w) or "centre"
+
+
 @dataclass
 class BoardState:
     """Privileged state of the board: where every block and the pusher are.

@@ -4,12 +4,15 @@ A model built from scratch sees about a thousand expert rows in Stage I; from th
 answer's format, not where the blocks are, and answers the same for every image (docs/mini.md). The
 simulator knows every block's position for free ("pretraining knows what"), so before Stage I the
 vision tower and its connector (the image tokens the language model reads) are trained to report
-them: random layouts are rendered with the camera the reasoner sees, and one learned query per block
-reads the image tokens and regresses that block's board position. The head is dropped afterwards;
-the tower and connector keep what they learned, and the language model is untouched.
+them: random layouts are rendered with the camera the reasoner sees, and a linear readout of each
+image token says which blocks lie in the token's cell of the image grid and where each of them is
+in the whole frame. Where in the frame, not where in the cell: the language model's attention
+values carry no position (rotary embeddings act on queries and keys only), so a token it attends to
+tells it where a block is only if the token's content says so. The readout is dropped afterwards;
+the tower and connector keep what they learned, and the language model is untouched
+(:mod:`r3.train.grounding` teaches it next to read them).
 
-Idefics3 models only (the architecture ``r3 mini`` trains).
-"""
+Idefics3 models only (the architecture ``r3 mini`` trains)."""
 
 from __future__ import annotations
 
@@ -47,10 +50,10 @@ class VisionPretrainConfig:
             raise ValueError(f"vision.learning_rate={self.learning_rate!r}: must be in (0, 1)")
 
 
-def render_layouts(count: int, seed: int) -> tuple[list[np.ndarray], np.ndarray]:
-    """``count`` camera frames of random layouts (pusher anywhere on the board) and where each block's
-    centre lands in the frame, as fractions (u right, v down) of its width and height: shape
-    (count, blocks, 2), in ``BLOCKS`` order. Every layout is drawn from ``seed``."""
+def render_scenes(count: int, seed: int) -> tuple[list[np.ndarray], np.ndarray]:
+    """``count`` camera frames of random layouts (pusher anywhere on the board) and each block's board
+    position (metres), shape (count, blocks, 2) in ``BLOCKS`` order. Every layout is drawn from
+    ``seed``."""
     from r3.sim.language_table.env import LanguageTableEnv
     from r3.sim.language_table.scene import sample_layout
     from r3.tasks.language_table.board import BLOCKS, BOARD_HALF_EXTENTS, BoardState
@@ -58,17 +61,29 @@ def render_layouts(count: int, seed: int) -> tuple[list[np.ndarray], np.ndarray]
     rng = np.random.default_rng(seed)
     half = np.array(BOARD_HALF_EXTENTS)
     env = LanguageTableEnv(task=None)
-    frames, where = [], np.empty((count, len(BLOCKS), 2), np.float32)
+    frames, xy = [], np.empty((count, len(BLOCKS), 2), np.float32)
     try:
         for i in range(count):
             pusher = tuple(float(v) for v in rng.uniform(-0.9 * half, 0.9 * half))
             env.set_state(BoardState(sample_layout(rng), pusher))
             frames.append(env.render())
-            state = env.state()
-            where[i] = board_to_frame(env, np.array([state.xy(b) for b in BLOCKS]))
+            xy[i] = env.state().positions()
     finally:
         env.close()
-    return frames, where
+    return frames, xy
+
+
+def render_layouts(count: int, seed: int) -> tuple[list[np.ndarray], np.ndarray]:
+    """:func:`render_scenes`, with where each block's centre lands in the frame as fractions (u right,
+    v down) of its width and height: shape (count, blocks, 2)."""
+    from r3.sim.language_table.env import LanguageTableEnv
+
+    frames, xy = render_scenes(count, seed)
+    env = LanguageTableEnv(task=None, render_mode=None)
+    try:
+        return frames, board_to_frame(env, xy).astype(np.float32)
+    finally:
+        env.close()
 
 
 def board_to_frame(env, xy: np.ndarray) -> np.ndarray:
@@ -91,7 +106,7 @@ def metres_per_frame(env) -> np.ndarray:
 
 def cell_readout(width: int, blocks: int):
     """Per image token and block: a logit that the block's centre lies in the token's cell of the
-    image grid, and the centre's offset within the cell. A linear layer on each token, so what is
+    image grid, and the centre's place in the frame. A linear layer on each token, so what is
     learned must be in the tokens themselves, the way the language model will read them."""
     from torch import nn
 
@@ -113,18 +128,16 @@ class _Grid:
             raise ValueError(f"{tokens} image tokens do not form a square grid")
 
     def targets(self, where):
-        """Each block's cell index and its offset from the cell centre (in cells, -0.5..0.5)."""
+        """Each block's cell index and its place in the frame, scaled to -1..1."""
         cell = (where * self.side).clamp(0, self.side - 1e-4).floor()
-        return (cell[..., 1] * self.side + cell[..., 0]).long(), where * self.side - cell - 0.5
+        return (cell[..., 1] * self.side + cell[..., 0]).long(), where * 2.0 - 1.0
 
     def decode(self, out):
-        """``out`` (batch, tokens, blocks, 3) -> each block's centre as frame fractions (batch, blocks, 2)."""
-        import torch
-
+        """``out`` (batch, tokens, blocks, 3) -> each block's centre as frame fractions (batch, blocks,
+        2), read from the one token whose cell most likely holds it."""
         best = out[..., 0].argmax(1)
         picked = out.gather(1, best[:, None, :, None].expand(-1, 1, -1, 3)).squeeze(1)[..., 1:]
-        cell = torch.stack([best % self.side, best // self.side], -1).float()
-        return (cell + 0.5 + picked) / self.side
+        return (picked + 1.0) / 2.0
 
 
 def pretrain_vision(model_dir: str | Path, out_dir: str | Path, cfg: VisionPretrainConfig) -> dict:
@@ -166,7 +179,7 @@ def pretrain_vision(model_dir: str | Path, out_dir: str | Path, cfg: VisionPretr
 
     with torch.no_grad():
         grid = _Grid(_image_tokens(model, images[:1].float()).shape[1])
-    cells, offsets = grid.targets(where)
+    cells, places = grid.targets(where)
     parts = [model.model.vision_model, model.model.connector, readout]
     optimizer = torch.optim.AdamW([p for part in parts for p in part.parameters()], lr=cfg.learning_rate)
     schedule = torch.optim.lr_scheduler.OneCycleLR(
@@ -188,12 +201,12 @@ def pretrain_vision(model_dir: str | Path, out_dir: str | Path, cfg: VisionPretr
         for step in bar:
             index = torch.randint(0, cfg.images, (cfg.batch_size,), generator=generator)
             out = forward(images[train][index])
-            cell, offset = cells[train][index], offsets[train][index]
-            # Each block is in one cell: cross-entropy over the tokens, per block; offsets in its cell.
+            cell, place = cells[train][index], places[train][index]
+            # Each block is in one cell: cross-entropy over the tokens, per block; its place from that token.
             logits = out[..., 0].transpose(1, 2).flatten(0, 1)
             located = torch.nn.functional.cross_entropy(logits, cell.flatten())
             picked = out.gather(1, cell[:, None, :, None].expand(-1, 1, -1, 3)).squeeze(1)[..., 1:]
-            loss = located + 4.0 * torch.nn.functional.mse_loss(picked, offset)
+            loss = located + 4.0 * torch.nn.functional.mse_loss(picked, place)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

@@ -141,6 +141,10 @@ class SFTConfig(_Common):
     # Keep only the last N sentences of each response's reasoning (the ones that name the chosen
     # move), still "Reasoning: ...\nInstruction: ..."; None = the whole response (the paper).
     reasoning_sentences: int | None = None
+    # Open each answer's reasoning with where each block the goal names is, its board region read
+    # from the row's snapshot ("Where they are: the red moon top right, ..."; Language Table rows):
+    # the sentence grounding pretraining (r3.train.grounding) teaches the model to read from the image.
+    reasoning_regions: bool = False
     # Held-out rows (a dataset of the same kind): their loss is logged every eval_steps and before the
     # first step, as eval_loss in the checkpoint's log history. None: no held-out loss.
     eval_dataset: str | None = None

@@ -169,25 +169,46 @@ def sft_target(row: dict, mode: str, reasoning_sentences: int | None = None) -> 
     return shorten_reasoning(row["response"], row["suite"], reasoning_sentences)
 
 
-def sft_rows(table, prompt: PromptSettings, reasoning_sentences: int | None = None):
-    """TRL prompt-completion rows for SFT from dataset rows (``datasets.Dataset``)."""
+def sft_rows(
+    table, prompt: PromptSettings, reasoning_sentences: int | None = None, reasoning_regions: bool = False
+):
+    """TRL prompt-completion rows for SFT from dataset rows (``datasets.Dataset``); with
+    ``reasoning_regions`` (and a ``snapshot`` column) each reasoning opens with the row's region
+    sentence (:func:`r3.train.grounding.goal_region_sentence`)."""
     from datasets import Image, Sequence
 
-    def convert(row):
+    regions = _region_sentences(table) if reasoning_regions and prompt.mode == "reason" else None
+
+    def convert(row, index):
+        target = sft_target(row, prompt.mode, reasoning_sentences)
+        if regions and regions[index]:
+            target = target.replace(REASONING_HEADER, f"{REASONING_HEADER} {regions[index]}", 1)
         return {
             "prompt": prompt_messages(row, prompt),
-            "completion": [
-                {
-                    "role": "assistant",
-                    "content": [{"type": "text", "text": sft_target(row, prompt.mode, reasoning_sentences)}],
-                }
-            ],
+            "completion": [{"role": "assistant", "content": [{"type": "text", "text": target}]}],
             "images": row["images"],
             "chat_template_kwargs": {"enable_thinking": prompt.thinking},
         }
 
-    out = table.map(convert, remove_columns=table.column_names)
+    out = table.map(convert, with_indices=True, remove_columns=table.column_names)
     return out.cast_column("images", Sequence(Image()))
+
+
+def _region_sentences(table) -> list[str]:
+    """Each row's region sentence ("" for a row whose goal names no block, or without a snapshot)."""
+    from r3.sim.language_table.env import LanguageTableEnv
+    from r3.train.grounding import goal_region_sentence
+
+    if S.SNAPSHOT not in table.column_names:
+        raise DatasetError("reasoning_regions: the dataset has no snapshot column to read positions from")
+    env = LanguageTableEnv(task=None, render_mode=None)
+    try:
+        return [
+            goal_region_sentence(goal, _snapshot(snapshot), env) if suite == "language_table" else ""
+            for goal, snapshot, suite in zip(table[S.GOAL], table[S.SNAPSHOT], table[S.SUITE])
+        ]
+    finally:
+        env.close()
 
 
 def with_history(table, history: dict[tuple[str, int], dict]):

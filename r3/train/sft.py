@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from r3.data import schema as S
 from r3.train.args import lora_config, sft_arguments, world_size
 from r3.train.checkpoint import freeze_vision_tower, load_model, resolve_device, save_final
 from r3.train.config import SFTConfig
@@ -31,17 +32,22 @@ def prepare_sft(cfg: SFTConfig):
         except ValueError as err:
             raise DatasetError(str(err)) from None
         return rows, arguments, prompt
-    table = open_dataset(cfg.dataset, cfg.splits, SFT_COLUMNS, cfg.max_rows)
+    table = open_dataset(cfg.dataset, cfg.splits, _columns(cfg), cfg.max_rows)
     prompt = prompt_settings(table["history_kind"], cfg.mode, cfg.thinking, cfg)
-    return sft_rows(table, prompt, cfg.reasoning_sentences), arguments, prompt
+    return sft_rows(table, prompt, cfg.reasoning_sentences, cfg.reasoning_regions), arguments, prompt
+
+
+def _columns(cfg: SFTConfig) -> tuple[str, ...]:
+    """The dataset columns Stage I reads (the snapshot too when answers say where blocks are)."""
+    return (*SFT_COLUMNS, S.SNAPSHOT) if cfg.reasoning_regions else SFT_COLUMNS
 
 
 def held_out_rows(cfg: SFTConfig, prompt):
     """The rows of ``cfg.eval_dataset`` prompted as the training rows (None without one)."""
     if cfg.eval_dataset is None:
         return None
-    table = open_dataset(cfg.eval_dataset, cfg.splits, SFT_COLUMNS)
-    return sft_rows(table, prompt, cfg.reasoning_sentences)
+    table = open_dataset(cfg.eval_dataset, cfg.splits, _columns(cfg))
+    return sft_rows(table, prompt, cfg.reasoning_sentences, cfg.reasoning_regions)
 
 
 def run_sft(cfg: SFTConfig) -> Path:

@@ -91,6 +91,37 @@ def test_sft_loss_falls_and_the_checkpoint_answers_a_valid_step(data):
     assert step.parsed.instruction_text == expert.instruction_text, (step.parsed, expert)
 
 
+def test_reasoning_regions_open_each_reasoning_with_where_the_goal_blocks_are(data):
+    """``reasoning_regions``: each Stage I answer's reasoning opens with the board region of every
+    block its goal names, in the goal's order, read from the row's snapshot; the rest of the answer
+    is unchanged, and the instruction-only baseline's targets get no sentence."""
+    from r3.sim.language_table.env import LanguageTableEnv
+    from r3.tasks.language_table.board import BLOCKS, region_name
+    from r3.train.sft import prepare_sft
+
+    over = {"model": str(data["model"]), "dataset": str(data["root"] / "sft"), "output_dir": "unused"}
+    plain = load_config(CONFIGS / "sft_tiny_cpu.yaml", SFTConfig, over)
+    regions = load_config(CONFIGS / "sft_tiny_cpu.yaml", SFTConfig, {**over, "reasoning_regions": True})
+    sources = open_dataset(plain.dataset, None, ("goal", "snapshot"))
+    env = LanguageTableEnv(task=None, render_mode=None)
+    checked = 0
+    for before, after, source in zip(prepare_sft(plain)[0], prepare_sft(regions)[0], sources):
+        old, new = (r["completion"][0]["content"][0]["text"] for r in (before, after))
+        named = sorted((source["goal"].find(b), b) for b in BLOCKS if b in source["goal"])
+        if not named:
+            assert new == old
+            continue
+        env.restore(Path(source["snapshot"]).read_bytes())
+        where = ", ".join(f"the {b} {region_name(env.state().xy(b))}" for _, b in named)
+        assert new == old.replace("Reasoning: ", f"Reasoning: Where they are: {where}. ", 1), (new, old)
+        checked += 1
+    env.close()
+    assert checked >= 3
+    baseline = {**over, "reasoning_regions": True, "mode": "instruction_only"}
+    rows = prepare_sft(load_config(CONFIGS / "sft_tiny_cpu.yaml", SFTConfig, baseline))[0]
+    assert all(r["completion"][0]["content"][0]["text"].startswith("Instruction: ") for r in rows)
+
+
 def test_freeze_vision_keeps_the_image_tower_as_loaded_and_trains_the_rest(data):
     """``freeze_vision``: after SFT steps the vision tower's weights are those of the base model, and
     the connector and language model have moved."""

@@ -14,7 +14,9 @@ stopped run continues where it was):
    history = previous instruction.
 3. ``model``: a small idefics3 VLM built from scratch (:func:`r3.reasoning.tiny.build_tiny_model`),
    then ``vision``: its image tower and connector pretrained on block positions in rendered layouts
-   (:func:`r3.train.vision.pretrain_vision`; ``vision: null`` skips it).
+   (:func:`r3.train.vision.pretrain_vision`; ``vision: null`` skips it), then ``grounding``: its
+   language model taught to write each named block's board region from the image tokens
+   (:func:`r3.train.grounding.pretrain_grounding`; ``grounding: null`` skips it).
 4. ``sft`` and ``il``: Stage I (:func:`r3.train.sft.run_sft`) with reasoning, and R^3's imitation
    baseline (``mode: instruction_only``) on the same rows.
 5. ``rl``: Stage II, Dr. GRPO with the rubric judge (:func:`r3.train.grpo.run_rl`) from the SFT model.
@@ -51,10 +53,16 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("expert (ceiling)", "expert"),
 )
 MODEL_STAGES = ("sft", "il", "rl")
+#: Stages between the model built from scratch and Stage I, in order, and what each teaches; stage
+#: ``s`` is ``r3.train.s``'s ``pretrain_s`` with its ``SPretrainConfig``.
+PRETRAINING_STAGES = {
+    "vision": "the image tower where the blocks are",
+    "grounding": "the language model to read each block's region from the image tokens",
+}
 #: The stage sizes that come with r3 (config/mini in the source tree).
 CONFIGS = Path(__file__).resolve().parents[1] / "config" / "mini"
 SPLITS = ("T_M", "T_R", "T_O")
-CONFIG_KEYS = ("workers", "collect", "model", "vision", "sft", "il", "rl", "states", "eval")
+CONFIG_KEYS = ("workers", "collect", "model", "vision", "grounding", "sft", "il", "rl", "states", "eval")
 
 
 class MiniError(RuntimeError):
@@ -196,33 +204,33 @@ class MiniRun:
             image_size=m["image_size"],
         )
 
-    def vision_config(self):
-        """The vision pretraining's sizes (None: the section is null and Stage I starts from the
-        built model)."""
-        from r3.train.vision import VisionPretrainConfig
-
-        values = self.cfg["vision"]
+    def pretraining_config(self, stage: str):
+        """The sizes of pretraining ``stage`` (vision, grounding); None when its section is null and
+        the stage is skipped."""
+        values = self.cfg[stage]
         if values is None:
             return None
         if not isinstance(values, dict):
-            raise MiniError(f"vision: expected a mapping of sizes or null, got {values!r}")
+            raise MiniError(f"{stage}: expected a mapping of sizes or null, got {values!r}")
         try:
-            return VisionPretrainConfig(**values)
+            return getattr(_pretraining_module(stage), f"{stage.capitalize()}PretrainConfig")(**values)
         except (TypeError, ValueError) as err:
-            raise MiniError(f"vision: {err}") from None
+            raise MiniError(f"{stage}: {err}") from None
 
-    def vision(self) -> None:
-        from r3.train.vision import RECORD, pretrain_vision
-
-        cfg = self.vision_config()
-        if cfg is None or (self.path("vision") / RECORD).is_file():
+    def pretrain(self, stage: str) -> None:
+        """Run pretraining ``stage`` on the model the stage before it made, unless it is done."""
+        module, cfg = _pretraining_module(stage), self.pretraining_config(stage)
+        if cfg is None or (self.path(stage) / module.RECORD).is_file():
             return
-        _say(f"vision: pretraining the image tower on block positions, {self.cfg['vision']}")
-        pretrain_vision(self.path("model"), self.path("vision"), cfg)
+        _say(f"{stage}: pretraining {PRETRAINING_STAGES[stage]}, {self.cfg[stage]}")
+        getattr(module, f"pretrain_{stage}")(self.model_before(stage), self.path(stage), cfg)
 
-    def start_model(self) -> Path:
-        """Where Stage I starts: the vision-pretrained model, or the built one without that stage."""
-        return self.path("model" if self.cfg["vision"] is None else "vision")
+    def model_before(self, stage: str) -> Path:
+        """The model stage ``stage`` starts from: the last of model, vision, grounding before it whose
+        section is not null (Stage I starts from the last of all three)."""
+        order = ("model", *PRETRAINING_STAGES)
+        earlier = order[: order.index(stage)] if stage in order else order
+        return self.path(next(s for s in reversed(earlier) if s == "model" or self.cfg[s] is not None))
 
     def stage_config(self, stage: str):
         """The training config of ``stage`` (sft, il, rl), written to ``OUT/configs/STAGE.yaml`` and
@@ -236,7 +244,7 @@ class MiniRun:
             values.update(model=str(self.checkpoint("sft")), dataset=str(data / "rl"))
         else:
             values.update(
-                model=str(self.start_model()),
+                model=str(self.model_before(stage)),
                 dataset=str(data / "sft"),
                 eval_dataset=str(data / "sft_held_out"),
                 mode="reason" if stage == "sft" else "instruction_only",
@@ -327,6 +335,13 @@ class MiniRun:
         vision = self.path("vision", "r3_vision.json")
         if vision.is_file():  # the held-out block position error before and after pretraining
             summary["vision"] = json.loads(vision.read_text())["held_out_error_cm"]
+        grounding = self.path("grounding", "r3_grounding.json")
+        if grounding.is_file():  # held-out blocks whose region the model reads, before and after
+            record = json.loads(grounding.read_text())
+            summary["grounding"] = {
+                **record["held_out_blocks_read"],
+                "after_with_another_image": record["held_out_blocks_read_with_another_image"],
+            }
         self.path("summary.json").write_text(json.dumps(summary, indent=1) + "\n")
         return summary
 
@@ -345,13 +360,15 @@ class MiniRun:
 
     def run(self) -> dict:
         start = time.perf_counter()
-        self.vision_config()  # a bad key in any stage stops the run here, before any episode
+        for stage in PRETRAINING_STAGES:  # a bad key in any stage stops the run here, before any episode
+            self.pretraining_config(stage)
         for stage in MODEL_STAGES:
             self.stage_config(stage)
         self.collect()
         self.datasets()
         self.model()
-        self.vision()
+        for stage in PRETRAINING_STAGES:
+            self.pretrain(stage)
         for stage in ("sft", "il", "rl"):
             self.train(stage)
         self.states()
@@ -359,6 +376,12 @@ class MiniRun:
         summary = self.report()
         _say(f"done in {time.perf_counter() - start:.0f} s: {self.path('table.md')}")
         return summary
+
+
+def _pretraining_module(stage: str):
+    import importlib
+
+    return importlib.import_module(f"r3.train.{stage}")
 
 
 def _scene_of(episode_id: str) -> int:

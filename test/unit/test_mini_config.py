@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from r3.mini import CONFIG_KEYS, CONFIGS, mini_main
@@ -45,30 +46,38 @@ def test_a_folder_of_other_sizes_is_refused(tmp_path, capsys):
     assert "holds a run of another config" in capsys.readouterr().err
 
 
-def test_a_bad_vision_section_is_refused_before_any_episode(tmp_path, capsys):
+@pytest.mark.parametrize("stage", ["vision", "grounding"])
+def test_a_bad_pretraining_section_is_refused_before_any_episode(tmp_path, capsys, stage):
     for n, change in enumerate(
         (
-            lambda c: c["vision"].update(steps=-1),
-            lambda c: c["vision"].update(pixels=64),
-            lambda c: c.update(vision="yes"),
+            lambda c: c[stage].update(steps=-1),
+            lambda c: c[stage].update(pixels=64),
+            lambda c: c.update({stage: "yes"}),
         )
     ):
         path = _write(tmp_path, change)
         out = tmp_path / f"out{n}"
         assert mini_main(["--config", str(path), "--out", str(out)]) == 2
-        assert "vision" in capsys.readouterr().err
+        assert f"{stage}:" in capsys.readouterr().err
         assert not (out / "episodes").exists()
 
 
-def test_without_vision_pretraining_stage_one_starts_from_the_built_model(tmp_path):
+def test_stage_one_starts_from_the_last_pretraining_stage_that_runs(tmp_path):
     from r3.mini import MiniRun
 
     cfg = yaml.safe_load((CONFIGS / "quick.yaml").read_text())
-    assert MiniRun(tmp_path / "a", cfg).stage_config("sft").model == str(tmp_path / "a" / "vision")
-    cfg["vision"] = None
+    run = MiniRun(tmp_path / "a", cfg)
+    assert run.stage_config("sft").model == str(tmp_path / "a" / "grounding")
+    assert run.model_before("grounding") == tmp_path / "a" / "vision"
+    cfg["grounding"] = None
     run = MiniRun(tmp_path / "b", cfg)
-    assert run.vision_config() is None
-    assert run.stage_config("il").model == str(tmp_path / "b" / "model")
+    assert run.pretraining_config("grounding") is None
+    assert run.stage_config("sft").model == str(tmp_path / "b" / "vision")
+    cfg["vision"] = None
+    run = MiniRun(tmp_path / "c", cfg)
+    assert run.stage_config("il").model == str(tmp_path / "c" / "model")
+    cfg["grounding"] = {}
+    assert MiniRun(tmp_path / "d", cfg).model_before("grounding") == tmp_path / "d" / "model"
 
 
 def test_a_bad_collect_or_states_count_is_refused_before_any_episode(tmp_path, capsys):

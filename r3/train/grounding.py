@@ -16,8 +16,6 @@ Idefics3 models only (the architecture ``r3 mini`` trains).
 
 from __future__ import annotations
 
-import json
-import shutil
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -66,13 +64,10 @@ class GroundingPretrainConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for key in ("images", "held_out_images", "steps", "batch_size", "curriculum_steps"):
-            value = getattr(self, key)
-            low = 0 if key == "curriculum_steps" else 1
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(f"grounding.{key}={value!r}: must be an integer >= {low}")
-        if not (isinstance(self.learning_rate, (int, float)) and 0 < self.learning_rate < 1):
-            raise ValueError(f"grounding.learning_rate={self.learning_rate!r}: must be in (0, 1)")
+        from r3.train.vision import check_sizes
+
+        counts = ("images", "held_out_images", "steps", "batch_size", "curriculum_steps")
+        check_sizes(self, "grounding", counts, zero_ok=("curriculum_steps",))
 
     def named_blocks(self, step: int, blocks: int) -> int:
         """How many blocks the captions of training step ``step`` name."""
@@ -142,18 +137,13 @@ def pretrain_grounding(model_dir: str | Path, out_dir: str | Path, cfg: Groundin
     import torch
     from PIL import Image
     from tqdm import tqdm
-    from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from r3.tasks.language_table.board import BLOCKS, region_name
     from r3.train.checkpoint import freeze_vision_tower
-    from r3.train.vision import render_scenes
+    from r3.train.vision import load_for_pretraining, render_scenes, save_pretrained_stage
 
     model_dir, out_dir = Path(model_dir), Path(out_dir)
-    processor = AutoProcessor.from_pretrained(model_dir)
-    model = AutoModelForImageTextToText.from_pretrained(model_dir, local_files_only=True)
-    if model.config.model_type != "idefics3":
-        raise ValueError(f"{model_dir}: grounding pretraining takes idefics3, not {model.config.model_type}")
-    torch.manual_seed(cfg.seed)
+    processor, model = load_for_pretraining(model_dir, "grounding", cfg.seed)
     freeze_vision_tower(model)
 
     total = cfg.images + cfg.held_out_images
@@ -209,19 +199,13 @@ def pretrain_grounding(model_dir: str | Path, out_dir: str | Path, cfg: Groundin
             if step % 50 == 0:
                 bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}", names=len(blocks))
     after, other = read_share(), read_share(shift=max(1, cfg.held_out_images // 3))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out_dir)
-    processor.save_pretrained(out_dir)
-    for record_file in ("r3_tiny.json", "r3_vision.json"):  # what the model folder says it is
-        if (model_dir / record_file).is_file():
-            shutil.copy2(model_dir / record_file, out_dir / record_file)
     record = {
         "config": asdict(cfg),
         "held_out_blocks_read": {"before": round(before, 4), "after": round(after, 4)},
         "held_out_blocks_read_with_another_image": round(other, 4),
         "final_loss": round(float(np.mean(losses[-50:])), 4),
     }
-    (out_dir / RECORD).write_text(json.dumps(record, indent=1) + "\n")
+    save_pretrained_stage(model, processor, model_dir, out_dir, RECORD, record)
     print(
         f"[grounding] held-out blocks read {before:.1%} -> {after:.1%} ({other:.1%} with another image)",
         file=sys.stderr,

@@ -42,12 +42,18 @@ class VisionPretrainConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for key in ("images", "held_out_images", "steps", "batch_size"):
-            value = getattr(self, key)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"vision.{key}={value!r}: must be an integer >= 1")
-        if not (isinstance(self.learning_rate, (int, float)) and 0 < self.learning_rate < 1):
-            raise ValueError(f"vision.learning_rate={self.learning_rate!r}: must be in (0, 1)")
+        check_sizes(self, "vision", ("images", "held_out_images", "steps", "batch_size"))
+
+
+def check_sizes(cfg, section: str, counts: tuple[str, ...], zero_ok: tuple[str, ...] = ()) -> None:
+    """Refuse a pretraining config whose ``counts`` are not integers >= 1 (>= 0 for ``zero_ok``) or
+    whose ``learning_rate`` is not in (0, 1), naming ``section``'s key."""
+    for key in counts:
+        value, low = getattr(cfg, key), 0 if key in zero_ok else 1
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ValueError(f"{section}.{key}={value!r}: must be an integer >= {low}")
+    if not (isinstance(cfg.learning_rate, (int, float)) and 0 < cfg.learning_rate < 1):
+        raise ValueError(f"{section}.learning_rate={cfg.learning_rate!r}: must be in (0, 1)")
 
 
 def render_scenes(count: int, seed: int) -> tuple[list[np.ndarray], np.ndarray]:
@@ -140,6 +146,32 @@ class _Grid:
         return (picked + 1.0) / 2.0
 
 
+def load_for_pretraining(model_dir: Path, stage: str, seed: int):
+    """(processor, model) of the idefics3 model in ``model_dir`` for pretraining ``stage``, with torch
+    seeded; another architecture is refused."""
+    import torch
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(model_dir)
+    model = AutoModelForImageTextToText.from_pretrained(model_dir, local_files_only=True)
+    if model.config.model_type != "idefics3":
+        raise ValueError(f"{model_dir}: {stage} pretraining takes idefics3, not {model.config.model_type}")
+    torch.manual_seed(seed)
+    return processor, model
+
+
+def save_pretrained_stage(model, processor, model_dir: Path, out_dir: Path, record_file: str, record: dict):
+    """Save the whole model with its processor files to ``out_dir``, keep the records ``model_dir``
+    holds (what the model is: ``r3_tiny.json``, earlier stages'), and write this stage's ``record``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    processor.save_pretrained(out_dir)
+    for earlier in model_dir.glob("r3_*.json"):
+        if earlier.name != record_file:
+            shutil.copy2(earlier, out_dir / earlier.name)
+    (out_dir / record_file).write_text(json.dumps(record, indent=1) + "\n")
+
+
 def pretrain_vision(model_dir: str | Path, out_dir: str | Path, cfg: VisionPretrainConfig) -> dict:
     """Train ``model_dir``'s vision tower and connector on rendered layouts and save the whole model
     (processor files included) to ``out_dir``; returns the record written to ``out_dir/r3_vision.json``
@@ -147,16 +179,11 @@ def pretrain_vision(model_dir: str | Path, out_dir: str | Path, cfg: VisionPretr
     import torch
     from PIL import Image
     from tqdm import tqdm
-    from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from r3.sim.language_table.env import LanguageTableEnv
 
     model_dir, out_dir = Path(model_dir), Path(out_dir)
-    processor = AutoProcessor.from_pretrained(model_dir)
-    model = AutoModelForImageTextToText.from_pretrained(model_dir, local_files_only=True)
-    if model.config.model_type != "idefics3":
-        raise ValueError(f"{model_dir}: vision pretraining takes idefics3, not {model.config.model_type}")
-    torch.manual_seed(cfg.seed)
+    processor, model = load_for_pretraining(model_dir, "vision", cfg.seed)
 
     def pixels(frames):
         batch = processor.image_processor([[Image.fromarray(f)] for f in frames], return_tensors="pt")
@@ -215,16 +242,11 @@ def pretrain_vision(model_dir: str | Path, out_dir: str | Path, cfg: VisionPretr
             if step % 50 == 0:
                 bar.set_postfix(loss=f"{np.mean(losses[-50:]):.3f}")
     after = held_out_error_cm()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out_dir)
-    processor.save_pretrained(out_dir)
-    if (model_dir / "r3_tiny.json").is_file():
-        shutil.copy2(model_dir / "r3_tiny.json", out_dir / "r3_tiny.json")
     record = {
         "config": asdict(cfg),
         "held_out_error_cm": {"before": round(before, 2), "after": round(after, 2)},
         "final_loss": round(float(np.mean(losses[-50:])), 4),
     }
-    (out_dir / RECORD).write_text(json.dumps(record, indent=1) + "\n")
+    save_pretrained_stage(model, processor, model_dir, out_dir, RECORD, record)
     print(f"[vision] held-out block centre error {before:.1f} cm -> {after:.1f} cm", file=sys.stderr)
     return record

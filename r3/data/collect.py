@@ -146,6 +146,17 @@ def is_complete(out: str | Path, spec: EpisodeSpec) -> bool:
 _WORKER: dict = {}
 
 
+def _release_worker() -> None:
+    """Close and forget what this worker cached for another config. A dropped simulator's renderer
+    is otherwise closed whenever the garbage collector gets to it, possibly with the next
+    simulator's OpenGL context current, which crashed the process under OSMesa."""
+    cell = _WORKER.get("cell")
+    for part in (_WORKER.get("env"), cell and cell.env, _WORKER.get("backend")):
+        if part is not None:
+            part.close()
+    _WORKER.clear()
+
+
 def run_one(spec: EpisodeSpec, config: CollectConfig) -> tuple[str, bool]:
     """Run one episode and move its bag into ``config.out``; (episode id, success). Runs in a worker."""
     from r3.data.episode_bag import record_episode
@@ -157,6 +168,7 @@ def run_one(spec: EpisodeSpec, config: CollectConfig) -> tuple[str, bool]:
         from r3.reasoning import make_backend
         from r3.sim.language_table.env import LanguageTableEnv
 
+        _release_worker()
         backend = make_backend(config.backend)
         backend.load()
         _WORKER.update(
@@ -191,6 +203,7 @@ def _run_packing(spec: EpisodeSpec, config: CollectConfig) -> tuple[str, bool]:
         from r3.packing_episode import PackingCell
         from r3.reasoning import make_backend
 
+        _release_worker()
         backend = make_backend(config.backend)
         backend.load()
         _WORKER.update(key=key, cell=PackingCell.build(), backend=backend)

@@ -266,3 +266,29 @@ def test_png_images_are_the_recorded_frames(datasets_dir, bags):
         for row in (r for r in ds if r[S.EPISODE_ID] == episode):
             png = np.asarray(Image.open(io.BytesIO(Path(row[S.IMAGES][0]).read_bytes())))
             assert np.array_equal(png, frames[row[S.STEP]]), (episode, row[S.STEP])
+
+
+def test_a_collect_worker_closes_its_simulator_before_building_one_for_other_sizes(tmp_path, monkeypatch):
+    """One process collecting at two image sizes (tests do; so may a user's script) rebuilds its
+    simulator. The old one's renderer must be closed first: dropped, it was closed whenever the
+    garbage collector got to it, with the new simulator's OpenGL context current, and under OSMesa
+    that crashed the process (seen in the suite: a segfault in the next collect)."""
+    from r3.data import collect as collect_module
+    from r3.sim.language_table import env as env_module
+
+    small = CollectConfig(out=str(tmp_path / "a"), scenes=1, trials=1, width=64, height=48, max_steps=1)
+    collect_module.run_one(plan(small)[0], small)
+    first = collect_module._WORKER["env"]
+    assert first._renderer is not None
+    seen = []
+
+    class Watched(env_module.LanguageTableEnv):
+        def __init__(self, *args, **kwargs):
+            seen.append(first._renderer is None)  # was the old renderer closed before this one?
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(env_module, "LanguageTableEnv", Watched)
+    other = dataclasses.replace(small, out=str(tmp_path / "b"), width=80, height=60)
+    collect_module.run_one(plan(other)[0], other)
+    assert seen == [True]
+    assert collect_module._WORKER["env"] is not first and collect_module._WORKER["env"].width == 80

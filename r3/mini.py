@@ -649,12 +649,14 @@ def mini_main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="r3 mini",
         description="The whole R^3 recipe at laptop scale on CPU: collect expert episodes (T_M for SFT, "
-        "T_R for RL), build datasets, build a small VLM from scratch and pretrain its image tower on the "
-        "simulator's block positions, Stage I SFT with reasoning and the "
-        "instruction-only imitation baseline, Stage II Dr. GRPO with the rubric judge, then the judge "
-        "reward on held-out states and r3 eval of every model and baseline on held-out scenes of T_M, T_R "
-        "and T_O, written as a table in the form of R^3's Table 2 (table.md, table.csv) with learning "
-        "curves and success per task (PNG). Resumable: a stage whose output is complete is skipped.",
+        "T_R for RL),"
+        " build datasets, build a small VLM from scratch and pretrain its image tower on the simulator's"
+        " block positions and its language model on where named blocks are, Stage I SFT with reasoning "
+        "and the instruction-only imitation baseline, Stage II Dr. GRPO with the rubric judge, then the "
+        "judge reward on held-out states and r3 eval of every model and baseline on held-out scenes of "
+        "T_M, T_R and T_O, written as a table in the form of R^3's Table 2 (table.md, table.csv) with "
+        "learning curves and success per task (PNG). Resumable: a stage whose output is complete is "
+        "skipped.",
     )
     p.add_argument(
         "--quick",

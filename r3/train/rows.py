@@ -195,7 +195,8 @@ def sft_rows(
 
 
 def _region_sentences(table) -> list[str]:
-    """Each row's region sentence ("" for a row whose goal names no block, or without a snapshot)."""
+    """Each row's region sentence ("" for a row whose goal names no Language Table block, as no
+    other suite's goal does, or without a snapshot)."""
     from r3.sim.language_table.env import LanguageTableEnv
     from r3.train.grounding import goal_region_sentence
 
@@ -203,10 +204,7 @@ def _region_sentences(table) -> list[str]:
         raise DatasetError("reasoning_regions: the dataset has no snapshot column to read positions from")
     env = LanguageTableEnv(task=None, render_mode=None)
     try:
-        return [
-            goal_region_sentence(goal, _snapshot(snapshot), env) if suite == "language_table" else ""
-            for goal, snapshot, suite in zip(table[S.GOAL], table[S.SNAPSHOT], table[S.SUITE])
-        ]
+        return [goal_region_sentence(g, _snapshot(s), env) for g, s in zip(table[S.GOAL], table[S.SNAPSHOT])]
     finally:
         env.close()
 

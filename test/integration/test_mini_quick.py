@@ -24,12 +24,8 @@ def test_mini_quick_learns_and_writes_the_table(tmp_path):
     assert held_out[0][0] == 0 and held_out[-1][0] > 0
     assert held_out[-1][1] < 0.6 * held_out[0][1], held_out
 
-    # Both pretraining stages ran, each on the one before it (quick sizes: pipeline, not a figure).
-    assert set(summary["vision"]) == {"before", "after"}
-    assert set(summary["grounding"]) == {"before", "after", "after_with_another_image"}
-    assert json.loads((out / "grounding" / "r3_vision.json").read_text()) == json.loads(
-        (out / "vision" / "r3_vision.json").read_text()
-    )
+    # The vision stage ran; the grounding stage is off at this size (quick.yaml says why).
+    assert set(summary["vision"]) == {"before", "after"} and "grounding" not in summary
     valid = summary["valid_rate_without_constraint"]
     assert valid["sft_unconstrained"] > valid["untrained"], valid
 

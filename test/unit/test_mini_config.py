@@ -50,8 +50,8 @@ def test_a_folder_of_other_sizes_is_refused(tmp_path, capsys):
 def test_a_bad_pretraining_section_is_refused_before_any_episode(tmp_path, capsys, stage):
     for n, change in enumerate(
         (
-            lambda c: c[stage].update(steps=-1),
-            lambda c: c[stage].update(pixels=64),
+            lambda c: c.update({stage: {**(c[stage] or {}), "steps": -1}}),
+            lambda c: c.update({stage: {**(c[stage] or {}), "pixels": 64}}),
             lambda c: c.update({stage: "yes"}),
         )
     ):
@@ -66,6 +66,7 @@ def test_stage_one_starts_from_the_last_pretraining_stage_that_runs(tmp_path):
     from r3.mini import MiniRun
 
     cfg = yaml.safe_load((CONFIGS / "quick.yaml").read_text())
+    cfg["grounding"] = {}  # the defaults (quick.yaml has none)
     run = MiniRun(tmp_path / "a", cfg)
     assert run.stage_config("sft").model == str(tmp_path / "a" / "grounding")
     assert run.model_before("grounding") == tmp_path / "a" / "vision"

@@ -28,11 +28,20 @@ RECORD = "r3_grounding.json"
 OPENING = "Where they are:"
 
 
+def caption_pieces(named) -> list[tuple[str, bool]]:
+    """The caption after :data:`OPENING` of blocks and their board regions, ``[(block, region),
+    ...]``, as (text, is the region) pieces: " the red moon", " top right", ",", ... "."."""
+    pieces = []
+    for k, (block, region) in enumerate(named):
+        ending = "." if k == len(named) - 1 else ","
+        pieces += [(f" the {block}", False), (f" {region}", True), (ending, False)]
+    return pieces
+
+
 def region_sentence(named) -> str:
-    """The caption of blocks and their board regions, ``[(block, region), ...]``: "Where they are:
-    the red moon top right, the blue cube left." (what :class:`_Captions` tokenizes piece by piece,
-    and what Stage I's ``reasoning_regions`` puts first in an answer's reasoning)."""
-    return OPENING + ",".join(f" the {block} {region}" for block, region in named) + "."
+    """The caption as text: "Where they are: the red moon top right, the blue cube left." (what
+    Stage I's ``reasoning_regions`` puts first in an answer's reasoning)."""
+    return OPENING + "".join(text for text, _ in caption_pieces(named))
 
 
 def goal_region_sentence(goal: str, snapshot: str | None, env) -> str:
@@ -82,33 +91,26 @@ class _Captions:
     def __init__(self, processor, frame):
         from PIL import Image
 
-        from r3.tasks.language_table.board import BLOCKS
-
         tokenizer = processor.tokenizer
         self.pad = tokenizer.pad_token_id or 0
         self.encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]
         image = getattr(processor, "image_token", "<image>")
         opening = processor(text=f"{image}{OPENING}", images=[[Image.fromarray(frame)]], return_tensors="pt")
         self.prefix = opening["input_ids"][0].tolist()
-        self.names = {b: self.encode(f" the {b}") for b in BLOCKS}
-        self.comma, self.stop = self.encode(","), self.encode(".")
-        self._regions: dict[str, list[int]] = {}
-
-    def region(self, name: str) -> list[int]:
-        if name not in self._regions:
-            self._regions[name] = self.encode(f" {name}")
-        return self._regions[name]
+        self._ids: dict[str, list[int]] = {}
 
     def caption(self, named: list[tuple[str, str]]):
-        """(ids, labels, spans) for blocks and their regions: labels are -100 except on the region
+        """(ids, labels, spans) of :func:`caption_pieces`: labels are -100 except on the region
         words; spans are each region's [start, end) in ids."""
         ids, labels, spans = list(self.prefix), [-100] * len(self.prefix), []
-        for k, (block, region) in enumerate(named):
-            words, ending = self.region(region), self.stop if k == len(named) - 1 else self.comma
-            ids += self.names[block]
-            spans.append((len(ids), len(ids) + len(words)))
-            ids += words + ending
-            labels += [-100] * len(self.names[block]) + words + [-100] * len(ending)
+        for text, is_region in caption_pieces(named):
+            if text not in self._ids:
+                self._ids[text] = self.encode(text)
+            piece = self._ids[text]
+            if is_region:
+                spans.append((len(ids), len(ids) + len(piece)))
+            ids += piece
+            labels += piece if is_region else [-100] * len(piece)
         return ids, labels, spans
 
     def batch(self, captions):

@@ -309,7 +309,13 @@ def test_killing_a_node_ends_the_episode_with_an_error_naming_it(victim, tmp_pat
     info = read_episode_info(_only_bag(tmp_path))
     assert info.status == INCOMPLETE
     steps = _topics(_only_bag(tmp_path)).get(names.REASONER_STEPS, [])
-    assert len(steps) >= steps_before - (1 if victim == "r3_recorder_node" else 0)
+    # Every step but the last one the client saw is in the bag. The last may be missing when the
+    # recorder or its publisher is the victim: a reliable sample that reached the client but not the
+    # recorder (a shared-memory port that overflowed while the recorder waited for a core) is
+    # repaired from the writer's history on the next heartbeat, and a SIGKILLed writer has none.
+    # Seen once at a load of 8: the bag kept 1 of the 2 steps with the reasoner killed.
+    lost_at_most = 1 if victim in ("r3_recorder_node", "r3_reasoner_node") else 0
+    assert len(steps) >= steps_before - lost_at_most
 
 
 def test_the_simulator_refuses_out_of_range_commands(graph):

@@ -7,6 +7,8 @@ ROS-free. The simulator (MuJoCo) loads only when a semantic judgement first need
 - :class:`VLMJudge`: the same rubric asked of an OpenAI-compatible VLM, for real-robot data.
 - :class:`OutcomeReward`: the semantic tier graded (how far the answer carries the board towards the
   expert's outcome), a denser Stage II term beside the judge.
+- :class:`ProgressReward`: the task progress the answer's instruction makes in the simulator, with no
+  reference (an environment reward).
 - :func:`exact_match`, :func:`length_penalty`, :func:`lcs_reward`, :func:`plan_format_reward`,
   :func:`plan_reward`: unscaled reward terms (the packing plan interface's in :mod:`.plan`).
 - :class:`RewardComposer` and the TRL reward functions (:mod:`.functions`).
@@ -21,6 +23,7 @@ from r3.rewards.functions import (
     PackingPlanLCSReward,
     PlanFormatReward,
     PlanLCSReward,
+    ProgressReward,
     RewardComposer,
     completion_text,
     instruction_rewards,
@@ -47,6 +50,7 @@ __all__ = [
     "PackingPlanLCSReward",
     "PlanFormatReward",
     "PlanLCSReward",
+    "ProgressReward",
     "RewardComposer",
     "RuleJudge",
     "Tier",

@@ -219,6 +219,44 @@ class OutcomeReward:
         return scores
 
 
+class ProgressReward:
+    """The task progress the answer's instruction makes when the simulator carries it out from the
+    row's snapshot (:meth:`r3.rewards.semantic.OutcomeSimulator.progress_gain`): progress after
+    minus before, in [-1, 1], with no reference to compare with.
+
+    Not part of R^3's reward, which grades agreement with the expert; it grades the move by what
+    the task itself measures, the signal an environment reward gives (ERR, RoboGPT-R1). It shares
+    the judge's simulator when given the judge. Rows need a ``snapshot`` that holds a task and a
+    suite whose instructions that simulator carries out (Language Table); other rows are None. An
+    answer without one valid instruction scores -1, the worst any move can do, so that answering
+    badly is never a way out of a move that would undo work.
+    """
+
+    def __init__(self, judge: RuleJudge | None = None, name: str = "progress"):
+        self.judge = judge if judge is not None else RuleJudge()
+        self.__name__ = name
+
+    def __call__(self, completions, **kwargs) -> list[float | None]:
+        n = len(completions)
+        suites = [s or DEFAULT_SUITE for s in _column(kwargs, "suite", n, DEFAULT_SUITE)]
+        snapshots = _column(kwargs, "snapshot", n)
+        scores: list[float | None] = [None] * n
+        jobs = []  # (index, snapshot, instruction), rolled out as one batch
+        for i, (c, s, snap) in enumerate(zip(completions, suites, snapshots)):
+            if not get_suite(s).outcome_simulated or snap is None:
+                continue
+            parsed = parse_response(completion_text(c), s, mode="instruction_only")
+            if isinstance(parsed, ResponseError):
+                scores[i] = -1.0
+            else:
+                jobs.append((i, load_snapshot(snap), parsed.instruction))
+        simulator = self.judge.simulator
+        simulator.prefetch([(snap, instruction) for _, snap, instruction in jobs])
+        for i, snap, instruction in jobs:
+            scores[i] = simulator.progress_gain(snap, instruction)
+        return scores
+
+
 class LengthPenaltyReward:
     """``clip(log2(clip(n, 1, T) / T), -1, 0)`` over the whole response (R^3 Appendix A.4).
 

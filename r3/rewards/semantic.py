@@ -43,12 +43,14 @@ JUDGE_POLICY_CONFIG = PushingPolicyConfig(action_noise_std=0.0, overshoot_std=0.
 
 @dataclass(frozen=True)
 class Outcome:
-    """Final block positions of one rollout (``(len(BLOCKS), 2)``, BLOCKS order) and what moved."""
+    """Final block positions of one rollout (``(len(BLOCKS), 2)``, BLOCKS order), what moved, and
+    the task progress it made (after minus before; None when the snapshot holds no task)."""
 
     positions: np.ndarray
     moved: str | None
     displacement: float
     steps: int
+    progress_gain: float | None = None
 
 
 def load_snapshot(snapshot: bytes | str | os.PathLike) -> bytes:
@@ -158,11 +160,14 @@ class OutcomeSimulator:
         while (action := policy.act(env.state())) is not None:
             env.step(action)
             steps += 1
-        positions = env.state().positions()
+        end = env.state()
+        positions = end.positions()
         moves = np.linalg.norm(positions - start.positions(), axis=1)
         i = int(np.argmax(moves))
         moved = BLOCKS[i] if moves[i] >= self.moved_threshold_m else None
-        return Outcome(positions, moved, float(moves[i]), steps)
+        task = env.task_instance
+        gain = None if task is None else task.progress(end) - task.progress(start)
+        return Outcome(positions, moved, float(moves[i]), steps, gain)
 
     def same_outcome(
         self, snapshot: bytes, candidate: Instruction, reference: Instruction
@@ -196,6 +201,11 @@ class OutcomeSimulator:
         if a.moved is None or a.moved != b.moved:
             return 0.0
         return max(0.0, 1.0 - _worst_gap(a, b)[1] / b.displacement)
+
+    def progress_gain(self, snapshot: bytes, instruction: Instruction) -> float | None:
+        """How much the instruction, carried out from ``snapshot``, raises the progress of the
+        snapshot's task (in [-1, 1]; negative when it undoes work); None without a task."""
+        return self.outcome(snapshot, instruction).progress_gain
 
 
 def _worst_gap(a: Outcome, b: Outcome) -> tuple[int, float]:

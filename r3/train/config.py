@@ -33,10 +33,11 @@ SCALE_REWARDS = ("none", "group", "batch")
 IMPORTANCE_LEVELS = ("token", "sequence")
 VLLM_MODES = ("colocate", "server")
 #: The reward terms each action interface's RL job can weight: R^3's single-step terms for
-#: instructions (plus the graded simulator outcome, ``r3.rewards.functions.OutcomeReward``),
-#: ERR's turn checkers for the semantic interface (:mod:`r3.rewards.turn`).
+#: instructions (plus the graded simulator outcome and the simulated task progress,
+#: ``r3.rewards.functions.OutcomeReward`` / ``ProgressReward``), ERR's turn checkers for the
+#: semantic interface (:mod:`r3.rewards.turn`).
 REWARD_TERMS: dict[str, tuple[str, ...]] = {
-    "instruction": ("judge", "length", "outcome"),
+    "instruction": ("judge", "length", "outcome", "progress"),
     "semantic": TURN_TERMS,
 }
 #: The terms a config without ``rewards`` weights at 1: the papers' rewards (R^3: judge + length).

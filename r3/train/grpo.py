@@ -16,6 +16,7 @@ from r3.rewards.functions import (
     JudgeReward,
     LengthPenaltyReward,
     OutcomeReward,
+    ProgressReward,
     RewardComposer,
     completion_text,
 )
@@ -65,13 +66,15 @@ def _canonical(instruction: str, suite: str) -> str | None:
 
 
 def instruction_reward_terms(cfg: RLConfig) -> RewardComposer:
-    """The configured subset of R^3's ``R = R_acc + R_len`` terms and the graded outcome, with the
-    config's weights; the judge and the outcome share one simulator and its rollouts."""
+    """The configured subset of R^3's ``R = R_acc + R_len`` terms, the graded outcome and the
+    simulated task progress, with the config's weights; the judge, the outcome and the progress
+    share one simulator and its rollouts."""
     judge = RuleJudge()
     terms = {
         "judge": JudgeReward(judge),
         "length": LengthPenaltyReward(cfg.length_target_words),
         "outcome": OutcomeReward(judge),
+        "progress": ProgressReward(judge),
     }
     return RewardComposer({k: terms[k] for k in cfg.rewards}, cfg.rewards)
 

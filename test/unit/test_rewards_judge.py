@@ -11,6 +11,7 @@ from r3.instructions.language_table import parse
 from r3.rewards.cli import judge_main
 from r3.rewards.judge import RuleJudge, judge_instruction
 from r3.rewards.result import Tier
+from r3.tasks.language_table.board import BLOCKS, BoardState
 
 SNAPSHOTS = Path(rw.__file__).parent / "data" / "snapshots"
 # Blue moon at the origin-ish with the blue cube 0.14 m to its right (see make_semantic_cases.py).
@@ -230,3 +231,46 @@ def test_outcome_reward_skips_a_reference_outside_the_grammar_with_a_warning_nam
             snapshot=[INTO],
         )
     assert scores == [None]
+
+
+def test_progress_gain_is_the_task_progress_a_rollout_makes():
+    """Seed 2 of "group": pushing the first goal block into the second gathers them (progress
+    rises), pushing it up spreads them (falls), touching moves nothing, and the gain is the task's
+    own progress after the rollout minus before it."""
+    from r3.sim.language_table.env import LanguageTableEnv
+
+    env = LanguageTableEnv(task="group", render_mode=None)
+    env.reset(seed=2)
+    task, snap = env.task_instance, env.snapshot()
+    a, b = task.blocks[:2]
+    sim = rw.OutcomeSimulator()
+    into = sim.progress_gain(snap, parse(f"push the {a} into the {b}"))
+    assert into > 0.1
+    assert sim.progress_gain(snap, parse(f"move the {a} up")) < 0
+    assert sim.progress_gain(snap, parse(f"touch the {a}")) == pytest.approx(0, abs=1e-4)
+    env.restore(snap)
+    before = task.progress(env.state())
+    end = sim.outcome(snap, parse(f"push the {a} into the {b}")).positions
+    after = task.progress(BoardState({name: (*xy, 0.0) for name, xy in zip(BLOCKS, end)}, (0.0, 0.0)))
+    assert into == pytest.approx(after - before)
+    # A snapshot without a task (the judge's shipped cases) has no progress to gain.
+    assert sim.progress_gain(INTO.read_bytes(), parse("move the red moon up")) is None
+
+
+def test_progress_reward_scores_a_bad_answer_as_the_worst_move_and_skips_what_it_cannot_score():
+    from r3.sim.language_table.env import LanguageTableEnv
+
+    env = LanguageTableEnv(task="group", render_mode=None)
+    env.reset(seed=2)
+    a, b = env.task_instance.blocks[:2]
+    judge = RuleJudge()
+    progress = rw.ProgressReward(judge)
+    snap = env.snapshot()
+    scores = progress(
+        [f"Reasoning: they are apart. Instruction: push the {a} into the {b}", "Instruction: fly", "x", "x"],
+        suite=["language_table", "language_table", "language_table", "packing"],
+        snapshot=[snap, snap, None, snap],
+    )
+    assert scores[0] > 0.1 and scores[1] == -1.0
+    assert scores[2] is None and scores[3] is None  # no snapshot; a suite the pushing policy does not run
+    assert judge.simulator.prefetch([(snap, parse(f"push the {a} into the {b}"))]) == 0  # shared cache

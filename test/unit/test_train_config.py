@@ -122,9 +122,14 @@ def test_the_shipped_cpu_config_trains_on_every_row():
     assert load_config(CONFIGS / "sft_tiny_cpu.yaml", SFTConfig).max_rows is None
 
 
-def test_rewards_default_to_the_papers_terms_and_the_outcome_term_is_opt_in(tmp_path):
+def test_rewards_default_to_the_papers_terms_and_the_simulated_terms_are_opt_in(tmp_path):
+    from r3.train.grpo import instruction_reward_terms
+
     assert load_config(_write(tmp_path, BASE), RLConfig).rewards == {"judge": 1.0, "length": 1.0}
-    chosen = {"judge": 1.0, "length": 1.0, "outcome": 0.5}
-    assert load_config(_write(tmp_path, {**BASE, "rewards": chosen}), RLConfig).rewards == chosen
+    chosen = {"judge": 1.0, "length": 1.0, "outcome": 0.5, "progress": 2.0}
+    cfg = load_config(_write(tmp_path, {**BASE, "rewards": chosen}), RLConfig)
+    assert cfg.rewards == chosen
+    terms = instruction_reward_terms(cfg).terms
+    assert terms["outcome"].judge is terms["judge"].judge is terms["progress"].judge  # one simulator
     semantic = load_config(_write(tmp_path, {**BASE, "interface": "semantic", "sim_workers": 0}), RLConfig)
-    assert "outcome" not in semantic.rewards
+    assert "outcome" not in semantic.rewards  # ERR's turn terms (its own "progress": the turn's gain)

@@ -19,7 +19,7 @@ bench: setup
 doctor: setup
 	.venv/bin/r3 doctor
 
-# R^3 in miniature (docs/mini.md): the whole recipe on a laptop CPU, 81 minutes on 2 shared cores; mini-quick: toy size.
+# R^3 in miniature (docs/mini.md): the whole recipe on a laptop CPU, about 90 minutes on 2 cores; mini-quick: toy size.
 mini: setup
 	.venv/bin/r3 mini
 

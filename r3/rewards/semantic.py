@@ -43,14 +43,12 @@ JUDGE_POLICY_CONFIG = PushingPolicyConfig(action_noise_std=0.0, overshoot_std=0.
 
 @dataclass(frozen=True)
 class Outcome:
-    """Final block positions of one rollout (``(len(BLOCKS), 2)``, BLOCKS order), what moved, and
-    the task progress it made (after minus before; None when the snapshot holds no task)."""
+    """Final block positions of one rollout (``(len(BLOCKS), 2)``, BLOCKS order) and what moved."""
 
     positions: np.ndarray
     moved: str | None
     displacement: float
     steps: int
-    progress_gain: float | None = None
 
 
 def load_snapshot(snapshot: bytes | str | os.PathLike) -> bytes:
@@ -160,14 +158,11 @@ class OutcomeSimulator:
         while (action := policy.act(env.state())) is not None:
             env.step(action)
             steps += 1
-        end = env.state()
-        positions = end.positions()
+        positions = env.state().positions()
         moves = np.linalg.norm(positions - start.positions(), axis=1)
         i = int(np.argmax(moves))
         moved = BLOCKS[i] if moves[i] >= self.moved_threshold_m else None
-        task = env.task_instance
-        gain = None if task is None else task.progress(end) - task.progress(start)
-        return Outcome(positions, moved, float(moves[i]), steps, gain)
+        return Outcome(positions, moved, float(moves[i]), steps)
 
     def same_outcome(
         self, snapshot: bytes, candidate: Instruction, reference: Instruction
@@ -204,8 +199,15 @@ class OutcomeSimulator:
 
     def progress_gain(self, snapshot: bytes, instruction: Instruction) -> float | None:
         """How much the instruction, carried out from ``snapshot``, raises the progress of the
-        snapshot's task (in [-1, 1]; negative when it undoes work); None without a task."""
-        return self.outcome(snapshot, instruction).progress_gain
+        snapshot's task (in [-1, 1]; negative when it undoes work); None without a task. Computed
+        here from the cached outcome, so rollouts for the judge alone never pay for it."""
+        end = self.outcome(snapshot, instruction).positions
+        env = self._get_env()
+        env.restore(snapshot)
+        task = env.task_instance
+        if task is None:
+            return None
+        return task.progress_at(dict(zip(BLOCKS, end))) - task.progress(env.state())
 
 
 def _worst_gap(a: Outcome, b: Outcome) -> tuple[int, float]:

@@ -108,7 +108,11 @@ class TaskInstance:
         return self.satisfied(_points(state))
 
     def progress(self, state: BoardState) -> float:
-        return ck.score(self._best(_points(state))[1])
+        return self.progress_at(_points(state))
+
+    def progress_at(self, P: Points) -> float:
+        """Progress on raw positions (block name -> (x, y)), as :meth:`satisfied` takes them."""
+        return ck.score(self._best(P)[1])
 
     def terms(self, state: BoardState) -> dict[str, float]:
         """Raw constraint values (metres, or ratios) under the best role assignment."""

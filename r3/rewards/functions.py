@@ -172,6 +172,20 @@ class JudgeReward:
         return None
 
 
+def _simulated_answers(completions, kwargs: dict) -> list[tuple]:
+    """The rows whose answer the judge's simulator can carry out (a ``snapshot``, and a suite it
+    simulates: ``Suite.outcome_simulated``), as (index, suite, snapshot bytes, the answer read as
+    one instruction or its ResponseError)."""
+    n = len(completions)
+    suites = [s or DEFAULT_SUITE for s in _column(kwargs, "suite", n, DEFAULT_SUITE)]
+    rows = []
+    for i, (c, suite, snap) in enumerate(zip(completions, suites, _column(kwargs, "snapshot", n))):
+        if get_suite(suite).outcome_simulated and snap is not None:
+            parsed = parse_response(completion_text(c), suite, mode="instruction_only")
+            rows.append((i, suite, load_snapshot(snap), parsed))
+    return rows
+
+
 class OutcomeReward:
     """Graded outcome agreement with the expert's instruction in the simulator
     (:meth:`r3.rewards.semantic.OutcomeSimulator.agreement`): a denser Stage II signal than the
@@ -190,28 +204,23 @@ class OutcomeReward:
         self.__name__ = name
 
     def __call__(self, completions, **kwargs) -> list[float | None]:
-        n = len(completions)
-        references = _required_column(kwargs, "expert_instruction", n, self)
-        suites = [s or DEFAULT_SUITE for s in _column(kwargs, "suite", n, DEFAULT_SUITE)]
-        snapshots = _column(kwargs, "snapshot", n)
-        scores: list[float | None] = [None] * n
+        references = _required_column(kwargs, "expert_instruction", len(completions), self)
+        scores: list[float | None] = [None] * len(completions)
         jobs = []  # (index, snapshot, candidate, reference), rolled out as one batch
-        for i, (c, r, s, snap) in enumerate(zip(completions, references, suites, snapshots)):
-            if not get_suite(s).outcome_simulated or snap is None:
-                continue
-            reference = answer_grammar("instruction", s).parse(r)
+        for i, suite, snap, parsed in _simulated_answers(completions, kwargs):
+            reference = answer_grammar("instruction", suite).parse(references[i])
             if isinstance(reference, ParseError):
                 warnings.warn(
-                    f"{self.__name__}: sample skipped, reference {r!r} does not parse: {reference.reason}",
+                    f"{self.__name__}: sample skipped, reference {references[i]!r} does not parse: "
+                    f"{reference.reason}",
                     RuntimeWarning,
                     stacklevel=2,
                 )
                 continue
-            parsed = parse_response(completion_text(c), s, mode="instruction_only")
             if isinstance(parsed, ResponseError):
                 scores[i] = 0.0
             else:
-                jobs.append((i, load_snapshot(snap), parsed.instruction, reference))
+                jobs.append((i, snap, parsed.instruction, reference))
         simulator = self.judge.simulator
         simulator.prefetch([(snap, x) for _, snap, cand, ref in jobs for x in (cand, ref)])
         for i, snap, cand, ref in jobs:
@@ -237,19 +246,13 @@ class ProgressReward:
         self.__name__ = name
 
     def __call__(self, completions, **kwargs) -> list[float | None]:
-        n = len(completions)
-        suites = [s or DEFAULT_SUITE for s in _column(kwargs, "suite", n, DEFAULT_SUITE)]
-        snapshots = _column(kwargs, "snapshot", n)
-        scores: list[float | None] = [None] * n
+        scores: list[float | None] = [None] * len(completions)
         jobs = []  # (index, snapshot, instruction), rolled out as one batch
-        for i, (c, s, snap) in enumerate(zip(completions, suites, snapshots)):
-            if not get_suite(s).outcome_simulated or snap is None:
-                continue
-            parsed = parse_response(completion_text(c), s, mode="instruction_only")
+        for i, _, snap, parsed in _simulated_answers(completions, kwargs):
             if isinstance(parsed, ResponseError):
                 scores[i] = -1.0
             else:
-                jobs.append((i, load_snapshot(snap), parsed.instruction))
+                jobs.append((i, snap, parsed.instruction))
         simulator = self.judge.simulator
         simulator.prefetch([(snap, instruction) for _, snap, instruction in jobs])
         for i, snap, instruction in jobs:

@@ -36,6 +36,7 @@ from r3.data.bags import EpisodeBagWriter, EpisodeInfo
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
 from r3_msgs.msg import EpisodeEvent
+from r3_ros import without_shared_memory
 from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.params import declare_parameters
@@ -247,6 +248,7 @@ class RecorderNode(Node):
 
 
 def main(args=None) -> None:
+    without_shared_memory()  # it takes every topic: see config/fastdds_udp_only.xml
     run_node(RecorderNode, args)
 
 

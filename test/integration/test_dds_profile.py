@@ -134,3 +134,89 @@ def test_the_profiles_transports_carry_a_camera_frame_between_processes(private_
         str(1280 * 720 * 3),
         str(7 * len(range(0, 1280 * 720 * 3, 997))),
     ]
+
+
+def test_the_recorders_profiles_are_r3s_without_shared_memory():
+    """One rule, three files: the recorder's profiles differ from the graph's only in their
+    transports (and, for LOCALHOST, in discovery kept on this host)."""
+    import xml.etree.ElementTree as ET
+
+    from r3_ros import DDS_PROFILES_UDP_ONLY, DDS_PROFILES_UDP_ONLY_LOCALHOST
+
+    def transport_types(path) -> list[str]:
+        root = ET.parse(path).getroot()
+        return [e.findtext("{*}type") for e in root.iterfind(".//{*}transport_descriptor")]
+
+    def without(path, dropped) -> str:
+        root = ET.parse(path).getroot()
+        for parent in root.iter():
+            for child in list(parent):
+                shared_memory = child.findtext("{*}type") == "SHM" or child.text == "r3_shared_memory"
+                if shared_memory or child.tag.split("}")[-1] in dropped:
+                    parent.remove(child)
+        ET.indent(root)
+        return ET.tostring(root, encoding="unicode")
+
+    assert transport_types(DDS_PROFILES) == ["SHM", "UDPv4"]
+    assert (
+        transport_types(DDS_PROFILES_UDP_ONLY)
+        == transport_types(DDS_PROFILES_UDP_ONLY_LOCALHOST)
+        == ["UDPv4"]
+    )
+    assert without(DDS_PROFILES_UDP_ONLY, ()) == without(DDS_PROFILES, ())
+    localhost_only = ("builtin", "maxInitialPeersRange")
+    assert without(DDS_PROFILES_UDP_ONLY_LOCALHOST, localhost_only) == without(DDS_PROFILES, ())
+    peers = ET.parse(DDS_PROFILES_UDP_ONLY_LOCALHOST).getroot().iterfind(".//{*}initialPeersList//{*}address")
+    assert [a.text for a in peers] == ["127.0.0.1"]
+
+
+#: Starts the recorder node, waits (60 s at most) for its heartbeat, then prints whether it came and
+#: how many Fast DDS shared-memory files the recorder and this process (r3's default profile) map.
+RECORDER_PROBE = """
+import subprocess, sys, time
+import r3_ros, rclpy
+from r3.graph import names
+from r3_msgs.msg import Heartbeat
+from r3_ros.qos import HEARTBEAT
+recorder = subprocess.Popen(
+    [sys.executable, "-m", "r3_recorder_node.main", "--ros-args", "-p", f"output_dir:={sys.argv[1]}"]
+)
+rclpy.init()
+node = rclpy.create_node("recorder_probe")
+beats = []
+node.create_subscription(Heartbeat, names.HEARTBEAT, lambda m: beats.append(m.node), HEARTBEAT)
+end = time.monotonic() + 60
+while "/r3_recorder_node" not in beats and time.monotonic() < end:
+    rclpy.spin_once(node, timeout_sec=0.1)
+
+def shared_memory_maps(pid) -> int:
+    with open(f"/proc/{pid}/maps") as maps:
+        return sum("/dev/shm/fastdds" in line for line in maps)
+
+heard = "heard" if "/r3_recorder_node" in beats else "silent"
+print(heard, shared_memory_maps(recorder.pid), shared_memory_maps("self"))
+recorder.terminate()
+recorder.wait(30)
+"""
+
+
+@pytest.mark.parametrize("discovery_range", ["LOCALHOST", "SUBNET"])
+def test_the_recorder_takes_nothing_through_shared_memory(discovery_range, tmp_path, private_ros_env):
+    """A process killed inside its shared-memory port's lock stalls everyone who sends to it for
+    2 s (config/fastdds_udp_only.xml); the recorder, which takes every topic, has no such port,
+    while a process on r3's default profile does, in either discovery range."""
+    env = private_ros_env()
+    env.pop("FASTRTPS_DEFAULT_PROFILES_FILE", None)
+    env.pop("FASTDDS_DEFAULT_PROFILES_FILE", None)
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = discovery_range
+    done = subprocess.run(
+        [sys.executable, "-c", RECORDER_PROBE, str(tmp_path / "bags")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    heard, recorder_maps, own_maps = done.stdout.split()[-3:]
+    assert heard == "heard", done.stdout + done.stderr
+    assert int(own_maps) > 0 and int(recorder_maps) == 0, done.stdout + done.stderr

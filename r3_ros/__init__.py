@@ -40,10 +40,7 @@ def without_shared_memory() -> None:
     """
     if _USERS_OWN:
         return
-    localhost = os.environ.get(_RANGE_ENV, "").upper() == "LOCALHOST" or (
-        not os.environ.get(_RANGE_ENV) and os.environ.get("ROS_LOCALHOST_ONLY") == "1"
-    )
+    localhost = os.environ.get(_RANGE_ENV, "").upper() == "LOCALHOST"
     if localhost:
         os.environ[_RANGE_ENV] = "SUBNET"
-        os.environ.pop("ROS_LOCALHOST_ONLY", None)
     os.environ[_PROFILES_ENV] = str(DDS_PROFILES_UDP_ONLY_LOCALHOST if localhost else DDS_PROFILES_UDP_ONLY)

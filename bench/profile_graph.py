@@ -9,7 +9,9 @@ stack it is on; py-spy cannot attach on every machine). After one warm-up episod
 nodes' recording flag, runs the episodes of bench_graph through the graph, lowers it, and reads each
 node's collapsed stacks; then samples the same episodes in process. For each process it prints the
 CPU time and the functions with the largest share of it: by self time (the innermost frame) and
-inclusive (anywhere on the stack). The raw stacks stay under --out, for flame graphs.
+inclusive (anywhere on the stack), then what woke its executor per decision step (a topic, a timer,
+an action) and the CPU the executor's own wait machinery took for it. The raw stacks stay under
+--out, for flame graphs.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from bench_graph import in_process, language_table_side, through_graph
 
-from r3.profiling import PROFILE_DIR_ENV, RECORDING_FLAG, StackSampler
+from r3.profiling import PROFILE_DIR_ENV, RECORDING_FLAG, WAKES_SUFFIX, StackSampler, read_wakes
 
 
 def summary(raw: Path, top: int) -> str:
@@ -52,6 +54,21 @@ def summary(raw: Path, top: int) -> str:
     for title, counts in (("self", own), ("inclusive", anywhere)):
         lines.append(f"  top by {title}:")
         lines += [f"    {100 * n / total:5.1f}%  {f}" for f, n in counts.most_common(top)]
+    return "\n".join(lines) + "\n"
+
+
+def wake_summary(path: Path, steps: int, top: int) -> str:
+    """What woke one node's executor, per decision step, with the wait machinery's CPU for it."""
+    rows = read_wakes(path) if path.exists() else []
+    if not rows:
+        return "  no wake-ups recorded\n"
+    wakes, cpu = sum(n for _, n, _ in rows), sum(s for _, _, s in rows)
+    head = (
+        f"  executor wake-ups: {wakes / steps:.1f} per decision step, "
+        f"{cpu / steps * 1e3:.1f} ms of CPU in the wait itself ({cpu / wakes * 1e3:.2f} ms each)"
+    )
+    lines = [head]
+    lines += [f"    {n / steps:6.1f}  {s / n * 1e3:5.2f} ms  {source}" for source, n, s in rows[:top]]
     return "\n".join(lines) + "\n"
 
 
@@ -141,6 +158,7 @@ def main() -> None:
             total += cpu
             print(f"{raw.stem}: {cpu:.2f} CPU s ({cpu / steps * 1e3:.0f} ms per decision step)")
             print(summary(raw, args.top))
+            print(wake_summary(raw.with_name(raw.stem + WAKES_SUFFIX), steps, args.top))
         print(f"all nodes: {total / steps * 1e3:.0f} CPU ms per decision step\n")
     finally:
         node.destroy_node()

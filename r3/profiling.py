@@ -15,6 +15,11 @@ the format flame-graph tools read. Native threads appear as one frame, ``[native
 A node records when the environment names a folder (``R3_PROFILE_DIR``; see ``r3_ros.spin``): it
 samples while the file ``RECORDING`` exists in that folder, and writes ``<name>-<pid>.txt`` there
 each time the file goes away, so a benchmark can leave its warm-up out.
+
+Since a wake-up of rclpy's Python executor costs far more than most callbacks it runs, a node
+also keeps a :class:`WakeLedger` over the same window: how often its executor woke, for what
+(a topic, a service, a timer's period, an action), and the CPU time the executor's own wait
+machinery took each time, written next to the stacks as ``<name>-<pid>.wakes.tsv``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pathlib import Path
 
 PROFILE_DIR_ENV = "R3_PROFILE_DIR"
 RECORDING_FLAG = "RECORDING"
+WAKES_SUFFIX = ".wakes.tsv"
 
 
 def _frame_name(frame) -> str:
@@ -118,9 +124,51 @@ class StackSampler:
                 self.stacks[f"[native thread {name}]"] += (cpu - before) * 1e6
 
 
-def record_while_flagged(folder: str | os.PathLike, name: str, rate: float = 200.0) -> threading.Thread:
-    """Sample while ``folder/RECORDING`` exists; write ``folder/<name>-<pid>.txt`` whenever it goes
-    away. Runs in a daemon thread for the life of the process (a node under ``R3_PROFILE_DIR``)."""
+class WakeLedger:
+    """Wake-ups of one executor while recording: by what woke it, how many and the CPU seconds its
+    wait machinery took (``record`` is called from the executor's spinning thread only)."""
+
+    def __init__(self):
+        self.recording = False
+        self.wakes: collections.Counter[str] = collections.Counter()
+        self.cpu_s: collections.Counter[str] = collections.Counter()
+
+    def start(self) -> None:
+        self.wakes.clear()
+        self.cpu_s.clear()
+        self.recording = True
+
+    def stop(self) -> None:
+        self.recording = False
+
+    def record(self, source: str, cpu_s: float) -> None:
+        if self.recording:
+            self.wakes[source] += 1
+            self.cpu_s[source] += cpu_s
+
+    def tsv(self) -> str:
+        """``source<TAB>wake-ups<TAB>CPU microseconds`` per line, most wake-ups first."""
+        return "".join(f"{s}\t{n}\t{self.cpu_s[s] * 1e6:.0f}\n" for s, n in self.wakes.most_common())
+
+
+def read_wakes(path: Path) -> list[tuple[str, int, float]]:
+    """(source, wake-ups, CPU seconds) from a ``.wakes.tsv`` file."""
+    rows = [line.split("\t") for line in path.read_text().splitlines() if line]
+    return [(source, int(n), int(us) / 1e6) for source, n, us in rows]
+
+
+def _write(path: Path, text: str) -> None:
+    partial = path.with_suffix(".part")
+    partial.write_text(text)
+    partial.replace(path)  # a reader never sees half a file
+
+
+def record_while_flagged(
+    folder: str | os.PathLike, name: str, rate: float = 200.0, wakes: WakeLedger | None = None
+) -> threading.Thread:
+    """Sample while ``folder/RECORDING`` exists; write ``folder/<name>-<pid>.txt`` (and, with a
+    ``wakes`` ledger the node's executor fills, ``<name>-<pid>.wakes.tsv``) whenever it goes away.
+    Runs in a daemon thread for the life of the process (a node under ``R3_PROFILE_DIR``)."""
     folder = Path(folder)
     flag, out = folder / RECORDING_FLAG, folder / f"{name}-{os.getpid()}.txt"
 
@@ -131,11 +179,14 @@ def record_while_flagged(folder: str | os.PathLike, name: str, rate: float = 200
             if flagged and sampler is None:
                 sampler = StackSampler(rate)
                 sampler.start()
+                if wakes is not None:
+                    wakes.start()
             elif not flagged and sampler is not None:
                 sampler.stop()
-                partial = out.with_suffix(".part")
-                partial.write_text(sampler.collapsed())
-                partial.replace(out)  # a reader never sees half a file
+                _write(out, sampler.collapsed())
+                if wakes is not None:
+                    wakes.stop()
+                    _write(out.with_name(out.stem + WAKES_SUFFIX), wakes.tsv())
                 sampler = None
             time.sleep(0.05)
 

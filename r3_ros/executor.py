@@ -12,6 +12,7 @@ once; while it waits for a worker, the spinning thread waits for it to start ins
 from __future__ import annotations
 
 import threading
+import time
 
 from rclpy.executors import (
     ConditionReachedException,
@@ -56,3 +57,30 @@ class QueueAwareExecutor(MultiThreadedExecutor):
         for done in [f for f in self._futures if f.done()]:
             self._futures.remove(done)
             done.result()  # a callback's exception ends the spin, as in rclpy
+
+
+def wake_source(entity) -> str:
+    """What woke an executor, in words: a topic, a service, a timer's period, an action's kind."""
+    if entity is None:
+        return "a resumed task"
+    for attribute in ("topic_name", "srv_name"):
+        if name := getattr(entity, attribute, None):
+            return name
+    if (period := getattr(entity, "timer_period_ns", None)) is not None:
+        return f"timer {period / 1e9:g} s"
+    return type(entity).__name__
+
+
+def count_wakes(executor, ledger) -> None:
+    """Record each wake-up of ``executor`` in ``ledger`` (``r3.profiling.WakeLedger``): its source and
+    the CPU time the wait took in the spinning thread (the wait set rebuilt, waited on and read; a
+    blocked wait costs none)."""
+    wait = executor.wait_for_ready_callbacks
+
+    def counted(*args, **kwargs):
+        started = time.thread_time()
+        ready = wait(*args, **kwargs)
+        ledger.record(wake_source(ready[1]), time.thread_time() - started)
+        return ready
+
+    executor.wait_for_ready_callbacks = counted

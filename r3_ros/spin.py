@@ -23,8 +23,8 @@ import rclpy
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 
-from r3.profiling import PROFILE_DIR_ENV, record_while_flagged
-from r3_ros.executor import QueueAwareExecutor
+from r3.profiling import PROFILE_DIR_ENV, WakeLedger, record_while_flagged
+from r3_ros.executor import QueueAwareExecutor, count_wakes
 
 
 def run_node(node_class, args=None, threads: int = 8) -> None:
@@ -44,10 +44,12 @@ def run_node(node_class, args=None, threads: int = 8) -> None:
     node = None
     try:
         node = node_class()
-        if os.environ.get(PROFILE_DIR_ENV):  # bench/profile_graph.py: where a node's CPU time goes
-            record_while_flagged(os.environ[PROFILE_DIR_ENV], node.get_name())
         # With a pool, long action callbacks never starve the rest.
         executor = SingleThreadedExecutor() if threads == 1 else QueueAwareExecutor(num_threads=threads)
+        if os.environ.get(PROFILE_DIR_ENV):  # bench/profile_graph.py: where a node's CPU time goes
+            wakes = WakeLedger()
+            count_wakes(executor, wakes)
+            record_while_flagged(os.environ[PROFILE_DIR_ENV], node.get_name(), wakes=wakes)
         executor.add_node(node)
         spinning = True
         executor.spin()

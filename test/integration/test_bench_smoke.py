@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from r3.profiling import read_wakes
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 SCRIPTS = sorted(BENCH.glob("bench_*.py"))
 
@@ -90,3 +92,7 @@ def test_profile_graph_writes_every_nodes_stacks(tmp_path, private_ros_env):
     for raw in (out / "stacks").glob("*.txt"):
         assert sum(int(line.rpartition(" ")[2]) for line in raw.read_text().splitlines()) > 0, raw
     assert "all nodes:" in run.stdout and "in process:" in run.stdout
+    # Each node also counted what woke its executor; the simulator wakes for the pusher's commands.
+    (sim_wakes,) = (out / "stacks").glob("r3_sim_node-*.wakes.tsv")
+    assert "/pusher/command" in {source for source, _, _ in read_wakes(sim_wakes)}
+    assert run.stdout.count("executor wake-ups:") == 4

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from r3.profiling import RECORDING_FLAG, StackSampler, record_while_flagged
+from r3.profiling import RECORDING_FLAG, StackSampler, WakeLedger, read_wakes, record_while_flagged
 
 
 def busy_loop(stop: threading.Event) -> None:
@@ -65,3 +65,23 @@ def test_a_node_records_while_the_flag_exists_and_writes_when_it_goes(tmp_path):
         time.sleep(0.05)
     (written,) = tmp_path.glob("probe-*.txt")
     assert cpu_by_function(written.read_text()).get("busy_loop", 0.0) > 0.05
+
+
+def test_wake_ups_are_counted_only_while_recording_and_written_beside_the_stacks(tmp_path):
+    ledger = WakeLedger()
+    ledger.record("/before", 0.001)  # not recording yet: left out
+    record_while_flagged(tmp_path, "probe", wakes=ledger)
+    (tmp_path / RECORDING_FLAG).touch()
+    deadline = time.monotonic() + 5
+    while not ledger.recording and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for _ in range(3):
+        ledger.record("/pusher/command", 0.0005)
+    ledger.record("timer 0.25 s", 0.002)
+    (tmp_path / RECORDING_FLAG).unlink()
+    while not list(tmp_path.glob("probe-*.wakes.tsv")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (written,) = tmp_path.glob("probe-*.wakes.tsv")
+    assert read_wakes(written) == [("/pusher/command", 3, 0.0015), ("timer 0.25 s", 1, 0.002)]
+    ledger.record("/after", 0.001)  # stopped: left out
+    assert "/after" not in ledger.wakes

@@ -28,7 +28,7 @@ from functools import partial
 import numpy as np
 from geometry_msgs.msg import Vector3Stamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 
 from r3.graph import names
@@ -40,6 +40,7 @@ from r3.suites import DEFAULT_SUITE
 from r3_msgs.action import FollowInstruction
 from r3_msgs.msg import CommandRefusal, PrivilegedState
 from r3_ros.conversions import msg_to_board_state, stamp_to_ns
+from r3_ros.executor import InlineCallbackGroup
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.params import declare_parameters
@@ -81,14 +82,14 @@ class LowLevelNode(Node):
             names.PRIVILEGED_STATE,
             refusing_message(self, self.on_state),
             LATCHED,
-            callback_group=MutuallyExclusiveCallbackGroup(),
+            callback_group=InlineCallbackGroup(),
         )
         self.create_subscription(
             CommandRefusal,
             names.PUSHER_REFUSALS,
             refusing_message(self, self.on_refusal),
             REFUSALS,
-            callback_group=MutuallyExclusiveCallbackGroup(),
+            callback_group=InlineCallbackGroup(),
         )
         self.server = ActionServer(
             self,
@@ -101,7 +102,7 @@ class LowLevelNode(Node):
             callback_group=ReentrantCallbackGroup(),
         )
         self.heartbeat = HeartbeatPublisher(self, state=WAITING_FOR_STATE)
-        self.monitor = HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup())
+        self.monitor = HeartbeatMonitor(self)
         self.guard = MotionGuard(self, self.monitor, p["client_timeout_s"], p["reasoner_node"])
 
     def on_state(self, msg: PrivilegedState, info) -> None:

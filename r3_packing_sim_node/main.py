@@ -30,7 +30,7 @@ import threading
 
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import CameraInfo, Image, JointState
@@ -61,9 +61,6 @@ from r3_ros.stop import MotionGuard, end_stopped
 #: How long this process may be frozen or starved while a goal runs before the goal counts as stale;
 #: below the reasoner's heartbeat timeout (5 s), so a goal its client gave up on never moves again.
 COMMAND_DEADLINE_S = 2.0
-#: /clock during a motion at most this often in simulated time (also with every frame and decision
-#: point): each message wakes every node on sim time, and a control step is 0.05 s.
-CLOCK_PERIOD_NS = 250_000_000
 CAMERAS = {"base": (names.CAMERA_IMAGE, names.CAMERA_INFO), "wrist": (names.WRIST_IMAGE, names.WRIST_INFO)}
 
 
@@ -118,7 +115,7 @@ class PackingSimNode(Node):
                 callback_group=group,
             )
         self.heartbeat = HeartbeatPublisher(self)
-        monitor = HeartbeatMonitor(self, callback_group=MutuallyExclusiveCallbackGroup())
+        monitor = HeartbeatMonitor(self)
         self.guard = MotionGuard(self, monitor, p["client_timeout_s"], p["reasoner_node"])
         self.freezes = FreezeWatch(COMMAND_DEADLINE_S)
         self.resets = ResetRecord()
@@ -211,8 +208,9 @@ class PackingSimNode(Node):
 
     def on_control_step(self) -> bool:
         """Publish joints after every control step, the policy's settling steps too, as a driver
-        publishes joint states, and /clock every ``CLOCK_PERIOD_NS`` (stopping is ``GoalStop``'s job)."""
-        self.publish_time(clock=self.cell.now_ns - self.clock_ns >= CLOCK_PERIOD_NS)
+        publishes joint states, and /clock every ``names.CLOCK_PERIOD_NS`` (stopping is
+        ``GoalStop``'s job)."""
+        self.publish_time(clock=self.cell.now_ns - self.clock_ns >= names.CLOCK_PERIOD_NS)
         return True
 
     # -- publishing (called with the lock held) ------------------------------------------------

@@ -16,7 +16,7 @@ import functools
 import time
 
 from rclpy.action import ActionServer, GoalResponse
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 
 from r3.episode_loop import Decider, ends_episode
@@ -33,6 +33,7 @@ from r3_msgs.srv import ResetScene
 from r3_ros.conversions import stamp_to_ns
 from r3_ros.episode_topics import EpisodeTopics
 from r3_ros.episode_watch import EpisodeError, EpisodeWatch
+from r3_ros.executor import InlineCallbackGroup
 from r3_ros.follow_client import FollowClient
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatPublisher
@@ -53,7 +54,7 @@ class ReasonerNode(Node):
         self.backend.load()
 
         self.goals = SingleGoal(self)
-        sensors = MutuallyExclusiveCallbackGroup()
+        sensors = InlineCallbackGroup()  # states, images, bag names: stored, never waited on
         self.scene = SceneObserver(self, self.param, callback_group=sensors)
         self.watch = EpisodeWatch(self, self.param)
         self.heartbeat = HeartbeatPublisher(self)

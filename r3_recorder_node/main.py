@@ -38,6 +38,7 @@ from r3.graph.node_params import NODE_PARAMETERS
 from r3_msgs.msg import EpisodeEvent
 from r3_ros import without_shared_memory
 from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
+from r3_ros.executor import InlineCallbackGroup
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.params import declare_parameters
 from r3_ros.qos import EVENTS, LATCHED, RECORD_DEPTH
@@ -77,7 +78,10 @@ class RecorderNode(Node):
         self.writer: EpisodeBagWriter | None = None
         self.recorded: Counter[str] = Counter()  # messages written to the open bag, by topic
         self.started_ns = 0  # the open episode's START, by its publisher's source stamp
-        self.subscribed = AdaptiveSubscriptions(self, RECORD_DEPTH, raw=True)  # made once publishers appear
+        # Made once publishers appear; each message goes into the bag from the spinning thread.
+        self.subscribed = AdaptiveSubscriptions(
+            self, RECORD_DEPTH, raw=True, callback_group=InlineCallbackGroup()
+        )
         for topic in self.topics:
             self.subscribed.add(
                 topic, message_class, lambda msgtype, topic=topic: self.record_to(topic, msgtype)

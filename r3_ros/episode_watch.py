@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.node import Node
 
 from r3.graph.supervisor import MemberExits
@@ -29,7 +28,7 @@ class EpisodeWatch:
 
     def __init__(self, node: Node, param: Mapping):
         self.param = param
-        self.monitor = HeartbeatMonitor(node, callback_group=MutuallyExclusiveCallbackGroup())
+        self.monitor = HeartbeatMonitor(node)
         self.exits = MemberExits.from_environment()  # members a supervisor saw exit
         self.deadline = float("inf")
         self.recorder = ""  # watched too while it records the episode

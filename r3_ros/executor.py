@@ -7,6 +7,11 @@ which keeps the workers from starting it: on a loaded 2-core machine a whole nod
 (r3_sim_node's 10 ms timer stopped, a pusher command waited past its deadline and was refused, the
 instruction failed with "the simulator stopped publishing state"). Here a task is handed to the pool
 once; while it waits for a worker, the spinning thread waits for it to start instead of spinning.
+
+Callbacks in an :class:`InlineCallbackGroup` (short ones that only store a message, write it to a bag
+or publish a heartbeat) run in the spinning thread itself, as rclpy's single-threaded executor runs
+every callback: a hand-off to the pool costs a queue, a worker's wake-up and a GIL switch per message,
+which on the lock-step loop (a state per 0.1 s control step) is more than the callback.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import threading
 import time
 
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.executors import (
     ConditionReachedException,
     ExternalShutdownException,
@@ -26,6 +32,11 @@ from rclpy.executors import (
 START_WAIT_S = 0.05
 
 
+class InlineCallbackGroup(MutuallyExclusiveCallbackGroup):
+    """Callbacks that never block (no waits, no sleeps, no service calls): :class:`QueueAwareExecutor`
+    runs them in its spinning thread, with no hand-off to its pool."""
+
+
 class QueueAwareExecutor(MultiThreadedExecutor):
     def __init__(self, num_threads: int | None = None, **kwargs):
         super().__init__(num_threads, **kwargs)
@@ -33,6 +44,8 @@ class QueueAwareExecutor(MultiThreadedExecutor):
         self._started = threading.Condition()
         #: How many times a task went to the pool (regression figure: once per run of the task).
         self.submissions = 0
+        #: How many callbacks ran in the spinning thread (InlineCallbackGroup).
+        self.inline_runs = 0
 
     def _run(self, task) -> None:
         with self._started:
@@ -42,8 +55,13 @@ class QueueAwareExecutor(MultiThreadedExecutor):
 
     def _spin_once_impl(self, timeout_sec=None, wait_condition=lambda: False) -> None:
         try:
-            task, _, _ = self.wait_for_ready_callbacks(timeout_sec, None, wait_condition)
+            task, entity, _ = self.wait_for_ready_callbacks(timeout_sec, None, wait_condition)
         except (ExternalShutdownException, ShutdownException, TimeoutException, ConditionReachedException):
+            return
+        if isinstance(getattr(entity, "callback_group", None), InlineCallbackGroup):
+            self.inline_runs += 1
+            task()
+            task.result()  # a callback's exception ends the spin, as in rclpy
             return
         with self._started:
             if task in self._queued:  # yielded again while it waits for a worker: wait, do not resubmit

@@ -7,7 +7,8 @@ decision point (so the reasoner always sees the state it decides on); a snapshot
 same points. A decision point is the moment a FollowInstruction goal ends (its terminal status on the
 action's status topic: the low-level node has seen the state of its last command), or, for commands
 from anything else (a teleoperator), ``settle_s`` of wall time without a command. /clock is simulated
-time and never goes back, across resets too.
+time and never goes back, across resets too; it goes out at every reset and decision point, and
+between them every ``names.CLOCK_PERIOD_NS`` of simulated time.
 
 The pusher driver refuses, never clips: a command that is non-finite, over the per-step limit, off
 the reachable board area (``LanguageTableEnv.off_board``), or older than ``COMMAND_DEADLINE_S``
@@ -71,6 +72,7 @@ class SimNode(Node):
         self.ended_goals: set[bytes] = set()  # FollowInstruction goals seen in a terminal state
         self.episode_id = ""
         self.clock_ns = 0
+        self.clock_published_ns = -names.CLOCK_PERIOD_NS  # the last /clock sent
         self.last_image_ns = -1
         self.last_command_wall = 0.0
         self.idle_published = False
@@ -117,7 +119,7 @@ class SimNode(Node):
                 return response
             self.episode_id = request.episode_id
             self.clock_ns += STEP_NS  # time moves on across a reset, so every stamp is unique
-            self.publish_state()
+            self.publish_state(clock=True)
             self.publish_settled()
         self.get_logger().info(f"reset {request.task} seed {request.seed}: {response.goal}")
         return response
@@ -189,7 +191,9 @@ class SimNode(Node):
 
     # -- publishing (called with the lock held) ------------------------------------------------
     def publish_settled(self) -> None:
-        """The robot is idle: publish the current image and a snapshot (decision points)."""
+        """The robot is idle: publish the time, the current image and a snapshot (decision points)."""
+        if self.clock_published_ns != self.clock_ns:
+            self.publish_clock()
         if self.last_image_ns != self.clock_ns:
             self.publish_image()
         snap = SceneSnapshot(
@@ -210,9 +214,15 @@ class SimNode(Node):
         )
         self.last_image_ns = self.clock_ns
 
-    def publish_state(self) -> None:
+    def publish_clock(self) -> None:
+        self.clock_pub.publish(ClockMsg(clock=ns_to_stamp(self.clock_ns)))
+        self.clock_published_ns = self.clock_ns
+
+    def publish_state(self, clock: bool = False) -> None:
+        """Joint states and the privileged state, now; /clock too when ``clock`` or when it is due."""
+        if clock or self.clock_ns - self.clock_published_ns >= names.CLOCK_PERIOD_NS:
+            self.publish_clock()
         stamp = ns_to_stamp(self.clock_ns)
-        self.clock_pub.publish(ClockMsg(clock=stamp))
         state = self.env.state()
         joints = JointState(name=["pusher_x", "pusher_y"], position=[float(v) for v in state.pusher])
         joints.header.stamp = stamp

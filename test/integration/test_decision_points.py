@@ -77,3 +77,59 @@ def test_commands_from_elsewhere_settle_after_settle_s(tmp_path):
         finally:
             client.close()
     assert snapshots == [0, 1]
+
+
+def test_clock_goes_out_at_each_decision_point_and_at_most_every_clock_period_between(tmp_path):
+    """/clock wakes every node on sim time; the reasoner woke for it at each 0.1 s control step. Now it
+    goes out at start-up and at each decision point (so a node on sim time stamps a decision with the
+    time of its scene) and, between them, at most every ``names.CLOCK_PERIOD_NS``, never stale by more."""
+    import rclpy
+    from geometry_msgs.msg import Vector3Stamped
+    from rosgraph_msgs.msg import Clock
+
+    from r3_msgs.msg import PrivilegedState, SceneSnapshot
+    from r3_ros.conversions import stamp_to_ns
+    from r3_ros.qos import LATCHED, recorded
+
+    domain = own_domain()
+    sim = load_profile("sim_language_table", overrides={"r3_sim_node": {"settle_s": 0.2}})
+    graph = Profile("sim_only", "", [sim.member("r3_sim_node")])
+    client = Client("r3_clock_probe", domain)
+    clocks, states, snapshots = [], [], []
+    node = client.node
+    node.create_subscription(Clock, names.CLOCK, lambda m: clocks.append(stamp_to_ns(m.clock)), recorded(50))
+    node.create_subscription(
+        PrivilegedState, names.PRIVILEGED_STATE, lambda m: states.append(stamp_to_ns(m.header.stamp)), LATCHED
+    )
+    node.create_subscription(
+        SceneSnapshot,
+        names.SCENE_SNAPSHOT,
+        lambda m: snapshots.append(stamp_to_ns(m.header.stamp)),
+        recorded(10),
+    )
+    command = node.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, recorded(10))
+
+    def spin_until(done, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not done() and time.monotonic() < deadline:
+            rclpy.spin_once(node, timeout_sec=0.05)
+
+    with Supervisor(graph, tmp_path / "logs", env=dict(os.environ, ROS_DOMAIN_ID=str(domain))):
+        try:
+            spin_until(lambda: command.get_subscription_count() > 0 and snapshots and clocks, 90)
+            assert snapshots and clocks, "the simulator's start-up decision point did not arrive"
+            for i in range(7):  # lock-step: each command once the state of the last one has arrived
+                msg = Vector3Stamped()
+                msg.header.frame_id, msg.vector.x = "board", 0.004 * (-1) ** i
+                sent = len(states)
+                command.publish(msg)
+                spin_until(lambda: len(states) > sent, 30)  # noqa: B023 (called before the next loop)
+            spin_until(lambda: len(snapshots) > 1, 30)  # settle_s after the last command
+            spin_until(lambda: clocks[-1] >= snapshots[-1], 5)
+        finally:
+            client.close()
+    assert len(states) == 8 and len(snapshots) == 2, (states, snapshots)
+    assert set(snapshots) <= set(clocks), (snapshots, clocks)  # every decision point has its time
+    assert clocks == sorted(clocks) and len(clocks) < len(states), (clocks, states)
+    for state in states:  # no state more than a period ahead of the last clock
+        assert 0 <= state - max(c for c in clocks if c <= state) < names.CLOCK_PERIOD_NS, (state, clocks)

@@ -82,3 +82,45 @@ def test_no_callback_is_resubmitted_while_it_waits_for_a_worker(context):
     )
     assert len(ticks) > 20  # the timer kept running next to the commands
     assert not resubmitted_while_queued
+
+
+def test_inline_callbacks_run_in_the_spinning_thread_and_pool_callbacks_do_not(context):
+    """The lock-step loop's short callbacks (a state stored, a message written to a bag, a heartbeat)
+    skip the pool: no queue, no worker's wake-up per message. Blocking callbacks still go to it."""
+    from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+    from rclpy.node import Node
+    from std_msgs.msg import String
+
+    from r3_ros.executor import InlineCallbackGroup, QueueAwareExecutor
+
+    node = Node("inline_probe", context=context)
+    threads: dict[str, set] = {"inline": set(), "pool": set()}
+    received: Counter = Counter()
+
+    def on(kind):
+        def callback(_msg) -> None:
+            threads[kind].add(threading.get_ident())
+            received[kind] += 1
+
+        return callback
+
+    publisher = node.create_publisher(String, "/inline_probe", 10)
+    node.create_subscription(String, "/inline_probe", on("inline"), 10, callback_group=InlineCallbackGroup())
+    node.create_subscription(
+        String, "/inline_probe", on("pool"), 10, callback_group=MutuallyExclusiveCallbackGroup()
+    )
+    executor = QueueAwareExecutor(num_threads=4, context=context)
+    executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    deadline = time.monotonic() + 10
+    while min(received["inline"], received["pool"]) < 20 and time.monotonic() < deadline:
+        publisher.publish(String(data="x"))
+        time.sleep(0.01)
+    executor.shutdown()
+    node.destroy_node()
+    assert received["inline"] >= 20 and received["pool"] >= 20
+    assert threads["inline"] == {spinner.ident}
+    assert spinner.ident not in threads["pool"]
+    assert executor.inline_runs >= received["inline"]
+    assert executor.submissions >= received["pool"]

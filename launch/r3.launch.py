@@ -11,7 +11,9 @@ executables (ros_gz_bridge's parameter_bridge, topic_tools) as well. Members wit
 unit: when any member exits, the exit is written to the member-exits file every member finds through
 ``R3_MEMBER_EXITS`` (the reasoner ends its episode with an error result naming the member at once),
 and ``EXIT_GRACE_S`` later the whole launch shuts down, with the member named in the reason.
-Headless by design (no GUI members), so launch tests can include this file as it is.
+Shared-memory segments that killed processes left in /dev/shm are removed first, as `r3 launch`
+does (``r3.graph.shared_memory``). Headless by design (no GUI members), so launch tests can include
+this file as it is.
 """
 
 import os
@@ -22,6 +24,7 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from launch import LaunchDescription
+from r3.graph import shared_memory
 from r3.graph.description import DEFAULT_GRAPH, load_profile
 from r3.graph.supervisor import MEMBER_EXITS_ENV, Exit, record_exit
 
@@ -50,6 +53,8 @@ def member_nodes(context, *args, **kwargs):
     )
     fd, exits_file = tempfile.mkstemp(prefix="r3-member-exits-")
     os.close(fd)
+    if (swept := shared_memory.sweep()).removed:
+        print(f"[r3.launch.py] {swept}", flush=True)
     return [
         Node(
             package=member.package,

@@ -10,6 +10,9 @@ The first exit is also written, at once, to the file named by ``R3_MEMBER_EXITS`
 environment (:class:`MemberExits`): the reasoner reads it while it waits and ends its episode with
 an error naming the member well within 2 s, instead of after its heartbeat timeout (5 s), which is
 longer than the grace the others get.
+
+Before it starts anything it removes the Fast DDS shared-memory segments that processes killed
+earlier left in /dev/shm (``r3.graph.shared_memory``), and says how many.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Self
 
 import yaml
 
+from r3.graph import shared_memory
 from r3.graph.description import Member, Profile
 
 _PR_SET_PDEATHSIG = 1
@@ -144,6 +148,8 @@ class Supervisor:
         return self.log_dir / "member_exits"
 
     def start(self) -> None:
+        if (swept := shared_memory.sweep()).removed:
+            self.echo(f"[r3 launch] {swept}")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.exits_file.write_text("")
         self.env[MEMBER_EXITS_ENV] = str(self.exits_file.resolve())

@@ -32,7 +32,6 @@ import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
-from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import String
 
@@ -55,6 +54,7 @@ from r3_ros.perception_client import PerceptionUnavailable, RosPerception
 from r3_ros.qos import LATCHED, recorded
 from r3_ros.refusals import refusing_action, refusing_service
 from r3_ros.services import ResetRecord
+from r3_ros.sim_clock import SimClockPublisher
 from r3_ros.spin import run_node
 from r3_ros.stop import MotionGuard, end_stopped
 
@@ -79,7 +79,6 @@ class PackingSimNode(Node):
             source = RosPerception(self, camera, self.capture, lambda: arm_reading(env), timeout_s)
         self.cell = PackingCell.build(env, grounding=p["grounding"], source=source)
         self.lock = threading.Lock()  # one goal or reset acts on the env at a time
-        self.clock_ns = -1  # the last /clock published
         self.episode_id, self.task = "", ""
         self.image_pubs = {
             cam: (
@@ -89,7 +88,7 @@ class PackingSimNode(Node):
             for cam, (img, info) in CAMERAS.items()
         }
         self.joint_pub = self.create_publisher(JointState, names.JOINT_STATES, recorded(10))
-        self.clock_pub = self.create_publisher(ClockMsg, names.CLOCK, recorded(10))
+        self.clock = SimClockPublisher(self)
         self.state_pub = self.create_publisher(PrivilegedState, names.PRIVILEGED_STATE, LATCHED)
         self.snapshot_pub = self.create_publisher(SceneSnapshot, names.SCENE_SNAPSHOT, recorded(10))
         self.depth_pub = self.create_publisher(Image, names.CAMERA_DEPTH, recorded(5))
@@ -210,7 +209,7 @@ class PackingSimNode(Node):
         """Publish joints after every control step, the policy's settling steps too, as a driver
         publishes joint states, and /clock every ``names.CLOCK_PERIOD_NS`` (stopping is
         ``GoalStop``'s job)."""
-        self.publish_time(clock=self.cell.now_ns - self.clock_ns >= names.CLOCK_PERIOD_NS)
+        self.publish_time(due_only=True)
         return True
 
     # -- publishing (called with the lock held) ------------------------------------------------
@@ -223,7 +222,7 @@ class PackingSimNode(Node):
         """The base camera's RGB-D frame and instance mask, now; its stamp."""
         stamp_ns, (image_pub, info_pub) = self.cell.now_ns, self.image_pubs["base"]
         stamp, frame = conv.ns_to_stamp(stamp_ns), self.env.rgbd_frame("base", stamp_ns)
-        self.publish_clock(stamp)
+        self.clock.publish(stamp_ns)
         image, info, depth, ids = conv.rgbd_frame_msgs(frame, stamp, "base_camera_color_optical_frame")
         info_pub.publish(info)
         self.instances_pub.publish(ids)
@@ -231,17 +230,15 @@ class PackingSimNode(Node):
         image_pub.publish(image)
         return stamp_ns
 
-    def publish_time(self, clock: bool = True):
-        """joint_states and (``clock``) /clock, now; the stamp."""
+    def publish_time(self, due_only: bool = False):
+        """/clock (``due_only``: only if due) and joint_states, now; the stamp."""
+        if due_only:
+            self.clock.publish_if_due(self.cell.now_ns)
+        else:
+            self.clock.publish(self.cell.now_ns)
         stamp = conv.ns_to_stamp(self.cell.now_ns)
-        if clock:
-            self.publish_clock(stamp)
         self.joint_pub.publish(conv.joint_state_msg(self.env.joint_positions(), stamp))
         return stamp
-
-    def publish_clock(self, stamp) -> None:
-        self.clock_pub.publish(ClockMsg(clock=stamp))
-        self.clock_ns = conv.stamp_to_ns(stamp)
 
     def publish_settled(self):
         """A decision point: time, joints, both cameras, the privileged state and a snapshot, one stamp."""

@@ -30,7 +30,6 @@ from action_msgs.msg import GoalStatusArray
 from geometry_msgs.msg import Vector3Stamped
 from rclpy.node import Node
 from rclpy.qos import qos_profile_action_status_default
-from rosgraph_msgs.msg import Clock as ClockMsg
 from sensor_msgs.msg import CameraInfo, Image, JointState
 
 from r3.graph import names
@@ -46,6 +45,7 @@ from r3_ros.params import declare_parameters
 from r3_ros.qos import LATCHED, REFUSALS, recorded
 from r3_ros.refusals import refusing_message, refusing_service
 from r3_ros.services import ResetRecord
+from r3_ros.sim_clock import SimClockPublisher
 from r3_ros.spin import run_node
 
 SNAPSHOT_FORMAT = "r3-language-table-snapshot/1"
@@ -72,7 +72,6 @@ class SimNode(Node):
         self.ended_goals: set[bytes] = set()  # FollowInstruction goals seen in a terminal state
         self.episode_id = ""
         self.clock_ns = 0
-        self.clock_published_ns = -names.CLOCK_PERIOD_NS  # the last /clock sent
         self.last_image_ns = -1
         self.last_command_wall = 0.0
         self.idle_published = False
@@ -82,7 +81,7 @@ class SimNode(Node):
         self.image_pub = self.create_publisher(Image, names.CAMERA_IMAGE, recorded(5))
         self.info_pub = self.create_publisher(CameraInfo, names.CAMERA_INFO, recorded(5))
         self.joint_pub = self.create_publisher(JointState, names.JOINT_STATES, recorded(10))
-        self.clock_pub = self.create_publisher(ClockMsg, names.CLOCK, recorded(10))
+        self.clock = SimClockPublisher(self)
         self.state_pub = self.create_publisher(PrivilegedState, names.PRIVILEGED_STATE, LATCHED)
         self.snapshot_pub = self.create_publisher(SceneSnapshot, names.SCENE_SNAPSHOT, recorded(10))
         self.refusal_pub = self.create_publisher(CommandRefusal, names.PUSHER_REFUSALS, REFUSALS)
@@ -119,7 +118,7 @@ class SimNode(Node):
                 return response
             self.episode_id = request.episode_id
             self.clock_ns += STEP_NS  # time moves on across a reset, so every stamp is unique
-            self.publish_state(clock=True)
+            self.publish_state()
             self.publish_settled()
         self.get_logger().info(f"reset {request.task} seed {request.seed}: {response.goal}")
         return response
@@ -192,8 +191,7 @@ class SimNode(Node):
     # -- publishing (called with the lock held) ------------------------------------------------
     def publish_settled(self) -> None:
         """The robot is idle: publish the time, the current image and a snapshot (decision points)."""
-        if self.clock_published_ns != self.clock_ns:
-            self.publish_clock()
+        self.clock.publish(self.clock_ns)
         if self.last_image_ns != self.clock_ns:
             self.publish_image()
         snap = SceneSnapshot(
@@ -214,14 +212,9 @@ class SimNode(Node):
         )
         self.last_image_ns = self.clock_ns
 
-    def publish_clock(self) -> None:
-        self.clock_pub.publish(ClockMsg(clock=ns_to_stamp(self.clock_ns)))
-        self.clock_published_ns = self.clock_ns
-
-    def publish_state(self, clock: bool = False) -> None:
-        """Joint states and the privileged state, now; /clock too when ``clock`` or when it is due."""
-        if clock or self.clock_ns - self.clock_published_ns >= names.CLOCK_PERIOD_NS:
-            self.publish_clock()
+    def publish_state(self) -> None:
+        """/clock when it is due, joint states and the privileged state, now."""
+        self.clock.publish_if_due(self.clock_ns)
         stamp = ns_to_stamp(self.clock_ns)
         state = self.env.state()
         joints = JointState(name=["pusher_x", "pusher_y"], position=[float(v) for v in state.pusher])

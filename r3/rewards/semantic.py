@@ -14,6 +14,14 @@ Reverse instructions ("push A into B" / "push B into A") fail condition 1 by con
 
 The policy runs noise-free by default (:data:`JUDGE_POLICY_CONFIG`) with a fixed seed: the judge
 compares what the instructions *ask for*, and a noisy push would make the verdict depend on luck.
+
+Rollouts run with MuJoCo's sleeping on (:class:`~r3.sim.language_table.env.LanguageTableEnv`'s
+``sleep``): a push moves one or two of the eight blocks, and the resting ones then cost nothing.
+That halves a rollout's time. Against the awake simulation, the final positions of the labelled
+set's 160 rollouts differ by 0.8 mm (median; 6 mm at the 90th percentile, 23 mm at most) and the
+moved block never does: as much as moving every block 0.1 mm before the rollout changes them
+(1.8 / 5.5 / 24 mm), since a push amplifies small differences. The labelled set's agreement is the
+same either way, and both outcomes of a verdict come from the same physics.
 """
 
 from __future__ import annotations
@@ -79,6 +87,7 @@ class OutcomeSimulator:
         seed: int = POLICY_SEED,
         cache_size: int = 4096,
         workers: int = 0,
+        sleep: bool = True,
     ):
         if not tolerance_m > 0 or not moved_threshold_m > 0:
             raise ValueError(f"tolerances must be > 0, got {tolerance_m=} {moved_threshold_m=}")
@@ -88,6 +97,7 @@ class OutcomeSimulator:
         self.seed = seed
         self.cache_size = cache_size
         self.workers = workers
+        self.sleep = sleep
         self._env = None
         self._pool = None
         self._cache: OrderedDict = OrderedDict()
@@ -104,7 +114,7 @@ class OutcomeSimulator:
         if self._env is None:
             from r3.sim.language_table.env import LanguageTableEnv  # MuJoCo only when needed
 
-            self._env = LanguageTableEnv(task=None, render_mode=None)
+            self._env = LanguageTableEnv(task=None, render_mode=None, sleep=self.sleep)
         return self._env
 
     def outcome(self, snapshot: bytes, instruction: Instruction) -> Outcome:
@@ -132,7 +142,9 @@ class OutcomeSimulator:
                 from r3.workers import WorkerPool
 
                 self._pool = WorkerPool(
-                    self.workers, _worker_simulator, (self.moved_threshold_m, self.policy_config, self.seed)
+                    self.workers,
+                    _worker_simulator,
+                    (self.moved_threshold_m, self.policy_config, self.seed, self.sleep),
                 )
             results = self._pool.map(_rollout, list(missing.values()))
         else:
@@ -222,11 +234,15 @@ def _key(snapshot: bytes, instruction: Instruction) -> tuple:
 
 
 def _worker_simulator(
-    moved_threshold_m: float, policy_config: PushingPolicyConfig, seed: int
+    moved_threshold_m: float, policy_config: PushingPolicyConfig, seed: int, sleep: bool
 ) -> OutcomeSimulator:
     """A pool worker's simulator: the parent's rollout settings, no cache of its own."""
     return OutcomeSimulator(
-        moved_threshold_m=moved_threshold_m, policy_config=policy_config, seed=seed, cache_size=1
+        moved_threshold_m=moved_threshold_m,
+        policy_config=policy_config,
+        seed=seed,
+        cache_size=1,
+        sleep=sleep,
     )
 
 

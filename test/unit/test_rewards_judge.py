@@ -117,6 +117,38 @@ def test_simulator_is_deterministic_cached_and_picklable():
     assert again.moved == first.moved and (again.positions == first.positions).all()
 
 
+def _snapshot_jobs(n):
+    rows = [json.loads(line) for line in (SNAPSHOTS.parent / "judge_cases.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if r.get("snapshot")][:n]
+    return [
+        ((SNAPSHOTS.parent / r["snapshot"]).read_bytes(), parse(r[k]))
+        for r in rows
+        for k in ("candidate", "reference")
+    ]
+
+
+def test_sleeping_rollouts_are_a_function_of_their_inputs_and_end_where_awake_ones_do():
+    """Sleep state is not part of a snapshot: a restore must wake every block, or a rollout would
+    depend on which rollout ran before it in that env. And sleeping must not change what a verdict
+    reads: the same block moves, and every block ends within the tier's tolerance of where it ends
+    awake (pushes are sensitive: moving the blocks 0.1 mm before a rollout shifts outcomes as much)."""
+    jobs = _snapshot_jobs(6)
+    asleep, awake = rw.OutcomeSimulator(), rw.OutcomeSimulator(sleep=False)
+    forward = [asleep.rollout(*job) for job in jobs]
+    env = asleep._get_env()
+    assert (env.data.tree_asleep >= 0).any()  # resting blocks did fall asleep
+    env.restore(jobs[0][0])
+    assert (env.data.tree_asleep < 0).all()
+    backward = [asleep.rollout(*job) for job in reversed(jobs)][::-1]
+    fresh = rw.OutcomeSimulator().rollout(*jobs[-1])
+    assert all((a.positions == b.positions).all() for a, b in zip(forward, backward))
+    assert (fresh.positions == forward[-1].positions).all()
+    for slept, job in zip(forward, jobs):
+        reference = awake.rollout(*job)
+        assert slept.moved == reference.moved
+        assert abs(slept.positions - reference.positions).max() < rw.semantic.SEMANTIC_TOLERANCE_M
+
+
 @pytest.mark.parametrize("kwargs", [{"tolerance_m": 0.0}, {"moved_threshold_m": -1.0}])
 def test_simulator_validates_tolerances(kwargs):
     with pytest.raises(ValueError):

@@ -15,7 +15,6 @@ import math
 
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 
 from r3.execution.base import WorkspaceBox, make_executor
 from r3.execution.moveit_backend import MoveItConfig
@@ -25,12 +24,13 @@ from r3_msgs.action import MoveToPose
 from r3_ros.conversions import move_goal_to_target
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.node import R3Node
 from r3_ros.params import declare_parameters
 from r3_ros.refusals import refusing_action
 from r3_ros.spin import run_node
 
 
-class ExecutionNode(Node):
+class ExecutionNode(R3Node):
     def __init__(self):
         super().__init__("r3_execution_node")
         p = declare_parameters(self, NODE_PARAMETERS["r3_execution_node"])

@@ -29,7 +29,6 @@ import numpy as np
 from geometry_msgs.msg import Vector3Stamped
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
@@ -43,6 +42,7 @@ from r3_ros.conversions import msg_to_board_state, stamp_to_ns
 from r3_ros.executor import InlineCallbackGroup
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
+from r3_ros.node import R3Node
 from r3_ros.params import declare_parameters
 from r3_ros.qos import LATCHED, REFUSALS, can_match, recorded
 from r3_ros.refusals import refusing_action, refusing_message
@@ -62,7 +62,7 @@ class CommandRefused(Exception):
     """The simulator refused the command this node waits on; the message is its reason."""
 
 
-class LowLevelNode(Node):
+class LowLevelNode(R3Node):
     def __init__(self):
         super().__init__("r3_lowlevel_node")
         p = declare_parameters(self, NODE_PARAMETERS["r3_lowlevel_node"])

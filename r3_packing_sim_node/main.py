@@ -31,7 +31,6 @@ import threading
 import numpy as np
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import String
 
@@ -49,6 +48,7 @@ from r3_msgs.srv import ResetScene
 from r3_ros import conversions as conv
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
+from r3_ros.node import R3Node
 from r3_ros.params import declare_parameters
 from r3_ros.perception_client import PerceptionUnavailable, RosPerception
 from r3_ros.qos import LATCHED, recorded
@@ -64,7 +64,7 @@ COMMAND_DEADLINE_S = 2.0
 CAMERAS = {"base": (names.CAMERA_IMAGE, names.CAMERA_INFO), "wrist": (names.WRIST_IMAGE, names.WRIST_INFO)}
 
 
-class PackingSimNode(Node):
+class PackingSimNode(R3Node):
     def __init__(self):
         super().__init__("r3_packing_sim_node")
         p = declare_parameters(self, NODE_PARAMETERS["r3_packing_sim_node"])

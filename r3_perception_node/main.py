@@ -18,7 +18,6 @@ import json
 import threading
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String
 
@@ -43,6 +42,7 @@ from r3_ros.conversions import (
     stamp_to_ns,
 )
 from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.node import R3Node
 from r3_ros.params import declare_parameters
 from r3_ros.qos import LATCHED, SENSOR, recorded
 from r3_ros.refusals import refusing_message, refusing_service
@@ -52,7 +52,7 @@ from r3_ros.spin import run_node
 INSTANCE_QUEUE = 8
 
 
-class PerceptionNode(Node):
+class PerceptionNode(R3Node):
     def __init__(self):
         super().__init__("r3_perception_node")
         self.p = declare_parameters(self, NODE_PARAMETERS["r3_perception_node"])

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 
-from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 
 from r3.graph import names
@@ -19,11 +18,12 @@ from r3.graph.node_params import NODE_PARAMETERS
 from r3.perception.realsense import RealSenseCamera, RealSenseConfig
 from r3_ros.conversions import camera_info_msg, depth_to_msg, image_to_msg
 from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.node import R3Node
 from r3_ros.params import declare_parameters
 from r3_ros.spin import run_node
 
 
-class RealSenseNode(Node):
+class RealSenseNode(R3Node):
     def __init__(self, camera: RealSenseCamera | None = None):
         """``camera``: an already open camera (tests feed one from rs.software_device); None opens
         the device the parameters name."""

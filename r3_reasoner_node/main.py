@@ -17,7 +17,6 @@ import time
 
 from rclpy.action import ActionServer, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.node import Node
 
 from r3.episode_loop import Decider, ends_episode
 from r3.graph import names
@@ -37,6 +36,7 @@ from r3_ros.executor import InlineCallbackGroup
 from r3_ros.follow_client import FollowClient
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.node import R3Node
 from r3_ros.observation import SceneObserver
 from r3_ros.params import declare_parameters
 from r3_ros.recording import RecorderHandshake, RecordingError
@@ -46,7 +46,7 @@ from r3_ros.spin import run_node
 from r3_ros.stop import end_stopped
 
 
-class ReasonerNode(Node):
+class ReasonerNode(R3Node):
     def __init__(self):
         super().__init__("r3_reasoner_node")
         self.param = declare_parameters(self, NODE_PARAMETERS["r3_reasoner_node"])  # read at each use

@@ -28,7 +28,6 @@ from pathlib import Path
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
-from rclpy.node import Node
 from rclpy.serialization import serialize_message
 from std_msgs.msg import String
 
@@ -40,6 +39,7 @@ from r3_ros import without_shared_memory
 from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
 from r3_ros.executor import InlineCallbackGroup
 from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.node import R3Node
 from r3_ros.params import declare_parameters
 from r3_ros.qos import EVENTS, LATCHED, RECORD_DEPTH
 from r3_ros.refusals import refusing_message
@@ -65,7 +65,7 @@ def message_class(msgtype: str):
     return getattr(importlib.import_module(f"{package}.{kind}"), name)
 
 
-class RecorderNode(Node):
+class RecorderNode(R3Node):
     def __init__(self):
         super().__init__("r3_recorder_node")
         p = declare_parameters(self, NODE_PARAMETERS["r3_recorder_node"])

@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 
 import rclpy
-from rclpy.node import Node
 
 from r3.eval.runner import EvalConfig, completed
 from r3.graph.description import load_profile
 from r3.graph.supervisor import Supervisor
 from r3_msgs.action import RunTask
 from r3_ros.commander import R3Commander, TaskStatus
+from r3_ros.node import R3Node
 
 #: Progress values closer than this agree (they pass through a float64 message field).
 PROGRESS_TOLERANCE = 1e-9
@@ -62,7 +62,7 @@ def run_via_ros(config: EvalConfig, records: list[dict], out: Path, timeout_s: f
     if any(r["trial"] != 0 for r in records):
         raise ValueError("RunTask has no trial: only trial-0 episodes can be checked through the graph")
     rclpy.init()
-    node = Node("r3_eval_via_ros")
+    node = R3Node("r3_eval_via_ros")
     commander = R3Commander(node)
     supervisor = None
     try:

@@ -147,15 +147,15 @@ def _interface_steps(interface: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     import rclpy
-    from rclpy.node import Node
 
     from r3_msgs.action import RunTask
     from r3_ros.commander import R3Commander, TaskStatus
     from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
+    from r3_ros.node import R3Node
 
     out = Path(args.out)
     rclpy.init()
-    node = Node("r3_run")
+    node = R3Node("r3_run")
     view = LiveView(args.quiet)
     commander = R3Commander(node, on_step=view.step)
     # On a graph it did not start, r3 run learns that the reasoner died from its heartbeats.

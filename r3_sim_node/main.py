@@ -28,7 +28,6 @@ import time
 import numpy as np
 from action_msgs.msg import GoalStatusArray
 from geometry_msgs.msg import Vector3Stamped
-from rclpy.node import Node
 from rclpy.qos import qos_profile_action_status_default
 from sensor_msgs.msg import CameraInfo, Image, JointState
 
@@ -41,6 +40,7 @@ from r3_msgs.srv import ResetScene
 from r3_ros.conversions import board_state_to_msg, camera_info_msg, image_to_msg, ns_to_stamp
 from r3_ros.goals import ENDED
 from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.node import R3Node
 from r3_ros.params import declare_parameters
 from r3_ros.qos import LATCHED, REFUSALS, recorded
 from r3_ros.refusals import refusing_message, refusing_service
@@ -54,7 +54,7 @@ STEP_NS = round(CONTROL_DT * 1e9)
 COMMAND_DEADLINE_S = 1.0
 
 
-class SimNode(Node):
+class SimNode(R3Node):
     def __init__(self):
         super().__init__("r3_sim_node")
         p = declare_parameters(self, NODE_PARAMETERS["r3_sim_node"])

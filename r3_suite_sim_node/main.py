@@ -18,7 +18,6 @@ import time
 
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.node import Node
 from sensor_msgs.msg import Image
 
 from r3.graph import names
@@ -31,6 +30,7 @@ from r3_msgs.srv import ResetScene
 from r3_ros.conversions import image_to_msg, ns_to_stamp
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.node import R3Node
 from r3_ros.params import declare_parameters
 from r3_ros.qos import LATCHED, recorded
 from r3_ros.refusals import refusing_action, refusing_service
@@ -50,7 +50,7 @@ def simulated_suite(name: str):
     return suite
 
 
-class SuiteSimNode(Node):
+class SuiteSimNode(R3Node):
     def __init__(self):
         super().__init__("r3_suite_sim_node")
         p = declare_parameters(self, NODE_PARAMETERS["r3_suite_sim_node"])

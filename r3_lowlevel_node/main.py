@@ -42,13 +42,15 @@ from r3_ros.conversions import msg_to_board_state, stamp_to_ns
 from r3_ros.executor import InlineCallbackGroup
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
-from r3_ros.node import R3Node
+from r3_ros.node import R3Node, type_name
 from r3_ros.params import declare_parameters
 from r3_ros.qos import LATCHED, REFUSALS, can_match, recorded
 from r3_ros.refusals import refusing_action, refusing_message
 from r3_ros.spin import run_node
 from r3_ros.stop import MotionGuard, end_stopped
 
+#: The pusher command's type as the ROS graph names it: a subscriber of another type never matches.
+COMMAND_TYPE = type_name(Vector3Stamped)
 #: Heartbeat state until the first simulator state arrives: the node cannot act yet.
 WAITING_FOR_STATE = "waiting_for_state"
 #: Feedback goes out at most this often (wall seconds): one per control step would wake the client at each.
@@ -138,14 +140,14 @@ class LowLevelNode(R3Node):
         """Until the graph view shows a command subscriber in the state's participant (the simulator)
         and every subscriber of the command topic there (the simulator, a recorder) whose QoS can
         match has matched this node's publisher, at most ``state_timeout_s``; False when that never
-        holds. (A subscriber whose QoS cannot match, say a transient-local echo, never will.) An rmw
-        that reports no publisher GUID leaves only the count to go by."""
+        holds. (A subscriber whose QoS or message type cannot match, say a transient-local echo,
+        never will.) An rmw that reports no publisher GUID leaves only the count to go by."""
         deadline = time.monotonic() + self.state_timeout_s
         while True:
             listening = [
                 bytes(s.endpoint_gid[:GUID_PREFIX_BYTES])
                 for s in self.get_subscriptions_info_by_topic(names.PUSHER_COMMAND)
-                if can_match(self.command_pub.qos_profile, s.qos_profile)
+                if can_match(self.command_pub.qos_profile, s.qos_profile) and s.topic_type == COMMAND_TYPE
             ]
             with self.state_cv:
                 source = self.state_source

@@ -20,7 +20,6 @@ never closes the running bag, and an episode id that is not a plain folder name 
 
 from __future__ import annotations
 
-import importlib
 import threading
 import time
 from collections import Counter
@@ -33,6 +32,7 @@ from std_msgs.msg import String
 
 from r3.data.bags import EpisodeBagWriter, EpisodeInfo
 from r3.graph import names
+from r3.graph.interfaces import PUBLISHED_TYPES
 from r3.graph.node_params import NODE_PARAMETERS
 from r3_msgs.msg import EpisodeEvent
 from r3_ros import without_shared_memory
@@ -59,12 +59,6 @@ UNKNOWN_NODE = "_NODE_NAME_UNKNOWN_"
 STRAGGLERS_S = 5.0
 
 
-def message_class(msgtype: str):
-    """'sensor_msgs/msg/Image' -> the rclpy message class."""
-    package, kind, name = msgtype.split("/")
-    return getattr(importlib.import_module(f"{package}.{kind}"), name)
-
-
 class RecorderNode(R3Node):
     def __init__(self):
         super().__init__("r3_recorder_node")
@@ -82,9 +76,9 @@ class RecorderNode(R3Node):
         self.subscribed = AdaptiveSubscriptions(
             self, RECORD_DEPTH, raw=True, callback_group=InlineCallbackGroup()
         )
-        for topic in self.topics:
+        for topic in self.topics:  # r3's own topics with the type r3 publishes them with
             self.subscribed.add(
-                topic, message_class, lambda msgtype, topic=topic: self.record_to(topic, msgtype)
+                topic, lambda msgtype, topic=topic: self.record_to(topic, msgtype), PUBLISHED_TYPES.get(topic)
             )
         wall = Clock(clock_type=ClockType.STEADY_TIME)
         self.bags_pub = self.create_publisher(String, names.RECORDER_BAGS, LATCHED)

@@ -11,9 +11,17 @@ subscription. The recorder records through these, the reasoner sees the cameras 
 
 from __future__ import annotations
 
+import importlib
+from collections import Counter
 from collections.abc import Callable
 
 from r3_ros.qos import can_match, recording
+
+
+def message_class(msgtype: str):
+    """'sensor_msgs/msg/Image' -> the rclpy message class."""
+    package, kind, name = msgtype.split("/")
+    return getattr(importlib.import_module(f"{package}.{kind}"), name)
 
 
 class AdaptiveSubscriptions:
@@ -21,25 +29,31 @@ class AdaptiveSubscriptions:
 
     def __init__(self, node, depth: int, raw: bool = False, callback_group=None):
         self.node, self.depth, self.raw, self.group = node, depth, raw, callback_group
-        self.wanted: dict[str, tuple[Callable[[str], type], Callable[[str], Callable]]] = {}
+        self.wanted: dict[str, tuple[Callable[[str], Callable], str | None]] = {}
         self.subscriptions: dict[str, object] = {}
+        self.types: dict[str, str] = {}  # topic -> the type its subscription takes
 
-    def add(
-        self, topic: str, message_class: Callable[[str], type], callback: Callable[[str], Callable]
-    ) -> None:
-        """Subscribe to ``topic`` once it has publishers: ``message_class(type name)`` and
-        ``callback(type name)`` give the subscription's class and callback."""
-        self.wanted[topic] = (message_class, callback)
+    def add(self, topic: str, callback: Callable[[str], Callable], msgtype: str | None = None) -> None:
+        """Subscribe to ``topic`` once it has publishers of ``msgtype`` ('sensor_msgs/msg/Image');
+        ``callback(type name)`` gives the subscription's callback. Without a ``msgtype``, the type
+        most of the topic's publishers offer when it is first subscribed, kept from then on.
+        Publishers of another type are left out, whatever they offer: DDS never matches them (the
+        node's QoS audit names them), and letting them choose the type or the QoS would leave the
+        subscription deaf to the topic's real publishers."""
+        self.wanted[topic] = (callback, msgtype)
         self.refresh()
 
     def __contains__(self, topic: str) -> bool:
         return topic in self.subscriptions
 
     def refresh(self) -> None:
-        for topic, (message_class, callback) in self.wanted.items():
+        for topic, (callback, wanted_type) in self.wanted.items():
             publishers = self.node.get_publishers_info_by_topic(topic)
-            offered = [e.qos_profile for e in publishers]
             current = self.subscriptions.get(topic)
+            msgtype = wanted_type or self.types.get(topic)
+            if msgtype is None and publishers:
+                msgtype = Counter(e.topic_type for e in publishers).most_common(1)[0][0]
+            offered = [e.qos_profile for e in publishers if e.topic_type == msgtype]
             if not offered or (current and all(can_match(q, current.qos_profile) for q in offered)):
                 continue
             qos = recording(offered, self.depth)
@@ -49,7 +63,7 @@ class AdaptiveSubscriptions:
                     f"again ({qos.reliability.name.lower()}, {qos.durability.name.lower()})"
                 )
                 self.node.destroy_subscription(current)
-            msgtype = publishers[0].topic_type
+            self.types[topic] = msgtype
             self.subscriptions[topic] = self.node.create_subscription(
                 message_class(msgtype), topic, callback(msgtype), qos, raw=self.raw, callback_group=self.group
             )

@@ -34,6 +34,7 @@ from r3_ros.conversions import (
     task_instance_from_msg,
 )
 from r3_ros.episode_watch import EpisodeError
+from r3_ros.node import type_name
 from r3_ros.qos import LATCHED
 from r3_ros.refusals import refusing_message
 
@@ -67,10 +68,11 @@ class SceneObserver:
         # The cameras as their publishers offer them: a simulator's frame, sent once per decision right
         # after a reset, reaches this node even when DDS matched the two sides late.
         self.cameras = AdaptiveSubscriptions(node, 5, callback_group=callback_group)
-        self.cameras.add(names.CAMERA_IMAGE, lambda _: Image, lambda _: self.on_image)
-        self.cameras.add(names.CAMERA_INFO, lambda _: CameraInfo, lambda _: self.on_camera_info)
+        image, info = type_name(Image), type_name(CameraInfo)
+        self.cameras.add(names.CAMERA_IMAGE, lambda _: self.on_image, image)
+        self.cameras.add(names.CAMERA_INFO, lambda _: self.on_camera_info, info)
         if param["wrist_camera"]:
-            self.cameras.add(names.WRIST_IMAGE, lambda _: Image, lambda _: self.on_wrist_image)
+            self.cameras.add(names.WRIST_IMAGE, lambda _: self.on_wrist_image, image)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         node.create_timer(0.2, self.cameras.refresh, callback_group=callback_group, clock=steady)
 

@@ -169,3 +169,16 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
         },  # plus the configured topics
     ),
 }
+
+
+def _published_types() -> dict[str, str]:
+    types: dict[str, str] = {}
+    for node, interface in NODE_INTERFACES.items():
+        for topic, msgtype in interface.publishes.items():
+            if types.setdefault(topic, msgtype) != msgtype:
+                raise ValueError(f"{node} publishes {topic} as {msgtype}, another node as {types[topic]}")
+    return types
+
+
+#: topic -> the message type r3's nodes publish it with (default names).
+PUBLISHED_TYPES = _published_types()

@@ -30,7 +30,6 @@ def test_a_frame_sent_before_the_subscription_existed_arrives_from_a_keeping_pub
     publisher, private_ros_env
 ):
     import rclpy
-    from std_msgs.msg import String
 
     from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
 
@@ -45,7 +44,7 @@ def test_a_frame_sent_before_the_subscription_existed_arrives_from_a_keeping_pub
     try:
         assert proc.stdout.readline().strip() == "published"
         cameras = AdaptiveSubscriptions(node, 5)
-        cameras.add("/r3_probe/frames", lambda _: String, lambda _: lambda m: received.append(m.data))
+        cameras.add("/r3_probe/frames", lambda _: lambda m: received.append(m.data), "std_msgs/msg/String")
         executor = rclpy.executors.SingleThreadedExecutor(context=context)
         executor.add_node(node)
         # The end of the wait is what it waits for, never a clock: the frame for a keeping publisher;
@@ -69,3 +68,69 @@ def test_a_frame_sent_before_the_subscription_existed_arrives_from_a_keeping_pub
         rclpy.shutdown(context=context)
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_a_publisher_of_another_type_neither_chooses_the_type_nor_the_qos(declared, private_ros_env):
+    """A hostile peer on a recorded topic with another message type (and best effort, which the
+    subscription would have to remake itself for): with the type declared, it is never subscribed
+    to, first or not; without, the type of the topic's first publishers stays, and so does the
+    subscription. Either way the real publisher's kept samples arrive."""
+    import rclpy
+    from rclpy.qos import QoSDurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import Int32, String
+
+    from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
+    from r3_ros.qos import recorded
+
+    domain = int(private_ros_env(in_process=True)["ROS_DOMAIN_ID"])
+    contexts = [rclpy.Context() for _ in range(3)]  # viewer, hostile peer, real publisher
+    for ctx in contexts:
+        rclpy.init(context=ctx, domain_id=domain)
+    viewer, hostile, real = (
+        rclpy.create_node(n, context=c) for n, c in zip(("viewer", "hostile", "real"), contexts)
+    )
+    topic, received = "/r3_probe/commands", []
+    subs = AdaptiveSubscriptions(viewer, 5)
+    executor = rclpy.executors.SingleThreadedExecutor(context=contexts[0])
+    executor.add_node(viewer)
+
+    def until(condition, what):
+        deadline = time.monotonic() + 30  # only a bound for a broken graph
+        while not condition():
+            assert time.monotonic() < deadline, what
+            subs.refresh()
+            executor.spin_once(timeout_sec=0.02)
+
+    def publishers_seen(n):
+        return lambda: len(viewer.get_publishers_info_by_topic(topic)) == n
+
+    best_effort = QoSProfile(depth=5, reliability=ReliabilityPolicy.BEST_EFFORT)
+    try:
+        if declared:
+            subs.add(topic, lambda _: lambda m: received.append(m.data), "std_msgs/msg/String")
+            hostile.create_publisher(Int32, topic, best_effort)
+            until(publishers_seen(1), "the hostile publisher was not discovered")
+            subs.refresh()
+            assert topic not in subs  # nothing of the declared type yet
+            real.create_publisher(String, topic, recorded(5)).publish(String(data="kept"))
+        else:
+            real.create_publisher(String, topic, recorded(5)).publish(String(data="kept"))
+            until(publishers_seen(1), "the real publisher was not discovered")
+            subs.add(topic, lambda _: lambda m: received.append(m.data))
+            assert topic in subs
+            hostile.create_publisher(Int32, topic, best_effort)
+        first = subs.subscriptions.get(topic)
+        until(lambda: received == ["kept"], "the real publisher's kept sample did not arrive")
+        until(publishers_seen(2), "both publishers were not discovered")
+        subs.refresh()
+        assert subs.types[topic] == "std_msgs/msg/String"
+        assert subs.subscriptions[topic] is first or declared
+        qos = subs.subscriptions[topic].qos_profile
+        assert qos.reliability == ReliabilityPolicy.RELIABLE
+        assert qos.durability == QoSDurabilityPolicy.TRANSIENT_LOCAL
+    finally:
+        for node in (viewer, hostile, real):
+            node.destroy_node()
+        for ctx in contexts:
+            rclpy.try_shutdown(context=ctx)

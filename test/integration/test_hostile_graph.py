@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -20,6 +21,7 @@ from r3.graph import names
 from r3.sim.language_table.scene import CONTROL_DT
 
 STEP_NS = round(CONTROL_DT * 1e9)
+PEERS = Path(__file__).parent / "peers"
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -152,6 +154,45 @@ def test_pusher_commands_off_the_board_are_refused_not_clipped(graph, client):
     assert len([at for at, _, _ in client.joints if at > t0]) == 1
     client.node.destroy_publisher(pub)
     assert_serves_a_valid_episode(graph, client)
+
+
+def test_a_peer_whose_topics_cannot_match_is_named_and_neither_moves_nor_deafens_anything(graph, client):
+    """A peer on the pusher command topic with another message type (publishing and subscribing)
+    and a reader asking for kept refusals. r3's nodes create their topics without rclpy's QoS-event
+    handlers, so their audit must say who cannot match and why; and while the peer is there, an
+    episode runs and its bag holds the real commands: the recorder did not take the peer's type,
+    and the low-level node did not wait for the peer's reader to match its commands."""
+    from r3_ros.node import AUDIT_PERIOD_S
+
+    client.spin(1.0)
+    env = dict(os.environ, ROS_DOMAIN_ID=str(graph.domain))
+    t0 = time.monotonic()
+    peer = subprocess.Popen([sys.executable, str(PEERS / "mismatched_peer.py")], env=env)
+    wanted = (
+        (
+            f"this node subscribes to {names.PUSHER_COMMAND}, and /mismatched_peer cannot match it: "
+            "it uses std_msgs/msg/String, this node geometry_msgs/msg/Vector3Stamped"
+        ),
+        (
+            f"this node publishes {names.PUSHER_REFUSALS}, and /mismatched_peer cannot match it: "
+            "it asks reliable, transient_local, this node offers reliable, volatile"
+        ),
+    )
+    sim_log = next((graph.root / "logs").glob("*/r3_sim_node.log"))
+    try:
+        deadline = time.monotonic() + 30 + 2 * AUDIT_PERIOD_S
+        while not all(w in sim_log.read_text() for w in wanted) and time.monotonic() < deadline:
+            client.spin(0.2)
+        log = sim_log.read_text()
+        assert all(w in log for w in wanted), log[-3000:]
+        client.spin(2 * AUDIT_PERIOD_S)
+        assert all(sim_log.read_text().count(w) == 1 for w in wanted)  # once, not every audit
+        assert not client.moved_after(t0), "the pusher moved"
+        commands = bag_topics(assert_serves_a_valid_episode(graph, client)).get(names.PUSHER_COMMAND, [])
+        assert commands and all(hasattr(c, "vector") for c in commands)  # Vector3Stamped, not String
+    finally:
+        peer.kill()
+        peer.wait(timeout=10)
 
 
 def test_reset_scene_false_continues_on_the_current_scene(graph, client):

@@ -42,15 +42,13 @@ from r3_ros.conversions import msg_to_board_state, stamp_to_ns
 from r3_ros.executor import InlineCallbackGroup
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
-from r3_ros.node import R3Node, type_name
+from r3_ros.node import R3Node, matchable_subscribers
 from r3_ros.params import declare_parameters
-from r3_ros.qos import LATCHED, REFUSALS, can_match, recorded
+from r3_ros.qos import LATCHED, REFUSALS, recorded
 from r3_ros.refusals import refusing_action, refusing_message
 from r3_ros.spin import run_node
 from r3_ros.stop import MotionGuard, end_stopped
 
-#: The pusher command's type as the ROS graph names it: a subscriber of another type never matches.
-COMMAND_TYPE = type_name(Vector3Stamped)
 #: Heartbeat state until the first simulator state arrives: the node cannot act yet.
 WAITING_FOR_STATE = "waiting_for_state"
 #: Feedback goes out at most this often (wall seconds): one per control step would wake the client at each.
@@ -146,8 +144,7 @@ class LowLevelNode(R3Node):
         while True:
             listening = [
                 bytes(s.endpoint_gid[:GUID_PREFIX_BYTES])
-                for s in self.get_subscriptions_info_by_topic(names.PUSHER_COMMAND)
-                if can_match(self.command_pub.qos_profile, s.qos_profile) and s.topic_type == COMMAND_TYPE
+                for s in matchable_subscribers(self, self.command_pub)
             ]
             with self.state_cv:
                 source = self.state_source

@@ -34,6 +34,19 @@ def type_name(msg_type) -> str:
     return f"{package}/{kind}/{msg_type.__name__}"
 
 
+def matchable_subscribers(node: Node, publisher) -> list:
+    """The subscribers of ``publisher``'s topic in ``node``'s view of the graph that can match it:
+    the same message type and a QoS that can match (``r3_ros.qos.can_match``). Only these can ever
+    count in ``publisher.get_subscription_count()``; a peer of another type or an incompatible QoS
+    never will, and waiting for it would stall on anyone's whim."""
+    ours = type_name(publisher.msg_type)
+    return [
+        s
+        for s in node.get_subscriptions_info_by_topic(publisher.topic_name)
+        if s.topic_type == ours and can_match(publisher.qos_profile, s.qos_profile)
+    ]
+
+
 def _describe(qos: QoSProfile) -> str:
     return f"{qos.reliability.name.lower()}, {qos.durability.name.lower()}"
 

@@ -19,6 +19,7 @@ from std_msgs.msg import String
 
 from r3.graph import names
 from r3_ros.heartbeat import HeartbeatMonitor
+from r3_ros.node import matchable_subscribers
 from r3_ros.qos import LATCHED
 
 
@@ -95,15 +96,15 @@ class RecorderHandshake:
     def unmatched(self) -> list[str]:
         """How the episode's record does not yet reach the recorder: the recorder must subscribe to
         the decision frames, and each publisher of ``record`` must have matched every subscriber this
-        node has discovered (the recorder sees the reasoner's publishers before they see it, and a
-        step published in between would miss the bag)."""
+        node has discovered that can match it (the recorder sees the reasoner's publishers before
+        they see it, and a step published in between would miss the bag)."""
         frames = self.node.get_subscriptions_info_by_topic(names.REASONER_FRAMES)
         if not any(f"{s.node_namespace.rstrip('/')}/{s.node_name}" == self.recorder for s in frames):
             return [f"no subscription of it to {names.REASONER_FRAMES} is known here"]
         missing = []
         for pub in self.record:
             matched = pub.get_subscription_count()
-            known = len(self.node.get_subscriptions_info_by_topic(pub.topic_name))
+            known = len(matchable_subscribers(self.node, pub))
             if matched < known:
                 missing.append(f"{pub.topic_name} matched {matched} of {known} subscribers")
         return missing

@@ -1,6 +1,6 @@
-"""Test peer: a node whose topics cannot match the simulator's, until it is killed. It publishes
-and subscribes std_msgs/String on the pusher command topic (another type), and asks for kept
-samples of the refusals topic, which keeps none."""
+"""Test peer: a node whose topics cannot match r3's, until it is killed. It publishes and subscribes
+std_msgs/String on the pusher command topic (another type), subscribes std_msgs/String to the
+reasoner's steps, and asks for kept samples of the refusals topic, which keeps none."""
 
 import rclpy
 from rclpy.node import Node
@@ -16,6 +16,7 @@ def main():
     node = Node("mismatched_peer")
     commands = node.create_publisher(String, names.PUSHER_COMMAND, 10)
     node.create_subscription(String, names.PUSHER_COMMAND, lambda _m: None, 10)
+    node.create_subscription(String, names.REASONER_STEPS, lambda _m: None, 10)
     node.create_subscription(
         CommandRefusal,
         names.PUSHER_REFUSALS,

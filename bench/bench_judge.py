@@ -1,6 +1,6 @@
 """Rubric judge throughput: rule tier, single simulator-tier judgments, and Stage II batches.
 
-    python bench/bench_judge.py [--passes 3] [--workers 2] [--smoke] [--json PATH]
+    python bench/bench_judge.py [--passes 3] [--workers 2] [--awake] [--smoke] [--json PATH]
 
 - rule tier: text pairs without a snapshot, one core;
 - simulator tier, cold: one judgment at a time with the outcome cache cleared before each, so
@@ -84,6 +84,11 @@ def main() -> None:
     p.add_argument(
         "--workers", type=int, default=2, help="simulator workers for the batch (default: %(default)s)"
     )
+    p.add_argument(
+        "--awake",
+        action="store_true",
+        help="rollouts without MuJoCo's sleeping, as the judge ran before it (default: sleeping)",
+    )
     args = p.parse_args()
     if args.smoke:
         args.passes, args.seconds = 1, 0.3
@@ -92,7 +97,7 @@ def main() -> None:
     text = [c for c in cases if c.snapshot is None]
     sim = [c for c in cases if c.snapshot is not None]
     snapshots = {c.snapshot: c.snapshot.read_bytes() for c in sim}
-    judge = RuleJudge()
+    judge = RuleJudge(OutcomeSimulator(sleep=not args.awake))
     judge.judge(sim[0].candidate, sim[0].reference, snapshot=snapshots[sim[0].snapshot])  # build the env
 
     def rule(c):
@@ -124,7 +129,7 @@ def main() -> None:
     prompts = (prompts * (PROMPTS // len(prompts) + 1))[: 4 if args.smoke else PROMPTS]
     for mix in ("sampled", "policy-like"):
         for workers in sorted({1, args.workers}):
-            simulator = OutcomeSimulator(workers=workers)
+            simulator = OutcomeSimulator(workers=workers, sleep=not args.awake)
             reward = JudgeReward(RuleJudge(simulator))
             reward(**stage2_batch(prompts[:2], mix, np.random.default_rng(99)))  # start env and workers
             rates, rollouts = [], []

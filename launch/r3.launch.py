@@ -17,6 +17,7 @@ this file as it is.
 """
 
 import os
+import sys
 import tempfile
 
 from launch.actions import DeclareLaunchArgument, OpaqueFunction, Shutdown, TimerAction
@@ -53,8 +54,8 @@ def member_nodes(context, *args, **kwargs):
     )
     fd, exits_file = tempfile.mkstemp(prefix="r3-member-exits-")
     os.close(fd)
-    if (swept := shared_memory.sweep()).removed:
-        print(f"[r3.launch.py] {swept}", flush=True)
+    if (swept := shared_memory.sweep()).removed:  # stderr: a launch's stdout may be a tool's data
+        print(f"[r3.launch.py] {swept}", file=sys.stderr, flush=True)
     return [
         Node(
             package=member.package,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -354,16 +356,12 @@ def test_ros_arguments_carry_name_parameters_and_remappings(tmp_path):
     ]
 
 
-@pytest.mark.parametrize("profile_name", ["sim_language_table", "gazebo", "isaac"])
-def test_launch_file_maps_every_member(monkeypatch, profile_name):
-    """launch_ros is not installable here: these stand-ins record what the launch file asks for.
-    They check our mapping (names, arguments, parameters, remappings, shutdown policy), not launch_ros."""
-    created = []
+def load_launch_file(monkeypatch, profile_name: str):
+    """r3.launch.py with stand-ins for launch and launch_ros that record what it asks for."""
 
     class Recorder:
         def __init__(self, *args, **kwargs):
             self.args, self.kwargs = args, kwargs
-            created.append(self)
 
     class Config(Recorder):
         def perform(self, context):
@@ -382,6 +380,31 @@ def test_launch_file_maps_every_member(monkeypatch, profile_name):
     spec = importlib.util.spec_from_file_location("r3_launch", ROOT / "launch" / "r3.launch.py")
     launch_file = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(launch_file)
+    return launch_file
+
+
+def test_the_launch_file_reports_its_sweep_on_stderr(monkeypatch, tmp_path, capsys):
+    """Whatever the launch file says goes to stderr: a tool that reads a launch's stdout (the
+    colcon probe reads JSON) broke whenever a dead process had left a segment to sweep."""
+    from r3.graph import shared_memory
+
+    (tmp_path / "fastdds_0badc0de").write_bytes(b"\1" * 4096)
+    (tmp_path / "fastdds_0badc0de_el").write_bytes(b"")
+    for path in tmp_path.iterdir():
+        os.utime(path, (time.time() - 3600, time.time() - 3600))
+    real_sweep = shared_memory.sweep
+    monkeypatch.setattr(shared_memory, "sweep", lambda: real_sweep(tmp_path))
+    load_launch_file(monkeypatch, "sim_language_table").member_nodes(context=None)
+    out, err = capsys.readouterr()
+    assert out == "" and "removed 1 Fast DDS shared-memory segment" in err
+    assert not (tmp_path / "fastdds_0badc0de").exists()
+
+
+@pytest.mark.parametrize("profile_name", ["sim_language_table", "gazebo", "isaac"])
+def test_launch_file_maps_every_member(monkeypatch, profile_name):
+    """launch_ros is not installable here: these stand-ins record what the launch file asks for.
+    They check our mapping (names, arguments, parameters, remappings, shutdown policy), not launch_ros."""
+    launch_file = load_launch_file(monkeypatch, profile_name)
     description = launch_file.generate_launch_description()
     declared = [a.args[0] for a in description.args[0] if a.args and a.args[0] in ("profile", "graph")]
     assert declared == ["profile", "graph"]

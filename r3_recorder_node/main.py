@@ -39,7 +39,7 @@ from r3_ros import without_shared_memory
 from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
 from r3_ros.executor import InlineCallbackGroup
 from r3_ros.heartbeat import HeartbeatPublisher
-from r3_ros.node import R3Node
+from r3_ros.node import UNKNOWN_NODE, R3Node
 from r3_ros.params import declare_parameters
 from r3_ros.qos import EVENTS, LATCHED, RECORD_DEPTH
 from r3_ros.refusals import refusing_message
@@ -54,7 +54,6 @@ WAITING_WARN_S = 2.0
 #: The name comes with ROS's own discovery messages, which can lag the DDS endpoint by seconds on a
 #: loaded machine: a recorder started after the reasoner received a START from '_NODE_NAME_UNKNOWN_'.
 SOURCE_LOOKUP_S = 5.0
-UNKNOWN_NODE = "_NODE_NAME_UNKNOWN_"
 #: After END, how much longer than ``close_delay_s`` a bag waits for the episode's last steps and frames.
 STRAGGLERS_S = 5.0
 

@@ -34,6 +34,11 @@ def type_name(msg_type) -> str:
     return f"{package}/{kind}/{msg_type.__name__}"
 
 
+def endpoint_node(endpoint) -> str:
+    """The fully qualified name of the node of a graph endpoint (``/cell/peer``)."""
+    return f"{endpoint.node_namespace.rstrip('/')}/{endpoint.node_name}"
+
+
 def matchable_subscribers(node: Node, publisher) -> list:
     """The subscribers of ``publisher``'s topic in ``node``'s view of the graph that can match it:
     the same message type and a QoS that can match (``r3_ros.qos.can_match``). Only these can ever
@@ -79,14 +84,14 @@ class R3Node(Node):
     def audit_qos(self) -> list[str]:
         """Warn about each peer of this node's topics that cannot match it (once per peer and
         topic); returns the new warnings."""
-        me = (self.get_namespace().rstrip("/") + "/" + self.get_name()).lstrip("/")
+        me = self.get_fully_qualified_name()
         found = []
         endpoints = [(p, "publishes", self.get_subscriptions_info_by_topic) for p in self.publishers]
         endpoints += [(s, "subscribes to", self.get_publishers_info_by_topic) for s in self.subscriptions]
         for endpoint, verb, peers_of in endpoints:
             ours = type_name(endpoint.msg_type)
             for peer in peers_of(endpoint.topic_name):
-                name = (peer.node_namespace.rstrip("/") + "/" + peer.node_name).lstrip("/")
+                name = endpoint_node(peer)
                 if name == me or peer.node_name == UNKNOWN_NODE:
                     continue
                 if peer.topic_type != ours:
@@ -108,7 +113,7 @@ class R3Node(Node):
                     continue
                 self._qos_reported.add(key)
                 found.append(
-                    f"this node {verb} {endpoint.topic_name}, and /{name} cannot match it: {why}; "
+                    f"this node {verb} {endpoint.topic_name}, and {name} cannot match it: {why}; "
                     "no message flows between them"
                 )
                 self.get_logger().warning(found[-1])

@@ -19,7 +19,7 @@ from std_msgs.msg import String
 
 from r3.graph import names
 from r3_ros.heartbeat import HeartbeatMonitor
-from r3_ros.node import matchable_subscribers
+from r3_ros.node import endpoint_node, matchable_subscribers
 from r3_ros.qos import LATCHED
 
 
@@ -99,7 +99,7 @@ class RecorderHandshake:
         node has discovered that can match it (the recorder sees the reasoner's publishers before
         they see it, and a step published in between would miss the bag)."""
         frames = self.node.get_subscriptions_info_by_topic(names.REASONER_FRAMES)
-        if not any(f"{s.node_namespace.rstrip('/')}/{s.node_name}" == self.recorder for s in frames):
+        if not any(endpoint_node(s) == self.recorder for s in frames):
             return [f"no subscription of it to {names.REASONER_FRAMES} is known here"]
         missing = []
         for pub in self.record:

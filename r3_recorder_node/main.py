@@ -35,6 +35,7 @@ from r3.graph import names
 from r3.graph.interfaces import PUBLISHED_TYPES
 from r3.graph.node_params import NODE_PARAMETERS
 from r3_msgs.msg import EpisodeEvent
+from r3_recorder_node.closing import TICK_S, Drain
 from r3_ros import without_shared_memory
 from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
 from r3_ros.executor import InlineCallbackGroup
@@ -54,7 +55,8 @@ WAITING_WARN_S = 2.0
 #: The name comes with ROS's own discovery messages, which can lag the DDS endpoint by seconds on a
 #: loaded machine: a recorder started after the reasoner received a START from '_NODE_NAME_UNKNOWN_'.
 SOURCE_LOOKUP_S = 5.0
-#: After END, how much longer than ``close_delay_s`` a bag waits for the episode's last steps and frames.
+#: After END, how much longer than ``close_delay_s`` a bag waits, at most, for the episode's last steps
+#: and frames and for what else was sent before END.
 STRAGGLERS_S = 5.0
 
 
@@ -71,6 +73,7 @@ class RecorderNode(R3Node):
         self.writer: EpisodeBagWriter | None = None
         self.recorded: Counter[str] = Counter()  # messages written to the open bag, by topic
         self.started_ns = 0  # the open episode's START, by its publisher's source stamp
+        self.drain: Drain | None = None  # the open episode's, once it has ended
         # Made once publishers appear; each message goes into the bag from the spinning thread.
         self.subscribed = AdaptiveSubscriptions(
             self, RECORD_DEPTH, raw=True, callback_group=InlineCallbackGroup()
@@ -106,6 +109,8 @@ class RecorderNode(R3Node):
             if self.writer is not None and (sent_ns is None or sent_ns >= self.started_ns):
                 self.writer.write(topic, msgtype, time.time_ns(), data)
                 self.recorded[topic] += 1
+                if self.drain is not None:
+                    self.drain.wrote(sent_ns, time.monotonic())
 
     def sender(self, info) -> str:
         """The node name of the publisher of a received message ("" when not in the graph view)."""
@@ -139,7 +144,7 @@ class RecorderNode(R3Node):
                 )
                 writer = EpisodeBagWriter(self.output_dir, episode)  # refuses an id that is no folder name
                 self.close_current(complete=False, reason="a new episode started before this one ended")
-                self.writer, self.recorded = writer, Counter()
+                self.writer, self.recorded, self.drain = writer, Counter(), None
                 self.started_ns = info["source_timestamp"]
                 self.writer.write(names.EPISODE_EVENTS, EVENTS_TYPE, time.time_ns(), serialize_message(msg))
                 self.bags_pub.publish(String(data=str(writer.path)))
@@ -147,50 +152,61 @@ class RecorderNode(R3Node):
             self.get_logger().info(f"recording episode {msg.episode_id}")
         elif msg.event == EpisodeEvent.END:
             self.write(names.EPISODE_EVENTS, EVENTS_TYPE, serialize_message(msg))
-            # Let messages still in flight (the last image, the last outcome) reach the bag first, and
-            # under load wait (bounded) until every step END counts, and a frame for each, has arrived.
-            timer, ended = None, time.monotonic()
+            self.close_when_drained(msg, info["source_timestamp"])
 
-            def close() -> None:
-                waited = time.monotonic() - ended
-                with self.lock:
-                    mine = self.writer is not None and self.writer.info.episode_id == msg.episode_id
-                    arrived = self.recorded[names.REASONER_FRAMES] >= msg.steps and (
-                        names.REASONER_STEPS not in self.topics
-                        or self.recorded[names.REASONER_STEPS] >= msg.steps
-                    )
-                    if (
-                        mine
-                        and waited < self.close_delay_s + STRAGGLERS_S
-                        and not (arrived and waited >= self.close_delay_s)
-                    ):
-                        return
-                    timer.cancel()
-                    if mine:
-                        complete = not msg.reason.startswith("error")
-                        self.writer.info.goal = msg.goal or self.writer.info.goal
-                        self.close_current(complete, msg.reason, msg.success, msg.progress, msg.steps)
+    def close_when_drained(self, msg: EpisodeEvent, end_sent_ns: int) -> None:
+        """Close the ended episode's bag once what was sent before END has come (``closing.Drain``):
+        its step records and a frame for each, and whatever else was still on its way."""
+        with self.lock:
+            if self.writer is None or self.writer.info.episode_id != msg.episode_id:
+                return  # not the open episode's END: nothing to close
+            drain = Drain(
+                end_sent_ns, time.monotonic(), self.close_delay_s, self.close_delay_s + STRAGGLERS_S
+            )
+            self.drain = drain
+        timer = None
 
-            timer = self.create_timer(0.05, close, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        def tick() -> None:
+            with self.lock:
+                mine = self.writer is not None and self.writer.info.episode_id == msg.episode_id
+                arrived = self.recorded[names.REASONER_FRAMES] >= msg.steps and (
+                    names.REASONER_STEPS not in self.topics
+                    or self.recorded[names.REASONER_STEPS] >= msg.steps
+                )
+                if mine and not drain.tick(time.monotonic(), arrived):
+                    return
+                timer.cancel()
+                if mine:
+                    complete = not msg.reason.startswith("error")
+                    self.writer.info.goal = msg.goal or self.writer.info.goal
+                    self.close_current(complete, msg.reason, msg.success, msg.progress, msg.steps)
+
+        timer = self.create_timer(TICK_S, tick, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def announce_when_ready(self, episode_id: str) -> None:
         """Say "recording:<id>" (the reasoner waits for it) once every configured topic is
         subscribed and has a publisher, so that the episode's first messages are not lost."""
         timer, waited_since, told = None, time.monotonic(), False
 
-        def check() -> None:
+        def announced() -> bool:
             nonlocal told
             waiting = self.waiting_topics()
             if not waiting:
-                timer.cancel()
                 with self.lock:
                     if self.writer is not None and self.writer.info.episode_id == episode_id:
                         self.heartbeat.state = names.recording_state(episode_id)
-            elif not told and time.monotonic() - waited_since > WAITING_WARN_S:
+                return True
+            if not told and time.monotonic() - waited_since > WAITING_WARN_S:
                 told = True
                 self.warn_waiting(f"episode {episode_id}", waiting)
+            return False
 
-        timer = self.create_timer(0.02, check, clock=Clock(clock_type=ClockType.STEADY_TIME))
+        def poll() -> None:
+            if announced():
+                timer.cancel()
+
+        if not announced():  # at once when every topic is ready, as between episodes it usually is
+            timer = self.create_timer(0.02, poll, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
     def waiting_topics(self) -> list[str]:
         """The configured topics not yet recordable: no subscription, or no publisher seen."""

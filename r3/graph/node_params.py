@@ -292,9 +292,9 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                 P(
                     "close_delay_s",
                     "float",
-                    0.3,
-                    "After an episode's END, keep recording this long (messages still on "
-                    "their way), then close the bag.",
+                    0.05,
+                    "After an episode's END, keep recording at least this long; the bag closes "
+                    "once messages sent before END stop arriving (at most 5 s more).",
                     range=(0.0, 60.0),
                 ),
             ),

@@ -69,7 +69,7 @@ def session(tmp_path, private_ros_env):
     bags = tmp_path / "bags"
     recorder = subprocess.Popen(
         [sys.executable, "-m", "r3_recorder_node.main", "--ros-args", "-p", f"output_dir:={bags}"]
-        + ["-p", f"topics:=['{TOPIC}']", "-p", "close_delay_s:=0.2"],
+        + ["-p", f"topics:=['{TOPIC}']"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -121,6 +121,27 @@ def test_messages_sent_before_an_episodes_start_stay_out_of_its_bag(session):
     session.spin(1.0)
     session.event(EpisodeEvent.END, "B")
     assert session.bag("B") == ["B0", "B1", "B2"]
+
+
+def test_messages_sent_before_end_reach_its_bag_when_the_recorder_was_frozen_across_end(session):
+    """The bag closes once what was sent before END has stopped arriving, not after a fixed wait: a
+    recorder frozen while 30 large messages and END were sent takes all of them into the bag."""
+    from std_msgs.msg import String
+
+    from r3_msgs.msg import EpisodeEvent
+
+    chatter = session.node.create_publisher(String, TOPIC, LATE)
+    session.event(EpisodeEvent.START, "A")
+    assert session.spin(30, lambda: names.recording_state("A") in session.states), "A was not recorded"
+    os.kill(session.recorder.pid, signal.SIGSTOP)
+    try:
+        for k in range(30):
+            chatter.publish(String(data=f"A{k:02d}" + "x" * 200_000))  # each many UDP datagrams
+        session.event(EpisodeEvent.END, "A")
+        session.spin(0.5)
+    finally:
+        os.kill(session.recorder.pid, signal.SIGCONT)
+    assert [m[:3] for m in session.bag("A")] == [f"A{k:02d}" for k in range(30)]
 
 
 def test_a_message_sent_before_the_recorder_matched_its_publisher_is_recorded(session):

@@ -106,6 +106,22 @@ def language_table_side(episodes: int, backend, env) -> Side:
     )
 
 
+def packing_side(episodes: int, steps: int, backend) -> Side:
+    """Task 4 from seeds 0..episodes-1, ``steps`` decisions each, the expert; in process the policy
+    grounds through the same perception as the graph's policy sees (``grounding="perception"``)."""
+    from r3.packing_episode import PackingCell, run_packing_episode
+
+    cell = PackingCell.build(grounding="perception")
+
+    def packing(task: str, seed: int) -> list[str]:
+        trajectory = run_packing_episode(task, seed, backend, cell=cell, max_steps=steps, render=False)
+        return [s.instruction for s in trajectory.steps]
+
+    return Side(
+        "packing", "packing decision step", [("4", s) for s in range(episodes)], steps, packing, "sim_packing"
+    )
+
+
 def in_process(side: Side) -> tuple[float, list[list[str]]]:
     """Wall seconds and each episode's instructions."""
     start = time.perf_counter()
@@ -242,7 +258,6 @@ def main() -> None:
     report = Report("graph", vars(args))
     import rclpy
 
-    from r3.packing_episode import PackingCell, run_packing_episode
     from r3.reasoning import make_backend
     from r3.sim.language_table.env import LanguageTableEnv
 
@@ -264,17 +279,7 @@ def main() -> None:
         compare(report, language_table, args.passes, Path(args.out) / "language_table")
         env.close()
         if args.packing_episodes:
-            cell = PackingCell.build(grounding="perception")  # as the profile's policy sees
-            steps = args.packing_steps
-
-            def packing(task: str, seed: int) -> list[str]:
-                trajectory = run_packing_episode(
-                    task, seed, backend, cell=cell, max_steps=steps, render=False
-                )
-                return [s.instruction for s in trajectory.steps]
-
-            episodes = [("4", s) for s in range(args.packing_episodes)]
-            side = Side("packing", "packing decision step", episodes, steps, packing, "sim_packing")
+            side = packing_side(args.packing_episodes, args.packing_steps, backend)
             compare(report, side, args.passes, Path(args.out) / "packing")
     finally:
         node.destroy_node()

@@ -1,9 +1,9 @@
-"""Where a Language Table decision step's CPU time goes, through the graph and in process.
+"""Where a decision step's CPU time goes, through the graph and in process.
 
-    python bench/profile_graph.py [--episodes 3] [--rate 200] [--top 12] [--out runs/profile_graph]
-        [--set NODE.PARAM=VALUE ...]
+    python bench/profile_graph.py [--suite language_table|packing] [--episodes 3] [--packing-steps 3]
+        [--rate 200] [--top 12] [--out runs/profile_graph] [--set NODE.PARAM=VALUE ...]
 
-Launches ``sim_language_table`` as bench_graph does (rendering at decisions) with ``R3_PROFILE_DIR``
+Launches ``sim_language_table`` (or ``sim_packing``) as bench_graph does, with ``R3_PROFILE_DIR``
 set, so every node samples its own stacks (``r3.profiling``: CPU time of each thread charged to the
 stack it is on; py-spy cannot attach on every machine). After one warm-up episode it raises the
 nodes' recording flag, runs the episodes of bench_graph through the graph, lowers it, and reads each
@@ -31,7 +31,7 @@ os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 
-from bench_graph import in_process, language_table_side, through_graph
+from bench_graph import in_process, language_table_side, packing_side, through_graph
 
 from r3.profiling import PROFILE_DIR_ENV, RECORDING_FLAG, WAKES_SUFFIX, StackSampler, read_wakes
 
@@ -87,7 +87,18 @@ def _short(frame: str) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(
-        "--episodes", type=int, default=3, help="episodes of task V per side (default: %(default)s)"
+        "--suite",
+        choices=("language_table", "packing"),
+        default="language_table",
+        help="Language Table (task V) or grocery packing (task 4), as bench_graph runs them "
+        "(default: %(default)s)",
+    )
+    p.add_argument("--episodes", type=int, default=3, help="episodes per side (default: %(default)s)")
+    p.add_argument(
+        "--packing-steps",
+        type=int,
+        default=3,
+        help="decision steps of each packing episode (default: %(default)s)",
     )
     p.add_argument(
         "--set",
@@ -100,8 +111,8 @@ def main() -> None:
     p.add_argument("--top", type=int, default=12, help="functions listed per view (default: %(default)s)")
     p.add_argument("--out", default="runs/profile_graph", help="stacks, logs and bags (default: %(default)s)")
     args = p.parse_args()
-    if args.episodes < 1 or args.top < 1 or not args.rate > 0:
-        p.error("--episodes, --top and --rate must be positive")
+    if args.episodes < 1 or args.packing_steps < 1 or args.top < 1 or not args.rate > 0:
+        p.error("--episodes, --packing-steps, --top and --rate must be positive")
     out = Path(args.out).resolve()
     stacks = out / "stacks"
     stacks.mkdir(parents=True, exist_ok=True)
@@ -113,8 +124,11 @@ def main() -> None:
     from r3.sim.language_table.env import LanguageTableEnv
     from r3_ros.commander import R3Commander
 
-    backend, env = make_backend("expert"), LanguageTableEnv()
-    side = language_table_side(args.episodes, backend, env)
+    backend = make_backend("expert")
+    if args.suite == "packing":
+        side = packing_side(args.episodes, args.packing_steps, backend)
+    else:
+        side = language_table_side(args.episodes, backend, LanguageTableEnv())
     first = dataclasses.replace(side, episodes=side.episodes[:1])
     launch = subprocess.Popen(
         [
@@ -122,7 +136,7 @@ def main() -> None:
             "-m",
             "r3.cli",
             "launch",
-            "sim_language_table",
+            side.profile,
             "--logs",
             str(out / "logs"),
             "--set",

@@ -77,22 +77,40 @@ def test_run_all_merges_records_and_compare_reads_them(tmp_path):
     assert " MB/s, " in compared.stdout and " ms, " in compared.stdout
 
 
-def test_profile_graph_writes_every_nodes_stacks(tmp_path, private_ros_env):
+PROFILED = {
+    "language_table": (
+        {"r3_sim_node", "r3_lowlevel_node", "r3_reasoner_node", "r3_recorder_node"},
+        "r3_sim_node",
+        "/pusher/command",
+    ),
+    "packing": (
+        {"r3_packing_sim_node", "r3_perception_node", "r3_reasoner_node", "r3_recorder_node"},
+        "r3_packing_sim_node",
+        "/r3/perception/objects",
+    ),
+}
+
+
+@pytest.mark.parametrize("suite", sorted(PROFILED))
+def test_profile_graph_writes_every_nodes_stacks(suite, tmp_path, private_ros_env):
     """bench/profile_graph.py: each node of the launched graph samples itself (r3.profiling) and
     writes its stacks; the summary names every node and the in-process side."""
+    nodes, simulator, command_topic = PROFILED[suite]
     out = tmp_path / "profile"
     run = _run(
-        [str(BENCH / "profile_graph.py"), "--episodes", "1", "--top", "3", "--out", str(out)],
+        [str(BENCH / "profile_graph.py"), "--suite", suite, "--episodes", "1", "--packing-steps", "1"]
+        + ["--top", "3", "--out", str(out)],
         private_ros_env(),
         timeout=240,
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     written = {p.name.rsplit("-", 1)[0] for p in (out / "stacks").glob("r3_*.txt")}
-    assert written == {"r3_sim_node", "r3_lowlevel_node", "r3_reasoner_node", "r3_recorder_node"}
+    assert written == nodes
     for raw in (out / "stacks").glob("*.txt"):
         assert sum(int(line.rpartition(" ")[2]) for line in raw.read_text().splitlines()) > 0, raw
     assert "all nodes:" in run.stdout and "in process:" in run.stdout
-    # Each node also counted what woke its executor; the simulator wakes for the pusher's commands.
-    (sim_wakes,) = (out / "stacks").glob("r3_sim_node-*.wakes.tsv")
-    assert "/pusher/command" in {source for source, _, _ in read_wakes(sim_wakes)}
-    assert run.stdout.count("executor wake-ups:") == 4
+    # Each node also counted what woke its executor; the simulator wakes for what its motion waits on
+    # (the pusher's commands; the perception node's objects).
+    (sim_wakes,) = (out / "stacks").glob(f"{simulator}-*.wakes.tsv")
+    assert command_topic in {source for source, _, _ in read_wakes(sim_wakes)}
+    assert run.stdout.count("executor wake-ups:") == len(nodes)

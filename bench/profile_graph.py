@@ -125,10 +125,11 @@ def main() -> None:
     from r3_ros.commander import R3Commander
 
     backend = make_backend("expert")
-    if args.suite == "packing":
-        side = packing_side(args.episodes, args.packing_steps, backend)
-    else:
-        side = language_table_side(args.episodes, backend, LanguageTableEnv())
+    sides = {
+        "language_table": lambda: language_table_side(args.episodes, backend, LanguageTableEnv()),
+        "packing": lambda: packing_side(args.episodes, args.packing_steps, backend),
+    }
+    side = sides[args.suite]()
     first = dataclasses.replace(side, episodes=side.episodes[:1])
     launch = subprocess.Popen(
         [

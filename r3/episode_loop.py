@@ -89,8 +89,8 @@ class StepDecision:
 
     @property
     def history(self) -> str:
-        """What the model was told of the previous step."""
-        return self.input.history_text
+        """What the model was told of the previous step (recast into a checkpoint's own history kind)."""
+        return self.decision.prompted.history_text
 
 
 class Decider:

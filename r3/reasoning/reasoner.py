@@ -16,10 +16,12 @@ from r3.reasoning.prompts import ReasonerInput
 
 @dataclass(frozen=True)
 class Decision:
-    """A step's raw output and its parse: ``parsed`` is a ParsedResponse when ``valid``."""
+    """A step's raw output and its parse: ``parsed`` is a ParsedResponse when ``valid``; ``prompted``
+    is the input as the backend prompted the model (a checkpoint recasts mode and history)."""
 
     output: BackendOutput
     parsed: ParsedResponse | ResponseError
+    prompted: ReasonerInput
 
     @property
     def valid(self) -> bool:
@@ -46,4 +48,4 @@ def decide(
     inp = backend.prompt_input(inp)
     out = backend.decide(inp, budget, on_text)
     mode = parse_mode(inp, budget)
-    return Decision(out, parse_response(out.raw_text, inp.suite, mode, out.finish_reason, inp.interface))
+    return Decision(out, parse_response(out.raw_text, inp.suite, mode, out.finish_reason, inp.interface), inp)

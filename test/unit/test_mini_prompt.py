@@ -62,6 +62,13 @@ def test_the_mini_reasoners_prompt_is_the_image_the_goal_and_the_previous_instru
         assert trajectory.goal in text and (previous in text if previous else "first step" in text)
 
 
+def test_a_step_records_the_history_the_checkpoint_was_given_not_the_loops():
+    """The loop keeps whole previous responses (its default history); a checkpoint trained on the
+    previous instruction is given that instruction, and the record (ReasonerStep.history) says so."""
+    trajectory = run_episode("group", 1_000_003, RecordingCheckpoint(MINI_PROMPT), max_steps=3, render=False)
+    assert [s.history for s in trajectory.steps] == ["", "move the red moon left", "move the red moon left"]
+
+
 def test_no_input_field_but_the_image_goal_and_previous_step_reaches_the_prompt():
     image = np.full((24, 32, 3), 7, np.uint8)
     base = {"suite": "language_table", "goal": "group the red moon and blue cube", "images": [image]}

@@ -167,7 +167,8 @@ def _decision(instruction: str, valid: bool = True) -> StepDecision:
         if valid
         else ResponseError(ErrorKind.NO_INSTRUCTION, "refused", instruction)
     )
-    return StepDecision(0, None, Decision(output, parsed), instruction if valid else "", "", "", "")
+    inp = ReasonerInput("packing", "g", [IMAGE], interface="plan")
+    return StepDecision(0, inp, Decision(output, parsed, inp), instruction if valid else "", "", "", "")
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,10 @@ Colour, aligned depth and camera_info come in under the RealSense driver's names
 are paired by stamp (approximate sync), and a pair older than ``max_frame_age_s`` on this node's
 clock is refused. A worker thread processes the newest accepted pair whenever it is free (ZAP's
 background perception), so a slow segmenter skips frames instead of queueing them. GroundPoint
-answers on the last processed frame. The segmenter is built once, when the node is constructed, from
-the node's parameters (``r3.perception.segmenters.make_segmenter``: each backend reads those it needs).
+answers on the last processed frame. The annotated image is drawn only while something subscribes to
+it (a live view, a recorder): a viewer that joins later gets the next frame. The segmenter is built
+once, when the node is constructed, from the node's parameters
+(``r3.perception.segmenters.make_segmenter``: each backend reads those it needs).
 
 A segmenter that reads the simulator's instance masks (``sim``) gets them: a 32SC1 image on
 ``/sim/privileged/instances`` with the colour image's stamp, and the id -> name table (latched JSON)
@@ -170,9 +172,10 @@ class PerceptionNode(R3Node):
             out = DetectedObjects()
             out.header.stamp, out.header.frame_id = colour.header.stamp, frame_id
             self.objects_pub.publish(detections_to_msg(detections, out, self.p["camera_name"]))
-            self.annotated_pub.publish(
-                image_to_msg(annotate(frame.rgb, detections), colour.header.stamp, colour.header.frame_id)
-            )
+            if self.annotated_pub.get_subscription_count():  # drawn for a live view or a recorder only
+                self.annotated_pub.publish(
+                    image_to_msg(annotate(frame.rgb, detections), colour.header.stamp, colour.header.frame_id)
+                )
 
     def to_frame(self, stamp_ns: int, colour: Image, depth: Image, info: CameraInfo) -> RGBDFrame:
         camera = msg_to_camera_model(

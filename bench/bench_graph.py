@@ -11,9 +11,10 @@ topic latency through rclpy at 640x480 30 Hz.
   ``sim_language_table`` graph (rendering at decisions too: its camera's video rate set to 0; one
   launch for all passes, its start-up and a first episode on each side left out; a pass whose sides'
   instructions differ stops the benchmark), and reports wall ms per decision step on each
-  side and their ratio within the pass (target <= 1.5x); and the CPU time per decision step on
-  each side (this process; the sum over the graph's node processes), which a loaded machine does
-  not inflate, and its ratio;
+  side and their ratio within the pass (target <= 1.5x); an episode's end through the graph (from
+  its last step's feedback to the result, which comes once the bag is closed); and the CPU time
+  per decision step on each side (this process; the sum over the graph's node processes), which a
+  loaded machine does not inflate, and its ratio;
 - packing decision step: the same for grocery packing (task 4, seeds 0..packing_episodes-1, the
   expert, ``packing_steps`` decisions each) in process with perception grounding and through the
   launched ``sim_packing`` graph (the policy sees through the perception node there; rendering for
@@ -129,13 +130,25 @@ def in_process(side: Side) -> tuple[float, list[list[str]]]:
     return time.perf_counter() - start, instructions
 
 
-def through_graph(commander, side: Side) -> tuple[float, list[list[str]], list[str]]:
-    """Wall seconds, each episode's instructions and how it ended, with full reasoning as in process
-    (reasoning_budget -1; 0 would ask for the instruction only)."""
+@dataclass
+class GraphRun:
+    """A side's episodes through the graph: wall seconds in all, each episode's instructions, how it
+    ended, and its end (seconds from its last step's feedback to the result, which the reasoner
+    sends once the episode's bag is closed)."""
+
+    seconds: float
+    instructions: list[list[str]]
+    reasons: list[str]
+    ends: list[float]
+
+
+def through_graph(commander, side: Side) -> GraphRun:
+    """The side's episodes with full reasoning, as in process (reasoning_budget -1; 0 would ask
+    for the instruction only)."""
     from r3_msgs.action import RunTask
     from r3_ros.commander import TaskStatus
 
-    elapsed, instructions, outcomes = 0.0, [], []
+    run = GraphRun(0.0, [], [], [])
     for task, seed in side.episodes:
         start = time.perf_counter()
         goal = RunTask.Goal(
@@ -146,13 +159,16 @@ def through_graph(commander, side: Side) -> tuple[float, list[list[str]], list[s
             reasoning_budget=-1,
             reset_scene=True,
         )
-        handle = commander.start_task(goal)
+        fed_back = [start]  # when each step's feedback came
+        handle = commander.start_task(goal, on_feedback=lambda _, at=fed_back: at.append(time.perf_counter()))
         while handle.spin_once() is not TaskStatus.DONE:
             pass
-        elapsed += time.perf_counter() - start
-        instructions.append(list(handle.result.instructions))
-        outcomes.append(handle.result.reason)
-    return elapsed, instructions, outcomes
+        done = time.perf_counter()
+        run.seconds += done - start
+        run.ends.append(done - fed_back[-1])
+        run.instructions.append(list(handle.result.instructions))
+        run.reasons.append(handle.result.reason)
+    return run
 
 
 def same_episodes(
@@ -188,19 +204,20 @@ def compare(report: Report, side: Side, passes: int, out: Path) -> None:
         warm_up = replace(side, episodes=side.episodes[:1])
         in_process(warm_up)
         through_graph(commander, warm_up)
-        local, graph, local_cpu, graph_cpu, outcomes = [], [], [], [], set()
+        local, graph, local_cpu, graph_cpu, ends, outcomes = [], [], [], [], [], set()
         for _ in range(passes):
             cpu = time.process_time()
             t_local, local_instructions = in_process(side)
             n_steps = sum(map(len, local_instructions))
             local_cpu.append((time.process_time() - cpu) / n_steps * 1e3)
             cpu = sum(cpu_seconds(pid) for pid in nodes)
-            t_graph, graph_instructions, reasons = through_graph(commander, side)
-            same_episodes(side.episodes, local_instructions, graph_instructions, reasons)
+            run = through_graph(commander, side)
+            same_episodes(side.episodes, local_instructions, run.instructions, run.reasons)
             graph_cpu.append((sum(cpu_seconds(pid) for pid in nodes) - cpu) / n_steps * 1e3)
             local.append(t_local / n_steps * 1e3)
-            graph.append(t_graph / n_steps * 1e3)
-            outcomes.update(reasons)
+            graph.append(run.seconds / n_steps * 1e3)
+            ends.append(float(np.median(run.ends)) * 1e3)
+            outcomes.update(run.reasons)
     finally:
         node.destroy_node()
         launch.send_signal(2)
@@ -217,6 +234,12 @@ def compare(report: Report, side: Side, passes: int, out: Path) -> None:
         [g / w for g, w in zip(graph, local)],
         "x",
         note="within each pass",
+    )
+    report.add(
+        f"{what}: an episode's end through the graph",
+        ends,
+        "ms",
+        note="median over the pass's episodes, from the last step's feedback to the result (the bag closed)",
     )
     report.add(f"{what} CPU, in process", local_cpu, "ms", note="this process")
     report.add(f"{what} CPU, through the graph", graph_cpu, "ms", note=f"all {len(nodes)} node processes")

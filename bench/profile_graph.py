@@ -197,8 +197,8 @@ def main() -> None:
 
 
 def _graph_steps(commander, side) -> tuple[float, int, list[str]]:
-    seconds, instructions, reasons = through_graph(commander, side)
-    return seconds, sum(map(len, instructions)), reasons
+    run = through_graph(commander, side)
+    return run.seconds, sum(map(len, run.instructions)), run.reasons
 
 
 if __name__ == "__main__":

@@ -175,7 +175,7 @@ class RecorderNode(R3Node):
                 )
                 if mine and not drain.tick(time.monotonic(), arrived):
                     return
-                timer.cancel()
+                self.destroy_timer(timer)  # a cancelled timer would stay in every wait set
                 if mine:
                     complete = not msg.reason.startswith("error")
                     self.writer.info.goal = msg.goal or self.writer.info.goal
@@ -203,7 +203,7 @@ class RecorderNode(R3Node):
 
         def poll() -> None:
             if announced():
-                timer.cancel()
+                self.destroy_timer(timer)  # a cancelled timer would stay in every wait set
 
         if not announced():  # at once when every topic is ready, as between episodes it usually is
             timer = self.create_timer(0.02, poll, clock=Clock(clock_type=ClockType.STEADY_TIME))

@@ -123,6 +123,13 @@ def packing_side(episodes: int, steps: int, backend) -> Side:
     )
 
 
+def warm_up(side: Side) -> Side:
+    """The side's first episode alone, run untimed before measuring: the RunTask server answers
+    before the graph is up (the first episode waits up to seconds for the low-level node's first
+    state and the recorder), and first runs pay imports and caches once."""
+    return replace(side, episodes=side.episodes[:1])
+
+
 def in_process(side: Side) -> tuple[float, list[list[str]]]:
     """Wall seconds and each episode's instructions."""
     start = time.perf_counter()
@@ -199,11 +206,8 @@ def compare(report: Report, side: Side, passes: int, out: Path) -> None:
         if not commander.wait_until_ready(120):
             raise RuntimeError(f"the {side.profile} graph did not come up")
         nodes = [pid for pid, cmd in process_tree(launch.pid).items() if "python" in cmd.split()[0]]
-        # Untimed: the RunTask server answers before the graph is up (the first episode waits up to
-        # seconds for the low-level node's first state and the recorder), and first runs pay once.
-        warm_up = replace(side, episodes=side.episodes[:1])
-        in_process(warm_up)
-        through_graph(commander, warm_up)
+        in_process(warm_up(side))
+        through_graph(commander, warm_up(side))
         local, graph, local_cpu, graph_cpu, ends, outcomes = [], [], [], [], [], set()
         for _ in range(passes):
             cpu = time.process_time()

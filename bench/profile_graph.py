@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import dataclasses
 import os
 import signal
 import subprocess
@@ -31,7 +30,7 @@ os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 
-from bench_graph import in_process, language_table_side, packing_side, through_graph
+from bench_graph import in_process, language_table_side, packing_side, through_graph, warm_up
 
 from r3.profiling import PROFILE_DIR_ENV, RECORDING_FLAG, WAKES_SUFFIX, StackSampler, read_wakes
 
@@ -130,7 +129,6 @@ def main() -> None:
         "packing": lambda: packing_side(args.episodes, args.packing_steps, backend),
     }
     side = sides[args.suite]()
-    first = dataclasses.replace(side, episodes=side.episodes[:1])
     launch = subprocess.Popen(
         [
             sys.executable,
@@ -154,7 +152,7 @@ def main() -> None:
         commander = R3Commander(node)
         if not commander.wait_until_ready(120):
             raise RuntimeError("the graph did not come up")
-        through_graph(commander, first)  # warm: first episode's imports and caches
+        through_graph(commander, warm_up(side))
         flag = stacks / RECORDING_FLAG
         flag.touch()
         time.sleep(0.5)  # every node's watcher has seen the flag
@@ -180,7 +178,7 @@ def main() -> None:
         rclpy.shutdown()
         launch.send_signal(signal.SIGINT)
         launch.wait(timeout=30)
-    in_process(first)  # the same warm-up
+    in_process(warm_up(side))
     sampler = StackSampler(args.rate)
     sampler.start()
     seconds, instructions = in_process(side)

@@ -245,6 +245,17 @@ def test_env_follows_gymnasium_and_restores_exactly():
     env.close()
 
 
+def test_joint_states_report_the_arm_joints_and_half_the_opening_per_finger():
+    env = PackingEnv("1")
+    env.reset(seed=3)
+    env.step(env.joint_targets + np.array([0.1, -0.05, 0, 0, 0, 0, 0, -0.02]))
+    s = env.state()
+    reported = env.joint_positions()
+    assert list(reported) == [*scene.ARM_JOINTS, *scene.FINGER_JOINTS]
+    assert list(reported.values()) == [*s.joints, s.gripper_opening / 2, s.gripper_opening / 2]
+    env.close()
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_expert_solves_task_1(seed):
     # Seed 0: a tall distractor stands where the hand must come down on the foam brick; the expert

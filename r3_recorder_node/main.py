@@ -2,11 +2,14 @@
 
 Episodes are delimited by EpisodeEvent START / END. Subscriptions take serialised messages
 (``raw=True``), so recording never deserialises; the bytes go to the bag as they came (CDR), with
-r3_msgs types registered from the interface files. Topic types are discovered from the graph, as
-``ros2 bag record`` does. An episode that never sees END (the graph stopped, the reasoner died) is
-closed as incomplete; ``r3_episode.yaml`` in the bag says so from the first message on. A message
-sent before the episode's START (by its DDS source stamp) belongs to the one before, however late
-it arrives: it is not filed into this episode's bag.
+r3_msgs types registered from the interface files. The recorder takes what its subscriptions
+received every ``TICK_S`` while an episode records (``IDLE_POLL_S`` between episodes), all topics
+at once in the order they arrived, instead of waking once per message
+(``r3_ros.executor.PolledCallbackGroup``): a packing step sends it some 200 messages. Topic types
+are discovered from the graph, as ``ros2 bag record`` does. An episode that never sees END (the
+graph stopped, the reasoner died) is closed as incomplete; ``r3_episode.yaml`` in the bag says so
+from the first message on. A message sent before the episode's START (by its DDS source stamp)
+belongs to the one before, however late it arrives: it is not filed into this episode's bag.
 
 ``output_dir`` is the bag root; a relative one is taken from the recorder's working directory and
 made absolute at start. The absolute path of each bag opened goes out on ``/r3/recorder/bags``
@@ -38,7 +41,7 @@ from r3_msgs.msg import EpisodeEvent
 from r3_recorder_node.closing import TICK_S, Drain
 from r3_ros import without_shared_memory
 from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
-from r3_ros.executor import InlineCallbackGroup
+from r3_ros.executor import InlineCallbackGroup, PolledCallbackGroup, deliver_pending
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.node import UNKNOWN_NODE, R3Node
 from r3_ros.params import declare_parameters
@@ -58,6 +61,8 @@ SOURCE_LOOKUP_S = 5.0
 #: After END, how much longer than ``close_delay_s`` a bag waits, at most, for the episode's last steps
 #: and frames and for what else was sent before END.
 STRAGGLERS_S = 5.0
+#: Between episodes the recorder only drops what it receives (sent before any START): seldom is enough.
+IDLE_POLL_S = 0.25
 
 
 class RecorderNode(R3Node):
@@ -74,10 +79,12 @@ class RecorderNode(R3Node):
         self.recorded: Counter[str] = Counter()  # messages written to the open bag, by topic
         self.started_ns = 0  # the open episode's START, by its publisher's source stamp
         self.drain: Drain | None = None  # the open episode's, once it has ended
-        # Made once publishers appear; each message goes into the bag from the spinning thread.
+        self.ended: EpisodeEvent | None = None  # the open episode's END, once it has come
+        # Made once publishers appear; no executor wakes for them: poll() takes what they received.
         self.subscribed = AdaptiveSubscriptions(
-            self, RECORD_DEPTH, raw=True, callback_group=InlineCallbackGroup()
+            self, RECORD_DEPTH, raw=True, callback_group=PolledCallbackGroup()
         )
+        self.taking = threading.Lock()  # one taker at a time; no subscription is remade while taken from
         for topic in self.topics:  # r3's own topics with the type r3 publishes them with
             self.subscribed.add(
                 topic, lambda msgtype, topic=topic: self.record_to(topic, msgtype), PUBLISHED_TYPES.get(topic)
@@ -95,6 +102,9 @@ class RecorderNode(R3Node):
         self.heartbeat = HeartbeatPublisher(self, state=names.RECORDER_WAITING)
         self.up_since, self.told_waiting = time.monotonic(), False
         self.create_timer(0.2, refusing_message(self, self.say_if_ready), clock=wall)
+        self.poll_timer = self.create_timer(
+            IDLE_POLL_S, refusing_message(self, self.poll), clock=wall, callback_group=InlineCallbackGroup()
+        )
         self.get_logger().info(f"recording {len(self.topics)} topics per episode into {self.output_dir}")
 
     def record_to(self, topic: str, msgtype: str):
@@ -132,6 +142,7 @@ class RecorderNode(R3Node):
                 f"only {EPISODE_SOURCE} starts and ends episodes"
             )
             return
+        self.take_received()  # what came before the event goes before it, into the bag open until now
         if msg.event == EpisodeEvent.START:
             with self.lock:
                 episode = EpisodeInfo(
@@ -144,7 +155,8 @@ class RecorderNode(R3Node):
                 )
                 writer = EpisodeBagWriter(self.output_dir, episode)  # refuses an id that is no folder name
                 self.close_current(complete=False, reason="a new episode started before this one ended")
-                self.writer, self.recorded, self.drain = writer, Counter(), None
+                self.writer, self.recorded, self.drain, self.ended = writer, Counter(), None, None
+                self.poll_every(TICK_S)
                 self.started_ns = info["source_timestamp"]
                 self.writer.write(names.EPISODE_EVENTS, EVENTS_TYPE, time.time_ns(), serialize_message(msg))
                 self.bags_pub.publish(String(data=str(writer.path)))
@@ -155,33 +167,41 @@ class RecorderNode(R3Node):
             self.close_when_drained(msg, info["source_timestamp"])
 
     def close_when_drained(self, msg: EpisodeEvent, end_sent_ns: int) -> None:
-        """Close the ended episode's bag once what was sent before END has come (``closing.Drain``):
-        its step records and a frame for each, and whatever else was still on its way."""
+        """Close the ended episode's bag once what was sent before END has come (``closing.Drain``,
+        checked at each poll): its step records and a frame for each, and whatever else was still
+        on its way."""
         with self.lock:
             if self.writer is None or self.writer.info.episode_id != msg.episode_id:
                 return  # not the open episode's END: nothing to close
-            drain = Drain(
+            self.drain = Drain(
                 end_sent_ns, time.monotonic(), self.close_delay_s, self.close_delay_s + STRAGGLERS_S
             )
-            self.drain = drain
-        timer = None
+            self.ended = msg
 
-        def tick() -> None:
-            with self.lock:
-                mine = self.writer is not None and self.writer.info.episode_id == msg.episode_id
-                arrived = self.recorded[names.REASONER_FRAMES] >= msg.steps and (
-                    names.REASONER_STEPS not in self.topics
-                    or self.recorded[names.REASONER_STEPS] >= msg.steps
-                )
-                if mine and not drain.tick(time.monotonic(), arrived):
-                    return
-                self.destroy_timer(timer)  # a cancelled timer would stay in every wait set
-                if mine:
-                    complete = not msg.reason.startswith("error")
-                    self.writer.info.goal = msg.goal or self.writer.info.goal
-                    self.close_current(complete, msg.reason, msg.success, msg.progress, msg.steps)
+    def take_received(self) -> None:
+        """Into the open bag (or dropped, between episodes): every message received since the last take."""
+        with self.taking:
+            deliver_pending(self.subscribed.subscriptions.values())
 
-        timer = self.create_timer(TICK_S, tick, clock=Clock(clock_type=ClockType.STEADY_TIME))
+    def poll_every(self, seconds: float) -> None:
+        """From now on (a changed period alone would wait out the old one first)."""
+        self.poll_timer.timer_period_ns = round(seconds * 1e9)
+        self.poll_timer.reset()
+
+    def poll(self) -> None:
+        """Take what was received; then close the ended episode's bag if it has drained."""
+        self.take_received()
+        with self.lock:
+            msg, drain = self.ended, self.drain
+            if msg is None or self.writer is None:
+                return
+            arrived = self.recorded[names.REASONER_FRAMES] >= msg.steps and (
+                names.REASONER_STEPS not in self.topics or self.recorded[names.REASONER_STEPS] >= msg.steps
+            )
+            if drain.tick(time.monotonic(), arrived):
+                complete = not msg.reason.startswith("error")
+                self.writer.info.goal = msg.goal or self.writer.info.goal
+                self.close_current(complete, msg.reason, msg.success, msg.progress, msg.steps)
 
     def announce_when_ready(self, episode_id: str) -> None:
         """Say "recording:<id>" (the reasoner waits for it) once every configured topic is
@@ -210,7 +230,8 @@ class RecorderNode(R3Node):
 
     def waiting_topics(self) -> list[str]:
         """The configured topics not yet recordable: no subscription, or no publisher seen."""
-        self.subscribed.refresh()
+        with self.taking:
+            self.subscribed.refresh()
         return [t for t in self.topics if t not in self.subscribed or self.count_publishers(t) == 0]
 
     def warn_waiting(self, what: str, waiting: list[str]) -> None:
@@ -233,9 +254,10 @@ class RecorderNode(R3Node):
         """Detach the episode's writer (called with the lock held) and finish its bag on a thread of
         its own: converting the stream takes up to a few hundred ms, and recording callbacks that
         waited for it would stop taking messages, which backs up the publishers of the whole graph."""
-        writer, self.writer = self.writer, None
+        writer, self.writer, self.ended = self.writer, None, None
         if writer is None:
             return
+        self.poll_every(IDLE_POLL_S)
 
         def finish() -> None:
             try:

@@ -124,3 +124,50 @@ def test_inline_callbacks_run_in_the_spinning_thread_and_pool_callbacks_do_not(c
     assert spinner.ident not in threads["pool"]
     assert executor.inline_runs >= received["inline"]
     assert executor.submissions >= received["pool"]
+
+
+def test_polled_subscriptions_never_wake_the_executor_and_keep_each_topics_order(context):
+    """The recorder's subscriptions: the executor leaves them out of its wait set, and
+    ``deliver_pending`` hands every queued message to its callback, each topic in its own order."""
+    from rclpy.node import Node
+    from std_msgs.msg import String
+
+    from r3.profiling import WakeLedger
+    from r3_ros.executor import PolledCallbackGroup, QueueAwareExecutor, count_wakes, deliver_pending
+
+    node = Node("polled_probe", context=context)
+    delivered: list[tuple[str, str]] = []
+    polled, publishers = PolledCallbackGroup(), {}
+    for topic in ("/polled_probe/a", "/polled_probe/b"):
+        publishers[topic] = node.create_publisher(String, topic, 100)
+        node.create_subscription(
+            String,
+            topic,
+            lambda msg, info, t=topic: delivered.append((t, msg.data)),
+            100,
+            callback_group=polled,
+        )
+    subscriptions = [s for s in node.subscriptions if s.callback_group is polled]
+    executor = QueueAwareExecutor(num_threads=2, context=context)
+    wakes = WakeLedger()
+    count_wakes(executor, wakes)
+    wakes.start()
+    executor.add_node(node)
+    heard = []  # a plain subscription beside them, which does wake the executor
+    node.create_subscription(String, "/polled_probe/plain", heard.append, 10)
+    node.create_publisher(String, "/polled_probe/plain", 10).publish(String(data="plain"))
+    sent = []
+    for k in range(40):
+        topic = "/polled_probe/a" if k % 3 else "/polled_probe/b"
+        publishers[topic].publish(String(data=f"{k:02d}" + "x" * (k % 5) * 40_000))  # some are fragmented
+        sent.append((topic, f"{k:02d}"))
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.05)
+    assert len(heard) == 1 and wakes.wakes["/polled_probe/plain"] == 1
+    assert delivered == [] and not any(source in publishers for source in wakes.wakes), dict(wakes.wakes)
+    while len(delivered) < len(sent) and time.monotonic() < deadline + 5:
+        deliver_pending(subscriptions)
+    for topic in publishers:
+        assert [m[:2] for t, m in delivered if t == topic] == [m for t, m in sent if t == topic]
+    executor.shutdown()

@@ -9,13 +9,14 @@ from __future__ import annotations
 import threading
 import time
 
+from rclpy._rclpy_pybind11 import InvalidHandle
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 
 from r3.graph import names
 from r3_msgs.msg import Heartbeat
-from r3_ros.executor import InlineCallbackGroup
-from r3_ros.qos import HEARTBEAT
+from r3_ros.executor import InlineCallbackGroup, PolledCallbackGroup, deliver_pending
+from r3_ros.qos import HEARTBEAT, HEARTBEATS_WATCHED
 
 #: Wall seconds between beats. Each beat wakes every watcher's executor, and a wake-up of rclpy's
 #: Python executor costs about 0.7 ms of CPU in an r3 node: at 10 Hz the heartbeats of a five-node
@@ -55,31 +56,55 @@ class HeartbeatPublisher:
 
 
 class HeartbeatMonitor:
-    """Tracks when each node was last heard from (wall clock of this process), in a callback group of
-    its own, so that a node's long callbacks never delay a beat."""
+    """Tracks when each node was last heard from (this process's monotonic clock, from the time DDS
+    received the beat).
+
+    Every watcher asks often (a watchdog at each control step, a wait in 10 ms sleeps), so beats are
+    taken when asked (``r3_ros.executor.PolledCallbackGroup``) rather than by an executor woken for
+    each: a graph's beats woke every watcher some 20 times a second, about 0.5 ms of CPU each. A
+    timer takes them every ``DRAIN_S`` as well, so that a watcher nobody asks never holds more than
+    its queue (``HEARTBEATS_WATCHED``)."""
+
+    #: Seconds between takes when nobody asks.
+    DRAIN_S = 1.0
 
     def __init__(self, node: Node):
         self._self = node.get_fully_qualified_name()
         self._last: dict[str, float] = {}
         self._states: dict[str, str] = {}
-        self._lock = threading.Lock()
-        node.create_subscription(
-            Heartbeat, names.HEARTBEAT, self._on_beat, HEARTBEAT, callback_group=InlineCallbackGroup()
+        self._lock = threading.RLock()  # a take runs _on_beat with it held
+        polled = PolledCallbackGroup()
+        self._beats = node.create_subscription(
+            Heartbeat, names.HEARTBEAT, self._on_beat, HEARTBEATS_WATCHED, callback_group=polled
         )
+        wall = Clock(clock_type=ClockType.STEADY_TIME)
+        node.create_timer(self.DRAIN_S, self._take, clock=wall, callback_group=InlineCallbackGroup())
 
-    def _on_beat(self, msg: Heartbeat) -> None:
+    def _take(self) -> None:
+        """Every beat received until now (none once the node is being destroyed)."""
         with self._lock:
-            self._last[msg.node] = time.monotonic()
-            self._states[msg.node] = msg.state
+            try:
+                deliver_pending([self._beats])
+            except InvalidHandle:
+                pass
+
+    def _on_beat(self, msg: Heartbeat, info) -> None:
+        """Heard when DDS received it, however much later it is taken (now, if the rmw does not say)."""
+        received_ns = info.get("received_timestamp") or time.time_ns()
+        received_ago_s = max(0.0, (time.time_ns() - received_ns) / 1e9)
+        self._last[msg.node] = time.monotonic() - received_ago_s
+        self._states[msg.node] = msg.state
 
     def state(self, node_name: str) -> str | None:
         """The state ``node_name`` last announced (None if never heard)."""
         with self._lock:
+            self._take()
             return self._states.get(node_name)
 
     def silent_for(self, node_name: str) -> float:
         """Seconds since ``node_name`` (fully qualified) was last heard; inf if never."""
         with self._lock:
+            self._take()
             last = self._last.get(node_name)
         return float("inf") if last is None else time.monotonic() - last
 
@@ -91,6 +116,7 @@ class HeartbeatMonitor:
         dead; a killed node stays silent while the watcher keeps hearing itself.
         """
         with self._lock:
+            self._take()
             now = time.monotonic()
             if now - self._last.get(self._self, float("-inf")) > timeout_s / 2:
                 return []

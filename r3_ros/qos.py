@@ -13,6 +13,9 @@ EVENTS = QoSProfile(depth=10, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 RECORD_DEPTH = 200
 #: Heartbeats: every beat delivered, none kept for late joiners (a stale beat would say "alive").
 HEARTBEAT = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+#: A watcher's heartbeats, taken when it asks or once a second (``HeartbeatMonitor``): room for a
+#: second of beats from a graph of 100 nodes at 4 Hz.
+HEARTBEATS_WATCHED = QoSProfile(depth=400, reliability=ReliabilityPolicy.RELIABLE)
 #: Stops on /r3/stop_motion: reliable, and never replayed to a node that starts later.
 STOP = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE, durability=QoSDurabilityPolicy.VOLATILE)
 #: A driver's refusals of commands: each delivered, none replayed to a sender that starts later.

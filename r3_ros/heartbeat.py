@@ -18,10 +18,9 @@ from r3_msgs.msg import Heartbeat
 from r3_ros.executor import InlineCallbackGroup, PolledCallbackGroup, deliver_pending
 from r3_ros.qos import HEARTBEAT, HEARTBEATS_WATCHED
 
-#: Wall seconds between beats. Each beat wakes every watcher's executor, and a wake-up of rclpy's
-#: Python executor costs about 0.7 ms of CPU in an r3 node: at 10 Hz the heartbeats of a five-node
-#: graph woke each watcher 50 times a second. The shortest watchdog, ``client_timeout_s`` (1 s),
-#: still spans four beats.
+#: Wall seconds between beats. Each beat is a message to every watcher (a DDS receive and a take,
+#: though no executor wake-up since ``HeartbeatMonitor`` takes them when asked). The shortest
+#: watchdog, ``client_timeout_s`` (1 s), still spans four beats.
 PERIOD_S = 0.25
 
 

@@ -1,4 +1,5 @@
-"""Fixtures shared by integration tests: a real `transformers serve` process on loopback."""
+"""Fixtures shared by integration tests: a real `transformers serve` process on loopback, and an
+rclpy context of a test's own."""
 
 from __future__ import annotations
 
@@ -63,3 +64,14 @@ def server(tmp_path_factory):
     model_dir = build_tiny_model("idefics3", tmp_path_factory.mktemp("serve") / "idefics3")
     with transformers_serve(model_dir, tmp_path_factory.mktemp("serve-log") / "serve.log") as url:
         yield url, str(model_dir)
+
+
+@pytest.fixture
+def context(private_ros_env):
+    """An rclpy context on a private ROS domain, for a test that makes its nodes in this process."""
+    import rclpy
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=int(private_ros_env(in_process=True)["ROS_DOMAIN_ID"]))
+    yield ctx
+    rclpy.try_shutdown(context=ctx)

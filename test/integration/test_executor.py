@@ -15,16 +15,6 @@ import pytest
 pytestmark = pytest.mark.ros
 
 
-@pytest.fixture
-def context(private_ros_env):
-    import rclpy
-
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx, domain_id=int(private_ros_env(in_process=True)["ROS_DOMAIN_ID"]))
-    yield ctx
-    rclpy.try_shutdown(context=ctx)
-
-
 def test_no_callback_is_resubmitted_while_it_waits_for_a_worker(context):
     """The simulator's shape: a command subscription and a 10 ms timer in one mutually exclusive
     group, commands that take a few ms each, arriving every 5 ms."""

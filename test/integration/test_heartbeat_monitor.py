@@ -12,16 +12,6 @@ from r3.graph import names
 pytestmark = pytest.mark.ros
 
 
-@pytest.fixture
-def context(private_ros_env):
-    import rclpy
-
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx, domain_id=int(private_ros_env(in_process=True)["ROS_DOMAIN_ID"]))
-    yield ctx
-    rclpy.try_shutdown(context=ctx)
-
-
 def test_beats_are_taken_when_asked_and_dated_by_their_reception(context):
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node

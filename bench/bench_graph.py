@@ -285,6 +285,7 @@ def main() -> None:
     report = Report("graph", vars(args))
     import rclpy
 
+    import r3_ros  # noqa: F401  r3's DDS profile for this client, as for every r3 process: before rclpy.init
     from r3.reasoning import make_backend
     from r3.sim.language_table.env import LanguageTableEnv
 

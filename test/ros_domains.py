@@ -30,12 +30,13 @@ REST_S = 30.0
 class DomainClaim:
     """One ROS domain id held by this process until :meth:`release` (or the process's exit)."""
 
-    def __init__(self, ids: range = DOMAIN_IDS):
-        LOCK_DIR.mkdir(exist_ok=True)
+    def __init__(self, ids: range = DOMAIN_IDS, lock_dir: Path = LOCK_DIR):
+        """``lock_dir``: another folder of locks only for testing the claims themselves."""
+        lock_dir.mkdir(exist_ok=True)
         start = os.getpid()  # different processes start their search at different ids
         for i in range(len(ids)):
             domain = ids[(start + i) % len(ids)]
-            lock = open(LOCK_DIR / f"{domain}.lock", "a+")  # noqa: SIM115 - held open while the claim lasts
+            lock = open(lock_dir / f"{domain}.lock", "a+")  # noqa: SIM115 - held open while the claim lasts
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -49,7 +50,7 @@ class DomainClaim:
             self.domain, self._lock = domain, lock
             return
         raise RuntimeError(
-            f"every ROS domain id in {ids} is held by another process or rests after a release ({LOCK_DIR})"
+            f"every ROS domain id in {ids} is held by another process or rests after a release ({lock_dir})"
         )
 
     def release(self) -> None:

@@ -56,11 +56,11 @@ class PolledCallbackGroup(CallbackGroup):
         pass
 
 
-def deliver_pending(subscriptions: Iterable) -> int:
+def deliver_pending(subscriptions: Iterable) -> None:
     """Runs each subscription's callback, ``callback(message, info)``, on every message queued for it
     now: each topic's in the order DDS delivered them, the topics interleaved by reception time (a
     large message's reception stamp can be earlier than the one before it: its first fragment came
-    first); returns how many there were."""
+    first)."""
     queues = []
     for subscription in subscriptions:
         taken = []
@@ -69,11 +69,8 @@ def deliver_pending(subscriptions: Iterable) -> int:
             while (message_info := take(subscription.msg_type, subscription.raw)) is not None:
                 taken.append((message_info[1]["received_timestamp"], subscription, message_info))
         queues.append(taken)
-    delivered = 0
     for _, subscription, (message, info) in heapq.merge(*queues, key=lambda t: t[0]):
         subscription.callback(message, info)
-        delivered += 1
-    return delivered
 
 
 class QueueAwareExecutor(MultiThreadedExecutor):

@@ -71,7 +71,7 @@ class HeartbeatMonitor:
         self._self = node.get_fully_qualified_name()
         self._last: dict[str, float] = {}
         self._states: dict[str, str] = {}
-        self._lock = threading.RLock()  # a take runs _on_beat with it held
+        self._lock = threading.RLock()  # each query holds it and takes the beats, which takes it too
         polled = PolledCallbackGroup()
         self._beats = node.create_subscription(
             Heartbeat, names.HEARTBEAT, self._on_beat, HEARTBEATS_WATCHED, callback_group=polled

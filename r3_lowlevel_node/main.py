@@ -38,6 +38,7 @@ from r3.safety.goals import GoalRefused, check_interface, check_seed
 from r3.suites import DEFAULT_SUITE
 from r3_msgs.action import FollowInstruction
 from r3_msgs.msg import CommandRefusal, PrivilegedState
+from r3_ros import without_shared_memory
 from r3_ros.conversions import msg_to_board_state, stamp_to_ns
 from r3_ros.executor import InlineCallbackGroup
 from r3_ros.goals import SingleGoal
@@ -244,6 +245,7 @@ class LowLevelNode(R3Node):
 
 
 def main(args=None) -> None:
+    without_shared_memory()  # it takes no frames: see config/fastdds_udp_only.xml
     run_node(LowLevelNode, args)
 
 

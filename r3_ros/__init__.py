@@ -12,9 +12,9 @@ import os
 from r3.graph.description import CONFIG_DIR
 
 DDS_PROFILES = CONFIG_DIR / "fastdds.xml"
-#: The same profile without the shared-memory transport, for a node that takes every topic and
-#: needs none of them fast (the recorder): a process killed inside a shared-memory port's lock
-#: stalls every process that sends to it (see the file). The second keeps discovery on this host.
+#: The same profile without the shared-memory transport, for a node that takes no camera frames
+#: (the recorder, the low-level node): a process killed or frozen inside a shared-memory port's
+#: lock stalls every process that sends to it (see the file). The second keeps discovery on this host.
 DDS_PROFILES_UDP_ONLY = CONFIG_DIR / "fastdds_udp_only.xml"
 DDS_PROFILES_UDP_ONLY_LOCALHOST = CONFIG_DIR / "fastdds_udp_only_localhost.xml"
 _PROFILES_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"

@@ -171,56 +171,61 @@ def test_the_recorders_profiles_are_r3s_without_shared_memory():
     assert [a.text for a in peers] == ["127.0.0.1"]
 
 
-#: Starts the recorder node, waits (60 s at most) for its heartbeat, then prints whether it came and
-#: how many Fast DDS shared-memory files the recorder and this process (r3's default profile) map.
-RECORDER_PROBE = """
+#: Starts a node (``python -m <module> --ros-args <args>``), waits (60 s at most) for its heartbeat,
+#: then prints whether it came and how many Fast DDS shared-memory files the node and this process
+#: (r3's default profile) map.
+NODE_PROBE = """
 import subprocess, sys, time
 import r3_ros, rclpy
 from r3.graph import names
 from r3_msgs.msg import Heartbeat
 from r3_ros.qos import HEARTBEAT
-recorder = subprocess.Popen(
-    [sys.executable, "-m", "r3_recorder_node.main", "--ros-args", "-p", f"output_dir:={sys.argv[1]}"]
-)
+module, name = sys.argv[1], "/" + sys.argv[1].split(".")[0]
+probed = subprocess.Popen([sys.executable, "-m", module, "--ros-args", *sys.argv[2:]])
 rclpy.init()
-node = rclpy.create_node("recorder_probe")
+node = rclpy.create_node("transport_probe")
 beats = []
 node.create_subscription(Heartbeat, names.HEARTBEAT, lambda m: beats.append(m.node), HEARTBEAT)
 end = time.monotonic() + 60
-while "/r3_recorder_node" not in beats and time.monotonic() < end:
+while name not in beats and time.monotonic() < end:
     rclpy.spin_once(node, timeout_sec=0.1)
 
 def shared_memory_maps(pid) -> int:
     with open(f"/proc/{pid}/maps") as maps:
         return sum("/dev/shm/fastdds" in line for line in maps)
 
-heard = "heard" if "/r3_recorder_node" in beats else "silent"
-print(heard, shared_memory_maps(recorder.pid), shared_memory_maps("self"))
-recorder.terminate()
-recorder.wait(30)
+heard = "heard" if name in beats else "silent"
+print(heard, shared_memory_maps(probed.pid), shared_memory_maps("self"))
+probed.terminate()
+probed.wait(30)
 """
 
 
 @pytest.mark.parametrize("discovery_range", ["LOCALHOST", "SUBNET"])
-def test_the_recorder_takes_nothing_through_shared_memory(discovery_range, tmp_path, private_ros_env):
-    """A process killed inside its shared-memory port's lock stalls everyone who sends to it for
-    2 s (config/fastdds_udp_only.xml); the recorder, which takes every topic, has no such port,
-    while a process on r3's default profile does, in either discovery range."""
+@pytest.mark.parametrize("module", ["r3_recorder_node.main", "r3_lowlevel_node.main"])
+def test_nodes_that_take_no_frames_take_nothing_through_shared_memory(
+    module, discovery_range, tmp_path, private_ros_env
+):
+    """A process frozen or killed inside its shared-memory port's lock stalls everyone who sends to
+    it for 1-3 s (config/fastdds_udp_only.xml); the recorder, which takes
+    every topic, and the low-level node, which the safety tests freeze mid-instruction, have no such
+    port, while a process on r3's default profile does, in either discovery range."""
     env = private_ros_env()
     env.pop("FASTRTPS_DEFAULT_PROFILES_FILE", None)
     env.pop("FASTDDS_DEFAULT_PROFILES_FILE", None)
     env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = discovery_range
+    args = ["-p", f"output_dir:={tmp_path / 'bags'}"] if module.startswith("r3_recorder_node") else []
     done = subprocess.run(
-        [sys.executable, "-c", RECORDER_PROBE, str(tmp_path / "bags")],
+        [sys.executable, "-c", NODE_PROBE, module, *args],
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
-    heard, recorder_maps, own_maps = done.stdout.split()[-3:]
+    heard, node_maps, own_maps = done.stdout.split()[-3:]
     assert heard == "heard", done.stdout + done.stderr
-    assert int(own_maps) > 0 and int(recorder_maps) == 0, done.stdout + done.stderr
+    assert int(own_maps) > 0 and int(node_maps) == 0, done.stdout + done.stderr
 
 
 #: Starts the recorder recording one image topic, sends it FRAMES frames of 640x480 at once, and prints

@@ -23,18 +23,25 @@ from r3_ros.qos import HEARTBEAT, HEARTBEATS_WATCHED
 #: watchdog, ``client_timeout_s`` (1 s), still spans four beats.
 PERIOD_S = 0.25
 
+#: A periodic beat this many seconds late is logged: the whole process stood still (no CPU, or a
+#: call that holds the GIL blocked), and its watchers may have declared it dead meanwhile.
+LATE_S = 1.0
+
 
 class HeartbeatPublisher:
-    """Publishes ``node``'s heartbeat every ``period_s`` of wall time, even under sim time."""
+    """Publishes ``node``'s heartbeat every ``period_s`` of wall time, even under sim time, and logs a
+    beat that comes ``LATE_S`` late (``warn_late``; off for a client that spins only now and then)."""
 
-    def __init__(self, node: Node, period_s: float = PERIOD_S, state: str = "idle"):
+    def __init__(self, node: Node, period_s: float = PERIOD_S, state: str = "idle", warn_late: bool = True):
         self._state = state
         self._node = node
         self._pub = node.create_publisher(Heartbeat, names.HEARTBEAT, HEARTBEAT)
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
+        self._period_s, self._warn_late = period_s, warn_late
+        self._last_tick: float | None = None  # none before the node spins (it may take long to build)
         # A group of its own: a node's long callbacks (an action's execute) never delay its beat.
         self._timer = node.create_timer(
-            period_s, self._beat, clock=self._wall, callback_group=InlineCallbackGroup()
+            period_s, self._tick, clock=self._wall, callback_group=InlineCallbackGroup()
         )
 
     @property
@@ -47,6 +54,17 @@ class HeartbeatPublisher:
         changed, self._state = value != self._state, value
         if changed:
             self._beat()
+
+    def _tick(self) -> None:
+        now, last = time.monotonic(), self._last_tick
+        self._last_tick = now
+        self._beat()
+        late_s = 0.0 if last is None else now - last - self._period_s
+        if self._warn_late and late_s > LATE_S:
+            self._node.get_logger().warning(
+                f"heartbeat {late_s:.1f} s late: this process stood still (starved of CPU, or a call "
+                "holding Python's GIL blocked); its watchers may have counted it silent"
+            )
 
     def _beat(self) -> None:
         msg = Heartbeat(node=self._node.get_fully_qualified_name(), state=self._state)

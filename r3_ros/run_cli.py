@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     view = LiveView(args.quiet)
     commander = R3Commander(node, on_step=view.step)
     # On a graph it did not start, r3 run learns that the reasoner died from its heartbeats.
-    HeartbeatPublisher(node)
+    HeartbeatPublisher(node, warn_late=False)  # not spun while it starts a graph: no stall then
     monitor = HeartbeatMonitor(node)
     supervisor = None
     interrupted = {"count": 0}

@@ -1,8 +1,10 @@
 """HeartbeatMonitor takes beats when asked, not by waking its node's executor for each, and dates
-each beat by when DDS received it: a beat taken late still says how long its node has been silent."""
+each beat by when DDS received it: a beat taken late still says how long its node has been silent.
+A node whose own beat comes late logs the stall."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -58,3 +60,33 @@ def test_beats_are_taken_when_asked_and_dated_by_their_reception(context):
         executor.spin_once(timeout_sec=0.05)
     assert monitor.dead(["/beating", "/watcher"], 0.6) == ["/beating"]
     executor.shutdown()
+
+
+def test_a_beat_that_comes_late_is_logged_as_a_stall(context, capfd):
+    """A process that stood still (here: nobody spun it for 1.6 s, as a send blocked inside DDS with
+    the GIL held would leave it) says so in its log at its next beat: the cause of a false "stopped
+    responding" can then be read from the logs. A beat on time logs nothing."""
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+
+    from r3_ros.heartbeat import PERIOD_S, HeartbeatPublisher
+
+    node = Node("stalling", context=context)
+    HeartbeatPublisher(node)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+
+    def spin(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            executor.spin_once(timeout_sec=0.02)
+
+    spin(3 * PERIOD_S)
+    assert "late" not in capfd.readouterr().err
+    time.sleep(1.6)
+    spin(2 * PERIOD_S)
+    err = capfd.readouterr().err
+    late = re.search(r"heartbeat (\d+\.\d) s late: this process stood still", err)
+    assert late and 1.3 <= float(late.group(1)) < 5.0, err
+    executor.shutdown()
+    node.destroy_node()

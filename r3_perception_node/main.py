@@ -142,7 +142,7 @@ class PerceptionNode(R3Node):
         pair = self.sync.add(stream, stamp_to_ns(msg.header.stamp), msg)
         if pair is None or self.info is None:
             return
-        if not self.perception.is_fresh(pair[0], self.get_clock().now().nanoseconds):
+        if not self.perception.is_fresh(pair[0], self.now().nanoseconds):
             self.refused_stale += 1
             self.get_logger().warn(
                 f"refused a frame older than {self.p['max_frame_age_s']} s ({self.refused_stale} so far)",
@@ -212,7 +212,7 @@ class PerceptionNode(R3Node):
         with self.lock:
             frame = self.perception.frame
             result = self.perception.ground_point(
-                request.label, request.u, request.v, request.purpose, self.get_clock().now().nanoseconds
+                request.label, request.u, request.v, request.purpose, self.now().nanoseconds
             )
         response.ok, response.mask_id, response.reason = result.ok, result.mask_id, result.reason
         if result.ok:

@@ -4,20 +4,20 @@ frames it was decided on, and what came of each instruction; the messages are bu
 
 from __future__ import annotations
 
-from rclpy.node import Node
 from sensor_msgs.msg import Image
 
 from r3.graph import names
 from r3_msgs.msg import EpisodeEvent, InstructionOutcome, ReasonerStep
 from r3_ros.conversions import episode_event_msg, instruction_outcome_msg, reasoner_step_msg
+from r3_ros.node import R3Node
 from r3_ros.qos import EVENTS, recorded
 
 
 class EpisodeTopics:
     """The reasoner's episode publishers; its events name ``backend`` (the model id)."""
 
-    def __init__(self, node: Node, backend: str):
-        self.clock, self.backend = node.get_clock(), backend
+    def __init__(self, node: R3Node, backend: str):
+        self.node, self.backend = node, backend
         self.steps_pub = node.create_publisher(ReasonerStep, names.REASONER_STEPS, recorded(50))
         self.frames_pub = node.create_publisher(Image, names.REASONER_FRAMES, recorded(50))
         self.outcome_pub = node.create_publisher(InstructionOutcome, names.INSTRUCTION_OUTCOMES, recorded(50))
@@ -29,7 +29,7 @@ class EpisodeTopics:
         """The step, after the frames it was decided on (reliable: every recorded step finds its frames)."""
         for image in images:
             self.frames_pub.publish(image)
-        stamp = self.clock.now().to_msg()
+        stamp = self.node.now().to_msg()
         self.steps_pub.publish(reasoner_step_msg(episode_id, task, record, latencies, images, stamp))
 
     def publish_outcome(self, episode_id: str, step: int, instruction: str, follow, progress: float) -> None:
@@ -37,6 +37,6 @@ class EpisodeTopics:
 
     def publish_event(self, event: int, episode_id: str, goal, goal_text: str, result=None) -> None:
         """START or END (with the RunTask ``result``) of the episode of RunTask ``goal``."""
-        stamp = self.clock.now().to_msg()
+        stamp = self.node.now().to_msg()
         msg = episode_event_msg(event, episode_id, goal, goal_text, self.backend, stamp, result)
         self.event_pub.publish(msg)

@@ -29,6 +29,7 @@ from rclpy.executors import (
     ShutdownException,
     TimeoutException,
 )
+from rclpy.subscription import Subscription
 
 #: How long the spinning thread waits for a queued task to start before it looks at the graph again.
 START_WAIT_S = 0.05
@@ -57,10 +58,10 @@ class PolledCallbackGroup(CallbackGroup):
 
 
 def deliver_pending(subscriptions: Iterable) -> None:
-    """Runs each subscription's callback, ``callback(message, info)``, on every message queued for it
-    now: each topic's in the order DDS delivered them, the topics interleaved by reception time (a
-    large message's reception stamp can be earlier than the one before it: its first fragment came
-    first)."""
+    """Runs each subscription's callback on every message queued for it now, as an executor would
+    (``callback(message)``, or ``callback(message, info)`` where it takes the info): each topic's in
+    the order DDS delivered them, the topics interleaved by reception time (a large message's
+    reception stamp can be earlier than the one before it: its first fragment came first)."""
     queues = []
     for subscription in subscriptions:
         taken = []
@@ -70,7 +71,10 @@ def deliver_pending(subscriptions: Iterable) -> None:
                 taken.append((message_info[1]["received_timestamp"], subscription, message_info))
         queues.append(taken)
     for _, subscription, (message, info) in heapq.merge(*queues, key=lambda t: t[0]):
-        subscription.callback(message, info)
+        if subscription._callback_type is Subscription.CallbackType.WithMessageInfo:
+            subscription.callback(message, info)
+        else:
+            subscription.callback(message)
 
 
 class QueueAwareExecutor(MultiThreadedExecutor):

@@ -78,6 +78,7 @@ class PerceptionNode(R3Node):
         self.refused_stale = 0
         self.instances = StampedBuffer(INSTANCE_QUEUE)  # simulator instance masks by stamp
         self.instance_names: dict[int, str] = {}
+        self.names_came = threading.Condition()  # the table is latched: it comes once, maybe late
 
         sensors = MutuallyExclusiveCallbackGroup()
         self.create_subscription(
@@ -130,7 +131,9 @@ class PerceptionNode(R3Node):
         self.instances.put(stamp_to_ns(msg.header.stamp), msg)
 
     def on_instance_names(self, msg: String) -> None:
-        self.instance_names = {int(k): v for k, v in json.loads(msg.data).items()}
+        with self.names_came:
+            self.instance_names = {int(k): v for k, v in json.loads(msg.data).items()}
+            self.names_came.notify_all()
 
     def on_colour(self, msg: Image) -> None:
         self.on_image(0, msg)
@@ -192,7 +195,16 @@ class PerceptionNode(R3Node):
                 raise ValueError(
                     f"no simulator instance mask stamped {stamp_ns} ns within {self.p['instance_wait_s']} s"
                 )
-            instances, instance_names = msg_to_instances(mask), dict(self.instance_names)
+            # Without the id -> name table every object is nameless and the frame would say "nothing
+            # here": a first frame can come before the latched table on a loaded machine.
+            with self.names_came:
+                if not self.names_came.wait_for(lambda: self.instance_names, self.p["instance_wait_s"]):
+                    raise ValueError(
+                        f"no simulator instance names ({names.SIM_INSTANCE_NAMES}) within "
+                        f"{self.p['instance_wait_s']} s"
+                    )
+                instance_names = dict(self.instance_names)
+            instances = msg_to_instances(mask)
         return RGBDFrame(
             rgb=msg_to_image(colour),
             depth_m=msg_to_depth(depth),

@@ -418,7 +418,8 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "instance_wait_s",
                     "float",
                     1.0,
-                    "sim backend: how long a frame waits for its instance mask.",
+                    "sim backend: how long a frame waits for its instance mask (the first frame also for "
+                    "the id -> name table).",
                     range=(0.0, 60.0),
                     read_only=False,
                 ),

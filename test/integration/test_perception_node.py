@@ -258,3 +258,94 @@ def test_realsense_without_a_device_says_so():
 
     with pytest.raises(RuntimeError, match="no RealSense device|not found"):
         RealSenseCamera.open(RealSenseConfig(serial="000000000000"))
+
+
+@pytest.mark.slow
+def test_a_first_frame_waits_for_the_instance_names_that_come_late(ros, ros_env):
+    """The sim backend names each instance from a latched id -> name table that the simulator sends
+    once; on a loaded machine a frame can come first. That frame waits for the table (bounded by
+    ``instance_wait_s``) instead of being published as a frame with nothing in it (what one stressed
+    run of the packing graph recorded)."""
+    import json
+
+    from rclpy.node import Node
+    from sensor_msgs.msg import CameraInfo, Image
+    from std_msgs.msg import String
+
+    from r3.graph import names
+    from r3.sim.packing.env import ITEM_INDEX, PackingEnv
+    from r3_msgs.msg import DetectedObjects
+    from r3_ros.conversions import ns_to_stamp, rgbd_frame_msgs
+    from r3_ros.qos import LATCHED
+
+    env = PackingEnv()
+    env.reset(seed=0, options={"task": "4"})
+    frame = env.rgbd_frame("base", 0)  # stamped at each send: the node is on the system clock
+    colour, info, depth, ids = rgbd_frame_msgs(frame, ns_to_stamp(0), "base_camera")
+    env.close()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "r3_perception_node.main",
+            "--ros-args",
+            "-p",
+            "backend:=sim",
+            "-p",
+            "instance_wait_s:=5.0",
+            "-p",
+            "max_frame_age_s:=60.0",
+            "-p",
+            "base_from_camera:=[1.05, 0.0, 1.05, -0.681449218, -0.681449218, 0.18875106, 0.18875106]",
+            "-p",
+            "query:=['gelatin box', 'foam brick', 'sugar box']",
+        ],
+        env=ros_env,
+    )
+    node = Node("late_names_probe")
+    seen: list = []
+    node.create_subscription(DetectedObjects, names.DETECTED_OBJECTS, seen.append, 10)
+    pubs = {
+        topic: node.create_publisher(kind, topic, 10)
+        for topic, kind in [
+            (names.CAMERA_IMAGE, Image),
+            (names.CAMERA_DEPTH, Image),
+            (names.CAMERA_INFO, CameraInfo),
+            (names.SIM_INSTANCES, Image),
+        ]
+    }
+    names_pub = node.create_publisher(String, names.SIM_INSTANCE_NAMES, LATCHED)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(p.get_subscription_count() for p in pubs.values()):
+            ros.spin_once(node, timeout_sec=0.1)
+        assert all(p.get_subscription_count() for p in pubs.values()), "perception never subscribed"
+
+        def send_frame() -> None:
+            """The frame again, stamped now (a best-effort sample can be lost while DDS matches)."""
+            stamp = ns_to_stamp(time.time_ns())
+            for msg in (info, ids, depth, colour):
+                msg.header.stamp = stamp
+            for topic, msg in [
+                (names.CAMERA_INFO, info),
+                (names.SIM_INSTANCES, ids),
+                (names.CAMERA_DEPTH, depth),
+                (names.CAMERA_IMAGE, colour),
+            ]:
+                pubs[topic].publish(msg)
+
+        end = time.monotonic() + 2.0  # frames come; the names do not yet
+        while time.monotonic() < end and not seen:
+            send_frame()
+            ros.spin_once(node, timeout_sec=0.1)
+        names_pub.publish(String(data=json.dumps({str(i): item for item, i in ITEM_INDEX.items()})))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not seen:
+            send_frame()
+            ros.spin_once(node, timeout_sec=0.1)
+        assert seen, "no DetectedObjects"
+        assert {o.label for o in seen[0].objects} >= {"gelatin box", "foam brick"}, seen[0]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        node.destroy_node()

@@ -15,6 +15,7 @@ from rclpy.node import Node
 from r3.graph.supervisor import MemberExits
 from r3_ros.heartbeat import HeartbeatMonitor
 from r3_ros.recording import RecorderHandshake
+from r3_ros.services import CHECK_S, Completion
 
 
 class EpisodeError(RuntimeError):
@@ -92,10 +93,11 @@ def wait_future(
     """``future``'s result, within ``timeout_s`` of ``since`` (default now); None once ``keep_waiting()``
     says no (it may also raise to end the wait, as :meth:`EpisodeWatch.waiting` does)."""
     deadline = None if timeout_s is None else (time.monotonic() if since is None else since) + timeout_s
+    completion = Completion(future)
     while not future.done():
         if not keep_waiting():
             return None
         if deadline is not None and time.monotonic() > deadline:
             raise EpisodeError(f"{what} did not answer within {timeout_s:.1f} s")
-        time.sleep(0.01)
+        completion.wait(CHECK_S)
     return future.result()

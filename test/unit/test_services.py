@@ -14,7 +14,7 @@ from r3_ros.services import ResetRecord, ServiceTimeout, call_resending
 
 class _Future:
     def __init__(self) -> None:
-        self._result, self._done = None, threading.Event()
+        self._result, self._done, self._callbacks = None, threading.Event(), []
 
     def done(self) -> bool:
         return self._done.is_set()
@@ -22,9 +22,16 @@ class _Future:
     def result(self):
         return self._result
 
+    def add_done_callback(self, callback) -> None:
+        self._callbacks.append(callback)
+        if self.done():
+            callback(self)
+
     def answer(self, result) -> None:
         self._result = result
         self._done.set()
+        for callback in self._callbacks:
+            callback(self)
 
 
 class _Client:

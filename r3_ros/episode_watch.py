@@ -15,7 +15,7 @@ from rclpy.node import Node
 from r3.graph.supervisor import MemberExits
 from r3_ros.heartbeat import HeartbeatMonitor
 from r3_ros.recording import RecorderHandshake
-from r3_ros.services import CHECK_S, Completion
+from r3_ros.services import Completion
 
 
 class EpisodeError(RuntimeError):
@@ -99,5 +99,5 @@ def wait_future(
             return None
         if deadline is not None and time.monotonic() > deadline:
             raise EpisodeError(f"{what} did not answer within {timeout_s:.1f} s")
-        completion.wait(CHECK_S)
+        completion.wait()
     return future.result()

@@ -41,9 +41,9 @@ class Completion:
         future.add_done_callback(lambda _: self._done.set())
         return future
 
-    def wait(self, timeout_s: float) -> None:
-        """Until a watched future is done (returns at once from then on) or ``timeout_s`` passed."""
-        self._done.wait(timeout_s)
+    def wait(self) -> None:
+        """Until a watched future is done (returns at once from then on) or :data:`CHECK_S` passed."""
+        self._done.wait(CHECK_S)
 
 
 class ServiceTimeout(Exception):
@@ -68,7 +68,7 @@ def call_resending(client, request, timeout_s: float, keep_waiting: Callable[[],
                 raise ServiceTimeout(f"{client.srv_name} did not answer within {timeout_s:.1f} s")
             if waited >= RESEND_S * len(futures):
                 futures.append(completion.watch(client.call_async(request)))
-            completion.wait(CHECK_S)
+            completion.wait()
     finally:
         for f in futures:
             if not f.done():

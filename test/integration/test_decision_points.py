@@ -116,8 +116,10 @@ def test_clock_goes_out_at_each_decision_point_and_at_most_every_clock_period_be
 
     with Supervisor(graph, tmp_path / "logs", env=dict(os.environ, ROS_DOMAIN_ID=str(domain))):
         try:
-            spin_until(lambda: command.get_subscription_count() > 0 and snapshots and clocks, 90)
-            assert snapshots and clocks, "the simulator's start-up decision point did not arrive"
+            # The start-up state too: it is latched with depth 1, so a state reader matched only after
+            # the first command would get that command's state and never the start-up one.
+            spin_until(lambda: command.get_subscription_count() > 0 and snapshots and clocks and states, 90)
+            assert snapshots and clocks and states, "the simulator's start-up decision point did not arrive"
             for i in range(7):  # lock-step: each command once the state of the last one has arrived
                 msg = Vector3Stamped()
                 msg.header.frame_id, msg.vector.x = "board", 0.004 * (-1) ** i

@@ -24,6 +24,18 @@ def ros():
     rclpy.try_shutdown()
 
 
+def start_perception_node(env: dict, stdout=None, stderr=None, text=False, **params) -> subprocess.Popen:
+    """r3_perception_node in a process of its own, each of ``params`` set as a ROS parameter."""
+    args = [a for name, value in params.items() for a in ("-p", f"{name}:={value}")]
+    return subprocess.Popen(
+        [sys.executable, "-m", "r3_perception_node.main", "--ros-args", *args],
+        env=env,
+        stdout=stdout,
+        stderr=stderr,
+        text=text,
+    )
+
+
 @pytest.mark.slow
 def test_perception_node_with_sam2_grounds_points_and_publishes_objects(ros, ros_env):
     pytest.importorskip("sam2", reason="needs the sam2 package")
@@ -43,24 +55,13 @@ def test_perception_node_with_sam2_grounds_points_and_publishes_objects(ros, ros
     t = frame.camera.base_from_camera
     qw, qx, qy, qz = transforms3d.quaternions.mat2quat(t[:3, :3])
     extrinsics = f"[{t[0, 3]},{t[1, 3]},{t[2, 3]},{qx},{qy},{qz},{qw}]"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "r3_perception_node.main",
-            "--ros-args",
-            "-p",
-            "backend:=sam2",
-            "-p",
-            "sam2_image_size:=256",
-            "-p",
-            "base_frame:=base_link",
-            "-p",
-            f"base_from_camera:={extrinsics}",
-            "-p",
-            "max_frame_age_s:=5.0",
-        ],
-        env=ros_env,
+    proc = start_perception_node(
+        ros_env,
+        backend="sam2",
+        sam2_image_size=256,
+        base_frame="base_link",
+        base_from_camera=extrinsics,
+        max_frame_age_s=5.0,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -283,24 +284,13 @@ def test_a_first_frame_waits_for_the_instance_names_that_come_late(ros, ros_env)
     frame = env.rgbd_frame("base", 0)  # stamped at each send: the node is on the system clock
     colour, info, depth, ids = rgbd_frame_msgs(frame, ns_to_stamp(0), "base_camera")
     env.close()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "r3_perception_node.main",
-            "--ros-args",
-            "-p",
-            "backend:=sim",
-            "-p",
-            "instance_wait_s:=5.0",
-            "-p",
-            "max_frame_age_s:=60.0",
-            "-p",
-            "base_from_camera:=[1.05, 0.0, 1.05, -0.681449218, -0.681449218, 0.18875106, 0.18875106]",
-            "-p",
-            "query:=['gelatin box', 'foam brick', 'sugar box']",
-        ],
-        env=ros_env,
+    proc = start_perception_node(
+        ros_env,
+        backend="sim",
+        instance_wait_s=5.0,
+        max_frame_age_s=60.0,
+        base_from_camera="[1.05, 0.0, 1.05, -0.681449218, -0.681449218, 0.18875106, 0.18875106]",
+        query="['gelatin box', 'foam brick', 'sugar box']",
     )
     node = Node("late_names_probe")
     seen: list = []

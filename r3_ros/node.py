@@ -113,6 +113,8 @@ class R3Node(Node):
 
     def take_clock(self) -> None:
         """Set this node's time from the ``/clock`` DDS has received (nothing without sim time)."""
+        if not self._clock_subscriptions:  # never on sim time: each read of the time comes here
+            return
         with self._clock_lock:
             live = set(self.subscriptions)  # rclpy drops its /clock subscription when sim time goes off
             self._clock_subscriptions = [s for s in self._clock_subscriptions if s in live]

@@ -34,8 +34,7 @@ from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
 from r3.instructions.language_table import ParseError, parse
 from r3.lowlevel import make_policy
-from r3.safety.goals import GoalRefused, check_interface, check_seed
-from r3.suites import DEFAULT_SUITE
+from r3.safety.goals import GoalRefused, check_instruction_goal
 from r3_msgs.action import FollowInstruction
 from r3_msgs.msg import CommandRefusal, PrivilegedState
 from r3_ros import without_shared_memory
@@ -160,10 +159,7 @@ class LowLevelNode(R3Node):
         goal = handle.request
         result = FollowInstruction.Result()
         try:
-            if (goal.suite or DEFAULT_SUITE) != SUITE:
-                raise GoalRefused(f"suite {goal.suite[:80]!r} is not served here ({SUITE})")
-            check_seed(goal.seed)
-            check_interface(goal.interface, SUITE, served=("instruction",))
+            check_instruction_goal(goal, SUITE, served=("instruction",))
         except GoalRefused as exc:
             return self._finish(handle, result, False, f"error: invalid goal: {exc}")
         parsed = parse(goal.instruction)

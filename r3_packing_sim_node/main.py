@@ -141,7 +141,7 @@ class PackingSimNode(R3Node):
         goal, result = handle.request, FollowInstruction.Result()
         self.get_logger().info(f"{goal.interface or 'instruction'}: {goal.instruction[:120]!r}")
         try:
-            interface = check_instruction_goal(goal.suite, goal.seed, goal.interface, SUITE, CELL_INTERFACES)
+            interface = check_instruction_goal(goal, SUITE, CELL_INTERFACES)
         except GoalRefused as exc:
             result.reason = f"error: invalid goal: {exc}"
             self.goals.end(handle, "aborted")

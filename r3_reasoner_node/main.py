@@ -82,7 +82,7 @@ class ReasonerNode(R3Node):
     def execute(self, handle) -> RunTask.Result:
         goal = handle.request
         try:  # every field is checked before anything is written, reset or moved
-            suite, task = check_run_task(goal.suite, goal.task, goal.seed, goal.reasoning_budget)
+            suite, task = check_run_task(goal)
             interface = check_interface(self.param["interface"], suite)  # fixed for the episode
             self.scene.scene_id = None if goal.reset_scene else self.scene.current_scene(suite, task)
         except GoalRefused as exc:

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from r3.data.bags import check_bag_name
 from r3.safety.goals import canonical_task, check_seed
 from r3.suites import DEFAULT_SUITE
 
@@ -107,6 +108,8 @@ class ResetRecord:
         if self.repeat(request, response):
             return None  # the caller resent it: its first answer was lost
         try:
+            if request.episode_id:  # stamped on every state and snapshot, and a bag's name elsewhere
+                check_bag_name(request.episode_id)
             task = canonical_task(suite, request.task)
             instance = reset(task, check_seed(request.seed))
         except (KeyError, ValueError, RuntimeError) as exc:

@@ -22,7 +22,7 @@ from sensor_msgs.msg import Image
 
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
-from r3.safety.goals import GoalRefused, check_interface, check_seed
+from r3.safety.goals import GoalRefused, check_instruction_goal
 from r3.suites import get_suite, suite_names
 from r3_msgs.action import FollowInstruction
 from r3_msgs.msg import PrivilegedState
@@ -97,10 +97,7 @@ class SuiteSimNode(R3Node):
     def execute(self, handle) -> FollowInstruction.Result:
         goal, result = handle.request, FollowInstruction.Result()
         try:
-            if goal.suite != self.suite.name:
-                raise GoalRefused(f"suite {goal.suite[:80]!r} is not served here ({self.suite.name})")
-            check_seed(goal.seed)
-            check_interface(goal.interface, self.suite.name, served=("instruction",))
+            check_instruction_goal(goal, self.suite.name, served=("instruction",))
             if self.sim.task_instance is None:
                 raise GoalRefused("no scene has been reset yet")
         except GoalRefused as exc:

@@ -254,6 +254,12 @@ def parse(text: str) -> Instruction | ParseError:
     return result
 
 
+def _first_few(words: list[str], shown: int = 3) -> str:
+    """The first ``shown`` of ``words``, quoted, and how many more: a reason stays short."""
+    more = f" and {len(words) - shown} more" if len(words) > shown else ""
+    return ", ".join(repr(w) for w in words[:shown]) + more
+
+
 def _parse(s: str) -> Instruction | str:
     """Parse normalised text; a str result is the reason it failed."""
     if not s:
@@ -263,10 +269,10 @@ def _parse(s: str) -> Instruction | str:
         return f"more than one instruction (separated by '{separator.group()}')"
     verbs = [w for w in s.split() if w in _ALL_VERBS]
     if len(verbs) > 1:
-        return f"more than one instruction (verbs {', '.join(repr(v) for v in verbs)})"
+        return f"more than one instruction (verbs {_first_few(verbs)})"
     adverbs = _ADVERB_RE.findall(s)
     if len(adverbs) > 1:
-        return f"more than one adverb: {', '.join(repr(a) for a in adverbs)}"
+        return f"more than one adverb: {_first_few(adverbs)}"
     adverb = _ADVERB_VALUE[adverbs[0]] if adverbs else None
     words = _ADVERB_RE.sub(" ", s).split()
     if not words:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import time
+import unicodedata
 import uuid
 
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
@@ -33,6 +34,13 @@ def interfaces_help() -> str:
 
 #: numpy's and gymnasium's generators take non-negative seeds; int64 bounds the top.
 MAX_SEED = 2**63 - 1
+#: A goal is a sentence or two (the longest of any task's goals is under 300 characters); it goes
+#: into every prompt and the bag's metadata, so a megabyte of it is refused, not carried.
+MAX_GOAL_CHARS = 2_000
+#: One answer to carry out: an instruction, or one semantic or tool call with its arguments.
+MAX_INSTRUCTION_CHARS = 4_096
+#: Bidirectional-text controls: they make text display in another order than it is read.
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 class GoalRefused(ValueError):
@@ -43,6 +51,18 @@ def check_seed(seed: int, what: str = "seed") -> int:
     if not 0 <= int(seed) <= MAX_SEED:
         raise GoalRefused(f"{what} must be in 0..{MAX_SEED}, got {seed}")
     return int(seed)
+
+
+def check_text(text: str, what: str, limit: int) -> str:
+    """``text`` if it is at most ``limit`` characters with no control character but tab and newline
+    (a NUL, a terminal escape, a bidirectional override would reach prompts, logs, the live view and
+    the bag's metadata), else GoalRefused naming the first offender."""
+    if len(text) > limit:
+        raise GoalRefused(f"{what} is {len(text):,} characters long; at most {limit:,}")
+    for i, char in enumerate(text):
+        if char not in "\t\n" and (unicodedata.category(char) == "Cc" or char in BIDI_CONTROLS):
+            raise GoalRefused(f"{what} holds the control character U+{ord(char):04X} at {i}")
+    return text
 
 
 def check_suite(suite: str) -> str:
@@ -66,15 +86,14 @@ def check_interface(interface: str, suite: str, served: tuple[str, ...] | None =
     return interface
 
 
-def check_instruction_goal(
-    suite: str, seed: int, interface: str, served_suite: str, served: tuple[str, ...]
-) -> str:
-    """The interface of a FollowInstruction goal for a node that carries out ``served`` answers on
-    ``served_suite``, or GoalRefused."""
-    if suite != served_suite:
-        raise GoalRefused(f"suite {suite[:80]!r} is not served here ({served_suite})")
-    check_seed(seed)
-    return check_interface(interface, served_suite, served=served)
+def check_instruction_goal(goal, served_suite: str, served: tuple[str, ...]) -> str:
+    """The interface of a FollowInstruction ``goal`` for a node that carries out ``served`` answers
+    on ``served_suite``, or GoalRefused. An empty suite is the default suite."""
+    if (goal.suite or DEFAULT_SUITE) != served_suite:
+        raise GoalRefused(f"suite {goal.suite[:80]!r} is not served here ({served_suite})")
+    check_seed(goal.seed)
+    check_text(goal.instruction, "the instruction", MAX_INSTRUCTION_CHARS)
+    return check_interface(goal.interface, served_suite, served=served)
 
 
 def canonical_task(suite: str, task: str) -> str:
@@ -87,13 +106,16 @@ def canonical_task(suite: str, task: str) -> str:
     return next(name for name, known in tasks.TASKS.items() if known is spec)
 
 
-def check_run_task(suite: str, task: str, seed: int, reasoning_budget: int) -> tuple[str, str]:
-    """(suite, canonical task) of a RunTask goal, or GoalRefused."""
-    suite = check_suite(suite)
-    task = canonical_task(suite, task)
-    check_seed(seed)
-    if reasoning_budget < -1:
-        raise GoalRefused(f"reasoning_budget must be -1 (unlimited), 0 or positive, got {reasoning_budget}")
+def check_run_task(goal) -> tuple[str, str]:
+    """(suite, canonical task) of a RunTask ``goal``, or GoalRefused."""
+    suite = check_suite(goal.suite)
+    task = canonical_task(suite, goal.task)
+    check_seed(goal.seed)
+    if goal.reasoning_budget < -1:
+        raise GoalRefused(
+            f"reasoning_budget must be -1 (unlimited), 0 or positive, got {goal.reasoning_budget}"
+        )
+    check_text(goal.goal, "the goal", MAX_GOAL_CHARS)
     return suite, task
 
 

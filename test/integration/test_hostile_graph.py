@@ -71,6 +71,8 @@ def test_bad_run_task_goals_are_refused_before_anything_is_written_or_moved(grap
         "unknown suite": goal(suite="mars"),
         "reasoning budget below -1": goal(reasoning_budget=-7),
         "continuing a scene of another task": goal(task="L", reset_scene=False),
+        "a megabyte of goal": goal(goal="line up the blocks " * 55_000),
+        "a goal that clears the terminal": goal(goal="line up the blocks\x1b[2J"),
     }
     bags_before = graph.bag_dirs()
     for case, bad in cases.items():
@@ -97,6 +99,8 @@ def test_bad_calls_to_the_simulator_and_the_lowlevel_node_are_refused_and_they_k
     for bad in (
         ResetScene.Request(suite="language_table", task="V", seed=-1),
         ResetScene.Request(suite="language_table", task="../../x", seed=1),
+        ResetScene.Request(suite="language_table", task="V", seed=1, episode_id="../../x"),
+        ResetScene.Request(suite="language_table", task="V", seed=1, episode_id="x" * 100_000),
     ):
         answer = client.call(reset, bad)
         assert not answer.ok and "cannot reset" in answer.reason, answer.reason
@@ -108,6 +112,12 @@ def test_bad_calls_to_the_simulator_and_the_lowlevel_node_are_refused_and_they_k
     )
     assert result is not None and not result.success
     assert result.reason.startswith("error: invalid goal: seed must be"), result.reason
+    result = client.action(
+        follow, FollowInstruction.Goal(instruction="push the red moon left " * 50_000, suite="language_table")
+    )
+    assert result.reason == (
+        "error: invalid goal: the instruction is 1,150,000 characters long; at most 4,096"
+    ), result.reason[:300]
     client.spin(0.3)
     assert not client.moved_after(t0)
     assert client.call(reset, ResetScene.Request(suite="language_table", task="V", seed=1)).ok

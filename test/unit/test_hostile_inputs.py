@@ -17,32 +17,89 @@ import pytest
 
 from r3.data.bags import EpisodeBagWriter, EpisodeInfo, check_bag_name
 from r3.graph.supervisor import MemberExits, Supervisor
+from r3.instructions.language_table import parse as parse_language_table
 from r3.perception.pipeline import ANY_LABEL, LABEL_MISMATCH, Perception
 from r3.perception.segmenters import Segment, Segmenter, make_segmenter
 from r3.safety.freeze import FreezeWatch, GoalStop
-from r3.safety.goals import GoalRefused, canonical_task, check_run_task, episode_id
+from r3.safety.goals import (
+    MAX_GOAL_CHARS,
+    GoalRefused,
+    canonical_task,
+    check_instruction_goal,
+    check_run_task,
+    episode_id,
+)
 from r3.sim.language_table.env import LanguageTableEnv
 from r3.tasks.language_table.board import BoardState
+
+
+def run_task_goal(suite="language_table", task="V", seed=3, reasoning_budget=-1, goal=""):
+    from r3_msgs.action import RunTask
+
+    return RunTask.Goal(suite=suite, task=task, seed=seed, reasoning_budget=reasoning_budget, goal=goal)
 
 
 @pytest.mark.parametrize(
     "fields, why",
     [
-        (("language_table", "V", -1, -1), "seed must be in 0.."),
-        (("language_table", "../../x", 3, -1), "unknown language_table task"),
-        (("language_table", "V" * 300, 3, -1), "unknown language_table task"),
-        (("mars", "V", 3, -1), "unknown suite"),
-        (("language_table", "V", 3, -2), "reasoning_budget"),
-        (("packing", "V", 3, -1), "unknown packing task"),
+        ({"seed": -1}, "seed must be in 0.."),
+        ({"task": "../../x"}, "unknown language_table task"),
+        ({"task": "V" * 300}, "unknown language_table task"),
+        ({"suite": "mars"}, "unknown suite"),
+        ({"reasoning_budget": -2}, "reasoning_budget"),
+        ({"suite": "packing"}, "unknown packing task"),
+        ({"goal": "x" * 1_000_000}, "the goal is 1,000,000 characters long; at most 2,000"),
+        ({"goal": "stack the blocks\x1b[2J"}, "the goal holds the control character U\\+001B at 16"),
+        ({"goal": "line up \u202ethe blocks"}, "U\\+202E at 8"),
+        ({"goal": "line\x00up"}, "U\\+0000 at 4"),
     ],
 )
 def test_bad_run_task_fields_are_refused_with_the_reason(fields, why):
     with pytest.raises(GoalRefused, match=why):
-        check_run_task(*fields)
+        check_run_task(run_task_goal(**fields))
+
+
+def test_a_goal_of_a_few_lines_in_any_script_is_accepted():
+    goal = "把红色方块推到左边 🚀\n\tthen line up the rest, ça va"
+    assert check_run_task(run_task_goal(goal=goal)) == ("language_table", "V")
+    assert check_run_task(run_task_goal(goal="x" * MAX_GOAL_CHARS)) == ("language_table", "V")
+
+
+@pytest.mark.parametrize(
+    "fields, why",
+    [
+        ({"instruction": "push " * 100_000}, "the instruction is 500,000 characters long; at most 4,096"),
+        ({"instruction": "push the red moon left\x07"}, "U\\+0007 at 22"),
+        ({"suite": "packing"}, "suite 'packing' is not served here"),
+        ({"seed": -1}, "seed must be in 0.."),
+        ({"interface": "../x"}, "interface '../x' is not served here"),
+    ],
+)
+def test_bad_follow_instruction_fields_are_refused_with_the_reason(fields, why):
+    from r3_msgs.action import FollowInstruction
+
+    fields = {"instruction": "push the red moon left", "suite": "language_table", **fields}
+    goal = FollowInstruction.Goal(**fields)
+    with pytest.raises(GoalRefused, match=why):
+        check_instruction_goal(goal, "language_table", served=("instruction",))
+
+
+def test_an_instruction_goal_without_a_suite_is_for_the_default_suite():
+    from r3_msgs.action import FollowInstruction
+
+    goal = FollowInstruction.Goal(instruction="push the red moon left")
+    assert check_instruction_goal(goal, "language_table", served=("instruction",)) == "instruction"
+    with pytest.raises(GoalRefused, match="suite '' is not served here"):
+        check_instruction_goal(goal, "packing", served=("instruction",))
+
+
+def test_a_parse_error_names_a_few_of_many_repeated_words_not_all():
+    reason = parse_language_table("push " * 1000).reason
+    assert reason == "more than one instruction (verbs 'push', 'push', 'push' and 997 more)"
 
 
 def test_episode_ids_come_from_canonical_tasks_and_are_plain_folder_names():
-    assert check_run_task("", "V", 3, 0) == ("language_table", "V")
+    assert check_run_task(run_task_goal(suite="", reasoning_budget=0)) == ("language_table", "V")
     assert canonical_task("packing", "task4") == "4"
     for task in ("V", "clear_qtr", "iL"):
         name = episode_id(task, 2**63 - 1)

@@ -31,6 +31,8 @@ LABEL_MISMATCH = "label_mismatch"
 ANY_LABEL = "*"
 #: Longest label grounding considers; a longer one names nothing.
 MAX_LABEL_CHARS = 200
+#: Most names one query may hold: a text-prompted segmenter looks for each in every frame.
+MAX_QUERY_LABELS = 64
 #: Overlap (intersection over union) at which a found object is the one at the point.
 SAME_OBJECT_IOU = 0.5
 
@@ -70,6 +72,10 @@ class Perception:
         labels = [label.strip() for label in labels]
         if any(not label for label in labels):
             return "empty label in the query"
+        if len(labels) > MAX_QUERY_LABELS:
+            return f"a query of {len(labels):,} names; at most {MAX_QUERY_LABELS}"
+        if (longest := max((len(label) for label in labels), default=0)) > MAX_LABEL_CHARS:
+            return f"a label of {longest:,} characters in the query; at most {MAX_LABEL_CHARS}"
         reason = self.segmenter.refuse_labels(labels)
         if not reason:
             self.query = list(dict.fromkeys(labels))

@@ -97,6 +97,15 @@ def test_grounding_failures_name_their_reason(tabletop_frame):
     assert p.set_query(["red box", " "]) == "empty label in the query"
 
 
+def test_a_query_too_long_to_serve_is_refused_and_the_old_one_kept(tabletop_frame):
+    p = Perception(make_segmenter("sim"))
+    assert p.set_query(["blue cylinder"]) == ""
+    assert p.set_query(["mug"] * 100_000) == "a query of 100,000 names; at most 64"
+    too_long = "a label of 1,000,000 characters in the query; at most 200"
+    assert p.set_query(["mug", "m" * 1_000_000]) == too_long
+    assert [d.label for d in p.process(tabletop_frame)] == ["blue cylinder"]
+
+
 def test_query_selects_objects_and_annotation_marks_them(tabletop_frame):
     p = Perception(make_segmenter("sim"))
     assert p.set_query(["blue cylinder", "no such thing", "white tall box"]) == ""

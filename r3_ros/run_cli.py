@@ -15,6 +15,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from r3.cli_args import INT32_MAX, UINT32_MAX, integer, positive, seed
 from r3.data.bags import read_episode_info
 from r3.data.video import default_format, episode_video_from_bag
 from r3.graph.cli import parse_overrides
@@ -45,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
         "--task", default="V", help="task id, e.g. V, line, clear_qtr; packing: 1..12 (default: %(default)s)"
     )
     p.add_argument(
-        "--seed", type=int, default=3, help="scene seed; same seed, same episode (default: %(default)s)"
+        "--seed", type=seed, default=3, help="scene seed; same seed, same episode (default: %(default)s)"
     )
     p.add_argument(
         "--reasoner",
@@ -71,14 +72,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-steps",
-        type=int,
+        type=integer(0, UINT32_MAX),
         default=0,
         help="decision steps; 0 = the profile's default (20; packing 15), or the interface's own budget "
         "for the other interfaces (packing: 45 semantic actions, 150 tool calls)",
     )
     p.add_argument(
         "--reasoning-budget",
-        type=int,
+        type=integer(-1, INT32_MAX),
         default=-1,
         help="reasoning tokens per step: -1 unlimited (default), 0 instruction only, N truncate at N",
     )
@@ -99,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--startup-timeout",
-        type=float,
+        type=positive,
         default=60.0,
         help="seconds to wait for the graph to come up (default: %(default)s)",
     )

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from r3.cli_args import integer, positive
 from r3.eval.runner import (
     EvalConfig,
     EvalError,
@@ -152,13 +153,13 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--via-ros-scenes",
-        type=int,
+        type=integer(1),
         default=2,
         help="scenes per task for --via-ros, the first ones (default: 2)",
     )
     p.add_argument(
         "--via-ros-timeout",
-        type=float,
+        type=positive,
         default=120.0,
         help="seconds to wait for the graph to come up and for each episode (default: 120)",
     )
@@ -221,8 +222,6 @@ def run_main(argv: list[str], via_ros: ViaRos | None = None) -> int:
         tasks = None
     else:
         tasks = tuple(suite.tasks().TASKS) if args.split == "all" else splits[args.split]
-    if args.via_ros_scenes < 1:
-        parser.error("--via-ros-scenes must be >= 1")
     if args.via_ros and suite.workcell:  # r3_ros.eval_via_ros drives the board's graph
         parser.error("--via-ros compares Language Table episodes only")
     if args.via_ros and via_ros is None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from r3.reasoning.tiny import ARCHS, NEEDS_TORCHVISION
+from r3.cli_args import integer, seed
+from r3.reasoning.tiny import ARCHS, HIDDEN_UNIT, NEEDS_TORCHVISION
 
 
 def tiny_model_main(argv: list[str] | None = None) -> int:
@@ -23,12 +24,19 @@ def tiny_model_main(argv: list[str] | None = None) -> int:
         f"({', '.join(sorted(NEEDS_TORCHVISION))}) need torchvision to load their processor.",
     )
     parser.add_argument("--out", required=True, help="output directory (created if missing)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random weights (default: 0)")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of the random weights (default: 0)")
     parser.add_argument(
-        "--hidden", type=int, default=64, help="hidden size of the language model (default: 64)"
+        "--hidden",
+        type=integer(HIDDEN_UNIT),
+        default=64,
+        help=f"hidden size of the language model, a multiple of {HIDDEN_UNIT} (default: 64)",
     )
-    parser.add_argument("--vocab-size", type=int, default=1024, help="BPE vocabulary size (default: 1024)")
+    parser.add_argument(
+        "--vocab-size", type=integer(1), default=1024, help="BPE vocabulary size (default: 1024)"
+    )
     args = parser.parse_args(argv)
+    if args.hidden % HIDDEN_UNIT:
+        parser.error(f"argument --hidden: expected a multiple of {HIDDEN_UNIT}, got {args.hidden}")
     from r3.reasoning.tiny import build_tiny_model
 
     start = time.perf_counter()

@@ -262,6 +262,11 @@ def _idefics3_parts(tok, hidden: int, layers: int = 2, image_size: int = 64):
     return config, image_processor, {"image_seq_len": (image_size // patch) ** 2 // scale**2}
 
 
+#: The language model's width is a multiple of this: its attention heads split it evenly, and each
+#: head's rotary dimensions split again over time, height and width (the Qwen archs).
+HIDDEN_UNIT = 32
+
+
 def build_tiny_model(
     arch: str,
     out_dir: str | Path,
@@ -285,6 +290,8 @@ def build_tiny_model(
 
     if arch not in ARCHS:
         raise ValueError(f"arch={arch!r}: expected one of {ARCHS}")
+    if hidden < HIDDEN_UNIT or hidden % HIDDEN_UNIT:
+        raise ValueError(f"hidden={hidden}: must be a positive multiple of {HIDDEN_UNIT}")
     qwen = arch in NEEDS_TORCHVISION
     special = QWEN_SPECIAL_TOKENS if qwen else IDEFICS3_SPECIAL_TOKENS
     eos = "<|im_end|>" if qwen else "<end_of_utterance>"

@@ -12,6 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from r3.cli_args import integer, positive, seed
 from r3.data.video import VIDEO_FPS, default_format, write_episode_video
 
 WRAP = 100
@@ -78,7 +79,7 @@ def demo_main(argv: list[str]) -> int:
     )
     parser.add_argument("--task", default="V", choices=list(TASKS), help="task name (default: V)")
     parser.add_argument(
-        "--seed", type=int, default=3, help="episode seed: layout, task instance, policy noise (default: 3)"
+        "--seed", type=seed, default=3, help="episode seed: layout, task instance, policy noise (default: 3)"
     )
     parser.add_argument(
         "--out", type=Path, required=True, help="output folder for episode.gif|mp4 and summary.json"
@@ -91,7 +92,7 @@ def demo_main(argv: list[str]) -> int:
     )
     parser.add_argument(
         "--budget",
-        type=int,
+        type=integer(0),
         default=None,
         help="cap the reasoning at N words/tokens (0 = instruction only; default: no cap)",
     )
@@ -101,7 +102,9 @@ def demo_main(argv: list[str]) -> int:
         choices=("response", "instruction", "none"),
         help="what the reasoner sees of its previous step (default: response)",
     )
-    parser.add_argument("--max-steps", type=int, default=20, help="decision steps at most (default: 20)")
+    parser.add_argument(
+        "--max-steps", type=integer(1), default=20, help="decision steps at most (default: 20)"
+    )
     parser.add_argument(
         "--video",
         default="auto",
@@ -111,21 +114,21 @@ def demo_main(argv: list[str]) -> int:
     )
     parser.add_argument(
         "--frame-every",
-        type=int,
+        type=integer(0),
         default=1,
         help="film every N control steps, 0 = decision frames only (default: 1, every step)",
     )
     parser.add_argument(
         "--fps",
-        type=float,
+        type=positive,
         default=VIDEO_FPS,
         help="video frames per second (default: %(default)s, real time)",
     )
     parser.add_argument(
-        "--width", type=int, default=320, help="rendered image width in pixels (default: 320)"
+        "--width", type=integer(1), default=320, help="rendered image width in pixels (default: 320)"
     )
     parser.add_argument(
-        "--height", type=int, default=240, help="rendered image height in pixels (default: 240)"
+        "--height", type=integer(1), default=240, help="rendered image height in pixels (default: 240)"
     )
     args = parser.parse_args(argv)
 

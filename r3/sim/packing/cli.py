@@ -16,6 +16,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from r3.cli_args import integer, positive, seed
 from r3.lowlevel import GROUNDINGS
 from r3.packing_episode import (
     MAX_ACTIONS,
@@ -51,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Run one packing episode in-process and show the reasoner's every step.",
     )
     p.add_argument("--task", default="4", help='held-out goal "1".."12" or "train" (default: 4)')
-    p.add_argument("--seed", type=int, default=0, help="environment seed: the layout (default: 0)")
+    p.add_argument("--seed", type=seed, default=0, help="environment seed: the layout (default: 0)")
     p.add_argument(
         "--out", type=Path, required=True, help="output folder for episode.gif|mp4 and summary.json"
     )
@@ -83,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-steps",
-        type=int,
+        type=integer(1),
         default=None,
         help=f"decision steps at most (default: {MAX_DECISIONS}; {MAX_ACTIONS} with --interface semantic, "
         f"{MAX_TOOL_CALLS} with --interface tools, {MAX_PLANS} plans with --interface plan)",
@@ -93,11 +94,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--frame-every",
-        type=int,
+        type=integer(1),
         default=8,
         help="film the base camera every N control steps of the arm's motion (default: 8)",
     )
-    p.add_argument("--fps", type=float, default=10.0, help="video frames per second (default: 10)")
+    p.add_argument("--fps", type=positive, default=10.0, help="video frames per second (default: 10)")
     return p
 
 
@@ -106,8 +107,6 @@ def demo_main(argv: list[str]) -> int:
     from r3.reasoning.backends import make_backend
 
     args = _parser().parse_args(argv)
-    if (args.max_steps is not None and args.max_steps < 1) or args.frame_every < 1:
-        _parser().error("--max-steps and --frame-every must be at least 1")
     backend = make_backend(args.reasoner)
     backend.load()
     cell = PackingCell.build(grounding=args.grounding)

@@ -1,0 +1,50 @@
+"""Number types for the options of r3's commands.
+
+A number out of range is refused by argparse, naming the option and the range (exit status 2),
+before anything starts: never a traceback from the simulator, the model builder or a message field
+deep inside, and never a graph started only to refuse the goal it was given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+from r3.safety.goals import MAX_SEED
+
+#: The largest value of a uint32 message field (RunTask's ``max_steps``).
+UINT32_MAX = 2**32 - 1
+#: The largest value of an int32 message field (RunTask's ``reasoning_budget``).
+INT32_MAX = 2**31 - 1
+
+
+def integer(lo: int, hi: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in ``lo..hi`` (no upper bound for None)."""
+    allowed = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer {allowed}, got {text!r}") from None
+        if value < lo or (hi is not None and value > hi):
+            raise argparse.ArgumentTypeError(f"expected an integer {allowed}, got {value}")
+        return value
+
+    return parse
+
+
+def positive(text: str) -> float:
+    """An argparse type: a finite number above 0 (seconds, frames per second)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
+    return value
+
+
+#: A scene seed: numpy's and gymnasium's generators take 0..2^63-1 (``r3.safety.goals.MAX_SEED``).
+seed = integer(0, MAX_SEED)

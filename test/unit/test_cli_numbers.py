@@ -1,0 +1,59 @@
+"""A number out of range on any r3 command is refused by argparse with the option and the range
+(exit status 2) before anything starts. Before r3.cli_args these were tracebacks: a negative seed
+from gymnasium, a zero width as a ZeroDivisionError, a negative hidden size from transformers, and
+`r3 run --max-steps -3` as a SystemError from the RunTask message once the whole graph was up."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from r3.cli_args import integer, positive, seed
+from r3.eval.cli import run_main as eval_run_main
+from r3.reasoning.cli import tiny_model_main
+from r3.sim.cli import demo_main as sim_demo_main
+from r3.sim.packing.cli import demo_main as packing_demo_main
+from r3_ros.run_cli import main as run_main
+
+
+@pytest.mark.parametrize(
+    "command, argv, why",
+    [
+        (run_main, ["--max-steps", "-3"], "argument --max-steps: expected an integer 0..4294967295, got -3"),
+        (run_main, ["--seed", "1" + "0" * 20], "argument --seed: expected an integer 0..9223372036854775807"),
+        (run_main, ["--seed", "-1"], "argument --seed: expected an integer 0..9223372036854775807, got -1"),
+        (run_main, ["--reasoning-budget", "-2"], "argument --reasoning-budget: expected an integer -1.."),
+        (run_main, ["--startup-timeout", "0"], "argument --startup-timeout: expected a finite number > 0"),
+        (sim_demo_main, ["--seed", "-4"], "argument --seed: expected an integer 0.."),
+        (sim_demo_main, ["--width", "0"], "argument --width: expected an integer >= 1, got 0"),
+        (sim_demo_main, ["--fps", "nan"], "argument --fps: expected a finite number > 0, got nan"),
+        (sim_demo_main, ["--max-steps", "-1"], "argument --max-steps: expected an integer >= 1, got -1"),
+        (packing_demo_main, ["--seed", "-4"], "argument --seed: expected an integer 0.."),
+        (packing_demo_main, ["--frame-every", "0"], "argument --frame-every: expected an integer >= 1"),
+        (tiny_model_main, ["--hidden", "-1"], "argument --hidden: expected an integer >= 32, got -1"),
+        (tiny_model_main, ["--hidden", "48"], "argument --hidden: expected a multiple of 32, got 48"),
+        (eval_run_main, ["--via-ros-timeout", "-1"], "argument --via-ros-timeout: expected a finite number"),
+        (eval_run_main, ["--via-ros-scenes", "0"], "argument --via-ros-scenes: expected an integer >= 1"),
+    ],
+)
+def test_an_out_of_range_number_is_refused_before_anything_starts(command, argv, why, tmp_path, capsys):
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exited:
+        command([*argv, "--out", str(out)])
+    assert exited.value.code == 2
+    assert why in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_the_types_take_their_bounds_and_name_the_bad_text():
+    assert integer(-1, 5)("-1") == -1 and integer(0)("123456789012345678901234567890") > 0
+    assert seed("9223372036854775807") == 2**63 - 1 and positive("0.5") == 0.5
+    for parse, text, why in (
+        (integer(0), "3.5", "expected an integer >= 0, got '3.5'"),
+        (integer(0, 9), "10", "expected an integer 0..9, got 10"),
+        (positive, "inf", "expected a finite number > 0, got inf"),
+        (positive, "fast", "expected a number > 0, got 'fast'"),
+    ):
+        with pytest.raises(argparse.ArgumentTypeError, match=why):
+            parse(text)

@@ -21,7 +21,7 @@ from r3.data.video import default_format, episode_video_from_bag
 from r3.graph.cli import parse_overrides
 from r3.graph.description import DEFAULT_GRAPH, load_profile
 from r3.graph.supervisor import Supervisor
-from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
+from r3.safety.goals import INTERFACE_ANSWERS, GoalRefused, check_run_task, interfaces_help
 from r3.suites import DEFAULT_SUITE
 
 #: How long `r3 run` looks for an already running graph before starting one (DDS discovery time).
@@ -154,6 +154,18 @@ def main(argv: list[str] | None = None) -> int:
     from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
     from r3_ros.node import R3Node
 
+    goal = RunTask.Goal(
+        suite=args.suite,
+        task=args.task,
+        seed=args.seed,
+        max_steps=args.max_steps or _interface_steps(args.interface),
+        reasoning_budget=args.reasoning_budget,
+        reset_scene=True,
+    )
+    try:  # the reasoner's own check, here before a graph is started only to refuse the goal
+        check_run_task(goal)
+    except GoalRefused as exc:
+        _parser().error(str(exc))
     out = Path(args.out)
     rclpy.init()
     node = R3Node("r3_run")
@@ -188,14 +200,6 @@ def main(argv: list[str] | None = None) -> int:
             )
             if not ready:
                 return _fail(_startup_failure(supervisor, args.startup_timeout))
-        goal = RunTask.Goal(
-            suite=args.suite,
-            task=args.task,
-            seed=args.seed,
-            max_steps=args.max_steps or _interface_steps(args.interface),
-            reasoning_budget=args.reasoning_budget,
-            reset_scene=True,
-        )
         print(f"r3 run: {args.suite} task {args.task}, seed {args.seed}", flush=True)
         handle = commander.start_task(goal, on_feedback=view.feedback)
         canceled = False

@@ -57,3 +57,20 @@ def test_the_types_take_their_bounds_and_name_the_bad_text():
     ):
         with pytest.raises(argparse.ArgumentTypeError, match=why):
             parse(text)
+
+
+@pytest.mark.parametrize(
+    "argv, why",
+    [
+        (["--task", "../x"], "unknown language_table task '../x'"),
+        (["--suite", "mars"], "unknown suite 'mars'"),
+        (["--suite", "packing", "--task", "99"], "unknown packing task '99'"),
+    ],
+)
+def test_r3_run_refuses_a_goal_the_reasoner_would_refuse_before_starting_a_graph(argv, why, tmp_path, capsys):
+    """The reasoner's own check (r3.safety.goals.check_run_task); before, r3 run started the four
+    nodes and waited for them only to print the reasoner's refusal."""
+    with pytest.raises(SystemExit) as exited:
+        run_main([*argv, "--out", str(tmp_path / "out")])
+    assert exited.value.code == 2 and why in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

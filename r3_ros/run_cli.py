@@ -21,7 +21,7 @@ from r3.data.video import default_format, episode_video_from_bag
 from r3.graph.cli import parse_overrides
 from r3.graph.description import DEFAULT_GRAPH, load_profile
 from r3.graph.supervisor import Supervisor
-from r3.safety.goals import INTERFACE_ANSWERS, GoalRefused, check_run_task, interfaces_help
+from r3.safety.goals import INTERFACE_ANSWERS, GoalRefused, check_run_task, interfaces_help, printable
 from r3.suites import DEFAULT_SUITE
 
 #: How long `r3 run` looks for an already running graph before starting one (DDS discovery time).
@@ -123,13 +123,13 @@ class LiveView:
         title = f" step {msg.step} "
         print(f"{self.bold}{title.center(self.width, '-')}{self.reset}")
         if msg.reasoning:
-            for line in textwrap.wrap(msg.reasoning, self.width - 2):
+            for line in textwrap.wrap(printable(msg.reasoning), self.width - 2):
                 print(f"  {line}")
         if msg.valid:
-            print(f"{self.bold}Instruction:{self.reset} {msg.instruction}")
+            print(f"{self.bold}Instruction:{self.reset} {printable(msg.instruction)}")
         else:
-            print(f"{self.bold}Refused:{self.reset} {msg.error} (no motion commanded)")
-        print(f"  [{msg.model_id}, {msg.latency_model_s * 1000:.0f} ms]", flush=True)
+            print(f"{self.bold}Refused:{self.reset} {printable(msg.error)} (no motion commanded)")
+        print(f"  [{printable(msg.model_id)}, {msg.latency_model_s * 1000:.0f} ms]", flush=True)
 
     def feedback(self, fb) -> None:
         if not self.quiet:

@@ -60,9 +60,20 @@ def check_text(text: str, what: str, limit: int) -> str:
     if len(text) > limit:
         raise GoalRefused(f"{what} is {len(text):,} characters long; at most {limit:,}")
     for i, char in enumerate(text):
-        if char not in "\t\n" and (unicodedata.category(char) == "Cc" or char in BIDI_CONTROLS):
+        if is_control(char):
             raise GoalRefused(f"{what} holds the control character U+{ord(char):04X} at {i}")
     return text
+
+
+def is_control(char: str) -> bool:
+    """A character that changes how a terminal or a line shows text, other than tab and newline."""
+    return char not in "\t\n" and (unicodedata.category(char) == "Cc" or char in BIDI_CONTROLS)
+
+
+def printable(text: str) -> str:
+    """``text`` with each control character written as its escape (a model's answer may hold a
+    terminal escape: the live views show it, they do not obey it)."""
+    return "".join(ascii(c)[1:-1] if is_control(c) else c for c in text)
 
 
 def check_suite(suite: str) -> str:

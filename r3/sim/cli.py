@@ -14,6 +14,7 @@ from pathlib import Path
 
 from r3.cli_args import integer, positive, seed
 from r3.data.video import VIDEO_FPS, default_format, write_episode_video
+from r3.safety.goals import printable
 
 WRAP = 100
 
@@ -36,11 +37,11 @@ def _budget(n: int | None):
 def _print_step(record, previous_progress: float) -> None:
     print(f"\n== step {record.step} " + "=" * 60)
     if record.reasoning:
-        print(textwrap.fill(record.reasoning, WRAP, initial_indent="  ", subsequent_indent="  "))
+        print(textwrap.fill(printable(record.reasoning), WRAP, initial_indent="  ", subsequent_indent="  "))
     if record.valid:
-        print(f"  Instruction: {record.instruction}")
+        print(f"  Instruction: {printable(record.instruction)}")
     else:
-        print(f"  invalid answer ({record.error}); no motion")
+        print(f"  invalid answer ({printable(record.error)}); no motion")
     print(
         f"  progress {previous_progress:.2f} -> {record.progress:.2f} after {record.control_steps} "
         "control steps"

@@ -1,0 +1,46 @@
+"""The live views print what a model wrote, and a model (a remote server, a fine-tune gone wrong)
+may write a terminal escape or a bidirectional override: the views show such characters escaped
+and do not pass them to the terminal."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from r3.safety.goals import printable
+from r3.sim.cli import _print_step as print_sim_step
+from r3.sim.packing.cli import _print_step as print_packing_step
+from r3_ros.run_cli import LiveView
+
+CLEARS_THE_SCREEN = "\x1b[2J\x1b[H"
+HIDDEN = "push the red moon left\u202e thgir"
+
+
+def test_printable_escapes_controls_and_keeps_text_tabs_and_newlines():
+    assert printable(f"a{CLEARS_THE_SCREEN}b") == "a\\x1b[2J\\x1b[Hb"
+    assert printable(HIDDEN) == "push the red moon left\\u202e thgir"
+    assert printable("把红色方块推到左边 🚀\n\tça") == "把红色方块推到左边 🚀\n\tça"
+
+
+def test_no_live_view_passes_a_control_character_to_the_terminal(capsys):
+    step = SimpleNamespace(
+        step=0,
+        reasoning=f"I will clear your screen {CLEARS_THE_SCREEN}",
+        instruction=HIDDEN,
+        error=f"refused {CLEARS_THE_SCREEN}",
+        valid=True,
+        model_id="openai:evil\x07",
+        latency_model_s=0.01,
+        latency_s=0.01,
+        progress=0.5,
+        control_steps=3,
+        outcome=f"pick: done {CLEARS_THE_SCREEN}",
+    )
+    LiveView(quiet=False).step(step)
+    print_sim_step(step, previous_progress=0.25)
+    print_packing_step(step, "semantic")
+    step.valid = False
+    LiveView(quiet=False).step(step)
+    print_sim_step(step, previous_progress=0.25)
+    shown = capsys.readouterr().out
+    assert "\x1b" not in shown and "\u202e" not in shown and "\x07" not in shown
+    assert shown.count("\\x1b[2J") == 9 and shown.count("\\u202e") == 3  # each field, escaped

@@ -47,7 +47,8 @@ def handle(monkeypatch):
 
 
 def _result(reason: str):
-    return SimpleNamespace(result=RunTask.Result(reason=reason))
+    """A GetResult answer: the goal's final status and its result."""
+    return SimpleNamespace(status=GoalStatus.STATUS_SUCCEEDED, result=RunTask.Result(reason=reason))
 
 
 def test_a_lost_acceptance_is_read_from_the_status_topic(handle):

@@ -46,7 +46,7 @@ class ExecutionNode(R3Node):
         box = WorkspaceBox(tuple(p["workspace_low"]), tuple(p["workspace_high"]))
         self.arm = make_executor("moveit", config, box)
         self.arm.connect()  # import moveit_py and start MoveItPy now, not at the first goal
-        self.goals = SingleGoal(self)
+        self.goals = SingleGoal(self, self.goal_refusal)
         ActionServer(
             self,
             MoveToPose,
@@ -61,6 +61,11 @@ class ExecutionNode(R3Node):
         self.get_logger().info(
             f"MoveToPose through MoveIt: group {config.planning_group}, link {config.pose_link}"
         )
+
+    def goal_refusal(self, goal) -> str:
+        """Why ``goal`` is refused before anything moves ("" = it is not)."""
+        target = move_goal_to_target(goal, self.base_frame)
+        return target if isinstance(target, str) else ""
 
     def move(self, handle) -> MoveToPose.Result:
         result = MoveToPose.Result()

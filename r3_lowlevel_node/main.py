@@ -40,7 +40,7 @@ from r3_msgs.msg import CommandRefusal, PrivilegedState
 from r3_ros import without_shared_memory
 from r3_ros.conversions import msg_to_board_state, stamp_to_ns
 from r3_ros.executor import InlineCallbackGroup
-from r3_ros.goals import SingleGoal
+from r3_ros.goals import PREEMPTED, SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.node import R3Node, matchable_subscribers
 from r3_ros.params import declare_parameters
@@ -75,7 +75,7 @@ class LowLevelNode(R3Node):
         self.state_received = 0.0  # monotonic time the last state arrived
         self.state_source = b""  # the GUID prefix of the participant that published it
         self.refusal: tuple[int, str] = (-1, "")  # the last refused command's stamp and the reason
-        self.goals = SingleGoal(self)
+        self.goals = SingleGoal(self, self.goal_refusal)
         self.command_pub = self.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, recorded(10))
         self.create_subscription(
             PrivilegedState,
@@ -155,22 +155,28 @@ class LowLevelNode(R3Node):
                 return False
             time.sleep(0.01)
 
-    def execute(self, handle) -> FollowInstruction.Result:
-        goal = handle.request
-        result = FollowInstruction.Result()
+    @staticmethod
+    def goal_refusal(goal) -> str:
+        """Why ``goal`` is refused before anything moves ("" = it is not)."""
         try:
             check_instruction_goal(goal, SUITE, served=("instruction",))
         except GoalRefused as exc:
-            return self._finish(handle, result, False, f"error: invalid goal: {exc}")
+            return f"error: invalid goal: {exc}"
         parsed = parse(goal.instruction)
-        if isinstance(parsed, ParseError):
-            return self._finish(handle, result, False, f"parse_error: {parsed.reason}")
+        return f"parse_error: {parsed.reason}" if isinstance(parsed, ParseError) else ""
+
+    def execute(self, handle) -> FollowInstruction.Result:
+        goal = handle.request
+        result = FollowInstruction.Result()
+        if reason := self.goal_refusal(goal):
+            return self._finish(handle, result, False, reason)
+        parsed = parse(goal.instruction)
         state_msg = self.wait_for_state_after(-1)
         if state_msg is None:
             return self._finish(handle, result, False, "error: no state from the simulator")
         if not self.wait_for_command_path(handle):
             if not handle.is_active:
-                return result  # preempted by a newer goal
+                return self._finish(handle, result, False, PREEMPTED)
             if self.guard.stopping(handle):
                 return self._stopped(handle, result, "canceled")
             return self._finish(
@@ -183,7 +189,7 @@ class LowLevelNode(R3Node):
         try:
             for step in range(max_steps):
                 if not handle.is_active:
-                    return result  # preempted by a newer goal
+                    return self._finish(handle, result, False, PREEMPTED)
                 if self.guard.stopping(handle):
                     return self._stopped(handle, result, "canceled")
                 action = self.policy.act(msg_to_board_state(state_msg))
@@ -202,7 +208,7 @@ class LowLevelNode(R3Node):
                     return self._finish(handle, result, False, f"error: the simulator {refused}")
                 if state_msg is None:
                     if not handle.is_active:
-                        return result  # preempted by a newer goal
+                        return self._finish(handle, result, False, PREEMPTED)
                     if self.guard.stopping(handle):
                         return self._stopped(handle, result, "canceled")
                     self.get_logger().error(self._silence(command.header.stamp))

@@ -53,7 +53,7 @@ class ReasonerNode(R3Node):
         self.backend = make_backend(self.param["backend"])
         self.backend.load()
 
-        self.goals = SingleGoal(self)
+        self.goals = SingleGoal(self, self.goal_refusal)
         sensors = InlineCallbackGroup()  # states, images, bag names: stored, never waited on
         self.scene = SceneObserver(self, self.param, callback_group=sensors)
         self.watch = EpisodeWatch(self, self.param)
@@ -79,11 +79,30 @@ class ReasonerNode(R3Node):
     def shutdown(self) -> None:
         self.backend.close()
 
+    def goal_refusal(self, goal) -> str:
+        """Why ``goal`` is refused before anything is written, reset or moved ("" = it is not)."""
+        try:
+            suite, _ = check_run_task(goal)
+            check_interface(self.param["interface"], suite)  # fixed for the episode
+        except GoalRefused as exc:
+            return f"error: invalid goal: {exc}"
+        return ""
+
     def execute(self, handle) -> RunTask.Result:
+        """Episodes run one at a time: a goal that preempts a running episode starts once that one
+        has ended (two at once sent each other's START and END, and the recorder lost both)."""
+        if reason := self.goal_refusal(handle.request):
+            return self.finish(handle, RunTask.Result(), reason)
+        with self.goals.turn(handle) as has_turn:
+            if not has_turn:
+                return self.finish(handle, RunTask.Result(), "canceled")
+            return self.run_episode(handle)
+
+    def run_episode(self, handle) -> RunTask.Result:
         goal = handle.request
-        try:  # every field is checked before anything is written, reset or moved
-            suite, task = check_run_task(goal)
-            interface = check_interface(self.param["interface"], suite)  # fixed for the episode
+        suite, task = check_run_task(goal)
+        interface = check_interface(self.param["interface"], suite)
+        try:  # a continued scene must be the goal's task: checked before anything is written or moved
             self.scene.scene_id = None if goal.reset_scene else self.scene.current_scene(suite, task)
         except GoalRefused as exc:
             return self.finish(handle, RunTask.Result(), f"error: invalid goal: {exc}")

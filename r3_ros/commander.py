@@ -66,6 +66,7 @@ class TaskHandle:
         self._asked_at = time.monotonic()
         self._cancel_when_accepted = False
         self.result: RunTask.Result | None = None
+        self.result_status = GoalStatus.STATUS_UNKNOWN  # how the goal ended: succeeded, aborted, ...
         self.status = TaskStatus.PENDING
 
     def spin_once(self, timeout_s: float = 0.05) -> TaskStatus:
@@ -88,7 +89,7 @@ class TaskHandle:
         if self.status is TaskStatus.RUNNING:
             done = next((f for f in self._result_futures if f.done()), None)
             if done is not None:
-                self.result = done.result().result
+                self.result, self.result_status = done.result().result, done.result().status
                 self.status = TaskStatus.DONE
             elif self.goal_status in ENDED and time.monotonic() - self._asked_at >= RESEND_S:
                 self._ask_result()  # the goal has ended and its result did not come back: ask again

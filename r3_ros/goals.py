@@ -1,32 +1,60 @@
 """Single-goal action servers: a newly accepted goal aborts the running one (as in ros2/examples'
-single-goal server), and every terminal transition goes through one lock, so a goal that finishes
-at the moment a new one preempts it is never ended twice (rclpy raises on an invalid transition)."""
+single-goal server), unless the server will refuse it; and every terminal transition goes through
+one lock, so a goal that finishes at the moment a new one preempts it is never ended twice (rclpy
+raises on an invalid transition)."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from action_msgs.msg import GoalStatus
 from rclpy.node import Node
 
 #: The states of a goal that has ended, as its action's status topic reports them.
 ENDED = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED)
+#: The result's reason of a goal that a newer one preempted.
+PREEMPTED = "preempted: a newer goal took over"
+#: Seconds between looks, while a goal waits for its turn, at whether it is still wanted.
+TURN_CHECK_S = 0.05
 
 
 class SingleGoal:
-    def __init__(self, node: Node):
+    """``refusal(request)`` is the server's own check of a goal's fields, the reason it will refuse
+    the goal ("" = none): a goal it refuses is carried out (that is, refused, with the reason) beside
+    the running one and preempts nothing, so bad input never stops good work."""
+
+    def __init__(self, node: Node, refusal: Callable[[object], str] = lambda request: ""):
         self._logger = node.get_logger()
+        self.refusal = refusal
         self._lock = threading.Lock()
         self._active = None
+        self._running = threading.Lock()  # held by the execute callback whose goal has the turn
 
     def accept(self, handle) -> None:
         """``handle_accepted_callback`` of the action server."""
-        with self._lock:
-            if self._active is not None and self._active.is_active:
-                self._logger.info("a new goal preempts the running one")
-                self._active.abort()
-            self._active = handle
+        if not self.refusal(handle.request):
+            with self._lock:
+                if self._active is not None and self._active.is_active:
+                    self._logger.info("a new goal preempts the running one")
+                    self._active.abort()
+                self._active = handle
         handle.execute()
+
+    @contextmanager
+    def turn(self, handle) -> Iterator[bool]:
+        """One goal carried out at a time: a goal that preempted a running one waits here until that
+        one's execute has returned (its wrap-up done: an episode's END sent, its bag closed). Yields
+        False when the goal was preempted or cancelled itself while it waited."""
+        while not self._running.acquire(timeout=TURN_CHECK_S):
+            if not handle.is_active or handle.is_cancel_requested:
+                yield False
+                return
+        try:
+            yield True
+        finally:
+            self._running.release()
 
     def end(self, handle, outcome: str) -> None:
         """Finish ``handle`` as "succeeded", "aborted" or "canceled", unless it is already over."""

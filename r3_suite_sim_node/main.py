@@ -60,7 +60,7 @@ class SuiteSimNode(R3Node):
         self.lock = threading.Lock()  # the simulator and what is published of it
         self.episode_id, self.stamp_ns, self.task = "", 0, ""
         self.resets = ResetRecord()
-        self.goals = SingleGoal(self)
+        self.goals = SingleGoal(self, self.goal_refusal)
         self.image_pub = self.create_publisher(Image, names.CAMERA_IMAGE, recorded(5))
         self.state_pub = self.create_publisher(PrivilegedState, names.PRIVILEGED_STATE, LATCHED)
         group = MutuallyExclusiveCallbackGroup()
@@ -94,14 +94,20 @@ class SuiteSimNode(R3Node):
         self.sim.reset(task, seed)
         return self.sim.task_instance
 
-    def execute(self, handle) -> FollowInstruction.Result:
-        goal, result = handle.request, FollowInstruction.Result()
+    def goal_refusal(self, goal) -> str:
+        """Why ``goal`` is refused before anything moves ("" = it is not)."""
         try:
             check_instruction_goal(goal, self.suite.name, served=("instruction",))
             if self.sim.task_instance is None:
                 raise GoalRefused("no scene has been reset yet")
         except GoalRefused as exc:
-            return self.finish(handle, result, False, f"error: invalid goal: {exc}")
+            return f"error: invalid goal: {exc}"
+        return ""
+
+    def execute(self, handle) -> FollowInstruction.Result:
+        goal, result = handle.request, FollowInstruction.Result()
+        if reason := self.goal_refusal(goal):
+            return self.finish(handle, result, False, reason)
         if handle.is_cancel_requested:
             return self.finish(handle, result, False, "canceled")
         self.heartbeat.state = "busy"

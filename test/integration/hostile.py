@@ -184,10 +184,10 @@ class Client:
 
     def run_task(self, goal, timeout_s: float = 120.0, during=None):
         """RunTask ``goal`` to its end: (result, monotonic time of the result). ``during(handle)`` is
-        called on every spin while the episode runs."""
+        called on every spin while the episode runs; ``last_task`` keeps the handle."""
         from r3_ros.commander import TaskStatus
 
-        handle = self.commander.start_task(goal)
+        handle = self.last_task = self.commander.start_task(goal)
         end = time.monotonic() + timeout_s
         while handle.spin_once(0.01) not in (TaskStatus.DONE, TaskStatus.REJECTED):
             assert time.monotonic() < end, f"no RunTask result within {timeout_s} s"

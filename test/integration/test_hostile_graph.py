@@ -14,11 +14,13 @@ import uuid
 from pathlib import Path
 
 import pytest
+from action_msgs.msg import GoalStatus
 from hostile import R3, Client, Graph, bag_topics, closed, missing_decision_frames, own_domain
 
 from r3.data.bags import COMPLETE, read_episode_info
 from r3.graph import names
 from r3.sim.language_table.scene import CONTROL_DT
+from r3_ros.commander import TaskStatus
 
 STEP_NS = round(CONTROL_DT * 1e9)
 PEERS = Path(__file__).parent / "peers"
@@ -215,6 +217,61 @@ def test_reset_scene_false_continues_on_the_current_scene(graph, client):
     # No reset: the second episode acts on the first one's scene, its control steps going on from there.
     assert {s.episode_id for s in after} == {before[-1].episode_id}
     assert min(s.control_step for s in after) == before[-1].control_step + 1
+
+
+def test_bad_goals_sent_during_an_episode_are_refused_and_the_episode_goes_on(graph, client):
+    """A goal the reasoner or the low-level node refuses preempts nothing (before, a RunTask goal with
+    a negative seed cancelled the running episode, and a FollowInstruction that did not parse aborted
+    the instruction the reasoner had sent)."""
+    from rclpy.action import ActionClient
+
+    from r3_msgs.action import FollowInstruction, RunTask
+
+    run_task = ActionClient(client.node, RunTask, names.RUN_TASK)
+    follow = ActionClient(client.node, FollowInstruction, names.FOLLOW_INSTRUCTION)
+    refusals = []
+
+    def send_bad_goals(_handle) -> None:
+        if not refusals and client.joints and client.joints[-1][0] > started:  # the pusher moves
+            bad_episode = client.action(run_task, goal(seed=-1))
+            bad_instruction = client.action(
+                follow, FollowInstruction.Goal(instruction="fly to the moon", suite="language_table")
+            )
+            refusals.extend([bad_episode.reason, bad_instruction.reason])
+
+    started = time.monotonic()
+    result, _ = client.run_task(goal(task="T", seed=7), during=send_bad_goals)
+    assert refusals, "the episode ended before the bad goals went out"
+    assert refusals[0].startswith("error: invalid goal: seed must be in 0.."), refusals
+    assert refusals[1].startswith("parse_error: no verb"), refusals
+    assert result.reason in ("success", "step_budget"), result.reason
+    assert client.last_task.result_status == GoalStatus.STATUS_SUCCEEDED  # not aborted by the bad goal
+    bag = closed(Path(result.bag))
+    assert read_episode_info(bag).status == COMPLETE
+    outcomes = bag_topics(bag)[names.INSTRUCTION_OUTCOMES]
+    assert len(outcomes) == result.steps and all(o.reason in ("done", "step_budget") for o in outcomes), [
+        o.reason for o in outcomes
+    ]
+
+
+def test_a_goal_sent_while_an_episode_runs_preempts_it_and_runs_once_it_has_ended(graph, client):
+    """Two episodes at once: one ends "canceled" (0 steps, its bag closed, saying so), the other runs
+    to its end in a bag holding every decision frame. Before, the two episodes ran side by side in the
+    reasoner, their STARTs and ENDs interleaved, and the recorder lost the second one."""
+    handles = [client.commander.start_task(goal(seed=3)), client.commander.start_task(goal(seed=4))]
+    end = time.monotonic() + 120
+    while not all(h.status in (TaskStatus.DONE, TaskStatus.REJECTED) for h in handles):
+        assert time.monotonic() < end, "no result within 120 s"
+        for h in handles:
+            if h.status not in (TaskStatus.DONE, TaskStatus.REJECTED):
+                h.spin_once(0.01)
+    results = sorted((h.result for h in handles), key=lambda r: r.reason)
+    assert [r.reason for r in results] == ["canceled", "success"], [r.reason for r in results]
+    canceled, ran = results
+    canceled_info = read_episode_info(closed(Path(canceled.bag)))  # its END is in: the bag is whole
+    assert canceled.steps == 0 and (canceled_info.status, canceled_info.reason) == (COMPLETE, "canceled")
+    bag = closed(Path(ran.bag))
+    assert read_episode_info(bag).status == COMPLETE and missing_decision_frames(bag) == (ran.steps, 0)
 
 
 def test_a_forged_episode_start_neither_truncates_the_running_bag_nor_opens_one(graph, client):

@@ -1,0 +1,90 @@
+"""The single-goal rule of r3's action servers (r3_ros.goals.SingleGoal), with fake goal handles:
+a new goal preempts the running one unless the server refuses it, and goals take turns."""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+
+from r3_ros.goals import SingleGoal
+
+
+class FakeHandle:
+    def __init__(self, request):
+        self.request, self.is_active, self.is_cancel_requested = request, True, False
+        self.ended, self.executed = None, threading.Event()
+
+    def execute(self):
+        self.executed.set()
+
+    def abort(self):
+        self.is_active, self.ended = False, "aborted"
+
+    def succeed(self):
+        self.is_active, self.ended = False, "succeeded"
+
+
+def single_goal():
+    node = SimpleNamespace(get_logger=lambda: SimpleNamespace(info=lambda *_: None))
+    return SingleGoal(node, refusal=lambda request: "" if request >= 0 else f"seed {request} < 0")
+
+
+def test_a_goal_the_server_refuses_preempts_nothing_and_a_valid_one_does():
+    goals = single_goal()
+    running, refused, valid = FakeHandle(3), FakeHandle(-1), FakeHandle(4)
+    goals.accept(running)
+    goals.accept(refused)
+    assert refused.executed.is_set() and running.is_active  # carried out (refused) beside it
+    goals.accept(valid)
+    assert valid.executed.is_set() and running.ended == "aborted" and valid.is_active
+
+
+def test_a_preempting_goal_waits_for_the_turn_of_the_one_it_preempted():
+    goals = single_goal()
+    order, started, release = [], threading.Event(), threading.Event()
+
+    def carry_out(handle, hold=False):
+        with goals.turn(handle) as has_turn:
+            order.append((handle.request, has_turn))
+            if hold:
+                started.set()
+                release.wait(10)
+
+    first, second = FakeHandle(1), FakeHandle(2)
+    goals.accept(first)
+    runner = threading.Thread(target=carry_out, args=(first, True))
+    runner.start()
+    assert started.wait(10)
+    goals.accept(second)
+    waiter = threading.Thread(target=carry_out, args=(second,))
+    waiter.start()
+    waiter.join(0.2)
+    assert waiter.is_alive() and order == [(1, True)]  # the second waits while the first wraps up
+    release.set()
+    runner.join(10)
+    waiter.join(10)
+    assert order == [(1, True), (2, True)]
+
+
+def test_a_goal_preempted_while_it_waits_for_its_turn_gives_it_up():
+    goals = single_goal()
+    order, started, release = [], threading.Event(), threading.Event()
+
+    def carry_out(handle, hold=False):
+        with goals.turn(handle) as has_turn:
+            order.append((handle.request, has_turn))
+            if hold:
+                started.set()
+                release.wait(10)
+
+    holder, waiting = FakeHandle(1), FakeHandle(2)
+    runner = threading.Thread(target=carry_out, args=(holder, True))
+    runner.start()
+    assert started.wait(10)
+    waiter = threading.Thread(target=carry_out, args=(waiting,))
+    waiter.start()
+    waiting.abort()  # a newer goal took over
+    waiter.join(10)
+    assert not waiter.is_alive() and order == [(1, True), (2, False)]
+    release.set()
+    runner.join(10)

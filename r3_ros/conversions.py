@@ -46,12 +46,26 @@ def image_to_msg(rgb: np.ndarray, stamp: Time, frame_id: str) -> Image:
     return msg
 
 
+def pixel_rows(msg: Image, pixel_bytes: int) -> np.ndarray:
+    """The pixel bytes of ``msg`` as H x (W * ``pixel_bytes``) uint8, its row padding dropped; a
+    message whose size, step and data do not agree is refused (ValueError) with what disagrees."""
+    if msg.width < 1 or msg.height < 1:
+        raise ValueError(f"image of {msg.width} x {msg.height} pixels: both must be at least 1")
+    row = msg.width * pixel_bytes
+    if msg.step < row:
+        raise ValueError(f"image step {msg.step} is shorter than a row of {msg.width} pixels ({row} bytes)")
+    if len(msg.data) != msg.height * msg.step:
+        raise ValueError(
+            f"image data holds {len(msg.data)} bytes; its height x step is {msg.height * msg.step}"
+        )
+    return np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)[:, :row]
+
+
 def msg_to_image(msg: Image) -> np.ndarray:
     """sensor_msgs/Image (rgb8 or bgr8) -> HxWx3 uint8 RGB; other encodings are refused."""
     if msg.encoding not in ("rgb8", "bgr8"):
-        raise ValueError(f"unsupported image encoding {msg.encoding!r}: expected rgb8 or bgr8")
-    rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
-    rgb = rows[:, : msg.width * 3].reshape(msg.height, msg.width, 3)
+        raise ValueError(f"unsupported image encoding {msg.encoding[:40]!r}: expected rgb8 or bgr8")
+    rgb = pixel_rows(msg, 3).reshape(msg.height, msg.width, 3)
     return rgb[..., ::-1].copy() if msg.encoding == "bgr8" else rgb.copy()
 
 
@@ -130,10 +144,9 @@ def msg_to_depth(msg: Image) -> np.ndarray:
     """sensor_msgs/Image depth (16UC1 millimetres or 32FC1 metres) -> HxW float32 metres."""
     dtypes = {"16UC1": np.uint16, "mono16": np.uint16, "32FC1": np.float32}
     if msg.encoding not in dtypes:
-        raise ValueError(f"unsupported depth encoding {msg.encoding!r}: expected 16UC1 or 32FC1")
+        raise ValueError(f"unsupported depth encoding {msg.encoding[:40]!r}: expected 16UC1 or 32FC1")
     dtype = np.dtype(dtypes[msg.encoding]).newbyteorder(">" if msg.is_bigendian else "<")
-    rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
-    depth = rows[:, : msg.width * dtype.itemsize].copy().view(dtype).reshape(msg.height, msg.width)
+    depth = pixel_rows(msg, dtype.itemsize).copy().view(dtype).reshape(msg.height, msg.width)
     return depth.astype(np.float32) / 1000.0 if dtype.kind == "u" else depth.astype(np.float32)
 
 
@@ -148,9 +161,8 @@ def instances_to_msg(ids: np.ndarray, stamp: Time, frame_id: str) -> Image:
 
 def msg_to_instances(msg: Image) -> np.ndarray:
     if msg.encoding != "32SC1":
-        raise ValueError(f"instance image encoding {msg.encoding!r}: expected 32SC1")
-    rows = np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)
-    return rows[:, : msg.width * 4].copy().view("<i4").reshape(msg.height, msg.width).astype(np.int32)
+        raise ValueError(f"instance image encoding {msg.encoding[:40]!r}: expected 32SC1")
+    return pixel_rows(msg, 4).copy().view("<i4").reshape(msg.height, msg.width).astype(np.int32)
 
 
 def detections_to_msg(detections, msg: DetectedObjects, camera: str) -> DetectedObjects:

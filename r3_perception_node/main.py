@@ -131,8 +131,11 @@ class PerceptionNode(R3Node):
         self.instances.put(stamp_to_ns(msg.header.stamp), msg)
 
     def on_instance_names(self, msg: String) -> None:
+        table = json.loads(msg.data)
+        if not isinstance(table, dict) or not all(isinstance(name, str) for name in table.values()):
+            raise ValueError(f"{names.SIM_INSTANCE_NAMES} must map instance ids to names: {msg.data[:80]!r}")
         with self.names_came:
-            self.instance_names = {int(k): v for k, v in json.loads(msg.data).items()}
+            self.instance_names = {int(k): v for k, v in table.items()}
             self.names_came.notify_all()
 
     def on_colour(self, msg: Image) -> None:
@@ -165,20 +168,25 @@ class PerceptionNode(R3Node):
                     return
                 (stamp_ns, colour, depth, info), self.pending = self.pending, None
             try:
-                frame = self.to_frame(stamp_ns, colour, depth, info)
-                with self.lock:
-                    detections = self.perception.process(frame)
-            except ValueError as exc:  # malformed input: say so, keep running
-                self.get_logger().error(f"frame skipped: {exc}", throttle_duration_sec=5.0)
-                continue
-            frame_id = self.p["base_frame"] or colour.header.frame_id
-            out = DetectedObjects()
-            out.header.stamp, out.header.frame_id = colour.header.stamp, frame_id
-            self.objects_pub.publish(detections_to_msg(detections, out, self.p["camera_name"]))
-            if self.annotated_pub.get_subscription_count():  # drawn for a live view or a recorder only
-                self.annotated_pub.publish(
-                    image_to_msg(annotate(frame.rgb, detections), colour.header.stamp, colour.header.frame_id)
+                self.perceive(stamp_ns, colour, depth, info)
+            except Exception as exc:  # noqa: BLE001 - the node's perception thread must outlive any frame
+                self.get_logger().error(
+                    f"frame skipped: {type(exc).__name__}: {str(exc)[:300]}", throttle_duration_sec=5.0
                 )
+
+    def perceive(self, stamp_ns: int, colour: Image, depth: Image, info: CameraInfo) -> None:
+        """One frame: segment and measure, publish the objects (and the annotated image when read)."""
+        frame = self.to_frame(stamp_ns, colour, depth, info)
+        with self.lock:
+            detections = self.perception.process(frame)
+        frame_id = self.p["base_frame"] or colour.header.frame_id
+        out = DetectedObjects()
+        out.header.stamp, out.header.frame_id = colour.header.stamp, frame_id
+        self.objects_pub.publish(detections_to_msg(detections, out, self.p["camera_name"]))
+        if self.annotated_pub.get_subscription_count():  # drawn for a live view or a recorder only
+            self.annotated_pub.publish(
+                image_to_msg(annotate(frame.rgb, detections), colour.header.stamp, colour.header.frame_id)
+            )
 
     def to_frame(self, stamp_ns: int, colour: Image, depth: Image, info: CameraInfo) -> RGBDFrame:
         camera = msg_to_camera_model(

@@ -124,6 +124,11 @@ class RGBDFrame:
                 f"frame shapes rgb {self.rgb.shape} / depth {self.depth_m.shape} do not match "
                 f"camera {self.camera.name!r} ({w}x{h})"
             )
+        if self.instances is not None and self.instances.shape != (h, w):
+            raise ValueError(
+                f"instance mask shape {self.instances.shape} does not match camera "
+                f"{self.camera.name!r} ({w}x{h})"
+            )
 
 
 def look_at(eye, target, up=(0.0, 0.0, 1.0)) -> np.ndarray:

@@ -4,6 +4,7 @@ software device."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
@@ -262,11 +263,10 @@ def test_realsense_without_a_device_says_so():
 
 
 @pytest.mark.slow
-def test_a_first_frame_waits_for_the_instance_names_that_come_late(ros, ros_env):
-    """The sim backend names each instance from a latched id -> name table that the simulator sends
-    once; on a loaded machine a frame can come first. That frame waits for the table (bounded by
-    ``instance_wait_s``) instead of being published as a frame with nothing in it (what one stressed
-    run of the packing graph recorded)."""
+@contextlib.contextmanager
+def simulated_camera(ros, ros_env):
+    """r3_perception_node on the sim backend, and a test node that feeds it a packing frame: yields
+    (send_frame(ids=None), publish_names(table), seen DetectedObjects, spin(seconds))."""
     import json
 
     from rclpy.node import Node
@@ -292,7 +292,7 @@ def test_a_first_frame_waits_for_the_instance_names_that_come_late(ros, ros_env)
         base_from_camera="[1.05, 0.0, 1.05, -0.681449218, -0.681449218, 0.18875106, 0.18875106]",
         query="['gelatin box', 'foam brick', 'sugar box']",
     )
-    node = Node("late_names_probe")
+    node = Node("simulated_camera")
     seen: list = []
     node.create_subscription(DetectedObjects, names.DETECTED_OBJECTS, seen.append, 10)
     pubs = {
@@ -305,37 +305,81 @@ def test_a_first_frame_waits_for_the_instance_names_that_come_late(ros, ros_env)
         ]
     }
     names_pub = node.create_publisher(String, names.SIM_INSTANCE_NAMES, LATCHED)
+
+    def send_frame(instances=None) -> None:
+        """The frame again, stamped now (a best-effort sample can be lost while DDS matches)."""
+        mask = instances or ids
+        stamp = ns_to_stamp(time.time_ns())
+        for msg in (info, mask, depth, colour):
+            msg.header.stamp = stamp
+        for topic, msg in [
+            (names.CAMERA_INFO, info),
+            (names.SIM_INSTANCES, mask),
+            (names.CAMERA_DEPTH, depth),
+            (names.CAMERA_IMAGE, colour),
+        ]:
+            pubs[topic].publish(msg)
+
+    def publish_names(table=None) -> None:
+        table = {str(i): item for item, i in ITEM_INDEX.items()} if table is None else table
+        names_pub.publish(String(data=json.dumps(table)))
+
+    def spin(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            ros.spin_once(node, timeout_sec=0.05)
+
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not all(p.get_subscription_count() for p in pubs.values()):
             ros.spin_once(node, timeout_sec=0.1)
         assert all(p.get_subscription_count() for p in pubs.values()), "perception never subscribed"
-
-        def send_frame() -> None:
-            """The frame again, stamped now (a best-effort sample can be lost while DDS matches)."""
-            stamp = ns_to_stamp(time.time_ns())
-            for msg in (info, ids, depth, colour):
-                msg.header.stamp = stamp
-            for topic, msg in [
-                (names.CAMERA_INFO, info),
-                (names.SIM_INSTANCES, ids),
-                (names.CAMERA_DEPTH, depth),
-                (names.CAMERA_IMAGE, colour),
-            ]:
-                pubs[topic].publish(msg)
-
-        end = time.monotonic() + 2.0  # frames come; the names do not yet
-        while time.monotonic() < end and not seen:
-            send_frame()
-            ros.spin_once(node, timeout_sec=0.1)
-        names_pub.publish(String(data=json.dumps({str(i): item for item, i in ITEM_INDEX.items()})))
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not seen:
-            send_frame()
-            ros.spin_once(node, timeout_sec=0.1)
-        assert seen, "no DetectedObjects"
-        assert {o.label for o in seen[0].objects} >= {"gelatin box", "foam brick"}, seen[0]
+        yield send_frame, publish_names, seen, spin
     finally:
         proc.terminate()
         proc.wait(timeout=30)
         node.destroy_node()
+
+
+def test_a_first_frame_waits_for_the_instance_names_that_come_late(ros, ros_env):
+    """The sim backend names each instance from a latched id -> name table that the simulator sends
+    once; on a loaded machine a frame can come first. That frame waits for the table (bounded by
+    ``instance_wait_s``) instead of being published as a frame with nothing in it (what one stressed
+    run of the packing graph recorded)."""
+    with simulated_camera(ros, ros_env) as (send_frame, publish_names, seen, spin):
+        end = time.monotonic() + 2.0  # frames come; the names do not yet
+        while time.monotonic() < end and not seen:
+            send_frame()
+            spin(0.1)
+        publish_names()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not seen:
+            send_frame()
+            spin(0.1)
+        assert seen, "no DetectedObjects"
+        assert {o.label for o in seen[0].objects} >= {"gelatin box", "foam brick"}, seen[0]
+
+
+def test_malformed_simulator_frames_are_skipped_and_perception_goes_on(ros, ros_env):
+    """An instance mask larger than the frame (an IndexError deep in the measuring) and a names
+    table whose names are not strings (a TypeError in the segmenter) each ended the node's
+    perception thread for good: no object was published again while the heartbeat said alive."""
+    from r3_ros.conversions import instances_to_msg, ns_to_stamp
+
+    with simulated_camera(ros, ros_env) as (send_frame, publish_names, seen, spin):
+        publish_names({"1": []})  # refused: the table stays empty, the frames wait for a real one
+        too_big = instances_to_msg(np.ones((1000, 1000), np.int32), ns_to_stamp(0), "base_camera")
+        for _ in range(5):
+            send_frame(too_big)
+            spin(0.2)
+        publish_names()
+        for _ in range(5):
+            send_frame(too_big)
+            spin(0.2)
+        assert not seen, "a frame with a mask of another size was perceived"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not seen:
+            send_frame()
+            spin(0.1)
+        assert seen, "perception stopped after the malformed frames"
+        assert {o.label for o in seen[-1].objects} >= {"gelatin box", "foam brick"}, seen[-1]

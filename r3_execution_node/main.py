@@ -74,15 +74,18 @@ class ExecutionNode(R3Node):
             result.reason, result.position_error, result.orientation_error = target, math.nan, math.nan
             self.goals.end(handle, "aborted")
             return result
-        if handle.is_cancel_requested:
-            result.reason = "canceled"
-            self.goals.end(handle, "canceled")
-            return result
-        self.heartbeat.state = "busy"
-        try:
-            moved = self.arm.move_to_pose(target)
-        finally:
-            self.heartbeat.state = "idle"
+        with self.goals.turn(handle) as has_turn:  # one motion of the arm at a time
+            if not has_turn or handle.is_cancel_requested:
+                result.reason = "canceled"
+                self.goals.end(handle, "canceled" if handle.is_cancel_requested else "aborted")
+                return result
+            self.heartbeat.state = "busy"
+            self.arm.should_stop = lambda: handle.is_cancel_requested or not handle.is_active
+            try:
+                moved = self.arm.move_to_pose(target)
+            finally:
+                self.arm.should_stop = None
+                self.heartbeat.state = "idle"
         result.reached, result.reason = moved.reached, moved.reason
         result.position_error, result.orientation_error = moved.position_error, moved.orientation_error
         self.goals.end(handle, "succeeded" if moved.reached else "aborted")

@@ -77,6 +77,11 @@ class WorkspaceBox:
         return None
 
 
+#: Slowest speed scaling a motion may ask for: its duration grows as one over the scaling, and at
+#: 1e-9 a half-radian move would have taken nine billion control steps with the arm's lock held.
+MIN_SPEED = 0.01
+
+
 def check_target(target: PoseTarget, box: WorkspaceBox, max_opening: float) -> str | None:
     """The shared refusal checks; returns the reason, or None when the target may be planned."""
     numbers = [*target.position, *target.quat, target.speed, target.approach] + (
@@ -94,8 +99,8 @@ def check_target(target: PoseTarget, box: WorkspaceBox, max_opening: float) -> s
         return f"outside the workspace: {why}"
     if target.gripper is not None and not 0.0 <= target.gripper <= max_opening + 1e-9:
         return f"gripper opening {target.gripper:.4f} m is outside [0, {max_opening}] m"
-    if not 0.0 < target.speed <= 1.0:
-        return f"speed scaling {target.speed} is outside (0, 1]"
+    if not MIN_SPEED <= target.speed <= 1.0:
+        return f"speed scaling {target.speed} is outside [{MIN_SPEED}, 1]"
     if not 0.0 <= target.approach <= 0.3:
         return f"approach distance {target.approach} m is outside [0, 0.3] m"
     R = quat_to_mat(target.quat)

@@ -8,14 +8,15 @@ read back from the robot state MoveIt monitors. The gripper is a second planning
 in panda_moveit_config) whose joint target is half the opening per finger.
 
 Written against moveit_py's API (``moveit.planning.MoveItPy``); not run on this project's machines,
-where moveit_py is not installable. Execution blocks until the trajectory ends: a cancel takes
-effect between moves, not inside one (the controller's own limits and the hardware e-stop bound a
-move, see SAFETY.md).
+where moveit_py is not installable. Execution blocks until the trajectory ends: a stop
+(``should_stop``, asked before every leg and before the gripper) takes effect between moves, not
+inside one (the controller's own limits and the hardware e-stop bound a move, see SAFETY.md).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,6 +96,9 @@ class MoveItExecutor:
         self._config_dict = config_dict
         self._robot = robot
         self._api = None
+        #: Asked before each leg of a motion and before the gripper; True ends the motion "canceled"
+        #: there (the same attribute as the sim executor's).
+        self.should_stop: Callable[[], bool] | None = None
 
     def connect(self):
         """Import moveit_py and start MoveItPy (a node configures here, not at its first goal)."""
@@ -119,6 +123,8 @@ class MoveItExecutor:
                 (target.position, self._params(target.speed, self.config.linear_planner)),
             ]
         for position, params in legs:
+            if self._stopped():
+                return MoveResult(False, math.nan, math.nan, "canceled")
             arm = robot.get_planning_component(self.config.planning_group)
             arm.set_start_state_to_current_state()
             arm.set_goal_state(
@@ -129,10 +135,15 @@ class MoveItExecutor:
                 return refused("unreachable: no plan")
             robot.execute(plan.trajectory, controllers=[])
         if target.gripper is not None:
+            if self._stopped():
+                return MoveResult(False, math.nan, math.nan, "canceled")
             grip = self.set_gripper(target.gripper)
             if not grip.reached:
                 return grip
         return self._pose_result(np.asarray(target.position, float), quat_to_mat(target.quat))
+
+    def _stopped(self) -> bool:
+        return self.should_stop is not None and self.should_stop()
 
     def move_to_joints(self, q, gripper: float | None = None, speed: float = 1.0) -> MoveResult:
         q = np.asarray(q, dtype=float)

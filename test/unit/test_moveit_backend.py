@@ -21,6 +21,10 @@ from r3.execution.moveit_backend import MoveItConfig, MoveItExecutor, MoveItUnav
         (PoseTarget((0.4, 0.0, math.nan), top_down_quat(0.0)), "NaN or Inf"),
         (PoseTarget((0.4, 0.0, 0.3), (1.0, 1.0, 0.0, 0.0)), "quaternion"),
         (PoseTarget((0.4, 0.0, 0.3), top_down_quat(0.0), gripper=0.2), "gripper opening"),
+        (
+            PoseTarget((0.4, 0.0, 0.3), top_down_quat(0.0), speed=1e-9),
+            "speed scaling 1e-09 is outside [0.01, 1]",
+        ),
     ],
 )
 def test_bad_targets_are_refused_before_moveit_py_is_imported(target, reason, monkeypatch):
@@ -120,3 +124,18 @@ def test_an_approach_plans_to_its_start_then_straight_in_with_the_linear_planner
     result = executor.move_to_pose(PoseTarget((0.5, 0.1, 0.1), top_down_quat(0.0), speed=0.4, approach=0.12))
     assert robot.planned == [(0.22, ""), (0.1, "pilz_lin")]  # the tool points down: the start is above
     assert robot.executed == ["panda_arm", "panda_arm"] and result.reached
+
+
+def test_a_stop_ends_the_motion_between_its_legs_and_before_the_gripper(monkeypatch):
+    """A cancelled or preempted MoveToPose stops at the next leg (before, every leg and the gripper
+    ran whatever the goal's state)."""
+    executor, robot = _executor(monkeypatch, plans=True)
+    asked = []
+    executor.should_stop = lambda: asked.append(len(robot.executed)) or len(robot.executed) >= 1
+    target = PoseTarget((0.5, 0.1, 0.1), top_down_quat(0.0), speed=0.4, approach=0.12, gripper=0.02)
+    result = executor.move_to_pose(target)
+    assert (result.reached, result.reason) == (False, "canceled")
+    assert robot.executed == ["panda_arm"] and asked == [0, 1]  # the approach's start only
+    executor.should_stop = lambda: len(robot.executed) >= 3  # after both legs: the gripper is held back
+    result = executor.move_to_pose(target)
+    assert result.reason == "canceled" and robot.executed == ["panda_arm"] * 3

@@ -51,6 +51,15 @@ def test_budgets_over_http(backend, n):
     assert "Instruction:" in out.raw_text
 
 
+def test_a_budget_beyond_the_backends_cap_is_held_to_the_cap(backend):
+    """A RunTask goal's reasoning_budget comes from the network; 2^31 - 1 went to the server as
+    max_tokens, for a model that never stops to write until memory ran out."""
+    huge = ReasoningBudget(2**31 - 1, 2**31 - 1)
+    out = decide(backend, ReasonerInput("language_table", "make a line", [IMAGE]), huge).output
+    assert out.reasoning_tokens <= 16 and out.completion_tokens <= 32
+    assert [backend.new_tokens(n) for n in (None, 0, 5, 2**31 - 1)] == [16, 0, 5, 16]
+
+
 def test_unreachable_url_fails_fast_with_one_clear_line():
     port = free_port()  # nothing listens there
     b = make_backend(f"openai:http://127.0.0.1:{port}/v1,model=x", timeout_s=1, attempts=3)

@@ -88,6 +88,8 @@ class ReasonerBackend(ABC):
     :meth:`close` at cleanup."""
 
     model_id: str = ""
+    #: The most tokens one generation writes (set by the backends that generate).
+    max_new_tokens: int
     #: The KEY=VALUE options its spec may carry (:mod:`r3.reasoning.backends.spec`); none by default.
     SPEC_OPTIONS: ClassVar[dict] = {}
 
@@ -96,6 +98,13 @@ class ReasonerBackend(ABC):
 
     def close(self) -> None:
         """Release the model or connection."""
+
+    def new_tokens(self, max_tokens: int | None) -> int:
+        """Tokens one generation may write: ``max_tokens`` (a step's reasoning budget), never more
+        than the backend's own cap ``max_new_tokens`` (a RunTask goal's budget comes from the
+        network: 2^31 - 1 let a model that never stops write until memory ran out)."""
+        cap = self.max_new_tokens
+        return cap if max_tokens is None else min(max_tokens, cap)
 
     def prompt_input(self, inp: ReasonerInput) -> ReasonerInput:
         """``inp`` as this model wants to be prompted (a trained checkpoint declares its mode and

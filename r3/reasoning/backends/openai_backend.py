@@ -149,7 +149,7 @@ class OpenAIBackend(ReasonerBackend):
         request = {
             "model": self.model,
             "messages": chat,
-            "max_tokens": self.max_new_tokens if max_tokens is None else max_tokens,
+            "max_tokens": self.new_tokens(max_tokens),
             "temperature": self.temperature,
             "top_p": self.top_p,
             "stream": True,

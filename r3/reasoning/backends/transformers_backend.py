@@ -177,7 +177,7 @@ class TransformersBackend(ReasonerBackend):
             text=[text + prefix], images=[images] if images else None, return_tensors="pt"
         )
         inputs = inputs.to(self.model.device)
-        max_new = self.max_new_tokens if max_tokens is None else max_tokens
+        max_new = self.new_tokens(max_tokens)
         temperature = self.temperature
         if temperature is None:  # the folder's temperature, else 1
             temperature = getattr(self.prompt, "temperature", None)

@@ -56,6 +56,8 @@ FEEDBACK_PERIOD_S = 0.1
 #: A DDS GUID's first 12 bytes name its participant (one per process); the last 4 its endpoint.
 GUID_PREFIX_BYTES = 12
 SUITE = "language_table"  # the suite whose instructions this node carries out
+#: A refusal's reason is passed on this long at most (anyone can publish on the refusals topic).
+REASON_CHARS = 300
 
 
 class CommandRefused(Exception):
@@ -115,7 +117,7 @@ class LowLevelNode(R3Node):
 
     def on_refusal(self, msg: CommandRefusal) -> None:
         with self.state_cv:
-            self.refusal = (stamp_to_ns(msg.header.stamp), msg.reason)
+            self.refusal = (stamp_to_ns(msg.header.stamp), msg.reason[:REASON_CHARS])
             self.state_cv.notify_all()
 
     def wait_for_state_after(self, stamp_ns: int, handle=None) -> PrivilegedState | None:

@@ -226,7 +226,7 @@ class PerceptionNode(R3Node):
     def on_ground(self, request: GroundPoint.Request, response: GroundPoint.Response) -> GroundPoint.Response:
         if request.camera not in ("", self.p["camera_name"]):
             response.reason = (
-                f"unknown_camera: {request.camera!r} (this node serves {self.p['camera_name']!r})"
+                f"unknown_camera: {request.camera[:80]!r} (this node serves {self.p['camera_name']!r})"
             )
             return response
         with self.lock:

@@ -249,7 +249,7 @@ def move_goal_to_target(goal, base_frame: str):
     its target is not in the robot base frame (an empty frame_id means the base frame)."""
     frame = goal.target.header.frame_id
     if frame not in ("", base_frame):
-        return f"refused: target frame {frame!r} is not the robot base frame {base_frame!r}"
+        return f"refused: target frame {frame[:80]!r} is not the robot base frame {base_frame!r}"
     return pose_msg_to_target(
         goal.target, goal.gripper_opening, goal.max_velocity_scaling, goal.approach_distance
     )

@@ -23,6 +23,10 @@ from r3_ros.qos import HEARTBEAT, HEARTBEATS_WATCHED
 #: watchdog, ``client_timeout_s`` (1 s), still spans four beats.
 PERIOD_S = 0.25
 
+#: Nodes a watcher remembers: anyone may publish beats under any name, and each new name held more.
+REMEMBERED_NODES = 1024
+#: A state is kept this long at most (r3's states are a few words: "idle", "recording:<episode id>").
+STATE_CHARS = 200
 #: A periodic beat this many seconds late is logged: the whole process stood still (no CPU, or a
 #: call that holds the GIL blocked), and its watchers may have declared it dead meanwhile.
 LATE_S = 1.0
@@ -109,8 +113,12 @@ class HeartbeatMonitor:
         """Heard when DDS received it, however much later it is taken (now, if the rmw does not say)."""
         received_ns = info.get("received_timestamp") or time.time_ns()
         received_ago_s = max(0.0, (time.time_ns() - received_ns) / 1e9)
+        self._last.pop(msg.node, None)  # re-inserted last: the dict stays ordered by when each was heard
         self._last[msg.node] = time.monotonic() - received_ago_s
-        self._states[msg.node] = msg.state
+        self._states[msg.node] = msg.state[:STATE_CHARS]
+        if len(self._last) > REMEMBERED_NODES:  # the one heard longest ago is forgotten
+            forgotten = next(iter(self._last))
+            del self._last[forgotten], self._states[forgotten]
 
     def state(self, node_name: str) -> str | None:
         """The state ``node_name`` last announced (None if never heard)."""

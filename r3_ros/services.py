@@ -103,7 +103,8 @@ class ResetRecord:
         the scene was reset now; None when the request was refused or repeats the last reset (answered
         as the first time, not carried out twice): ``response`` says which."""
         if (request.suite or DEFAULT_SUITE) != suite:
-            response.ok, response.reason = False, f"suite {request.suite!r} is not simulated by this node"
+            response.ok = False
+            response.reason = f"suite {request.suite[:80]!r} is not simulated by this node"
             return None
         if self.repeat(request, response):
             return None  # the caller resent it: its first answer was lost

@@ -47,7 +47,7 @@ class Detection:
 
 
 def unknown_purpose(purpose: str) -> str:
-    return f"unknown_purpose: {purpose!r} (expected pick or place)"
+    return f"unknown_purpose: {purpose[:80]!r} (expected pick or place)"
 
 
 def measure(

@@ -357,3 +357,26 @@ def test_a_dataset_step_takes_the_frames_its_reasoner_step_names_even_without_a_
     bag = writer.close(success=True, progress=1.0, steps=1, reason="success")
     (record,) = read_episode(bag).steps
     assert len(record.images) == 1 and np.array_equal(record.images[0], rgb)
+
+
+def test_a_watcher_remembers_a_bounded_number_of_nodes_and_keeps_those_it_hears():
+    """Anyone may publish heartbeats under any name: 5,000 invented names held 5,000 entries in every
+    watcher. Now the one heard longest ago is forgotten past REMEMBERED_NODES, and a node that keeps
+    beating is never it."""
+    from r3_msgs.msg import Heartbeat
+    from r3_ros.heartbeat import REMEMBERED_NODES, HeartbeatMonitor
+
+    node = SimpleNamespace(
+        get_fully_qualified_name=lambda: "/watcher",
+        create_subscription=lambda *a, **k: None,
+        create_timer=lambda *a, **k: None,
+    )
+    monitor = HeartbeatMonitor(node)
+    monitor._take = lambda: None  # no subscription to take from: beats are handed in below
+    for i in range(5_000):
+        monitor._on_beat(Heartbeat(node=f"/forged_{i}", state="x" * 10_000), {})
+        if i % 100 == 0:
+            monitor._on_beat(Heartbeat(node="/r3_sim_node", state="idle"), {})
+    assert len(monitor._last) == len(monitor._states) == REMEMBERED_NODES
+    assert monitor.state("/r3_sim_node") == "idle" and monitor.silent_for("/r3_sim_node") < 60
+    assert monitor.state("/forged_4999") == "x" * 200 and monitor.state("/forged_0") is None

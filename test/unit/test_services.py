@@ -98,10 +98,16 @@ def test_a_reset_is_served_once_and_refused_with_the_reason_moving_nothing():
         response = SimpleNamespace(ok=False, reason="", goal="", task_instance_json="")
         return record.answer(_request(**fields), response, "language_table", reset), response
 
-    refused = [answer(suite="packing"), answer(task="no such task"), answer(seed=-1)]
-    assert [task for task, _ in refused] == [None] * 3 and resets == []
-    suite, task, seed = (r.reason for _, r in refused)
+    refused = [
+        answer(suite="packing"),
+        answer(task="no such task"),
+        answer(seed=-1),
+        answer(suite="p" * 10**6),
+    ]
+    assert [task for task, _ in refused] == [None] * 4 and resets == []
+    suite, task, seed, huge = (r.reason for _, r in refused)
     assert suite == "suite 'packing' is not simulated by this node"
+    assert huge == f"suite {'p' * 80!r} is not simulated by this node"  # a field is quoted 80 long
     assert task.startswith("cannot reset task 'no such task': unknown language_table task 'no such task'")
     assert seed == "cannot reset task 'V': seed must be in 0..9223372036854775807, got -1"
     task, response = answer(suite="")  # "" is the default suite

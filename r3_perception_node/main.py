@@ -151,7 +151,8 @@ class PerceptionNode(R3Node):
         if not self.perception.is_fresh(pair[0], self.now().nanoseconds):
             self.refused_stale += 1
             self.get_logger().warn(
-                f"refused a frame older than {self.p['max_frame_age_s']} s ({self.refused_stale} so far)",
+                f"refused a frame stamped more than {self.p['max_frame_age_s']} s from this node's clock "
+                f"({self.refused_stale} so far)",
                 throttle_duration_sec=5.0,
             )
             return

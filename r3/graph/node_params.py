@@ -397,7 +397,7 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "max_frame_age_s",
                     "float",
                     1.0,
-                    "A frame older than this on this node's clock is refused.",
+                    "A frame stamped more than this before or after this node's clock is refused.",
                     range=(0.0, 600.0),
                 ),
                 P(

@@ -82,7 +82,10 @@ class Perception:
         return reason
 
     def is_fresh(self, stamp_ns: int, now_ns: int) -> bool:
-        return now_ns - stamp_ns <= self.config.max_frame_age_s * 1e9
+        """Stamped within ``max_frame_age_s`` of this node's clock, before it or after: a frame far
+        ahead says the clocks disagree (a node switched to sim time with no /clock reads 0, and
+        every frame passed as fresh)."""
+        return abs(now_ns - stamp_ns) <= self.config.max_frame_age_s * 1e9
 
     def process(self, frame: RGBDFrame) -> list[Detection]:
         """Segment the query in ``frame`` and measure each object; the frame becomes current."""
@@ -103,7 +106,8 @@ class Perception:
             return GroundResult(False, reason=NO_FRAME)
         if not self.is_fresh(self.frame.stamp_ns, now_ns):
             age = (now_ns - self.frame.stamp_ns) / 1e9
-            return GroundResult(False, reason=f"{STALE_FRAME}: newest frame is {age:.2f} s old")
+            when = f"{age:.2f} s old" if age >= 0 else f"stamped {-age:.2f} s ahead of this node's clock"
+            return GroundResult(False, reason=f"{STALE_FRAME}: newest frame is {when}")
         if purpose not in PURPOSES:
             return GroundResult(False, reason=unknown_purpose(purpose))
         pixel = self.frame.camera.normalised_to_pixel(u, v)

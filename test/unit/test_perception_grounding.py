@@ -93,6 +93,8 @@ def test_grounding_failures_name_their_reason(tabletop_frame):
     assert p.ground_point("x", 2, 2, "pick", NOW).reason == NO_OBJECT  # the background
     assert p.ground_point("x", 1200, 500, "pick", NOW).reason.startswith(OUTSIDE_IMAGE)
     assert p.ground_point("x", 500, 500, "pick", NOW + 600_000_000).reason.startswith(STALE_FRAME)
+    ahead = p.ground_point("x", 500, 500, "pick", 0).reason  # a clock switched to sim time, no /clock
+    assert ahead == f"{STALE_FRAME}: newest frame is stamped {NOW / 1e9:.2f} s ahead of this node's clock"
     assert p.ground_point("x", 500, 500, "push", NOW).reason.startswith("unknown_purpose")
     assert p.set_query(["red box", " "]) == "empty label in the query"
 

@@ -39,52 +39,51 @@ def test_a_goal_the_server_refuses_preempts_nothing_and_a_valid_one_does():
     assert valid.executed.is_set() and running.ended == "aborted" and valid.is_active
 
 
-def test_a_preempting_goal_waits_for_the_turn_of_the_one_it_preempted():
-    goals = single_goal()
-    order, started, release = [], threading.Event(), threading.Event()
+class Turns:
+    """Goals carried out on threads, each inside ``SingleGoal.turn``; a held one keeps its turn
+    until ``release`` is set. ``order`` lists (goal, had the turn) as each entered."""
 
-    def carry_out(handle, hold=False):
-        with goals.turn(handle) as has_turn:
-            order.append((handle.request, has_turn))
+    def __init__(self):
+        self.goals, self.order = single_goal(), []
+        self.started, self.release = threading.Event(), threading.Event()
+
+    def _carry_out(self, handle, hold: bool) -> None:
+        with self.goals.turn(handle) as has_turn:
+            self.order.append((handle.request, has_turn))
             if hold:
-                started.set()
-                release.wait(10)
+                self.started.set()
+                self.release.wait(10)
 
+    def start(self, handle, hold: bool = False) -> threading.Thread:
+        thread = threading.Thread(target=self._carry_out, args=(handle, hold))
+        thread.start()
+        if hold:
+            assert self.started.wait(10)
+        return thread
+
+
+def test_a_preempting_goal_waits_for_the_turn_of_the_one_it_preempted():
+    turns = Turns()
     first, second = FakeHandle(1), FakeHandle(2)
-    goals.accept(first)
-    runner = threading.Thread(target=carry_out, args=(first, True))
-    runner.start()
-    assert started.wait(10)
-    goals.accept(second)
-    waiter = threading.Thread(target=carry_out, args=(second,))
-    waiter.start()
+    turns.goals.accept(first)
+    runner = turns.start(first, hold=True)
+    turns.goals.accept(second)
+    waiter = turns.start(second)
     waiter.join(0.2)
-    assert waiter.is_alive() and order == [(1, True)]  # the second waits while the first wraps up
-    release.set()
+    assert waiter.is_alive() and turns.order == [(1, True)]  # the second waits while the first wraps up
+    turns.release.set()
     runner.join(10)
     waiter.join(10)
-    assert order == [(1, True), (2, True)]
+    assert turns.order == [(1, True), (2, True)]
 
 
 def test_a_goal_preempted_while_it_waits_for_its_turn_gives_it_up():
-    goals = single_goal()
-    order, started, release = [], threading.Event(), threading.Event()
-
-    def carry_out(handle, hold=False):
-        with goals.turn(handle) as has_turn:
-            order.append((handle.request, has_turn))
-            if hold:
-                started.set()
-                release.wait(10)
-
+    turns = Turns()
     holder, waiting = FakeHandle(1), FakeHandle(2)
-    runner = threading.Thread(target=carry_out, args=(holder, True))
-    runner.start()
-    assert started.wait(10)
-    waiter = threading.Thread(target=carry_out, args=(waiting,))
-    waiter.start()
+    runner = turns.start(holder, hold=True)
+    waiter = turns.start(waiting)
     waiting.abort()  # a newer goal took over
     waiter.join(10)
-    assert not waiter.is_alive() and order == [(1, True), (2, False)]
-    release.set()
+    assert not waiter.is_alive() and turns.order == [(1, True), (2, False)]
+    turns.release.set()
     runner.join(10)

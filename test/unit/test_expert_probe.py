@@ -1,0 +1,36 @@
+"""scripts/expert_probe.py (docs/mini.md's probe of the expert's choice) runs end to end at toy size
+and prints its table; the figure itself is measured by running it at its default size."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "expert_probe.py"
+
+
+def load_probe():
+    spec = importlib.util.spec_from_file_location("expert_probe", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_probe_collects_decisions_and_prints_one_row_per_classifier(capsys):
+    probe = load_probe()
+    assert probe.main(["--scenes", "1", "--held-out-scenes", "1", "--epochs", "1"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert [row.split(" | ")[0] for row in rows[2:]] == ["| no positions", "| absolute", "| relational"]
+    assert all(0.0 <= float(row.split(" | ")[1].rstrip(" |%")) <= 100.0 for row in rows[2:])
+
+
+def test_without_positions_every_block_looks_the_same_but_for_its_role():
+    probe = load_probe()
+    row = probe.collect(range(1), "one scene")[0]
+    blind, seen = probe.block_features(row, positions=False), probe.block_features(row, positions=True)
+    assert blind.shape == seen.shape == (8, blind.shape[1])
+    place = slice(6, 11)  # its place, its offset from the goal's centre and how far
+    assert not blind[:, place].any() and seen[:, place].any()
+    assert np.array_equal(blind[:, :6], seen[:, :6])  # role and previous instruction: the same

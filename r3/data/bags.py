@@ -152,6 +152,11 @@ class EpisodeBagWriter:
             topic, "cdr", schema, {HASH_KEY: self._store.hash_rihs01(msgtype)}
         )
 
+    @property
+    def size_bytes(self) -> int:
+        """How much of the bag is written so far."""
+        return self._file.tell()
+
     def write_message(self, topic: str, msgtype: str, timestamp_ns: int, message) -> None:
         """Append a rosbags message object (serialised here)."""
         self.write(topic, msgtype, timestamp_ns, self._store.serialize_cdr(message, msgtype))
@@ -311,5 +316,7 @@ def read_messages(bag: str | Path, topics: set[str] | None = None) -> Iterator[t
     store = typestore()
     with Reader(bag) as reader:
         conns = [c for c in reader.connections if topics is None or c.topic in topics]
+        if not conns:  # rosbags reads every connection when given none
+            return
         for conn, timestamp, raw in reader.messages(connections=conns):
             yield conn.topic, conn.msgtype, timestamp, store.deserialize_cdr(raw, conn.msgtype)

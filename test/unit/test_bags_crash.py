@@ -197,6 +197,17 @@ def test_closed_bag_is_standard_and_repair_leaves_it_alone(tmp_path, capsys):
     assert {p.name: p.stat().st_mtime_ns for p in bag.iterdir()} == before
 
 
+def test_reading_a_topic_the_bag_does_not_hold_reads_nothing(tmp_path):
+    """rosbags reads every connection when given none: asked for a topic no message was recorded on,
+    the reader used to return all the others."""
+    writer = EpisodeBagWriter(tmp_path, EpisodeInfo(episode_id="closed"))
+    for message in messages():
+        writer.write(*message)
+    bag = writer.close(success=True, progress=1.0, steps=3, reason="success")
+    assert list(read_messages(bag, {"/not/recorded"})) == []
+    assert len(list(read_messages(bag))) == COUNT
+
+
 def test_cli_repairs_once(tmp_path, capsys):
     bag, returned = run_child(tmp_path, "inside", 10.5)
     assert bag_main(["repair", str(bag)]) == 0

@@ -18,11 +18,18 @@ made absolute at start. The absolute path of each bag opened goes out on ``/r3/r
 
 Episode events are taken only from ``EPISODE_SOURCE``'s publishers (the publisher of each event is
 looked up by its DDS gid): a START from anyone else, such as one forged mid-episode, is refused and
-never closes the running bag, and an episode id that is not a plain folder name opens nothing.
+never closes the running bag, and an episode id that is not a plain folder name opens nothing. An
+event whose publisher the graph does not name yet waits behind that publisher's own events only
+(``event_sources``), so a writer that never gets a name holds up nobody else's.
+
+A bag takes no more messages but its episode events once it reaches ``max_bag_mb`` or its disk has
+less than ``min_free_mb`` free: it closes incomplete, its reason naming what was dropped, so a flood
+on a recorded topic cannot fill the disk under the rest of the graph.
 """
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections import Counter
@@ -39,6 +46,7 @@ from r3.graph.interfaces import PUBLISHED_TYPES
 from r3.graph.node_params import NODE_PARAMETERS
 from r3_msgs.msg import EpisodeEvent
 from r3_recorder_node.closing import TICK_S, Drain
+from r3_recorder_node.event_sources import EventSources
 from r3_ros import without_shared_memory
 from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
 from r3_ros.executor import InlineCallbackGroup, PolledCallbackGroup, deliver_pending
@@ -57,18 +65,20 @@ WAITING_WARN_S = 2.0
 #: How long an event's publisher may take to appear in this node's graph view with its node name.
 #: The name comes with ROS's own discovery messages, which can lag the DDS endpoint by seconds on a
 #: loaded machine: a recorder started after the reasoner received a START from '_NODE_NAME_UNKNOWN_'.
+#: The event waits in its publisher's queue meanwhile (``event_sources``), looked at again each poll.
 SOURCE_LOOKUP_S = 5.0
 #: After END, how much longer than ``close_delay_s`` a bag waits, at most, for the episode's last steps
 #: and frames and for what else was sent before END.
 STRAGGLERS_S = 5.0
 #: Between episodes the recorder only drops what it receives (sent before any START): seldom is enough.
 IDLE_POLL_S = 0.25
+MB = 1 << 20
 
 
 class RecorderNode(R3Node):
     def __init__(self):
         super().__init__("r3_recorder_node")
-        p = declare_parameters(self, NODE_PARAMETERS["r3_recorder_node"])
+        self.param = p = declare_parameters(self, NODE_PARAMETERS["r3_recorder_node"])
         self.output_dir = Path(p["output_dir"]).resolve()
         self.topics = [t for t in p["topics"] if t != names.EPISODE_EVENTS]
         self.topics += [names.REASONER_FRAMES] if names.REASONER_FRAMES not in self.topics else []
@@ -77,9 +87,13 @@ class RecorderNode(R3Node):
         self.closing: list[threading.Thread] = []
         self.writer: EpisodeBagWriter | None = None
         self.recorded: Counter[str] = Counter()  # messages written to the open bag, by topic
+        self.full = ""  # why the open bag takes no more messages but its episode events ("" while it does)
+        self.dropped: Counter[str] = Counter()  # messages of the open episode not written since, by topic
         self.started_ns = 0  # the open episode's START, by its publisher's source stamp
         self.drain: Drain | None = None  # the open episode's, once it has ended
         self.ended: EpisodeEvent | None = None  # the open episode's END, once it has come
+        self.deciding = threading.Lock()  # events are acted on one at a time, in the order they came
+        self.sources = EventSources(self.event_publishers, SOURCE_LOOKUP_S)
         # Made once publishers appear; no executor wakes for them: poll() takes what they received.
         self.subscribed = AdaptiveSubscriptions(
             self, RECORD_DEPTH, raw=True, callback_group=PolledCallbackGroup()
@@ -117,31 +131,65 @@ class RecorderNode(R3Node):
         """Into the open bag, unless the message was sent (``sent_ns``) before its episode started."""
         with self.lock:
             if self.writer is not None and (sent_ns is None or sent_ns >= self.started_ns):
+                if self.full and topic != names.EPISODE_EVENTS:
+                    self.dropped[topic] += 1
+                    return
                 self.writer.write(topic, msgtype, time.time_ns(), data)
                 self.recorded[topic] += 1
                 if self.drain is not None:
                     self.drain.wrote(sent_ns, time.monotonic())
+                cap = self.param["max_bag_mb"]
+                if not self.full and self.writer.size_bytes >= cap * MB:
+                    self.stop_taking(f"the bag reached max_bag_mb ({cap} MB)")
 
-    def sender(self, info) -> str:
-        """The node name of the publisher of a received message ("" when not in the graph view)."""
-        gid = bytes((info.get("publisher_gid") or {}).get("data", b""))
-        deadline = time.monotonic() + SOURCE_LOOKUP_S
-        while True:
-            for endpoint in self.get_publishers_info_by_topic(names.EPISODE_EVENTS):
-                if bytes(endpoint.endpoint_gid) == gid and endpoint.node_name != UNKNOWN_NODE:
-                    return endpoint.node_name
-            if time.monotonic() > deadline:
-                return ""
-            time.sleep(0.02)
+    def check_room(self) -> None:
+        """Stop taking messages into the open bag once its disk is short of room (lock held)."""
+        floor = self.param["min_free_mb"]
+        if (
+            self.writer is not None
+            and not self.full
+            and shutil.disk_usage(self.writer.path).free < floor * MB
+        ):
+            self.stop_taking(f"the disk holding the bag has less than min_free_mb ({floor} MB) free")
+
+    def stop_taking(self, why: str) -> None:
+        """The open bag takes no more messages but its episode events (called with the lock held): a
+        publisher flooding a recorded topic must not fill the disk under the rest of the graph."""
+        self.full = why
+        self.get_logger().error(
+            f"episode {self.writer.info.episode_id}: {why}; its bag takes no more messages"
+        )
+
+    def event_publishers(self) -> dict[bytes, str]:
+        """The node name of each publisher of episode events, by gid, where the graph gives one."""
+        return {
+            bytes(e.endpoint_gid): e.node_name
+            for e in self.get_publishers_info_by_topic(names.EPISODE_EVENTS)
+            if e.node_name != UNKNOWN_NODE
+        }
 
     def on_event(self, msg: EpisodeEvent, info) -> None:
-        sender = self.sender(info)
-        if sender != EPISODE_SOURCE:
-            self.get_logger().error(
-                f"refused an episode event for {msg.episode_id[:80]!r} from {sender or 'an unknown node'!r}: "
-                f"only {EPISODE_SOURCE} starts and ends episodes"
-            )
-            return
+        gid = bytes((info.get("publisher_gid") or {}).get("data", b""))
+        with self.deciding:
+            self.sources.add(msg, info, gid, time.monotonic())
+        self.take_decided()
+
+    def take_decided(self) -> None:
+        """Act on each event whose sender is settled, in the order they came; refuse those not from
+        ``EPISODE_SOURCE``."""
+        with self.deciding:
+            for decided in self.sources.decided(time.monotonic()):
+                if decided.sender == EPISODE_SOURCE:
+                    self.act_on(decided.event, decided.info)
+                else:
+                    self.get_logger().error(
+                        f"refused an episode event for {decided.event.episode_id[:80]!r} from "
+                        f"{decided.sender or 'an unknown node'!r}: "
+                        f"only {EPISODE_SOURCE} starts and ends episodes",
+                        throttle_duration_sec=1.0,
+                    )
+
+    def act_on(self, msg: EpisodeEvent, info) -> None:
         self.take_received()  # what came before the event goes before it, into the bag open until now
         if msg.event == EpisodeEvent.START:
             with self.lock:
@@ -156,6 +204,8 @@ class RecorderNode(R3Node):
                 writer = EpisodeBagWriter(self.output_dir, episode)  # refuses an id that is no folder name
                 self.close_current(complete=False, reason="a new episode started before this one ended")
                 self.writer, self.recorded, self.drain, self.ended = writer, Counter(), None, None
+                self.full, self.dropped = "", Counter()
+                self.check_room()
                 self.poll_every(TICK_S)
                 self.started_ns = info["source_timestamp"]
                 self.writer.write(names.EPISODE_EVENTS, EVENTS_TYPE, time.time_ns(), serialize_message(msg))
@@ -189,14 +239,19 @@ class RecorderNode(R3Node):
         self.poll_timer.reset()
 
     def poll(self) -> None:
-        """Take what was received; then close the ended episode's bag if it has drained."""
+        """Act on the episode events whose sender is now known; take what was received; then close
+        the ended episode's bag if it has drained."""
+        if self.sources.pending:
+            self.take_decided()
         self.take_received()
         with self.lock:
+            self.check_room()
             msg, drain = self.ended, self.drain
             if msg is None or self.writer is None:
                 return
-            arrived = self.recorded[names.REASONER_FRAMES] >= msg.steps and (
-                names.REASONER_STEPS not in self.topics or self.recorded[names.REASONER_STEPS] >= msg.steps
+            came = self.recorded + self.dropped
+            arrived = came[names.REASONER_FRAMES] >= msg.steps and (
+                names.REASONER_STEPS not in self.topics or came[names.REASONER_STEPS] >= msg.steps
             )
             if drain.tick(time.monotonic(), arrived):
                 complete = not msg.reason.startswith("error")
@@ -258,6 +313,9 @@ class RecorderNode(R3Node):
         if writer is None:
             return
         self.poll_every(IDLE_POLL_S)
+        if self.full:
+            dropped = ", ".join(f"{n} on {topic}" for topic, n in sorted(self.dropped.items()))
+            complete, reason = False, f"{reason}; {self.full}, dropped {dropped or 'nothing'}"
 
         def finish() -> None:
             try:

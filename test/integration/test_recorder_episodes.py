@@ -21,6 +21,28 @@ pytestmark = pytest.mark.ros
 
 TOPIC = "/r3_probe/chatter"
 LATE = 50  # messages of episode A queued at the frozen recorder
+#: A node whose event publisher the recorder's graph view leaves unnamed (``HIDING``).
+UNNAMED = "r3_unnamed_writer"
+#: The recorder, with every publisher of node ``UNNAMED`` unnamed in its graph view: what DDS shows of
+#: a writer whose ROS discovery message has not come, or never comes (a writer outside ROS).
+HIDING = f"""
+from r3_ros.node import UNKNOWN_NODE
+import r3_recorder_node.main as recorder
+
+graph_view = recorder.RecorderNode.get_publishers_info_by_topic
+
+
+def hiding(self, topic):
+    found = graph_view(self, topic)
+    for endpoint in found:
+        if endpoint.node_name == {UNNAMED!r}:
+            endpoint.node_name = UNKNOWN_NODE
+    return found
+
+
+recorder.RecorderNode.get_publishers_info_by_topic = hiding
+recorder.main()
+"""
 
 
 @dataclass
@@ -31,6 +53,7 @@ class Session:
     node: object
     bags: object
     states: list
+    log: object
 
     def spin(self, seconds: float, until=lambda: False) -> bool:
         import rclpy
@@ -58,7 +81,7 @@ class Session:
 
 
 @pytest.fixture
-def session(tmp_path, private_ros_env):
+def session(request, tmp_path, private_ros_env):
     import rclpy
     from sensor_msgs.msg import Image
 
@@ -67,16 +90,20 @@ def session(tmp_path, private_ros_env):
 
     env = private_ros_env(in_process=True)
     bags = tmp_path / "bags"
-    recorder = subprocess.Popen(
-        [sys.executable, "-m", "r3_recorder_node.main", "--ros-args", "-p", f"output_dir:={bags}"]
-        + ["-p", f"topics:=['{TOPIC}']"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    options = getattr(request, "param", {})  # hiding: run HIDING; parameters: more -p NAME:=VALUE
+    run_recorder = ["-c", HIDING] if options.get("hiding") else ["-m", "r3_recorder_node.main"]
+    more = [arg for p in options.get("parameters", ()) for arg in ("-p", p)]
+    with open(tmp_path / "recorder.log", "w") as log:
+        recorder = subprocess.Popen(
+            [sys.executable, *run_recorder, "--ros-args", "-p", f"output_dir:={bags}"]
+            + ["-p", f"topics:=['{TOPIC}']", *more],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     rclpy.init(domain_id=int(env["ROS_DOMAIN_ID"]))
     node = rclpy.create_node("r3_reasoner_node")  # the recorder takes episode events from it only
-    run = Session(recorder, node, bags, [])
+    run = Session(recorder, node, bags, [], tmp_path / "recorder.log")
     run.events = node.create_publisher(EpisodeEvent, "/r3/episode_events", EVENTS)
     node.create_publisher(Image, names.REASONER_FRAMES, 10)  # recorded always: ready once it is there
     node.create_subscription(
@@ -186,3 +213,86 @@ def test_a_publisher_that_keeps_no_samples_joining_later_is_recorded_too(session
     session.spin(1.0)
     session.event(EpisodeEvent.END, "A")
     assert sorted(session.bag("A")) == ["kept", "plain"]
+
+
+@pytest.mark.parametrize("session", [{"hiding": True}], indirect=True)
+def test_events_from_a_writer_the_graph_never_names_hold_up_no_one_elses(session):
+    """An event whose publisher the graph does not name waits, up to 5 s, for the name. It used to
+    wait inside the event callback, so three forged STARTs from an unnamed writer held the reasoner's
+    next START 15 s, and a steady stream of them held it for good. Now they wait in their own queue:
+    the reasoner's START is acted on first, and the forged ones are refused after their wait."""
+    import rclpy
+    from std_msgs.msg import String
+
+    from r3_msgs.msg import EpisodeEvent
+    from r3_ros.qos import EVENTS
+
+    session.node.create_publisher(String, TOPIC, 10)
+    session.event(EpisodeEvent.START, "A")  # a whole episode first: the recorder knows the reasoner
+    assert session.spin(30, lambda: names.recording_state("A") in session.states), "A was not recorded"
+    session.event(EpisodeEvent.END, "A")
+    session.bag("A")
+    unnamed = rclpy.create_node(UNNAMED, context=session.node.context)
+    try:
+        forged = unnamed.create_publisher(EpisodeEvent, names.EPISODE_EVENTS, EVENTS)
+        assert session.spin(30, lambda: forged.get_subscription_count() > 0), "the recorder never matched"
+        for k in range(3):
+            forged.publish(
+                EpisodeEvent(event=EpisodeEvent.START, episode_id=f"forged{k}", suite="x", task="V")
+            )
+        session.event(EpisodeEvent.START, "B")
+        assert session.spin(60, lambda: names.recording_state("B") in session.states), "B was not recorded"
+        refused = "refused an episode event for 'forged0' from 'an unknown node'"
+        assert session.spin(30, lambda: refused in session.log.read_text()), session.log.read_text()[-2000:]
+    finally:
+        unnamed.destroy_node()
+    log = session.log.read_text()
+    assert log.index("recording episode B") < log.index(refused), log[-2000:]
+    assert not any((session.bags / f"forged{k}").exists() for k in range(3))
+
+
+@pytest.mark.parametrize("session", [{"parameters": ["max_bag_mb:=1"]}], indirect=True)
+def test_a_flood_on_a_recorded_topic_stops_at_the_bags_cap_and_the_bag_says_what_it_dropped(session):
+    """A publisher on a recorded topic could fill the disk during an open episode: at ``max_bag_mb``
+    the bag takes no more messages but its episode events, and closes incomplete, naming the drops."""
+    from std_msgs.msg import String
+
+    from r3.data.bags import INCOMPLETE, read_episode_info
+    from r3_msgs.msg import EpisodeEvent
+
+    chatter = session.node.create_publisher(String, TOPIC, 100)
+    session.event(EpisodeEvent.START, "A")
+    assert session.spin(30, lambda: names.recording_state("A") in session.states), "A was not recorded"
+    for k in range(20):  # 20 x 200 kB: four times the cap
+        chatter.publish(String(data=f"A{k:02d}" + "x" * 200_000))
+        session.spin(0.05)
+    session.spin(1.0)
+    session.event(EpisodeEvent.END, "A")
+    kept = session.bag("A")
+    info = read_episode_info(session.bags / "A")
+    assert 5 <= len(kept) <= 7 and [m[:3] for m in kept] == [f"A{k:02d}" for k in range(len(kept))]
+    assert info.status == INCOMPLETE
+    assert info.reason.endswith(f"the bag reached max_bag_mb (1 MB), dropped {20 - len(kept)} on {TOPIC}")
+    events = [m.event for _, _, _, m in read_messages(session.bags / "A", {names.EPISODE_EVENTS})]
+    assert events == [EpisodeEvent.START, EpisodeEvent.END]
+
+
+@pytest.mark.parametrize("session", [{"parameters": ["min_free_mb:=10000000"]}], indirect=True)
+def test_a_bag_on_a_disk_short_of_room_takes_only_its_episode_events(session):
+    from std_msgs.msg import String
+
+    from r3.data.bags import INCOMPLETE, read_episode_info
+    from r3_msgs.msg import EpisodeEvent
+
+    chatter = session.node.create_publisher(String, TOPIC, 10)
+    session.event(EpisodeEvent.START, "A")
+    assert session.spin(30, lambda: names.recording_state("A") in session.states), "A was not recorded"
+    for k in range(3):
+        chatter.publish(String(data=f"A{k}"))
+    session.spin(1.0)
+    session.event(EpisodeEvent.END, "A")
+    assert session.bag("A") == []
+    info = read_episode_info(session.bags / "A")
+    assert info.status == INCOMPLETE and info.reason.endswith(
+        f"less than min_free_mb (10000000 MB) free, dropped 3 on {TOPIC}"
+    )

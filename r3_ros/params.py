@@ -1,8 +1,9 @@
 """Declare a node's parameters from its schema (``r3.graph.node_params``), the one way every r3 node
 does: each with a ParameterDescriptor (description, range or choices, read-only), so that
 ``ros2 param describe`` explains it, and a set-parameters callback that refuses an invalid value with
-the schema's reason. A value given at launch passes the same check; an invalid one ends the node with
-one ``fatal:`` line (r3_ros.spin)."""
+the schema's reason, as it does a value that would break one of the schema's rules with the other
+parameters' current values (``min_depth_m`` above ``max_depth_m``). A value given at launch passes the
+same check; an invalid one ends the node with one ``fatal:`` line (r3_ros.spin)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,9 @@ def declare_parameters(node: Node, schema: NodeParameters) -> Mapping[str, objec
             reason = schema[p.name].check(p.value) if p.name in schema else None
             if reason:
                 return SetParametersResult(successful=False, reason=reason)
+        together = schema.defaults | values | {p.name: p.value for p in parameters if p.name in schema}
+        if reason := schema.broken_rule(together):
+            return SetParametersResult(successful=False, reason=reason)
         return SetParametersResult(successful=True)
 
     def remember(parameters) -> None:

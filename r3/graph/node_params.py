@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from r3.graph import names
-from r3.graph.params import NodeParameters, ParameterSpec
+from r3.graph.params import NodeParameters, ParameterSpec, ordered
 from r3.lowlevel import GROUNDINGS, POLICIES
 from r3.perception.segmenters import SEGMENTERS
 from r3.reasoning.prompts import HISTORY_MODES
@@ -37,6 +37,8 @@ IMAGE_SIZE = (
     P("image_width", "int", 320, "Camera image width, pixels.", range=(16, 4096)),
     P("image_height", "int", 240, "Camera image height, pixels.", range=(16, 4096)),
 )
+#: A fully qualified ROS node name, as heartbeats carry it.
+NODE_NAME = r"(/[A-Za-z_][A-Za-z0-9_]*)+"
 #: Declared by every node that moves an actuator (r3_ros.stop.MotionGuard reads them).
 MOTION_GUARD = (
     P(
@@ -52,6 +54,7 @@ MOTION_GUARD = (
         "str",
         "/r3_reasoner_node",
         "Fully qualified name of the node that sends the goals, watched through its heartbeat.",
+        pattern=NODE_NAME,
     ),
 )
 SECONDS = (0.1, 3600.0)  # the range of a wall-clock timeout
@@ -259,6 +262,7 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "str",
                     "/r3_lowlevel_node",
                     "The node that runs the instructions, watched through its heartbeat.",
+                    pattern=NODE_NAME,
                     read_only=False,
                 ),
                 P(
@@ -266,6 +270,7 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "str",
                     "/r3_sim_node",
                     "The node that publishes the state and resets the scene, watched through its heartbeat.",
+                    pattern=NODE_NAME,
                     read_only=False,
                 ),
                 P(
@@ -274,6 +279,7 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "/r3_recorder_node",
                     "The graph's recorder: every episode is recorded by it or ends with an error "
                     "naming it ('' = a graph without a recorder).",
+                    pattern=f"({NODE_NAME})?",
                     read_only=False,
                 ),
             ),
@@ -296,6 +302,23 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "After an episode's END, keep recording at least this long; the bag closes "
                     "once messages sent before END stop arriving (at most 5 s more).",
                     range=(0.0, 60.0),
+                ),
+                P(
+                    "max_bag_mb",
+                    "int",
+                    16384,
+                    "An episode's bag stops taking messages (but its episode events) at this size, "
+                    "megabytes, and is closed incomplete, naming what it dropped.",
+                    range=(1, 10_000_000),
+                    read_only=False,
+                ),
+                P(
+                    "min_free_mb",
+                    "int",
+                    1024,
+                    "The same once the disk holding output_dir has less than this free, megabytes.",
+                    range=(0, 10_000_000),
+                    read_only=False,
                 ),
             ),
         ),
@@ -424,6 +447,7 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     read_only=False,
                 ),
             ),
+            rules=(ordered("min_depth_m", "max_depth_m"),),
         ),
         NodeParameters(
             "r3_realsense_node",
@@ -482,6 +506,7 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     length=3,
                 ),
             ),
+            rules=(ordered("workspace_low", "workspace_high"),),
         ),
     )
 }

@@ -1,10 +1,12 @@
 """Node parameters as data: one declared schema per node, in the spirit of generate_parameter_library.
 
 A :class:`ParameterSpec` says what a parameter is (name, type, default, description), which values
-are valid (a closed range for numbers, choices for strings, a length for arrays) and whether it can
-change while the node runs. From it come the ROS ParameterDescriptor a node declares
-(``r3_ros.params``), the refusal of an invalid value with a reason, the check of the graph
-description's overrides, and the README's parameter tables. ROS-free: every check runs without rclpy.
+are valid (a closed range for numbers, choices or a pattern for strings, a length for arrays) and
+whether it can change while the node runs; a :class:`ParameterRule` says what must hold between
+parameters of one node (a minimum below its maximum), checked on the values they would have
+together. From them come the ROS ParameterDescriptor a node declares (``r3_ros.params``), the refusal
+of an invalid value with a reason, the check of the graph description's overrides, and the README's
+parameter tables. ROS-free: every check runs without rclpy.
 
 >>> spec = ParameterSpec("rate_hz", "float", 10.0, "How often.", range=(0.5, 100.0))
 >>> spec.check(200.0)
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 import array
 import json
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 #: The parameter types r3 nodes use (ROS bool, integer, double, string, double and string arrays).
@@ -37,6 +41,7 @@ class ParameterSpec:
     description: str
     range: tuple[float, float] | None = None  # numbers: the closed interval of valid values
     choices: tuple[str, ...] = ()  # strings: the valid values
+    pattern: str = ""  # strings: a regular expression every valid value matches whole
     length: int | None = None  # arrays: the number of items
     read_only: bool = True
 
@@ -47,8 +52,8 @@ class ParameterSpec:
             raise ValueError(f"{self.name}: no description")
         if (self.range is not None) != (self.type in ("int", "float")):
             raise ValueError(f"{self.name}: a number needs a range, and only a number has one")
-        if self.choices and self.type != "str":
-            raise ValueError(f"{self.name}: only a string parameter has choices")
+        if (self.choices or self.pattern) and self.type != "str":
+            raise ValueError(f"{self.name}: only a string parameter has choices or a pattern")
         if self.length is not None and not self.type.endswith("[]"):
             raise ValueError(f"{self.name}: only an array parameter has a length")
         reason = self.check(self.default)
@@ -82,6 +87,8 @@ class ParameterSpec:
             return f"{self.name}: {value!r} is outside [{self.range[0]}, {self.range[1]}]"
         if self.choices and value not in self.choices:
             return f"{self.name}: {value!r} is not one of {', '.join(self.choices)}"
+        if self.pattern and not re.fullmatch(self.pattern, value):
+            return f"{self.name}: {value[:80]!r} does not match {self.pattern}"
         return None
 
     @property
@@ -91,22 +98,68 @@ class ParameterSpec:
             return f"{self.range[0]} to {self.range[1]}"
         if self.choices:
             return "one of " + ", ".join(self.choices)
+        if self.pattern:
+            return f"matches {self.pattern}"
         if self.length is not None:
             return f"{self.length} items"
         return ""
 
 
 @dataclass(frozen=True)
+class ParameterRule:
+    """What must hold between parameters of one node: ``holds`` takes their values in ``names``'
+    order; ``says`` is the rule in words (the refusal and the README's line)."""
+
+    names: tuple[str, ...]
+    holds: Callable[..., bool]
+    says: str
+
+    def check(self, values: Mapping[str, object]) -> str | None:
+        """Why ``values`` (every parameter's, as they would be together) break this rule; None if not."""
+        if self.holds(*(values[n] for n in self.names)):
+            return None
+        now = ", ".join(f"{n} = {values[n]!r}" for n in self.names)
+        return f"{self.says} ({now})"
+
+
+def ordered(low: str, high: str) -> ParameterRule:
+    """``low`` below ``high``: two numbers, or two arrays item by item."""
+
+    def holds(a, b) -> bool:
+        return (
+            all(x < y for x, y in zip(a, b, strict=True))
+            if isinstance(a, list | tuple | array.array)
+            else a < b
+        )
+
+    return ParameterRule((low, high), holds, f"{low} must be below {high}")
+
+
+@dataclass(frozen=True)
 class NodeParameters:
-    """The schema of one node: every parameter it declares, in order."""
+    """The schema of one node: every parameter it declares, in order, and the rules between them."""
 
     node: str
     parameters: tuple[ParameterSpec, ...]
+    rules: tuple[ParameterRule, ...] = ()
 
     def __post_init__(self):
         names = [p.name for p in self.parameters]
         if len(set(names)) != len(names):
             raise ValueError(f"{self.node}: a parameter is declared twice in {names}")
+        for rule in self.rules:
+            if unknown := [n for n in rule.names if n not in names]:
+                raise ValueError(f"{self.node}: the rule {rule.says!r} names undeclared {unknown}")
+        if reason := self.broken_rule(self.defaults):
+            raise ValueError(f"{self.node}: defaults: {reason}")
+
+    @property
+    def defaults(self) -> dict[str, object]:
+        return {p.name: p.default for p in self.parameters}
+
+    def broken_rule(self, values: Mapping[str, object]) -> str | None:
+        """Why ``values`` (every parameter's) break a rule of this node; None when they keep them all."""
+        return next((reason for rule in self.rules if (reason := rule.check(values))), None)
 
     def __contains__(self, name: str) -> bool:
         return any(p.name == name for p in self.parameters)
@@ -125,6 +178,8 @@ class NodeParameters:
                 found.append(f"{self.node} declares no parameter {name!r}")
             elif reason := self[name].check(value):
                 found.append(f"{self.node}: {reason}")
+        if not found and (reason := self.broken_rule(self.defaults | dict(values))):
+            found.append(f"{self.node}: {reason}")
         return found
 
     def markdown(self, omit: tuple[str, ...] = ()) -> str:
@@ -140,4 +195,6 @@ class NodeParameters:
             running = "no" if p.read_only else "yes"
             default = json.dumps(p.default)
             rows.append(f"| `{p.name}` | {p.type} | `{default}` | {valid} | {running} | {p.description} |")
+        if self.rules:
+            rows += ["", "Also: " + "; ".join(r.says for r in self.rules) + "."]
         return "\n".join(rows)

@@ -158,6 +158,46 @@ def test_declare_parameters_describes_refuses_and_keeps_values_current(ros):
             node.destroy_node()
 
 
+def test_a_value_that_would_break_a_rule_is_refused_while_running_and_at_launch(ros):
+    """A rule between two parameters is checked against the other's current value: alone, a minimum
+    above the maximum is refused and nothing moves; both set in one call, consistent, are taken."""
+    from rclpy.exceptions import InvalidParameterValueException
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+
+    from r3.graph.params import ordered
+    from r3_ros.params import declare_parameters
+
+    number = {"type": "float", "range": (0.0, 100.0), "read_only": False}
+    schema = NodeParameters(
+        "probe",
+        (
+            ParameterSpec("low_m", default=0.1, description="Low.", **number),
+            ParameterSpec("high_m", default=3.0, description="High.", **number),
+        ),
+        rules=(ordered("low_m", "high_m"),),
+    )
+    node = Node("rules_probe")
+    try:
+        values = declare_parameters(node, schema)
+        refused = node.set_parameters([Parameter("low_m", value=5.0)])[0]
+        assert not refused.successful
+        assert refused.reason == "low_m must be below high_m (low_m = 5.0, high_m = 3.0)"
+        assert dict(values) == {"low_m": 0.1, "high_m": 3.0}
+        taken = node.set_parameters_atomically(
+            [Parameter("low_m", value=5.0), Parameter("high_m", value=8.0)]
+        )
+        assert taken.successful and dict(values) == {"low_m": 5.0, "high_m": 8.0}
+    finally:
+        node.destroy_node()
+    node = Node("rules_probe", parameter_overrides=[Parameter("high_m", value=0.05)])
+    try:
+        with pytest.raises(InvalidParameterValueException, match="low_m must be below high_m"):
+            declare_parameters(node, schema)
+    finally:
+        node.destroy_node()
+
+
 def test_an_invalid_value_at_launch_ends_the_node_with_its_reason(ros_env):
     done = subprocess.run(
         [sys.executable, "-m", "r3_lowlevel_node.main", "--ros-args", "-p", "policy:=learned"],

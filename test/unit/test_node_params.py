@@ -11,7 +11,7 @@ import pytest
 from r3.graph.description import load_profile, profile_names
 from r3.graph.interfaces import NODE_INTERFACES
 from r3.graph.node_params import NODE_PARAMETERS, with_tables
-from r3.graph.params import NodeParameters, ParameterSpec
+from r3.graph.params import NodeParameters, ParameterSpec, ordered
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -117,6 +117,42 @@ def test_an_unknown_or_invalid_override_is_named():
         "r3_reasoner_node: history: 'all' is not one of response, instruction, none",
         "r3_reasoner_node: wrist_camera: expected a bool, got 1 (int)",
     ]
+
+
+def test_a_value_that_breaks_a_rule_with_the_others_is_named_with_both_values():
+    perception = NODE_PARAMETERS["r3_perception_node"]
+    assert perception.problems({"min_depth_m": 5.0}) == [
+        "r3_perception_node: min_depth_m must be below max_depth_m (min_depth_m = 5.0, max_depth_m = 3.0)"
+    ]
+    assert perception.problems({"min_depth_m": 5.0, "max_depth_m": 8.0}) == []  # together, they hold
+    execution = NODE_PARAMETERS["r3_execution_node"]
+    assert execution.problems({"workspace_low": [0.15, 0.6, 0.005]}) == [
+        (
+            "r3_execution_node: workspace_low must be below workspace_high "
+            "(workspace_low = [0.15, 0.6, 0.005], workspace_high = [0.85, 0.55, 0.75])"
+        )
+    ]
+
+
+@pytest.mark.parametrize("name", ["", "r3_lowlevel_node", "/a b", "/1x", "/r3_lowlevel_node/", "/é", "/x;rm"])
+def test_a_watched_node_must_be_a_fully_qualified_node_name(name):
+    assert NODE_PARAMETERS["r3_reasoner_node"].problems({"lowlevel_node": name}), name
+
+
+def test_the_recorder_may_be_none_or_a_node_name():
+    reasoner = NODE_PARAMETERS["r3_reasoner_node"]
+    assert reasoner.problems({"recorder_node": ""}) == []
+    assert reasoner.problems({"recorder_node": "/ns/r3_recorder_node"}) == []
+    assert reasoner.problems({"recorder_node": "recorder"})
+
+
+def test_a_schema_whose_rule_names_an_undeclared_parameter_or_whose_defaults_break_it_is_refused():
+    low = ParameterSpec("low", "float", 2.0, "Low.", range=(0.0, 9.0))
+    high = ParameterSpec("high", "float", 1.0, "High.", range=(0.0, 9.0))
+    with pytest.raises(ValueError, match="undeclared"):
+        NodeParameters("n", (low,), rules=(ordered("low", "high"),))
+    with pytest.raises(ValueError, match="defaults: low must be below high"):
+        NodeParameters("n", (low, high), rules=(ordered("low", "high"),))
 
 
 def test_the_readme_tables_are_generated_from_the_schemas():

@@ -9,7 +9,11 @@ on them and scored on held-out scenes:
 - ``no positions``: each block's goal role, the task and the previous instruction, no coordinates;
 - ``absolute``: the same plus every block's coordinates, one MLP over the whole board;
 - ``relational``: each block scored from its own place, its offset from the goal blocks' centre and
-  its neighbours' offsets (nearest first), the eight scores compared.
+  its neighbours' offsets (nearest first), the eight scores compared;
+- ``block tokens``: what a language model would get from an object-centric image encoder, one token
+  per block (which block, its goal role, whether the previous instruction moved it, its place, the
+  task), read by a transformer of the mini model's size (4 layers, 128 wide) that scores each token:
+  the relations are left for its attention to find.
 
     .venv/bin/python scripts/expert_probe.py                   # 300 scenes per task, about 8 min
     .venv/bin/python scripts/expert_probe.py --scenes 900      # the figure with three times the rows
@@ -32,6 +36,7 @@ from r3.tasks.language_table.board import BLOCKS
 from r3.tasks.language_table.tasks import SPLITS
 
 TASKS = SPLITS["T_M"]
+KINDS = ("no positions", "absolute", "relational", "block tokens")
 #: Held-out scenes start here, as in ``r3 eval``.
 HELD_OUT_SEED = 1_000_000
 
@@ -89,20 +94,51 @@ def block_features(row: dict, positions: bool) -> np.ndarray:
     return np.array(out, np.float32)
 
 
+def block_tokens(row: dict) -> np.ndarray:
+    """8 x F: per block, which block it is, its goal role, whether the previous instruction moved it,
+    its place on the board, and the task; nothing computed between blocks."""
+    role = {b: row["goal"].index(b) + 1 if b in row["goal"] else 0 for b in BLOCKS}
+    task = [float(row["task"] == t) for t in TASKS]
+    out = []
+    for k, b in enumerate(BLOCKS):
+        f = [float(k == j) for j in range(len(BLOCKS))] + [float(role[b] == r) for r in range(5)]
+        out.append(f + [float(row["previous"] == b), *(np.array(row["state"].blocks[b][:2]) * 5), *task])
+    return np.array(out, np.float32)
+
+
+class TokenScorer(torch.nn.Module):
+    """A transformer over one token per block, each token scored: the language model's view of an
+    object-centric image encoder's tokens."""
+
+    def __init__(self, features: int, width: int = 128, layers: int = 4, heads: int = 4):
+        super().__init__()
+        self.embed = torch.nn.Linear(features, width)
+        layer = torch.nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, batch_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, layers)
+        self.score = torch.nn.Linear(width, 1)
+
+    def forward(self, x):
+        return self.score(self.encoder(self.embed(x))).squeeze(-1)
+
+
 def accuracy(kind: str, train: list[dict], held_out: list[dict], epochs: int, seed: int = 0) -> float:
     """Held-out accuracy of the expert's block for one classifier kind."""
     torch.manual_seed(seed)
     positions = kind != "no positions"
-    x_train = torch.tensor(np.stack([block_features(r, positions) for r in train]))
-    x_test = torch.tensor(np.stack([block_features(r, positions) for r in held_out]))
+    features = block_tokens if kind == "block tokens" else lambda r: block_features(r, positions)
+    x_train = torch.tensor(np.stack([features(r) for r in train]))
+    x_test = torch.tensor(np.stack([features(r) for r in held_out]))
     if kind == "absolute":  # one vector for the whole board: no sharing between blocks
         x_train, x_test = x_train.flatten(1), x_test.flatten(1)
     width = x_train.shape[-1]
-    layers = [torch.nn.Linear(width, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU()]
-    model = torch.nn.Sequential(*layers, torch.nn.Linear(256, len(BLOCKS) if kind == "absolute" else 1))
+    if kind == "block tokens":
+        model = TokenScorer(width)
+    else:
+        layers = [torch.nn.Linear(width, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU()]
+        model = torch.nn.Sequential(*layers, torch.nn.Linear(256, len(BLOCKS) if kind == "absolute" else 1))
 
     def scores(x):
-        return model(x) if kind == "absolute" else model(x).squeeze(-1)
+        return model(x) if kind in ("absolute", "block tokens") else model(x).squeeze(-1)
 
     y_train = torch.tensor([BLOCKS.index(r["block"]) for r in train])
     y_test = np.array([BLOCKS.index(r["block"]) for r in held_out])
@@ -126,6 +162,14 @@ def main(argv: list[str] | None = None) -> int:
         "--held-out-scenes", type=integer(1), default=50, help="held-out scenes per task (default: 50)"
     )
     parser.add_argument("--epochs", type=integer(1), default=40, help="training epochs (default: 40)")
+    parser.add_argument(
+        "--kinds",
+        nargs="+",
+        choices=KINDS,
+        default=KINDS,
+        metavar="KIND",
+        help=f"classifiers to train (default: all of {', '.join(repr(k) for k in KINDS)})",
+    )
     args = parser.parse_args(argv)
     start = time.monotonic()
     train = collect(range(args.scenes), "training scenes")
@@ -135,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"the expert's block is a goal block in {np.mean([r['block'] in r['goal'] for r in held_out]):.1%}")
     print(f"(a guess among the goal's blocks is right 1 in {named:.1f} of those)")
     print("| classifier | held-out accuracy of the expert's block |\n| --- | ---: |")
-    for kind in ("no positions", "absolute", "relational"):
+    for kind in args.kinds:
         print(f"| {kind} | {accuracy(kind, train, held_out, args.epochs):.1%} |", flush=True)
     print(f"({time.monotonic() - start:.0f} s)")
     return 0

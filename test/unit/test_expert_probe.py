@@ -22,7 +22,12 @@ def test_the_probe_collects_decisions_and_prints_one_row_per_classifier(capsys):
     probe = load_probe()
     assert probe.main(["--scenes", "1", "--held-out-scenes", "1", "--epochs", "1"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
-    assert [row.split(" | ")[0] for row in rows[2:]] == ["| no positions", "| absolute", "| relational"]
+    assert [row.split(" | ")[0] for row in rows[2:]] == [
+        "| no positions",
+        "| absolute",
+        "| relational",
+        "| block tokens",
+    ]
     assert all(0.0 <= float(row.split(" | ")[1].rstrip(" |%")) <= 100.0 for row in rows[2:])
 
 
@@ -34,3 +39,18 @@ def test_without_positions_every_block_looks_the_same_but_for_its_role():
     place = slice(6, 11)  # its place, its offset from the goal's centre and how far
     assert not blind[:, place].any() and seen[:, place].any()
     assert np.array_equal(blind[:, :6], seen[:, :6])  # role and previous instruction: the same
+
+
+def test_block_tokens_carry_each_blocks_own_facts_and_nothing_between_blocks():
+    """A token per block: moving one block changes its own token only."""
+    probe = load_probe()
+    row = probe.collect(range(1), "one scene")[0]
+    tokens = probe.block_tokens(row)
+    assert tokens.shape[0] == 8 and np.array_equal(tokens[:, :8], np.eye(8, dtype=np.float32))
+    moved = dict(row["state"].blocks)
+    first = next(iter(moved))
+    moved[first] = (moved[first][0] + 0.1, *moved[first][1:])
+    changed = probe.block_tokens(
+        {**row, "state": type(row["state"])(**{**vars(row["state"]), "blocks": moved})}
+    )
+    assert (changed != tokens).any(1).tolist() == [True] + [False] * 7

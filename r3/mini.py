@@ -186,23 +186,35 @@ class MiniRun:
             if not report.rows:
                 raise MiniError(f"dataset {name}: no rows from {len(found)} bags ({report.skipped})")
 
+    def model_config(self) -> dict:
+        """The model section: keyword arguments of ``build_tiny_model`` (checked by name here)."""
+        import inspect
+
+        from r3.reasoning.tiny import build_tiny_model, check_sizes
+
+        m = self.cfg["model"]
+        try:
+            bound = inspect.signature(build_tiny_model).bind("idefics3", self.path("model"), **m)
+            bound.apply_defaults()
+            a = bound.arguments
+            vision = (a["vision_hidden"], a["vision_layers"], a["vision_heads"])
+            check_sizes("idefics3", a["hidden"], a["layers"], a["image_size"], vision)
+        except (TypeError, ValueError) as err:
+            raise MiniError(f"model: {err}") from None
+        return m
+
     def model(self) -> None:
         from r3.reasoning.tiny import build_tiny_model
 
         out = self.path("model")
         if (out / "r3_tiny.json").is_file():
             return
-        m = self.cfg["model"]
+        m = self.model_config()
         _say(f"model: idefics3 from scratch, {m}")
-        build_tiny_model(
-            "idefics3",
-            out,
-            seed=m["seed"],
-            hidden=m["hidden"],
-            vocab_size=m["vocab_size"],
-            layers=m["layers"],
-            image_size=m["image_size"],
-        )
+        try:
+            build_tiny_model("idefics3", out, **m)
+        except ValueError as err:
+            raise MiniError(f"model: {err}") from None
 
     def pretraining_config(self, stage: str):
         """The sizes of pretraining ``stage`` (vision, grounding); None when its section is null and
@@ -360,7 +372,8 @@ class MiniRun:
 
     def run(self) -> dict:
         start = time.perf_counter()
-        for stage in PRETRAINING_STAGES:  # a bad key in any stage stops the run here, before any episode
+        self.model_config()  # a bad key in any stage stops the run here, before any episode
+        for stage in PRETRAINING_STAGES:
             self.pretraining_config(stage)
         for stage in MODEL_STAGES:
             self.stage_config(stage)

@@ -228,25 +228,28 @@ def _qwen_parts(arch: str, tok, hidden: int):
     return config, image_processor, {}
 
 
-def _idefics3_parts(tok, hidden: int, layers: int = 2, image_size: int = 64):
+#: Pixels per side of an idefics3 image patch; the connector merges 2 x 2 patches into one token.
+IDEFICS3_PATCH = 16
+
+
+def _idefics3_parts(tok, hidden: int, layers: int, image_size: int, vision: tuple[int, int, int]):
     """Config and image processor for Idefics3 / SmolVLM v1: one tile of ``image_size`` pixels, a
-    token per 32 x 32 pixels (64: 4 image tokens)."""
+    token per 32 x 32 pixels (64: 4 image tokens); ``vision`` is the image tower's width, layers and
+    attention heads."""
     from transformers import Idefics3Config
     from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
 
-    patch, scale = 16, 2
-    if image_size % (patch * scale):
-        raise ValueError(f"image_size={image_size}: must be a multiple of {patch * scale}")
+    patch, scale = IDEFICS3_PATCH, 2
     config = Idefics3Config(
         text_config={
             **_text_config(tok, hidden, tok.convert_tokens_to_ids("<end_of_utterance>"), layers),
             "model_type": "llama",
         },
         vision_config={
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
+            "hidden_size": vision[0],
+            "intermediate_size": 2 * vision[0],
+            "num_hidden_layers": vision[1],
+            "num_attention_heads": vision[2],
             "image_size": image_size,
             "patch_size": patch,
         },
@@ -267,6 +270,20 @@ def _idefics3_parts(tok, hidden: int, layers: int = 2, image_size: int = 64):
 HIDDEN_UNIT = 32
 
 
+def check_sizes(arch: str, hidden: int, layers: int, image_size: int, vision: tuple[int, int, int]) -> None:
+    """Refuse sizes :func:`build_tiny_model` cannot build, with the reason (before any work)."""
+    if arch not in ARCHS:
+        raise ValueError(f"arch={arch!r}: expected one of {ARCHS}")
+    if hidden < HIDDEN_UNIT or hidden % HIDDEN_UNIT:
+        raise ValueError(f"hidden={hidden}: must be a positive multiple of {HIDDEN_UNIT}")
+    if arch in NEEDS_TORCHVISION and (layers, image_size, vision) != (2, 64, (32, 2, 2)):
+        raise ValueError(f"layers, image_size and vision_* are idefics3 options; {arch} keeps its own")
+    if min(vision) < 1 or vision[0] % vision[2]:
+        raise ValueError(f"vision_hidden={vision[0]} must split evenly into vision_heads={vision[2]}")
+    if image_size % (2 * IDEFICS3_PATCH):
+        raise ValueError(f"image_size={image_size}: must be a multiple of {2 * IDEFICS3_PATCH}")
+
+
 def build_tiny_model(
     arch: str,
     out_dir: str | Path,
@@ -275,11 +292,14 @@ def build_tiny_model(
     vocab_size: int = 1024,
     layers: int = 2,
     image_size: int = 64,
+    vision_hidden: int = 32,
+    vision_layers: int = 2,
+    vision_heads: int = 2,
 ) -> Path:
     """Build a tiny random ``arch`` VLM and save model + processor files to ``out_dir``; returns the path.
 
     ``layers`` and ``image_size`` (the idefics3 tile, a multiple of 32) size the language model and
-    the image; ``r3 mini`` trains such a model from scratch.
+    the image, ``vision_*`` the idefics3 image tower; ``r3 mini`` trains such a model from scratch.
 
     The result loads with ``AutoProcessor`` / ``AutoModelForImageTextToText.from_pretrained(out_dir,
     local_files_only=True)`` and ``transformers serve`` serves it (Qwen archs: where torchvision is
@@ -288,19 +308,15 @@ def build_tiny_model(
     import torch
     from transformers import AutoModelForImageTextToText
 
-    if arch not in ARCHS:
-        raise ValueError(f"arch={arch!r}: expected one of {ARCHS}")
-    if hidden < HIDDEN_UNIT or hidden % HIDDEN_UNIT:
-        raise ValueError(f"hidden={hidden}: must be a positive multiple of {HIDDEN_UNIT}")
+    vision = (vision_hidden, vision_layers, vision_heads)
+    check_sizes(arch, hidden, layers, image_size, vision)
     qwen = arch in NEEDS_TORCHVISION
     special = QWEN_SPECIAL_TOKENS if qwen else IDEFICS3_SPECIAL_TOKENS
     eos = "<|im_end|>" if qwen else "<end_of_utterance>"
     template = QWEN_CHAT_TEMPLATE if qwen else IDEFICS3_CHAT_TEMPLATE
     tok = _train_tokenizer(vocab_size, special, eos)
-    if qwen and (layers, image_size) != (2, 64):
-        raise ValueError(f"layers and image_size are idefics3 options; {arch} keeps 2 and its own")
     config, image_processor, processor_kwargs = (
-        _qwen_parts(arch, tok, hidden) if qwen else _idefics3_parts(tok, hidden, layers, image_size)
+        _qwen_parts(arch, tok, hidden) if qwen else _idefics3_parts(tok, hidden, layers, image_size, vision)
     )
     torch.manual_seed(seed)
     model = AutoModelForImageTextToText.from_config(config)
@@ -311,6 +327,12 @@ def build_tiny_model(
     model.save_pretrained(out)
     _save_processor(arch, out, tok, image_processor, template, processor_kwargs)
     record = {"arch": arch, "seed": seed, "hidden": hidden, "layers": layers, "image_size": image_size}
+    if not qwen:
+        record |= {
+            "vision_hidden": vision_hidden,
+            "vision_layers": vision_layers,
+            "vision_heads": vision_heads,
+        }
     (out / "r3_tiny.json").write_text(json.dumps(record, indent=1))
     return out
 

@@ -142,7 +142,7 @@ def pretrain_grounding(model_dir: str | Path, out_dir: str | Path, cfg: Groundin
 
     from r3.tasks.language_table.board import BLOCKS, region_name
     from r3.train.checkpoint import freeze_vision_tower
-    from r3.train.vision import load_for_pretraining, render_scenes, save_pretrained_stage
+    from r3.train.vision import load_for_pretraining, one_cycle, render_scenes, save_pretrained_stage
 
     model_dir, out_dir = Path(model_dir), Path(out_dir)
     processor, model = load_for_pretraining(model_dir, "grounding", cfg.seed)
@@ -183,9 +183,7 @@ def pretrain_grounding(model_dir: str | Path, out_dir: str | Path, cfg: Groundin
 
     before = read_share()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(
-        optimizer, cfg.learning_rate, total_steps=cfg.steps, pct_start=0.05
-    )
+    schedule = one_cycle(optimizer, cfg.learning_rate, cfg.steps)
     losses = []
     with tqdm(range(cfg.steps), desc="grounding pretraining", unit="step", file=sys.stderr) as bar:
         for step in bar:

@@ -12,6 +12,12 @@ tells it where a block is only if the token's content says so. The readout is dr
 the tower and connector keep what they learned, and the language model is untouched
 (:mod:`r3.train.grounding` teaches it next to read them).
 
+``readout: blocks`` trains object-centric tokens instead: image token ``k`` says which block it is
+(the ``k``-th of ``BLOCKS``) and where that block is in the frame, wherever it lies, so the language
+model gets one token per block, as the block-token classifier of ``scripts/expert_probe.py`` that
+learns the expert's choice does. The tower has to find each block itself; the default 32-wide,
+2-layer tower does not learn it, a 96-wide, 4-layer one does (docs/mini.md).
+
 Idefics3 models only (the architecture ``r3 mini`` trains)."""
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ import numpy as np
 
 #: The record this stage writes into the model folder it saves.
 RECORD = "r3_vision.json"
+#: What the image tokens are trained to say: each its cell's blocks, or one block each.
+READOUTS = ("cells", "blocks")
 
 
 @dataclass(frozen=True)
@@ -40,9 +48,12 @@ class VisionPretrainConfig:
     batch_size: int = 32
     learning_rate: float = 2e-3
     seed: int = 0
+    readout: str = "cells"  # cells: each token its cell's blocks; blocks: token k is block k
 
     def __post_init__(self) -> None:
         check_sizes(self, "vision", ("images", "held_out_images", "steps", "batch_size"))
+        if self.readout not in READOUTS:
+            raise ValueError(f"vision.readout={self.readout!r}: expected one of {', '.join(READOUTS)}")
 
 
 def check_sizes(cfg, section: str, counts: tuple[str, ...], zero_ok: tuple[str, ...] = ()) -> None:
@@ -54,6 +65,18 @@ def check_sizes(cfg, section: str, counts: tuple[str, ...], zero_ok: tuple[str, 
             raise ValueError(f"{section}.{key}={value!r}: must be an integer >= {low}")
     if not (isinstance(cfg.learning_rate, (int, float)) and 0 < cfg.learning_rate < 1):
         raise ValueError(f"{section}.learning_rate={cfg.learning_rate!r}: must be in (0, 1)")
+
+
+def one_cycle(optimizer, learning_rate: float, steps: int):
+    """torch's one-cycle schedule with a warm-up of 5 % of ``steps``, but at least two: torch divides by
+    zero when the warm-up ends at the first step (fewer than 40 steps); 1 or 2 steps keep the rate."""
+    import torch
+
+    if steps <= 2:
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+    return torch.optim.lr_scheduler.OneCycleLR(
+        optimizer, learning_rate, total_steps=steps, pct_start=max(0.05, 2 / steps)
+    )
 
 
 def render_scenes(count: int, seed: int) -> tuple[list[np.ndarray], np.ndarray]:
@@ -117,6 +140,15 @@ def cell_readout(width: int, blocks: int):
     from torch import nn
 
     return nn.Linear(width, blocks * 3)
+
+
+def block_readout(width: int, blocks: int):
+    """Per image token ``k`` < ``blocks``: block ``k``'s centre in the frame and which block the token
+    is (logits over ``blocks``). One linear layer shared by the tokens, so each token's content must
+    say both."""
+    from torch import nn
+
+    return nn.Linear(width, 2 + blocks)
 
 
 def _image_tokens(model, pixel_values):
@@ -194,31 +226,52 @@ def pretrain_vision(model_dir: str | Path, out_dir: str | Path, cfg: VisionPretr
     images = torch.cat([pixels(frames[i : i + 256]) for i in range(0, len(frames), 256)]).half()
     where = torch.from_numpy(where)
     blocks = where.shape[1]
-    readout = cell_readout(model.config.text_config.hidden_size, blocks)
+    width = model.config.text_config.hidden_size
+    by_block = cfg.readout == "blocks"
+    readout = block_readout(width, blocks) if by_block else cell_readout(width, blocks)
     env = LanguageTableEnv(task=None)
     scale = torch.from_numpy(metres_per_frame(env)).float() * 100.0  # frame fractions -> cm
     env.close()
     train, held = slice(0, cfg.images), slice(cfg.images, None)
 
     def forward(pixel_values):
-        out = readout(_image_tokens(model, pixel_values.float()))
+        tokens = _image_tokens(model, pixel_values.float())
+        if by_block:
+            if tokens.shape[1] < blocks:
+                raise ValueError(f"readout blocks: {tokens.shape[1]} image tokens for {blocks} blocks")
+            return readout(tokens[:, :blocks])  # (batch, blocks, 2 + blocks)
+        out = readout(tokens)
         return out.view(out.shape[0], out.shape[1], blocks, 3)
 
     with torch.no_grad():
         grid = _Grid(_image_tokens(model, images[:1].float()).shape[1])
     cells, places = grid.targets(where)
+    identity = torch.arange(blocks)
+
+    def read_places(out):
+        """Each block's centre as frame fractions (batch, blocks, 2)."""
+        return (out[..., :2] + 1.0) / 2.0 if by_block else grid.decode(out)
+
+    def loss_of(out, cell, place):
+        if by_block:  # token k: block k's place, and that it is block k
+            named = torch.nn.functional.cross_entropy(out[..., 2:].flatten(0, 1), identity.repeat(len(out)))
+            return named + 4.0 * torch.nn.functional.mse_loss(out[..., :2], place)
+        # Each block is in one cell: cross-entropy over the tokens, per block; its place from that token.
+        logits = out[..., 0].transpose(1, 2).flatten(0, 1)
+        located = torch.nn.functional.cross_entropy(logits, cell.flatten())
+        picked = out.gather(1, cell[:, None, :, None].expand(-1, 1, -1, 3)).squeeze(1)[..., 1:]
+        return located + 4.0 * torch.nn.functional.mse_loss(picked, place)
+
     parts = [model.model.vision_model, model.model.connector, readout]
     optimizer = torch.optim.AdamW([p for part in parts for p in part.parameters()], lr=cfg.learning_rate)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(
-        optimizer, cfg.learning_rate, total_steps=cfg.steps, pct_start=0.05
-    )
+    schedule = one_cycle(optimizer, cfg.learning_rate, cfg.steps)
 
     n_held = cfg.held_out_images
 
     def held_out_error_cm() -> float:
         with torch.no_grad():
             chunks = [images[held][i : i + 256] for i in range(0, n_held, 256)]
-            found = torch.cat([grid.decode(forward(c)) for c in chunks])
+            found = torch.cat([read_places(forward(c)) for c in chunks])
         return float(((found - where[held]) * scale).norm(dim=-1).mean())
 
     before = held_out_error_cm()
@@ -227,13 +280,7 @@ def pretrain_vision(model_dir: str | Path, out_dir: str | Path, cfg: VisionPretr
     with tqdm(range(cfg.steps), desc="vision pretraining", unit="step", file=sys.stderr) as bar:
         for step in bar:
             index = torch.randint(0, cfg.images, (cfg.batch_size,), generator=generator)
-            out = forward(images[train][index])
-            cell, place = cells[train][index], places[train][index]
-            # Each block is in one cell: cross-entropy over the tokens, per block; its place from that token.
-            logits = out[..., 0].transpose(1, 2).flatten(0, 1)
-            located = torch.nn.functional.cross_entropy(logits, cell.flatten())
-            picked = out.gather(1, cell[:, None, :, None].expand(-1, 1, -1, 3)).squeeze(1)[..., 1:]
-            loss = located + 4.0 * torch.nn.functional.mse_loss(picked, place)
+            loss = loss_of(forward(images[train][index]), cells[train][index], places[train][index])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

@@ -46,6 +46,29 @@ def test_a_folder_of_other_sizes_is_refused(tmp_path, capsys):
     assert "holds a run of another config" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda m: m.update(vision_width=96), "vision_width"),
+        (lambda m: m.pop("hidden"), None),  # a default is fine
+        (lambda m: m.update(vision_hidden=96, vision_heads=5), "must split evenly"),
+    ],
+)
+def test_the_model_section_is_build_tiny_models_arguments_checked_before_any_episode(
+    tmp_path, capsys, change, why
+):
+    path = _write(tmp_path, lambda c: change(c["model"]))
+    out = tmp_path / "out"
+    if why is None:  # a valid section: checked, then the run would start; only the check is run here
+        from r3.mini import MiniRun, load_mini_config
+
+        assert MiniRun(out, load_mini_config(path)).model_config() is not None
+        return
+    assert mini_main(["--config", str(path), "--out", str(out)]) == 2
+    assert why in capsys.readouterr().err
+    assert not (out / "episodes").exists()
+
+
 @pytest.mark.parametrize("stage", ["vision", "grounding"])
 def test_a_bad_pretraining_section_is_refused_before_any_episode(tmp_path, capsys, stage):
     for n, change in enumerate(

@@ -57,3 +57,49 @@ def test_pretraining_lowers_the_held_out_position_error_and_touches_only_the_ima
     assert any(".connector." in k for k in changed) and any(".vision_model." in k for k in changed)
     AutoModelForImageTextToText.from_pretrained(tmp_path / "vision", local_files_only=True)
     AutoProcessor.from_pretrained(tmp_path / "vision")
+
+
+def test_block_readout_needs_a_token_per_block_and_trains_the_image_path_only(tmp_path):
+    """``readout: blocks`` (token k is block k): refused when the tile has fewer image tokens than
+    blocks (64 pixels: 4); with 128 pixels (16 tokens) it trains the tower and connector. Whether
+    the tokens learn the places is measured in docs/mini.md (a 96-wide tower: 2.1 cm)."""
+    from safetensors.torch import load_file
+
+    from r3.reasoning.tiny import build_tiny_model
+
+    cfg = VisionPretrainConfig(images=64, held_out_images=16, steps=20, batch_size=8, readout="blocks")
+    small = build_tiny_model("idefics3", tmp_path / "small", hidden=64, image_size=64)
+    with pytest.raises(ValueError, match="4 image tokens for 8 blocks"):
+        pretrain_vision(small, tmp_path / "refused", cfg)
+    base = build_tiny_model(
+        "idefics3", tmp_path / "model", hidden=64, image_size=128, vision_hidden=48, vision_heads=3
+    )
+    record = pretrain_vision(base, tmp_path / "vision", cfg)
+    assert record["config"]["readout"] == "blocks" and record["held_out_error_cm"]["after"] > 0
+    before, after = (
+        load_file(base / "model.safetensors"),
+        load_file(tmp_path / "vision" / "model.safetensors"),
+    )
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and all(".vision_model." in k or ".connector." in k for k in changed), sorted(changed)
+
+
+def test_an_unknown_readout_is_refused():
+    with pytest.raises(ValueError, match="vision.readout='tokens'"):
+        VisionPretrainConfig(readout="tokens")
+
+
+@pytest.mark.parametrize("steps", [1, 2, 3, 20, 39, 40, 1500])
+def test_the_schedule_runs_for_any_number_of_steps(steps):
+    """torch's one-cycle schedule divided by zero under 40 steps (its warm-up ended at step 0)."""
+    from r3.train.vision import one_cycle
+
+    weight = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.AdamW([weight], 1e-3)
+    schedule = one_cycle(optimizer, 1e-3, steps)
+    rates = []
+    for _ in range(steps):
+        optimizer.step()
+        schedule.step()
+        rates.append(optimizer.param_groups[0]["lr"])
+    assert all(0 < r <= 1e-3 for r in rates)

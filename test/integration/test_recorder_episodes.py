@@ -63,6 +63,15 @@ class Session:
             rclpy.spin_once(self.node, timeout_sec=0.01)
         return until()
 
+    def start(self, episode: str) -> None:
+        """START ``episode`` and wait until the recorder says it records it."""
+        from r3_msgs.msg import EpisodeEvent
+
+        self.event(EpisodeEvent.START, episode)
+        assert self.spin(30, lambda: names.recording_state(episode) in self.states), (
+            f"{episode} was not recorded"
+        )
+
     def event(self, kind: int, episode: str) -> None:
         from r3_msgs.msg import EpisodeEvent
 
@@ -128,8 +137,7 @@ def test_messages_sent_before_an_episodes_start_stay_out_of_its_bag(session):
     from r3_msgs.msg import EpisodeEvent
 
     chatter = session.node.create_publisher(String, TOPIC, 100)
-    session.event(EpisodeEvent.START, "A")
-    assert session.spin(30, lambda: names.recording_state("A") in session.states), "A was not recorded"
+    session.start("A")
     for k in range(3):
         chatter.publish(String(data=f"A{k}"))
     session.spin(1.0)
@@ -158,8 +166,7 @@ def test_messages_sent_before_end_reach_its_bag_when_the_recorder_was_frozen_acr
     from r3_msgs.msg import EpisodeEvent
 
     chatter = session.node.create_publisher(String, TOPIC, LATE)
-    session.event(EpisodeEvent.START, "A")
-    assert session.spin(30, lambda: names.recording_state("A") in session.states), "A was not recorded"
+    session.start("A")
     os.kill(session.recorder.pid, signal.SIGSTOP)
     try:
         for k in range(30):
@@ -203,8 +210,7 @@ def test_a_publisher_that_keeps_no_samples_joining_later_is_recorded_too(session
     from r3_ros.qos import recorded
 
     keeping = session.node.create_publisher(String, TOPIC, recorded(5))
-    session.event(EpisodeEvent.START, "A")
-    assert session.spin(30, lambda: names.recording_state("A") in session.states), "A was not recorded"
+    session.start("A")
     plain = session.node.create_publisher(String, TOPIC, 10)
     assert session.spin(30, lambda: plain.get_subscription_count() > 0), "the plain publisher was not matched"
     assert session.spin(30, lambda: keeping.get_subscription_count() > 0)
@@ -261,8 +267,7 @@ def test_a_flood_on_a_recorded_topic_stops_at_the_bags_cap_and_the_bag_says_what
     from r3_msgs.msg import EpisodeEvent
 
     chatter = session.node.create_publisher(String, TOPIC, 100)
-    session.event(EpisodeEvent.START, "A")
-    assert session.spin(30, lambda: names.recording_state("A") in session.states), "A was not recorded"
+    session.start("A")
     for k in range(20):  # 20 x 200 kB: four times the cap
         chatter.publish(String(data=f"A{k:02d}" + "x" * 200_000))
         session.spin(0.05)
@@ -285,8 +290,7 @@ def test_a_bag_on_a_disk_short_of_room_takes_only_its_episode_events(session):
     from r3_msgs.msg import EpisodeEvent
 
     chatter = session.node.create_publisher(String, TOPIC, 10)
-    session.event(EpisodeEvent.START, "A")
-    assert session.spin(30, lambda: names.recording_state("A") in session.states), "A was not recorded"
+    session.start("A")
     for k in range(3):
         chatter.publish(String(data=f"A{k}"))
     session.spin(1.0)

@@ -3,7 +3,7 @@
 The learned reasoner of ``r3 mini`` names the block the expert pushes no more often than a guess
 among the goal's blocks. This probe asks the same of small classifiers that read the simulator's
 exact state instead of an image: expert episodes of T_M in process (privileged state, goal blocks,
-previous instruction, and the block the expert's instruction moves), then three classifiers trained
+previous instruction, and the block the expert's instruction moves), then four classifiers trained
 on them and scored on held-out scenes:
 
 - ``no positions``: each block's goal role, the task and the previous instruction, no coordinates;

@@ -237,14 +237,14 @@ def pretrain_vision(model_dir: str | Path, out_dir: str | Path, cfg: VisionPretr
     def forward(pixel_values):
         tokens = _image_tokens(model, pixel_values.float())
         if by_block:
-            if tokens.shape[1] < blocks:
-                raise ValueError(f"readout blocks: {tokens.shape[1]} image tokens for {blocks} blocks")
             return readout(tokens[:, :blocks])  # (batch, blocks, 2 + blocks)
         out = readout(tokens)
         return out.view(out.shape[0], out.shape[1], blocks, 3)
 
     with torch.no_grad():
         grid = _Grid(_image_tokens(model, images[:1].float()).shape[1])
+    if by_block and grid.side**2 < blocks:
+        raise ValueError(f"readout blocks: {grid.side**2} image tokens for {blocks} blocks")
     cells, places = grid.targets(where)
     identity = torch.arange(blocks)
 

@@ -280,6 +280,13 @@ def accuracies(
     return out
 
 
+def _cell(accuracies: np.ndarray) -> str:
+    """One accuracy, or the mean over seeds with the lowest and highest."""
+    if len(accuracies) == 1:
+        return f"{accuracies[0]:.1%}"
+    return f"{accuracies.mean():.1%} ({accuracies.min():.1%}-{accuracies.max():.1%})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -295,6 +302,15 @@ def main(argv: list[str] | None = None) -> int:
         default=[40],
         metavar="N",
         help="training epochs; with several, the accuracy after each of them (default: 40)",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=integer(0, 2**32 - 1),
+        nargs="+",
+        default=[0],
+        metavar="SEED",
+        help="initialisation and batch-order seeds; with several, each cell is the mean with the lowest "
+        "and highest (default: 0)",
     )
     parser.add_argument(
         "--kinds",
@@ -313,12 +329,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"the expert's block is a goal block in {np.mean([r['block'] in r['goal'] for r in held_out]):.1%}")
     print(f"(a guess among the goal's blocks is right 1 in {named:.1f} of those)")
     epochs = sorted(set(args.epochs))
-    print("held-out accuracy of the expert's block after N epochs")
+    seeds = sorted(set(args.seeds))
+    print(
+        "held-out accuracy of the expert's block after N epochs"
+        + (", mean (lowest-highest) over seeds " + ", ".join(map(str, seeds)) if len(seeds) > 1 else "")
+    )
     print("| classifier | " + " | ".join(f"{n}" for n in epochs) + " |")
     print("| --- |" + " ---: |" * len(epochs))
     for kind in args.kinds:
-        row = " | ".join(f"{a:.1%}" for a in accuracies(kind, train, held_out, epochs))
-        print(f"| {kind} | {row} |", flush=True)
+        runs = np.array([accuracies(kind, train, held_out, epochs, seed) for seed in seeds])
+        print(f"| {kind} | {' | '.join(_cell(column) for column in runs.T)} |", flush=True)
     print(f"({time.monotonic() - start:.0f} s)")
     return 0
 

@@ -4,6 +4,7 @@ and prints its table; the figure itself is measured by running it at its default
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -27,6 +28,23 @@ def test_the_probe_collects_decisions_and_prints_one_row_per_classifier(capsys):
     assert [row.split(" | ")[0] for row in rows[2:]] == [f"| {kind}" for kind in probe.KINDS]
     assert probe.KINDS[:4] == ("no positions", "absolute", "relational", "block tokens")
     assert all(0.0 <= float(row.split(" | ")[1].rstrip(" |%")) <= 100.0 for row in rows[2:])
+    args = [
+        "--scenes",
+        "1",
+        "--held-out-scenes",
+        "1",
+        "--epochs",
+        "1",
+        "--kinds",
+        "relational",
+        "--seeds",
+        "0",
+        "1",
+    ]
+    assert probe.main(args) == 0
+    (row,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| relational")]
+    mean, low, high = (float(x) for x in re.findall(r"[\d.]+", row.split(" | ")[1]))
+    assert low <= mean <= high  # the mean over the two seeds, with the lowest and highest
 
 
 def test_without_positions_every_block_looks_the_same_but_for_its_role():

@@ -241,15 +241,23 @@ def features_of(kind: str):
 
 
 def accuracies(
-    kind: str, train: list[dict], held_out: list[dict], epochs: list[int], seed: int = 0
-) -> list[float]:
-    """Held-out accuracy of the expert's block for one classifier kind, after each of ``epochs``."""
-    torch.manual_seed(seed)
+    kind: str, train: list[dict], held_out: list[dict], epochs: list[int], seeds: list[int]
+) -> np.ndarray:
+    """Held-out accuracy of the expert's block for one classifier kind after each of ``epochs``, one
+    row per seed (the features are built once for all seeds)."""
     features = features_of(kind)
     x_train = torch.tensor(np.stack([features(r) for r in train]))
     x_test = torch.tensor(np.stack([features(r) for r in held_out]))
     if kind == "absolute":  # one vector for the whole board: no sharing between blocks
         x_train, x_test = x_train.flatten(1), x_test.flatten(1)
+    y_train = torch.tensor([BLOCKS.index(r["block"]) for r in train])
+    y_test = np.array([BLOCKS.index(r["block"]) for r in held_out])
+    return np.array([_train(kind, x_train, y_train, x_test, y_test, epochs, seed) for seed in seeds])
+
+
+def _train(kind: str, x_train, y_train, x_test, y_test, epochs: list[int], seed: int) -> list[float]:
+    """One classifier of ``kind`` trained from ``seed``: its held-out accuracy after each of ``epochs``."""
+    torch.manual_seed(seed)
     width = x_train.shape[-1]
     per_block = kind in ("no positions", "relational")  # one score per block's row of features
     if kind == "block tokens":
@@ -264,8 +272,6 @@ def accuracies(
     def scores(x):
         return model(x).squeeze(-1) if per_block else model(x)
 
-    y_train = torch.tensor([BLOCKS.index(r["block"]) for r in train])
-    y_test = np.array([BLOCKS.index(r["block"]) for r in held_out])
     optimiser = torch.optim.AdamW(model.parameters(), 1e-3, weight_decay=1e-3)
     out = []
     for epoch in tqdm(range(1, max(epochs) + 1), desc=kind, unit="epoch", leave=False):
@@ -337,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| classifier | " + " | ".join(f"{n}" for n in epochs) + " |")
     print("| --- |" + " ---: |" * len(epochs))
     for kind in args.kinds:
-        runs = np.array([accuracies(kind, train, held_out, epochs, seed) for seed in seeds])
+        runs = accuracies(kind, train, held_out, epochs, seeds)
         print(f"| {kind} | {' | '.join(_cell(column) for column in runs.T)} |", flush=True)
     print(f"({time.monotonic() - start:.0f} s)")
     return 0

@@ -46,6 +46,7 @@ from r3_msgs.action import FollowInstruction, MoveToPose
 from r3_msgs.msg import PrivilegedState, SceneSnapshot
 from r3_msgs.srv import ResetScene
 from r3_ros import conversions as conv
+from r3_ros.episode_topics import scene_resets
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.node import R3Node
@@ -53,7 +54,6 @@ from r3_ros.params import declare_parameters
 from r3_ros.perception_client import PerceptionUnavailable, RosPerception
 from r3_ros.qos import LATCHED, recorded
 from r3_ros.refusals import refusing_action, refusing_service
-from r3_ros.services import ResetRecord
 from r3_ros.sim_clock import SimClockPublisher
 from r3_ros.spin import run_node
 from r3_ros.stop import MotionGuard, end_stopped
@@ -117,7 +117,7 @@ class PackingSimNode(R3Node):
         monitor = HeartbeatMonitor(self)
         self.guard = MotionGuard(self, monitor, p["client_timeout_s"], p["reasoner_node"])
         self.freezes = FreezeWatch(COMMAND_DEADLINE_S)
-        self.resets = ResetRecord()
+        self.resets = scene_resets(self)
         self.publish_settled()
         self.get_logger().info(f"packing workcell at {width}x{height}")
 

@@ -1,6 +1,7 @@
 """What the reasoner publishes of an episode: its START and END events, each decision step after the
 frames it was decided on, and what came of each instruction; the messages are built in
-``r3_ros/conversions.py``. A recorder records them (``r3_ros/recording.py``)."""
+``r3_ros/conversions.py``. A recorder records them (``r3_ros/recording.py``); a simulator follows
+the events to keep its scene for the running episode (:func:`scene_resets`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,29 @@ from sensor_msgs.msg import Image
 from r3.graph import names
 from r3_msgs.msg import EpisodeEvent, InstructionOutcome, ReasonerStep
 from r3_ros.conversions import episode_event_msg, instruction_outcome_msg, reasoner_step_msg
+from r3_ros.executor import PolledCallbackGroup, deliver_pending
 from r3_ros.node import R3Node
 from r3_ros.qos import EVENTS, recorded
+from r3_ros.services import ResetRecord
+
+
+def scene_resets(node: R3Node) -> ResetRecord:
+    """How a simulator node serves ResetScene (``ResetRecord.answer``): following the episode events,
+    taken when a reset comes (no executor wakes for them), so that no reset moves the scene of a
+    running episode."""
+
+    def on_event(msg: EpisodeEvent, info) -> None:
+        publisher = bytes((info.get("publisher_gid") or {}).get("data", b""))
+        record.on_event(msg.episode_id, msg.event == EpisodeEvent.START, publisher)
+
+    def publishing() -> set[bytes]:
+        return {bytes(p.endpoint_gid) for p in node.get_publishers_info_by_topic(names.EPISODE_EVENTS)}
+
+    events = node.create_subscription(
+        EpisodeEvent, names.EPISODE_EVENTS, on_event, EVENTS, callback_group=PolledCallbackGroup()
+    )
+    record = ResetRecord(lambda: deliver_pending([events]), publishing)
+    return record
 
 
 class EpisodeTopics:

@@ -8,6 +8,13 @@ timeout for nothing. The client therefore sends the request again every :data:`R
 copy is answered (:func:`call_resending`). A ResetScene that arrives again for the episode just
 reset is answered from :class:`ResetRecord`, not carried out twice (:meth:`ResetRecord.answer`, how
 the simulator nodes serve ResetScene).
+
+Services carry no caller, so a simulator cannot tell the reasoner's ResetScene from anyone else's;
+what it can know is whether a running episode owns its scene. :class:`ResetRecord` follows the
+episode events (``watch_episodes``): once a reasoner's START has been seen and its episode's scene
+reset, every other reset is refused, with the episode named, until that episode's END, a newer
+START from the same reasoner, or that reasoner's publisher leaving the graph. Between episodes any
+client may reset the scene.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 
 from r3.data.bags import check_bag_name
@@ -25,6 +33,13 @@ from r3.suites import DEFAULT_SUITE
 RESEND_S = 1.0
 #: How often a wait for an answer asks its ``keep_waiting()`` meanwhile; an answer ends it at once.
 CHECK_S = 0.01
+#: A reset that would move a running episode's scene waits at most this long for the START of its own
+#: episode (the reasoner sends START, then ResetScene, on two DDS writers that need not arrive in
+#: order), and at most once per :data:`CATCH_UP_EVERY_S`, so a flood of resets cannot stall the node.
+CATCH_UP_S = 0.25
+CATCH_UP_EVERY_S = 1.0
+#: Started episodes remembered until their END (a reasoner killed mid-episode never sends one).
+MAX_OPEN_EPISODES = 64
 
 
 class Completion:
@@ -79,9 +94,61 @@ def call_resending(client, request, timeout_s: float, keep_waiting: Callable[[],
 class ResetRecord:
     """The last ResetScene carried out: a repeat of it for the same episode gets the same answer."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        take_events: Callable[[], None] = lambda: None,
+        publishing: Callable[[], set[bytes]] | None = None,
+    ) -> None:
+        """``take_events()`` delivers the episode events received so far to :meth:`on_event`;
+        ``publishing()`` returns the gids of the episode events' publishers in the graph now (None:
+        a reasoner never leaves)."""
         self._key: tuple | None = None
         self._answer: tuple[str, str] = ("", "")
+        self._take_events, self._publishing = take_events, publishing
+        self._open: OrderedDict[str, bytes] = OrderedDict()  # started episode -> its START's publisher
+        self._caught_up_s = -CATCH_UP_EVERY_S
+
+    def on_event(self, episode_id: str, start: bool, publisher: bytes) -> None:
+        """An episode event (START when ``start``, else END) from the publisher with gid ``publisher``.
+        A reasoner runs one episode at a time, so its START also ends the episode it started before."""
+        if not start:
+            self._open.pop(episode_id, None)
+            return
+        for earlier in [e for e, gid in self._open.items() if gid == publisher]:
+            del self._open[earlier]
+        self._open[episode_id] = publisher
+        while len(self._open) > MAX_OPEN_EPISODES:
+            self._open.popitem(last=False)
+
+    def owner(self, request) -> str:
+        """The running episode whose scene ``request`` would move ("" = none): the scene was last
+        reset for an episode that has started and not ended, whose reasoner is still in the graph,
+        and ``request`` is not that very reset."""
+        scene = self._key[0] if self._key else ""
+        if not scene or self.key(request) == self._key:
+            return ""
+        publisher = self._open.get(scene)
+        if publisher is None:
+            return ""
+        if self._publishing is not None and publisher not in self._publishing():
+            del self._open[scene]  # its reasoner is gone without an END
+            return ""
+        return scene
+
+    def _owner_after_catching_up(self, request) -> str:
+        """:meth:`owner`, once the events on their way have come: the START of the request's own
+        episode (sent before it) is waited for, bounded, when a reset would be refused without it."""
+        self._take_events()
+        owner = self.owner(request)
+        now = time.monotonic()
+        if not owner or now - self._caught_up_s < CATCH_UP_EVERY_S:
+            return owner
+        self._caught_up_s, deadline = now, now + CATCH_UP_S
+        while owner and request.episode_id not in self._open and time.monotonic() < deadline:
+            time.sleep(CHECK_S / 2)
+            self._take_events()
+            owner = self.owner(request)
+        return owner
 
     @staticmethod
     def key(request) -> tuple | None:
@@ -108,6 +175,13 @@ class ResetRecord:
             return None
         if self.repeat(request, response):
             return None  # the caller resent it: its first answer was lost
+        if owner := self._owner_after_catching_up(request):
+            response.ok = False
+            response.reason = (
+                f"episode {owner!r} is running on this scene; a reset would move it under that "
+                "episode (resets are served between episodes)"
+            )
+            return None
         try:
             if request.episode_id:  # stamped on every state and snapshot, and a bag's name elsewhere
                 check_bag_name(request.episode_id)

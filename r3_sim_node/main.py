@@ -38,13 +38,13 @@ from r3.sim.language_table.scene import CONTROL_DT
 from r3_msgs.msg import CommandRefusal, PrivilegedState, SceneSnapshot
 from r3_msgs.srv import ResetScene
 from r3_ros.conversions import board_state_to_msg, camera_info_msg, image_to_msg, ns_to_stamp
+from r3_ros.episode_topics import scene_resets
 from r3_ros.goals import ENDED
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.node import R3Node
 from r3_ros.params import declare_parameters
 from r3_ros.qos import LATCHED, REFUSALS, recorded
 from r3_ros.refusals import refusing_message, refusing_service
-from r3_ros.services import ResetRecord
 from r3_ros.sim_clock import SimClockPublisher
 from r3_ros.spin import run_node
 
@@ -76,7 +76,7 @@ class SimNode(R3Node):
         self.last_command_wall = 0.0
         self.idle_published = False
         self.refused_commands = 0
-        self.resets = ResetRecord()
+        self.resets = scene_resets(self)
 
         self.image_pub = self.create_publisher(Image, names.CAMERA_IMAGE, recorded(5))
         self.info_pub = self.create_publisher(CameraInfo, names.CAMERA_INFO, recorded(5))

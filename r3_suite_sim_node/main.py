@@ -28,13 +28,13 @@ from r3_msgs.action import FollowInstruction
 from r3_msgs.msg import PrivilegedState
 from r3_msgs.srv import ResetScene
 from r3_ros.conversions import image_to_msg, ns_to_stamp
+from r3_ros.episode_topics import scene_resets
 from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.node import R3Node
 from r3_ros.params import declare_parameters
 from r3_ros.qos import LATCHED, recorded
 from r3_ros.refusals import refusing_action, refusing_service
-from r3_ros.services import ResetRecord
 from r3_ros.spin import run_node
 
 
@@ -59,7 +59,7 @@ class SuiteSimNode(R3Node):
         self.sim = self.suite.make_sim()
         self.lock = threading.Lock()  # the simulator and what is published of it
         self.episode_id, self.stamp_ns, self.task = "", 0, ""
-        self.resets = ResetRecord()
+        self.resets = scene_resets(self)
         self.goals = SingleGoal(self, self.goal_refusal)
         self.image_pub = self.create_publisher(Image, names.CAMERA_IMAGE, recorded(5))
         self.state_pub = self.create_publisher(PrivilegedState, names.PRIVILEGED_STATE, LATCHED)

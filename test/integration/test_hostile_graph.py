@@ -314,6 +314,46 @@ def test_a_forged_episode_start_neither_truncates_the_running_bag_nor_opens_one(
     client.node.destroy_publisher(pub)
 
 
+def test_a_reset_scene_call_during_an_episode_is_refused_and_moves_nothing(graph, client):
+    """ResetScene carries no caller, so any DDS client could reset the scene under a running episode
+    (before, the simulator did it, and the episode ended in an error once no state of its own scene
+    came). Now the simulator refuses it, naming the episode, and the episode runs to its end."""
+    from r3_msgs.msg import PrivilegedState
+    from r3_msgs.srv import ResetScene
+    from r3_ros.qos import LATCHED
+
+    reset = client.node.create_client(ResetScene, names.RESET_SCENE)
+    scene = []  # the running episode's id, as the simulator's state tells anyone
+    state = client.node.create_subscription(
+        PrivilegedState, names.PRIVILEGED_STATE, lambda m: scene.append(m.episode_id), LATCHED
+    )
+    answers = []
+
+    def reset_mid_episode(_handle) -> None:
+        if not answers and client.joints and client.joints[-1][0] > started:  # the pusher moves
+            running = scene[-1]
+            for request in (
+                ResetScene.Request(suite="language_table", task="L", seed=5, episode_id="hostile-1"),
+                ResetScene.Request(suite="language_table", task="V", seed=5, episode_id=running),
+            ):
+                answers.append(client.call(reset, request))
+
+    started = time.monotonic()
+    result, _ = client.run_task(goal(task="T", seed=7), during=reset_mid_episode)
+    assert answers, "the episode ended before the resets went out"
+    for answer in answers:
+        assert not answer.ok
+        assert answer.reason.startswith("episode 'T-s7-") and "is running on this scene" in answer.reason
+    assert result.reason in ("success", "step_budget"), result.reason
+    bag = closed(Path(result.bag))
+    assert read_episode_info(bag).status == COMPLETE
+    states = bag_topics(bag)[names.PRIVILEGED_STATE]
+    assert {s.episode_id for s in states} == {result.episode_id}  # no state of another scene
+    assert client.call(reset, ResetScene.Request(suite="language_table", task="V", seed=1)).ok  # served again
+    client.node.destroy_client(reset)
+    client.node.destroy_subscription(state)
+
+
 def test_a_frozen_simulator_executes_no_stale_command_after_the_episode_error(graph, client):
     """The low-level node's command queued while the simulator was frozen, and one more sent after the
     episode's error, are stale when it wakes: at most the one control step in flight at the freeze

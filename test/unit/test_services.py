@@ -115,3 +115,84 @@ def test_a_reset_is_served_once_and_refused_with_the_reason_moving_nothing():
     assert (response.ok, response.goal, response.task_instance_json) == (True, "make a V", '{"task": "V"}')
     again, response = answer(suite="")  # resent: answered as the first time, not reset again
     assert again is None and resets == [("V", 3)] and (response.ok, response.goal) == (True, "make a V")
+
+
+def _guarded(events=None, publishing=None):
+    """A record whose take_events() hands over ``events`` (a list of (episode_id, start, gid)), one
+    per call, as DDS would deliver them while a reset waits."""
+    pending = list(events or [])
+    resets: list[tuple[str, int]] = []
+    record = ResetRecord(
+        lambda: pending and record.on_event(*pending.pop(0)),
+        None if publishing is None else lambda: publishing,
+    )
+    instance = SimpleNamespace(goal="make a V", to_dict=lambda: {"task": "V"})
+
+    def reset(task, seed):
+        resets.append((task, seed))
+        return instance
+
+    def answer(**fields):
+        response = SimpleNamespace(ok=False, reason="", goal="", task_instance_json="")
+        return record.answer(_request(**fields), response, "language_table", reset), response
+
+    return record, answer, resets
+
+
+def test_a_reset_during_a_running_episode_is_refused_naming_it_and_moves_nothing(monkeypatch):
+    """Services carry no caller: any DDS client could reset the scene under the reasoner's episode.
+    Once the episode has started and its scene is reset, every other reset is refused until its END."""
+    monkeypatch.setattr(services, "CATCH_UP_S", 0.0)
+    record, answer, resets = _guarded()
+    record.on_event("V-s3-x", True, b"reasoner")
+    assert answer()[0] == "V" and resets == [("V", 3)]  # the episode's own reset
+    others = [answer(episode_id="V-s9-z"), answer(seed=4), answer(episode_id="")]
+    for task, response in others:
+        assert task is None and response.ok is False
+        assert response.reason.startswith("episode 'V-s3-x' is running on this scene"), response.reason
+    assert resets == [("V", 3)]
+    again, response = answer()  # the reasoner's resend is answered as the first time
+    assert again is None and response.ok and resets == [("V", 3)]
+    record.on_event("forged", True, b"someone else")  # a START from another publisher frees nothing
+    assert answer(episode_id="forged")[0] is None and resets == [("V", 3)]
+    record.on_event("V-s3-x", False, b"reasoner")  # its END: resets are served again
+    assert answer(episode_id="V-s9-z", seed=9)[0] == "V" and resets == [("V", 3), ("V", 9)]
+    assert answer(episode_id="", seed=1)[0] == "V"  # between episodes, anyone's reset
+
+
+def test_the_next_episodes_start_ends_the_last_one_even_when_it_comes_after_the_reset(monkeypatch):
+    """START and ResetScene leave the reasoner on two writers: its next episode's reset may come before
+    its START (and the last END); the reset waits for them, bounded, instead of being refused."""
+    record, answer, resets = _guarded(events=[("V-s4-y", True, b"reasoner")])
+    record.on_event("V-s3-x", True, b"reasoner")
+    assert answer()[0] == "V"
+    assert answer(episode_id="V-s4-y", seed=4)[0] == "V" and resets == [("V", 3), ("V", 4)]
+
+
+def test_a_reasoner_gone_without_an_end_frees_the_scene(monkeypatch):
+    monkeypatch.setattr(services, "CATCH_UP_S", 0.0)
+    publishing = {b"reasoner"}
+    record, answer, resets = _guarded(publishing=publishing)
+    record.on_event("V-s3-x", True, b"reasoner")
+    assert answer()[0] == "V"
+    assert answer(episode_id="by-hand")[0] is None
+    publishing.clear()  # killed: no END will come
+    assert answer(episode_id="by-hand")[0] == "V" and resets == [("V", 3), ("V", 3)]
+
+
+def test_refused_resets_wait_for_events_at_most_once_a_second(monkeypatch):
+    """A flood of resets during an episode cannot stall the simulator: one waits CATCH_UP_S for its
+    START, the next ones within CATCH_UP_EVERY_S are refused at once."""
+    import time
+
+    record, answer, _ = _guarded()
+    record.on_event("V-s3-x", True, b"reasoner")
+    answer()
+    started = time.monotonic()
+    answer(episode_id="flood-0")
+    first = time.monotonic() - started
+    assert services.CATCH_UP_S <= first < services.CATCH_UP_S + 0.5
+    started = time.monotonic()
+    for i in range(1, 20):
+        assert answer(episode_id=f"flood-{i}")[0] is None
+    assert time.monotonic() - started < services.CATCH_UP_S

@@ -16,7 +16,7 @@ made absolute at start. The absolute path of each bag opened goes out on ``/r3/r
 (latched), so the RunTask result can carry it. The reasoner's decision frames
 (``/r3/reasoner/frames``, reliable) are recorded whatever the ``topics`` list says.
 
-Episode events are taken only from ``EPISODE_SOURCE``'s publishers (the publisher of each event is
+Episode events are taken only from ``names.EPISODE_SOURCE``'s publishers (the publisher of each event is
 looked up by its DDS gid): a START from anyone else, such as one forged mid-episode, is refused and
 never closes the running bag, and an episode id that is not a plain folder name opens nothing. An
 event whose publisher the graph does not name yet waits behind that publisher's own events only
@@ -58,8 +58,6 @@ from r3_ros.refusals import refusing_message
 from r3_ros.spin import run_node
 
 EVENTS_TYPE = "r3_msgs/msg/EpisodeEvent"
-#: The only node whose episode events open and close bags.
-EPISODE_SOURCE = "r3_reasoner_node"
 #: Waiting this long for a configured topic's publisher is worth a warning naming the topics.
 WAITING_WARN_S = 2.0
 #: How long an event's publisher may take to appear in this node's graph view with its node name.
@@ -176,16 +174,16 @@ class RecorderNode(R3Node):
 
     def take_decided(self) -> None:
         """Act on each event whose sender is settled, in the order they came; refuse those not from
-        ``EPISODE_SOURCE``."""
+        ``names.EPISODE_SOURCE``."""
         with self.deciding:
             for decided in self.sources.decided(time.monotonic()):
-                if decided.sender == EPISODE_SOURCE:
+                if decided.sender == names.EPISODE_SOURCE:
                     self.act_on(decided.event, decided.info)
                 else:
                     self.get_logger().error(
                         f"refused an episode event for {decided.event.episode_id[:80]!r} from "
                         f"{decided.sender or 'an unknown node'!r}: "
-                        f"only {EPISODE_SOURCE} starts and ends episodes",
+                        f"only {names.EPISODE_SOURCE} starts and ends episodes",
                         throttle_duration_sec=1.0,
                     )
 

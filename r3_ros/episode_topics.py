@@ -25,13 +25,16 @@ def scene_resets(node: R3Node) -> ResetRecord:
         publisher = bytes((info.get("publisher_gid") or {}).get("data", b""))
         record.on_event(msg.episode_id, msg.event == EpisodeEvent.START, publisher)
 
-    def publishing() -> set[bytes]:
-        return {bytes(p.endpoint_gid) for p in node.get_publishers_info_by_topic(names.EPISODE_EVENTS)}
+    def publishers() -> dict[bytes, str]:
+        return {
+            bytes(p.endpoint_gid): p.node_name
+            for p in node.get_publishers_info_by_topic(names.EPISODE_EVENTS)
+        }
 
     events = node.create_subscription(
         EpisodeEvent, names.EPISODE_EVENTS, on_event, EVENTS, callback_group=PolledCallbackGroup()
     )
-    record = ResetRecord(lambda: deliver_pending([events]), publishing)
+    record = ResetRecord(lambda: deliver_pending([events]), publishers)
     return record
 
 

@@ -26,6 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from r3.data.bags import check_bag_name
+from r3.graph import names
 from r3.safety.goals import canonical_task, check_seed
 from r3.suites import DEFAULT_SUITE
 
@@ -97,41 +98,39 @@ class ResetRecord:
     def __init__(
         self,
         take_events: Callable[[], None] = lambda: None,
-        publishing: Callable[[], set[bytes]] | None = None,
+        publishers: Callable[[], dict[bytes, str]] | None = None,
     ) -> None:
         """``take_events()`` delivers the episode events received so far to :meth:`on_event`;
-        ``publishing()`` returns the gids of the episode events' publishers in the graph now (None:
-        a reasoner never leaves)."""
+        ``publishers()`` returns the node name of each publisher of episode events in the graph now,
+        by gid (None: publishers never leave and have no names)."""
         self._key: tuple | None = None
         self._answer: tuple[str, str] = ("", "")
-        self._take_events, self._publishing = take_events, publishing
-        self._open: OrderedDict[str, bytes] = OrderedDict()  # started episode -> its START's publisher
+        self._take_events, self._publishers = take_events, publishers
+        self._started: OrderedDict[str, bytes] = OrderedDict()  # START's publisher, in order, until END
         self._caught_up_s = -CATCH_UP_EVERY_S
 
     def on_event(self, episode_id: str, start: bool, publisher: bytes) -> None:
-        """An episode event (START when ``start``, else END) from the publisher with gid ``publisher``.
-        A reasoner runs one episode at a time, so its START also ends the episode it started before."""
-        if not start:
-            self._open.pop(episode_id, None)
-            return
-        for earlier in [e for e, gid in self._open.items() if gid == publisher]:
-            del self._open[earlier]
-        self._open[episode_id] = publisher
-        while len(self._open) > MAX_OPEN_EPISODES:
-            self._open.popitem(last=False)
+        """An episode event (START when ``start``, else END) from the publisher with gid ``publisher``."""
+        self._started.pop(episode_id, None)
+        if start:
+            self._started[episode_id] = publisher
+            while len(self._started) > MAX_OPEN_EPISODES:
+                self._started.popitem(last=False)
 
     def owner(self, request) -> str:
-        """The running episode whose scene ``request`` would move ("" = none): the scene was last
-        reset for an episode that has started and not ended, whose reasoner is still in the graph,
-        and ``request`` is not that very reset."""
+        """The running episode whose scene ``request`` would move ("" = none): the scene was last reset
+        for an episode that started and has not ended, and ``request`` is not that very reset. A
+        reasoner runs one episode at a time, so a later START from the same publisher, or from any
+        ``names.EPISODE_SOURCE`` (a reasoner restarted), ends it, as does its publisher leaving."""
         scene = self._key[0] if self._key else ""
-        if not scene or self.key(request) == self._key:
+        if not scene or self.key(request) == self._key or scene not in self._started:
             return ""
-        publisher = self._open.get(scene)
-        if publisher is None:
-            return ""
-        if self._publishing is not None and publisher not in self._publishing():
-            del self._open[scene]  # its reasoner is gone without an END
+        publisher = self._started[scene]
+        named = self._publishers() if self._publishers is not None else None
+        if named is not None and publisher not in named:
+            return ""  # its reasoner is gone without an END
+        later = list(self._started.values())[list(self._started).index(scene) + 1 :]
+        if any(p == publisher or (named or {}).get(p) == names.EPISODE_SOURCE for p in later):
             return ""
         return scene
 
@@ -144,7 +143,7 @@ class ResetRecord:
         if not owner or now - self._caught_up_s < CATCH_UP_EVERY_S:
             return owner
         self._caught_up_s, deadline = now, now + CATCH_UP_S
-        while owner and request.episode_id not in self._open and time.monotonic() < deadline:
+        while owner and request.episode_id not in self._started and time.monotonic() < deadline:
             time.sleep(CHECK_S / 2)
             self._take_events()
             owner = self.owner(request)

@@ -35,6 +35,8 @@ RUN_TASK = "/r3/run_task"
 REASONER_STEPS = "/r3/reasoner/steps"
 INSTRUCTION_OUTCOMES = "/r3/reasoner/outcomes"
 EPISODE_EVENTS = "/r3/episode_events"
+#: The node whose episode events count: the recorder and the simulators take START and END from it only.
+EPISODE_SOURCE = "r3_reasoner_node"
 #: The frames each decision step was made on (sensor_msgs/Image, reliable), recorded in every bag;
 #: ReasonerStep.image_stamps names them. The camera topics stay best effort for live viewing.
 REASONER_FRAMES = "/r3/reasoner/frames"

@@ -117,14 +117,14 @@ def test_a_reset_is_served_once_and_refused_with_the_reason_moving_nothing():
     assert again is None and resets == [("V", 3)] and (response.ok, response.goal) == (True, "make a V")
 
 
-def _guarded(events=None, publishing=None):
+def _guarded(events=None, publishers=None):
     """A record whose take_events() hands over ``events`` (a list of (episode_id, start, gid)), one
     per call, as DDS would deliver them while a reset waits."""
     pending = list(events or [])
     resets: list[tuple[str, int]] = []
     record = ResetRecord(
         lambda: pending and record.on_event(*pending.pop(0)),
-        None if publishing is None else lambda: publishing,
+        None if publishers is None else lambda: publishers,
     )
     instance = SimpleNamespace(goal="make a V", to_dict=lambda: {"task": "V"})
 
@@ -169,15 +169,20 @@ def test_the_next_episodes_start_ends_the_last_one_even_when_it_comes_after_the_
     assert answer(episode_id="V-s4-y", seed=4)[0] == "V" and resets == [("V", 3), ("V", 4)]
 
 
-def test_a_reasoner_gone_without_an_end_frees_the_scene(monkeypatch):
+def test_a_reasoner_gone_without_an_end_or_restarted_frees_the_scene(monkeypatch):
     monkeypatch.setattr(services, "CATCH_UP_S", 0.0)
-    publishing = {b"reasoner"}
-    record, answer, resets = _guarded(publishing=publishing)
+    publishers = {b"reasoner": "r3_reasoner_node", b"hostile": "r3_reasoner_client"}
+    record, answer, resets = _guarded(publishers=publishers)
     record.on_event("V-s3-x", True, b"reasoner")
     assert answer()[0] == "V"
+    record.on_event("by-hand", True, b"hostile")  # a START forged by another node frees nothing
     assert answer(episode_id="by-hand")[0] is None
-    publishing.clear()  # killed: no END will come
-    assert answer(episode_id="by-hand")[0] == "V" and resets == [("V", 3), ("V", 3)]
+    publishers[b"restarted"] = "r3_reasoner_node"  # a reasoner started again, its START first
+    record.on_event("V-s4-y", True, b"restarted")
+    assert answer(episode_id="V-s4-y", seed=4)[0] == "V"
+    assert answer(episode_id="by-hand")[0] is None  # the new episode's scene is its own now
+    del publishers[b"restarted"]  # killed: no END will come
+    assert answer(episode_id="by-hand")[0] == "V" and resets == [("V", 3), ("V", 4), ("V", 3)]
 
 
 def test_refused_resets_wait_for_events_at_most_once_a_second(monkeypatch):

@@ -29,10 +29,8 @@ on a recorded topic cannot fill the disk under the rest of the graph.
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -45,8 +43,9 @@ from r3.graph import names
 from r3.graph.interfaces import PUBLISHED_TYPES
 from r3.graph.node_params import NODE_PARAMETERS
 from r3_msgs.msg import EpisodeEvent
-from r3_recorder_node.closing import TICK_S, Drain
+from r3_recorder_node.closing import TICK_S
 from r3_recorder_node.event_sources import EventSources
+from r3_recorder_node.open_bag import OpenBag
 from r3_ros import without_shared_memory
 from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
 from r3_ros.executor import InlineCallbackGroup, PolledCallbackGroup, deliver_pending
@@ -70,7 +69,6 @@ SOURCE_LOOKUP_S = 5.0
 STRAGGLERS_S = 5.0
 #: Between episodes the recorder only drops what it receives (sent before any START): seldom is enough.
 IDLE_POLL_S = 0.25
-MB = 1 << 20
 
 
 class RecorderNode(R3Node):
@@ -83,13 +81,7 @@ class RecorderNode(R3Node):
         self.close_delay_s = p["close_delay_s"]
         self.lock = threading.Lock()
         self.closing: list[threading.Thread] = []
-        self.writer: EpisodeBagWriter | None = None
-        self.recorded: Counter[str] = Counter()  # messages written to the open bag, by topic
-        self.full = ""  # why the open bag takes no more messages but its episode events ("" while it does)
-        self.dropped: Counter[str] = Counter()  # messages of the open episode not written since, by topic
-        self.started_ns = 0  # the open episode's START, by its publisher's source stamp
-        self.drain: Drain | None = None  # the open episode's, once it has ended
-        self.ended: EpisodeEvent | None = None  # the open episode's END, once it has come
+        self.bag: OpenBag | None = None  # the episode being recorded
         self.deciding = threading.Lock()  # events are acted on one at a time, in the order they came
         self.sources = EventSources(self.event_publishers, SOURCE_LOOKUP_S)
         # Made once publishers appear; no executor wakes for them: poll() takes what they received.
@@ -126,37 +118,15 @@ class RecorderNode(R3Node):
         return callback
 
     def write(self, topic: str, msgtype: str, data: bytes, sent_ns: int | None = None) -> None:
-        """Into the open bag, unless the message was sent (``sent_ns``) before its episode started."""
+        """Into the open bag (``OpenBag.write``); nothing between episodes."""
         with self.lock:
-            if self.writer is not None and (sent_ns is None or sent_ns >= self.started_ns):
-                if self.full and topic != names.EPISODE_EVENTS:
-                    self.dropped[topic] += 1
-                    return
-                self.writer.write(topic, msgtype, time.time_ns(), data)
-                self.recorded[topic] += 1
-                if self.drain is not None:
-                    self.drain.wrote(sent_ns, time.monotonic())
-                cap = self.param["max_bag_mb"]
-                if not self.full and self.writer.size_bytes >= cap * MB:
-                    self.stop_taking(f"the bag reached max_bag_mb ({cap} MB)")
+            if self.bag is not None:
+                self.say_full(self.bag.write(topic, msgtype, data, sent_ns))
 
-    def check_room(self) -> None:
-        """Stop taking messages into the open bag once its disk is short of room (lock held)."""
-        floor = self.param["min_free_mb"]
-        if (
-            self.writer is not None
-            and not self.full
-            and shutil.disk_usage(self.writer.path).free < floor * MB
-        ):
-            self.stop_taking(f"the disk holding the bag has less than min_free_mb ({floor} MB) free")
-
-    def stop_taking(self, why: str) -> None:
-        """The open bag takes no more messages but its episode events (called with the lock held): a
-        publisher flooding a recorded topic must not fill the disk under the rest of the graph."""
-        self.full = why
-        self.get_logger().error(
-            f"episode {self.writer.info.episode_id}: {why}; its bag takes no more messages"
-        )
+    def say_full(self, why: str) -> None:
+        """Log that the open bag has just become full (``why`` "": it has not)."""
+        if why:
+            self.get_logger().error(f"episode {self.bag.episode_id}: {why}; its bag takes no more messages")
 
     def event_publishers(self) -> dict[bytes, str]:
         """The node name of each publisher of episode events, by gid, where the graph gives one."""
@@ -201,12 +171,10 @@ class RecorderNode(R3Node):
                 )
                 writer = EpisodeBagWriter(self.output_dir, episode)  # refuses an id that is no folder name
                 self.close_current(complete=False, reason="a new episode started before this one ended")
-                self.writer, self.recorded, self.drain, self.ended = writer, Counter(), None, None
-                self.full, self.dropped = "", Counter()
-                self.check_room()
+                self.bag = OpenBag(writer, info["source_timestamp"], self.param)
+                self.say_full(self.bag.check_room())
                 self.poll_every(TICK_S)
-                self.started_ns = info["source_timestamp"]
-                self.writer.write(names.EPISODE_EVENTS, EVENTS_TYPE, time.time_ns(), serialize_message(msg))
+                self.bag.write(names.EPISODE_EVENTS, EVENTS_TYPE, serialize_message(msg))
                 self.bags_pub.publish(String(data=str(writer.path)))
             self.announce_when_ready(msg.episode_id)
             self.get_logger().info(f"recording episode {msg.episode_id}")
@@ -219,12 +187,10 @@ class RecorderNode(R3Node):
         checked at each poll): its step records and a frame for each, and whatever else was still
         on its way."""
         with self.lock:
-            if self.writer is None or self.writer.info.episode_id != msg.episode_id:
+            if self.bag is None or self.bag.episode_id != msg.episode_id:
                 return  # not the open episode's END: nothing to close
-            self.drain = Drain(
-                end_sent_ns, time.monotonic(), self.close_delay_s, self.close_delay_s + STRAGGLERS_S
-            )
-            self.ended = msg
+            delay = self.close_delay_s
+            self.bag.end(msg, end_sent_ns, time.monotonic(), delay, delay + STRAGGLERS_S)
 
     def take_received(self) -> None:
         """Into the open bag (or dropped, between episodes): every message received since the last take."""
@@ -243,17 +209,13 @@ class RecorderNode(R3Node):
             self.take_decided()
         self.take_received()
         with self.lock:
-            self.check_room()
-            msg, drain = self.ended, self.drain
-            if msg is None or self.writer is None:
+            if self.bag is None:
                 return
-            came = self.recorded + self.dropped
-            arrived = came[names.REASONER_FRAMES] >= msg.steps and (
-                names.REASONER_STEPS not in self.topics or came[names.REASONER_STEPS] >= msg.steps
-            )
-            if drain.tick(time.monotonic(), arrived):
+            self.say_full(self.bag.check_room())
+            if self.bag.may_close(time.monotonic(), names.REASONER_STEPS in self.topics):
+                msg, info = self.bag.ended, self.bag.writer.info
+                info.goal = msg.goal or info.goal
                 complete = not msg.reason.startswith("error")
-                self.writer.info.goal = msg.goal or self.writer.info.goal
                 self.close_current(complete, msg.reason, msg.success, msg.progress, msg.steps)
 
     def announce_when_ready(self, episode_id: str) -> None:
@@ -266,7 +228,7 @@ class RecorderNode(R3Node):
             waiting = self.waiting_topics()
             if not waiting:
                 with self.lock:
-                    if self.writer is not None and self.writer.info.episode_id == episode_id:
+                    if self.bag is not None and self.bag.episode_id == episode_id:
                         self.heartbeat.state = names.recording_state(episode_id)
                 return True
             if not told and time.monotonic() - waited_since > WAITING_WARN_S:
@@ -297,7 +259,7 @@ class RecorderNode(R3Node):
         "idle", or RECORDER_WAITING (the reasoner sends no START until it is idle)."""
         waiting = self.waiting_topics()
         with self.lock:
-            if self.writer is None and self.heartbeat.state in ("idle", names.RECORDER_WAITING):
+            if self.bag is None and self.heartbeat.state in ("idle", names.RECORDER_WAITING):
                 self.heartbeat.state = names.RECORDER_WAITING if waiting else "idle"
         if waiting and not self.told_waiting and time.monotonic() - self.up_since > WAITING_WARN_S:
             self.told_waiting = True
@@ -307,13 +269,11 @@ class RecorderNode(R3Node):
         """Detach the episode's writer (called with the lock held) and finish its bag on a thread of
         its own: converting the stream takes up to a few hundred ms, and recording callbacks that
         waited for it would stop taking messages, which backs up the publishers of the whole graph."""
-        writer, self.writer, self.ended = self.writer, None, None
-        if writer is None:
+        bag, self.bag = self.bag, None
+        if bag is None:
             return
         self.poll_every(IDLE_POLL_S)
-        if self.full:
-            dropped = ", ".join(f"{n} on {topic}" for topic, n in sorted(self.dropped.items()))
-            complete, reason = False, f"{reason}; {self.full}, dropped {dropped or 'nothing'}"
+        writer, (complete, reason) = bag.writer, bag.outcome(complete, reason)
 
         def finish() -> None:
             try:
@@ -322,7 +282,7 @@ class RecorderNode(R3Node):
                 )
             finally:  # "recording:<id>" ends once the bag is finished: the reasoner waits for it
                 with self.lock:
-                    if self.writer is None:
+                    if self.bag is None:
                         self.heartbeat.state = "idle"
             self.get_logger().info(
                 f"bag {path} closed ({'complete' if complete else 'incomplete'}: {reason})"

@@ -1,0 +1,87 @@
+"""The bag of the episode a recorder is writing, with the rules that bound it: what was sent before the
+episode's START stays out, a bag past ``max_bag_mb`` or on a disk short of ``min_free_mb`` takes no
+more messages but its episode events (a flood on a recorded topic cannot fill the disk under the rest
+of the graph), and after END it closes once its drain says so (``closing.Drain``). ROS-free: the node
+hands over serialised messages and their DDS source stamps.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections import Counter
+from collections.abc import Mapping
+
+from r3.data.bags import EpisodeBagWriter
+from r3.graph import names
+from r3_recorder_node.closing import Drain
+
+MB = 1 << 20
+
+
+class OpenBag:
+    """One episode's bag while it records. ``limits`` is the node's live parameter mapping
+    (``max_bag_mb``, ``min_free_mb``), read at each use; ``started_ns`` is START's source stamp."""
+
+    def __init__(self, writer: EpisodeBagWriter, started_ns: int, limits: Mapping):
+        self.writer, self.started_ns, self.limits = writer, started_ns, limits
+        self.recorded: Counter[str] = Counter()  # messages written, by topic
+        self.dropped: Counter[str] = Counter()  # messages of the episode not written, by topic
+        self.full = ""  # why the bag takes no more messages but its episode events ("" while it does)
+        self.drain: Drain | None = None  # once END has come
+        self.ended = None  # the END event, once it has come
+
+    @property
+    def episode_id(self) -> str:
+        return self.writer.info.episode_id
+
+    def write(self, topic: str, msgtype: str, data: bytes, sent_ns: int | None = None) -> str:
+        """``data`` into the bag, unless it was sent (``sent_ns``; None: one of the recorder's own)
+        before START, or the bag is full; why the bag has just become full ("" when it has not)."""
+        if sent_ns is not None and sent_ns < self.started_ns:
+            return ""  # the episode before's, however late it came
+        if self.full and topic != names.EPISODE_EVENTS:
+            self.dropped[topic] += 1
+            return ""
+        self.writer.write(topic, msgtype, time.time_ns(), data)
+        self.recorded[topic] += 1
+        if self.drain is not None:
+            self.drain.wrote(sent_ns, time.monotonic())
+        cap = self.limits["max_bag_mb"]
+        if not self.full and self.writer.size_bytes >= cap * MB:
+            return self._fill(f"the bag reached max_bag_mb ({cap} MB)")
+        return ""
+
+    def check_room(self) -> str:
+        """Why the bag has just become full because its disk is short of room ("" when it has not)."""
+        floor = self.limits["min_free_mb"]
+        if not self.full and shutil.disk_usage(self.writer.path).free < floor * MB:
+            return self._fill(f"the disk holding the bag has less than min_free_mb ({floor} MB) free")
+        return ""
+
+    def _fill(self, why: str) -> str:
+        self.full = why
+        return why
+
+    def end(self, event, end_sent_ns: int, now_s: float, min_wait_s: float, max_wait_s: float) -> None:
+        """END ``event`` (sent at ``end_sent_ns``) came: from now on the bag drains."""
+        self.drain = Drain(end_sent_ns, now_s, min_wait_s, max_wait_s)
+        self.ended = event
+
+    def may_close(self, now_s: float, steps_recorded: bool) -> bool:
+        """After END, at each poll: the episode's step records (where ``steps_recorded``) and a frame
+        for each have come, and the drain's rule holds."""
+        if self.ended is None:
+            return False
+        came, steps = self.recorded + self.dropped, self.ended.steps
+        arrived = came[names.REASONER_FRAMES] >= steps and (
+            not steps_recorded or came[names.REASONER_STEPS] >= steps
+        )
+        return self.drain.tick(now_s, arrived)
+
+    def outcome(self, complete: bool, reason: str) -> tuple[bool, str]:
+        """(complete, reason) for the episode file: a full bag is incomplete and says what it dropped."""
+        if not self.full:
+            return complete, reason
+        dropped = ", ".join(f"{n} on {topic}" for topic, n in sorted(self.dropped.items()))
+        return False, f"{reason}; {self.full}, dropped {dropped or 'nothing'}"

@@ -1,0 +1,74 @@
+"""The recorder's open bag (``r3_recorder_node.open_bag.OpenBag``): what goes in, what a full bag
+drops and says, and when an ended episode's bag may close."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+from rclpy.serialization import serialize_message
+from std_msgs.msg import String
+
+from r3.data.bags import INCOMPLETE, EpisodeBagWriter, EpisodeInfo, read_episode_info, read_messages
+from r3.graph import names
+from r3_recorder_node.open_bag import MB, OpenBag
+
+STARTED_NS = 1_000
+CHATTER = "/r3_probe/chatter"
+
+
+def open_bag(tmp_path, **limits) -> OpenBag:
+    writer = EpisodeBagWriter(tmp_path, EpisodeInfo(episode_id="V-s3-x", suite="language_table", task="V"))
+    return OpenBag(writer, STARTED_NS, {"max_bag_mb": 16384, "min_free_mb": 0, **limits})
+
+
+def chatter(text: str) -> bytes:
+    return serialize_message(String(data=text))
+
+
+def test_messages_sent_before_start_stay_out_and_the_rest_go_in(tmp_path):
+    bag = open_bag(tmp_path)
+    assert bag.write(CHATTER, "std_msgs/msg/String", chatter("late"), STARTED_NS - 1) == ""
+    assert bag.write(CHATTER, "std_msgs/msg/String", chatter("a"), STARTED_NS) == ""
+    assert bag.write(CHATTER, "std_msgs/msg/String", chatter("own")) == ""  # the recorder's own: no stamp
+    bag.writer.close(success=True, progress=1.0, steps=0, reason="success")
+    assert [m.data for _, _, _, m in read_messages(bag.writer.path)] == ["a", "own"]
+    assert bag.recorded[CHATTER] == 2 and not bag.dropped
+
+
+def test_a_full_bag_drops_all_but_episode_events_and_says_what_it_dropped(tmp_path):
+    bag = open_bag(tmp_path, max_bag_mb=1)
+    big = chatter("x" * MB)
+    why = bag.write(CHATTER, "std_msgs/msg/String", big, STARTED_NS)
+    assert why == "the bag reached max_bag_mb (1 MB)" and bag.full == why
+    assert bag.write(CHATTER, "std_msgs/msg/String", big, STARTED_NS) == ""  # said once
+    assert bag.write(CHATTER, "std_msgs/msg/String", big, STARTED_NS) == ""
+    event = serialize_message(String(data="an episode event"))
+    bag.write(names.EPISODE_EVENTS, "std_msgs/msg/String", event)
+    assert bag.dropped == {CHATTER: 2} and bag.recorded == {CHATTER: 1, names.EPISODE_EVENTS: 1}
+    complete, reason = bag.outcome(True, "success")
+    assert not complete
+    assert reason == f"success; the bag reached max_bag_mb (1 MB), dropped 2 on {CHATTER}"
+    bag.writer.close(success=True, progress=1.0, steps=0, reason=reason, complete=complete)
+    assert read_episode_info(bag.writer.path).status == INCOMPLETE
+
+
+def test_a_disk_short_of_room_fills_the_bag(tmp_path):
+    bag = open_bag(tmp_path, min_free_mb=1 << 40)  # more than any disk has free
+    assert bag.check_room().startswith("the disk holding the bag has less than min_free_mb")
+    assert bag.check_room() == ""  # said once
+    assert bag.outcome(True, "success")[0] is False
+
+
+def test_an_ended_bag_closes_once_every_step_and_its_frame_have_come(tmp_path):
+    bag = open_bag(tmp_path)
+    assert not bag.may_close(time.monotonic(), steps_recorded=True)  # no END yet
+    bag.end(SimpleNamespace(steps=1), STARTED_NS + 10, time.monotonic(), 0.0, 5.0)
+    later = time.monotonic() + 1.0  # ticks on time, nothing straggling: only the records are missing
+    frame = serialize_message(String(data="frame"))
+    assert not bag.may_close(later, steps_recorded=True)
+    bag.write(names.REASONER_FRAMES, "std_msgs/msg/String", frame, STARTED_NS + 1)
+    assert not bag.may_close(later + 0.02, steps_recorded=True)  # the step record is missing
+    assert bag.may_close(later + 0.04, steps_recorded=False)  # unless steps are not recorded
+    bag.write(names.REASONER_STEPS, "std_msgs/msg/String", frame, STARTED_NS + 1)
+    assert bag.may_close(later + 0.06, steps_recorded=True)

@@ -54,7 +54,7 @@ class ReasonerNode(R3Node):
         self.backend.load()
 
         self.goals = SingleGoal(self, self.goal_refusal)
-        sensors = InlineCallbackGroup()  # states, images, bag names: stored, never waited on
+        sensors = InlineCallbackGroup()  # images, bag names: stored, never waited on
         self.scene = SceneObserver(self, self.param, callback_group=sensors)
         self.watch = EpisodeWatch(self, self.param)
         self.heartbeat = HeartbeatPublisher(self)
@@ -109,7 +109,8 @@ class ReasonerNode(R3Node):
         episode_id = new_episode_id(task, goal.seed)
         self.scene.scene_id = self.scene.scene_id or episode_id
         result = RunTask.Result(episode_id=episode_id)
-        started, goal_text = False, goal.goal or (self.scene.state.goal if not goal.reset_scene else "")
+        continued = "" if goal.reset_scene else self.scene.latest_state().goal
+        started, goal_text = False, goal.goal or continued
         self.follower.begin(handle)
         self.watch.start()
         try:

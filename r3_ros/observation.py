@@ -1,6 +1,11 @@
 """What the reasoner sees of the scene: the simulator's settled privileged state and the camera images
 of it, waited for (bounded) and turned into the core's ``StepView``.
 
+The simulator publishes a state every control step, but the reasoner reads one per decision: the
+state subscription is taken when read (``r3_ros.executor.PolledCallbackGroup``) rather than waking
+the reasoner's executor on each of them, beside the simulator and the low-level node on the
+lock-step loop's critical path.
+
 Language Table decides on the base camera, packing (with ``wrist_camera`` set) on the base and wrist
 cameras; the expert reads the privileged state of either.
 """
@@ -34,9 +39,16 @@ from r3_ros.conversions import (
     task_instance_from_msg,
 )
 from r3_ros.episode_watch import EpisodeError
+from r3_ros.executor import PolledCallbackGroup, deliver_pending
 from r3_ros.node import type_name
 from r3_ros.qos import LATCHED
 from r3_ros.refusals import refusing_message
+
+#: While the reasoner waits for a decision's state and images, how often it looks for a new state
+#: (the wait is a few milliseconds long: the images of a decision point follow its state).
+STATE_POLL_S = 0.005
+#: How often that wait asks whether the episode should go on (``check()``).
+CHECK_S = 0.05
 
 
 @dataclass
@@ -58,12 +70,12 @@ class SceneObserver:
         self.wrist_image: Image | None = None
         self.camera_info: CameraInfo | None = None  # the base camera's, for the expert's image points
         self.scene_id = ""
-        node.create_subscription(
+        self._states = node.create_subscription(
             PrivilegedState,
             names.PRIVILEGED_STATE,
             refusing_message(node, self.on_state),
             LATCHED,
-            callback_group=callback_group,
+            callback_group=PolledCallbackGroup(),
         )
         # The cameras as their publishers offer them: a simulator's frame, sent once per decision right
         # after a reset, reaches this node even when DDS matched the two sides late.
@@ -79,7 +91,12 @@ class SceneObserver:
     def on_state(self, msg: PrivilegedState) -> None:
         with self.cv:
             self.state = msg
-            self.cv.notify_all()
+
+    def latest_state(self) -> PrivilegedState | None:
+        """The newest state received (None before any)."""
+        with self.cv:
+            deliver_pending([self._states])
+            return self.state
 
     def on_camera_info(self, msg: CameraInfo) -> None:
         self.camera_info = msg
@@ -96,12 +113,13 @@ class SceneObserver:
 
     def progress(self) -> float:
         """The task progress the latest state reports (0 before any)."""
-        return self.state.progress if self.state else 0.0
+        s = self.latest_state()
+        return s.progress if s else 0.0
 
     def current_scene(self, suite: str, task: str) -> str:
         """reset_scene=false: the simulator's episode id of the scene to continue on, which must be
         a ``task`` scene of ``suite``; GoalRefused otherwise."""
-        s = self.state
+        s = self.latest_state()
         if s is None or not s.episode_id:
             raise GoalRefused("reset_scene is false but no scene has been reset yet")
         if (s.suite, s.task) != (suite, task):
@@ -115,9 +133,10 @@ class SceneObserver:
         """The settled state of the episode's scene at or after ``not_before_ns`` and the images of it;
         ``check()`` runs between waits (it raises to end the wait)."""
         deadline = time.monotonic() + self.param["observation_timeout_s"]
+        checked = time.monotonic()
         with self.cv:
             while True:
-                s = self.state
+                s = self.latest_state()
                 images = [self.image, self.wrist_image] if self.param["wrist_camera"] else [self.image]
                 if (
                     s is not None
@@ -134,8 +153,10 @@ class SceneObserver:
                         f"{self.param['sim_node']} sent no state and image for this episode within "
                         f"{self.param['observation_timeout_s']:.1f} s"
                     )
-                self.cv.wait(0.05)
-                check()
+                self.cv.wait(STATE_POLL_S)  # an image wakes it at once; a state is looked for this often
+                if time.monotonic() - checked >= CHECK_S:
+                    checked = time.monotonic()
+                    check()
 
     def step_view(self, obs: Observation, goal: str, seed: int, interface: str) -> StepView:
         """The suite's view for the reasoner: its camera views and, for the expert, its privileged view;

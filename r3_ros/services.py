@@ -11,10 +11,10 @@ the simulator nodes serve ResetScene).
 
 Services carry no caller, so a simulator cannot tell the reasoner's ResetScene from anyone else's;
 what it can know is whether a running episode owns its scene. :class:`ResetRecord` follows the
-episode events (``watch_episodes``): once a reasoner's START has been seen and its episode's scene
-reset, every other reset is refused, with the episode named, until that episode's END, a newer
-START from the same reasoner, or that reasoner's publisher leaving the graph. Between episodes any
-client may reset the scene.
+episode events (``r3_ros.episode_topics.scene_resets``): once a reasoner's START has been seen and
+its episode's scene reset, every other reset is refused, with the episode named, until that
+episode's END, a newer START from the same reasoner (or any reasoner: one restarted), or that
+reasoner's publisher leaving the graph. Between episodes any client may reset the scene.
 """
 
 from __future__ import annotations
@@ -93,7 +93,8 @@ def call_resending(client, request, timeout_s: float, keep_waiting: Callable[[],
 
 
 class ResetRecord:
-    """The last ResetScene carried out: a repeat of it for the same episode gets the same answer."""
+    """The last ResetScene carried out (a repeat of it for the same episode gets the same answer) and
+    the episodes started and not yet ended, whose scene no other reset may move."""
 
     def __init__(
         self,

@@ -111,12 +111,16 @@ class ResetRecord:
         self._caught_up_s = -CATCH_UP_EVERY_S
 
     def on_event(self, episode_id: str, start: bool, publisher: bytes) -> None:
-        """An episode event (START when ``start``, else END) from the publisher with gid ``publisher``."""
+        """An episode event (START when ``start``, else END) from the publisher with gid ``publisher``;
+        an END counts only from the publisher of its START (anyone may publish one)."""
+        if not start:
+            if self._started.get(episode_id) == publisher:
+                del self._started[episode_id]
+            return
         self._started.pop(episode_id, None)
-        if start:
-            self._started[episode_id] = publisher
-            while len(self._started) > MAX_OPEN_EPISODES:
-                self._started.popitem(last=False)
+        self._started[episode_id] = publisher
+        while len(self._started) > MAX_OPEN_EPISODES:
+            self._started.popitem(last=False)
 
     def owner(self, request) -> str:
         """The running episode whose scene ``request`` would move ("" = none): the scene was last reset

@@ -155,6 +155,8 @@ def test_a_reset_during_a_running_episode_is_refused_naming_it_and_moves_nothing
     assert again is None and response.ok and resets == [("V", 3)]
     record.on_event("forged", True, b"someone else")  # a START from another publisher frees nothing
     assert answer(episode_id="forged")[0] is None and resets == [("V", 3)]
+    record.on_event("V-s3-x", False, b"someone else")  # an END forged by another publisher
+    assert answer(episode_id="V-s9-z")[0] is None
     record.on_event("V-s3-x", False, b"reasoner")  # its END: resets are served again
     assert answer(episode_id="V-s9-z", seed=9)[0] == "V" and resets == [("V", 3), ("V", 9)]
     assert answer(episode_id="", seed=1)[0] == "V"  # between episodes, anyone's reset

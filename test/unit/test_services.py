@@ -86,37 +86,6 @@ def test_a_reset_repeated_for_the_same_episode_gets_the_first_answer_and_nothing
     assert all(record.repeat(other, SimpleNamespace()) is None for other in others)
 
 
-def test_a_reset_is_served_once_and_refused_with_the_reason_moving_nothing():
-    record, resets = ResetRecord(), []
-    instance = SimpleNamespace(goal="make a V", to_dict=lambda: {"task": "V"})
-
-    def reset(task, seed):
-        resets.append((task, seed))
-        return instance
-
-    def answer(**fields):
-        response = SimpleNamespace(ok=False, reason="", goal="", task_instance_json="")
-        return record.answer(_request(**fields), response, "language_table", reset), response
-
-    refused = [
-        answer(suite="packing"),
-        answer(task="no such task"),
-        answer(seed=-1),
-        answer(suite="p" * 10**6),
-    ]
-    assert [task for task, _ in refused] == [None] * 4 and resets == []
-    suite, task, seed, huge = (r.reason for _, r in refused)
-    assert suite == "suite 'packing' is not simulated by this node"
-    assert huge == f"suite {'p' * 80!r} is not simulated by this node"  # a field is quoted 80 long
-    assert task.startswith("cannot reset task 'no such task': unknown language_table task 'no such task'")
-    assert seed == "cannot reset task 'V': seed must be in 0..9223372036854775807, got -1"
-    task, response = answer(suite="")  # "" is the default suite
-    assert task == "V" and resets == [("V", 3)]
-    assert (response.ok, response.goal, response.task_instance_json) == (True, "make a V", '{"task": "V"}')
-    again, response = answer(suite="")  # resent: answered as the first time, not reset again
-    assert again is None and resets == [("V", 3)] and (response.ok, response.goal) == (True, "make a V")
-
-
 def _guarded(events=None, publishers=None):
     """A record whose take_events() hands over ``events`` (a list of (episode_id, start, gid)), one
     per call, as DDS would deliver them while a reset waits."""
@@ -137,6 +106,27 @@ def _guarded(events=None, publishers=None):
         return record.answer(_request(**fields), response, "language_table", reset), response
 
     return record, answer, resets
+
+
+def test_a_reset_is_served_once_and_refused_with_the_reason_moving_nothing():
+    _, answer, resets = _guarded()
+    refused = [
+        answer(suite="packing"),
+        answer(task="no such task"),
+        answer(seed=-1),
+        answer(suite="p" * 10**6),
+    ]
+    assert [task for task, _ in refused] == [None] * 4 and resets == []
+    suite, task, seed, huge = (r.reason for _, r in refused)
+    assert suite == "suite 'packing' is not simulated by this node"
+    assert huge == f"suite {'p' * 80!r} is not simulated by this node"  # a field is quoted 80 long
+    assert task.startswith("cannot reset task 'no such task': unknown language_table task 'no such task'")
+    assert seed == "cannot reset task 'V': seed must be in 0..9223372036854775807, got -1"
+    task, response = answer(suite="")  # "" is the default suite
+    assert task == "V" and resets == [("V", 3)]
+    assert (response.ok, response.goal, response.task_instance_json) == (True, "make a V", '{"task": "V"}')
+    again, response = answer(suite="")  # resent: answered as the first time, not reset again
+    assert again is None and resets == [("V", 3)] and (response.ok, response.goal) == (True, "make a V")
 
 
 def test_a_reset_during_a_running_episode_is_refused_naming_it_and_moves_nothing(monkeypatch):

@@ -109,35 +109,46 @@ class ResetRecord:
         self._take_events, self._publishers = take_events, publishers
         self._started: OrderedDict[str, bytes] = OrderedDict()  # START's publisher, in order, until END
         self._caught_up_s = -CATCH_UP_EVERY_S
+        self._scene_publisher: bytes | None = None  # the publisher of the START of the scene's episode
 
     def on_event(self, episode_id: str, start: bool, publisher: bytes) -> None:
         """An episode event (START when ``start``, else END) from the publisher with gid ``publisher``;
-        an END counts only from the publisher of its START (anyone may publish one)."""
+        an END counts only from the publisher of its START (anyone may publish one). A reasoner runs
+        one episode at a time, so its START also ends the one it started before."""
         if not start:
             if self._started.get(episode_id) == publisher:
                 del self._started[episode_id]
             return
-        self._started.pop(episode_id, None)
+        for earlier in [e for e, p in self._started.items() if p == publisher]:
+            del self._started[earlier]
         self._started[episode_id] = publisher
         while len(self._started) > MAX_OPEN_EPISODES:
             self._started.popitem(last=False)
+        if self._key and self._key[0] == episode_id and self._scene_publisher is None:
+            self._scene_publisher = publisher  # its reset came before its START
 
     def owner(self, request) -> str:
-        """The running episode whose scene ``request`` would move ("" = none): the scene was last reset
-        for an episode that started and has not ended, and ``request`` is not that very reset. A
-        reasoner runs one episode at a time, so a later START from the same publisher, or from any
-        ``names.EPISODE_SOURCE`` (a reasoner restarted), ends it, as does its publisher leaving."""
-        scene = self._key[0] if self._key else ""
-        if not scene or self.key(request) == self._key or scene not in self._started:
-            return ""
-        publisher = self._started[scene]
+        """The running episode whose scene ``request`` would move ("" = none). The scene belongs to the
+        latest episode started, and not ended, by the publisher whose episode last reset it or by any
+        ``names.EPISODE_SOURCE`` (a reasoner restarted), while that publisher is in the graph: an
+        episode that goes on with the scene (``reset_scene=false``) owns it too. That episode's own
+        first reset is not refused; a START from anyone else makes no owner."""
         named = self._publishers() if self._publishers is not None else None
+        running = [
+            (episode, publisher)
+            for episode, publisher in self._started.items()
+            if publisher == self._scene_publisher or (named or {}).get(publisher) == names.EPISODE_SOURCE
+        ]
+        if not running:
+            return ""
+        for superseded, _ in running[:-1]:  # a later START of a reasoner ends them (one restarted)
+            del self._started[superseded]
+        latest, publisher = running[-1]
         if named is not None and publisher not in named:
             return ""  # its reasoner is gone without an END
-        later = list(self._started.values())[list(self._started).index(scene) + 1 :]
-        if any(p == publisher or (named or {}).get(p) == names.EPISODE_SOURCE for p in later):
+        if request.episode_id == latest and (self._key[0] if self._key else "") != latest:
             return ""
-        return scene
+        return latest
 
     def _owner_after_catching_up(self, request) -> str:
         """:meth:`owner`, once the events on their way have come: the START of the request's own
@@ -167,6 +178,7 @@ class ResetRecord:
 
     def remember(self, request, response) -> None:
         self._key, self._answer = self.key(request), (response.goal, response.task_instance_json)
+        self._scene_publisher = self._started.get(request.episode_id)
 
     def answer(self, request, response, suite: str, reset: Callable[[str, int], object]) -> str | None:
         """Serve ResetScene ``request`` on a node simulating ``suite``: ``reset(task, seed)`` draws the

@@ -314,16 +314,18 @@ def test_a_forged_episode_start_neither_truncates_the_running_bag_nor_opens_one(
     client.node.destroy_publisher(pub)
 
 
-def test_a_reset_scene_call_during_an_episode_is_refused_and_moves_nothing(graph, client):
+@pytest.mark.parametrize("reset_scene", [True, False], ids=["own_scene", "scene_gone_on_with"])
+def test_a_reset_scene_call_during_an_episode_is_refused_and_moves_nothing(graph, client, reset_scene):
     """ResetScene carries no caller, so any DDS client could reset the scene under a running episode
     (before, the simulator did it, and the episode ended in an error once no state of its own scene
-    came). Now the simulator refuses it, naming the episode, and the episode runs to its end."""
+    came). Now the simulator refuses it, naming the episode, and the episode runs to its end; also an
+    episode that goes on with the last one's scene (``reset_scene=false``), which resets nothing."""
     from r3_msgs.msg import PrivilegedState
     from r3_msgs.srv import ResetScene
     from r3_ros.qos import LATCHED
 
     reset = client.node.create_client(ResetScene, names.RESET_SCENE)
-    scene = []  # the running episode's id, as the simulator's state tells anyone
+    scene = []  # the running scene's id, as the simulator's state tells anyone
     state = client.node.create_subscription(
         PrivilegedState, names.PRIVILEGED_STATE, lambda m: scene.append(m.episode_id), LATCHED
     )
@@ -331,24 +333,28 @@ def test_a_reset_scene_call_during_an_episode_is_refused_and_moves_nothing(graph
 
     def reset_mid_episode(_handle) -> None:
         if not answers and client.joints and client.joints[-1][0] > started:  # the pusher moves
-            running = scene[-1]
             for request in (
                 ResetScene.Request(suite="language_table", task="L", seed=5, episode_id="hostile-1"),
-                ResetScene.Request(suite="language_table", task="V", seed=5, episode_id=running),
+                ResetScene.Request(suite="language_table", task="T", seed=5, episode_id=scene[-1]),
             ):
                 answers.append(client.call(reset, request))
 
+    if not reset_scene:  # the scene to go on with
+        assert client.run_task(goal(task="T", seed=7, max_steps=1))[0].reason == "step_budget"
     started = time.monotonic()
-    result, _ = client.run_task(goal(task="T", seed=7), during=reset_mid_episode)
+    result, _ = client.run_task(goal(task="T", seed=7, reset_scene=reset_scene), during=reset_mid_episode)
     assert answers, "the episode ended before the resets went out"
     for answer in answers:
         assert not answer.ok
-        assert answer.reason.startswith("episode 'T-s7-") and "is running on this scene" in answer.reason
+        assert answer.reason == (
+            f"episode {result.episode_id!r} is running on this scene; a reset would move it under that "
+            "episode (resets are served between episodes)"
+        )
     assert result.reason in ("success", "step_budget"), result.reason
     bag = closed(Path(result.bag))
     assert read_episode_info(bag).status == COMPLETE
     states = bag_topics(bag)[names.PRIVILEGED_STATE]
-    assert {s.episode_id for s in states} == {result.episode_id}  # no state of another scene
+    assert len({s.episode_id for s in states}) == 1  # no state of another scene
     assert client.call(reset, ResetScene.Request(suite="language_table", task="V", seed=1)).ok  # served again
     client.node.destroy_client(reset)
     client.node.destroy_subscription(state)

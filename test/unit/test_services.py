@@ -193,3 +193,20 @@ def test_refused_resets_wait_for_events_at_most_once_a_second(monkeypatch):
     for i in range(1, 20):
         assert answer(episode_id=f"flood-{i}")[0] is None
     assert time.monotonic() - started < services.CATCH_UP_S
+
+
+def test_an_episode_that_goes_on_with_the_scene_owns_it_too(monkeypatch):
+    """``reset_scene=false``: the next episode sends no ResetScene but acts on the scene the last one
+    reset; no one else's reset may move it either. The reset may also have come before its START."""
+    monkeypatch.setattr(services, "CATCH_UP_S", 0.0)
+    record, answer, resets = _guarded()
+    assert answer()[0] == "V"  # the reset before its START (two writers)
+    record.on_event("V-s3-x", True, b"reasoner")
+    record.on_event("V-s3-x", False, b"reasoner")
+    record.on_event("V-s3-go-on", True, b"reasoner")  # continues the scene: no reset of its own
+    task, response = answer(episode_id="hostile-1", seed=8)
+    assert task is None and response.reason.startswith("episode 'V-s3-go-on' is running on this scene")
+    record.on_event("by-hand", True, b"someone else")  # a START from another publisher owns nothing
+    assert answer(episode_id="by-hand", seed=8)[0] is None
+    record.on_event("V-s3-go-on", False, b"reasoner")
+    assert answer(episode_id="by-hand", seed=8)[0] == "V" and resets == [("V", 3), ("V", 8)]

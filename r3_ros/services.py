@@ -11,10 +11,10 @@ the simulator nodes serve ResetScene).
 
 Services carry no caller, so a simulator cannot tell the reasoner's ResetScene from anyone else's;
 what it can know is whether a running episode owns its scene. :class:`ResetRecord` follows the
-episode events (``r3_ros.episode_topics.scene_resets``): once a reasoner's START has been seen and
-its episode's scene reset, every other reset is refused, with the episode named, until that
-episode's END, a newer START from the same reasoner (or any reasoner: one restarted), or that
-reasoner's publisher leaving the graph. Between episodes any client may reset the scene.
+episode events (``r3_ros.episode_topics.scene_resets``): while the reasoner whose episode last reset
+the scene (or any reasoner: one restarted) runs an episode, whether it reset the scene or goes on
+with it, every reset but that episode's own first one is refused, with the episode named, until its
+END or that reasoner's publisher leaving the graph. Between episodes any client may reset the scene.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from r3_msgs.msg import EpisodeEvent, InstructionOutcome, ReasonerStep
 from r3_ros.conversions import episode_event_msg, instruction_outcome_msg, reasoner_step_msg
 from r3_ros.executor import PolledCallbackGroup, deliver_pending
 from r3_ros.node import R3Node
-from r3_ros.qos import EVENTS, recorded
+from r3_ros.qos import EVENTS, EVENTS_HELD, recorded
 from r3_ros.services import ResetRecord
 
 
@@ -32,7 +32,7 @@ def scene_resets(node: R3Node) -> ResetRecord:
         }
 
     events = node.create_subscription(
-        EpisodeEvent, names.EPISODE_EVENTS, on_event, EVENTS, callback_group=PolledCallbackGroup()
+        EpisodeEvent, names.EPISODE_EVENTS, on_event, EVENTS_HELD, callback_group=PolledCallbackGroup()
     )
     record = ResetRecord(lambda: deliver_pending([events]), publishers)
     return record

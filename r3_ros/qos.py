@@ -9,6 +9,9 @@ from rclpy.qos import QoSDurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_pr
 LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 #: Episode start/end: a recorder that subscribes late still sees the episode's START.
 EVENTS = QoSProfile(depth=10, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
+#: The same, for a simulator that takes the events only when a reset comes: room for a burst of
+#: forged events in between, which would otherwise push the reasoner's START out of its queue.
+EVENTS_HELD = QoSProfile(depth=256, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 #: The recorder's subscriptions: deep enough that a burst of images is not dropped while writing.
 RECORD_DEPTH = 200
 #: Heartbeats: every beat delivered, none kept for late joiners (a stale beat would say "alive").

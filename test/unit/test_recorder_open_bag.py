@@ -11,6 +11,7 @@ from std_msgs.msg import String
 
 from r3.data.bags import INCOMPLETE, EpisodeBagWriter, EpisodeInfo, read_episode_info, read_messages
 from r3.graph import names
+from r3_recorder_node.closing import TICK_S
 from r3_recorder_node.open_bag import MB, OpenBag
 
 STARTED_NS = 1_000
@@ -61,14 +62,18 @@ def test_a_disk_short_of_room_fills_the_bag(tmp_path):
 
 
 def test_an_ended_bag_closes_once_every_step_and_its_frame_have_come(tmp_path):
+    """What the bag adds to the drain's rule (``test_recorder_closing.py``): END's step count, met by
+    the frames and step records written. Ticks on time, nothing straggling (the records here are
+    stamped after END), so only the records decide."""
     bag = open_bag(tmp_path)
-    assert not bag.may_close(time.monotonic(), steps_recorded=True)  # no END yet
-    bag.end(SimpleNamespace(steps=1), STARTED_NS + 10, time.monotonic(), 0.0, 5.0)
-    later = time.monotonic() + 1.0  # ticks on time, nothing straggling: only the records are missing
-    frame = serialize_message(String(data="frame"))
-    assert not bag.may_close(later, steps_recorded=True)
-    bag.write(names.REASONER_FRAMES, "std_msgs/msg/String", frame, STARTED_NS + 1)
-    assert not bag.may_close(later + 0.02, steps_recorded=True)  # the step record is missing
-    assert bag.may_close(later + 0.04, steps_recorded=False)  # unless steps are not recorded
-    bag.write(names.REASONER_STEPS, "std_msgs/msg/String", frame, STARTED_NS + 1)
-    assert bag.may_close(later + 0.06, steps_recorded=True)
+    record = serialize_message(String(data="record"))
+    end_ns, ended = STARTED_NS + 10, time.monotonic()
+    assert not bag.may_close(ended, steps_recorded=True)  # no END yet
+    bag.end(SimpleNamespace(steps=1), end_ns, ended, 0.0, 5.0)
+    tick = iter(ended + k * TICK_S for k in range(1, 10))
+    assert not bag.may_close(next(tick), steps_recorded=True)  # nothing of the step yet
+    bag.write(names.REASONER_FRAMES, "std_msgs/msg/String", record, end_ns + 1)
+    assert not bag.may_close(next(tick), steps_recorded=True)  # its step record is missing
+    assert bag.may_close(next(tick), steps_recorded=False)  # unless steps are not recorded
+    bag.write(names.REASONER_STEPS, "std_msgs/msg/String", record, end_ns + 1)
+    assert bag.may_close(next(tick), steps_recorded=True)

@@ -178,21 +178,26 @@ def test_a_reasoner_gone_without_an_end_or_restarted_frees_the_scene(monkeypatch
 
 
 def test_refused_resets_wait_for_events_at_most_once_a_second(monkeypatch):
-    """A flood of resets during an episode cannot stall the simulator: one waits CATCH_UP_S for its
-    START, the next ones within CATCH_UP_EVERY_S are refused at once."""
-    import time
-
+    """A flood of resets during an episode cannot stall the simulator: one looks for its START until
+    CATCH_UP_S has passed, the next ones within CATCH_UP_EVERY_S are refused after one look."""
+    clock = [1000.0]
+    monkeypatch.setattr(services.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(services.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    looks = []
     record, answer, _ = _guarded()
+    record._take_events = lambda: looks.append(clock[0])
     record.on_event("V-s3-x", True, b"reasoner")
     answer()
-    started = time.monotonic()
-    answer(episode_id="flood-0")
-    first = time.monotonic() - started
-    assert services.CATCH_UP_S <= first < services.CATCH_UP_S + 0.5
-    started = time.monotonic()
+    looks.clear()
+    assert answer(episode_id="flood-0")[0] is None
+    assert looks[-1] - looks[0] >= services.CATCH_UP_S and len(looks) > 2  # it waited, looking
     for i in range(1, 20):
+        looks.clear()
         assert answer(episode_id=f"flood-{i}")[0] is None
-    assert time.monotonic() - started < services.CATCH_UP_S
+        assert len(looks) == 1  # refused after one look
+    clock[0] += services.CATCH_UP_EVERY_S
+    looks.clear()
+    assert answer(episode_id="flood-20")[0] is None and len(looks) > 2  # a second later, one waits again
 
 
 def test_an_episode_that_goes_on_with_the_scene_owns_it_too(monkeypatch):

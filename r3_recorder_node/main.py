@@ -174,7 +174,7 @@ class RecorderNode(R3Node):
                 self.bag = OpenBag(writer, info["source_timestamp"], self.param)
                 self.say_full(self.bag.check_room())
                 self.poll_every(TICK_S)
-                self.bag.write(names.EPISODE_EVENTS, EVENTS_TYPE, serialize_message(msg))
+                self.say_full(self.bag.write(names.EPISODE_EVENTS, EVENTS_TYPE, serialize_message(msg)))
                 self.bags_pub.publish(String(data=str(writer.path)))
             self.announce_when_ready(msg.episode_id)
             self.get_logger().info(f"recording episode {msg.episode_id}")

@@ -5,13 +5,11 @@ caller owns the node and spins it through :meth:`TaskHandle.spin_once`. A cancel
 naming the task on ``/r3/stop_motion`` first (the fast path, see ``r3_ros/stop.py``), then cancels the
 RunTask goal through its action.
 
-A response can be lost: rmw_fastrtps drops a service response when the server has not matched the
-caller's response reader within 100 ms, which on a loaded machine happens to a fresh client, and an
-action's goal and result answers are service responses. The action's status topic is latched (a
-late match still delivers it), so a task handle reads it: a goal whose acceptance never came back
-counts as accepted once the status lists it, and a goal the status says has ended is asked for its
-result again every ``RESEND_S`` until the result comes (the server answers every request). Without
-this, a lost answer left the caller waiting for good.
+A response can be lost (``r3_ros.goals.GoalStatuses``), so a task handle reads the action's latched
+status topic: a goal whose acceptance never came back counts as accepted once the status lists it,
+and a goal the status says has ended is asked for its result again every ``RESEND_S`` until the
+result comes (the server answers every request). Without this, a lost answer left the caller
+waiting for good.
 """
 
 from __future__ import annotations
@@ -21,16 +19,14 @@ import time
 from collections.abc import Callable
 
 import rclpy
-from action_msgs.msg import GoalStatus, GoalStatusArray
+from action_msgs.msg import GoalStatus
 from rclpy.action import ActionClient
-from rclpy.action.client import ClientGoalHandle
 from rclpy.node import Node
-from rclpy.qos import qos_profile_action_status_default
 
 from r3.graph import names
 from r3_msgs.action import RunTask
 from r3_msgs.msg import ReasonerStep
-from r3_ros.goals import ENDED
+from r3_ros.goals import ENDED, GoalStatuses, accepted_handle
 from r3_ros.stop import StopPublisher, goal_key, new_goal_id
 
 #: Seconds between requests for a result that has not come back (and before a goal whose
@@ -78,8 +74,7 @@ class TaskHandle:
                     self.status = TaskStatus.REJECTED
                     return self.status
             elif self._accepted_by_status():  # the acceptance was lost; the server has the goal
-                response = RunTask.Impl.SendGoalService.Response(accepted=True)
-                self._goal_handle = ClientGoalHandle(self._client, self._goal_id, response)
+                self._goal_handle = accepted_handle(self._client, self._goal_id, RunTask)
             else:
                 return self.status
             self.status = TaskStatus.RUNNING
@@ -130,19 +125,9 @@ class R3Commander:
         self.node = node
         self.client = ActionClient(node, RunTask, names.RUN_TASK)
         self.stop = StopPublisher(node)
-        self.statuses: dict[bytes, int] = {}
-        node.create_subscription(
-            GoalStatusArray,
-            names.action_status(names.RUN_TASK),
-            self._on_status,
-            qos_profile_action_status_default,
-        )
+        self.statuses = GoalStatuses(node, names.RUN_TASK, RunTask)
         if on_step is not None:
             node.create_subscription(ReasonerStep, names.REASONER_STEPS, on_step, 50)
-
-    def _on_status(self, msg: GoalStatusArray) -> None:
-        for status in msg.status_list:
-            self.statuses[bytes(status.goal_info.goal_id.uuid)] = status.status
 
     def wait_until_ready(self, timeout_s: float, still_waiting: Callable[[], bool] = lambda: True) -> bool:
         """True once the RunTask server is up; False after ``timeout_s`` or when ``still_waiting()``

@@ -89,12 +89,16 @@ def wait_future(
     keep_waiting: Callable[[], bool],
     timeout_s: float | None = None,
     since: float | None = None,
+    instead: Callable[[], object] = lambda: None,
 ):
     """``future``'s result, within ``timeout_s`` of ``since`` (default now); None once ``keep_waiting()``
-    says no (it may also raise to end the wait, as :meth:`EpisodeWatch.waiting` does)."""
+    says no (it may also raise to end the wait, as :meth:`EpisodeWatch.waiting` does). ``instead()``,
+    asked between looks, may give the answer another way (not None: a lost answer found elsewhere)."""
     deadline = None if timeout_s is None else (time.monotonic() if since is None else since) + timeout_s
     completion = Completion(future)
     while not future.done():
+        if (found := instead()) is not None:
+            return found
         if not keep_waiting():
             return None
         if deadline is not None and time.monotonic() > deadline:

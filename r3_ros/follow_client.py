@@ -3,7 +3,8 @@
 The moment a RunTask is cancelled (its cancel callback, :meth:`FollowClient.on_cancel`) or a stop
 naming it arrives on ``/r3/stop_motion``, the FollowInstruction running for it is stopped with a
 stop of its own on that topic, then cancelled through its action as well (``r3_ros/stop.py``); no
-later instruction is sent.
+later instruction is sent. An instruction whose acceptance never came back (a lost service response,
+``r3_ros.goals.GoalStatuses``) counts as accepted once the action's status topic lists it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from rclpy.node import Node
 from r3.graph import names
 from r3_msgs.action import FollowInstruction
 from r3_ros.episode_watch import EpisodeError, EpisodeWatch, wait_future
+from r3_ros.executor import InlineCallbackGroup
+from r3_ros.goals import ANSWER_GRACE_S, GoalStatuses
 from r3_ros.stop import StopListener, StopPublisher, goal_key, new_goal_id
 
 
@@ -44,6 +47,9 @@ class FollowClient:
         self.stops = StopListener(node, on_stop=self.stop_run)
         self.client = ActionClient(
             node, FollowInstruction, names.FOLLOW_INSTRUCTION, callback_group=callback_group
+        )
+        self.statuses = GoalStatuses(
+            node, names.FOLLOW_INSTRUCTION, FollowInstruction, callback_group=InlineCallbackGroup()
         )
 
     def begin(self, handle) -> None:
@@ -114,8 +120,20 @@ class FollowClient:
         sent_at, budget = time.monotonic(), self.param["instruction_timeout_s"]
         accept_s = min(self.param["service_timeout_s"], budget)
         waiting = functools.partial(self.waiting, handle)
+
+        def accepted_by_status():  # the answer has had its time: the status topic may list the goal
+            late = time.monotonic() - sent_at >= ANSWER_GRACE_S
+            return self.statuses.accepted_handle(self.client, follow_id) if late else None
+
         try:
-            sent = wait_future(sending, names.FOLLOW_INSTRUCTION, waiting, accept_s, since=sent_at)
+            sent = wait_future(
+                sending,
+                names.FOLLOW_INSTRUCTION,
+                waiting,
+                accept_s,
+                since=sent_at,
+                instead=accepted_by_status,
+            )
         except EpisodeError:  # not accepted in time: a goal accepted later must not move anything
             self.stop_unanswered(follow_key, sending)
             raise

@@ -1,7 +1,13 @@
 """Single-goal action servers: a newly accepted goal aborts the running one (as in ros2/examples'
 single-goal server), unless the server will refuse it; and every terminal transition goes through
 one lock, so a goal that finishes at the moment a new one preempts it is never ended twice (rclpy
-raises on an invalid transition)."""
+raises on an invalid transition).
+
+For action clients, :class:`GoalStatuses`: rmw_fastrtps drops a service response when the server has
+not matched the caller's response reader within 100 ms, or cannot send it within that time on a
+loaded machine, and an action's goal and result answers are service responses. The action's status
+topic is latched (a late match still delivers it), so a client reads it: a goal whose acceptance
+never came back counts as accepted once the status lists it (:meth:`GoalStatuses.accepted_handle`)."""
 
 from __future__ import annotations
 
@@ -9,8 +15,12 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from action_msgs.msg import GoalStatus
+from action_msgs.msg import GoalStatus, GoalStatusArray
+from rclpy.action.client import ClientGoalHandle
 from rclpy.node import Node
+from rclpy.qos import qos_profile_action_status_default
+
+from r3.graph import names
 
 #: The states of a goal that has ended, as its action's status topic reports them.
 ENDED = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED)
@@ -18,6 +28,44 @@ ENDED = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STA
 PREEMPTED = "preempted: a newer goal took over"
 #: Seconds between looks, while a goal waits for its turn, at whether it is still wanted.
 TURN_CHECK_S = 0.05
+#: A client gives a goal's answer this long to come back before it goes by the status topic.
+ANSWER_GRACE_S = 1.0
+
+
+class GoalStatuses(dict):
+    """Goal uuid (bytes) -> the latest state the action's status topic gave for it."""
+
+    def __init__(self, node: Node, action_name: str, action_type, callback_group=None):
+        super().__init__()
+        self.action_type = action_type
+        node.create_subscription(
+            GoalStatusArray,
+            names.action_status(action_name),
+            self._on_status,
+            qos_profile_action_status_default,
+            callback_group=callback_group,
+        )
+
+    def _on_status(self, msg: GoalStatusArray) -> None:
+        for status in msg.status_list:
+            self[bytes(status.goal_info.goal_id.uuid)] = status.status
+
+    def of(self, goal_id) -> int:
+        """The goal's latest state (unknown until the status lists it)."""
+        return self.get(bytes(goal_id.uuid), GoalStatus.STATUS_UNKNOWN)
+
+    def accepted_handle(self, client, goal_id) -> ClientGoalHandle | None:
+        """A handle for goal ``goal_id`` of ``client`` once the status lists it (the server accepted
+        it), for a caller whose acceptance has not come back; None while it is not listed."""
+        if self.of(goal_id) == GoalStatus.STATUS_UNKNOWN:
+            return None
+        return accepted_handle(client, goal_id, self.action_type)
+
+
+def accepted_handle(client, goal_id, action_type) -> ClientGoalHandle:
+    """The handle ``client.send_goal_async`` would have given for goal ``goal_id`` of ``action_type``,
+    accepted, had its answer come back."""
+    return ClientGoalHandle(client, goal_id, action_type.Impl.SendGoalService.Response(accepted=True))
 
 
 class SingleGoal:

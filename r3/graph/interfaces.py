@@ -43,6 +43,9 @@ class NodeInterface:
 
 HEARTBEAT = {names.HEARTBEAT: "r3_msgs/msg/Heartbeat"}
 STOP_MOTION = {names.STOP_MOTION: "std_msgs/msg/String"}
+#: A simulator follows the episode events so that no ResetScene moves a running episode's scene; a
+#: graph without a reasoner has none, and every reset is served.
+EPISODES = {names.EPISODE_EVENTS: "r3_msgs/msg/EpisodeEvent"}
 
 NODE_INTERFACES: dict[str, NodeInterface] = {
     "r3_sim_node": NodeInterface(
@@ -59,10 +62,11 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
         subscribes={
             names.PUSHER_COMMAND: "geometry_msgs/msg/Vector3Stamped",
             names.FOLLOW_INSTRUCTION_STATUS: "action_msgs/msg/GoalStatusArray",
+            **EPISODES,
         },
         services=[names.RESET_SCENE],
         # Without a FollowInstruction server (commands from a teleoperator) settle_s finds decision points.
-        optional=frozenset({names.FOLLOW_INSTRUCTION_STATUS}),
+        optional=frozenset({names.FOLLOW_INSTRUCTION_STATUS, *EPISODES}),
     ),
     "r3_packing_sim_node": NodeInterface(
         publishes={
@@ -84,10 +88,12 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
             **STOP_MOTION,
             names.HEARTBEAT: "r3_msgs/msg/Heartbeat",
             names.DETECTED_OBJECTS: "r3_msgs/msg/DetectedObjects",
+            **EPISODES,
         },
         services=[names.RESET_SCENE],
         service_clients=[names.GROUND_POINT],
         actions=[names.FOLLOW_INSTRUCTION, names.MOVE_TO_POSE],
+        optional=frozenset(EPISODES),
     ),
     "r3_suite_sim_node": NodeInterface(  # a suite's own simulator (Suite.make_sim), low-level side too
         publishes={
@@ -95,8 +101,10 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
             names.PRIVILEGED_STATE: "r3_msgs/msg/PrivilegedState",
             **HEARTBEAT,
         },
+        subscribes={**EPISODES},
         services=[names.RESET_SCENE],
         actions=[names.FOLLOW_INSTRUCTION],
+        optional=frozenset(EPISODES),
     ),
     "r3_lowlevel_node": NodeInterface(
         publishes={names.PUSHER_COMMAND: "geometry_msgs/msg/Vector3Stamped", **HEARTBEAT},

@@ -1,0 +1,64 @@
+"""An action goal whose acceptance never came back (rmw_fastrtps drops a service response it cannot
+send within 100 ms): the action's latched status topic stands in for it (``r3_ros.goals.GoalStatuses``),
+and the reasoner's wait for an instruction's acceptance takes the goal from there
+(``wait_future(..., instead=...)``, ``r3_ros/follow_client.py``)."""
+
+from __future__ import annotations
+
+import pytest
+from action_msgs.msg import GoalInfo, GoalStatus, GoalStatusArray
+
+from r3.graph import names
+from r3_msgs.action import FollowInstruction
+from r3_ros.episode_watch import EpisodeError, wait_future
+from r3_ros.goals import GoalStatuses
+from r3_ros.stop import new_goal_id
+
+
+class _NeverAnswered:
+    def done(self) -> bool:
+        return False
+
+    def add_done_callback(self, callback) -> None:
+        pass
+
+
+class _Node:
+    """Takes the one subscription GoalStatuses makes."""
+
+    def create_subscription(self, msg_type, topic, callback, qos, callback_group=None):
+        self.topic, self.on_status = topic, callback
+
+
+def _status(goal_id, state: int) -> GoalStatusArray:
+    return GoalStatusArray(status_list=[GoalStatus(goal_info=GoalInfo(goal_id=goal_id), status=state)])
+
+
+def test_a_goal_the_status_lists_counts_as_accepted_when_its_answer_is_lost():
+    node, client, goal_id = _Node(), object(), new_goal_id()
+    statuses = GoalStatuses(node, names.FOLLOW_INSTRUCTION, FollowInstruction)
+    assert node.topic == names.action_status(names.FOLLOW_INSTRUCTION)
+    assert statuses.accepted_handle(client, goal_id) is None  # not listed: nothing to go by
+    node.on_status(_status(new_goal_id(), GoalStatus.STATUS_EXECUTING))  # another goal
+    assert statuses.accepted_handle(client, goal_id) is None
+    node.on_status(_status(goal_id, GoalStatus.STATUS_EXECUTING))
+    handle = statuses.accepted_handle(client, goal_id)
+    assert (
+        handle.accepted and handle.goal_id == goal_id and statuses.of(goal_id) == GoalStatus.STATUS_EXECUTING
+    )
+
+
+def test_a_wait_for_an_answer_that_never_comes_takes_it_from_instead():
+    asked = []
+
+    def instead():
+        asked.append(1)
+        return "from the status topic" if len(asked) >= 3 else None
+
+    found = wait_future(_NeverAnswered(), "the test's action", lambda: True, timeout_s=30.0, instead=instead)
+    assert found == "from the status topic" and len(asked) == 3
+
+
+def test_without_instead_a_lost_answer_is_still_a_timeout():
+    with pytest.raises(EpisodeError, match="the test's action did not answer within 0.0 s"):
+        wait_future(_NeverAnswered(), "the test's action", lambda: True, timeout_s=0.0)

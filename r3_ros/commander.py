@@ -56,7 +56,7 @@ class TaskHandle:
         self._send_future = send_future
         self._stop, self._key = stop, key
         self._client, self._goal_id = client, goal_id
-        self._statuses = {} if statuses is None else statuses  # goal uuid -> latest GoalStatus value
+        self._statuses = {} if statuses is None else statuses  # .get(goal uuid): its latest GoalStatus
         self._goal_handle = None
         self._result_futures: list = []
         self._asked_at = time.monotonic()

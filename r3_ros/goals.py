@@ -32,12 +32,13 @@ TURN_CHECK_S = 0.05
 ANSWER_GRACE_S = 1.0
 
 
-class GoalStatuses(dict):
-    """Goal uuid (bytes) -> the latest state the action's status topic gave for it."""
+class GoalStatuses:
+    """The state of each goal the action's server holds, by goal uuid (bytes), as its status topic
+    last listed them (the list is whole each time, so goals the server let go drop out)."""
 
     def __init__(self, node: Node, action_name: str, action_type, callback_group=None):
-        super().__init__()
         self.action_type = action_type
+        self._latest: dict[bytes, int] = {}
         node.create_subscription(
             GoalStatusArray,
             names.action_status(action_name),
@@ -47,12 +48,14 @@ class GoalStatuses(dict):
         )
 
     def _on_status(self, msg: GoalStatusArray) -> None:
-        for status in msg.status_list:
-            self[bytes(status.goal_info.goal_id.uuid)] = status.status
+        self._latest = {bytes(s.goal_info.goal_id.uuid): s.status for s in msg.status_list}
+
+    def get(self, uuid: bytes, default: int = GoalStatus.STATUS_UNKNOWN) -> int:
+        return self._latest.get(uuid, default)
 
     def of(self, goal_id) -> int:
-        """The goal's latest state (unknown until the status lists it)."""
-        return self.get(bytes(goal_id.uuid), GoalStatus.STATUS_UNKNOWN)
+        """The goal's latest state (unknown while the status does not list it)."""
+        return self.get(bytes(goal_id.uuid))
 
     def accepted_handle(self, client, goal_id) -> ClientGoalHandle | None:
         """A handle for goal ``goal_id`` of ``client`` once the status lists it (the server accepted

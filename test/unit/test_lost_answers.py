@@ -43,9 +43,10 @@ def test_a_goal_the_status_lists_counts_as_accepted_when_its_answer_is_lost():
     assert statuses.accepted_handle(client, goal_id) is None
     node.on_status(_status(goal_id, GoalStatus.STATUS_EXECUTING))
     handle = statuses.accepted_handle(client, goal_id)
-    assert (
-        handle.accepted and handle.goal_id == goal_id and statuses.of(goal_id) == GoalStatus.STATUS_EXECUTING
-    )
+    assert handle.accepted and handle.goal_id == goal_id
+    assert statuses.of(goal_id) == GoalStatus.STATUS_EXECUTING
+    node.on_status(_status(new_goal_id(), GoalStatus.STATUS_EXECUTING))  # the server let it go
+    assert statuses.of(goal_id) == GoalStatus.STATUS_UNKNOWN  # nothing kept of goals no longer listed
 
 
 def test_a_wait_for_an_answer_that_never_comes_takes_it_from_instead():

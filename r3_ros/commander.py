@@ -26,11 +26,10 @@ from rclpy.node import Node
 from r3.graph import names
 from r3_msgs.action import RunTask
 from r3_msgs.msg import ReasonerStep
-from r3_ros.goals import ENDED, GoalStatuses, accepted_handle
+from r3_ros.goals import ANSWER_GRACE_S, ENDED, GoalStatuses, accepted_handle
 from r3_ros.stop import StopPublisher, goal_key, new_goal_id
 
-#: Seconds between requests for a result that has not come back (and before a goal whose
-#: acceptance has not come back is looked up on the status topic).
+#: Seconds between requests for a result that has not come back.
 RESEND_S = 1.0
 
 
@@ -102,7 +101,8 @@ class TaskHandle:
         return self._statuses.get(bytes(self._goal_id.uuid), GoalStatus.STATUS_UNKNOWN)
 
     def _accepted_by_status(self) -> bool:
-        return self.goal_status != GoalStatus.STATUS_UNKNOWN and time.monotonic() - self._asked_at >= RESEND_S
+        late = time.monotonic() - self._asked_at >= ANSWER_GRACE_S
+        return self.goal_status != GoalStatus.STATUS_UNKNOWN and late
 
     def cancel(self, stop: bool = True) -> None:
         """Stop the task's motion (``stop``: a stop on /r3/stop_motion, at once), then cancel the goal

@@ -41,6 +41,7 @@ class _ActionClient:
 def handle(monkeypatch):
     monkeypatch.setattr(commander.rclpy, "spin_once", lambda node, timeout_sec=None: None)
     monkeypatch.setattr(commander, "RESEND_S", 0.0)
+    monkeypatch.setattr(commander, "ANSWER_GRACE_S", 0.0)
     goal_id, client, statuses = new_goal_id(), _ActionClient(), {}
     task = TaskHandle(None, _Future(), None, None, client, goal_id, statuses)  # its acceptance never comes
     return task, client, lambda state: statuses.__setitem__(bytes(goal_id.uuid), state)

@@ -339,6 +339,10 @@ def test_a_reset_scene_call_during_an_episode_is_refused_and_moves_nothing(graph
             ):
                 answers.append(client.call(reset, request))
 
+    deadline = time.monotonic() + 30  # the simulator's latched state, once DDS has matched this reader
+    while not scene and time.monotonic() < deadline:
+        client.spin(0.05)
+    assert scene, "no simulator state reached the test's subscription"
     if not reset_scene:  # the scene to go on with
         assert client.run_task(goal(task="T", seed=7, max_steps=1))[0].reason == "step_budget"
     started = time.monotonic()

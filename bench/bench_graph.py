@@ -8,7 +8,9 @@ topic latency through rclpy at 640x480 30 Hz.
   stamped with the wall clock; p50 and p99 of receive time minus stamp, and how many arrived;
 - decision step: each pass runs the same Language Table episodes (task V, seeds 0..episodes-1, the
   expert with full reasoning, rendering at decisions) in process and through the launched
-  ``sim_language_table`` graph (rendering at decisions too: its camera's video rate set to 0; one
+  ``sim_language_table`` graph, then the same again against ``sim_language_table_controller`` (the
+  pusher's controller in the simulator's process, no low-level node: "controller in the simulator"
+  in the figures' names) (rendering at decisions too: its camera's video rate set to 0; one
   launch for all passes, its start-up and a first episode on each side left out; a pass whose sides'
   instructions differ stops the benchmark), and reports wall ms per decision step on each
   side and their ratio within the pass (target <= 1.5x); an episode's end through the graph (from
@@ -91,18 +93,26 @@ class Side:
     sets: tuple[str, ...] = ()
 
 
-def language_table_side(episodes: int, backend, env) -> Side:
+#: The Language Table graphs compared with the in-process loop: the low-level node's, and the one whose
+#: simulator runs the pusher's controller in its own process.
+LANGUAGE_TABLE_GRAPHS = {
+    "sim_language_table": "decision step",
+    "sim_language_table_controller": "decision step, controller in the simulator",
+}
+
+
+def language_table_side(episodes: int, backend, env, profile: str = "sim_language_table") -> Side:
     """Task V from seeds 0..episodes-1 with full reasoning (``run_episode``'s default), rendering at
     decisions on both sides: the profile's 5 Hz video frames are work the in-process loop does not do."""
     from r3.episode import run_episode
 
     return Side(
         "language_table",
-        "decision step",
+        LANGUAGE_TABLE_GRAPHS[profile],
         [("V", seed) for seed in range(episodes)],
         0,
         lambda task, seed: run_episode(task, seed, backend, env=env, render=True).instructions,
-        "sim_language_table",
+        profile,
         ("r3_sim_node.camera_rate_hz=0",),
     )
 
@@ -303,8 +313,9 @@ def main() -> None:
         )
         report.add("image 640x480 rgb8 @30 Hz through rclpy, latency p99", [r["p99_ms"] for r in lat], "ms")
         env = LanguageTableEnv()
-        language_table = language_table_side(args.episodes, backend, env)
-        compare(report, language_table, args.passes, Path(args.out) / "language_table")
+        for profile in LANGUAGE_TABLE_GRAPHS:
+            side = language_table_side(args.episodes, backend, env, profile)
+            compare(report, side, args.passes, Path(args.out) / profile)
         env.close()
         if args.packing_episodes:
             side = packing_side(args.packing_episodes, args.packing_steps, backend)

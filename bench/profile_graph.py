@@ -1,17 +1,18 @@
 """Where a decision step's CPU time goes, through the graph and in process.
 
-    python bench/profile_graph.py [--suite language_table|packing] [--episodes 3] [--packing-steps 3]
-        [--rate 200] [--top 12] [--out runs/profile_graph] [--set NODE.PARAM=VALUE ...]
+    python bench/profile_graph.py [--suite language_table|language_table_controller|packing]
+        [--episodes 3] [--packing-steps 3] [--rate 200] [--top 12] [--out runs/profile_graph]
+        [--set NODE.PARAM=VALUE ...]
 
-Launches ``sim_language_table`` (or ``sim_packing``) as bench_graph does, with ``R3_PROFILE_DIR``
-set, so every node samples its own stacks (``r3.profiling``: CPU time of each thread charged to the
-stack it is on; py-spy cannot attach on every machine). After one warm-up episode it raises the
-nodes' recording flag, runs the episodes of bench_graph through the graph, lowers it, and reads each
-node's collapsed stacks; then samples the same episodes in process. For each process it prints the
-CPU time and the functions with the largest share of it: by self time (the innermost frame) and
-inclusive (anywhere on the stack), then what woke its executor per decision step (a topic, a timer,
-an action) and the CPU the executor's own wait machinery took for it. The raw stacks stay under
---out, for flame graphs.
+Launches ``sim_language_table`` (``sim_language_table_controller``, ``sim_packing``) as bench_graph
+does, with ``R3_PROFILE_DIR`` set, so every node samples its own stacks (``r3.profiling``: CPU time
+of each thread charged to the stack it is on; py-spy cannot attach on every machine). After one
+warm-up episode it raises the nodes' recording flag, runs the episodes of bench_graph through the
+graph, lowers it, and reads each node's collapsed stacks; then samples the same episodes in process.
+For each process it prints the CPU time and the functions with the largest share of it: by self time
+(the innermost frame) and inclusive (anywhere on the stack), then what woke its executor per
+decision step (a topic, a timer, an action) and the CPU the executor's own wait machinery took for
+it. The raw stacks stay under --out, for flame graphs.
 """
 
 from __future__ import annotations
@@ -87,9 +88,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(
         "--suite",
-        choices=("language_table", "packing"),
+        choices=("language_table", "language_table_controller", "packing"),
         default="language_table",
-        help="Language Table (task V) or grocery packing (task 4), as bench_graph runs them "
+        help="Language Table (task V; through the low-level node, or with the controller in the "
+        "simulator) or grocery packing (task 4), as bench_graph runs them "
         "(default: %(default)s)",
     )
     p.add_argument("--episodes", type=int, default=3, help="episodes per side (default: %(default)s)")
@@ -126,6 +128,9 @@ def main() -> None:
     backend = make_backend("expert")
     sides = {
         "language_table": lambda: language_table_side(args.episodes, backend, LanguageTableEnv()),
+        "language_table_controller": lambda: language_table_side(
+            args.episodes, backend, LanguageTableEnv(), "sim_language_table_controller"
+        ),
         "packing": lambda: packing_side(args.episodes, args.packing_steps, backend),
     }
     side = sides[args.suite]()

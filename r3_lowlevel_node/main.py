@@ -25,37 +25,27 @@ import threading
 import time
 from functools import partial
 
-import numpy as np
 from geometry_msgs.msg import Vector3Stamped
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.callback_groups import ReentrantCallbackGroup
 
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
-from r3.instructions.language_table import ParseError, parse
-from r3.lowlevel import make_policy
-from r3.safety.goals import GoalRefused, check_instruction_goal
-from r3_msgs.action import FollowInstruction
 from r3_msgs.msg import CommandRefusal, PrivilegedState
 from r3_ros import without_shared_memory
 from r3_ros.conversions import msg_to_board_state, stamp_to_ns
 from r3_ros.executor import InlineCallbackGroup
-from r3_ros.goals import PREEMPTED, SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
+from r3_ros.instruction_server import Ended, InstructionServer, check_going
 from r3_ros.node import R3Node, matchable_subscribers
 from r3_ros.params import declare_parameters
 from r3_ros.qos import LATCHED, REFUSALS, recorded
-from r3_ros.refusals import refusing_action, refusing_message
+from r3_ros.refusals import refusing_message
 from r3_ros.spin import run_node
-from r3_ros.stop import MotionGuard, end_stopped
+from r3_ros.stop import MotionGuard
 
 #: Heartbeat state until the first simulator state arrives: the node cannot act yet.
 WAITING_FOR_STATE = "waiting_for_state"
-#: Feedback goes out at most this often (wall seconds): one per control step would wake the client at each.
-FEEDBACK_PERIOD_S = 0.1
 #: A DDS GUID's first 12 bytes name its participant (one per process); the last 4 its endpoint.
 GUID_PREFIX_BYTES = 12
-SUITE = "language_table"  # the suite whose instructions this node carries out
 #: A refusal's reason is passed on this long at most (anyone can publish on the refusals topic).
 REASON_CHARS = 300
 
@@ -65,19 +55,18 @@ class CommandRefused(Exception):
 
 
 class LowLevelNode(R3Node):
+    """``r3_ros.instruction_server.InstructionServer`` acting over topics (the :class:`Plant` here)."""
+
     def __init__(self):
         super().__init__("r3_lowlevel_node")
         p = declare_parameters(self, NODE_PARAMETERS["r3_lowlevel_node"])
-        self.default_max_steps = p["default_max_steps"]
         self.state_timeout_s = p["state_timeout_s"]
-        self.policy = make_policy(p["policy"])
 
         self.state_cv = threading.Condition()
         self.state: PrivilegedState | None = None
         self.state_received = 0.0  # monotonic time the last state arrived
         self.state_source = b""  # the GUID prefix of the participant that published it
         self.refusal: tuple[int, str] = (-1, "")  # the last refused command's stamp and the reason
-        self.goals = SingleGoal(self, self.goal_refusal)
         self.command_pub = self.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, recorded(10))
         self.create_subscription(
             PrivilegedState,
@@ -93,19 +82,11 @@ class LowLevelNode(R3Node):
             REFUSALS,
             callback_group=InlineCallbackGroup(),
         )
-        self.server = ActionServer(
-            self,
-            FollowInstruction,
-            names.FOLLOW_INSTRUCTION,
-            execute_callback=refusing_action(self, self.execute, FollowInstruction.Result, self.goals.end),
-            goal_callback=lambda _: GoalResponse.ACCEPT,
-            handle_accepted_callback=self.goals.accept,
-            cancel_callback=lambda _: CancelResponse.ACCEPT,
-            callback_group=ReentrantCallbackGroup(),
-        )
         self.heartbeat = HeartbeatPublisher(self, state=WAITING_FOR_STATE)
-        self.monitor = HeartbeatMonitor(self)
-        self.guard = MotionGuard(self, self.monitor, p["client_timeout_s"], p["reasoner_node"])
+        self.guard = MotionGuard(self, HeartbeatMonitor(self), p["client_timeout_s"], p["reasoner_node"])
+        self.server = InstructionServer(
+            self, self, p["policy"], p["default_max_steps"], self.guard, self.heartbeat
+        )
 
     def on_state(self, msg: PrivilegedState, info) -> None:
         source = (info.get("publisher_gid") or {}).get("data", b"")[:GUID_PREFIX_BYTES]
@@ -119,6 +100,36 @@ class LowLevelNode(R3Node):
         with self.state_cv:
             self.refusal = (stamp_to_ns(msg.header.stamp), msg.reason[:REASON_CHARS])
             self.state_cv.notify_all()
+
+    # -- the plant: commands out on /pusher/command, states back on /sim/privileged/state -------------
+    def begin(self, handle):
+        state_msg = self.wait_for_state_after(-1)
+        if state_msg is None:
+            raise Ended("error: no state from the simulator")
+        if not self.wait_for_command_path(handle):
+            check_going(handle, self.guard)
+            raise Ended(f"error: no simulator subscribes to {names.PUSHER_COMMAND}")
+        return msg_to_board_state(state_msg), state_msg.header.stamp
+
+    def step(self, handle, action, stamp):
+        command = Vector3Stamped()
+        command.header.stamp, command.header.frame_id = stamp, "board"
+        command.vector.x, command.vector.y = float(action[0]), float(action[1])
+        stop = self.guard.command(handle, partial(self.command_pub.publish, command))
+        if stop is not None:
+            raise Ended(stop, stopped=True)
+        try:
+            state_msg = self.wait_for_state_after(stamp_to_ns(stamp), handle)
+        except CommandRefused as refused:
+            raise Ended(f"error: the simulator {refused}") from None
+        if state_msg is None:
+            check_going(handle, self.guard)
+            self.get_logger().error(self._silence(stamp))
+            raise Ended("error: the simulator stopped publishing state")
+        return msg_to_board_state(state_msg), state_msg.header.stamp
+
+    def end(self, handle) -> None:
+        """Nothing to do: the simulator marks the decision point when the goal's status ends."""
 
     def wait_for_state_after(self, stamp_ns: int, handle=None) -> PrivilegedState | None:
         """The first state stamped after ``stamp_ns`` (-1: any), or None after the timeout or when
@@ -157,75 +168,6 @@ class LowLevelNode(R3Node):
                 return False
             time.sleep(0.01)
 
-    @staticmethod
-    def goal_refusal(goal) -> str:
-        """Why ``goal`` is refused before anything moves ("" = it is not)."""
-        try:
-            check_instruction_goal(goal, SUITE, served=("instruction",))
-        except GoalRefused as exc:
-            return f"error: invalid goal: {exc}"
-        parsed = parse(goal.instruction)
-        return f"parse_error: {parsed.reason}" if isinstance(parsed, ParseError) else ""
-
-    def execute(self, handle) -> FollowInstruction.Result:
-        goal = handle.request
-        result = FollowInstruction.Result()
-        if reason := self.goal_refusal(goal):
-            return self._finish(handle, result, False, reason)
-        parsed = parse(goal.instruction)
-        state_msg = self.wait_for_state_after(-1)
-        if state_msg is None:
-            return self._finish(handle, result, False, "error: no state from the simulator")
-        if not self.wait_for_command_path(handle):
-            if not handle.is_active:
-                return self._finish(handle, result, False, PREEMPTED)
-            if self.guard.stopping(handle):
-                return self._stopped(handle, result, "canceled")
-            return self._finish(
-                handle, result, False, f"error: no simulator subscribes to {names.PUSHER_COMMAND}"
-            )
-        max_steps = goal.max_steps or self.default_max_steps
-        self.heartbeat.state = "busy"
-        self.policy.reset(parsed, msg_to_board_state(state_msg), np.random.default_rng(goal.seed))
-        reason, fed_back = "step_budget", time.monotonic()
-        try:
-            for step in range(max_steps):
-                if not handle.is_active:
-                    return self._finish(handle, result, False, PREEMPTED)
-                if self.guard.stopping(handle):
-                    return self._stopped(handle, result, "canceled")
-                action = self.policy.act(msg_to_board_state(state_msg))
-                if action is None:
-                    reason = "done"
-                    break
-                command = Vector3Stamped()
-                command.header.stamp, command.header.frame_id = state_msg.header.stamp, "board"
-                command.vector.x, command.vector.y = float(action[0]), float(action[1])
-                stop = self.guard.command(handle, partial(self.command_pub.publish, command))
-                if stop is not None:
-                    return self._stopped(handle, result, stop)
-                try:
-                    state_msg = self.wait_for_state_after(stamp_to_ns(state_msg.header.stamp), handle)
-                except CommandRefused as refused:
-                    return self._finish(handle, result, False, f"error: the simulator {refused}")
-                if state_msg is None:
-                    if not handle.is_active:
-                        return self._finish(handle, result, False, PREEMPTED)
-                    if self.guard.stopping(handle):
-                        return self._stopped(handle, result, "canceled")
-                    self.get_logger().error(self._silence(command.header.stamp))
-                    return self._finish(
-                        handle, result, False, "error: the simulator stopped publishing state"
-                    )
-                result.steps = step + 1
-                if time.monotonic() - fed_back >= FEEDBACK_PERIOD_S:
-                    handle.publish_feedback(FollowInstruction.Feedback(step=result.steps))
-                    fed_back = time.monotonic()
-        finally:
-            self.heartbeat.state = "idle"
-        result.finished = state_msg.header.stamp
-        return self._finish(handle, result, True, reason)
-
     def _silence(self, command_stamp) -> str:
         """What the node knows when no state followed a command (the log line that explains a timeout)."""
         with self.state_cv:
@@ -235,17 +177,6 @@ class LowLevelNode(R3Node):
             f"no state after the command stamped {sent:.3f} s within {self.state_timeout_s:.1f} s; "
             f"the last state, stamped {stamped:.3f} s, arrived {time.monotonic() - received:.2f} s ago"
         )
-
-    def _stopped(self, handle, result, reason: str) -> FollowInstruction.Result:
-        self.heartbeat.state = "idle"
-        result.success, result.reason = False, reason
-        end_stopped(handle, reason, self.goals.end)
-        return result
-
-    def _finish(self, handle, result, success: bool, reason: str) -> FollowInstruction.Result:
-        result.success, result.reason = success, reason
-        self.goals.end(handle, "succeeded" if success else "aborted")
-        return result
 
 
 def main(args=None) -> None:

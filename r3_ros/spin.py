@@ -18,16 +18,20 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 import rclpy
 from rclpy._rclpy_pybind11 import RCLError
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
 
 from r3.profiling import PROFILE_DIR_ENV, WakeLedger, record_while_flagged
 from r3_ros.executor import QueueAwareExecutor, count_wakes
 
 
-def run_node(node_class, args=None, threads: int = 8) -> None:
+def run_node(node_class, args=None, threads: int | Callable[[Node], int] = 8) -> None:
+    """Spin one ``node_class()``; ``threads``: the executor's, or a function of the node that says
+    (its parameters choose)."""
     spinning = False
 
     def on_sigint(signum, frame) -> None:
@@ -45,6 +49,7 @@ def run_node(node_class, args=None, threads: int = 8) -> None:
     try:
         node = node_class()
         # With a pool, long action callbacks never starve the rest.
+        threads = threads(node) if callable(threads) else threads
         executor = SingleThreadedExecutor() if threads == 1 else QueueAwareExecutor(num_threads=threads)
         if os.environ.get(PROFILE_DIR_ENV):  # bench/profile_graph.py: where a node's CPU time goes
             wakes = WakeLedger()

@@ -17,6 +17,17 @@ Servo's incoming-command timeout), moves nothing, is logged and counted, and is 
 ``/pusher/refusals`` with the reason, so its sender ends the instruction at once. The deadline is below
 the low-level node's ``state_timeout_s`` (2 s), so a command whose FollowInstruction has already
 ended is always refused.
+
+With a ``controller`` (a low-level policy's name) the node serves FollowInstruction itself
+(``r3_ros.instruction_server``): the policy acts on the simulation in this process, as ros2_control
+runs a controller beside its hardware interface, so no control step waits on DDS; r3_lowlevel_node
+is not part of such a graph. Each command it applies goes through the same checks as one received,
+and is published on ``/pusher/command`` for the record (the bag holds what a low-level node's
+episode holds); commands on that topic from anyone else are not taken (the controller owns the
+pusher). The decision point is the instruction's end, published before its goal ends. Besides the
+goal's stops (``r3_ros.stop.MotionGuard``), a goal stops when this process was frozen or starved
+for longer than ``COMMAND_DEADLINE_S`` while it ran (``r3.safety.freeze``), as a stale command is
+refused.
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
+from r3.safety.freeze import FreezeWatch
 from r3.sim.language_table.env import LanguageTableEnv
 from r3.sim.language_table.scene import CONTROL_DT
 from r3_msgs.msg import CommandRefusal, PrivilegedState, SceneSnapshot
@@ -40,13 +52,15 @@ from r3_msgs.srv import ResetScene
 from r3_ros.conversions import board_state_to_msg, camera_info_msg, image_to_msg, ns_to_stamp
 from r3_ros.episode_topics import scene_resets
 from r3_ros.goals import ENDED
-from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
+from r3_ros.instruction_server import Ended, InstructionServer
 from r3_ros.node import R3Node
 from r3_ros.params import declare_parameters
 from r3_ros.qos import LATCHED, REFUSALS, recorded
 from r3_ros.refusals import refusing_message, refusing_service
 from r3_ros.sim_clock import SimClockPublisher
 from r3_ros.spin import run_node
+from r3_ros.stop import MotionGuard
 
 SNAPSHOT_FORMAT = "r3-language-table-snapshot/1"
 STEP_NS = round(CONTROL_DT * 1e9)
@@ -63,6 +77,7 @@ class SimNode(R3Node):
         self.camera_period_ns = 0 if rate <= 0 else round(1e9 / rate)
         self.settle_s = p["settle_s"]
         self.camera_frame = p["camera_frame"]
+        self.controller = p["controller"]
 
         self.env = LanguageTableEnv(width=width, height=height)
         self.env.reset(seed=0)
@@ -85,20 +100,30 @@ class SimNode(R3Node):
         self.state_pub = self.create_publisher(PrivilegedState, names.PRIVILEGED_STATE, LATCHED)
         self.snapshot_pub = self.create_publisher(SceneSnapshot, names.SCENE_SNAPSHOT, recorded(10))
         self.refusal_pub = self.create_publisher(CommandRefusal, names.PUSHER_REFUSALS, REFUSALS)
-        self.create_subscription(
-            Vector3Stamped,
-            names.PUSHER_COMMAND,
-            refusing_message(self, self.on_command),
-            10,
-        )
         self.create_service(ResetScene, names.RESET_SCENE, refusing_service(self, self.on_reset))
-        self.create_subscription(
-            GoalStatusArray,
-            names.FOLLOW_INSTRUCTION_STATUS,
-            refusing_message(self, self.on_follow_status),
-            qos_profile_action_status_default,
-        )
         self.heartbeat = HeartbeatPublisher(self)
+        if self.controller:
+            self.command_pub = self.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, recorded(10))
+            self.freezes = FreezeWatch(COMMAND_DEADLINE_S)
+            self.goal_started: dict[bytes, float] = {}  # monotonic start of each running goal
+            guard = MotionGuard(self, HeartbeatMonitor(self), p["client_timeout_s"], p["reasoner_node"])
+            self.guard = guard
+            self.server = InstructionServer(
+                self, self, self.controller, p["default_max_steps"], guard, self.heartbeat
+            )
+        else:
+            self.create_subscription(
+                Vector3Stamped,
+                names.PUSHER_COMMAND,
+                refusing_message(self, self.on_command),
+                10,
+            )
+            self.create_subscription(
+                GoalStatusArray,
+                names.FOLLOW_INSTRUCTION_STATUS,
+                refusing_message(self, self.on_follow_status),
+                qos_profile_action_status_default,
+            )
         self.publish_state()
         self.settler = threading.Thread(target=self.settle_when_idle, name="settle", daemon=True)
         self.settler.start()
@@ -129,43 +154,87 @@ class SimNode(R3Node):
 
     def on_command(self, msg: Vector3Stamped, info) -> None:
         """One control step, unless the command is stale or out of range (refused, never clipped)."""
-        action = np.array([msg.vector.x, msg.vector.y])
         age_s = (time.time_ns() - info["source_timestamp"]) / 1e9
         if age_s > COMMAND_DEADLINE_S / 2:  # on time still, but late: a loaded or starved graph
             self.get_logger().warning(f"pusher command arrived {age_s:.2f} s after it was sent")
         with self.lock:
-            try:
-                if age_s > COMMAND_DEADLINE_S:
-                    raise ValueError(
-                        f"refused: stale, sent {age_s:.2f} s ago (deadline {COMMAND_DEADLINE_S} s)"
-                    )
-                if off_board := self.env.off_board(
-                    action
-                ):  # a driver refuses what the board's rim would stop
-                    raise ValueError(f"refused: {off_board}")
-                self.env.step(action)
-            except ValueError as exc:
-                self.refused_commands += 1
-                self.get_logger().error(
-                    f"pusher command {action.tolist()} {exc}; the pusher holds still "
-                    f"({self.refused_commands} refused so far)"
+            if age_s > COMMAND_DEADLINE_S:
+                self.refuse(msg, f"refused: stale, sent {age_s:.2f} s ago (deadline {COMMAND_DEADLINE_S} s)")
+            else:
+                self.apply(msg)
+
+    def apply(self, msg: Vector3Stamped) -> str:
+        """One control step (called with the lock held), or the reason it was refused."""
+        action = np.array([msg.vector.x, msg.vector.y])
+        if off_board := self.env.off_board(action):  # a driver refuses what the board's rim would stop
+            return self.refuse(msg, f"refused: {off_board}")
+        try:
+            self.env.step(action)
+        except ValueError as exc:
+            return self.refuse(msg, str(exc))
+        self.clock_ns += STEP_NS
+        self.last_command_wall = time.monotonic()
+        self.idle_published = False
+        self.command_or_close.notify()
+        self.publish_state()
+        if self.camera_period_ns and self.clock_ns - self.last_image_ns >= self.camera_period_ns:
+            self.publish_image()
+        return ""
+
+    def refuse(self, msg: Vector3Stamped, reason: str) -> str:
+        """Log, count and answer a command that moves nothing (called with the lock held); ``reason``."""
+        self.refused_commands += 1
+        self.get_logger().error(
+            f"pusher command {[msg.vector.x, msg.vector.y]} {reason}; the pusher holds still "
+            f"({self.refused_commands} refused so far)"
+        )
+        self.refusal_pub.publish(
+            CommandRefusal(
+                header=msg.header,
+                command_topic=names.PUSHER_COMMAND,
+                reason=reason,
+                refused_so_far=self.refused_commands,
+            )
+        )
+        return reason
+
+    # -- the controller's plant (``controller`` set): the simulation itself -------------------------
+    def begin(self, handle):
+        self.goal_started[bytes(handle.goal_id.uuid)] = time.monotonic()
+        with self.lock:
+            return self.env.state(), ns_to_stamp(self.clock_ns)
+
+    def step(self, handle, action, stamp):
+        """The command a low-level node would send, published for the record and carried out."""
+        command = Vector3Stamped()
+        command.header.stamp, command.header.frame_id = stamp, "board"
+        command.vector.x, command.vector.y = float(action[0]), float(action[1])
+        refusal = ""
+
+        def send() -> None:
+            nonlocal refusal
+            self.command_pub.publish(command)
+            refusal = self.apply(command)
+
+        with self.lock:
+            if frozen_s := self.freezes.frozen_since(self.goal_started[bytes(handle.goal_id.uuid)]):
+                raise Ended(
+                    f"error: {self.get_fully_qualified_name()} was frozen or starved for {frozen_s:.1f} s "
+                    f"(deadline {COMMAND_DEADLINE_S} s); its goal is stale, motion stopped",
+                    stopped=True,
                 )
-                self.refusal_pub.publish(
-                    CommandRefusal(
-                        header=msg.header,
-                        command_topic=names.PUSHER_COMMAND,
-                        reason=str(exc),
-                        refused_so_far=self.refused_commands,
-                    )
-                )
-                return
-            self.clock_ns += STEP_NS
-            self.last_command_wall = time.monotonic()
-            self.idle_published = False
-            self.command_or_close.notify()
-            self.publish_state()
-            if self.camera_period_ns and self.clock_ns - self.last_image_ns >= self.camera_period_ns:
-                self.publish_image()
+            if (stop := self.guard.command(handle, send)) is not None:
+                raise Ended(stop, stopped=True)
+            if refusal:
+                raise Ended(f"error: the simulator {refusal}")
+            return self.env.state(), ns_to_stamp(self.clock_ns)
+
+    def end(self, handle) -> None:
+        """The instruction's end is the decision point, published before its goal ends."""
+        self.goal_started.pop(bytes(handle.goal_id.uuid), None)
+        with self.lock:
+            if not self.idle_published:
+                self.publish_settled()
 
     def on_follow_status(self, msg: GoalStatusArray) -> None:
         """A FollowInstruction goal that has just ended makes this a decision point, at once."""
@@ -237,7 +306,9 @@ class SimNode(R3Node):
 
 
 def main(args=None) -> None:
-    run_node(SimNode, args, threads=1)  # every callback is short: no pool hand-off per command
+    # Without a controller every callback is short: no pool hand-off per command. A controller's
+    # goal runs for a whole instruction, beside resets, cancels and stops.
+    run_node(SimNode, args, threads=lambda node: 8 if node.controller else 1)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from r3.graph import names
-from r3.graph.interfaces import NODE_INTERFACES, NodeInterface
+from r3.graph.interfaces import NODE_INTERFACES, NodeInterface, with_controller
 
 PACKAGE = "r3"
 
@@ -149,7 +149,10 @@ def _member(raw: dict, profile: str, config_dir: Path) -> Member:
         if raw["node"] not in NODE_INTERFACES:
             raise ValueError(f"{where}: unknown r3 node {raw['node']!r}; known: {sorted(NODE_INTERFACES)}")
         parameters = _checked_parameters(raw["node"], parameters, where)
-        interface = NODE_INTERFACES[raw["node"]].remapped(remappings)
+        interface = NODE_INTERFACES[raw["node"]]
+        if raw["node"] == "r3_sim_node" and parameters.get("controller"):
+            interface = with_controller(interface)
+        interface = interface.remapped(remappings)
         # The recorder subscribes to whatever its `topics` parameter lists (types found at run time).
         interface.subscribes.update({t: "*" for t in parameters.get("topics", [])})
         # The reasoner also watches the wrist camera where its `wrist_camera` parameter says so (packing).

@@ -190,3 +190,21 @@ def _published_types() -> dict[str, str]:
 
 #: topic -> the message type r3's nodes publish it with (default names).
 PUBLISHED_TYPES = _published_types()
+
+
+def with_controller(sim: NodeInterface) -> NodeInterface:
+    """``r3_sim_node``'s interface with a ``controller``: it serves FollowInstruction itself (watching
+    the stops and the reasoner's heartbeat, as the low-level node does) and publishes each command it
+    applies; it takes no commands and follows no one's FollowInstruction status."""
+    taken = {names.PUSHER_COMMAND, names.FOLLOW_INSTRUCTION_STATUS}
+    return NodeInterface(
+        publishes={**sim.publishes, names.PUSHER_COMMAND: "geometry_msgs/msg/Vector3Stamped"},
+        subscribes={
+            **{t: ty for t, ty in sim.subscribes.items() if t not in taken},
+            names.HEARTBEAT: "r3_msgs/msg/Heartbeat",
+            **STOP_MOTION,
+        },
+        services=list(sim.services),
+        actions=[names.FOLLOW_INSTRUCTION],
+        optional=sim.optional - taken,
+    )

@@ -58,6 +58,14 @@ MOTION_GUARD = (
     ),
 )
 SECONDS = (0.1, 3600.0)  # the range of a wall-clock timeout
+#: Declared by every node that serves FollowInstruction with a Language Table policy.
+DEFAULT_MAX_STEPS = P(
+    "default_max_steps",
+    "int",
+    20,
+    "Control steps of an instruction whose goal gives no budget.",
+    range=(1, 10000),
+)
 
 NODE_PARAMETERS: dict[str, NodeParameters] = {
     s.node: s
@@ -96,6 +104,19 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "camera_color_optical_frame",
                     "frame_id of the images and camera_info.",
                 ),
+                P(
+                    "controller",
+                    "str",
+                    "",
+                    "A low-level policy (r3.lowlevel.POLICIES) to run inside this process as the "
+                    "pusher's controller, serving FollowInstruction itself, as ros2_control runs a "
+                    "controller beside its hardware: the lock-step control loop never crosses DDS, "
+                    "and each command it applies is published on /pusher/command for the record. "
+                    "Empty: commands come on /pusher/command (r3_lowlevel_node, a teleoperator).",
+                    choices=("", *POLICIES.names()),
+                ),
+                DEFAULT_MAX_STEPS,
+                *MOTION_GUARD,
             ),
         ),
         NodeParameters(
@@ -124,13 +145,7 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "entry points): scripted acts on the privileged simulator state.",
                     choices=POLICIES.names(),
                 ),
-                P(
-                    "default_max_steps",
-                    "int",
-                    20,
-                    "Control steps of an instruction whose goal gives no budget.",
-                    range=(1, 10000),
-                ),
+                DEFAULT_MAX_STEPS,
                 P(
                     "state_timeout_s",
                     "float",

@@ -86,7 +86,7 @@ class ParameterSpec:
         if self.range is not None and not self.range[0] <= value <= self.range[1]:
             return f"{self.name}: {value!r} is outside [{self.range[0]}, {self.range[1]}]"
         if self.choices and value not in self.choices:
-            return f"{self.name}: {value!r} is not one of {', '.join(self.choices)}"
+            return f"{self.name}: {value!r} is not {self.constraints}"
         if self.pattern and not re.fullmatch(self.pattern, value):
             return f"{self.name}: {value[:80]!r} does not match {self.pattern}"
         return None
@@ -97,7 +97,7 @@ class ParameterSpec:
         if self.range is not None:
             return f"{self.range[0]} to {self.range[1]}"
         if self.choices:
-            return "one of " + ", ".join(self.choices)
+            return "one of " + ", ".join(c or "''" for c in self.choices)
         if self.pattern:
             return f"matches {self.pattern}"
         if self.length is not None:

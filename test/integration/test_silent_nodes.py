@@ -127,10 +127,12 @@ def test_a_dead_node_of_an_unsupervised_graph_is_named_by_its_silence(victim, tm
     )
 
 
-def test_the_pusher_stops_when_the_reasoner_falls_silent(private_ros_env):
-    """SAFETY.md row 4 for the Language Table low-level node: once the FollowInstruction client (the
-    reasoner; here this probe, by name) has been silent for ``client_timeout_s``, no pusher command
-    follows, within 0.2 s, and the instruction ends with an error naming the client."""
+@pytest.mark.parametrize("controller", [False, True], ids=["lowlevel_node", "controller_in_the_simulator"])
+def test_the_pusher_stops_when_the_reasoner_falls_silent(controller, private_ros_env):
+    """SAFETY.md row 4 for the Language Table low-level node, and for the simulator running the policy
+    as its own controller: once the FollowInstruction client (the reasoner; here this probe, by name)
+    has been silent for ``client_timeout_s``, no pusher command follows, within 0.2 s, and the
+    instruction ends with an error naming the client."""
     import rclpy
     from geometry_msgs.msg import Vector3Stamped
     from rclpy.action import ActionClient
@@ -142,28 +144,20 @@ def test_the_pusher_stops_when_the_reasoner_falls_silent(private_ros_env):
 
     env = private_ros_env(in_process=True)
     client_timeout_s = 0.5
+    guard = ["-p", "reasoner_node:=/r3_silent_probe", "-p", f"client_timeout_s:={client_timeout_s}"]
+    commands_from = (
+        [["r3_sim_node.main", "-p", "controller:=scripted", *guard]]
+        if controller
+        else [["r3_sim_node.main"], ["r3_lowlevel_node.main", *guard]]
+    )
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "r3_sim_node.main"],
+            [sys.executable, "-m", module, "--ros-args", *args],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-        ),
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "r3_lowlevel_node.main",
-                "--ros-args",
-                "-p",
-                "reasoner_node:=/r3_silent_probe",
-                "-p",
-                f"client_timeout_s:={client_timeout_s}",
-            ],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        ),
+        )
+        for module, *args in commands_from
     ]
     rclpy.init(domain_id=int(env["ROS_DOMAIN_ID"]))
     node = rclpy.create_node("r3_silent_probe")

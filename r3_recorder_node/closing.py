@@ -5,16 +5,23 @@ when this process was starved: its overdue timer then runs before the messages q
 The rule here: the episode's own records have all come (``expected``), at least ``min_wait_s`` has
 passed, and one whole tick went by, on time, in which no message sent before END (by its DDS source
 stamp) was written. Messages sent after END (a camera that keeps streaming) never hold the bag open.
+The recorder restarts its tick when END comes, so the first tick after END ends a whole one and the
+bag of a quiet episode closes one tick after END (before, the first tick came anywhere within a tick
+of END and only the second could close: 20 to 40 ms, now 20).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 #: Seconds between the recorder's checks while a bag drains.
 TICK_S = 0.02
 #: A tick this much later than due means the process was starved: messages may be queued behind it.
 LATE_FACTOR = 2.0
+#: A window this much shorter than a tick is not a whole one (a timer fires at, not before, its time;
+#: the margin is for the clocks read on either side of it).
+WHOLE_FACTOR = 0.9
 
 
 @dataclass
@@ -29,7 +36,8 @@ class Drain:
     last_straggler_s: float = field(init=False)  # when a message sent before END was last written
 
     def __post_init__(self) -> None:
-        self.last_tick_s = self.last_straggler_s = self.ended_s
+        self.last_tick_s = self.ended_s
+        self.last_straggler_s = -math.inf
 
     def wrote(self, sent_ns: int | None, now_s: float) -> None:
         """A message went into the bag (``sent_ns`` None: one of the recorder's own)."""
@@ -42,6 +50,6 @@ class Drain:
         waited = now_s - self.ended_s
         if waited >= self.max_wait_s:
             return True
-        on_time = now_s - previous <= LATE_FACTOR * TICK_S
-        quiet = on_time and self.last_straggler_s < previous
+        whole_and_on_time = WHOLE_FACTOR * TICK_S <= now_s - previous <= LATE_FACTOR * TICK_S
+        quiet = whole_and_on_time and self.last_straggler_s < previous
         return expected_arrived and quiet and waited >= self.min_wait_s

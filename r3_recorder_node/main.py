@@ -191,6 +191,7 @@ class RecorderNode(R3Node):
                 return  # not the open episode's END: nothing to close
             delay = self.close_delay_s
             self.bag.end(msg, end_sent_ns, time.monotonic(), delay, delay + STRAGGLERS_S)
+            self.poll_every(TICK_S)  # the next tick ends a whole one after END (``closing``)
 
     def take_received(self) -> None:
         """Into the open bag (or dropped, between episodes): every message received since the last take."""

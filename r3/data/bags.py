@@ -1,12 +1,15 @@
-"""One rosbag2 bag per episode, written and read with `rosbags` (no rosbag2 or rclpy needed).
+"""One rosbag2 bag per episode, written with `mcap` (MCAP's own library) and read with `rosbags` (no
+rosbag2 or rclpy needed).
 
 On-disk layout of an episode::
 
     <root>/<episode_id>/            a rosbag2 bag (MCAP storage, metadata.yaml)
         r3_episode.yaml             written at the start (status: incomplete) and rewritten at the end
         recording.mcap              while recording only: every message as it arrived (see below)
-        <episode_id>.mcap           written on close, from recording.mcap; chunked, as rosbag2 writes it
-        metadata.yaml               written on close, last; custom_data holds the outcome
+        <episode_id>.mcap           written on close, from recording.mcap; chunked and indexed, as
+                                    rosbag2 writes it
+        metadata.yaml               written on close, last (rosbag2's version 9); custom_data holds the
+                                    outcome
 
 Crash tolerance. While an episode is recorded, each message is appended to ``recording.mcap``, an
 unchunked MCAP stream (ros2 profile, the message definitions as schemas), and handed to the OS
@@ -37,8 +40,8 @@ from mcap.exceptions import EndOfFile
 from mcap.records import Channel, Message, Schema
 from mcap.stream_reader import StreamReader
 from mcap.writer import CompressionType
-from mcap.writer import Writer as StreamWriter
-from rosbags.rosbag2 import Reader, StoragePlugin, Writer
+from mcap.writer import Writer as McapWriter
+from rosbags.rosbag2 import Reader
 
 from r3.data.bagtypes import typestore
 
@@ -48,6 +51,8 @@ METADATA_FILE = "metadata.yaml"
 COMPLETE = "complete"
 INCOMPLETE = "incomplete"
 HASH_KEY = "type_description_hash"  # channel metadata: the rihs01 hash rosbag2 keeps per topic
+QOS_KEY = "offered_qos_profiles"  # channel metadata: the publishers' QoS, as rosbag2 writes it
+ROSBAG2_VERSION = 9  # of metadata.yaml
 #: An episode id names a folder under the bag root: one plain component, never a path.
 BAG_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
@@ -101,9 +106,13 @@ def check_bag_name(episode_id: str) -> str:
     return episode_id
 
 
+#: libyaml's emitter where PyYAML has it: the pure-Python one took a third of a bag's close.
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
 def _write_yaml_atomically(path: Path, data: dict) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(data, sort_keys=False))
+    tmp.write_text(yaml.dump(data, Dumper=_DUMPER, sort_keys=False))
     os.replace(tmp, path)
 
 
@@ -122,7 +131,7 @@ class EpisodeBagWriter:
         self._file = open(tmp, "xb")  # noqa: SIM115 - held open, and locked, until close()
         fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.replace(tmp, self.path / STREAM_FILE)
-        self._stream = StreamWriter(self._file, compression=CompressionType.NONE, use_chunking=False)
+        self._stream = McapWriter(self._file, compression=CompressionType.NONE, use_chunking=False)
         self._stream.start(profile="ros2", library="r3")
         self._file.flush()
         self._schemas: dict[str, int] = {}
@@ -186,28 +195,91 @@ def _convert_stream(bag: Path, info: EpisodeInfo, *, repair: bool = False) -> tu
     Safe to interrupt and run again: the stream stays until the bag is whole (metadata.yaml is
     moved in last), and leftovers of an interrupted run are cleared first.
     """
-    stream, staging = bag / STREAM_FILE, bag / bag.name  # rosbags names the .mcap after its folder
+    stream, storage = bag / STREAM_FILE, bag / f"{bag.name}.mcap"
+    staging = storage.with_name(f"{storage.name}.new")
     (bag / METADATA_FILE).unlink(missing_ok=True)
-    (bag / f"{bag.name}.mcap").unlink(missing_ok=True)
-    shutil.rmtree(staging, ignore_errors=True)
-    writer = Writer(staging, version=9, storage_plugin=StoragePlugin.MCAP)
-    writer.open()
-    with open(stream, "rb") as f:
-        count, good_bytes = _copy_complete_records(f, writer)
+    storage.unlink(missing_ok=True)
+    staging.unlink(missing_ok=True)
+    shutil.rmtree(bag / bag.name, ignore_errors=True)  # where earlier versions staged the bag
+    with open(stream, "rb") as f, open(staging, "wb") as out:
+        writer = McapWriter(out, compression=CompressionType.NONE)
+        writer.start(profile="ros2", library="r3")
+        topics, good_bytes = _copy_complete_records(f, writer)
         dropped = os.fstat(f.fileno()).st_size - good_bytes
-    info.message_count = count
+        writer.finish()
+    info.message_count = sum(t.count for t in topics)
     if repair:
         info.status = INCOMPLETE
-        info.reason = f"recorder stopped before the episode ended; repaired from {count} complete messages"
-    for key, value in asdict(info).items():
-        writer.set_custom_data(f"r3.{key}", str(value))
-    writer.close()
-    os.replace(staging / f"{bag.name}.mcap", bag / f"{bag.name}.mcap")
-    os.replace(staging / METADATA_FILE, bag / METADATA_FILE)
-    staging.rmdir()
+        info.reason = (
+            f"recorder stopped before the episode ended; repaired from {info.message_count} complete messages"
+        )
+    os.replace(staging, storage)
+    _write_yaml_atomically(bag / METADATA_FILE, _rosbag2_metadata(storage.name, topics, info))
     stream.unlink()
     _write_yaml_atomically(bag / EPISODE_FILE, asdict(info))
-    return count, dropped
+    return info.message_count, dropped
+
+
+@dataclass
+class _Topic:
+    """One topic of a bag being converted: what rosbag2's metadata.yaml says of it."""
+
+    name: str
+    msgtype: str
+    serialization_format: str
+    type_hash: str
+    count: int = 0
+    first_ns: int = 0
+    last_ns: int = 0
+
+    def add(self, log_time_ns: int) -> None:
+        self.first_ns = log_time_ns if not self.count else min(self.first_ns, log_time_ns)
+        self.last_ns = max(self.last_ns, log_time_ns)
+        self.count += 1
+
+
+def _rosbag2_metadata(storage: str, topics: list[_Topic], info: EpisodeInfo) -> dict:
+    """metadata.yaml of a one-file MCAP bag (rosbag2's format, version 9); the episode's outcome in
+    ``custom_data``."""
+    held = [t for t in topics if t.count]
+    start = min((t.first_ns for t in held), default=0)
+    duration = max((t.last_ns for t in held), default=start) - start
+    count = sum(t.count for t in topics)
+    return {
+        "rosbag2_bagfile_information": {
+            "version": ROSBAG2_VERSION,
+            "storage_identifier": "mcap",
+            "relative_file_paths": [storage],
+            "duration": {"nanoseconds": duration},
+            "starting_time": {"nanoseconds_since_epoch": start},
+            "message_count": count,
+            "topics_with_message_count": [
+                {
+                    "topic_metadata": {
+                        "name": t.name,
+                        "type": t.msgtype,
+                        "serialization_format": t.serialization_format,
+                        "offered_qos_profiles": [],
+                        "type_description_hash": t.type_hash,
+                    },
+                    "message_count": t.count,
+                }
+                for t in topics
+            ],
+            "compression_format": "",
+            "compression_mode": "",
+            "files": [
+                {
+                    "path": storage,
+                    "starting_time": {"nanoseconds_since_epoch": start},
+                    "duration": {"nanoseconds": duration},
+                    "message_count": count,
+                }
+            ],
+            "custom_data": {f"r3.{key}": str(value) for key, value in asdict(info).items()},
+            "ros_distro": os.environ.get("ROS_DISTRO", ""),
+        }
+    }
 
 
 class _ExactReader:
@@ -225,34 +297,38 @@ class _ExactReader:
         return data
 
 
-def _copy_complete_records(f, writer: Writer) -> tuple[int, int]:
-    """Every complete message of the stream ``f`` into ``writer``; (messages, bytes of complete records)."""
+def _copy_complete_records(f, writer: McapWriter) -> tuple[list[_Topic], int]:
+    """Every complete message of the stream ``f`` into ``writer``; (its topics, bytes of complete records)."""
     src = _ExactReader(f)
     records = StreamReader(src, skip_magic=False).records
-    schemas: dict[int, Schema] = {}
-    connections: dict[int, object] = {}
-    count, good = 0, 0
+    schemas: dict[int, tuple[int, str]] = {}  # the stream's id -> the bag's id, the message type
+    channels: dict[int, tuple[int, _Topic]] = {}
+    topics: list[_Topic] = []
+    good = 0
     while True:
         try:
             record = next(records)
         except Exception:  # noqa: BLE001 - the end, or a torn or unparsable tail: stop there either way
             break
         if isinstance(record, Schema):
-            schemas[record.id] = record
-        elif isinstance(record, Channel):
-            schema = schemas[record.schema_id]
-            connections[record.id] = writer.add_connection(
-                record.topic,
-                schema.name,
-                msgdef=schema.data.decode(),
-                rihs01=record.metadata[HASH_KEY],
-                serialization_format=record.message_encoding,
+            schemas[record.id] = (
+                writer.register_schema(record.name, record.encoding, record.data),
+                record.name,
             )
+        elif isinstance(record, Channel):
+            schema_id, msgtype = schemas[record.schema_id]
+            topic = _Topic(record.topic, msgtype, record.message_encoding, record.metadata[HASH_KEY])
+            # rosbag2's channel metadata: the publishers' QoS (none recorded) and the type's hash.
+            metadata = {QOS_KEY: "[]", HASH_KEY: topic.type_hash}
+            channel_id = writer.register_channel(record.topic, record.message_encoding, schema_id, metadata)
+            channels[record.id] = (channel_id, topic)
+            topics.append(topic)
         elif isinstance(record, Message):
-            writer.write(connections[record.channel_id], record.log_time, record.data)
-            count += 1
+            channel_id, topic = channels[record.channel_id]
+            writer.add_message(channel_id, record.log_time, record.data, record.publish_time, record.sequence)
+            topic.add(record.log_time)
         good = src.offset
-    return count, good
+    return topics, good
 
 
 def repair_bag(bag: str | Path) -> RepairReport:

@@ -7,9 +7,9 @@ RunTask goal through its action.
 
 A response can be lost (``r3_ros.goals.GoalStatuses``), so a task handle reads the action's latched
 status topic: a goal whose acceptance never came back counts as accepted once the status lists it,
-and a goal the status says has ended is asked for its result again every ``RESEND_S`` until the
-result comes (the server answers every request). Without this, a lost answer left the caller
-waiting for good.
+and a goal the status says has ended is asked for its result again until the result comes
+(``r3_ros.goals.ResultRequests``; the server answers every request). Without this, a lost answer
+left the caller waiting for good.
 """
 
 from __future__ import annotations
@@ -26,11 +26,8 @@ from rclpy.node import Node
 from r3.graph import names
 from r3_msgs.action import RunTask
 from r3_msgs.msg import ReasonerStep
-from r3_ros.goals import ANSWER_GRACE_S, ENDED, GoalStatuses, accepted_handle
+from r3_ros.goals import ANSWER_GRACE_S, GoalStatuses, ResultRequests, accepted_handle
 from r3_ros.stop import StopPublisher, goal_key, new_goal_id
-
-#: Seconds between requests for a result that has not come back.
-RESEND_S = 1.0
 
 
 class TaskStatus(enum.Enum):
@@ -57,8 +54,8 @@ class TaskHandle:
         self._client, self._goal_id = client, goal_id
         self._statuses = {} if statuses is None else statuses  # .get(goal uuid): its latest GoalStatus
         self._goal_handle = None
-        self._result_futures: list = []
-        self._asked_at = time.monotonic()
+        self._results: ResultRequests | None = None
+        self._sent_at = time.monotonic()
         self._cancel_when_accepted = False
         self.result: RunTask.Result | None = None
         self.result_status = GoalStatus.STATUS_UNKNOWN  # how the goal ended: succeeded, aborted, ...
@@ -77,21 +74,13 @@ class TaskHandle:
             else:
                 return self.status
             self.status = TaskStatus.RUNNING
-            self._ask_result()
+            self._results = ResultRequests(self._goal_handle, lambda: self.goal_status)
             if self._cancel_when_accepted:
                 self._goal_handle.cancel_goal_async()
-        if self.status is TaskStatus.RUNNING:
-            done = next((f for f in self._result_futures if f.done()), None)
-            if done is not None:
-                self.result, self.result_status = done.result().result, done.result().status
-                self.status = TaskStatus.DONE
-            elif self.goal_status in ENDED and time.monotonic() - self._asked_at >= RESEND_S:
-                self._ask_result()  # the goal has ended and its result did not come back: ask again
+        if self.status is TaskStatus.RUNNING and (answer := self._results.answer()) is not None:
+            self.result, self.result_status = answer.result, answer.status
+            self.status = TaskStatus.DONE
         return self.status
-
-    def _ask_result(self) -> None:
-        self._result_futures.append(self._goal_handle.get_result_async())
-        self._asked_at = time.monotonic()
 
     @property
     def goal_status(self) -> int:
@@ -101,7 +90,7 @@ class TaskHandle:
         return self._statuses.get(bytes(self._goal_id.uuid), GoalStatus.STATUS_UNKNOWN)
 
     def _accepted_by_status(self) -> bool:
-        late = time.monotonic() - self._asked_at >= ANSWER_GRACE_S
+        late = time.monotonic() - self._sent_at >= ANSWER_GRACE_S
         return self.goal_status != GoalStatus.STATUS_UNKNOWN and late
 
     def cancel(self, stop: bool = True) -> None:

@@ -4,7 +4,9 @@ The moment a RunTask is cancelled (its cancel callback, :meth:`FollowClient.on_c
 naming it arrives on ``/r3/stop_motion``, the FollowInstruction running for it is stopped with a
 stop of its own on that topic, then cancelled through its action as well (``r3_ros/stop.py``); no
 later instruction is sent. An instruction whose acceptance never came back (a lost service response,
-``r3_ros.goals.GoalStatuses``) counts as accepted once the action's status topic lists it.
+``r3_ros.goals.GoalStatuses``) counts as accepted once the action's status topic lists it, and one
+the status lists as ended whose result did not come back is asked for it again
+(``r3_ros.goals.ResultRequests``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from r3.graph import names
 from r3_msgs.action import FollowInstruction
 from r3_ros.episode_watch import EpisodeError, EpisodeWatch, wait_future
 from r3_ros.executor import InlineCallbackGroup
-from r3_ros.goals import ANSWER_GRACE_S, GoalStatuses
+from r3_ros.goals import ANSWER_GRACE_S, GoalStatuses, ResultRequests
 from r3_ros.stop import StopListener, StopPublisher, goal_key, new_goal_id
 
 
@@ -142,9 +144,15 @@ class FollowClient:
             return None
         if not sent.accepted:
             raise EpisodeError(f"{self.param['lowlevel_node']} rejected the instruction {instruction!r}")
+        results = ResultRequests(sent, lambda: self.statuses.of(follow_id))  # a lost result is asked again
         try:
             done = wait_future(
-                sent.get_result_async(), names.FOLLOW_INSTRUCTION, waiting, budget, since=sent_at
+                results.futures[0],
+                names.FOLLOW_INSTRUCTION,
+                waiting,
+                budget,
+                since=sent_at,
+                instead=results.answer,
             )
         except EpisodeError:
             self.stop_pub.stop(follow_key)

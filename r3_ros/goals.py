@@ -7,11 +7,14 @@ For action clients, :class:`GoalStatuses`: rmw_fastrtps drops a service response
 not matched the caller's response reader within 100 ms, or cannot send it within that time on a
 loaded machine, and an action's goal and result answers are service responses. The action's status
 topic is latched (a late match still delivers it), so a client reads it: a goal whose acceptance
-never came back counts as accepted once the status lists it (:meth:`GoalStatuses.accepted_handle`)."""
+never came back counts as accepted once the status lists it (:meth:`GoalStatuses.accepted_handle`),
+and a goal it lists as ended is asked for its result again until one comes (:class:`ResultRequests`;
+the server answers every request)."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -30,6 +33,8 @@ PREEMPTED = "preempted: a newer goal took over"
 TURN_CHECK_S = 0.05
 #: A client gives a goal's answer this long to come back before it goes by the status topic.
 ANSWER_GRACE_S = 1.0
+#: Seconds between requests for the result of an ended goal that has not come back.
+RESULT_RESEND_S = 1.0
 
 
 class GoalStatuses:
@@ -69,6 +74,27 @@ def accepted_handle(client, goal_id, action_type) -> ClientGoalHandle:
     """The handle ``client.send_goal_async`` would have given for goal ``goal_id`` of ``action_type``,
     accepted, had its answer come back."""
     return ClientGoalHandle(client, goal_id, action_type.Impl.SendGoalService.Response(accepted=True))
+
+
+class ResultRequests:
+    """The result of an accepted goal (``handle``), asked again every :data:`RESULT_RESEND_S` once
+    ``status()`` (its state on the status topic) says it has ended and no answer has come: the first
+    answer back is the result."""
+
+    def __init__(self, handle: ClientGoalHandle, status: Callable[[], int]):
+        self._handle, self._status = handle, status
+        self.futures = [handle.get_result_async()]
+        self._asked_at = time.monotonic()
+
+    def answer(self):
+        """The first answer back (the action's GetResult response), else None; asks again when due."""
+        done = next((f for f in self.futures if f.done()), None)
+        if done is not None:
+            return done.result()
+        if self._status() in ENDED and time.monotonic() - self._asked_at >= RESULT_RESEND_S:
+            self.futures.append(self._handle.get_result_async())
+            self._asked_at = time.monotonic()
+        return None
 
 
 class SingleGoal:

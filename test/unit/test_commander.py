@@ -10,7 +10,7 @@ import pytest
 from action_msgs.msg import GoalStatus
 
 from r3_msgs.action import RunTask
-from r3_ros import commander
+from r3_ros import commander, goals
 from r3_ros.commander import TaskHandle, TaskStatus
 from r3_ros.stop import new_goal_id
 
@@ -40,7 +40,7 @@ class _ActionClient:
 @pytest.fixture
 def handle(monkeypatch):
     monkeypatch.setattr(commander.rclpy, "spin_once", lambda node, timeout_sec=None: None)
-    monkeypatch.setattr(commander, "RESEND_S", 0.0)
+    monkeypatch.setattr(goals, "RESULT_RESEND_S", 0.0)
     monkeypatch.setattr(commander, "ANSWER_GRACE_S", 0.0)
     goal_id, client, statuses = new_goal_id(), _ActionClient(), {}
     task = TaskHandle(None, _Future(), None, None, client, goal_id, statuses)  # its acceptance never comes

@@ -1,7 +1,9 @@
 """An action goal whose acceptance never came back (rmw_fastrtps drops a service response it cannot
 send within 100 ms): the action's latched status topic stands in for it (``r3_ros.goals.GoalStatuses``),
 and the reasoner's wait for an instruction's acceptance takes the goal from there
-(``wait_future(..., instead=...)``, ``r3_ros/follow_client.py``)."""
+(``wait_future(..., instead=...)``, ``r3_ros/follow_client.py``). A lost result: the goal the status
+lists as ended is asked for it again (``r3_ros.goals.ResultRequests``), by the reasoner and by
+``R3Commander`` alike."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from action_msgs.msg import GoalInfo, GoalStatus, GoalStatusArray
 from r3.graph import names
 from r3_msgs.action import FollowInstruction
 from r3_ros.episode_watch import EpisodeError, wait_future
-from r3_ros.goals import GoalStatuses
+from r3_ros import goals
+from r3_ros.goals import GoalStatuses, ResultRequests
 from r3_ros.stop import new_goal_id
 
 
@@ -63,3 +66,46 @@ def test_a_wait_for_an_answer_that_never_comes_takes_it_from_instead():
 def test_without_instead_a_lost_answer_is_still_a_timeout():
     with pytest.raises(EpisodeError, match="the test's action did not answer within 0.0 s"):
         wait_future(_NeverAnswered(), "the test's action", lambda: True, timeout_s=0.0)
+
+
+class _Answered:
+    def __init__(self, value):
+        self.value = value
+
+    def done(self) -> bool:
+        return True
+
+    def result(self):
+        return self.value
+
+    def add_done_callback(self, callback) -> None:
+        callback(self)
+
+
+class _GoalHandle:
+    """A goal whose first result request is lost; every later one is answered."""
+
+    def __init__(self):
+        self.asked = 0
+
+    def get_result_async(self):
+        self.asked += 1
+        return _NeverAnswered() if self.asked == 1 else _Answered(f"result of request {self.asked}")
+
+
+def test_a_lost_result_is_asked_for_again_once_the_goal_has_ended(monkeypatch):
+    monkeypatch.setattr(goals, "RESULT_RESEND_S", 0.0)
+    handle, status = _GoalHandle(), [GoalStatus.STATUS_EXECUTING]
+    results = ResultRequests(handle, lambda: status[0])
+    assert [results.answer() for _ in range(3)] == [None] * 3
+    assert handle.asked == 1  # still running: its result is not due, nothing asked again
+    status[0] = GoalStatus.STATUS_SUCCEEDED
+    found = wait_future(results.futures[0], "the test's action", lambda: True, 30.0, instead=results.answer)
+    assert found == "result of request 2" and handle.asked == 2
+
+
+def test_an_ended_goal_is_asked_again_only_every_resend_period(monkeypatch):
+    monkeypatch.setattr(goals, "RESULT_RESEND_S", 3600.0)
+    handle = _GoalHandle()
+    results = ResultRequests(handle, lambda: GoalStatus.STATUS_ABORTED)
+    assert [results.answer() for _ in range(5)] == [None] * 5 and handle.asked == 1

@@ -12,8 +12,8 @@ from action_msgs.msg import GoalInfo, GoalStatus, GoalStatusArray
 
 from r3.graph import names
 from r3_msgs.action import FollowInstruction
-from r3_ros.episode_watch import EpisodeError, wait_future
 from r3_ros import goals
+from r3_ros.episode_watch import EpisodeError, wait_future
 from r3_ros.goals import GoalStatuses, ResultRequests
 from r3_ros.stop import new_goal_id
 

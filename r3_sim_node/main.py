@@ -106,10 +106,9 @@ class SimNode(R3Node):
             self.command_pub = self.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, recorded(10))
             self.freezes = FreezeWatch(COMMAND_DEADLINE_S)
             self.goal_started: dict[bytes, float] = {}  # monotonic start of each running goal
-            guard = MotionGuard(self, HeartbeatMonitor(self), p["client_timeout_s"], p["reasoner_node"])
-            self.guard = guard
+            self.guard = MotionGuard(self, HeartbeatMonitor(self), p["client_timeout_s"], p["reasoner_node"])
             self.server = InstructionServer(
-                self, self, self.controller, p["default_max_steps"], guard, self.heartbeat
+                self, self, self.controller, p["default_max_steps"], self.guard, self.heartbeat
             )
         else:
             self.create_subscription(

@@ -67,6 +67,7 @@ class LowLevelNode(R3Node):
         self.state_received = 0.0  # monotonic time the last state arrived
         self.state_source = b""  # the GUID prefix of the participant that published it
         self.refusal: tuple[int, str] = (-1, "")  # the last refused command's stamp and the reason
+        self.sent: tuple[int, bytes] = (-1, b"")  # the last command's stamp, and the state source it went to
         self.command_pub = self.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, recorded(10))
         self.create_subscription(
             PrivilegedState,
@@ -103,9 +104,18 @@ class LowLevelNode(R3Node):
 
     # -- the plant: commands out on /pusher/command, states back on /sim/privileged/state -------------
     def begin(self, handle):
+        """The state after the last command sent, when that command's answer is still on its way
+        (a preempted goal's last command: the next goal decides on the state it produced); else the
+        latest state (and at once when the simulator refused that command, or restarted)."""
         state_msg = self.wait_for_state_after(-1)
         if state_msg is None:
             raise Ended("error: no state from the simulator")
+        sent_ns, sent_to = self.sent
+        if stamp_to_ns(state_msg.header.stamp) <= sent_ns and sent_to == self.state_source:
+            try:
+                state_msg = self.wait_for_state_after(sent_ns, handle) or state_msg
+            except CommandRefused:
+                pass
         if not self.wait_for_command_path(handle):
             check_going(handle, self.guard)
             raise Ended(f"error: no simulator subscribes to {names.PUSHER_COMMAND}")
@@ -118,6 +128,8 @@ class LowLevelNode(R3Node):
         stop = self.guard.command(handle, partial(self.command_pub.publish, command))
         if stop is not None:
             raise Ended(stop, stopped=True)
+        with self.state_cv:
+            self.sent = (stamp_to_ns(stamp), self.state_source)
         try:
             state_msg = self.wait_for_state_after(stamp_to_ns(stamp), handle)
         except CommandRefused as refused:

@@ -18,7 +18,6 @@ from typing import Protocol
 import numpy as np
 from builtin_interfaces.msg import Time
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.callback_groups import ReentrantCallbackGroup
 
 from r3.graph import names
 from r3.instructions.language_table import ParseError, parse
@@ -26,6 +25,7 @@ from r3.lowlevel import make_policy
 from r3.safety.goals import GoalRefused, check_instruction_goal
 from r3.tasks.language_table.board import BoardState
 from r3_msgs.action import FollowInstruction
+from r3_ros.executor import InlineCallbackGroup
 from r3_ros.goals import PREEMPTED, SingleGoal
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.refusals import refusing_action
@@ -100,17 +100,31 @@ class InstructionServer:
             goal_callback=lambda _: GoalResponse.ACCEPT,
             handle_accepted_callback=self.goals.accept,
             cancel_callback=lambda _: CancelResponse.ACCEPT,
-            callback_group=ReentrantCallbackGroup(),
+            # Goal, cancel and result requests one at a time, in the order they came, in the spinning
+            # thread (each instruction's loop runs as a task of its own in the pool): handled on two
+            # pool threads at once, an earlier goal's acceptance could run after a later one's and
+            # preempt it, and a pool hand-off per request cost the reply a millisecond or two.
+            callback_group=InlineCallbackGroup(),
         )
 
     def execute(self, handle) -> FollowInstruction.Result:
-        goal, result = handle.request, FollowInstruction.Result()
-        if reason := instruction_refusal(goal):
+        """One instruction; a goal that preempted a running one moves only once that one's loop has
+        ended (before, for a control step or so, both could send commands)."""
+        result = FollowInstruction.Result()
+        if reason := instruction_refusal(handle.request):
             return self._finish(handle, result, False, reason)
-        try:
-            board, stamp = self.plant.begin(handle)
-        except Ended as end:
-            return self._ended(handle, result, end)
+        with self.goals.turn(handle) as has_turn:
+            try:
+                if not has_turn:  # preempted, cancelled or stopped while it waited: raises, saying which
+                    check_going(handle, self.guard)
+                return self._carry_out(handle, result)
+            except Ended as end:
+                return self._ended(handle, result, end)
+
+    def _carry_out(self, handle, result) -> FollowInstruction.Result:
+        """From the plant's first state to the result; the plant's ``end`` however the loop ends."""
+        goal = handle.request
+        board, stamp = self.plant.begin(handle)
         ended = None
         self.heartbeat.state = "busy"
         try:

@@ -24,7 +24,8 @@ runs a controller beside its hardware interface, so no control step waits on DDS
 is not part of such a graph. Each command it applies goes through the same checks as one received,
 and is published on ``/pusher/command`` for the record (the bag holds what a low-level node's
 episode holds); commands on that topic from anyone else are not taken (the controller owns the
-pusher). The decision point is the instruction's end, published before its goal ends. Besides the
+pusher). The decision point is the instruction's end, published before its goal ends, and only
+then: no idle time counts as one (``settle_s`` is for others' commands, which it does not take). Besides the
 goal's stops (``r3_ros.stop.MotionGuard``), a goal stops when this process was frozen or starved
 for longer than ``COMMAND_DEADLINE_S`` while it ran (``r3.safety.freeze``), as a stale command is
 refused.
@@ -124,8 +125,10 @@ class SimNode(R3Node):
                 qos_profile_action_status_default,
             )
         self.publish_state()
+        # Idle time marks decision points only for commands from others; a controller marks its own.
         self.settler = threading.Thread(target=self.settle_when_idle, name="settle", daemon=True)
-        self.settler.start()
+        if not self.controller:
+            self.settler.start()
         camera = rate or "at decision points"
         self.get_logger().info(f"simulating {self.suite} at {width}x{height}, camera {camera}")
 
@@ -133,7 +136,8 @@ class SimNode(R3Node):
         with self.lock:
             self.closing = True
             self.command_or_close.notify()
-        self.settler.join(timeout=5)
+        if self.settler.is_alive():
+            self.settler.join(timeout=5)
 
     # -- callbacks -----------------------------------------------------------------------------
     def on_reset(self, request: ResetScene.Request, response: ResetScene.Response) -> ResetScene.Response:

@@ -16,7 +16,6 @@ import functools
 import time
 
 from rclpy.action import ActionServer, GoalResponse
-from rclpy.callback_groups import ReentrantCallbackGroup
 
 from r3.episode_loop import Decider, ends_episode
 from r3.graph import names
@@ -61,7 +60,11 @@ class ReasonerNode(R3Node):
         self.topics = EpisodeTopics(self, self.backend.model_id)
         recorded = self.topics.recorded
         self.recording = RecorderHandshake(self, self.watch.monitor, self.param, recorded, sensors)
-        clients = ReentrantCallbackGroup()
+        # Answers to its calls and requests of its own action are short (a future set, a goal accepted,
+        # a stop sent): handled in the spinning thread, one at a time in the order they came, as
+        # ``r3_ros.instruction_server`` handles FollowInstruction's (on pool threads two goals'
+        # acceptances could run in the other order there, and each answer waited for a worker).
+        clients = InlineCallbackGroup()
         self.reset_client = self.create_client(ResetScene, names.RESET_SCENE, callback_group=clients)
         self.follower = FollowClient(self, self.param, self.watch, callback_group=clients)
         self.server = ActionServer(
@@ -72,7 +75,7 @@ class ReasonerNode(R3Node):
             goal_callback=lambda _: GoalResponse.ACCEPT,
             handle_accepted_callback=self.goals.accept,
             cancel_callback=self.follower.on_cancel,
-            callback_group=ReentrantCallbackGroup(),
+            callback_group=clients,
         )
         self.get_logger().info(f"reasoner ready with backend {self.backend.model_id}")
 

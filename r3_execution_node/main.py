@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 
 from r3.execution.base import WorkspaceBox, make_executor
@@ -26,7 +25,6 @@ from r3_ros.goals import SingleGoal
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.node import R3Node
 from r3_ros.params import declare_parameters
-from r3_ros.refusals import refusing_action
 from r3_ros.spin import run_node
 
 
@@ -47,16 +45,7 @@ class ExecutionNode(R3Node):
         self.arm = make_executor("moveit", config, box)
         self.arm.connect()  # import moveit_py and start MoveItPy now, not at the first goal
         self.goals = SingleGoal(self, self.goal_refusal)
-        ActionServer(
-            self,
-            MoveToPose,
-            names.MOVE_TO_POSE,
-            execute_callback=refusing_action(self, self.move, MoveToPose.Result, self.goals.end),
-            goal_callback=lambda _: GoalResponse.ACCEPT,
-            cancel_callback=lambda _: CancelResponse.ACCEPT,
-            handle_accepted_callback=self.goals.accept,
-            callback_group=ReentrantCallbackGroup(),
-        )
+        self.goals.serve(MoveToPose, names.MOVE_TO_POSE, self.move, ReentrantCallbackGroup())
         self.heartbeat = HeartbeatPublisher(self)
         self.get_logger().info(
             f"MoveToPose through MoveIt: group {config.planning_group}, link {config.pose_link}"

@@ -15,8 +15,6 @@ from __future__ import annotations
 import functools
 import time
 
-from rclpy.action import ActionServer, GoalResponse
-
 from r3.episode_loop import Decider, ends_episode
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
@@ -39,7 +37,6 @@ from r3_ros.node import R3Node
 from r3_ros.observation import SceneObserver
 from r3_ros.params import declare_parameters
 from r3_ros.recording import RecorderHandshake, RecordingError
-from r3_ros.refusals import refusing_action
 from r3_ros.services import ServiceTimeout, call_resending
 from r3_ros.spin import run_node
 from r3_ros.stop import end_stopped
@@ -67,15 +64,8 @@ class ReasonerNode(R3Node):
         clients = InlineCallbackGroup()
         self.reset_client = self.create_client(ResetScene, names.RESET_SCENE, callback_group=clients)
         self.follower = FollowClient(self, self.param, self.watch, callback_group=clients)
-        self.server = ActionServer(
-            self,
-            RunTask,
-            names.RUN_TASK,
-            execute_callback=refusing_action(self, self.execute, RunTask.Result, self.goals.end),
-            goal_callback=lambda _: GoalResponse.ACCEPT,
-            handle_accepted_callback=self.goals.accept,
-            cancel_callback=self.follower.on_cancel,
-            callback_group=clients,
+        self.server = self.goals.serve(
+            RunTask, names.RUN_TASK, self.execute, clients, cancel=self.follower.on_cancel
         )
         self.get_logger().info(f"reasoner ready with backend {self.backend.model_id}")
 

@@ -19,11 +19,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from action_msgs.msg import GoalStatus, GoalStatusArray
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.client import ClientGoalHandle
 from rclpy.node import Node
 from rclpy.qos import qos_profile_action_status_default
 
 from r3.graph import names
+from r3_ros.refusals import refusing_action
 
 #: The states of a goal that has ended, as its action's status topic reports them.
 ENDED = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED)
@@ -103,11 +105,33 @@ class SingleGoal:
     the running one and preempts nothing, so bad input never stops good work."""
 
     def __init__(self, node: Node, refusal: Callable[[object], str] = lambda request: ""):
-        self._logger = node.get_logger()
+        self._node, self._logger = node, node.get_logger()
         self.refusal = refusal
         self._lock = threading.Lock()
         self._active = None
         self._running = threading.Lock()  # held by the execute callback whose goal has the turn
+
+    def serve(
+        self,
+        action_type,
+        name: str,
+        execute: Callable,
+        callback_group,
+        cancel: Callable = lambda _: CancelResponse.ACCEPT,
+    ) -> ActionServer:
+        """The action server of these goals: every goal accepted (one ``refusal`` names is carried out
+        as its refusal), each preempting the running one (:meth:`accept`), and an ``execute`` whose
+        exceptions end the goal aborted with the reason (``refusing_action``)."""
+        return ActionServer(
+            self._node,
+            action_type,
+            name,
+            execute_callback=refusing_action(self._node, execute, action_type.Result, self.end),
+            goal_callback=lambda _: GoalResponse.ACCEPT,
+            handle_accepted_callback=self.accept,
+            cancel_callback=cancel,
+            callback_group=callback_group,
+        )
 
     def accept(self, handle) -> None:
         """``handle_accepted_callback`` of the action server."""

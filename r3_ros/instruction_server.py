@@ -17,7 +17,6 @@ from typing import Protocol
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
 
 from r3.graph import names
 from r3.instructions.language_table import ParseError, parse
@@ -28,7 +27,6 @@ from r3_msgs.action import FollowInstruction
 from r3_ros.executor import InlineCallbackGroup
 from r3_ros.goals import PREEMPTED, SingleGoal
 from r3_ros.heartbeat import HeartbeatPublisher
-from r3_ros.refusals import refusing_action
 from r3_ros.stop import MotionGuard, end_stopped
 
 #: Feedback goes out at most this often (wall seconds): one per control step would wake the client at each.
@@ -92,19 +90,15 @@ class InstructionServer:
         self.policy = make_policy(policy)
         self.default_max_steps = default_max_steps
         self.goals = SingleGoal(node, instruction_refusal)
-        self.server = ActionServer(
-            node,
+        self.server = self.goals.serve(
             FollowInstruction,
             names.FOLLOW_INSTRUCTION,
-            execute_callback=refusing_action(node, self.execute, FollowInstruction.Result, self.goals.end),
-            goal_callback=lambda _: GoalResponse.ACCEPT,
-            handle_accepted_callback=self.goals.accept,
-            cancel_callback=lambda _: CancelResponse.ACCEPT,
+            self.execute,
             # Goal, cancel and result requests one at a time, in the order they came, in the spinning
             # thread (each instruction's loop runs as a task of its own in the pool): handled on two
             # pool threads at once, an earlier goal's acceptance could run after a later one's and
             # preempt it, and a pool hand-off per request cost the reply a millisecond or two.
-            callback_group=InlineCallbackGroup(),
+            InlineCallbackGroup(),
         )
 
     def execute(self, handle) -> FollowInstruction.Result:

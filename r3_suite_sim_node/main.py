@@ -16,7 +16,6 @@ import json
 import threading
 import time
 
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from sensor_msgs.msg import Image
 
@@ -34,7 +33,7 @@ from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.node import R3Node
 from r3_ros.params import declare_parameters
 from r3_ros.qos import LATCHED, recorded
-from r3_ros.refusals import refusing_action, refusing_service
+from r3_ros.refusals import refusing_service
 from r3_ros.spin import run_node
 
 
@@ -67,16 +66,7 @@ class SuiteSimNode(R3Node):
         self.create_service(
             ResetScene, names.RESET_SCENE, refusing_service(self, self.on_reset), callback_group=group
         )
-        self.server = ActionServer(
-            self,
-            FollowInstruction,
-            names.FOLLOW_INSTRUCTION,
-            execute_callback=refusing_action(self, self.execute, FollowInstruction.Result, self.goals.end),
-            goal_callback=lambda _: GoalResponse.ACCEPT,
-            handle_accepted_callback=self.goals.accept,
-            cancel_callback=lambda _: CancelResponse.ACCEPT,
-            callback_group=group,
-        )
+        self.server = self.goals.serve(FollowInstruction, names.FOLLOW_INSTRUCTION, self.execute, group)
         self.heartbeat = HeartbeatPublisher(self)
         self.get_logger().info(f"simulating {self.suite.name} ({self.suite.title})")
 

@@ -81,7 +81,7 @@ class SimNode(R3Node):
         self.controller = p["controller"]
 
         self.env = LanguageTableEnv(width=width, height=height)
-        self.env.reset(seed=0)
+        _, self.env_info = self.env.reset(seed=0)  # the env's info on its state now (success, progress)
         self.lock = threading.Lock()
         self.command_or_close = threading.Condition(self.lock)  # wakes the settle thread
         self.closing = False
@@ -152,7 +152,7 @@ class SimNode(R3Node):
         return response
 
     def reset_scene(self, task: str, seed: int):
-        self.env.reset(seed=seed, options={"task": task})
+        _, self.env_info = self.env.reset(seed=seed, options={"task": task})
         return self.env.task_instance
 
     def on_command(self, msg: Vector3Stamped, info) -> None:
@@ -172,7 +172,7 @@ class SimNode(R3Node):
         if off_board := self.env.off_board(action):  # a driver refuses what the board's rim would stop
             return self.refuse(msg, f"refused: {off_board}")
         try:
-            self.env.step(action)
+            *_, self.env_info = self.env.step(action)
         except ValueError as exc:
             return self.refuse(msg, str(exc))
         self.clock_ns += STEP_NS
@@ -301,10 +301,9 @@ class SimNode(R3Node):
             goal=instance.goal if instance else "",
         )
         msg.header.stamp, msg.header.frame_id = stamp, "board"
-        if instance is not None:
+        if instance is not None:  # the env's own figures of this state, not computed again per step
             msg.task_instance_json = json.dumps(instance.to_dict())
-            msg.progress = float(instance.progress(state))
-            msg.success = bool(instance.success(state))
+            msg.progress, msg.success = self.env_info["progress"], self.env_info["success"]
         self.state_pub.publish(board_state_to_msg(state, msg))
 
 

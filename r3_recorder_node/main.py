@@ -43,7 +43,7 @@ from r3.graph import names
 from r3.graph.interfaces import PUBLISHED_TYPES
 from r3.graph.node_params import NODE_PARAMETERS
 from r3_msgs.msg import EpisodeEvent
-from r3_recorder_node.closing import TICK_S
+from r3_recorder_node.closing import DRAIN_TICK_S, TICK_S
 from r3_recorder_node.event_sources import EventSources
 from r3_recorder_node.open_bag import OpenBag
 from r3_ros import without_shared_memory
@@ -191,7 +191,7 @@ class RecorderNode(R3Node):
                 return  # not the open episode's END: nothing to close
             delay = self.close_delay_s
             self.bag.end(msg, end_sent_ns, time.monotonic(), delay, delay + STRAGGLERS_S)
-            self.poll_every(TICK_S)  # the next tick ends a whole one after END (``closing``)
+            self.poll_every(DRAIN_TICK_S)  # the next tick ends a whole one after END (``closing``)
 
     def take_received(self) -> None:
         """Into the open bag (or dropped, between episodes): every message received since the last take."""

@@ -313,7 +313,7 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                 P(
                     "close_delay_s",
                     "float",
-                    0.02,
+                    0.005,
                     "After an episode's END, keep recording at least this long; the bag closes "
                     "once messages sent before END stop arriving (at most 5 s more).",
                     range=(0.0, 60.0),

@@ -11,7 +11,7 @@ from std_msgs.msg import String
 
 from r3.data.bags import INCOMPLETE, EpisodeBagWriter, EpisodeInfo, read_episode_info, read_messages
 from r3.graph import names
-from r3_recorder_node.closing import TICK_S
+from r3_recorder_node.closing import DRAIN_TICK_S
 from r3_recorder_node.open_bag import MB, OpenBag
 
 STARTED_NS = 1_000
@@ -70,7 +70,7 @@ def test_an_ended_bag_closes_once_every_step_and_its_frame_have_come(tmp_path):
     end_ns, ended = STARTED_NS + 10, time.monotonic()
     assert not bag.may_close(ended, steps_recorded=True)  # no END yet
     bag.end(SimpleNamespace(steps=1), end_ns, ended, 0.0, 5.0)
-    tick = iter(ended + k * TICK_S for k in range(1, 10))
+    tick = iter(ended + k * DRAIN_TICK_S for k in range(1, 10))
     assert not bag.may_close(next(tick), steps_recorded=True)  # nothing of the step yet
     bag.write(names.REASONER_FRAMES, "std_msgs/msg/String", record, end_ns + 1)
     assert not bag.may_close(next(tick), steps_recorded=True)  # its step record is missing

@@ -29,6 +29,7 @@ from r3.data.bags import check_bag_name
 from r3.graph import names
 from r3.safety.goals import canonical_task, check_seed
 from r3.suites import DEFAULT_SUITE
+from r3_ros.executor import at_once
 
 #: An unanswered request is sent again after this long.
 RESEND_S = 1.0
@@ -44,8 +45,8 @@ MAX_OPEN_EPISODES = 64
 
 
 class Completion:
-    """Wakes a waiting thread as soon as one of the futures it watches is done (the executor that
-    takes the answer runs the done callback as a task). A wait that slept 10 ms between looks at
+    """Wakes a waiting thread as soon as one of the futures it watches is done (in the thread that
+    takes the answer: ``r3_ros.executor.at_once``). A wait that slept 10 ms between looks at
     ``future.done()`` saw a sub-millisecond answer 10 ms late: a service round trip between two
     nodes took 10.3 ms (median) that way and 0.7 ms with this."""
 
@@ -55,8 +56,12 @@ class Completion:
             self.watch(future)
 
     def watch(self, future):
-        future.add_done_callback(lambda _: self._done.set())
+        future.add_done_callback(self._wake)
         return future
+
+    @at_once
+    def _wake(self, _future) -> None:
+        self._done.set()
 
     def wait(self) -> None:
         """Until a watched future is done (returns at once from then on) or :data:`CHECK_S` passed."""

@@ -161,3 +161,71 @@ def test_polled_subscriptions_never_wake_the_executor_and_keep_each_topics_order
     for topic in publishers:
         assert [m[:2] for t, m in delivered if t == topic] == [m for t, m in sent if t == topic]
     executor.shutdown()
+
+
+def test_a_waiting_threads_wakeup_runs_when_its_future_completes_not_in_a_later_round(context):
+    """``Completion``'s done callback runs in the thread that completes the future (``at_once``):
+    as a task of the executor's next round, handed to the pool, it delayed every answer 1-2 ms.
+    Other done callbacks still wait for the executor."""
+    from rclpy.task import Future
+
+    from r3_ros.executor import QueueAwareExecutor
+    from r3_ros.services import Completion
+
+    executor = QueueAwareExecutor(num_threads=2, context=context)
+    future, other = Future(executor=executor), []
+    completion = Completion(future)
+    future.add_done_callback(other.append)
+    future.set_result("answer")  # no spinning at all
+    assert completion._done.is_set()
+    assert other == []  # a plain done callback is a task of the next round, as in rclpy
+    executor.spin_once(timeout_sec=0.5)
+    assert other == [future]
+    executor.shutdown()
+
+
+def test_an_action_result_goes_out_from_the_thread_that_ends_the_goal(context):
+    """rclpy sends an action's result from a done callback of the goal's result future; run at once,
+    it goes out from the worker that ran the execute callback, with no round of the server's executor
+    in between (the result arrives while that executor is not spun at all)."""
+    from rclpy.action import ActionClient, ActionServer
+    from rclpy.node import Node
+
+    from r3_msgs.action import FollowInstruction
+    from r3_ros.executor import QueueAwareExecutor
+
+    server_node, client_node = (
+        Node("result_probe_server", context=context),
+        Node("result_probe_client", context=context),
+    )
+    release, executed = threading.Event(), threading.Event()
+
+    def execute(handle):
+        executed.set()
+        release.wait(5.0)
+        handle.succeed()
+        return FollowInstruction.Result(success=True, reason="done")
+
+    ActionServer(server_node, FollowInstruction, "/result_probe", execute)
+    client = ActionClient(client_node, FollowInstruction, "/result_probe")
+    server, caller = QueueAwareExecutor(num_threads=2, context=context), QueueAwareExecutor(context=context)
+    server.add_node(server_node)
+    caller.add_node(client_node)
+    assert client.wait_for_server(timeout_sec=5.0)
+    sending = client.send_goal_async(FollowInstruction.Goal(instruction="x"))
+    deadline = time.monotonic() + 5.0
+    while not (sending.done() and executed.is_set()) and time.monotonic() < deadline:
+        server.spin_once(timeout_sec=0.01)
+        caller.spin_once(timeout_sec=0.01)
+    result = sending.result().get_result_async()
+    for _ in range(20):  # the result request reaches the server and is registered there
+        server.spin_once(timeout_sec=0.01)
+    spun = server.spin_once
+    server.spin_once = None  # from here on the server's executor never runs a round
+    release.set()
+    while not result.done() and time.monotonic() < deadline:
+        caller.spin_once(timeout_sec=0.01)
+    assert result.done() and result.result().result.reason == "done"
+    server.spin_once = spun
+    server.shutdown()
+    caller.shutdown()

@@ -55,6 +55,7 @@ def at_once(callback: Callable) -> Callable:
 
 
 def runs_at_once(callback) -> bool:
+    """Whether ``callback`` is a done callback :func:`at_once` marks, or rclpy's result sender."""
     if isinstance(callback, functools.partial):
         return _SEND_RESULT is not None and getattr(callback.func, "__func__", None) is _SEND_RESULT
     return getattr(callback, "r3_at_once", False)
@@ -103,14 +104,6 @@ def deliver_pending(subscriptions: Iterable) -> None:
 
 
 class QueueAwareExecutor(MultiThreadedExecutor):
-    def create_task(self, callback, *args, **kwargs) -> Task:
-        """A task of the next round, or one run now (:func:`at_once`)."""
-        if not runs_at_once(callback):
-            return super().create_task(callback, *args, **kwargs)
-        task = Task(callback, args, kwargs, executor=self)
-        task()
-        return task
-
     def __init__(self, num_threads: int | None = None, **kwargs):
         super().__init__(num_threads, **kwargs)
         self._queued: set = set()
@@ -119,6 +112,14 @@ class QueueAwareExecutor(MultiThreadedExecutor):
         self.submissions = 0
         #: How many callbacks ran in the spinning thread (InlineCallbackGroup).
         self.inline_runs = 0
+
+    def create_task(self, callback, *args, **kwargs) -> Task:
+        """A task of the next round, or one run now (:func:`at_once`)."""
+        if not runs_at_once(callback):
+            return super().create_task(callback, *args, **kwargs)
+        task = Task(callback, args, kwargs, executor=self)
+        task()
+        return task
 
     def _run(self, task) -> None:
         with self._started:

@@ -1,5 +1,7 @@
 """Test peer: a RunTask action server that publishes a ReasonerStep and feedback per step."""
 
+import time
+
 import rclpy
 from rclpy.action import ActionServer
 from rclpy.executors import ExternalShutdownException
@@ -7,6 +9,9 @@ from rclpy.node import Node
 
 from r3_msgs.action import RunTask
 from r3_msgs.msg import ReasonerStep
+
+#: rclpy's topic for an action's feedback (not exposed by rclpy's ActionServer).
+FEEDBACK_TOPIC = "/r3/run_task/_action/feedback"
 
 
 class Server(Node):
@@ -17,7 +22,16 @@ class Server(Node):
         self.get_logger().info("ready")
 
     def execute(self, handle):
+        """Publishes once this server's endpoints know the client's readers. Discovery runs each way
+        on its own: the client seeing this server (its wait_for_server) does not mean this server's
+        writers have matched the client's readers, and on a loaded machine a step or a feedback
+        published before that is dropped while the goal and its result (services) still arrive."""
         goal = handle.request
+        deadline = time.monotonic() + 20.0
+        while time.monotonic() < deadline and not (
+            self.steps.get_subscription_count() and self.count_subscribers(FEEDBACK_TOPIC)
+        ):
+            time.sleep(0.01)
         result = RunTask.Result(episode_id=f"{goal.task}-{goal.seed}")
         for step in range(goal.max_steps):
             instruction = f"move the red moon up {step}"

@@ -1,8 +1,9 @@
-"""Number types for the options of r3's commands.
+"""Types for the options of r3's commands: numbers in range, folders, non-empty names.
 
-A number out of range is refused by argparse, naming the option and the range (exit status 2),
-before anything starts: never a traceback from the simulator, the model builder or a message field
-deep inside, and never a graph started only to refuse the goal it was given.
+A number out of range, an empty folder path or an empty name is refused by argparse, naming the
+option and the reason (exit status 2), before anything starts: never a traceback from the simulator,
+the model builder or a message field deep inside, and never a graph started only to refuse the goal
+it was given.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 from r3.safety.goals import MAX_SEED
 
@@ -33,6 +35,22 @@ def integer(lo: int, hi: int | None = None) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def folder(text: str) -> Path:
+    """An argparse type: a folder's path. An empty one is refused: it would mean the current folder,
+    whose files a command's output (and its ``--overwrite``) must never mix with."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a folder, got an empty path")
+    return Path(text)
+
+
+def word(text: str) -> str:
+    """An argparse type: a non-empty name (a reasoner spec, a task list, a split), so that an empty
+    value is refused instead of silently meaning the default."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a value, got an empty one")
+    return text
 
 
 def positive(text: str) -> float:

@@ -43,6 +43,10 @@ from pathlib import Path
 
 import yaml
 
+from r3.cli_args import folder, integer
+from r3.files import FileRefused, read_yaml_mapping
+from r3.workers import check_workers
+
 #: The rows of the table, in R^3 Table 2's order: (name, reasoner spec or the model stage it comes from).
 ROWS: tuple[tuple[str, str], ...] = (
     ("random valid instruction", "random_valid"),
@@ -77,9 +81,10 @@ def load_mini_config(path: str | Path) -> dict:
     """The YAML config at ``path``, its sections checked for presence, and the collect and states
     sections' counts checked here (each training stage checks its own keys)."""
     path = Path(path)
-    if not path.is_file():
-        raise MiniError(f"config file not found: {path}")
-    cfg = yaml.safe_load(path.read_text()) or {}
+    try:
+        cfg = read_yaml_mapping(path)
+    except FileRefused as exc:
+        raise MiniError(f"{exc}; expected the sections {CONFIG_KEYS}") from None
     missing = [k for k in CONFIG_KEYS if k not in cfg]
     unknown = sorted(set(cfg) - set(CONFIG_KEYS))
     if missing or unknown:
@@ -108,6 +113,13 @@ class MiniRun:
 
     def __init__(self, out: str | Path, cfg: dict):
         self.out, self.cfg = Path(out), cfg
+        self.model_config()  # refused before anything is written
+        try:
+            check_workers(cfg["workers"])
+        except ValueError as exc:
+            raise MiniError(f"workers: {exc}") from None
+        if self.out.exists() and not self.out.is_dir():
+            raise MiniError(f"{self.out} is a file, not a folder for the run")
         self.out.mkdir(parents=True, exist_ok=True)
         record = self.out / "mini.json"
         sizes = {k: v for k, v in cfg.items() if k != "workers"}  # workers change no outcome
@@ -684,11 +696,11 @@ def mini_main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--out",
-        type=Path,
+        type=folder,
         default=None,
         help="output folder; a run there is continued (default: runs/mini, with --quick runs/mini_quick)",
     )
-    p.add_argument("--workers", type=int, default=None, help="worker processes (default: the config's)")
+    p.add_argument("--workers", type=integer(1), default=None, help="worker processes (default: config's)")
     args = p.parse_args(argv)
     from r3.eval.runner import EvalError
     from r3.train.config import ConfigError

@@ -17,10 +17,34 @@ it has one: a reasoner backend holds a model or a server).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Self
 
 _STATE: Any = None
+#: Local worker processes at most, per CPU: each holds a whole simulator (and maybe a model), and
+#: beyond this they only take turns on the CPUs; a Ray cluster (``ray_address``) brings its own.
+LOCAL_WORKERS_PER_CPU = 4
+
+
+#: What ``ray_address`` may be: a private instance, the running cluster, or a cluster's address.
+RAY_ADDRESS = re.compile(r"local|auto|(ray://)?[A-Za-z0-9.-]+:[0-9]{1,5}")
+
+
+def check_workers(workers, ray_address: str | None = None) -> int:
+    """``workers`` if a pool may start that many, where ``ray_address`` says; a ValueError saying why
+    not."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise ValueError(f"workers must be an integer >= 0, got {workers!r}")
+    if ray_address is not None and not RAY_ADDRESS.fullmatch(ray_address):
+        raise ValueError(f"Ray address {ray_address!r}: expected local, auto, HOST:PORT or ray://HOST:PORT")
+    cpus = os.cpu_count() or 1
+    if ray_address is None and workers > LOCAL_WORKERS_PER_CPU * cpus:
+        raise ValueError(
+            f"{workers} local worker processes on {cpus} CPUs: at most {LOCAL_WORKERS_PER_CPU * cpus} "
+            "(a Ray cluster runs more)"
+        )
+    return workers
 
 
 def _echo(state: dict, job):
@@ -77,8 +101,7 @@ class WorkerPool:
     """
 
     def __init__(self, workers: int, init: Callable, initargs: tuple = (), ray_address: str | None = None):
-        if not isinstance(workers, int) or workers < 0:
-            raise ValueError(f"workers must be an integer >= 0, got {workers!r}")
+        check_workers(workers, ray_address)
         self.workers, self.init, self.initargs, self.ray_address = workers, init, initargs, ray_address
         self._state = None
         self._executor = None

@@ -15,13 +15,20 @@ import textwrap
 import time
 from pathlib import Path
 
-from r3.cli_args import INT32_MAX, UINT32_MAX, integer, positive, seed
+from r3.cli_args import INT32_MAX, UINT32_MAX, folder, integer, positive, seed, word
 from r3.data.bags import read_episode_info
 from r3.data.video import default_format, episode_video_from_bag
-from r3.graph.cli import parse_overrides
+from r3.graph.cli import backend_problem, parse_overrides
 from r3.graph.description import DEFAULT_GRAPH, load_profile
 from r3.graph.supervisor import Supervisor
-from r3.safety.goals import INTERFACE_ANSWERS, GoalRefused, check_run_task, interfaces_help, printable
+from r3.safety.goals import (
+    INTERFACE_ANSWERS,
+    GoalRefused,
+    check_interface,
+    check_run_task,
+    interfaces_help,
+    printable,
+)
 from r3.suites import DEFAULT_SUITE
 
 #: How long `r3 run` looks for an already running graph before starting one (DDS discovery time).
@@ -41,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
         "spent, and record the episode as a rosbag2 bag. Prints the reasoning live and ends with the "
         "outcome, the bag path and a video.",
     )
-    p.add_argument("--suite", default=DEFAULT_SUITE, help="task suite (default: %(default)s)")
+    p.add_argument("--suite", type=word, default=DEFAULT_SUITE, help="task suite (default: %(default)s)")
     p.add_argument(
         "--task", default="V", help="task id, e.g. V, line, clear_qtr; packing: 1..12 (default: %(default)s)"
     )
@@ -50,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--reasoner",
+        type=word,
         default=None,
         metavar="SPEC",
         help="reasoner backend: expert (default), transformers:DIR or openai:URL,model=NAME; only "
@@ -87,7 +95,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--graph", default=str(DEFAULT_GRAPH), help="graph description YAML (default: %(default)s)"
     )
-    p.add_argument("--out", default="runs", help="folder for bags, logs and videos (default: %(default)s)")
+    p.add_argument(
+        "--out", type=folder, default="runs", help="folder for bags, logs and videos (default: %(default)s)"
+    )
     p.add_argument(
         "--video",
         choices=("auto", "gif", "mp4", "none"),
@@ -162,11 +172,14 @@ def main(argv: list[str] | None = None) -> int:
         reasoning_budget=args.reasoning_budget,
         reset_scene=True,
     )
-    try:  # the reasoner's own check, here before a graph is started only to refuse the goal
-        check_run_task(goal)
+    try:  # the reasoner's own checks, here before a graph is started only to refuse the goal
+        suite, _ = check_run_task(goal)
+        check_interface(args.interface, suite)
     except GoalRefused as exc:
         _parser().error(str(exc))
-    out = Path(args.out)
+    out = args.out
+    if out.exists() and not out.is_dir():
+        _parser().error(f"--out {out} is a file, not a folder")
     rclpy.init()
     node = R3Node("r3_run")
     view = LiveView(args.quiet)
@@ -182,14 +195,17 @@ def main(argv: list[str] | None = None) -> int:
             if not commander.wait_until_ready(args.startup_timeout):
                 return _fail(f"no running r3 graph offered /r3/run_task within {args.startup_timeout:.0f} s")
         elif not commander.wait_until_ready(RUNNING_GRAPH_DISCOVERY_S):
-            overrides = parse_overrides(args.set)
-            overrides.setdefault("r3_recorder_node", {})["output_dir"] = str((out / "bags").resolve())
-            if args.reasoner:
-                overrides.setdefault("r3_reasoner_node", {})["backend"] = args.reasoner
-            if args.interface != "instruction":
-                overrides.setdefault("r3_reasoner_node", {})["interface"] = args.interface
-            profile = load_profile(args.profile or f"sim_{args.suite}", args.graph, overrides)
-            problem = _backend_problem(profile)
+            try:
+                overrides = parse_overrides(args.set)
+                overrides.setdefault("r3_recorder_node", {})["output_dir"] = str((out / "bags").resolve())
+                if args.reasoner:
+                    overrides.setdefault("r3_reasoner_node", {})["backend"] = args.reasoner
+                if args.interface != "instruction":
+                    overrides.setdefault("r3_reasoner_node", {})["interface"] = args.interface
+                profile = load_profile(args.profile or f"sim_{args.suite}", args.graph, overrides)
+            except (ValueError, OSError, KeyError) as exc:  # a bad graph, profile or --set: nothing started
+                return _fail(exc.args[0] if exc.args else str(exc))
+            problem = backend_problem(profile)
             if problem:
                 return _fail(problem)
             log_dir = out / "logs" / time.strftime("%Y%m%d-%H%M%S")
@@ -267,21 +283,6 @@ def _wait_for_bag(bag: Path, timeout_s: float = 3.0) -> None:
         if (bag / "metadata.yaml").is_file() and read_episode_info(bag).reason:
             return
         time.sleep(0.05)
-
-
-def _backend_problem(profile) -> str | None:
-    """Why the profile's reasoner backend spec cannot be built (a bad spec, a GPU this machine
-    lacks), before any node starts; None when it can. Building loads no weights."""
-    from r3.reasoning.backends import make_backend
-
-    for member in profile.started:
-        if member.executable == "r3_reasoner_node":
-            spec = member.parameters.get("backend", "expert")
-            try:
-                make_backend(spec)
-            except ValueError as exc:
-                return f"{member.name} backend {spec!r}: {exc}"
-    return None
 
 
 def _startup_failure(supervisor: Supervisor, timeout_s: float) -> str:

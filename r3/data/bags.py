@@ -57,6 +57,7 @@ INCOMPLETE = "incomplete"
 HASH_KEY = "type_description_hash"  # channel metadata: the rihs01 hash rosbag2 keeps per topic
 QOS_KEY = "offered_qos_profiles"  # channel metadata: the publishers' QoS, as rosbag2 writes it
 ROSBAG2_VERSION = 9  # of metadata.yaml
+MCAP_MAGIC = b"\x89MCAP0\r\n"  # an MCAP file's first and last bytes
 #: An episode id names a folder under the bag root: one plain component, never a path.
 BAG_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
@@ -384,6 +385,11 @@ def repair_bag(bag: str | Path) -> RepairReport:
     stream = bag / STREAM_FILE
     if not stream.is_file():
         if (bag / METADATA_FILE).is_file():
+            if damage := bag_damage(bag):
+                raise BagRepairError(
+                    f"{bag} is a closed bag whose files are damaged ({damage}): nothing to rebuild it "
+                    "from; record the episode again"
+                )
             return RepairReport(
                 bag,
                 False,
@@ -408,7 +414,42 @@ def repair_bag(bag: str | Path) -> RepairReport:
 
 
 def _read_info_file(bag: Path) -> EpisodeInfo:
-    return EpisodeInfo(**yaml.safe_load((bag / EPISODE_FILE).read_text()))
+    """The sidecar as written; a ValueError naming the file when it is not one."""
+    file = bag / EPISODE_FILE
+    try:
+        fields = yaml.safe_load(file.read_text())
+        return EpisodeInfo(**fields)
+    except (yaml.YAMLError, UnicodeDecodeError, TypeError) as exc:
+        raise ValueError(f"{file} is not an episode record: {str(exc).splitlines()[0]}") from None
+
+
+def bag_damage(bag: str | Path) -> str | None:
+    """What is wrong with the files of a closed bag, or None when they are whole: its metadata.yaml
+    is readable and names storage files that exist and end with MCAP's closing magic, which a file cut
+    short or overwritten lacks. (A bag still recording, or left by a killed writer, has its stream
+    file instead; :func:`repair_bag` looks after those.)"""
+    bag = Path(bag)
+    try:
+        meta = yaml.safe_load((bag / METADATA_FILE).read_text())
+        files = meta["rosbag2_bagfile_information"]["relative_file_paths"]
+    except FileNotFoundError:
+        return f"no {METADATA_FILE}"
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, TypeError, KeyError) as exc:
+        return f"{METADATA_FILE} unreadable ({type(exc).__name__})"
+    if not isinstance(files, list) or not files:
+        return f"{METADATA_FILE} names no storage file"
+    for name in files:
+        path = bag / str(name)
+        try:
+            with open(path, "rb") as f:
+                if f.seek(0, os.SEEK_END) < 2 * len(MCAP_MAGIC):
+                    return f"{name} is cut short"
+                f.seek(-len(MCAP_MAGIC), os.SEEK_END)
+                if f.read() != MCAP_MAGIC:
+                    return f"{name} is cut short or damaged (no closing MCAP magic)"
+        except OSError as exc:
+            return f"{name}: {exc.strerror or exc}"
+    return None
 
 
 def read_episode_info(bag: str | Path) -> EpisodeInfo:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from rosbags.rosbag2 import Reader
 from r3.data import schema as S
 from r3.data.bags import COMPLETE, EPISODE_FILE, read_episode_info
 from r3.data.bagtypes import typestore
+from r3.files import replace_output
 from r3.graph import names
 
 ROWS_PER_SHARD = 20_000
@@ -157,6 +157,10 @@ def _note(task: str, instance_json: str) -> str:
     return get_task(task).from_dict(json.loads(instance_json)).note
 
 
+#: What a dataset folder holds: a build replaces a folder of nothing else.
+DATASET_ENTRIES = (S.MANIFEST, S.DATA_DIR, S.IMAGES_DIR, S.SNAPSHOTS_DIR, S.STATS_JSON, S.STATS_PLOT)
+
+
 def _split_of(task: str) -> str:
     from r3.tasks.language_table.tasks import SPLITS
 
@@ -180,12 +184,8 @@ def build_dataset(
     what their episode told the model, so they take none.
     """
     history = build_history(kind, history)
-    out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        if not overwrite:
-            raise FileExistsError(f"{out} is not empty (pass overwrite=True / --overwrite to replace it)")
-        shutil.rmtree(out)
-    (out / S.DATA_DIR).mkdir(parents=True)
+    out = replace_output(out, DATASET_ENTRIES, overwrite=overwrite, what="dataset")
+    (out / S.DATA_DIR).mkdir()
     started = time.perf_counter()
     report, rows, used = BuildReport(), [], []
     read, rows_of = (_read_turns, _turn_rows) if kind == S.TURNS else (read_episode, _episode_rows)

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from r3.cli_args import folder, word
 from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
 from r3.suites import DEFAULT_SUITE, get_suite
 
@@ -32,6 +33,7 @@ def collect_main(argv: list[str]) -> int:
     )
     p.add_argument(
         "--split",
+        type=word,
         default=None,
         help="task split: T_M, T_R or T_O; packing: train (default: T_M; packing: train)",
     )
@@ -47,7 +49,9 @@ def collect_main(argv: list[str]) -> int:
     p.add_argument(
         "--trials", type=int, default=4, help="trials per scene, each its own seed (default: %(default)s)"
     )
-    p.add_argument("--out", required=True, help="folder for the bags (one sub-folder per episode)")
+    p.add_argument(
+        "--out", type=folder, required=True, help="folder for the bags (one sub-folder per episode)"
+    )
     p.add_argument(
         "--workers",
         type=int,
@@ -61,7 +65,9 @@ def collect_main(argv: list[str]) -> int:
         help="run the episodes on a Ray cluster at ADDRESS ('auto', 'ray://host:10001', or 'local' "
         "for a new local instance) instead of local processes; --out must be shared by all nodes",
     )
-    p.add_argument("--backend", default="expert", help="reasoner backend spec (default: %(default)s)")
+    p.add_argument(
+        "--backend", type=word, default="expert", help="reasoner backend spec (default: %(default)s)"
+    )
     p.add_argument(
         "--history",
         default=None,
@@ -93,7 +99,7 @@ def collect_main(argv: list[str]) -> int:
         config = CollectConfig(
             out=args.out,
             suite=args.suite,
-            split=args.split or suite.collect_split,
+            split=suite.collect_split if args.split is None else args.split,
             interface=args.interface or suite.collect_interface,
             scenes=args.scenes,
             trials=args.trials,
@@ -107,7 +113,7 @@ def collect_main(argv: list[str]) -> int:
             height=args.height,
             frame_every=args.frame_every,
         )
-    except ValueError as exc:
+    except ValueError as exc:  # a bad size, split, backend or worker count
         p.error(str(exc))
     report = collect(config, progress=not args.quiet)
     print(
@@ -136,7 +142,7 @@ def dataset_main(argv: list[str]) -> int:
         help="bag folders, or folders holding bag folders (--kind turns: episode folders, or folders "
         "holding them)",
     )
-    b.add_argument("--out", required=True, help="dataset folder to write")
+    b.add_argument("--out", type=folder, required=True, help="dataset folder to write")
     b.add_argument(
         "--kind",
         required=True,
@@ -167,7 +173,7 @@ def dataset_main(argv: list[str]) -> int:
         "step, the instruction in force as the frame's task.",
     )
     e.add_argument("bags", nargs="+", help="bag folders, or folders holding bag folders")
-    e.add_argument("--out", required=True, help="LeRobot dataset folder to write")
+    e.add_argument("--out", type=folder, required=True, help="LeRobot dataset folder to write")
     e.add_argument("--overwrite", action="store_true", help="replace --out if it is not empty")
     args = p.parse_args(argv)
     try:
@@ -189,14 +195,22 @@ def bag_main(argv: list[str]) -> int:
     )
     r.add_argument("bags", nargs="+", help="bag folders, or folders holding bag folders")
     args = p.parse_args(argv)
-    from r3.data.bags import BagBusyError, BagRepairError, repair_bag
+    from r3.data.bags import BagBusyError, repair_bag
     from r3.data.build import find_bags
 
+    try:
+        bags = find_bags(args.bags)
+    except OSError as exc:
+        print(f"r3 bag repair: error: {exc}", file=sys.stderr)
+        return 2
+    if not bags:
+        print(f"r3 bag repair: error: no bag folders in {', '.join(args.bags)}", file=sys.stderr)
+        return 2
     failed = 0
-    for bag in find_bags(args.bags):
+    for bag in bags:
         try:
             report = repair_bag(bag)
-        except (BagBusyError, BagRepairError) as exc:
+        except (BagBusyError, ValueError, OSError) as exc:  # busy, damaged, not a bag: one line each
             print(f"r3 bag repair: {bag}: {exc}", file=sys.stderr)
             failed += 1
             continue

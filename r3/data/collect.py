@@ -20,10 +20,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from r3.data.bags import COMPLETE, read_episode_info
+from r3.data.bags import COMPLETE, bag_damage, read_episode_info
 from r3.seeds import MAX_SCENES, MAX_TRIALS, collection_seed, packing_collection_seed
+from r3.sim import IMAGE_SIDES
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
-from r3.workers import WorkerPool
+from r3.workers import WorkerPool, check_workers
 
 PARTIAL = ".partial"
 
@@ -74,24 +75,30 @@ class CollectConfig:
             )
         elif self.split not in SPLITS:
             raise ValueError(f"CollectConfig.split must be one of {sorted(SPLITS)}, got {self.split!r}")
+        if Path(self.out).exists() and not Path(self.out).is_dir():
+            raise ValueError(f"CollectConfig.out: {self.out} is a file, not a folder for bags")
         if not 1 <= self.scenes <= MAX_SCENES:
             raise ValueError(f"CollectConfig.scenes must be in [1, {MAX_SCENES}], got {self.scenes}")
         if not 1 <= self.trials <= MAX_TRIALS:
             raise ValueError(f"CollectConfig.trials must be in [1, {MAX_TRIALS}], got {self.trials}")
         if self.workers < 1:
             raise ValueError(f"CollectConfig.workers must be >= 1, got {self.workers}")
+        check_workers(self.workers, self.ray_address)
         if self.history not in ("response", "instruction", "none"):
             raise ValueError(
                 f"CollectConfig.history must be response, instruction or none, got {self.history!r}"
             )
-        for name in ("max_steps", "steps_per_instruction", "width", "height"):
+        for name in ("max_steps", "steps_per_instruction"):
             if getattr(self, name) < 1:
                 raise ValueError(f"CollectConfig.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("width", "height"):
+            if not IMAGE_SIDES[0] <= (side := getattr(self, name)) <= IMAGE_SIDES[1]:
+                raise ValueError(f"CollectConfig.{name} must be in {list(IMAGE_SIDES)}, got {side}")
         if self.frame_every < 0:
             raise ValueError(f"CollectConfig.frame_every must be >= 0, got {self.frame_every}")
-        from r3.reasoning import make_backend
+        from r3.reasoning.backends import check_backend
 
-        make_backend(self.backend)  # a bad spec or a GPU this machine lacks fails here, before any worker
+        check_backend(self.backend)  # a bad spec, a missing model or GPU fails here, before any worker
 
 
 @dataclass(frozen=True)
@@ -137,8 +144,9 @@ def is_complete(out: str | Path, spec: EpisodeSpec) -> bool:
 
     if (Path(out) / spec.episode_id / EPISODE_FILE).is_file():  # a turn episode (written last)
         return True
+    bag = Path(out) / spec.episode_id
     try:
-        return read_episode_info(Path(out) / spec.episode_id).status == COMPLETE
+        return read_episode_info(bag).status == COMPLETE and bag_damage(bag) is None
     except (OSError, TypeError, ValueError):
         return False
 

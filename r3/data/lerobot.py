@@ -29,13 +29,13 @@ each quantile (as LeRobot 0.6.1 aggregates quantiles, which cannot be pooled exa
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from r3.data.bags import COMPLETE, read_episode_info, read_messages
+from r3.files import replace_output
 from r3.graph import names
 
 CODEBASE_VERSION = "v3.0"
@@ -115,11 +115,7 @@ def export_lerobot(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        if not overwrite:
-            raise FileExistsError(f"{out} is not empty (pass --overwrite to replace it)")
-        shutil.rmtree(out)
+    out = replace_output(out, ("meta", "data", "videos"), overwrite=overwrite, what="LeRobot dataset")
     report, tasks, episodes, all_stats = ExportReport(), {}, [], []
     frames_buf: list[dict] = []
     writer, file_key, shape = None, None, None

@@ -23,6 +23,7 @@ one is part of the next turn's history), with no images: render them from the sn
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 IMAGES = "images"  # list[str]: PNG paths, one per camera view
@@ -54,6 +55,7 @@ KINDS = ("sft", "rl")  # built from bags
 TURNS = "turns"  # built from multi-turn episode folders
 MANIFEST = "r3_dataset.json"
 DATA_DIR, IMAGES_DIR, SNAPSHOTS_DIR = "data", "images", "snapshots"
+STATS_JSON, STATS_PLOT = "stats.json", "stats.png"  # what `r3 dataset stats` adds
 
 _COMMON_BEFORE = (IMAGES, GOAL, NOTE, TASK, SPLIT, SUITE, HISTORY, HISTORY_KIND)
 _COMMON_AFTER = (STEP, EPISODE_ID, EPISODE_SUCCESS, EPISODE_PROGRESS, SNAPSHOT, SEED)
@@ -103,6 +105,21 @@ def features(kind: str):
         dtype = _TYPES.get(name, "string")
         spec[name] = datasets.List(datasets.Value("string")) if dtype == "list" else datasets.Value(dtype)
     return datasets.Features(spec)
+
+
+def read_manifest(path: str | Path) -> dict:
+    """The manifest of the dataset in ``path``; a ValueError saying what is wrong with it."""
+    file = Path(path) / MANIFEST
+    try:
+        manifest = json.loads(file.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path} has no {MANIFEST}: not an r3 dataset") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{file} is not readable JSON: {exc}") from None
+    if not isinstance(manifest, dict) or manifest.get("kind") not in COLUMNS:
+        kind = manifest.get("kind") if isinstance(manifest, dict) else None
+        raise ValueError(f"{file}: expected an object with a kind of {(*KINDS, TURNS)}, got kind {kind!r}")
+    return manifest
 
 
 def load_r3_dataset(path: str | Path):

@@ -3,7 +3,6 @@ the call each turn made), reasoning lengths."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
@@ -52,7 +51,7 @@ def dataset_stats(path: str | Path) -> dict:
     import pyarrow.parquet as pq
 
     root = Path(path)
-    manifest = json.loads((root / S.MANIFEST).read_text())
+    manifest = S.read_manifest(root)
     table = pa.concat_tables(pq.read_table(f) for f in sorted((root / S.DATA_DIR).glob("*.parquet")))
     rows = table.to_pydict()
     tasks, splits = rows[S.TASK], rows[S.SPLIT]
@@ -158,6 +157,10 @@ def plot_stats(stats: dict, path: str | Path) -> Path:
         ax.tick_params(axis="x", rotation=45)
     fig.tight_layout()
     path = Path(path)
+    if path.is_dir():
+        path = path / S.STATS_PLOT
+    elif not path.suffix:
+        path = path.with_suffix(".png")  # what matplotlib would write for it
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

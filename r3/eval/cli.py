@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from r3.cli_args import integer, positive
+from r3.cli_args import folder, integer, positive, word
 from r3.eval.runner import (
     EvalConfig,
     EvalError,
@@ -59,6 +59,7 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--reasoner",
+        type=word,
         default="expert",
         metavar="SPEC",
         help="reasoner backend: expert, transformers:DIR, openai:URL,model=NAME, or R^3's baselines "
@@ -136,7 +137,7 @@ def _run_parser() -> argparse.ArgumentParser:
         help=f"what the reasoner sees of its previous step (default: {_defaults('history')})",
     )
     p.add_argument(
-        "--out", type=Path, required=True, help="output folder; episodes already in it are reused (resume)"
+        "--out", type=folder, required=True, help="output folder; episodes already in it are reused (resume)"
     )
     p.add_argument(
         "--ray",
@@ -166,6 +167,14 @@ def _run_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _two_names(text: str) -> tuple[str, str]:
+    """``--names``: two non-empty names separated by a comma."""
+    a, sep, b = text.partition(",")
+    if not (sep and a.strip() and b.strip()):
+        raise argparse.ArgumentTypeError(f"expected two names A,B, got {text!r}")
+    return a.strip(), b.strip()
+
+
 def _compare_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="r3 eval compare",
@@ -177,12 +186,13 @@ def _compare_parser() -> argparse.ArgumentParser:
     p.add_argument("b", type=Path, help="evaluation folder B")
     p.add_argument(
         "--names",
+        type=_two_names,
         default=None,
         metavar="A,B",
         help="column names for A and B (default: their reasoner specs)",
     )
     p.add_argument(
-        "--out", type=Path, default=None, help="folder for compare.md and compare.csv (default: print only)"
+        "--out", type=folder, default=None, help="folder for compare.md and compare.csv (default: print only)"
     )
     return p
 
@@ -214,7 +224,7 @@ def run_main(argv: list[str], via_ros: ViaRos | None = None) -> int:
     args = parser.parse_args(argv)
     suite = get_suite(args.suite)
     splits = getattr(suite.tasks(), "SPLITS", None)  # Language Table's T_M, T_R and T_O
-    if args.tasks:
+    if args.tasks is not None:  # an empty list is refused below, not read as "every task"
         tasks = tuple(t.strip() for t in args.tasks.split(",") if t.strip())
     elif splits is None:
         if args.split != "all":
@@ -277,13 +287,23 @@ def compare_main(argv: list[str]) -> int:
     except EvalError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if config_a["suite"] != config_b["suite"]:
+        suites = f"A evaluates {config_a['suite']}, B {config_b['suite']}"
+        print(f"error: {suites}: no task in common", file=sys.stderr)
+        return 2
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        print(f"error: --out {args.out} is a file, not a folder", file=sys.stderr)
+        return 2
+    for key in ("scenes", "trials", "max_steps", "interface", "grounding"):
+        if config_a.get(key) != config_b.get(key):
+            print(f"note: {key} differs: A {config_a.get(key)!r}, B {config_b.get(key)!r}", file=sys.stderr)
     records_a, records_b = read_records(args.a), read_records(args.b)
     have_b = {r["task"] for r in records_b}
     tasks = [t for t in config_a["tasks"] if t in have_b and any(r["task"] == t for r in records_a)]
     if not tasks:
         print("error: the two evaluations share no task with finished episodes", file=sys.stderr)
         return 2
-    name_a, name_b = args.names.split(",", 1) if args.names else (config_a["reasoner"], config_b["reasoner"])
+    name_a, name_b = args.names or (config_a["reasoner"], config_b["reasoner"])
     rows = tables.compare_rows(records_a, records_b, tasks)
     header = (
         f"B = {name_b} minus A = {name_a}, in percentage points with 95% intervals; "

@@ -35,12 +35,15 @@ from r3.seeds import scene_seed
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
 from r3.tasks.language_table.tasks import SPLITS
 from r3.tasks.packing.tasks import HELD_OUT
-from r3.workers import WorkerPool
+from r3.workers import WorkerPool, check_workers
 
 CONFIG_FILE = "config.json"
 EPISODES_FILE = "episodes.jsonl"
 #: Config fields that change episode outcomes: a resumed run must agree on all of them.
 OUTCOME_FIELDS = ("reasoner", "suite", "budget", "max_steps", "history", "grounding", "interface")
+#: Held-out scenes and trials per scene at most: R^3 evaluates 64 x 16; these keep a typo (a
+#: thousand-fold count) from queueing more episodes than any machine would finish.
+MAX_SCENES, MAX_TRIALS = 100_000, 1_000
 #: Split of the packing goals: all 12 are R^3's held-out goals (Table 6).
 PACKING_SPLIT = "held-out"
 
@@ -143,9 +146,13 @@ class EvalConfig:
                 f"grounding {self.grounding!r}: packing takes one of {', '.join(GROUNDINGS.names())}, "
                 "other suites only 'sim'"
             )
-        for name in ("scenes", "trials", "max_steps"):
-            if getattr(self, name) < 1:
-                raise EvalError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if named_twice := sorted({t for t in self.tasks if self.tasks.count(t) > 1}):
+            raise EvalError(f"tasks {named_twice} named more than once")
+        for name, most in (("scenes", MAX_SCENES), ("trials", MAX_TRIALS), ("max_steps", None)):
+            value = getattr(self, name)
+            if value < 1 or (most is not None and value > most):
+                allowed = f"in 1..{most}" if most is not None else ">= 1"
+                raise EvalError(f"{name} must be {allowed}, got {value}")
         if self.budget is not None and self.budget < 0:
             raise EvalError(f"budget must be None (full) or >= 0, got {self.budget}")
         if self.history not in ("response", "instruction", "none"):
@@ -274,20 +281,18 @@ class EpisodeWorker:
 
 
 # ------------------------------------------------------------------------------------ cache
-def prepare_output(out: Path, config: EvalConfig) -> dict[tuple[str, int, int], dict]:
-    """Create ``out``, check or write its config, and return the cached records by job key.
-
-    A last line cut short by a crash is dropped (that episode runs again).
-    """
-    out.mkdir(parents=True, exist_ok=True)
-    config_path = out / CONFIG_FILE
-    if config_path.is_file():
-        cached = json.loads(config_path.read_text())
+def cached_records(out: Path, config: EvalConfig) -> dict[tuple[str, int, int], dict]:
+    """The records ``out`` already holds for ``config``, by job key; an EvalError when ``out`` is
+    no folder or holds another configuration's episodes. Writes nothing but the repair of a last
+    line cut short by a crash (that episode runs again)."""
+    if out.exists() and not out.is_dir():
+        raise EvalError(f"{out} is a file, not a folder for an evaluation")
+    if (out / CONFIG_FILE).is_file():
+        cached = read_config(out)
         differ = {k: (cached.get(k), v) for k, v in config.outcome_fields().items() if cached.get(k) != v}
         if differ:
             what = ", ".join(f"{k}: cached {a!r}, now {b!r}" for k, (a, b) in differ.items())
             raise EvalError(f"{out} holds episodes of another configuration ({what}); choose another --out")
-    config_path.write_text(json.dumps(asdict(config), indent=2) + "\n")
     _drop_partial_line(out / EPISODES_FILE)
     return {tuple(r[k] for k in ("task", "scene", "trial")): r for r in read_records(out)}
 
@@ -306,20 +311,28 @@ def read_records(out: Path) -> list[dict]:
     if not path.is_file():
         return []
     records: dict[tuple, dict] = {}
-    for line in path.read_text().splitlines():
+    for line in path.read_text(errors="replace").splitlines():
         try:
             r = json.loads(line)
-        except json.JSONDecodeError:
+            records[(r["task"], r["scene"], r["trial"])] = r
+        except (json.JSONDecodeError, KeyError, TypeError):  # not a record: a torn or foreign line
             continue
-        records[(r["task"], r["scene"], r["trial"])] = r
     return list(records.values())
 
 
 def read_config(out: Path) -> dict:
+    """The config an evaluation folder was run with; an EvalError when it has none that reads as one."""
     path = out / CONFIG_FILE
     if not path.is_file():
         raise EvalError(f"{out} is not an evaluation folder (no {CONFIG_FILE})")
-    return json.loads(path.read_text())
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise EvalError(f"{path} does not read as an evaluation's config: {exc}") from None
+    fields = {"reasoner": str, "suite": str, "tasks": list}
+    if not isinstance(config, dict) or any(not isinstance(config.get(k), t) for k, t in fields.items()):
+        raise EvalError(f"{path} is not an evaluation's config (an object with {', '.join(fields)})")
+    return config
 
 
 # ------------------------------------------------------------------------------------ running
@@ -340,16 +353,22 @@ def evaluate(
     """
     if workers < 1:
         raise EvalError(f"workers must be >= 1, got {workers}")
-    cached = prepare_output(out, config)
+    try:
+        check_workers(workers, ray_address)
+    except ValueError as exc:
+        raise EvalError(str(exc)) from None
+    cached = cached_records(out, config)
     jobs = config.jobs()
     todo = [j for j in jobs if j.key not in cached]
-    if todo:  # a bad spec or a GPU this machine lacks: one error before any worker starts
-        from r3.reasoning import make_backend
+    if todo:  # a bad spec or a GPU this machine lacks: one error before any worker starts or file is written
+        from r3.reasoning.backends import check_backend
 
         try:
-            make_backend(config.reasoner)
+            check_backend(config.reasoner)
         except ValueError as exc:
             raise EvalError(f"reasoner {config.reasoner!r}: {exc}") from None
+    out.mkdir(parents=True, exist_ok=True)
+    (out / CONFIG_FILE).write_text(json.dumps(asdict(config), indent=2) + "\n")
     done = len(jobs) - len(todo)
     if on_progress:
         on_progress(done, len(jobs))

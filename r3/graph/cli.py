@@ -23,10 +23,26 @@ def parse_overrides(items: list[str]) -> dict[str, dict]:
     for item in items:
         target, sep, value = item.partition("=")
         member, dot, key = target.partition(".")
-        if not sep or not dot:
-            raise SystemExit(f"r3 launch: --set {item!r}: expected MEMBER.PARAMETER=VALUE")
+        if not sep or not dot or not member or not key:
+            raise ValueError(f"--set {item!r}: expected MEMBER.PARAMETER=VALUE")
         overrides.setdefault(member, {})[key] = _typed(value)
     return overrides
+
+
+def backend_problem(profile) -> str | None:
+    """Why the reasoner backend spec of a member r3 starts cannot be built (a bad spec, a model
+    folder that is not there, a GPU this machine lacks), before any node starts; None when it can.
+    Building loads no weights."""
+    from r3.reasoning.backends import check_backend
+
+    for member in profile.started:
+        if member.executable == "r3_reasoner_node":
+            spec = member.parameters.get("backend", "expert")
+            try:
+                check_backend(spec)
+            except ValueError as exc:
+                return f"{member.name} backend {spec!r}: {exc}"
+    return None
 
 
 def _typed(value: str):
@@ -73,15 +89,17 @@ def launch_main(argv: list[str] | None = None) -> int:
         "r3 does not start must provide, exit 1 if the profile is not wired",
     )
     args = parser.parse_args(argv)
-    if args.list:
-        for name in profile_names(args.graph):
-            print(f"{name:24s} {load_profile(name, args.graph).description}")
-        return 0
     try:
+        if args.list:
+            for name in profile_names(args.graph):
+                print(f"{name:24s} {load_profile(name, args.graph).description}")
+            return 0
         profile = load_profile(args.profile, args.graph, parse_overrides(args.set))
-    except (FileNotFoundError, KeyError, ValueError) as exc:  # a wrong name or value: nothing starts
+    except (OSError, KeyError, ValueError) as exc:  # a wrong file, name or value: nothing starts
         parser.error(exc.args[0] if exc.args else str(exc))
     problems = unmatched_subscriptions(profile)
+    if problem := backend_problem(profile):
+        parser.error(problem)
     if args.check:
         for line in outside_requirements(profile):
             print(f"[r3 launch] expects: {line}")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import yaml
 
+from r3.files import read_yaml_mapping
 from r3.graph import names
 from r3.graph.interfaces import NODE_INTERFACES, NodeInterface, with_controller
 
@@ -101,9 +102,16 @@ def load_graph(path: str | Path = DEFAULT_GRAPH) -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"graph description {path} does not exist")
-    data = yaml.safe_load(path.read_text()) or {}
+    data = read_yaml_mapping(path)
     if not isinstance(data.get("profiles"), dict) or not data["profiles"]:
-        raise ValueError(f"{path}: expected a non-empty 'profiles' mapping")
+        raise ValueError(f"{path}: expected a mapping with a non-empty 'profiles' mapping")
+    for name, profile in data["profiles"].items():
+        members = profile.get("members", []) if isinstance(profile, dict) else None
+        if not isinstance(members, list) or not all(isinstance(m, dict) for m in members):
+            raise ValueError(f"{path}: profile {name!r}: expected a mapping with a list of member mappings")
+        named = [m.get("name") for m in members]
+        if twice := sorted({str(n) for n in named if named.count(n) > 1}):
+            raise ValueError(f"{path}: profile {name!r} names members {twice} more than once")
     return data
 
 

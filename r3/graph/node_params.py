@@ -22,6 +22,7 @@ from r3.perception.segmenters import SEGMENTERS
 from r3.reasoning.prompts import HISTORY_MODES
 from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
 from r3.safety.guard import MAX_CONSECUTIVE_INVALID
+from r3.sim import IMAGE_SIDES
 
 P = ParameterSpec
 #: rclpy declares use_sim_time on every node; r3 describes it. (rclpy's read-only
@@ -34,8 +35,8 @@ USE_SIM_TIME = P(
     read_only=False,
 )
 IMAGE_SIZE = (
-    P("image_width", "int", 320, "Camera image width, pixels.", range=(16, 4096)),
-    P("image_height", "int", 240, "Camera image height, pixels.", range=(16, 4096)),
+    P("image_width", "int", 320, "Camera image width, pixels.", range=IMAGE_SIDES),
+    P("image_height", "int", 240, "Camera image height, pixels.", range=IMAGE_SIDES),
 )
 #: A fully qualified ROS node name, as heartbeats carry it.
 NODE_NAME = r"(/[A-Za-z_][A-Za-z0-9_]*)+"

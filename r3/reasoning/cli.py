@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from r3.cli_args import integer, seed
-from r3.reasoning.tiny import ARCHS, HIDDEN_UNIT, NEEDS_TORCHVISION
+from r3.cli_args import folder, integer, seed
+from r3.reasoning.tiny import ARCHS, HIDDEN_UNIT, MAX_HIDDEN, MAX_VOCAB, NEEDS_TORCHVISION
 
 
 def tiny_model_main(argv: list[str] | None = None) -> int:
@@ -23,20 +23,22 @@ def tiny_model_main(argv: list[str] | None = None) -> int:
         help="architecture (default: idefics3, the SmolVLM v1 family). The Qwen archs "
         f"({', '.join(sorted(NEEDS_TORCHVISION))}) need torchvision to load their processor.",
     )
-    parser.add_argument("--out", required=True, help="output directory (created if missing)")
+    parser.add_argument("--out", type=folder, required=True, help="output directory (created if missing)")
     parser.add_argument("--seed", type=seed, default=0, help="seed of the random weights (default: 0)")
     parser.add_argument(
         "--hidden",
-        type=integer(HIDDEN_UNIT),
+        type=integer(HIDDEN_UNIT, MAX_HIDDEN),
         default=64,
         help=f"hidden size of the language model, a multiple of {HIDDEN_UNIT} (default: 64)",
     )
     parser.add_argument(
-        "--vocab-size", type=integer(1), default=1024, help="BPE vocabulary size (default: 1024)"
+        "--vocab-size", type=integer(1, MAX_VOCAB), default=1024, help="BPE vocabulary size (default: 1024)"
     )
     args = parser.parse_args(argv)
     if args.hidden % HIDDEN_UNIT:
         parser.error(f"argument --hidden: expected a multiple of {HIDDEN_UNIT}, got {args.hidden}")
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"argument --out: {args.out} is a file, not a folder")
     from r3.reasoning.tiny import build_tiny_model
 
     start = time.perf_counter()

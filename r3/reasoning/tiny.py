@@ -270,8 +270,20 @@ def _idefics3_parts(tok, hidden: int, layers: int, image_size: int, vision: tupl
 HIDDEN_UNIT = 32
 
 
+#: A tiny model's sizes at most: larger ones are no longer tiny (a CPU builds them for minutes, and a
+#: hidden size of a million asks for terabytes).
+MAX_HIDDEN, MAX_VOCAB = 2048, 65_536
+
+
 def check_sizes(arch: str, hidden: int, layers: int, image_size: int, vision: tuple[int, int, int]) -> None:
     """Refuse sizes :func:`build_tiny_model` cannot build, with the reason (before any work)."""
+    sizes = {"hidden": hidden, "layers": layers, "image_size": image_size}
+    sizes.update(zip(("vision_hidden", "vision_layers", "vision_heads"), vision, strict=True))
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}={value!r}: expected a whole number >= 1")
+    if hidden > MAX_HIDDEN:
+        raise ValueError(f"hidden={hidden}: at most {MAX_HIDDEN} for a tiny model")
     if arch not in ARCHS:
         raise ValueError(f"arch={arch!r}: expected one of {ARCHS}")
     if hidden < HIDDEN_UNIT or hidden % HIDDEN_UNIT:

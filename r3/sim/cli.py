@@ -10,20 +10,24 @@ import argparse
 import json
 import sys
 import textwrap
-from pathlib import Path
 
-from r3.cli_args import integer, positive, seed
+from r3.cli_args import folder, integer, positive, seed, word
 from r3.data.video import VIDEO_FPS, default_format, write_episode_video
 from r3.safety.goals import printable
+from r3.sim import IMAGE_SIDES
 
 WRAP = 100
 
 
-def _backend(spec: str):
-    from r3.reasoning.backends import make_backend
+def _backend(spec: str, parser: argparse.ArgumentParser):
+    """The loaded backend; a bad spec or one that cannot load ends the command with the reason."""
+    from r3.reasoning.backends import BackendError, make_backend
 
-    backend = make_backend(spec)
-    backend.load()
+    try:
+        backend = make_backend(spec)
+        backend.load()
+    except (ValueError, BackendError) as exc:
+        parser.error(f"argument --backend: {exc}")
     return backend
 
 
@@ -83,10 +87,11 @@ def demo_main(argv: list[str]) -> int:
         "--seed", type=seed, default=3, help="episode seed: layout, task instance, policy noise (default: 3)"
     )
     parser.add_argument(
-        "--out", type=Path, required=True, help="output folder for episode.gif|mp4 and summary.json"
+        "--out", type=folder, required=True, help="output folder for episode.gif|mp4 and summary.json"
     )
     parser.add_argument(
         "--backend",
+        type=word,
         default="expert",
         help='reasoner backend spec: "expert", "transformers:DIR" or "openai:URL,model=NAME" '
         "(default: expert)",
@@ -126,10 +131,10 @@ def demo_main(argv: list[str]) -> int:
         help="video frames per second (default: %(default)s, real time)",
     )
     parser.add_argument(
-        "--width", type=integer(1), default=320, help="rendered image width in pixels (default: 320)"
+        "--width", type=integer(*IMAGE_SIDES), default=320, help="rendered image width, pixels (default: 320)"
     )
     parser.add_argument(
-        "--height", type=integer(1), default=240, help="rendered image height in pixels (default: 240)"
+        "--height", type=integer(*IMAGE_SIDES), default=240, help="image height, pixels (default: 240)"
     )
     args = parser.parse_args(argv)
 
@@ -148,7 +153,7 @@ def demo_main(argv: list[str]) -> int:
     trajectory = run_episode(
         args.task,
         args.seed,
-        _backend(args.backend),
+        _backend(args.backend, parser),
         env=env,
         max_steps=args.max_steps,
         budget=_budget(args.budget),

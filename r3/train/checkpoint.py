@@ -92,6 +92,21 @@ def save_final(
     return out
 
 
+def export_problem(adapter_dir: Path, base_model: Path, out_dir: Path) -> str | None:
+    """Why ``r3 train export`` cannot merge ``adapter_dir`` into ``base_model`` at ``out_dir``, or
+    None. The merged checkpoint goes to a new or empty folder, so it can never overwrite the base,
+    the adapter or anything else."""
+    from r3.reasoning.backends.transformers_backend import model_dir_problem
+
+    if not (adapter_dir / "adapter_config.json").is_file():
+        return f"--adapter {adapter_dir}: no adapter_config.json (not a LoRA adapter checkpoint)"
+    if problem := model_dir_problem(base_model):
+        return f"--base: {problem}"
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        return f"--out {out_dir} exists and is not an empty folder: the merged checkpoint goes to a new one"
+    return None
+
+
 def merge_adapter(adapter_dir: str | Path, base_model: str | Path, out_dir: str | Path) -> Path:
     """Fold a saved LoRA adapter into ``base_model`` and save a plain checkpoint at ``out_dir``."""
     from peft import PeftModel

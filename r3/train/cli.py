@@ -10,7 +10,9 @@ import argparse
 import dataclasses
 import json
 import sys
+from pathlib import Path
 
+from r3.cli_args import folder
 from r3.train.config import ConfigError, ImputeConfig, RLConfig, SFTConfig, load_config
 from r3.train.rows import DatasetError
 
@@ -48,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="merge a LoRA adapter checkpoint into its base model")
     e.add_argument("--adapter", required=True, help="adapter directory (e.g. OUTPUT_DIR/checkpoint-500)")
     e.add_argument("--base", required=True, help="the base model directory the run started from")
-    e.add_argument("--out", required=True, help="where to write the merged checkpoint")
+    e.add_argument("--out", type=folder, required=True, help="new folder for the merged checkpoint")
     return p
 
 
@@ -60,20 +62,47 @@ def _overrides(pairs: list[str]) -> dict:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise ConfigError(f"--set {pair!r}: expected KEY=VALUE")
-        out[key] = yaml.safe_load(value)
+        try:
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {pair!r}: VALUE is not YAML: {str(exc).splitlines()[0]}") from None
     return out
+
+
+def _preflight(job: str, cfg) -> None:
+    """What a job needs on disk, checked before anything loads (``--check`` included): the model
+    folder, a backend spec that builds, an output that is not a file."""
+    from r3.reasoning.backends import check_backend
+    from r3.reasoning.backends.transformers_backend import model_dir_problem
+
+    if job == "impute":
+        try:
+            check_backend(cfg.backend)
+        except ValueError as exc:
+            raise ConfigError(f"backend {cfg.backend!r}: {exc}") from None
+        if Path(cfg.output).is_dir():
+            raise ConfigError(f"output {cfg.output}: a folder, expected a JSONL file to write")
+        return
+    if problem := model_dir_problem(Path(cfg.model)):
+        raise ConfigError(f"model: {problem}")
+    if Path(cfg.output_dir).exists() and not Path(cfg.output_dir).is_dir():
+        raise ConfigError(f"output_dir {cfg.output_dir}: a file, expected a folder")
 
 
 def train_main(argv: list[str] | None = None) -> int:
     """Entry point of ``r3 train``; 0 on success, 2 on a bad config or dataset."""
     args = _parser().parse_args(argv)
     if args.job == "export":
-        from r3.train.checkpoint import merge_adapter
+        from r3.train.checkpoint import export_problem, merge_adapter
 
+        if problem := export_problem(Path(args.adapter), Path(args.base), args.out):
+            print(f"r3 train export: {problem}", file=sys.stderr)
+            return 2
         print(merge_adapter(args.adapter, args.base, args.out))
         return 0
     try:
         cfg = load_config(args.config, JOBS[args.job], _overrides(args.set))
+        _preflight(args.job, cfg)
         if args.check:
             return _check(args.job, cfg)
         result = _run(args.job, cfg)

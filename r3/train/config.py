@@ -12,11 +12,14 @@ This module imports neither torch nor TRL, so checking a config is instant.
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from r3.files import FileRefused, read_yaml_mapping
 from r3.reasoning.prompts import MODES, VARIANTS
 from r3.rewards.turn import TURN_TERMS
 
@@ -227,6 +230,10 @@ class RLConfig(_Common):
         _check(0 < self.epsilon < 1, f"epsilon={self.epsilon}: must be in (0, 1)")
         _check(0 < self.epsilon_high < 1, f"epsilon_high={self.epsilon_high}: must be in (0, 1)")
         _check(
+            self.epsilon_high >= self.epsilon,
+            f"epsilon_high={self.epsilon_high}: must be >= epsilon={self.epsilon} (the upper clip)",
+        )
+        _check(
             self.importance_sampling_level in IMPORTANCE_LEVELS,
             (
                 f"importance_sampling_level={self.importance_sampling_level!r}: "
@@ -302,6 +309,16 @@ def _allowed(tp) -> tuple[type, ...]:
     return (origin or tp,)
 
 
+#: A number in exponent form without a dot (``5e-3``), which PyYAML (YAML 1.1) reads as a string.
+_EXPONENT_ONLY = re.compile(r"[-+]?[0-9]+[eE][-+]?[0-9]+")
+
+
+def _number(text: str):
+    """A float field's value that PyYAML left as text: the number it spells when it is in exponent
+    form without a dot, else the text itself (a quoted "0.2" is refused by the type check)."""
+    return float(text) if _EXPONENT_ONLY.fullmatch(text) else text
+
+
 def _build(cls, values: dict, where: str):
     if not isinstance(values, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(values).__name__}")
@@ -310,10 +327,15 @@ def _build(cls, values: dict, where: str):
     unknown = sorted(set(values) - set(names))
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; known keys: {names}")
+    values = dict(values)
     for key, value in values.items():
         allowed = _allowed(hints[key])
+        if isinstance(value, str) and float in allowed and str not in allowed:
+            value = values[key] = _number(value)  # YAML 1.1 reads 5e-3 as a string
         if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
             raise ConfigError(f"{where}.{key}={value!r}: expected {' or '.join(t.__name__ for t in allowed)}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{where}.{key}={value!r}: expected a finite number")
     try:
         return cls(**values)
     except ConfigError as err:
@@ -327,13 +349,9 @@ def load_config(path: str | Path, cls, overrides: dict | None = None):
     Relative paths in ``model``, ``dataset``, ``output_dir``, ``output`` and ``history_file``
     stay relative to the working directory, as on the command line.
     """
-    import yaml
-
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    values = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(values, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
+    try:
+        values = read_yaml_mapping(path)
+    except FileRefused as exc:
+        raise ConfigError(str(exc)) from None
     values.update(overrides or {})
     return _build(cls, values, str(path))

@@ -60,11 +60,11 @@ def open_dataset(
     fails before any model loads.
     """
     path = Path(path)
-    if not (path / S.MANIFEST).is_file():
-        raise DatasetError(
-            f"dataset not found: {path} has no {S.MANIFEST} (build it with `r3 dataset build`)"
-        )
-    table = S.load_r3_dataset(path)
+    try:
+        S.read_manifest(path)
+        table = S.load_r3_dataset(path)
+    except (ValueError, OSError) as exc:
+        raise DatasetError(f"dataset not usable: {exc}") from None
     missing = [c for c in columns if c not in table.column_names]
     if missing:
         raise DatasetError(f"dataset {path}: missing column(s) {missing}; it has {table.column_names}")

@@ -78,8 +78,10 @@ def test_a_packing_episode_through_the_graph_matches_in_process(interface, tmp_p
 
 
 def test_an_interface_the_suite_does_not_serve_is_refused_before_anything_moves(tmp_path, private_ros_env):
+    """The reasoner node's own refusal (``r3 run --interface semantic`` is refused before any graph
+    starts: test_cli_numbers.py; a parameter set by hand reaches the node)."""
     run = _run(
-        ["--task", "T", "--seed", "5", "--interface", "semantic"],
+        ["--task", "T", "--seed", "5", "--set", "r3_reasoner_node.interface=semantic"],
         tmp_path,
         private_ros_env(),
     )

@@ -245,7 +245,7 @@ def test_grpo_raises_a_learnable_toy_reward(data):
 @pytest.mark.parametrize(
     ("job", "dataset", "extra", "named"),
     [
-        ("sft", "missing", [], "dataset not found"),
+        ("sft", "missing", [], "not an r3 dataset"),
         ("sft", "rl", [], "missing column(s) ['response']"),
         ("rl", "rl", ["splits=[T_O]"], "no rows in split(s) ['T_O']"),
         ("rl", "rl", ["lerning_rate=1"], "unknown key(s) ['lerning_rate']"),

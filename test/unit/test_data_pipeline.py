@@ -16,9 +16,9 @@ import pytest
 from PIL import Image
 
 from r3.data import schema as S
-from r3.data.bags import EpisodeBagWriter, read_episode_info, read_messages
+from r3.data.bags import EpisodeBagWriter, bag_damage, read_episode_info, read_messages
 from r3.data.build import build_dataset, find_bags
-from r3.data.cli import collect_main, dataset_main
+from r3.data.cli import bag_main, collect_main, dataset_main
 from r3.data.collect import CollectConfig, collect, plan
 from r3.graph import names
 from r3.seeds import collection_seed
@@ -189,6 +189,51 @@ def test_collection_resumes_where_it_stopped(bags, tmp_path):
     assert next(kept.glob("*.mcap")).stat().st_mtime_ns == kept_mtime
     assert read_episode_info(gone).status == read_episode_info(broken).status == "complete"
     assert not (out / ".partial").exists()
+
+
+def _cut(bag: Path) -> None:
+    mcap = next(bag.glob("*.mcap"))
+    mcap.write_bytes(mcap.read_bytes()[: mcap.stat().st_size // 2])
+
+
+def test_collection_records_again_a_bag_whose_files_are_damaged(bags, tmp_path):
+    """Its sidecar still says complete; before, the resume counted it done and the dataset build
+    skipped it for good."""
+    out = tmp_path / "bags"
+    shutil.copytree(bags, out)
+    cut, unlisted, kept = sorted(p for p in out.iterdir() if p.is_dir())
+    _cut(cut)
+    (unlisted / "metadata.yaml").unlink()
+    assert "cut short" in bag_damage(cut) and bag_damage(unlisted) == "no metadata.yaml"
+    assert bag_damage(kept) is None
+    report = collect(CollectConfig(out=str(out), **CONFIG), progress=False)
+    assert (report.planned, report.skipped, report.succeeded + report.failed) == (3, 1, 2)
+    assert bag_damage(cut) is None and bag_damage(unlisted) is None
+
+
+def test_bag_repair_names_what_it_cannot_repair(bags, tmp_path, capsys):
+    copy = tmp_path / "bags"
+    shutil.copytree(bags, copy)
+    cut = min(p for p in copy.iterdir() if p.is_dir())
+    _cut(cut)
+    assert bag_main(["repair", str(copy)]) == 1
+    err = capsys.readouterr().err
+    assert f"{cut}: {cut} is a closed bag whose files are damaged" in err and "Traceback" not in err
+    (tmp_path / "empty").mkdir()
+    for path in (tmp_path / "empty", tmp_path / "missing"):
+        assert bag_main(["repair", str(path)]) == 2
+        assert "r3 bag repair: error:" in capsys.readouterr().err
+    (cut / "r3_episode.yaml").write_text("[1, 2")
+    (cut / "recording.mcap").write_bytes(b"")  # a killed writer's stream, and a torn sidecar
+    assert bag_main(["repair", str(cut)]) == 1
+    assert "r3_episode.yaml is not an episode record" in capsys.readouterr().err
+
+
+def test_stats_refuse_what_is_no_dataset(tmp_path, capsys):
+    (tmp_path / S.MANIFEST).write_text("[1, 2]")
+    assert dataset_main(["stats", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "expected an object with a kind of" in err and "Traceback" not in err
 
 
 def test_stats_and_plot(datasets_dir, capsys):

@@ -59,6 +59,15 @@ def make_backend(spec: str, **options) -> ReasonerBackend:
     return cls.from_spec(parsed.argument, **{**options, **spec_options(parsed, cls.SPEC_OPTIONS)})
 
 
+def check_backend(spec: str) -> ReasonerBackend:
+    """:func:`make_backend`, then what the backend can check before loading; a ValueError saying
+    what is wrong, so a command refuses a spec before it starts workers, a graph or an output."""
+    backend = make_backend(spec)
+    if problem := backend.load_problem():
+        raise ValueError(problem)
+    return backend
+
+
 __all__ = [
     "BACKENDS",
     "BackendError",
@@ -67,6 +76,7 @@ __all__ = [
     "OnText",
     "ReasonerBackend",
     "ReasoningBudget",
+    "check_backend",
     "make_backend",
     "register_backend",
 ]

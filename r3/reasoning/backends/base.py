@@ -96,6 +96,11 @@ class ReasonerBackend(ABC):
     def load(self) -> None:
         """Load weights or connect; raise :class:`BackendError` with a clear message on failure."""
 
+    def load_problem(self) -> str | None:
+        """What :meth:`load` would fail on that can be seen without loading (a model folder that is
+        not there), or None: commands check it before they start workers or a graph."""
+        return None
+
     def close(self) -> None:
         """Release the model or connection."""
 

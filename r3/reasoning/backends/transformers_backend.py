@@ -25,6 +25,15 @@ from r3.reasoning.prompts import PromptSettings, ReasonerInput
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
+def model_dir_problem(model_dir: Path) -> str | None:
+    """Why ``model_dir`` is no model folder to load, or None (checked before anything loads)."""
+    if not model_dir.is_dir():
+        return f"model directory not found: {model_dir}"
+    if not (model_dir / "config.json").is_file():
+        return f"not a model directory (no config.json): {model_dir}"
+    return None
+
+
 def resolve_device(device: str) -> str:
     """ "auto" -> "cuda" when torch sees a GPU, else "cpu"; a CUDA device this machine does not
     have is refused here, when the backend is built, so `r3 run` says so before the graph starts."""
@@ -106,14 +115,15 @@ class TransformersBackend(ReasonerBackend):
             raise ValueError("transformers backend spec: expected 'transformers:DIR'")
         return cls(rest, **options)
 
+    def load_problem(self) -> str | None:
+        return model_dir_problem(self.model_dir)
+
     def load(self) -> None:
         import torch
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
-        if not self.model_dir.is_dir():
-            raise BackendError(f"model directory not found: {self.model_dir}")
-        if not (self.model_dir / "config.json").is_file():
-            raise BackendError(f"not a model directory (no config.json): {self.model_dir}")
+        if problem := model_dir_problem(self.model_dir):
+            raise BackendError(problem)
         try:
             prompt = PromptSettings.load(self.model_dir)
         except ValueError as exc:

@@ -25,6 +25,7 @@ import json
 import math
 import weakref
 from typing import Any, ClassVar, Protocol
+from zipfile import BadZipFile
 
 import gymnasium as gym
 import numpy as np
@@ -35,6 +36,7 @@ from r3.sim.offscreen import mujoco
 from r3.tasks.language_table.board import BLOCKS, BOARD_HALF_EXTENTS, BoardState
 
 SNAPSHOT_VERSION = 1
+SNAPSHOT_FIELDS = {"version", "steps", "task", "instance", "np_random", "nq", "nv"}
 #: Layouts drawn per reset before giving up on finding one where the task is not already solved.
 LAYOUT_TRIES = 20
 _STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
@@ -304,9 +306,15 @@ class LanguageTableEnv(gym.Env):
         return buf.getvalue()
 
     def restore(self, snapshot: bytes) -> None:
-        with np.load(io.BytesIO(snapshot), allow_pickle=False) as npz:
-            physics = npz["physics"]
-            meta = json.loads(npz["meta"].tobytes().decode())
+        try:
+            with np.load(io.BytesIO(snapshot), allow_pickle=False) as npz:
+                physics = npz["physics"]
+                meta = json.loads(npz["meta"].tobytes().decode())
+            if not isinstance(meta, dict) or not SNAPSHOT_FIELDS <= meta.keys():
+                raise KeyError("meta")
+        except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError, BadZipFile) as exc:
+            # np.load's own message for foreign bytes speaks of allow_pickle, which would mislead
+            raise ValueError(f"not a Language Table snapshot ({type(exc).__name__})") from None
         if meta.get("version") != SNAPSHOT_VERSION:
             raise ValueError(f"unsupported snapshot version {meta.get('version')!r}")
         if (meta["nq"], meta["nv"]) != (self.model.nq, self.model.nv) or physics.size != (

@@ -14,9 +14,8 @@ import argparse
 import json
 import sys
 import textwrap
-from pathlib import Path
 
-from r3.cli_args import integer, positive, seed
+from r3.cli_args import folder, integer, positive, seed, word
 from r3.lowlevel import GROUNDINGS
 from r3.packing_episode import (
     MAX_ACTIONS,
@@ -56,10 +55,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--task", default="4", help='held-out goal "1".."12" or "train" (default: 4)')
     p.add_argument("--seed", type=seed, default=0, help="environment seed: the layout (default: 0)")
     p.add_argument(
-        "--out", type=Path, required=True, help="output folder for episode.gif|mp4 and summary.json"
+        "--out", type=folder, required=True, help="output folder for episode.gif|mp4 and summary.json"
     )
     p.add_argument(
         "--reasoner",
+        type=word,
         default="expert",
         help="reasoner backend spec, as for r3 run (default: expert, the privileged planner)",
     )
@@ -106,11 +106,19 @@ def _parser() -> argparse.ArgumentParser:
 
 def demo_main(argv: list[str]) -> int:
     from r3.packing_episode import PackingCell, run_packing_episode
-    from r3.reasoning.backends import make_backend
+    from r3.reasoning.backends import BackendError, make_backend
+    from r3.suites import get_suite
 
-    args = _parser().parse_args(argv)
-    backend = make_backend(args.reasoner)
-    backend.load()
+    parser = _parser()
+    args = parser.parse_args(argv)
+    suite = get_suite("packing")
+    if args.task not in (tasks := (*suite.hook("eval_tasks")(), suite.collect_split)):
+        parser.error(f"argument --task: expected one of {', '.join(tasks)}, got {args.task!r}")
+    try:
+        backend = make_backend(args.reasoner)
+        backend.load()
+    except (ValueError, BackendError) as exc:
+        parser.error(f"argument --reasoner: {exc}")
     cell = PackingCell.build(grounding=args.grounding)
     film = args.video != "none"
     filmed: list[tuple[int, object]] = []  # (decision step the motion belongs to, base-camera frame)

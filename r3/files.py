@@ -1,0 +1,64 @@
+"""Files r3's commands are handed: the YAML they read, the folders they write.
+
+A config or graph file that is not a YAML mapping is refused with its path and the parser's first
+line, never a traceback. ``--overwrite`` means "replace my earlier output", never "empty this
+folder": a folder holding anything the command does not write (its input bags, the current folder's
+files, another dataset's parent) is refused with a reason, so a mistyped ``--out`` (empty, ``.``,
+the input folder, a parent of it) can lose nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+import yaml
+
+
+class FileRefused(ValueError):
+    """A file or folder a command cannot read or write as asked; the message says why."""
+
+
+def read_yaml_mapping(path: str | Path) -> dict:
+    """The mapping in YAML file ``path`` (an empty file is an empty mapping)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileRefused(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise FileRefused(f"{path} is not a YAML file: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise FileRefused(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def replace_output(out: str | Path, writes: Iterable[str], *, overwrite: bool, what: str) -> Path:
+    """Make ``out`` an empty folder for ``what`` (a command's output, in words) to write.
+
+    ``writes`` names the entries ``what`` creates at the top of ``out``. A folder that is not empty is
+    replaced only with ``overwrite`` and only when each of its entries is one of those (an earlier
+    output, whole or torn by a crash); anything else there is refused and left alone.
+    """
+    out = Path(out)
+    if str(out).strip() in ("", "."):
+        raise FileRefused(f"refusing to write {what} into the current folder; name a folder for it")
+    if out.exists() and not out.is_dir():
+        raise FileRefused(f"{out} is a file, not a folder for {what}")
+    entries = sorted(out.iterdir()) if out.is_dir() else []
+    if entries:
+        if not overwrite:
+            raise FileExistsError(f"{out} is not empty (pass --overwrite to replace an earlier {what})")
+        writes = set(writes)
+        foreign = [entry.name for entry in entries if entry.name not in writes]
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+            raise FileRefused(f"{out} holds {shown}, which {what} does not write: not replacing it")
+        for entry in entries:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+    return out

@@ -29,6 +29,7 @@ from rclpy.time_source import CLOCK_TOPIC
 
 from r3_ros.executor import InlineCallbackGroup, PolledCallbackGroup, deliver_pending
 from r3_ros.qos import can_match
+from r3_ros.refusals import refusing_message
 
 #: Seconds of steady time between two QoS audits of a node's topics.
 AUDIT_PERIOD_S = 2.0
@@ -99,6 +100,9 @@ class R3Node(Node):
         clock = topic == CLOCK_TOPIC and kwargs.get("callback_group") is None  # rclpy's TimeSource
         if clock:
             kwargs["callback_group"] = PolledCallbackGroup()
+            # Anyone may publish on /clock: rclpy's callback raises on a time it cannot hold (negative
+            # seconds), which would end the node; such a message is dropped with the reason logged.
+            callback = refusing_message(self, callback)
         subscription = super().create_subscription(
             msg_type, topic, callback, qos_profile, event_callbacks=event_callbacks, **kwargs
         )

@@ -73,3 +73,47 @@ def test_sim_time_is_taken_when_read_and_wakes_no_executor(context):
     executor.shutdown()
     simulator.destroy_node()
     node.destroy_node()
+
+
+def test_a_clock_no_time_can_hold_is_dropped_and_the_node_keeps_its_time(context):
+    """Anyone may publish on /clock. A negative time made rclpy's clock callback raise inside the
+    node's clock timer, which ended the node (one message stopped the reasoner, then the graph)."""
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+    from rclpy.time_source import CLOCK_TOPIC
+    from rosgraph_msgs.msg import Clock
+
+    from r3_ros.node import CLOCK_TAKE_S, R3Node
+
+    node = R3Node("on_sim_time", context=context, parameter_overrides=[Parameter("use_sim_time", value=True)])
+    attacker = Node("attacker", context=context)
+    clock_pub = attacker.create_publisher(Clock, CLOCK_TOPIC, 10)
+    deadline = time.monotonic() + 10
+    while clock_pub.get_subscription_count() < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+    def publish(seconds: int) -> None:
+        msg = Clock()
+        msg.clock.sec = seconds
+        clock_pub.publish(msg)
+
+    publish(7)
+    deadline = time.monotonic() + 10
+    while node.now().nanoseconds != 7 * 10**9 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    publish(-1)  # taken by the node's clock timer while it spins
+    end = time.monotonic() + 4 * CLOCK_TAKE_S
+    while time.monotonic() < end:
+        executor.spin_once(timeout_sec=0.02)  # raised here before
+    assert node.now().nanoseconds == 7 * 10**9
+    publish(8)
+    deadline = time.monotonic() + 10
+    while node.now().nanoseconds != 8 * 10**9 and time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.02)
+    assert node.now().nanoseconds == 8 * 10**9
+    executor.shutdown()
+    attacker.destroy_node()
+    node.destroy_node()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import time
+import traceback
 
 from r3.episode_loop import Decider, ends_episode
 from r3.graph import names
@@ -123,6 +124,9 @@ class ReasonerNode(R3Node):
             result.reason = f"error: {exc}"
         except BackendError as exc:
             result.reason = f"error: reasoner backend: {exc}"
+        except Exception as exc:  # noqa: BLE001 - whatever failed, the episode still ends: END, stop
+            self.get_logger().error(f"episode {episode_id}: {traceback.format_exc()}")
+            result.reason = f"error: {type(exc).__name__}: {exc}"
         stopped = self.follower.end(handle)
         if not result.reason:
             canceled = handle.is_cancel_requested or stopped

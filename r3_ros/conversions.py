@@ -49,6 +49,12 @@ def image_to_msg(rgb: np.ndarray, stamp: Time, frame_id: str) -> Image:
 def pixel_rows(msg: Image, pixel_bytes: int) -> np.ndarray:
     """The pixel bytes of ``msg`` as H x (W * ``pixel_bytes``) uint8, its row padding dropped; a
     message whose size, step and data do not agree is refused (ValueError) with what disagrees."""
+    row = _check_geometry(msg, pixel_bytes)
+    return np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)[:, :row]
+
+
+def _check_geometry(msg: Image, pixel_bytes: int) -> int:
+    """The bytes of one row of pixels, once the size, step and data of ``msg`` agree (ValueError)."""
     if msg.width < 1 or msg.height < 1:
         raise ValueError(f"image of {msg.width} x {msg.height} pixels: both must be at least 1")
     row = msg.width * pixel_bytes
@@ -58,13 +64,21 @@ def pixel_rows(msg: Image, pixel_bytes: int) -> np.ndarray:
         raise ValueError(
             f"image data holds {len(msg.data)} bytes; its height x step is {msg.height * msg.step}"
         )
-    return np.frombuffer(bytes(msg.data), dtype=np.uint8).reshape(msg.height, msg.step)[:, :row]
+    return row
+
+
+def check_image(msg: Image) -> Image:
+    """``msg`` if :func:`msg_to_image` reads it, checked without copying its pixels (a camera
+    subscriber refuses a bad frame when it arrives, before it can reach a decision)."""
+    if msg.encoding not in ("rgb8", "bgr8"):
+        raise ValueError(f"unsupported image encoding {msg.encoding[:40]!r}: expected rgb8 or bgr8")
+    _check_geometry(msg, 3)
+    return msg
 
 
 def msg_to_image(msg: Image) -> np.ndarray:
     """sensor_msgs/Image (rgb8 or bgr8) -> HxWx3 uint8 RGB; other encodings are refused."""
-    if msg.encoding not in ("rgb8", "bgr8"):
-        raise ValueError(f"unsupported image encoding {msg.encoding[:40]!r}: expected rgb8 or bgr8")
+    check_image(msg)
     rgb = pixel_rows(msg, 3).reshape(msg.height, msg.width, 3)
     return rgb[..., ::-1].copy() if msg.encoding == "bgr8" else rgb.copy()
 

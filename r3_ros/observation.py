@@ -31,6 +31,7 @@ from r3.suites import get_suite
 from r3_msgs.msg import PrivilegedState
 from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
 from r3_ros.conversions import (
+    check_image,
     msg_to_board_state,
     msg_to_camera_model,
     msg_to_image,
@@ -81,10 +82,12 @@ class SceneObserver:
         # after a reset, reaches this node even when DDS matched the two sides late.
         self.cameras = AdaptiveSubscriptions(node, 5, callback_group=callback_group)
         image, info = type_name(Image), type_name(CameraInfo)
-        self.cameras.add(names.CAMERA_IMAGE, lambda _: self.on_image, image)
+        on_image = refusing_message(node, self.on_image)
+        on_wrist = refusing_message(node, self.on_wrist_image)
+        self.cameras.add(names.CAMERA_IMAGE, lambda _: on_image, image)
         self.cameras.add(names.CAMERA_INFO, lambda _: self.on_camera_info, info)
         if param["wrist_camera"]:
-            self.cameras.add(names.WRIST_IMAGE, lambda _: self.on_wrist_image, image)
+            self.cameras.add(names.WRIST_IMAGE, lambda _: on_wrist, image)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         node.create_timer(0.2, self.cameras.refresh, callback_group=callback_group, clock=steady)
 
@@ -102,11 +105,15 @@ class SceneObserver:
         self.camera_info = msg
 
     def on_image(self, msg: Image) -> None:
+        """A camera frame, kept when it is one the reasoner can read (anyone may publish on the
+        camera topic; a frame it cannot read is refused here, not in the middle of a decision)."""
+        check_image(msg)
         with self.cv:
             self.image = msg
             self.cv.notify_all()
 
     def on_wrist_image(self, msg: Image) -> None:
+        check_image(msg)
         with self.cv:
             self.wrist_image = msg
             self.cv.notify_all()

@@ -254,6 +254,43 @@ def test_bad_goals_sent_during_an_episode_are_refused_and_the_episode_goes_on(gr
     ]
 
 
+@pytest.mark.parametrize(
+    "encoding, height, width, step, data",
+    [("mono8", 2, 2, 2, bytes(4)), ("rgb8", 480, 640, 1920, bytes(10))],
+    ids=["encoding", "size"],
+)
+def test_a_camera_frame_the_reasoner_cannot_read_is_refused_and_the_episode_goes_on(
+    graph, client, encoding, height, width, step, data
+):
+    """Anyone may publish on the camera topic. Before, the frame (stamped ahead of every state) became
+    the next decision's image, its decoding raised in the middle of the episode, and the episode ended
+    with a bare ValueError: no END (its bag left open until the next START), no episode id, no bag."""
+    from sensor_msgs.msg import Image
+
+    from r3_ros.qos import recorded
+
+    forger = client.node.create_publisher(Image, names.CAMERA_IMAGE, recorded(5))
+    sent = []
+
+    def forge(_handle) -> None:
+        if len(client.moved_after(started)) >= 2 and len(sent) < 200:
+            frame = Image(encoding=encoding, height=height, width=width, step=step, data=data)
+            frame.header.stamp.sec = 2_000_000_000
+            forger.publish(frame)
+            sent.append(frame)
+
+    started = time.monotonic()
+    try:
+        result, _ = client.run_task(goal(task="T", seed=7), during=forge)
+    finally:
+        client.node.destroy_publisher(forger)
+    assert sent, "the episode ended before a frame was forged"
+    assert result.reason in ("success", "step_budget"), result.reason
+    bag = closed(Path(result.bag))
+    assert read_episode_info(bag).status == COMPLETE
+    assert_serves_a_valid_episode(graph, client)
+
+
 def test_a_goal_sent_while_an_episode_runs_preempts_it_and_runs_once_it_has_ended(graph, client):
     """Two episodes at once: one ends "canceled" (its bag closed, saying so), the other runs
     to its end in a bag holding every decision frame. Before, the two episodes ran side by side in the

@@ -10,10 +10,11 @@ from anything else (a teleoperator), ``settle_s`` of wall time without a command
 time and never goes back, across resets too; it goes out at every reset and decision point, and
 between them every ``names.CLOCK_PERIOD_NS`` of simulated time.
 
-The pusher driver refuses, never clips: a command that is non-finite, over the per-step limit, off
-the reachable board area (``LanguageTableEnv.off_board``), or older than ``COMMAND_DEADLINE_S``
-by its DDS source stamp (a command that waited in a queue while this process was frozen, MoveIt
-Servo's incoming-command timeout), moves nothing, is logged and counted, and is answered on
+The pusher driver refuses, never clips: a command in another frame than the board's, with a z, that
+is non-finite, over the per-step limit, off the reachable board area (``LanguageTableEnv.off_board``),
+or older than ``COMMAND_DEADLINE_S`` by its DDS source stamp (a command that waited in a queue while
+this process was frozen, MoveIt Servo's incoming-command timeout), moves nothing, is logged and
+counted, and is answered on
 ``/pusher/refusals`` with the reason, so its sender ends the instruction at once. The deadline is below
 the low-level node's ``state_timeout_s`` (2 s), so a command whose FollowInstruction has already
 ended is always refused.
@@ -65,6 +66,8 @@ from r3_ros.stop import MotionGuard
 
 SNAPSHOT_FORMAT = "r3-language-table-snapshot/1"
 STEP_NS = round(CONTROL_DT * 1e9)
+#: The frames a pusher command may name: the board's ("" is read as it, as a teleoperator sends).
+COMMAND_FRAMES = ("board", "")
 #: A pusher command older than this (wall clock, from its DDS source stamp) is stale and refused.
 COMMAND_DEADLINE_S = 1.0
 
@@ -168,6 +171,10 @@ class SimNode(R3Node):
 
     def apply(self, msg: Vector3Stamped) -> str:
         """One control step (called with the lock held), or the reason it was refused."""
+        if (frame := msg.header.frame_id) not in COMMAND_FRAMES:
+            return self.refuse(msg, f"refused: frame {frame[:40]!r}: commands move in the board frame")
+        if msg.vector.z != 0.0:  # NaN too: it is not 0
+            return self.refuse(msg, f"refused: z={msg.vector.z!r}: the pusher moves in the board's plane")
         action = np.array([msg.vector.x, msg.vector.y])
         if off_board := self.env.off_board(action):  # a driver refuses what the board's rim would stop
             return self.refuse(msg, f"refused: {off_board}")

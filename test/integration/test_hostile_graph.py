@@ -127,7 +127,8 @@ def test_bad_calls_to_the_simulator_and_the_lowlevel_node_are_refused_and_they_k
 
 
 def test_pusher_commands_off_the_board_are_refused_not_clipped(graph, client):
-    """Each is answered on /pusher/refusals under its own stamp, with the reason."""
+    """Each is answered on /pusher/refusals under its own stamp, with the reason; so is a command in
+    another frame or with a z (both were carried out before, as if in the board's plane)."""
     from geometry_msgs.msg import Vector3Stamped
 
     from r3_msgs.msg import CommandRefusal
@@ -147,16 +148,26 @@ def test_pusher_commands_off_the_board_are_refused_not_clipped(graph, client):
         client.spin(0.05)
     client.spin(0.5)
     t0 = time.monotonic()
-    stamps = [7_000_000_001, 7_000_000_002, 7_000_000_003]
-    for stamp, (x, y) in zip(stamps, [(0.0, -0.025), (0.0, -0.019), (0.02, -0.03)]):  # off the board
+    off = "off the reachable board area"
+    commands = [  # (x, y, frame, z, the refusal's reason)
+        (0.0, -0.025, "board", 0.0, off),
+        (0.0, -0.019, "", 0.0, off),
+        (0.02, -0.03, "board", 0.0, off),
+        (0.0, 0.01, "world", 0.0, "frame 'world'"),
+        (0.0, 0.01, "board", 1e30, "z=1e+30"),
+        (0.0, 0.01, "board", float("nan"), "z=nan"),
+    ]
+    stamps = [7_000_000_001 + i for i in range(len(commands))]
+    for stamp, (x, y, frame, z, _) in zip(stamps, commands, strict=True):
         cmd = Vector3Stamped()
-        cmd.header.stamp = ns_to_stamp(stamp)
-        cmd.vector.x, cmd.vector.y = x, y
+        cmd.header.stamp, cmd.header.frame_id = ns_to_stamp(stamp), frame
+        cmd.vector.x, cmd.vector.y, cmd.vector.z = x, y, z
         pub.publish(cmd)
         client.spin(0.3)
-    assert not [at for at, _, _ in client.joints if at > t0], "an off-board command moved the pusher"
+    assert not [at for at, _, _ in client.joints if at > t0], "a refused command moved the pusher"
     assert [stamp_to_ns(r.header.stamp) for r in refusals] == stamps
-    assert all("off the reachable board area" in r.reason for r in refusals), [r.reason for r in refusals]
+    reasons = [r.reason for r in refusals]
+    assert all(c[-1] in reason for c, reason in zip(commands, reasons, strict=True)), reasons
     assert all(r.command_topic == names.PUSHER_COMMAND for r in refusals)
     client.node.destroy_subscription(sub)
     cmd = Vector3Stamped()

@@ -194,9 +194,10 @@ class SimNode(R3Node):
     def refuse(self, msg: Vector3Stamped, reason: str) -> str:
         """Log, count and answer a command that moves nothing (called with the lock held); ``reason``."""
         self.refused_commands += 1
-        self.get_logger().error(
+        self.get_logger().error(  # at most once a second: a flood of bad commands must not flood the log
             f"pusher command {[msg.vector.x, msg.vector.y]} {reason}; the pusher holds still "
-            f"({self.refused_commands} refused so far)"
+            f"({self.refused_commands} refused so far)",
+            throttle_duration_sec=1.0,
         )
         self.refusal_pub.publish(
             CommandRefusal(

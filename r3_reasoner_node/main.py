@@ -80,6 +80,9 @@ class ReasonerNode(R3Node):
             check_interface(self.param["interface"], suite)  # fixed for the episode
         except GoalRefused as exc:
             return f"error: invalid goal: {exc}"
+        simulated = self.scene.latest_state()  # its simulator says which suite it runs in every state
+        if simulated is not None and simulated.suite and simulated.suite != suite:
+            return f"error: invalid goal: suite {suite!r}: this graph's simulator runs {simulated.suite}"
         return ""
 
     def execute(self, handle) -> RunTask.Result:

@@ -71,6 +71,7 @@ def test_bad_run_task_goals_are_refused_before_anything_is_written_or_moved(grap
         "300-character task": goal(task="V" * 300),
         "unknown task": goal(task="unicorn"),
         "unknown suite": goal(suite="mars"),
+        "a suite this graph does not simulate": goal(suite="packing", task="4"),
         "reasoning budget below -1": goal(reasoning_budget=-7),
         "continuing a scene of another task": goal(task="L", reset_scene=False),
         "a megabyte of goal": goal(goal="line up the blocks " * 55_000),

@@ -92,6 +92,7 @@ class HeartbeatMonitor:
     def __init__(self, node: Node):
         self._self = node.get_fully_qualified_name()
         self._last: dict[str, float] = {}
+        self._resumed = float("-inf")  # when this process was heard again after standing still
         self._states: dict[str, str] = {}
         self._lock = threading.RLock()  # each query holds it and takes the beats, which takes it too
         polled = PolledCallbackGroup()
@@ -112,9 +113,11 @@ class HeartbeatMonitor:
     def _on_beat(self, msg: Heartbeat, info) -> None:
         """Heard when DDS received it, however much later it is taken (now, if the rmw does not say)."""
         received_ns = info.get("received_timestamp") or time.time_ns()
-        received_ago_s = max(0.0, (time.time_ns() - received_ns) / 1e9)
+        heard = time.monotonic() - max(0.0, (time.time_ns() - received_ns) / 1e9)
+        if msg.node == self._self and heard - self._last.get(self._self, heard) > LATE_S:
+            self._resumed = heard  # this process stood still; its peers' beats are still on their way
         self._last.pop(msg.node, None)  # re-inserted last: the dict stays ordered by when each was heard
-        self._last[msg.node] = time.monotonic() - received_ago_s
+        self._last[msg.node] = heard
         self._states[msg.node] = msg.state[:STATE_CHARS]
         if len(self._last) > REMEMBERED_NODES:  # the one heard longest ago is forgotten
             forgotten = next(iter(self._last))
@@ -138,11 +141,15 @@ class HeartbeatMonitor:
 
         A verdict needs proof that this process still receives: its own node's heartbeats (which
         come back over DDS) must be recent. A starved watcher hears nobody and so declares nobody
-        dead; a killed node stays silent while the watcher keeps hearing itself.
+        dead; a killed node stays silent while the watcher keeps hearing itself. A watcher that stood
+        still (frozen, starved) gives every node a whole ``timeout_s`` from when it was heard again:
+        its own beat comes back first, its peers' arrive later (retransmitted after its socket
+        overflowed), and it blamed a live node for its own freeze.
         """
         with self._lock:
             self._take()
             now = time.monotonic()
             if now - self._last.get(self._self, float("-inf")) > timeout_s / 2:
                 return []
-            return [n for n in node_names if n in self._last and now - self._last[n] > timeout_s]
+            heard = {n: max(self._last[n], self._resumed) for n in node_names if n in self._last}
+            return [n for n, last in heard.items() if now - last > timeout_s]

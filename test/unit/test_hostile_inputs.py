@@ -380,3 +380,36 @@ def test_a_watcher_remembers_a_bounded_number_of_nodes_and_keeps_those_it_hears(
     assert len(monitor._last) == len(monitor._states) == REMEMBERED_NODES
     assert monitor.state("/r3_sim_node") == "idle" and monitor.silent_for("/r3_sim_node") < 60
     assert monitor.state("/forged_4999") == "x" * 200 and monitor.state("/forged_0") is None
+
+
+def test_a_watcher_that_stood_still_blames_nobody_for_its_own_freeze():
+    """After a SIGSTOP of 10 s the reasoner said "/r3_sim_node stopped responding": its own beat came
+    back first, the simulator's a moment later. A node is dead only when silent for a whole timeout
+    after the watcher was heard again; a node that then stays silent still is."""
+    from r3_msgs.msg import Heartbeat
+    from r3_ros.heartbeat import HeartbeatMonitor
+
+    node = SimpleNamespace(
+        get_fully_qualified_name=lambda: "/watcher",
+        create_subscription=lambda *a, **k: None,
+        create_timer=lambda *a, **k: None,
+    )
+
+    def beat(monitor, name: str, seconds_ago: float) -> None:
+        received = {"received_timestamp": time.time_ns() - int(seconds_ago * 1e9)}
+        monitor._on_beat(Heartbeat(node=name, state="idle"), received)
+
+    frozen = HeartbeatMonitor(node)
+    frozen._take = lambda: None
+    for name in ("/watcher", "/r3_sim_node"):
+        beat(frozen, name, 10.2)  # both heard before a 10 s freeze
+    beat(frozen, "/watcher", 0.0)  # its own beat, back first
+    assert frozen.dead(["/r3_sim_node"], 5.0) == []
+
+    resumed_long_ago = HeartbeatMonitor(node)
+    resumed_long_ago._take = lambda: None
+    for name in ("/watcher", "/r3_sim_node"):
+        beat(resumed_long_ago, name, 20.0)
+    for quarter in range(24, -1, -1):  # heard again 6 s ago, every 0.25 s since; the simulator silent
+        beat(resumed_long_ago, "/watcher", quarter / 4)
+    assert resumed_long_ago.dead(["/r3_sim_node"], 5.0) == ["/r3_sim_node"]

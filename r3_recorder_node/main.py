@@ -18,7 +18,9 @@ made absolute at start. The absolute path of each bag opened goes out on ``/r3/r
 
 Episode events are taken only from ``names.EPISODE_SOURCE``'s publishers (the publisher of each event is
 looked up by its DDS gid): a START from anyone else, such as one forged mid-episode, is refused and
-never closes the running bag, and an episode id that is not a plain folder name opens nothing. An
+never closes the running bag; an END counts only from the publisher of its episode's START (a node
+that takes the reasoner's name cannot end its bag early); and an episode id that is not a plain
+folder name opens nothing. An
 event whose publisher the graph does not name yet waits behind that publisher's own events only
 (``event_sources``), so a writer that never gets a name holds up nobody else's.
 
@@ -69,6 +71,11 @@ SOURCE_LOOKUP_S = 5.0
 STRAGGLERS_S = 5.0
 #: Between episodes the recorder only drops what it receives (sent before any START): seldom is enough.
 IDLE_POLL_S = 0.25
+
+
+def publisher_gid(info: dict) -> bytes:
+    """The DDS gid of a message's publisher, from its message info (b"" where the rmw gives none)."""
+    return bytes((info.get("publisher_gid") or {}).get("data", b""))
 
 
 class RecorderNode(R3Node):
@@ -137,9 +144,8 @@ class RecorderNode(R3Node):
         }
 
     def on_event(self, msg: EpisodeEvent, info) -> None:
-        gid = bytes((info.get("publisher_gid") or {}).get("data", b""))
         with self.deciding:
-            self.sources.add(msg, info, gid, time.monotonic())
+            self.sources.add(msg, info, publisher_gid(info), time.monotonic())
         self.take_decided()
 
     def take_decided(self) -> None:
@@ -171,7 +177,7 @@ class RecorderNode(R3Node):
                 )
                 writer = EpisodeBagWriter(self.output_dir, episode)  # refuses an id that is no folder name
                 self.close_current(complete=False, reason="a new episode started before this one ended")
-                self.bag = OpenBag(writer, info["source_timestamp"], self.param)
+                self.bag = OpenBag(writer, info["source_timestamp"], self.param, publisher_gid(info))
                 self.say_full(self.bag.check_room())
                 self.poll_every(TICK_S)
                 self.say_full(self.bag.write(names.EPISODE_EVENTS, EVENTS_TYPE, serialize_message(msg)))
@@ -179,6 +185,14 @@ class RecorderNode(R3Node):
             self.announce_when_ready(msg.episode_id)
             self.get_logger().info(f"recording episode {msg.episode_id}")
         elif msg.event == EpisodeEvent.END:
+            with self.lock:
+                bag = self.bag
+            if bag is not None and bag.episode_id == msg.episode_id and publisher_gid(info) != bag.source:
+                self.get_logger().error(  # a node that took the reasoner's name: the bag stays open
+                    f"refused an END of episode {msg.episode_id!r} from another publisher than its START's",
+                    throttle_duration_sec=1.0,
+                )
+                return
             self.write(names.EPISODE_EVENTS, EVENTS_TYPE, serialize_message(msg))
             self.close_when_drained(msg, info["source_timestamp"])
 

@@ -21,10 +21,11 @@ MB = 1 << 20
 
 class OpenBag:
     """One episode's bag while it records. ``limits`` is the node's live parameter mapping
-    (``max_bag_mb``, ``min_free_mb``), read at each use; ``started_ns`` is START's source stamp."""
+    (``max_bag_mb``, ``min_free_mb``), read at each use; ``started_ns`` is START's source stamp and
+    ``source`` the DDS gid of START's publisher (its END must come from the same one)."""
 
-    def __init__(self, writer: EpisodeBagWriter, started_ns: int, limits: Mapping):
-        self.writer, self.started_ns, self.limits = writer, started_ns, limits
+    def __init__(self, writer: EpisodeBagWriter, started_ns: int, limits: Mapping, source: bytes = b""):
+        self.writer, self.started_ns, self.limits, self.source = writer, started_ns, limits, source
         self.recorded: Counter[str] = Counter()  # messages written, by topic
         self.dropped: Counter[str] = Counter()  # messages of the episode not written, by topic
         self.full = ""  # why the bag takes no more messages but its episode events ("" while it does)

@@ -368,6 +368,52 @@ def test_a_forged_episode_start_neither_truncates_the_running_bag_nor_opens_one(
     client.node.destroy_publisher(pub)
 
 
+def test_a_node_that_takes_the_reasoners_name_cannot_end_its_episode(graph, client):
+    """The recorder takes episode events from the reasoner's node name; a second node of that name
+    sent END for the running episode, and the recorder closed its bag 0.3 s in, marked complete with
+    2 of 7 steps. An END now counts only from the publisher of its START."""
+    from rclpy.qos import QoSDurabilityPolicy, QoSProfile
+
+    from r3_msgs.msg import EpisodeEvent
+    from r3_ros.qos import EVENTS
+
+    impostor = client.rclpy.create_node(names.EPISODE_SOURCE.lstrip("/"))
+    pub = impostor.create_publisher(
+        EpisodeEvent,
+        names.EPISODE_EVENTS,
+        QoSProfile(depth=10, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL),
+    )
+    starts: list[str] = []
+    sub = client.node.create_subscription(
+        EpisodeEvent,
+        names.EPISODE_EVENTS,
+        lambda m: m.event == EpisodeEvent.START and starts.append(m.episode_id),
+        EVENTS,
+    )
+    sent = []
+
+    def forge(_handle) -> None:
+        if starts and not sent and len(client.moved_after(started)) >= 2:
+            end = EpisodeEvent(
+                episode_id=starts[-1], event=EpisodeEvent.END, suite="language_table", task="T"
+            )
+            end.success, end.reason, end.steps = True, "success", 1
+            pub.publish(end)
+            sent.append(time.monotonic())
+
+    started = time.monotonic()
+    try:
+        result, _ = client.run_task(goal(task="T", seed=7), during=forge)
+    finally:
+        client.node.destroy_subscription(sub)
+        impostor.destroy_node()
+    assert sent, "the episode ended before the forged END went out"
+    bag = closed(Path(result.bag))
+    info = read_episode_info(bag)
+    assert info.status == COMPLETE and info.steps == result.steps and info.reason == result.reason
+    assert len(bag_topics(bag)[names.REASONER_STEPS]) == result.steps
+
+
 @pytest.mark.parametrize("reset_scene", [True, False], ids=["own_scene", "scene_gone_on_with"])
 def test_a_reset_scene_call_during_an_episode_is_refused_and_moves_nothing(graph, client, reset_scene):
     """ResetScene carries no caller, so any DDS client could reset the scene under a running episode

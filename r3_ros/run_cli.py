@@ -112,7 +112,8 @@ def _parser() -> argparse.ArgumentParser:
         "--startup-timeout",
         type=positive,
         default=60.0,
-        help="seconds to wait for the graph to come up (default: %(default)s)",
+        help="seconds to wait for the graph to come up, and then for the RunTask goal to be accepted "
+        "(default: %(default)s)",
     )
     p.add_argument("--quiet", action="store_true", help="no live view, only the final summary")
     return p
@@ -218,8 +219,10 @@ def main(argv: list[str] | None = None) -> int:
                 return _fail(_startup_failure(supervisor, args.startup_timeout))
         print(f"r3 run: {args.suite} task {args.task}, seed {args.seed}", flush=True)
         handle = commander.start_task(goal, on_feedback=view.feedback)
-        canceled = False
+        canceled, sent_at = False, time.monotonic()
         while handle.spin_once() not in (TaskStatus.DONE, TaskStatus.REJECTED):
+            if handle.status is TaskStatus.PENDING and time.monotonic() - sent_at > args.startup_timeout:
+                return _fail(f"the RunTask goal was not answered within {args.startup_timeout:g} s")
             if interrupted["count"] and not canceled:
                 print("r3 run: canceling the episode (Ctrl-C again to stop at once)", flush=True)
                 handle.cancel()

@@ -52,3 +52,30 @@ def test_run_task_action_and_reasoner_steps_cross_processes(ros_env):
         "instruction": "move the red moon up 2",
         "latency": 1.0,
     }
+
+
+def test_r3_run_gives_up_on_a_goal_nobody_answers(ros_env, tmp_path):
+    """A RunTask goal whose acceptance never comes (lost in a burst of goals, a server that hangs):
+    r3 run waited for it without end; it now fails after --startup-timeout with the reason."""
+    server = subprocess.Popen(
+        [sys.executable, str(PEERS / "unanswering_run_task_server.py")],
+        env=ros_env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        run = subprocess.run(
+            [sys.executable, "-m", "r3.cli", "run", "--use-running-graph", "--startup-timeout", "5"]
+            + ["--quiet", "--video", "none", "--out", str(tmp_path)],
+            env=ros_env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "error: the RunTask goal was not answered within 5 s" in run.stderr

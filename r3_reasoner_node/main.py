@@ -195,7 +195,9 @@ class ReasonerNode(R3Node):
                 not_before = stamp_to_ns(follow.finished)
                 if follow.outcome:
                     decider.report(follow.outcome)
-                progress = self.scene.progress()
+                # The state the instruction left: its result can come before that state does (they
+                # travel apart), and the latest state then is one control step short of it.
+                progress = self.scene.observe(not_before, self.watch.check_alive).state.progress
                 self.topics.publish_outcome(episode_id, step, record.instruction, follow, progress)
             reasoning = record.decision.parsed.reasoning or ""
             feedback = RunTask.Feedback(step=step, reasoning=reasoning, instruction=record.instruction)

@@ -14,27 +14,14 @@ pytestmark = pytest.mark.ros
 
 def test_sim_time_is_taken_when_read_and_wakes_no_executor(context):
     from rclpy.executors import SingleThreadedExecutor
-    from rclpy.node import Node
     from rclpy.parameter import Parameter
     from rclpy.time_source import CLOCK_TOPIC
-    from rosgraph_msgs.msg import Clock
 
     from r3.profiling import WakeLedger
     from r3_ros.executor import count_wakes
-    from r3_ros.node import CLOCK_TAKE_S, R3Node
+    from r3_ros.node import CLOCK_TAKE_S
 
-    node = R3Node("on_sim_time", context=context, parameter_overrides=[Parameter("use_sim_time", value=True)])
-    simulator = Node("simulator", context=context)
-    clock_pub = simulator.create_publisher(Clock, CLOCK_TOPIC, 10)
-    deadline = time.monotonic() + 10
-    while clock_pub.get_subscription_count() < 1 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert clock_pub.get_subscription_count() == 1
-
-    def publish(seconds: int) -> None:
-        msg = Clock()
-        msg.clock.sec = seconds
-        clock_pub.publish(msg)
+    node, simulator, clock_pub, publish = _on_sim_time_with_a_clock(context, "simulator")
 
     # Read without any executor: the latest /clock received is the node's time.
     for seconds in range(1, 40):
@@ -79,24 +66,10 @@ def test_a_clock_no_time_can_hold_is_dropped_and_the_node_keeps_its_time(context
     """Anyone may publish on /clock. A negative time made rclpy's clock callback raise inside the
     node's clock timer, which ended the node (one message stopped the reasoner, then the graph)."""
     from rclpy.executors import SingleThreadedExecutor
-    from rclpy.node import Node
-    from rclpy.parameter import Parameter
-    from rclpy.time_source import CLOCK_TOPIC
-    from rosgraph_msgs.msg import Clock
 
-    from r3_ros.node import CLOCK_TAKE_S, R3Node
+    from r3_ros.node import CLOCK_TAKE_S
 
-    node = R3Node("on_sim_time", context=context, parameter_overrides=[Parameter("use_sim_time", value=True)])
-    attacker = Node("attacker", context=context)
-    clock_pub = attacker.create_publisher(Clock, CLOCK_TOPIC, 10)
-    deadline = time.monotonic() + 10
-    while clock_pub.get_subscription_count() < 1 and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-    def publish(seconds: int) -> None:
-        msg = Clock()
-        msg.clock.sec = seconds
-        clock_pub.publish(msg)
+    node, attacker, _, publish = _on_sim_time_with_a_clock(context, "attacker")
 
     publish(7)
     deadline = time.monotonic() + 10
@@ -117,3 +90,29 @@ def test_a_clock_no_time_can_hold_is_dropped_and_the_node_keeps_its_time(context
     executor.shutdown()
     attacker.destroy_node()
     node.destroy_node()
+
+
+def _on_sim_time_with_a_clock(context, publisher: str):
+    """An R3Node on sim time and a node ``publisher`` whose /clock it has matched: (node, publisher
+    node, its /clock publisher, publish(seconds))."""
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+    from rclpy.time_source import CLOCK_TOPIC
+    from rosgraph_msgs.msg import Clock
+
+    from r3_ros.node import R3Node
+
+    node = R3Node("on_sim_time", context=context, parameter_overrides=[Parameter("use_sim_time", value=True)])
+    peer = Node(publisher, context=context)
+    clock_pub = peer.create_publisher(Clock, CLOCK_TOPIC, 10)
+    deadline = time.monotonic() + 10
+    while clock_pub.get_subscription_count() < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert clock_pub.get_subscription_count() == 1
+
+    def publish(seconds: int) -> None:
+        msg = Clock()
+        msg.clock.sec = seconds
+        clock_pub.publish(msg)
+
+    return node, peer, clock_pub, publish

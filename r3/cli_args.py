@@ -1,4 +1,5 @@
-"""Types for the options of r3's commands: numbers in range, folders, non-empty names.
+"""Types for the options of r3's commands (numbers in range, folders, non-empty names) and the
+reasoner backend a command loads.
 
 A number out of range, an empty folder path or an empty name is refused by argparse, naming the
 option and the reason (exit status 2), before anything starts: never a traceback from the simulator,
@@ -66,3 +67,16 @@ def positive(text: str) -> float:
 
 #: A scene seed: numpy's and gymnasium's generators take 0..2^63-1 (``r3.safety.goals.MAX_SEED``).
 seed = integer(0, MAX_SEED)
+
+
+def loaded_backend(parser: argparse.ArgumentParser, option: str, spec: str):
+    """The reasoner backend ``spec`` names, loaded; a spec that does not build or a backend that
+    cannot load ends the command with the reason (``option`` names where the spec came from)."""
+    from r3.reasoning.backends import BackendError, make_backend
+
+    try:
+        backend = make_backend(spec)
+        backend.load()
+    except (ValueError, BackendError) as exc:
+        parser.error(f"argument {option}: {exc}")
+    return backend

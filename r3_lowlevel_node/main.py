@@ -31,7 +31,7 @@ from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
 from r3_msgs.msg import CommandRefusal, PrivilegedState
 from r3_ros import without_shared_memory
-from r3_ros.conversions import msg_to_board_state, stamp_to_ns
+from r3_ros.conversions import msg_to_board_state, publisher_gid, stamp_to_ns
 from r3_ros.executor import InlineCallbackGroup
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.instruction_server import Ended, InstructionServer, check_going
@@ -90,7 +90,7 @@ class LowLevelNode(R3Node):
         )
 
     def on_state(self, msg: PrivilegedState, info) -> None:
-        source = (info.get("publisher_gid") or {}).get("data", b"")[:GUID_PREFIX_BYTES]
+        source = publisher_gid(info)[:GUID_PREFIX_BYTES]
         with self.state_cv:
             self.state, self.state_received, self.state_source = msg, time.monotonic(), source
             self.state_cv.notify_all()

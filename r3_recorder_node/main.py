@@ -50,6 +50,7 @@ from r3_recorder_node.event_sources import EventSources
 from r3_recorder_node.open_bag import OpenBag
 from r3_ros import without_shared_memory
 from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
+from r3_ros.conversions import publisher_gid
 from r3_ros.executor import InlineCallbackGroup, PolledCallbackGroup, deliver_pending
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.node import UNKNOWN_NODE, R3Node
@@ -71,11 +72,6 @@ SOURCE_LOOKUP_S = 5.0
 STRAGGLERS_S = 5.0
 #: Between episodes the recorder only drops what it receives (sent before any START): seldom is enough.
 IDLE_POLL_S = 0.25
-
-
-def publisher_gid(info: dict) -> bytes:
-    """The DDS gid of a message's publisher, from its message info (b"" where the rmw gives none)."""
-    return bytes((info.get("publisher_gid") or {}).get("data", b""))
 
 
 class RecorderNode(R3Node):

@@ -33,6 +33,11 @@ def stamp_to_ns(stamp: Time) -> int:
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
+def publisher_gid(info: dict) -> bytes:
+    """The DDS gid of a message's publisher, from its message info (b"" where the rmw gives none)."""
+    return bytes((info.get("publisher_gid") or {}).get("data", b""))
+
+
 def ns_to_stamp(ns: int) -> Time:
     return Time(sec=int(ns // 1_000_000_000), nanosec=int(ns % 1_000_000_000))
 

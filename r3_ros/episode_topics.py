@@ -9,7 +9,7 @@ from sensor_msgs.msg import Image
 
 from r3.graph import names
 from r3_msgs.msg import EpisodeEvent, InstructionOutcome, ReasonerStep
-from r3_ros.conversions import episode_event_msg, instruction_outcome_msg, reasoner_step_msg
+from r3_ros.conversions import episode_event_msg, instruction_outcome_msg, publisher_gid, reasoner_step_msg
 from r3_ros.executor import PolledCallbackGroup, deliver_pending
 from r3_ros.node import R3Node
 from r3_ros.qos import EVENTS, EVENTS_HELD, recorded
@@ -22,8 +22,7 @@ def scene_resets(node: R3Node) -> ResetRecord:
     running episode."""
 
     def on_event(msg: EpisodeEvent, info) -> None:
-        publisher = bytes((info.get("publisher_gid") or {}).get("data", b""))
-        record.on_event(msg.episode_id, msg.event == EpisodeEvent.START, publisher)
+        record.on_event(msg.episode_id, msg.event == EpisodeEvent.START, publisher_gid(info))
 
     def publishers() -> dict[bytes, str]:
         return {

@@ -11,24 +11,12 @@ import json
 import sys
 import textwrap
 
-from r3.cli_args import folder, integer, positive, seed, word
+from r3.cli_args import folder, integer, loaded_backend, positive, seed, word
 from r3.data.video import VIDEO_FPS, default_format, write_episode_video
 from r3.safety.goals import printable
 from r3.sim import IMAGE_SIDES
 
 WRAP = 100
-
-
-def _backend(spec: str, parser: argparse.ArgumentParser):
-    """The loaded backend; a bad spec or one that cannot load ends the command with the reason."""
-    from r3.reasoning.backends import BackendError, make_backend
-
-    try:
-        backend = make_backend(spec)
-        backend.load()
-    except (ValueError, BackendError) as exc:
-        parser.error(f"argument --backend: {exc}")
-    return backend
 
 
 def _budget(n: int | None):
@@ -153,7 +141,7 @@ def demo_main(argv: list[str]) -> int:
     trajectory = run_episode(
         args.task,
         args.seed,
-        _backend(args.backend, parser),
+        loaded_backend(parser, "--backend", args.backend),
         env=env,
         max_steps=args.max_steps,
         budget=_budget(args.budget),

@@ -15,7 +15,7 @@ import json
 import sys
 import textwrap
 
-from r3.cli_args import folder, integer, positive, seed, word
+from r3.cli_args import folder, integer, loaded_backend, positive, seed, word
 from r3.lowlevel import GROUNDINGS
 from r3.packing_episode import (
     MAX_ACTIONS,
@@ -106,7 +106,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def demo_main(argv: list[str]) -> int:
     from r3.packing_episode import PackingCell, run_packing_episode
-    from r3.reasoning.backends import BackendError, make_backend
     from r3.suites import get_suite
 
     parser = _parser()
@@ -114,11 +113,7 @@ def demo_main(argv: list[str]) -> int:
     suite = get_suite("packing")
     if args.task not in (tasks := (*suite.hook("eval_tasks")(), suite.collect_split)):
         parser.error(f"argument --task: expected one of {', '.join(tasks)}, got {args.task!r}")
-    try:
-        backend = make_backend(args.reasoner)
-        backend.load()
-    except (ValueError, BackendError) as exc:
-        parser.error(f"argument --reasoner: {exc}")
+    backend = loaded_backend(parser, "--reasoner", args.reasoner)
     cell = PackingCell.build(grounding=args.grounding)
     film = args.video != "none"
     filmed: list[tuple[int, object]] = []  # (decision step the motion belongs to, base-camera frame)

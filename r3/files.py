@@ -10,7 +10,9 @@ the input folder, a parent of it) can lose nothing.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -34,31 +36,49 @@ def read_yaml_mapping(path: str | Path) -> dict:
     return data
 
 
-def replace_output(out: str | Path, writes: Iterable[str], *, overwrite: bool, what: str) -> Path:
-    """Make ``out`` an empty folder for ``what`` (a command's output, in words) to write.
+def _remove(entry: Path) -> None:
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry)
+    else:
+        entry.unlink()
+
+
+@contextmanager
+def replaced_output(out: str | Path, writes: Iterable[str], *, overwrite: bool, what: str) -> Iterator[Path]:
+    """An empty folder for ``what`` (a command's output, in words) to write; on success its entries
+    become ``out``'s.
 
     ``writes`` names the entries ``what`` creates at the top of ``out``. A folder that is not empty is
     replaced only with ``overwrite`` and only when each of its entries is one of those (an earlier
-    output, whole or torn by a crash); anything else there is refused and left alone.
+    output, whole or torn by a crash); anything else there is refused and left alone. The new output
+    is written beside ``out`` and moved in only once whole, so a command that fails (no readable
+    source, a full disk, Ctrl-C) leaves the earlier output as it was.
     """
     out = Path(out)
     if str(out).strip() in ("", "."):
         raise FileRefused(f"refusing to write {what} into the current folder; name a folder for it")
     if out.exists() and not out.is_dir():
         raise FileRefused(f"{out} is a file, not a folder for {what}")
-    entries = sorted(out.iterdir()) if out.is_dir() else []
-    if entries:
+    target = out.resolve()
+    if target.parent == target:
+        raise FileRefused(f"refusing to write {what} into {out}; name a folder for it")
+    writes = set(writes)
+    earlier = sorted(out.iterdir()) if out.is_dir() else []
+    if earlier:
         if not overwrite:
             raise FileExistsError(f"{out} is not empty (pass --overwrite to replace an earlier {what})")
-        writes = set(writes)
-        foreign = [entry.name for entry in entries if entry.name not in writes]
+        foreign = [entry.name for entry in earlier if entry.name not in writes]
         if foreign:
             shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
             raise FileRefused(f"{out} holds {shown}, which {what} does not write: not replacing it")
-        for entry in entries:
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink()
-    out.mkdir(parents=True, exist_ok=True)
-    return out
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    try:
+        yield staging
+        target.mkdir(exist_ok=True)
+        for entry in earlier:
+            _remove(entry)
+        for entry in staging.iterdir():
+            entry.rename(target / entry.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -26,7 +26,7 @@ from rosbags.rosbag2 import Reader
 from r3.data import schema as S
 from r3.data.bags import COMPLETE, EPISODE_FILE, read_episode_info
 from r3.data.bagtypes import typestore
-from r3.files import replace_output
+from r3.files import replaced_output
 from r3.graph import names
 
 ROWS_PER_SHARD = 20_000
@@ -184,38 +184,43 @@ def build_dataset(
     what their episode told the model, so they take none.
     """
     history = build_history(kind, history)
-    out = replace_output(out, DATASET_ENTRIES, overwrite=overwrite, what="dataset")
-    (out / S.DATA_DIR).mkdir()
     started = time.perf_counter()
     report, rows, used = BuildReport(), [], []
     read, rows_of = (_read_turns, _turn_rows) if kind == S.TURNS else (read_episode, _episode_rows)
-    for bag in map(Path, bags):
-        try:
-            episode = read(bag)
-        except Exception as exc:  # noqa: BLE001 - any unreadable source is reported and skipped
-            report.skipped.append((bag.name, f"{type(exc).__name__}: {exc}".strip()))
-        else:
-            report.bytes_read += sum(f.stat().st_size for f in bag.rglob("*") if f.is_file())
-            rows.extend(rows_of(episode, kind, history, out, report))
-            report.episodes += 1
-            used.append(bag.name)
-        if on_bag is not None:
-            on_bag(bag)
-    rows.sort(key=lambda r: (r[S.EPISODE_ID], r[S.STEP]))
-    _write_parquet(rows, out / S.DATA_DIR, kind)
-    report.rows = len(rows)
-    manifest = {
-        "format": "r3-dataset/1",
-        "kind": kind,
-        "history": history,
-        "columns": list(S.COLUMNS[kind]),
-        "rows": report.rows,
-        "episodes": report.episodes,
-        "bags": used,
-        "skipped": [{"bag": b, "reason": r} for b, r in report.skipped],
-        "dropped_steps": report.dropped,
-    }
-    (out / S.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    with replaced_output(out, DATASET_ENTRIES, overwrite=overwrite, what="dataset") as folder:
+        (folder / S.DATA_DIR).mkdir()
+        for bag in map(Path, bags):
+            try:
+                episode = read(bag)
+            except Exception as exc:  # noqa: BLE001 - any unreadable source is reported and skipped
+                report.skipped.append((bag.name, f"{type(exc).__name__}: {exc}".strip()))
+            else:
+                report.bytes_read += sum(f.stat().st_size for f in bag.rglob("*") if f.is_file())
+                rows.extend(rows_of(episode, kind, history, folder, report))
+                report.episodes += 1
+                used.append(bag.name)
+            if on_bag is not None:
+                on_bag(bag)
+        if not rows:
+            why = "; ".join(f"{b}: {r}" for b, r in report.skipped) or "every step dropped: " + ", ".join(
+                f"{k} {n}" for k, n in report.dropped.items()
+            )
+            raise ValueError(f"no {kind} rows in {len(bags)} sources ({why}); no dataset written")
+        rows.sort(key=lambda r: (r[S.EPISODE_ID], r[S.STEP]))
+        _write_parquet(rows, folder / S.DATA_DIR, kind)
+        report.rows = len(rows)
+        manifest = {
+            "format": "r3-dataset/1",
+            "kind": kind,
+            "history": history,
+            "columns": list(S.COLUMNS[kind]),
+            "rows": report.rows,
+            "episodes": report.episodes,
+            "bags": used,
+            "skipped": [{"bag": b, "reason": r} for b, r in report.skipped],
+            "dropped_steps": report.dropped,
+        }
+        (folder / S.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     report.seconds = time.perf_counter() - started
     return report
 

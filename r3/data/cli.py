@@ -254,7 +254,7 @@ def _build(args) -> int:
         f"({len(report.skipped)} {unit}s skipped{dropped}) in {report.seconds:.1f} s, "
         f"{mb / max(report.seconds, 1e-9):.1f} MB/s -> {args.out}"
     )
-    return 1 if report.skipped and not report.episodes else 0
+    return 0
 
 
 def _stats(args) -> int:

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from r3.data.bags import COMPLETE, read_episode_info, read_messages
-from r3.files import replace_output
+from r3.files import replaced_output
 from r3.graph import names
 
 CODEBASE_VERSION = "v3.0"
@@ -115,95 +115,97 @@ def export_lerobot(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    out = replace_output(out, ("meta", "data", "videos"), overwrite=overwrite, what="LeRobot dataset")
-    report, tasks, episodes, all_stats = ExportReport(), {}, [], []
-    frames_buf: list[dict] = []
-    writer, file_key, shape = None, None, None
-    for bag in map(Path, bags):
-        try:
-            rows, images = episode_frames(bag)
-        except Exception as exc:  # noqa: BLE001 - an unreadable bag is reported and skipped
-            report.skipped.append((bag.name, f"{type(exc).__name__}: {exc}"))
-            continue
-        ep = report.episodes
-        file_index = ep // EPISODES_PER_FILE
-        key = (file_index // CHUNKS_SIZE, file_index % CHUNKS_SIZE)
-        if key != file_key:
-            if writer is not None:
-                writer.close()
-                _write_frames(frames_buf, out, file_key, pa, pq)
-                frames_buf = []
-            file_key, video_frames = key, 0
-            path = out / VIDEO_PATH.format(video_key=VIDEO_KEY, chunk_index=key[0], file_index=key[1])
-            path.parent.mkdir(parents=True, exist_ok=True)
-            writer = imageio.get_writer(
-                path, fps=FPS, codec="libx264", pixelformat="yuv420p", macro_block_size=1
-            )
-        shape = images[0].shape
-        start = report.frames
-        episode_buf = []
-        for i, (row, rgb) in enumerate(zip(rows, images)):
-            task_index = tasks.setdefault(row["task"], len(tasks))
-            episode_buf.append(
+    with replaced_output(
+        out, ("meta", "data", "videos"), overwrite=overwrite, what="LeRobot dataset"
+    ) as folder:
+        report, tasks, episodes, all_stats = ExportReport(), {}, [], []
+        frames_buf: list[dict] = []
+        writer, file_key, shape = None, None, None
+        for bag in map(Path, bags):
+            try:
+                rows, images = episode_frames(bag)
+            except Exception as exc:  # noqa: BLE001 - an unreadable bag is reported and skipped
+                report.skipped.append((bag.name, f"{type(exc).__name__}: {exc}"))
+                continue
+            ep = report.episodes
+            file_index = ep // EPISODES_PER_FILE
+            key = (file_index // CHUNKS_SIZE, file_index % CHUNKS_SIZE)
+            if key != file_key:
+                if writer is not None:
+                    writer.close()
+                    _write_frames(frames_buf, folder, file_key, pa, pq)
+                    frames_buf = []
+                file_key, video_frames = key, 0
+                path = folder / VIDEO_PATH.format(video_key=VIDEO_KEY, chunk_index=key[0], file_index=key[1])
+                path.parent.mkdir(parents=True, exist_ok=True)
+                writer = imageio.get_writer(
+                    path, fps=FPS, codec="libx264", pixelformat="yuv420p", macro_block_size=1
+                )
+            shape = images[0].shape
+            start = report.frames
+            episode_buf = []
+            for i, (row, rgb) in enumerate(zip(rows, images)):
+                task_index = tasks.setdefault(row["task"], len(tasks))
+                episode_buf.append(
+                    {
+                        **{k: row[k] for k in VECTOR_KEYS},
+                        "timestamp": i / FPS,
+                        "frame_index": i,
+                        "episode_index": ep,
+                        "index": start + i,
+                        "task_index": task_index,
+                    }
+                )
+                writer.append_data(rgb)
+            frames_buf += episode_buf
+            stats = episode_stats(episode_buf, images)
+            all_stats.append(stats)
+            episodes.append(
                 {
-                    **{k: row[k] for k in VECTOR_KEYS},
-                    "timestamp": i / FPS,
-                    "frame_index": i,
                     "episode_index": ep,
-                    "index": start + i,
-                    "task_index": task_index,
+                    "tasks": list(dict.fromkeys(r["task"] for r in rows)),
+                    "length": len(rows),
+                    "data/chunk_index": key[0],
+                    "data/file_index": key[1],
+                    "dataset_from_index": start,
+                    "dataset_to_index": start + len(rows),
+                    f"videos/{VIDEO_KEY}/chunk_index": key[0],
+                    f"videos/{VIDEO_KEY}/file_index": key[1],
+                    f"videos/{VIDEO_KEY}/from_timestamp": video_frames / FPS,
+                    f"videos/{VIDEO_KEY}/to_timestamp": (video_frames + len(rows)) / FPS,
+                    **{
+                        f"stats/{feature}/{name}": value.tolist()
+                        for feature, by_name in stats.items()
+                        for name, value in by_name.items()
+                    },
+                    "meta/episodes/chunk_index": 0,
+                    "meta/episodes/file_index": 0,
+                    "r3/episode_id": bag.name,
                 }
             )
-            writer.append_data(rgb)
-        frames_buf += episode_buf
-        stats = episode_stats(episode_buf, images)
-        all_stats.append(stats)
-        episodes.append(
-            {
-                "episode_index": ep,
-                "tasks": list(dict.fromkeys(r["task"] for r in rows)),
-                "length": len(rows),
-                "data/chunk_index": key[0],
-                "data/file_index": key[1],
-                "dataset_from_index": start,
-                "dataset_to_index": start + len(rows),
-                f"videos/{VIDEO_KEY}/chunk_index": key[0],
-                f"videos/{VIDEO_KEY}/file_index": key[1],
-                f"videos/{VIDEO_KEY}/from_timestamp": video_frames / FPS,
-                f"videos/{VIDEO_KEY}/to_timestamp": (video_frames + len(rows)) / FPS,
-                **{
-                    f"stats/{feature}/{name}": value.tolist()
-                    for feature, by_name in stats.items()
-                    for name, value in by_name.items()
-                },
-                "meta/episodes/chunk_index": 0,
-                "meta/episodes/file_index": 0,
-                "r3/episode_id": bag.name,
-            }
+            video_frames += len(rows)
+            report.episodes += 1
+            report.frames += len(rows)
+        if writer is None:
+            raise ValueError(
+                "no readable episodes to export: " + "; ".join(f"{b}: {r}" for b, r in report.skipped)
+            )
+        writer.close()
+        _write_frames(frames_buf, folder, file_key, pa, pq)
+        episodes_path = folder / EPISODES_PATH.format(chunk_index=0, file_index=0)
+        episodes_path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(episodes), episodes_path)
+        pd.DataFrame(
+            {"task_index": list(tasks.values())}, index=pd.Index(list(tasks), name="task")
+        ).to_parquet(folder / "meta" / "tasks.parquet")
+        (folder / "meta" / "info.json").write_text(
+            json.dumps(_info(report, len(tasks), shape, robot_type), indent=2)
         )
-        video_frames += len(rows)
-        report.episodes += 1
-        report.frames += len(rows)
-    if writer is None:
-        raise ValueError(
-            "no readable episodes to export: " + "; ".join(f"{b}: {r}" for b, r in report.skipped)
-        )
-    writer.close()
-    _write_frames(frames_buf, out, file_key, pa, pq)
-    episodes_path = out / EPISODES_PATH.format(chunk_index=0, file_index=0)
-    episodes_path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(episodes), episodes_path)
-    pd.DataFrame({"task_index": list(tasks.values())}, index=pd.Index(list(tasks), name="task")).to_parquet(
-        out / "meta" / "tasks.parquet"
-    )
-    (out / "meta" / "info.json").write_text(
-        json.dumps(_info(report, len(tasks), shape, robot_type), indent=2)
-    )
-    dataset_stats = {
-        feature: {name: value.tolist() for name, value in by_name.items()}
-        for feature, by_name in aggregate_stats(all_stats).items()
-    }
-    (out / "meta" / "stats.json").write_text(json.dumps(dataset_stats, indent=2))
+        dataset_stats = {
+            feature: {name: value.tolist() for name, value in by_name.items()}
+            for feature, by_name in aggregate_stats(all_stats).items()
+        }
+        (folder / "meta" / "stats.json").write_text(json.dumps(dataset_stats, indent=2))
     return report
 
 

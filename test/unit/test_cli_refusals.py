@@ -12,9 +12,10 @@ import os
 import numpy as np
 import pytest
 
+from r3.data.build import DATASET_ENTRIES, build_dataset, find_bags
 from r3.data.cli import collect_main, dataset_main
 from r3.eval.cli import eval_main
-from r3.files import FileRefused, replace_output
+from r3.files import FileRefused, replaced_output
 from r3.graph.cli import launch_main
 from r3.mini import mini_main
 from r3.reasoning.cli import tiny_model_main
@@ -48,9 +49,9 @@ def test_overwrite_never_empties_the_current_folder(tmp_path, monkeypatch, capsy
         ["export-lerobot", "bags", "--out", "", "--overwrite"],
     ):
         refused(dataset_main, argv, capsys, "argument --out: expected a folder, got an empty path")
-    for out in (".", tmp_path):
-        with pytest.raises(FileRefused):
-            replace_output(out, ["data"], overwrite=True, what="dataset")
+    for out in (".", tmp_path, "/"):
+        with pytest.raises(FileRefused), replaced_output(out, ["data"], overwrite=True, what="dataset"):
+            pass
     assert (tmp_path / "keep.txt").read_text() == "mine"
 
 
@@ -87,10 +88,62 @@ def test_overwrite_replaces_an_earlier_output_of_the_same_command(tmp_path):
     (out / "data").mkdir(parents=True)
     (out / "images" / "e").mkdir(parents=True)
     (out / "r3_dataset.json").write_text("{}")
-    with pytest.raises(FileExistsError, match="pass --overwrite"):
-        replace_output(out, ["data", "images", "r3_dataset.json"], overwrite=False, what="dataset")
-    replace_output(out, ["data", "images", "r3_dataset.json"], overwrite=True, what="dataset")
-    assert out.is_dir() and not any(out.iterdir())
+    writes = ["data", "images", "r3_dataset.json"]
+    with (
+        pytest.raises(FileExistsError, match="pass --overwrite"),
+        replaced_output(out, writes, overwrite=False, what="dataset"),
+    ):
+        pass
+    with replaced_output(out, writes, overwrite=True, what="dataset") as folder:
+        assert folder != out and sorted(p.name for p in out.iterdir()) == sorted(writes)
+        (folder / "data").mkdir()
+        (folder / "data" / "new").write_text("new")
+    assert [p.name for p in out.iterdir()] == ["data"] and (out / "data" / "new").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]  # nothing left beside it
+
+
+def _files(folder):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "argv, writes, says",
+    [
+        (["build", "{bags}", "--kind", "sft"], DATASET_ENTRIES, "no sft rows in 2 sources (L-1: "),
+        (["export-lerobot", "{bags}"], ("meta", "data", "videos"), "no readable episodes to export"),
+    ],
+)
+def test_a_failed_overwrite_keeps_the_earlier_output(fake_bags, tmp_path, argv, writes, says, capsys):
+    """Found by a hostile try: ``--overwrite`` removed the earlier output before reading a source,
+    so sources that all failed to read replaced a good dataset with one of 0 rows (the LeRobot
+    export: with nothing)."""
+    out = tmp_path / "out"
+    for name in writes[:2]:
+        (out / name).mkdir(parents=True)
+        (out / name / "earlier").write_text("the earlier output")
+    before = _files(out)
+    argv = [a.format(bags=fake_bags) for a in argv]
+    refused(dataset_main, [*argv, "--out", str(out), "--overwrite"], capsys, says)
+    assert _files(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bags", "out"]  # no staging folder left
+
+
+def test_an_interrupted_build_keeps_the_earlier_output(fake_bags, tmp_path, monkeypatch):
+    """Ctrl-C (or a full disk) in the middle of a build leaves the earlier dataset as it was."""
+    import r3.data.build
+
+    out = tmp_path / "out"
+    (out / "data").mkdir(parents=True)
+    (out / "data" / "earlier").write_text("the earlier output")
+
+    def interrupted(bag):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(r3.data.build, "read_episode", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        build_dataset(find_bags([fake_bags]), out, "sft", overwrite=True)
+    assert _files(out) == {"data/earlier": b"the earlier output"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bags", "out"]
 
 
 def test_export_never_writes_over_the_base_or_the_adapter(tmp_path, capsys):

@@ -61,6 +61,10 @@ def judge_main(argv: list[str] | None = None) -> int:
     """Entry point of ``r3 judge``; returns 0 on a verdict, 1 when the VLM gave none, 2 on bad input."""
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.backend == "rule" and args.image:
+        parser.error("--image is for --backend vlm; the rule backend simulates --snapshot instead")
+    if args.backend == "vlm" and args.snapshot:
+        parser.error("--snapshot is for the rule backend; --backend vlm looks at --image instead")
     try:
         if args.backend == "vlm":
             if not args.vlm_model:

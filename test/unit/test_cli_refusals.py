@@ -146,6 +146,21 @@ def test_an_interrupted_build_keeps_the_earlier_output(fake_bags, tmp_path, monk
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bags", "out"]
 
 
+def test_judge_refuses_an_input_its_backend_would_ignore(tmp_path, capsys):
+    """Found by a hostile try: ``--image`` with the rule backend (and ``--snapshot`` with the VLM
+    backend) was read and ignored, so the verdict looked as if it had seen the scene."""
+    image = tmp_path / "scene.png"
+    image.write_bytes(b"png")
+    pair = ["--candidate", "push the red moon left", "--reference", "push the red moon left"]
+    refused(judge_main, [*pair, "--image", str(image)], capsys, "--image is for --backend vlm")
+    refused(
+        judge_main,
+        [*pair, "--backend", "vlm", "--vlm-model", "m", "--snapshot", str(image)],
+        capsys,
+        "--snapshot is for the rule backend",
+    )
+
+
 def test_export_never_writes_over_the_base_or_the_adapter(tmp_path, capsys):
     base, adapter = tmp_path / "base", tmp_path / "adapter"
     base.mkdir()

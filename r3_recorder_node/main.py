@@ -26,7 +26,8 @@ event whose publisher the graph does not name yet waits behind that publisher's 
 
 A bag takes no more messages but its episode events once it reaches ``max_bag_mb`` or its disk has
 less than ``min_free_mb`` free: it closes incomplete, its reason naming what was dropped, so a flood
-on a recorded topic cannot fill the disk under the rest of the graph.
+on a recorded topic cannot fill the disk under the rest of the graph. A bag that never received some
+messages of a reliable topic (gaps in a publisher's sequence numbers, ``open_bag``) closes incomplete.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from pathlib import Path
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
+from rclpy.qos import ReliabilityPolicy
 from rclpy.serialization import serialize_message
 from std_msgs.msg import String
 
@@ -72,6 +74,7 @@ SOURCE_LOOKUP_S = 5.0
 STRAGGLERS_S = 5.0
 #: Between episodes the recorder only drops what it receives (sent before any START): seldom is enough.
 IDLE_POLL_S = 0.25
+BEST_EFFORT = ReliabilityPolicy.BEST_EFFORT
 
 
 class RecorderNode(R3Node):
@@ -116,15 +119,18 @@ class RecorderNode(R3Node):
 
     def record_to(self, topic: str, msgtype: str):
         def callback(data: bytes, info) -> None:
-            self.write(topic, msgtype, data, info["source_timestamp"])
+            sequence = (publisher_gid(info), info.get("publication_sequence_number"))
+            subscription = self.subscribed.subscriptions.get(topic)
+            best_effort = subscription is not None and subscription.qos_profile.reliability == BEST_EFFORT
+            self.write(topic, msgtype, data, info["source_timestamp"], sequence, best_effort)
 
         return callback
 
-    def write(self, topic: str, msgtype: str, data: bytes, sent_ns: int | None = None) -> None:
+    def write(self, topic: str, msgtype: str, data: bytes, sent_ns=None, sequence=None, best_effort=False):
         """Into the open bag (``OpenBag.write``); nothing between episodes."""
         with self.lock:
             if self.bag is not None:
-                self.say_full(self.bag.write(topic, msgtype, data, sent_ns))
+                self.say_full(self.bag.write(topic, msgtype, data, sent_ns, sequence, best_effort))
 
     def say_full(self, why: str) -> None:
         """Log that the open bag has just become full (``why`` "": it has not)."""

@@ -2,7 +2,14 @@
 episode's START stays out, a bag past ``max_bag_mb`` or on a disk short of ``min_free_mb`` takes no
 more messages but its episode events (a flood on a recorded topic cannot fill the disk under the rest
 of the graph), and after END it closes once its drain says so (``closing.Drain``). ROS-free: the node
-hands over serialised messages and their DDS source stamps.
+hands over serialised messages, their DDS source stamps and their publishers' sequence numbers.
+
+DDS numbers each publisher's samples 1, 2, 3, ...: a gap between two samples of one publisher, both
+sent in the episode, is messages the bag never got (a recorder that fell behind a publisher that
+keeps only its last few samples, a subscription remade mid-episode). A bag that misses messages of
+a reliable topic is incomplete and says how many; on a best-effort topic (a camera driver's) drops
+are expected, so the reason counts them and the bag stays complete. A sample that comes again (a
+remade subscription takes a publisher's kept samples once more) is filed once.
 """
 
 from __future__ import annotations
@@ -28,6 +35,9 @@ class OpenBag:
         self.writer, self.started_ns, self.limits, self.source = writer, started_ns, limits, source
         self.recorded: Counter[str] = Counter()  # messages written, by topic
         self.dropped: Counter[str] = Counter()  # messages of the episode not written, by topic
+        self.missed: Counter[str] = Counter()  # of reliable topics, never received (sequence gaps)
+        self.missed_best_effort: Counter[str] = Counter()  # the same on best-effort topics
+        self.sequences: dict[tuple[str, bytes], int] = {}  # last sequence number, by topic and publisher
         self.full = ""  # why the bag takes no more messages but its episode events ("" while it does)
         self.drain: Drain | None = None  # once END has come
         self.ended = None  # the END event, once it has come
@@ -36,11 +46,28 @@ class OpenBag:
     def episode_id(self) -> str:
         return self.writer.info.episode_id
 
-    def write(self, topic: str, msgtype: str, data: bytes, sent_ns: int | None = None) -> str:
+    def write(
+        self,
+        topic: str,
+        msgtype: str,
+        data: bytes,
+        sent_ns: int | None = None,
+        sequence: tuple[bytes, int | None] | None = None,
+        best_effort: bool = False,
+    ) -> str:
         """``data`` into the bag, unless it was sent (``sent_ns``; None: one of the recorder's own)
-        before START, or the bag is full; why the bag has just become full ("" when it has not)."""
+        before START, it came before (``sequence``: its publisher's gid and number), or the bag is
+        full; why the bag has just become full ("" when it has not)."""
         if sent_ns is not None and sent_ns < self.started_ns:
             return ""  # the episode before's, however late it came
+        if sequence is not None and sequence[1] is not None:
+            key, number = (topic, sequence[0]), sequence[1]
+            last = self.sequences.get(key)
+            if last is not None and number <= last:
+                return ""  # filed already
+            if last is not None and number > last + 1:
+                (self.missed_best_effort if best_effort else self.missed)[topic] += number - last - 1
+            self.sequences[key] = number
         if self.full and topic != names.EPISODE_EVENTS:
             self.dropped[topic] += 1
             return ""
@@ -81,8 +108,17 @@ class OpenBag:
         return self.drain.tick(now_s, arrived)
 
     def outcome(self, complete: bool, reason: str) -> tuple[bool, str]:
-        """(complete, reason) for the episode file: a full bag is incomplete and says what it dropped."""
-        if not self.full:
-            return complete, reason
-        dropped = ", ".join(f"{n} on {topic}" for topic, n in sorted(self.dropped.items()))
-        return False, f"{reason}; {self.full}, dropped {dropped or 'nothing'}"
+        """(complete, reason) for the episode file: a full bag, or one that missed messages of a
+        reliable topic, is incomplete and says what it dropped or missed."""
+        if self.full:
+            dropped = _counts(self.dropped) or "nothing"
+            complete, reason = False, f"{reason}; {self.full}, dropped {dropped}"
+        if self.missed:
+            complete, reason = False, f"{reason}; never received {_counts(self.missed)}"
+        if self.missed_best_effort:
+            reason = f"{reason}; never received (best effort) {_counts(self.missed_best_effort)}"
+        return complete, reason
+
+
+def _counts(by_topic: Counter[str]) -> str:
+    return ", ".join(f"{n} on {topic}" for topic, n in sorted(by_topic.items()))

@@ -178,6 +178,40 @@ def test_messages_sent_before_end_reach_its_bag_when_the_recorder_was_frozen_acr
     assert [m[:3] for m in session.bag("A")] == [f"A{k:02d}" for k in range(30)]
 
 
+def test_messages_a_frozen_recorder_never_received_make_its_bag_incomplete(session):
+    """Found by a hostile client: a recorder frozen for seconds lost states and still marked its bag
+    complete. A publisher that keeps its last 5 samples sends 40 large ones while the recorder is
+    frozen: more than its socket holds, so DDS can repair only the last few. The bag must say how
+    many it never received, and those it holds plus those must be every message sent."""
+    from std_msgs.msg import String
+
+    from r3.data.bags import INCOMPLETE, read_episode_info
+    from r3_msgs.msg import EpisodeEvent
+    from r3_ros.qos import recorded
+
+    chatter = session.node.create_publisher(String, TOPIC, recorded(5))
+    session.start("A")
+    chatter.publish(String(data="first"))
+    session.spin(1.0)
+    os.kill(session.recorder.pid, signal.SIGSTOP)
+    try:
+        for k in range(40):
+            chatter.publish(String(data=f"A{k:02d}" + "x" * 500_000))
+        session.spin(1.0)
+    finally:
+        os.kill(session.recorder.pid, signal.SIGCONT)
+    session.spin(2.0)
+    chatter.publish(String(data="last"))
+    session.spin(1.0)
+    session.event(EpisodeEvent.END, "A")
+    kept = session.bag("A")
+    info = read_episode_info(session.bags / "A")
+    missed = 42 - len(kept)
+    assert kept[0] == "first" and kept[-1] == "last" and missed > 0, [m[:3] for m in kept]
+    assert info.status == INCOMPLETE, info.reason
+    assert info.reason.endswith(f"never received {missed} on {TOPIC}"), info.reason
+
+
 def test_a_message_sent_before_the_recorder_matched_its_publisher_is_recorded(session):
     """An episode's first image goes out at the reset, right after the recorder subscribed: its
     publisher may not have matched the new subscription yet, and DDS sends a sample only to the

@@ -77,3 +77,42 @@ def test_an_ended_bag_closes_once_every_step_and_its_frame_have_come(tmp_path):
     assert bag.may_close(next(tick), steps_recorded=False)  # unless steps are not recorded
     bag.write(names.REASONER_STEPS, "std_msgs/msg/String", record, end_ns + 1)
     assert bag.may_close(next(tick), steps_recorded=True)
+
+
+def write_numbered(bag: OpenBag, texts_and_numbers, publisher=b"p1", best_effort=False) -> None:
+    for text, number in texts_and_numbers:
+        bag.write(CHATTER, "std_msgs/msg/String", chatter(text), STARTED_NS, (publisher, number), best_effort)
+
+
+def test_a_gap_in_a_publishers_numbers_makes_the_bag_incomplete_and_says_how_many(tmp_path):
+    """Found by a hostile client: a recorder frozen for seconds, or made to subscribe again mid-episode,
+    lost 4-15 of 96 states and still marked the bag complete."""
+    bag = open_bag(tmp_path)
+    write_numbered(bag, [("a", 7), ("b", 8), ("e", 11)])
+    write_numbered(bag, [("x", 1), ("y", 2)], publisher=b"p2")  # another publisher counts on its own
+    assert bag.missed == {CHATTER: 2}
+    assert bag.outcome(True, "success") == (False, f"success; never received 2 on {CHATTER}")
+
+
+def test_a_sample_that_comes_again_is_filed_once(tmp_path):
+    """A remade subscription takes a publisher's kept samples once more."""
+    bag = open_bag(tmp_path)
+    write_numbered(bag, [("a", 1), ("b", 2), ("a", 1), ("b", 2), ("c", 3)])
+    assert bag.outcome(True, "success") == (True, "success")
+    bag.writer.close(success=True, progress=1.0, steps=0, reason="success")
+    assert [m.data for _, _, _, m in read_messages(bag.writer.path)] == ["a", "b", "c"]
+
+
+def test_best_effort_drops_are_counted_and_leave_the_bag_complete(tmp_path):
+    bag = open_bag(tmp_path)
+    write_numbered(bag, [("a", 1), ("d", 4)], best_effort=True)
+    assert bag.outcome(True, "success") == (True, f"success; never received (best effort) 2 on {CHATTER}")
+
+
+def test_what_came_before_start_opens_no_gap(tmp_path):
+    """The first sample of the episode from a publisher has nothing before it in the bag: the numbers
+    of samples sent before START are not the episode's."""
+    bag = open_bag(tmp_path)
+    bag.write(CHATTER, "std_msgs/msg/String", chatter("late"), STARTED_NS - 1, (b"p1", 3))
+    write_numbered(bag, [("a", 9), ("b", 10)])
+    assert not bag.missed and bag.outcome(True, "success") == (True, "success")

@@ -14,6 +14,13 @@ arrive seconds before its command subscription is even known (a recorder's reade
 like a listener), and a command published then is lost. One goal at a time: a new goal aborts the
 running one (single-goal server).
 
+States are kept per publishing participant (process), and the node acts on one: the simulator, the
+participant that both publishes states and subscribes to the commands. It keeps acting on that one
+while it stays in the graph (a simulator restarted is a new participant, found the same way). A
+peer that publishes states of its own, between instructions or during one, is never acted on; two
+participants that both look like the simulator, with neither acted on before, end the instruction
+with an error that says so, before any command.
+
 The policy is the one the ``policy`` parameter names (``r3.lowlevel.POLICIES``). The ``scripted`` one
 reads the privileged simulator state; it stands in for R^3's learned Language Table policy, which would
 act from camera images instead.
@@ -37,7 +44,7 @@ from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.instruction_server import Ended, InstructionServer, check_going
 from r3_ros.node import R3Node, matchable_subscribers
 from r3_ros.params import declare_parameters
-from r3_ros.qos import LATCHED, REFUSALS, recorded
+from r3_ros.qos import REFUSALS, STATES_HEARD, recorded
 from r3_ros.refusals import refusing_message
 from r3_ros.spin import run_node
 from r3_ros.stop import MotionGuard
@@ -48,6 +55,30 @@ WAITING_FOR_STATE = "waiting_for_state"
 GUID_PREFIX_BYTES = 12
 #: A refusal's reason is passed on this long at most (anyone can publish on the refusals topic).
 REASON_CHARS = 300
+#: The latest state of this many publishing participants is kept, the simulator's always.
+STATE_SOURCES = 8
+
+
+def choose_simulator(
+    sources: list[bytes], listening: set[bytes], acted_on: bytes
+) -> tuple[bytes | None, str]:
+    """The participant to act on among ``sources`` (those that published states; b"": an rmw that
+    gives no GUID) by ``listening`` (the participants subscribed to the commands): the one
+    ``acted_on`` before while it listens, else the only source that listens; None and why when there
+    is none or more than one."""
+    candidates = [s for s in sources if (s in listening if s else listening)]
+    if acted_on in candidates:
+        return acted_on, ""
+    if len(candidates) == 1:
+        return candidates[0], ""
+    if not sources:
+        return None, "no state from the simulator"
+    if candidates:
+        return None, (
+            f"{len(candidates)} participants publish {names.PRIVILEGED_STATE} and subscribe to "
+            f"{names.PUSHER_COMMAND}: not acting on either"
+        )
+    return None, f"no simulator subscribes to {names.PUSHER_COMMAND}"
 
 
 class CommandRefused(Exception):
@@ -63,9 +94,10 @@ class LowLevelNode(R3Node):
         self.state_timeout_s = p["state_timeout_s"]
 
         self.state_cv = threading.Condition()
-        self.state: PrivilegedState | None = None
-        self.state_received = 0.0  # monotonic time the last state arrived
-        self.state_source = b""  # the GUID prefix of the participant that published it
+        #: The latest state of each participant that publishes states (by GUID prefix; b"" where the
+        #: rmw gives none), and the monotonic time it arrived.
+        self.states: dict[bytes, tuple[PrivilegedState, float]] = {}
+        self.simulator = b""  # the GUID prefix of the participant acted on (the simulator)
         self.refusal: tuple[int, str] = (-1, "")  # the last refused command's stamp and the reason
         self.sent: tuple[int, bytes] = (-1, b"")  # the last command's stamp, and the state source it went to
         self.command_pub = self.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, recorded(10))
@@ -73,7 +105,7 @@ class LowLevelNode(R3Node):
             PrivilegedState,
             names.PRIVILEGED_STATE,
             refusing_message(self, self.on_state),
-            LATCHED,
+            STATES_HEARD,
             callback_group=InlineCallbackGroup(),
         )
         self.create_subscription(
@@ -92,7 +124,10 @@ class LowLevelNode(R3Node):
     def on_state(self, msg: PrivilegedState, info) -> None:
         source = publisher_gid(info)[:GUID_PREFIX_BYTES]
         with self.state_cv:
-            self.state, self.state_received, self.state_source = msg, time.monotonic(), source
+            self.states.pop(source, None)  # re-inserted last: the dict runs from the stalest source
+            self.states[source] = (msg, time.monotonic())
+            if len(self.states) > STATE_SOURCES:
+                del self.states[next(s for s in self.states if s != self.simulator)]
             self.state_cv.notify_all()
         if self.heartbeat.state == WAITING_FOR_STATE:
             self.heartbeat.state = "idle"
@@ -104,21 +139,20 @@ class LowLevelNode(R3Node):
 
     # -- the plant: commands out on /pusher/command, states back on /sim/privileged/state -------------
     def begin(self, handle):
-        """The state after the last command sent, when that command's answer is still on its way
-        (a preempted goal's last command: the next goal decides on the state it produced); else the
-        latest state (and at once when the simulator refused that command, or restarted)."""
+        """The simulator's state after the last command sent, when that command's answer is still on
+        its way (a preempted goal's last command: the next goal decides on the state it produced);
+        else its latest state (and at once when the simulator refused that command, or restarted)."""
+        why_not = self.wait_for_simulator(handle)
+        if why_not:
+            check_going(handle, self.guard)
+            raise Ended(f"error: {why_not}")
         state_msg = self.wait_for_state_after(-1)
-        if state_msg is None:
-            raise Ended("error: no state from the simulator")
         sent_ns, sent_to = self.sent
-        if stamp_to_ns(state_msg.header.stamp) <= sent_ns and sent_to == self.state_source:
+        if stamp_to_ns(state_msg.header.stamp) <= sent_ns and sent_to == self.simulator:
             try:
                 state_msg = self.wait_for_state_after(sent_ns, handle) or state_msg
             except CommandRefused:
                 pass
-        if not self.wait_for_command_path(handle):
-            check_going(handle, self.guard)
-            raise Ended(f"error: no simulator subscribes to {names.PUSHER_COMMAND}")
         return msg_to_board_state(state_msg), state_msg.header.stamp
 
     def step(self, handle, action, stamp):
@@ -129,7 +163,7 @@ class LowLevelNode(R3Node):
         if stop is not None:
             raise Ended(stop, stopped=True)
         with self.state_cv:
-            self.sent = (stamp_to_ns(stamp), self.state_source)
+            self.sent = (stamp_to_ns(stamp), self.simulator)
         try:
             state_msg = self.wait_for_state_after(stamp_to_ns(stamp), handle)
         except CommandRefused as refused:
@@ -144,46 +178,50 @@ class LowLevelNode(R3Node):
         """Nothing to do: the simulator marks the decision point when the goal's status ends."""
 
     def wait_for_state_after(self, stamp_ns: int, handle=None) -> PrivilegedState | None:
-        """The first state stamped after ``stamp_ns`` (-1: any), or None after the timeout or when
-        ``handle`` is canceled, stopped or preempted; :class:`CommandRefused` when the command stamped
-        ``stamp_ns`` was refused. Stamps never go back (not even across resets), so a state from another
-        episode can never be taken for the answer to this one's command."""
+        """The simulator's first state stamped after ``stamp_ns`` (-1: any), or None after the timeout
+        or when ``handle`` is canceled, stopped or preempted; :class:`CommandRefused` when the command
+        stamped ``stamp_ns`` was refused. Stamps never go back (not even across resets), so a state
+        from another episode can never be taken for the answer to this one's command."""
         deadline = time.monotonic() + self.state_timeout_s
         with self.state_cv:
-            while self.state is None or stamp_to_ns(self.state.header.stamp) <= stamp_ns:
+            while (latest := self.states.get(self.simulator)) is None or stamp_to_ns(
+                latest[0].header.stamp
+            ) <= stamp_ns:
                 if stamp_ns >= 0 and self.refusal[0] == stamp_ns:
                     raise CommandRefused(self.refusal[1])
                 left = deadline - time.monotonic()
                 if left <= 0 or (handle is not None and self.guard.stopping(handle)):
                     return None
                 self.state_cv.wait(min(left, 0.01))
-            return self.state
+            return latest[0]
 
-    def wait_for_command_path(self, handle) -> bool:
-        """Until the graph view shows a command subscriber in the state's participant (the simulator)
-        and every subscriber of the command topic there (the simulator, a recorder) whose QoS can
-        match has matched this node's publisher, at most ``state_timeout_s``; False when that never
-        holds. (A subscriber whose QoS or message type cannot match, say a transient-local echo,
-        never will.) An rmw that reports no publisher GUID leaves only the count to go by."""
+    def wait_for_simulator(self, handle) -> str:
+        """Until one participant both publishes states and, in the graph view, subscribes to the
+        commands (the simulator: the one acted on before, while it does) and every subscriber of the
+        command topic (the simulator, a recorder) whose QoS can match has matched this node's
+        publisher, at most ``state_timeout_s``; then "", else why not. (A subscriber whose QoS or
+        message type cannot match, say a transient-local echo, never will.) An rmw that reports no
+        publisher GUID leaves only the count to go by."""
         deadline = time.monotonic() + self.state_timeout_s
         while True:
-            listening = [
+            listening = {
                 bytes(s.endpoint_gid[:GUID_PREFIX_BYTES])
                 for s in matchable_subscribers(self, self.command_pub)
-            ]
+            }
             with self.state_cv:
-                source = self.state_source
-            heard = source in listening if source else bool(listening)
-            if heard and len(listening) <= self.command_pub.get_subscription_count():
-                return True
+                sources = list(self.states)
+                chosen, why_not = choose_simulator(sources, listening, self.simulator)
+                if chosen is not None and len(listening) <= self.command_pub.get_subscription_count():
+                    self.simulator = chosen
+                    return ""
             if time.monotonic() > deadline or self.guard.stopping(handle) or not handle.is_active:
-                return False
+                return why_not or f"not every subscriber of {names.PUSHER_COMMAND} has matched this node"
             time.sleep(0.01)
 
     def _silence(self, command_stamp) -> str:
         """What the node knows when no state followed a command (the log line that explains a timeout)."""
         with self.state_cv:
-            last, received = self.state, self.state_received
+            last, received = self.states[self.simulator]
         sent, stamped = stamp_to_ns(command_stamp) / 1e9, stamp_to_ns(last.header.stamp) / 1e9
         return (
             f"no state after the command stamped {sent:.3f} s within {self.state_timeout_s:.1f} s; "

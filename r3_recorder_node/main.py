@@ -22,7 +22,7 @@ never closes the running bag; an END counts only from the publisher of its episo
 that takes the reasoner's name cannot end its bag early); and an episode id that is not a plain
 folder name opens nothing. An
 event whose publisher the graph does not name yet waits behind that publisher's own events only
-(``event_sources``), so a writer that never gets a name holds up nobody else's.
+(``r3_ros.senders``), so a writer that never gets a name holds up nobody else's.
 
 A bag takes no more messages but its episode events once it reaches ``max_bag_mb`` or its disk has
 less than ``min_free_mb`` free: it closes incomplete, its reason naming what was dropped, so a flood
@@ -48,7 +48,6 @@ from r3.graph.interfaces import PUBLISHED_TYPES
 from r3.graph.node_params import NODE_PARAMETERS
 from r3_msgs.msg import EpisodeEvent
 from r3_recorder_node.closing import DRAIN_TICK_S, TICK_S
-from r3_recorder_node.event_sources import EventSources
 from r3_recorder_node.open_bag import OpenBag
 from r3_ros import without_shared_memory
 from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
@@ -59,6 +58,7 @@ from r3_ros.node import UNKNOWN_NODE, R3Node
 from r3_ros.params import declare_parameters
 from r3_ros.qos import EVENTS, LATCHED, RECORD_DEPTH
 from r3_ros.refusals import refusing_message
+from r3_ros.senders import Senders
 from r3_ros.spin import run_node
 
 EVENTS_TYPE = "r3_msgs/msg/EpisodeEvent"
@@ -67,7 +67,7 @@ WAITING_WARN_S = 2.0
 #: How long an event's publisher may take to appear in this node's graph view with its node name.
 #: The name comes with ROS's own discovery messages, which can lag the DDS endpoint by seconds on a
 #: loaded machine: a recorder started after the reasoner received a START from '_NODE_NAME_UNKNOWN_'.
-#: The event waits in its publisher's queue meanwhile (``event_sources``), looked at again each poll.
+#: The event waits in its publisher's queue meanwhile (``r3_ros.senders``), looked at again each poll.
 SOURCE_LOOKUP_S = 5.0
 #: After END, how much longer than ``close_delay_s`` a bag waits, at most, for the episode's last steps
 #: and frames and for what else was sent before END.
@@ -89,7 +89,7 @@ class RecorderNode(R3Node):
         self.closing: list[threading.Thread] = []
         self.bag: OpenBag | None = None  # the episode being recorded
         self.deciding = threading.Lock()  # events are acted on one at a time, in the order they came
-        self.sources = EventSources(self.event_publishers, SOURCE_LOOKUP_S)
+        self.sources = Senders(self.event_publishers, SOURCE_LOOKUP_S)
         # Made once publishers appear; no executor wakes for them: poll() takes what they received.
         self.subscribed = AdaptiveSubscriptions(
             self, RECORD_DEPTH, raw=True, callback_group=PolledCallbackGroup()
@@ -156,10 +156,10 @@ class RecorderNode(R3Node):
         with self.deciding:
             for decided in self.sources.decided(time.monotonic()):
                 if decided.sender == names.EPISODE_SOURCE:
-                    self.act_on(decided.event, decided.info)
+                    self.act_on(decided.message, decided.info)
                 else:
                     self.get_logger().error(
-                        f"refused an episode event for {decided.event.episode_id[:80]!r} from "
+                        f"refused an episode event for {decided.message.episode_id[:80]!r} from "
                         f"{decided.sender or 'an unknown node'!r}: "
                         f"only {names.EPISODE_SOURCE} starts and ends episodes",
                         throttle_duration_sec=1.0,

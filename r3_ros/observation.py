@@ -8,6 +8,12 @@ lock-step loop's critical path.
 
 Language Table decides on the base camera, packing (with ``wrist_camera`` set) on the base and wrist
 cameras; the expert reads the privileged state of either.
+
+A state counts only from the simulator, the node ``sim_node`` names, looked up by its publisher's
+DDS gid (``r3_ros.senders``: a publisher the graph does not name yet waits for its name, up to
+``SENDER_LOOKUP_S``); any other publisher's is refused and logged. A forged state stamped later
+than the simulator's would otherwise be the one decided on, and one that says ``success`` ends the
+episode as a success.
 """
 
 from __future__ import annotations
@@ -36,20 +42,24 @@ from r3_ros.conversions import (
     msg_to_camera_model,
     msg_to_image,
     msg_to_packing_state,
+    publisher_gid,
     stamp_to_ns,
     task_instance_from_msg,
 )
 from r3_ros.episode_watch import EpisodeError
 from r3_ros.executor import PolledCallbackGroup, deliver_pending
-from r3_ros.node import type_name
-from r3_ros.qos import LATCHED
+from r3_ros.node import UNKNOWN_NODE, type_name
+from r3_ros.qos import STATES_HEARD
 from r3_ros.refusals import refusing_message
+from r3_ros.senders import Senders
 
 #: While the reasoner waits for a decision's state and images, how often it looks for a new state
 #: (the wait is a few milliseconds long: the images of a decision point follow its state).
 STATE_POLL_S = 0.005
 #: How often that wait asks whether the episode should go on (``check()``).
 CHECK_S = 0.05
+#: How long a state's publisher may take to appear in the graph view with its node name.
+SENDER_LOOKUP_S = 5.0
 
 
 @dataclass
@@ -64,7 +74,8 @@ class SceneObserver:
     ``observation_timeout_s``, ``sim_node``, ``base_from_camera``), read at each use."""
 
     def __init__(self, node: Node, param: Mapping, callback_group=None):
-        self.param = param
+        self.node, self.param = node, param
+        self.senders = Senders(self.state_publishers, SENDER_LOOKUP_S)
         self.cv = threading.Condition()
         self.state: PrivilegedState | None = None
         self.image: Image | None = None
@@ -75,7 +86,7 @@ class SceneObserver:
             PrivilegedState,
             names.PRIVILEGED_STATE,
             refusing_message(node, self.on_state),
-            LATCHED,
+            STATES_HEARD,
             callback_group=PolledCallbackGroup(),
         )
         # The cameras as their publishers offer them: a simulator's frame, sent once per decision right
@@ -91,14 +102,35 @@ class SceneObserver:
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         node.create_timer(0.2, self.cameras.refresh, callback_group=callback_group, clock=steady)
 
-    def on_state(self, msg: PrivilegedState) -> None:
-        with self.cv:
+    def on_state(self, msg: PrivilegedState, info) -> None:
+        gid = publisher_gid(info)
+        if not gid:  # an rmw that gives no publisher: nothing to check it by
             self.state = msg
+        else:
+            self.senders.add(msg, info, gid, time.monotonic())
+
+    def state_publishers(self) -> dict[bytes, str]:
+        """The fully qualified node name of each state publisher, by gid, where the graph gives one."""
+        return {
+            bytes(e.endpoint_gid): f"{e.node_namespace.rstrip('/')}/{e.node_name}"
+            for e in self.node.get_publishers_info_by_topic(names.PRIVILEGED_STATE)
+            if e.node_name != UNKNOWN_NODE
+        }
 
     def latest_state(self) -> PrivilegedState | None:
-        """The newest state received (None before any)."""
+        """The newest state received from the simulator (None before any)."""
         with self.cv:
             deliver_pending([self._states])
+            if self.senders.pending:
+                for decided in self.senders.decided(time.monotonic()):
+                    if decided.sender == self.param["sim_node"]:
+                        self.state = decided.message
+                    else:
+                        self.node.get_logger().error(
+                            f"refused a state from {decided.sender or 'an unknown node'!r}: only "
+                            f"{self.param['sim_node']} publishes the simulator's state",
+                            throttle_duration_sec=1.0,
+                        )
             return self.state
 
     def on_camera_info(self, msg: CameraInfo) -> None:

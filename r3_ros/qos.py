@@ -7,9 +7,9 @@ from rclpy.qos import QoSDurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_pr
 
 #: The last message stays for late subscribers (simulator state, instance names).
 LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
-#: The states a node acts on, latched, with room for several publishers' latest: a reader of depth 1
-#: keeps one sample of all its writers together, so a peer publishing states of its own pushed the
-#: simulator's out of the low-level node's queue before the node took it.
+#: The simulator states a node acts on (the low-level node, the reasoner), latched, with room for
+#: several publishers' latest: a reader of depth 1 keeps one sample of all its writers together, so
+#: a peer publishing states of its own pushed the simulator's out of the queue before it was taken.
 STATES_HEARD = QoSProfile(depth=50, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 #: Episode start/end: a recorder that subscribes late still sees the episode's START.
 EVENTS = QoSProfile(depth=10, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)

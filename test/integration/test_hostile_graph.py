@@ -414,6 +414,42 @@ def test_a_node_that_takes_the_reasoners_name_cannot_end_its_episode(graph, clie
     assert len(bag_topics(bag)[names.REASONER_STEPS]) == result.steps
 
 
+def test_a_forged_state_saying_success_neither_ends_the_episode_nor_is_decided_on(graph, client):
+    """Found by a hostile client: the reasoner took a state from any publisher, so a copy of the
+    simulator's latest state saying success, with its stamp, ended the running episode as a success.
+    It now takes states only from its ``sim_node``."""
+    from r3_msgs.msg import PrivilegedState
+    from r3_ros.qos import LATCHED
+
+    real: list = []
+    sub = client.node.create_subscription(PrivilegedState, names.PRIVILEGED_STATE, real.append, LATCHED)
+    pub = client.node.create_publisher(PrivilegedState, names.PRIVILEGED_STATE, LATCHED)
+    sent = []
+
+    def forge(_handle) -> None:
+        latest = next((m for m in reversed(real) if m.goal != "forged"), None)
+        if latest is not None and len(client.moved_after(started)) >= 2:
+            latest.success, latest.progress, latest.goal = True, 1.0, "forged"
+            pub.publish(latest)
+            sent.append(time.monotonic())
+
+    started = time.monotonic()
+    try:
+        result, _ = client.run_task(goal(task="T", seed=7), during=forge)
+    finally:
+        client.node.destroy_subscription(sub)
+        client.node.destroy_publisher(pub)
+    assert sent, "the episode ended before a forged state went out"
+    bag = closed(Path(result.bag))
+    states = [m for m in bag_topics(bag)[names.PRIVILEGED_STATE] if m.goal != "forged"]
+    assert (result.success, result.progress) == (states[-1].success, states[-1].progress), result.reason
+    assert read_episode_info(bag).status == COMPLETE
+    reasoner_log = next((graph.root / "logs").glob("*/r3_reasoner_node.log")).read_text()
+    refused = "refused a state from '/r3_hostile_client': only /r3_sim_node publishes the simulator's state"
+    assert refused in reasoner_log, reasoner_log[-3000:]
+    assert_serves_a_valid_episode(graph, client)
+
+
 @pytest.mark.parametrize("reset_scene", [True, False], ids=["own_scene", "scene_gone_on_with"])
 def test_a_reset_scene_call_during_an_episode_is_refused_and_moves_nothing(graph, client, reset_scene):
     """ResetScene carries no caller, so any DDS client could reset the scene under a running episode

@@ -34,6 +34,7 @@ from r3.perception.sync import PairSync, StampedBuffer
 from r3_msgs.msg import DetectedObjects
 from r3_msgs.srv import GroundPoint, SetPerceptionQuery
 from r3_ros.conversions import (
+    check_camera_info,
     detections_to_msg,
     image_to_msg,
     msg_to_camera_model,
@@ -87,7 +88,8 @@ class PerceptionNode(R3Node):
         self.create_subscription(
             Image, names.CAMERA_DEPTH, refusing_message(self, self.on_depth), SENSOR, callback_group=sensors
         )
-        self.create_subscription(CameraInfo, names.CAMERA_INFO, self.on_info, SENSOR, callback_group=sensors)
+        on_info = refusing_message(self, self.on_info)
+        self.create_subscription(CameraInfo, names.CAMERA_INFO, on_info, SENSOR, callback_group=sensors)
         self.create_subscription(
             Image, names.SIM_INSTANCES, refusing_message(self, self.on_instances), 10, callback_group=sensors
         )
@@ -125,7 +127,7 @@ class PerceptionNode(R3Node):
 
     # -- inputs ----------------------------------------------------------------------------------
     def on_info(self, msg: CameraInfo) -> None:
-        self.info = msg
+        self.info = check_camera_info(msg)
 
     def on_instances(self, msg: Image) -> None:
         self.instances.put(stamp_to_ns(msg.header.stamp), msg)

@@ -99,6 +99,28 @@ def camera_info_msg(k: np.ndarray, width: int, height: int, stamp: Time, frame_i
     return info
 
 
+#: The largest image side a camera_info may give, pixels.
+MAX_IMAGE_SIDE = 16384
+
+
+def check_camera_info(info: CameraInfo) -> CameraInfo:
+    """``info`` if it describes a pinhole camera r3 can project with: a size of 1 to
+    :data:`MAX_IMAGE_SIDE` pixels a side, finite intrinsics, positive focal lengths, the principal
+    point on the image and ``K[8] == 1``; ValueError naming what is not (anyone may publish
+    camera_info, and one bad K moved every 3D estimate)."""
+    if not (0 < info.width <= MAX_IMAGE_SIDE and 0 < info.height <= MAX_IMAGE_SIDE):
+        raise ValueError(f"camera_info size {info.width}x{info.height} is not 1 to {MAX_IMAGE_SIDE} a side")
+    k = [float(v) for v in info.k]
+    if not all(math.isfinite(v) for v in k):
+        raise ValueError("camera_info K holds a value that is not finite")
+    fx, cx, fy, cy = k[0], k[2], k[4], k[5]
+    if not (0 < fx <= 1e3 * MAX_IMAGE_SIDE and 0 < fy <= 1e3 * MAX_IMAGE_SIDE):
+        raise ValueError(f"camera_info focal lengths fx={fx:g}, fy={fy:g} are not positive and bounded")
+    if not (0 <= cx <= info.width and 0 <= cy <= info.height) or k[8] != 1.0:
+        raise ValueError(f"camera_info principal point ({cx:g}, {cy:g}) or K[8]={k[8]:g} is off the image")
+    return info
+
+
 def msg_to_camera_model(info: CameraInfo, base_from_camera: np.ndarray, name: str, **depth) -> CameraModel:
     """camera_info (intrinsics, size) plus the optical frame's pose in the base frame; ``depth``:
     ``min_depth_m`` / ``max_depth_m``."""
@@ -214,6 +236,36 @@ def detections_to_msg(detections, msg: DetectedObjects, camera: str) -> Detected
             obj.extent = Vector3(**dict(zip("xyz", map(float, g.extent))))
         objects.append(obj)
     msg.objects = objects
+    return msg
+
+
+#: At most this many objects in one DetectedObjects message.
+MAX_DETECTIONS = 256
+#: A 3D field of a detection beyond this many metres is no object in the cell.
+MAX_DETECTION_M = 100.0
+#: Longest label a detection may carry.
+MAX_LABEL_CHARS = 200
+
+
+def check_detections(msg: DetectedObjects) -> DetectedObjects:
+    """``msg`` if each object's 3D fields (top centre, footprint yaw and size, bottom height) are all
+    finite and within :data:`MAX_DETECTION_M`, or all NaN (an object without a 3D estimate, as
+    :func:`detections_to_msg` writes it); ValueError naming the first that is not. A forged message
+    with an infinite yaw once failed every packing instruction with an OverflowError."""
+    if len(msg.objects) > MAX_DETECTIONS:
+        raise ValueError(f"{len(msg.objects)} detections in one message: at most {MAX_DETECTIONS}")
+    for o in msg.objects:
+        if len(o.label) > MAX_LABEL_CHARS:
+            raise ValueError(f"a detection's label is longer than {MAX_LABEL_CHARS} characters")
+        top = o.top_centre
+        values = [top.x, top.y, top.z, o.footprint_yaw, *o.footprint, o.bottom_height]
+        if all(math.isnan(v) for v in values):
+            continue
+        if not all(math.isfinite(v) and abs(v) <= MAX_DETECTION_M for v in values) or min(o.footprint) < 0:
+            raise ValueError(
+                f"detection {o.label[:40]!r}: its 3D fields must be all finite (within "
+                f"{MAX_DETECTION_M:g} m, a footprint of no negative size) or all NaN"
+            )
     return msg
 
 

@@ -37,6 +37,7 @@ from r3.suites import get_suite
 from r3_msgs.msg import PrivilegedState
 from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
 from r3_ros.conversions import (
+    check_camera_info,
     check_image,
     msg_to_board_state,
     msg_to_camera_model,
@@ -96,7 +97,7 @@ class SceneObserver:
         on_image = refusing_message(node, self.on_image)
         on_wrist = refusing_message(node, self.on_wrist_image)
         self.cameras.add(names.CAMERA_IMAGE, lambda _: on_image, image)
-        self.cameras.add(names.CAMERA_INFO, lambda _: self.on_camera_info, info)
+        self.cameras.add(names.CAMERA_INFO, lambda _: refusing_message(node, self.on_camera_info), info)
         if param["wrist_camera"]:
             self.cameras.add(names.WRIST_IMAGE, lambda _: on_wrist, image)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
@@ -134,7 +135,7 @@ class SceneObserver:
             return self.state
 
     def on_camera_info(self, msg: CameraInfo) -> None:
-        self.camera_info = msg
+        self.camera_info = check_camera_info(msg)
 
     def on_image(self, msg: Image) -> None:
         """A camera frame, kept when it is one the reasoner can read (anyone may publish on the

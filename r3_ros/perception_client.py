@@ -23,7 +23,8 @@ from r3.perception.pipeline import ANY_LABEL
 from r3.perception.sync import StampedBuffer
 from r3_msgs.msg import DetectedObjects
 from r3_msgs.srv import GroundPoint
-from r3_ros.conversions import stamp_to_ns
+from r3_ros.conversions import check_detections, stamp_to_ns
+from r3_ros.refusals import refusing_message
 from r3_ros.services import ServiceTimeout, call_resending
 
 #: DetectedObjects kept by stamp while the policy may still ask about them.
@@ -49,12 +50,18 @@ class RosPerception:
         group = ReentrantCallbackGroup()
         self.client = node.create_client(GroundPoint, names.GROUND_POINT, callback_group=group)
         node.create_subscription(
-            DetectedObjects, names.DETECTED_OBJECTS, self._on_objects, 10, callback_group=group
+            DetectedObjects,
+            names.DETECTED_OBJECTS,
+            refusing_message(node, self._on_objects),
+            10,
+            callback_group=group,
         )
         self._objects = StampedBuffer(KEEP)
 
     def _on_objects(self, msg: DetectedObjects) -> None:
-        self._objects.put(stamp_to_ns(msg.header.stamp), msg)
+        """Detections kept by stamp, checked on arrival (``check_detections``): a malformed message
+        (anyone may publish on the topic) is refused, never stored for the policy."""
+        self._objects.put(stamp_to_ns(msg.header.stamp), check_detections(msg))
 
     def _detections(self, stamp_ns: int) -> DetectedObjects:
         """The detections of that frame; the frame goes out again every :data:`RESEND_S` meanwhile

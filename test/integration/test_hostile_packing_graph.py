@@ -112,6 +112,56 @@ def test_bad_seeds_for_the_packing_simulator_and_its_arm_are_refused(graph, clie
     assert not client.moved_after(t0)
 
 
+def test_forged_detections_that_are_no_objects_are_refused_and_the_instruction_goes_on(graph, client):
+    """Found by a hostile client: one DetectedObjects message with an infinite footprint yaw, sent
+    with the stamp of the simulator's camera frame before the perception node answered, failed the
+    instruction with an OverflowError (and, with NaN places, moved the arm toward them). The policy
+    now takes only detections whose 3D fields are all finite or all NaN."""
+    from geometry_msgs.msg import Point
+    from rclpy.action import ActionClient
+    from sensor_msgs.msg import Image
+
+    from r3_msgs.action import FollowInstruction
+    from r3_msgs.msg import DetectedObject, DetectedObjects
+    from r3_msgs.srv import ResetScene
+    from r3_ros.qos import SENSOR
+
+    forged_pub = client.node.create_publisher(DetectedObjects, names.DETECTED_OBJECTS, 10)
+    forged = []
+
+    def forge(frame: Image) -> None:  # the frame's own stamp, before the perception node answers
+        item = DetectedObject(label="sugar box", score=1.0, mask_id=1, valid_points=500)
+        item.top_centre = item.centroid = Point(x=0.5, y=0.1, z=0.1)
+        item.footprint_yaw, item.footprint, item.bottom_height = float("inf"), [0.05, 0.03], 0.02
+        bad_place = DetectedObject(label="cracker box", score=1.0, mask_id=2, valid_points=500)
+        bad_place.top_centre = Point(x=float("nan"), y=float("nan"), z=0.1)
+        bad_place.footprint_yaw, bad_place.footprint, bad_place.bottom_height = 0.0, [0.05, 0.03], 0.02
+        message = DetectedObjects(objects=[item, bad_place])
+        message.header.stamp, message.header.frame_id = frame.header.stamp, "world"
+        forged_pub.publish(message)
+        forged.append(frame.header.stamp)
+
+    camera = client.node.create_subscription(Image, names.CAMERA_IMAGE, forge, SENSOR)
+    try:
+        reset = client.node.create_client(ResetScene, names.RESET_SCENE)
+        assert client.call(reset, ResetScene.Request(suite="packing", task="4", seed=0)).ok
+        follow = ActionClient(client.node, FollowInstruction, names.FOLLOW_INSTRUCTION)
+        result = client.action(
+            follow,
+            FollowInstruction.Goal(instruction="Pack the sugar box into the medium tray.", suite="packing"),
+            timeout_s=300,
+        )
+    finally:
+        client.node.destroy_subscription(camera)
+        client.node.destroy_publisher(forged_pub)
+    assert forged, "no camera frame came to forge detections for"
+    assert not result.reason.startswith("error"), result.reason
+    (sim_log,) = graph.root.glob("logs/*/r3_packing_sim_node.log")
+    log = sim_log.read_text()
+    assert "Overflow" not in log and "message refused: ValueError: detection 'sugar box'" in log, log[-3000:]
+    assert_serves_a_valid_episode(client)
+
+
 def test_a_frozen_packing_simulator_moves_no_joint_after_the_episode_error(graph, client):
     sim = graph.pids["r3_packing_sim_node"]
     frozen = []

@@ -25,6 +25,9 @@ PERIOD_S = 0.25
 
 #: Nodes a watcher remembers: anyone may publish beats under any name, and each new name held more.
 REMEMBERED_NODES = 1024
+#: A beat whose node name is longer than this is dropped: no ROS node's fully qualified name is (a
+#: name is the key a watcher keeps, and 1,024 names of a megabyte each held a gigabyte).
+NODE_NAME_CHARS = 512
 #: A state is kept this long at most (r3's states are a few words: "idle", "recording:<episode id>").
 STATE_CHARS = 200
 #: A periodic beat this many seconds late is logged: the whole process stood still (no CPU, or a
@@ -112,6 +115,8 @@ class HeartbeatMonitor:
 
     def _on_beat(self, msg: Heartbeat, info) -> None:
         """Heard when DDS received it, however much later it is taken (now, if the rmw does not say)."""
+        if len(msg.node) > NODE_NAME_CHARS:
+            return
         received_ns = info.get("received_timestamp") or time.time_ns()
         heard = time.monotonic() - max(0.0, (time.time_ns() - received_ns) / 1e9)
         if msg.node == self._self and heard - self._last.get(self._self, heard) > LATE_S:

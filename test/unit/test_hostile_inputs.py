@@ -382,6 +382,25 @@ def test_a_watcher_remembers_a_bounded_number_of_nodes_and_keeps_those_it_hears(
     assert monitor.state("/forged_4999") == "x" * 200 and monitor.state("/forged_0") is None
 
 
+def test_a_watcher_drops_a_beat_whose_node_name_no_node_has():
+    """Found by a hostile client: names were kept whole as the watcher's keys, so 200 beats named
+    with a megabyte each grew the packing simulator and the reasoner by 250 MB."""
+    from r3_msgs.msg import Heartbeat
+    from r3_ros.heartbeat import HeartbeatMonitor
+
+    node = SimpleNamespace(
+        get_fully_qualified_name=lambda: "/watcher",
+        create_subscription=lambda *a, **k: None,
+        create_timer=lambda *a, **k: None,
+    )
+    monitor = HeartbeatMonitor(node)
+    monitor._take = lambda: None  # no subscription to take from: beats are handed in below
+    huge = "/" + "n" * 1_000_000
+    monitor._on_beat(Heartbeat(node=huge, state="idle"), {})
+    monitor._on_beat(Heartbeat(node="/" + "n" * 254, state="idle"), {})  # as long as a name can be
+    assert monitor.state(huge) is None and len(monitor._last) == 1
+
+
 def test_a_watcher_that_stood_still_blames_nobody_for_its_own_freeze():
     """After a SIGSTOP of 10 s the reasoner said "/r3_sim_node stopped responding": its own beat came
     back first, the simulator's a moment later. A node is dead only when silent for a whole timeout

@@ -12,6 +12,7 @@ a hang. The backend is a parameter (``backend``): ``expert``, ``transformers:DIR
 
 from __future__ import annotations
 
+import copy
 import functools
 import time
 import traceback
@@ -23,7 +24,6 @@ from r3.reasoning import BackendError, ReasoningBudget, make_backend
 from r3.safety.goals import GoalRefused, check_interface, check_run_task
 from r3.safety.goals import episode_id as new_episode_id
 from r3.seeds import policy_seed
-from r3.suites import DEFAULT_SUITE
 from r3_msgs.action import RunTask
 from r3_msgs.msg import EpisodeEvent
 from r3_msgs.srv import ResetScene
@@ -96,8 +96,9 @@ class ReasonerNode(R3Node):
             return self.run_episode(handle)
 
     def run_episode(self, handle) -> RunTask.Result:
-        goal = handle.request
-        suite, task = check_run_task(goal)
+        suite, task = check_run_task(handle.request)
+        goal = copy.copy(handle.request)  # as checked: the bag, the reset and the steps name the task
+        goal.suite, goal.task = suite, task  # the way the registry does (" 4", "task4": "4")
         interface = check_interface(self.param["interface"], suite)
         try:  # a continued scene must be the goal's task: checked before anything is written or moved
             self.scene.scene_id = None if goal.reset_scene else self.scene.current_scene(suite, task)
@@ -149,9 +150,7 @@ class ReasonerNode(R3Node):
         timeout = self.param["service_timeout_s"]
         if not self.reset_client.wait_for_service(timeout_sec=self.param["startup_timeout_s"]):
             raise EpisodeError(f"{self.param['sim_node']} does not offer {names.RESET_SCENE}")
-        request = ResetScene.Request(
-            suite=goal.suite or DEFAULT_SUITE, task=goal.task, seed=goal.seed, episode_id=episode_id
-        )
+        request = ResetScene.Request(suite=goal.suite, task=goal.task, seed=goal.seed, episode_id=episode_id)
         try:
             waiting = functools.partial(self.follower.waiting, handle)
             response = call_resending(self.reset_client, request, timeout, waiting)
@@ -188,7 +187,7 @@ class ReasonerNode(R3Node):
                 raise EpisodeError(record.abort)
             if record.valid:
                 seed = policy_seed(goal.seed, step)
-                suite, steps_left = goal.suite or DEFAULT_SUITE, max_steps - step - 1
+                suite, steps_left = goal.suite, max_steps - step - 1
                 follow = self.follower.follow(record.instruction, suite, interface, seed, steps_left, handle)
                 if follow is None:
                     return

@@ -127,6 +127,8 @@ def check_run_task(goal) -> tuple[str, str]:
             f"reasoning_budget must be -1 (unlimited), 0 or positive, got {goal.reasoning_budget}"
         )
     check_text(goal.goal, "the goal", MAX_GOAL_CHARS)
+    if goal.goal and not goal.goal.strip():
+        raise GoalRefused("the goal is blank: leave it empty for the task's own goal")
     return suite, task
 
 

@@ -34,6 +34,7 @@ call's closing parenthesis (another call, a remark), numbers that are not plain 
 from __future__ import annotations
 
 import enum
+import json
 import math
 import re
 import unicodedata
@@ -284,6 +285,10 @@ def parse(text) -> ToolCall | ToolCallError:
     s = text.strip()
     if not s:
         return ToolCallError(text, "no tool call", K.EMPTY)
+    refused = _REFUSED_RE.fullmatch(s)
+    if refused:  # a server's structured call that function_call_text refused
+        kind = refused["kind"] if refused["kind"] in {k.value for k in K} else K.BAD_ARGUMENTS.value
+        return ToolCallError(s[:MAX_CALL_CHARS], refused["why"][:MAX_CALL_CHARS], K(kind))
     if len(s) > MAX_CALL_CHARS:
         return ToolCallError(
             s[:MAX_CALL_CHARS], f"{len(s)} characters long (at most {MAX_CALL_CHARS})", K.TOO_LONG
@@ -371,28 +376,115 @@ def format_instruction(call: ToolCall) -> str:
     return f"{call.tool.value}({', '.join(parts)})"
 
 
+#: How :func:`function_call_text` writes a server's structured call that it refuses: this, the kind in
+#: parentheses, ": " and why. :func:`parse` refuses such a line with that kind, wherever it is read.
+REFUSED_CALL = "refused function call"
+_REFUSED_RE = re.compile(rf"{REFUSED_CALL} \((?P<kind>[a-z_]+)\): (?P<why>.*)", re.ASCII | re.DOTALL)
+#: Longer JSON arguments are refused before they are decoded (a valid call's are under 400 characters).
+MAX_ARGUMENTS_CHARS = 2000
+
+
+class _Refused(Exception):
+    def __init__(self, kind: ToolErrorKind, why: str):
+        super().__init__(why)
+        self.kind, self.why = kind, why
+
+
+def _shown(value, chars: int = 40) -> str:
+    """``value`` for a reason: ASCII, one line, at most about ``chars`` characters."""
+    text = ascii(value)
+    return text if len(text) <= chars else text[:chars] + "..."
+
+
+def _no_constant(name: str):
+    raise _Refused(K.NOT_A_NUMBER, f"arguments hold {name}, not a finite number")
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    keys = [k for k, _ in pairs]
+    twice = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+    if twice is not None:
+        raise _Refused(K.DUPLICATE_ARGUMENT, f"{_shown(twice)} is given twice")
+    return dict(pairs)
+
+
+def _json_value(arg: Argument, value) -> str:
+    """One argument's JSON value as the grammar's text, or :class:`_Refused` when it is not of the type
+    the schema declares (a plain number; a list of texts the grammar can quote)."""
+    if arg.kind == "number":
+        if type(value) not in (int, float):
+            raise _Refused(K.NOT_A_NUMBER, f"{arg.name} must be a number, got {type(value).__name__}")
+        try:
+            number = float(value)
+        except OverflowError:
+            number = math.inf
+        if not math.isfinite(number):
+            raise _Refused(K.NOT_A_NUMBER, f"{arg.name} is not a finite number")
+        return _number_text(number)
+    if type(value) is not list or any(type(t) is not str for t in value):
+        raise _Refused(K.NOT_A_LIST, f'{arg.name} must be a list of texts, such as ["a", "b"]')
+    for t in value:
+        why = text_refusal(t, arg.chars) or (
+            f"{_shown(t, 20)} holds a quote, a backslash or a line break"
+            if any(c in "\"'\\" or unicodedata.category(c) in ("Zl", "Zp") for c in t)
+            else ""
+        )
+        if why:
+            raise _Refused(K.INVALID_TEXT, f"{arg.name}: {why}")
+    return f"[{', '.join(f'{chr(34)}{t}{chr(34)}' for t in value)}]"
+
+
+def _function_call_text(name, arguments) -> str:
+    if not isinstance(name, str) or name not in {t.value for t in Tool}:
+        known = ", ".join(t.value for t in Tool)
+        raise _Refused(K.UNKNOWN_TOOL, f"unknown tool {_shown(name)}; the tools are {known}")
+    tool = Tool(name)
+    if not isinstance(arguments, str):
+        raise _Refused(K.BAD_ARGUMENTS, f"arguments must be JSON text, got {type(arguments).__name__}")
+    if len(arguments) > MAX_ARGUMENTS_CHARS:
+        why = f"arguments of {len(arguments)} characters (at most {MAX_ARGUMENTS_CHARS})"
+        raise _Refused(K.TOO_LONG, why)
+    try:
+        values = (
+            json.loads(arguments, parse_constant=_no_constant, object_pairs_hook=_unique_keys)
+            if arguments.strip()
+            else {}
+        )
+    except (ValueError, RecursionError):  # not JSON, an integer of thousands of digits, deep nesting
+        raise _Refused(K.BAD_ARGUMENTS, f"arguments are not JSON: {_shown(arguments)}") from None
+    if not isinstance(values, dict):
+        raise _Refused(K.BAD_ARGUMENTS, f"arguments are not a JSON object: {_shown(arguments)}")
+    declared = {a.name: a for a in ARGUMENTS[tool]}
+    for key in values:
+        if key not in declared:
+            takes = ", ".join(declared) or "no arguments"
+            raise _Refused(K.UNKNOWN_ARGUMENT, f"{tool.value} takes no {_shown(key)} ({takes})")
+    parts = [f"{a.name}={_json_value(a, values[a.name])}" for a in ARGUMENTS[tool] if a.name in values]
+    return f"{tool.value}({', '.join(parts)})"
+
+
 def function_call_text(name: str, arguments: str) -> str:
     """An OpenAI function call (its name and JSON arguments, as a server's tool parser returns them)
-    as the text this grammar reads, so that the grammar's rules and refusals apply to it unchanged:
-    keyword arguments with numbers and lists of texts as they are, anything else written so that
-    :func:`parse` refuses it (arguments that are no JSON object stay one positional argument).
+    as the text this grammar reads, so that the grammar's rules and refusals apply to it unchanged.
+
+    Only a call the schema declares is written as a call: one of the tools by its exact name, and
+    arguments that are one JSON object (at most :data:`MAX_ARGUMENTS_CHARS` long, no key twice) whose
+    keys are that tool's parameters and whose values are plain JSON numbers (finite, no booleans) or
+    lists of texts the grammar can quote. Nothing else is re-read as a call: it becomes a
+    :data:`REFUSED_CALL` line that :func:`parse` refuses with the kind and reason given here. Ranges,
+    missing arguments and the tilt rule are left to :func:`parse`. Never raises.
 
     >>> function_call_text("move_to", '{"x": 0.4, "y": 0.2, "z": 0.1, "slot_yaw": 90}')
     'move_to(x=0.4, y=0.2, z=0.1, slot_yaw=90)'
     >>> function_call_text("change_query", '{"queries": ["soup can"]}')
     'change_query(queries=["soup can"])'
-    >>> function_call_text("move_to", "x=1")
-    'move_to(x=1)'
+    >>> function_call_text("set_gripper", "opening=1")
+    "refused function call (bad_arguments): arguments are not JSON: 'opening=1'"
     """
-    import json
-
     try:
-        values = json.loads(arguments) if arguments.strip() else {}
-    except json.JSONDecodeError:
-        values = None
-    if not isinstance(values, dict):
-        return f"{name}({arguments})"
-    return f"{name}({', '.join(f'{k}={json.dumps(v, ensure_ascii=False)}' for k, v in values.items())})"
+        return _function_call_text(name, arguments)
+    except _Refused as refused:
+        return f"{REFUSED_CALL} ({refused.kind.value}): {refused.why}"
 
 
 def split_observation(history_text: str) -> tuple[str, str]:

@@ -58,8 +58,11 @@ def test_the_tools_are_declared_and_a_call_comes_back_as_the_grammars_text():
         ((("set_gripper", '{"opening": 0.5'),), "bad_arguments"),  # arguments cut off: no JSON object
         ((("fly_to", "{}"),), "unknown_tool"),
         ((("set_gripper", '{"opening": 0.5}'), ("done", "{}")), "trailing_text"),  # two calls in one answer
+        ((("set_gripper", "opening=1"),), "bad_arguments"),  # not JSON: never pasted as the call's text
+        ((("move_to", json.dumps({"x=0.5, y=0.0, z=0.3, slot_yaw": 0})),), "unknown_argument"),
+        ((("set_gripper", '{"opening": 1' + "0" * 5000 + "}"),), "too_long"),
     ],
-    ids=["nan", "missing", "broken_json", "unknown", "two_calls"],
+    ids=["nan", "missing", "broken_json", "unknown", "two_calls", "not_json", "key_injection", "huge_int"],
 )
 def test_bad_function_calls_are_refused_by_the_tool_grammar(calls, kind):
     with stand_in_server("Reasoning: act.", calls) as (url, _):

@@ -264,6 +264,99 @@ def test_a_valid_tool_answer_gives_the_canonical_call():
     assert result.instruction_text == "move_to(x=0.41, y=0.2, z=0.12, slot_yaw=90)"
 
 
+# --- a server's structured calls (function_calls=true) ---------------------------------------------
+
+
+def _function_call_answer(name, arguments):
+    text = tools.function_call_text(name, arguments)
+    assert isinstance(text, str)
+    return parse_response(f"Reasoning: r.\nTool call: {text}", "packing", interface="tools")
+
+
+_MOVE = {"x": 0.5, "y": 0.0, "z": 0.3, "slot_yaw": 0}
+
+
+@pytest.mark.parametrize(
+    "name, arguments, kind",
+    [
+        ("set_gripper", "opening=1", K.BAD_ARGUMENTS),  # not JSON: never pasted as the call's text
+        ("move_to", "x=0.5, y=0, z=0.3, slot_yaw=0", K.BAD_ARGUMENTS),
+        ("set_gripper", "[1]", K.BAD_ARGUMENTS),
+        ("set_gripper", '"opening=1"', K.BAD_ARGUMENTS),
+        ("move_to", json.dumps({"x=0.5, y=0.0, z=0.3, slot_yaw": 0}), K.UNKNOWN_ARGUMENT),  # key injection
+        ("set_gripper", json.dumps({"opening=1, opening": 0}), K.UNKNOWN_ARGUMENT),
+        ("move_to", json.dumps({**_MOVE, "speed": 2}), K.UNKNOWN_ARGUMENT),
+        ("move_to", json.dumps({**_MOVE, "X": 1}), K.UNKNOWN_ARGUMENT),
+        ("set_gripper", '{"opening": 1, "opening": 0}', K.DUPLICATE_ARGUMENT),
+        ("set_gripper", '{"opening": 1' + "0" * 5000 + "}", K.TOO_LONG),  # json: Exceeds the limit
+        ("done", '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", K.TOO_LONG),  # json: RecursionError
+        ("done", "[" * 1000 + "]" * 1000, K.BAD_ARGUMENTS),  # RecursionError, or else no object
+        ("set_gripper", '{"opening": true}', K.NOT_A_NUMBER),
+        ("set_gripper", '{"opening": "1"}', K.NOT_A_NUMBER),
+        ("set_gripper", '{"opening": "1, opening=0"}', K.NOT_A_NUMBER),
+        ("set_gripper", '{"opening": [1]}', K.NOT_A_NUMBER),
+        ("set_gripper", '{"opening": {"a": 1}}', K.NOT_A_NUMBER),
+        ("set_gripper", '{"opening": null}', K.NOT_A_NUMBER),
+        ("set_gripper", '{"opening": NaN}', K.NOT_A_NUMBER),
+        ("set_gripper", '{"opening": -Infinity}', K.NOT_A_NUMBER),
+        ("set_gripper", '{"opening": 1e999}', K.NOT_A_NUMBER),
+        ("set_gripper", '{"opening": 1' + "0" * 400 + "}", K.NOT_A_NUMBER),
+        ("change_query", '{"queries": "soup can"}', K.NOT_A_LIST),
+        ("change_query", '{"queries": [1]}', K.NOT_A_LIST),
+        ("change_query", json.dumps({"queries": ['a", "b']}), K.INVALID_TEXT),
+        ("change_query", json.dumps({"queries": ["a\\"]}), K.INVALID_TEXT),
+        ("change_query", json.dumps({"queries": ["a\nb"]}), K.INVALID_TEXT),
+        ("change_query", json.dumps({"queries": ["a\u2028b"]}), K.INVALID_TEXT),
+        ("set_gripper(opening=1)", "{}", K.UNKNOWN_TOOL),  # the name is never pasted either
+        ("done\nTool call: set_gripper", '{"opening": 1}', K.UNKNOWN_TOOL),
+        ("fly_to", "{}", K.UNKNOWN_TOOL),
+        (7, "{}", K.UNKNOWN_TOOL),
+        ("set_gripper", {"opening": 1}, K.BAD_ARGUMENTS),  # arguments must be the JSON text
+        ("set_gripper", None, K.BAD_ARGUMENTS),
+    ],
+)
+def test_a_function_call_the_schema_does_not_declare_is_refused_not_reread(name, arguments, kind):
+    result = _function_call_answer(name, arguments)
+    assert isinstance(result, ResponseError), result
+    assert result.kind is OUTSIDE and result.reason.startswith(f"{kind.value}:"), result.reason
+
+
+@given(tool_calls())
+def test_a_declared_function_call_reads_as_its_call(call):
+    arguments = {
+        a.name: list(v) if isinstance(v, tuple) else v
+        for a in ARGUMENTS[call.tool]
+        if (v := getattr(call, a.name)) is not None and not (a.name == "tilt" and v == 0)
+    }
+    result = _function_call_answer(call.tool.value, json.dumps(arguments))
+    assert isinstance(result, ParsedResponse), result
+    assert result.instruction == call
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(
+    st.sampled_from([t.value for t in Tool]),
+    st.dictionaries(st.sampled_from(["x", "y", "z", "slot_yaw", "opening", "queries", "items", "k"]), _JSON),
+)
+@settings(max_examples=300, derandomize=True)
+def test_a_function_call_is_accepted_only_with_its_declared_parameters_and_types(name, arguments):
+    result = _function_call_answer(name, json.dumps(arguments))
+    if isinstance(result, ParsedResponse):
+        declared = {a.name: a for a in ARGUMENTS[Tool(name)]}
+        assert set(arguments) <= set(declared)
+        for key, value in arguments.items():
+            if declared[key].kind == "number":
+                assert type(value) in (int, float) and math.isfinite(value)
+            else:
+                assert type(value) is list and all(type(t) is str for t in value)
+
+
 def test_a_thousand_fuzzed_tool_answers_give_no_crash_and_no_accepted_call():
     outputs = hostile_outputs(1000, seed=21, huge_every=50, interface="tools")
     assert {c for c, _, _ in outputs} == set(TOOLS_CATEGORIES)

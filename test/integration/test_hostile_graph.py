@@ -91,20 +91,6 @@ def test_bad_run_task_goals_are_refused_before_anything_is_written_or_moved(grap
     assert_serves_a_valid_episode(graph, client)
 
 
-def test_an_episode_records_its_suite_and_task_as_the_registry_names_them(graph, client):
-    """Found by a hostile client: a packing RunTask for task " 4" was served as task 4, but the
-    episode's events and steps in the bag carried " 4"; here, suite "" (the default suite) was
-    recorded as "". The episode records the names the goal was checked as."""
-    from r3_msgs.msg import EpisodeEvent
-
-    result, _ = client.run_task(goal(suite="", max_steps=1))
-    assert result.reason in ("success", "step_budget"), result.reason
-    topics = bag_topics(closed(Path(result.bag)))
-    events = [(m.event, m.suite, m.task) for m in topics[names.EPISODE_EVENTS]]
-    assert events == [(kind, "language_table", "V") for kind in (EpisodeEvent.START, EpisodeEvent.END)]
-    assert {m.task for m in topics[names.REASONER_STEPS]} == {"V"}
-
-
 def test_bad_calls_to_the_simulator_and_the_lowlevel_node_are_refused_and_they_keep_serving(graph, client):
     from rclpy.action import ActionClient
 

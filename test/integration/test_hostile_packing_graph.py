@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hostile import Client, Graph, closed, missing_decision_frames, own_domain
+from hostile import Client, Graph, bag_topics, closed, missing_decision_frames, own_domain
 
 from r3.data.bags import COMPLETE, read_episode_info
 from r3.graph import names
@@ -160,6 +160,19 @@ def test_forged_detections_that_are_no_objects_are_refused_and_the_instruction_g
     log = sim_log.read_text()
     assert "Overflow" not in log and "message refused: ValueError: detection 'sugar box'" in log, log[-3000:]
     assert_serves_a_valid_episode(client)
+
+
+def test_an_episode_records_its_task_as_the_registry_names_it(graph, client):
+    """Found by a hostile client: RunTask task " 4" was served as packing task 4 (the registry reads
+    it so), but the episode's events and steps in the bag carried " 4"."""
+    from r3_msgs.msg import EpisodeEvent
+
+    result, _ = client.run_task(goal(task=" 4", max_steps=1), timeout_s=400)
+    assert result.reason in ("success", "step_budget"), result.reason
+    topics = bag_topics(closed(Path(result.bag)))
+    events = [(m.event, m.suite, m.task) for m in topics[names.EPISODE_EVENTS]]
+    assert events == [(kind, "packing", "4") for kind in (EpisodeEvent.START, EpisodeEvent.END)]
+    assert {m.task for m in topics[names.REASONER_STEPS]} == {"4"}
 
 
 def test_a_frozen_packing_simulator_moves_no_joint_after_the_episode_error(graph, client):

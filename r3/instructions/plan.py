@@ -17,7 +17,9 @@ after it could never run.
 Forgiven: blank lines between steps, "1)" for "1.", whitespace around the number, whatever the semantic
 grammar forgives in a call. Refused: a line that is not a numbered step (prose before, between or after
 the steps, a second plan's heading), numbers that do not run 1, 2, 3, ... (a second plan restarting at
-1 is a gap), more than :data:`MAX_PLAN_STEPS` steps, a step that is not exactly one call.
+1 is a gap), more than :data:`MAX_PLAN_STEPS` steps, a step that is not exactly one call, a line break
+other than "\\n" or "\\r\\n" (:data:`OTHER_LINE_BREAKS`: Python's ``splitlines`` would split there, but a
+step is never two lines apart from the next by a character the answer's other grammars refuse).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ MAX_PLAN_STEPS = 19
 #: Longer texts are refused before any pattern sees them (every step at the semantic grammar's limit,
 #: numbered).
 MAX_PLAN_CHARS = MAX_PLAN_STEPS * (semantic.MAX_ACTION_CHARS + 5)
+
+#: What ``str.splitlines`` takes for a line break besides "\n" and "\r\n": refused anywhere in a plan.
+OTHER_LINE_BREAKS = "\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 
 _STEP_RE = re.compile(r"[ \t]*(?P<number>[0-9]{1,3})[ \t]*[.)][ \t]*(?P<call>.*)", re.ASCII)
 
@@ -64,6 +69,7 @@ class PlanErrorKind(str, enum.Enum):
     TOO_MANY_STEPS = "too_many_steps"  # more than MAX_PLAN_STEPS steps
     BAD_STEP = "bad_step"  # a step that is not exactly one semantic action call
     STEP_AFTER_DONE = "step_after_done"  # done() before the last step
+    LINE_BREAK = "line_break"  # a line break other than "\n" or "\r\n" (OTHER_LINE_BREAKS)
 
 
 @dataclass(frozen=True)
@@ -100,7 +106,12 @@ def parse(text) -> Plan | PlanError:
         return PlanError(
             s[:200], f"{len(s)} characters long (at most {MAX_PLAN_CHARS})", PlanErrorKind.TOO_LONG
         )
-    lines = _numbered(s.splitlines())
+    s = s.replace("\r\n", "\n")
+    odd = next((c for c in s if c in OTHER_LINE_BREAKS), None)
+    if odd is not None:
+        why = f"the line break {odd!r}: steps are separated by newlines only"
+        return PlanError(s[:200], why, PlanErrorKind.LINE_BREAK)
+    lines = _numbered(s.split("\n"))
     last_step = max((k for k, (_, m, _) in enumerate(lines) if m), default=-1)
     steps: list[SemanticAction] = []
     for k, (_, match, line) in enumerate(lines):

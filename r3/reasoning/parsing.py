@@ -175,9 +175,12 @@ def parse_response(
             text,
             reasoning,
         )
-    lines = text[headers[0].end() :].splitlines()
-    first = next((i for i, ln in enumerate(lines) if ln.strip(_WRAPPERS)), len(lines))
     multi_line = interface in MULTI_LINE_ANSWERS
+    section = text[headers[0].end() :]
+    # A multi-line answer's lines are split at "\n" only: its grammar refuses the other line breaks
+    # (\v, \x1c, U+2028, ...) that splitlines() would take; after a one-line answer they are trailing text.
+    lines = section.split("\n") if multi_line else section.splitlines()
+    first = next((i for i, ln in enumerate(lines) if ln.strip(_WRAPPERS)), len(lines))
     if multi_line:
         body = lines[first:]
         while body and _is_filler(body[-1]):  # a closing fence or emphasis line, as after one line

@@ -197,7 +197,8 @@ def _steps(section: str) -> list[tuple[bool, SemanticAction | None]]:
     scene), and the action when it parses. A line of prose costs itself only; a second plan restarting
     at 1, or steps past the limit, cost all their steps."""
     out, numbered, ended = [], 0, False
-    for line in (ln for ln in section.splitlines() if ln.strip()):
+    lines = section.replace("\r\n", "\n").split("\n")  # as the plan grammar reads it: no other break
+    for line in (ln for ln in lines if ln.strip()):
         step = numbered_step(line)
         numbered += step is not None
         in_place = step is not None and step[0] == numbered <= MAX_PLAN_STEPS and not ended

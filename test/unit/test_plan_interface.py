@@ -142,6 +142,33 @@ def test_the_plan_section_runs_to_the_end_of_the_answer():
     assert one.kind is ErrorKind.TRAILING_TEXT
 
 
+@pytest.mark.parametrize("brk", list("\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"), ids=lambda c: f"U+{ord(c):04X}")
+def test_only_a_newline_separates_two_steps(brk):
+    """splitlines() also breaks at \\v, \\x1c-\\x1e, U+0085, U+2028...: a plan taking them as step breaks
+    carried out "1. home()\\v2. done()"; the answer's other grammars refuse these characters."""
+    answer = f"Reasoning: r.\nPlan:\n1. home(){brk}2. done()"
+    refused = parse_response(answer, "packing", interface="plan")
+    assert isinstance(refused, ResponseError) and refused.reason.startswith("line_break:"), refused
+    assert parse(f"1. home(){brk}2. done()").kind.value == "line_break"
+    if brk != "\r":  # "\n\r\n" is a blank line with a CRLF end
+        between = parse_response(
+            f"Reasoning: r.\nPlan:\n1. home()\n{brk}\n2. done()", "packing", interface="plan"
+        )
+        assert isinstance(between, ResponseError) and between.reason.startswith("line_break:"), between
+
+
+def test_the_refused_line_breaks_are_every_break_of_splitlines_but_the_newline():
+    breaks = {chr(i) for i in range(0x110000) if len(f"a{chr(i)}b".splitlines()) == 2}
+    assert set(plan.OTHER_LINE_BREAKS) == breaks - {"\n"}
+
+
+def test_a_plan_written_with_crlf_line_ends_is_read_as_with_newlines():
+    parsed = parse_response(
+        "Reasoning: r.\r\nPlan:\r\n1. home()\r\n2. done()\r\n", "packing", interface="plan"
+    )
+    assert isinstance(parsed, ParsedResponse) and parsed.instruction_text == "1. home()\n2. done()"
+
+
 def test_the_plan_prompt_shares_the_packing_opening_and_the_action_list():
     text = prompt_text(ReasonerInput("packing", "Pack the soup can.", [IMAGE, IMAGE], interface="plan"))
     semantic_text = prompt_text(ReasonerInput("packing", "Pack the soup can.", [IMAGE], interface="semantic"))

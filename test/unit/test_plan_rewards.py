@@ -88,6 +88,11 @@ def test_format_lcs_and_total_by_hand(completion, terms, lcs, total):
         (answer(A, H, A, H).replace("3. ", "1. ").replace("4. ", "2. "), 0.3 + 0.15 + 0.2, 2 / 6),
         # reasoning only
         ("Reasoning: I would pick the soup can.", 0.15, 0.0),
+        # steps apart by a vertical tab (or U+2028): one line, no step, as the plan grammar reads it
+        (answer(A, H).replace("\n2. ", "\v2. "), 0.3, 0.0),
+        (answer(A, H).replace("\n2. ", "\u20282. "), 0.3, 0.0),
+        # CRLF line ends read as newlines: format 1, LCS 2/6
+        (answer(A, H).replace("\n", "\r\n"), 1.0, 2 / 6),
         # an emoji plan
         ("Reasoning: \U0001f916\nPlan:\n\U0001f916", 0.3, 0.0),
     ],

@@ -222,7 +222,7 @@ class PackingSimNode(R3Node):
         """The base camera's RGB-D frame and instance mask, now; its stamp."""
         stamp_ns, (image_pub, info_pub) = self.cell.now_ns, self.image_pubs["base"]
         stamp, frame = conv.ns_to_stamp(stamp_ns), self.env.rgbd_frame("base", stamp_ns)
-        self.clock.publish(stamp_ns)
+        self.clock.publish(stamp_ns, again=True)
         image, info, depth, ids = conv.rgbd_frame_msgs(frame, stamp, "base_camera_color_optical_frame")
         info_pub.publish(info)
         self.instances_pub.publish(ids)

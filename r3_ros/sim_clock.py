@@ -17,9 +17,11 @@ class SimClockPublisher:
         self._pub = node.create_publisher(Clock, names.CLOCK, recorded(10))
         self.published_ns: int | None = None  # the last time sent
 
-    def publish(self, now_ns: int) -> None:
-        """At a reset, frame or decision point: now, unless it is out already."""
-        if now_ns != self.published_ns:
+    def publish(self, now_ns: int, again: bool = False) -> None:
+        """At a reset, frame or decision point: now, unless it is out already (``again``: even so; a
+        frame sent again for a reader that missed it, one frozen for seconds, may have missed its
+        time too, and a node on sim time refuses a frame far ahead of its clock)."""
+        if again or now_ns != self.published_ns:
             self._pub.publish(Clock(clock=ns_to_stamp(now_ns)))
             self.published_ns = now_ns
 

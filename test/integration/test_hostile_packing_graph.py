@@ -175,6 +175,31 @@ def test_an_episode_records_its_task_as_the_registry_names_it(graph, client):
     assert {m.task for m in topics[names.REASONER_STEPS]} == {"4"}
 
 
+def test_a_perception_node_frozen_for_seconds_serves_the_instruction_once_it_wakes(graph, client):
+    """Found by a hostile client: after a SIGSTOP of the perception node, it refused every frame the
+    simulator sent again ("stamped more than 1.0 s from this node's clock") until the instruction
+    failed: the simulator sent the frames again but not their time, which the frozen node had
+    missed."""
+    perception = graph.pids["r3_perception_node"]
+    frozen = []
+
+    def freeze(_handle) -> None:
+        if not frozen and len(client.moved_after(started)) >= 5:  # the arm is moving
+            os.kill(perception, signal.SIGSTOP)
+            frozen.append(time.monotonic())
+        elif frozen and len(frozen) == 1 and time.monotonic() - frozen[0] > 3.0:
+            os.kill(perception, signal.SIGCONT)
+            frozen.append(time.monotonic())
+
+    started = time.monotonic()
+    try:
+        result, _ = client.run_task(goal(max_steps=2), during=freeze, timeout_s=400)
+    finally:
+        os.kill(perception, signal.SIGCONT)
+    assert len(frozen) == 2, "the episode ended before the perception node was frozen and woken"
+    assert result.reason in ("success", "step_budget"), result.reason
+
+
 def test_a_frozen_packing_simulator_moves_no_joint_after_the_episode_error(graph, client):
     sim = graph.pids["r3_packing_sim_node"]
     frozen = []

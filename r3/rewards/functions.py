@@ -57,26 +57,29 @@ RewardFn = Callable[..., list]
 
 def completion_text(completion) -> str:
     """The text of one completion: a string, one message, or a conversation (last assistant turn).
+    Never raises: anything else (a number, a list of strings, a text part whose text is no string)
+    has no text, "", so that every reward scores it as an answer without an instruction.
 
     >>> completion_text(
     ...     [{"role": "assistant", "content": [{"type": "text", "text": "Instruction: touch the red moon"}]}]
     ... )
     'Instruction: touch the red moon'
+    >>> completion_text(42), completion_text(["Instruction: touch the red moon"])
+    ('', '')
     """
     if isinstance(completion, str):
         return completion
     if isinstance(completion, Mapping):
         content = completion.get("content", "")
-    elif isinstance(completion, list) and completion:
+    elif isinstance(completion, list) and completion and all(isinstance(m, Mapping) for m in completion):
         replies = [m for m in completion if m.get("role") == "assistant"] or completion
         content = replies[-1].get("content", "")
     else:
-        raise TypeError(f"expected a string or chat messages, got {type(completion).__name__}")
+        return ""
     if isinstance(content, list):
-        return "".join(
-            p.get("text", "") for p in content if isinstance(p, Mapping) and p.get("type") == "text"
-        )
-    return content or ""
+        parts = [p.get("text", "") for p in content if isinstance(p, Mapping) and p.get("type") == "text"]
+        return "".join(parts) if all(isinstance(t, str) for t in parts) else ""
+    return content if isinstance(content, str) else ""
 
 
 def _column(kwargs: dict, name: str, n: int, default=None) -> list:
@@ -291,7 +294,14 @@ class PlanFormatReward:
 
     def __call__(self, completions, **kwargs) -> list[float | None]:
         dictionaries = _required_column(kwargs, "action_dictionary", len(completions), self)
-        return [plan_format_reward(completion_text(c), d) for c, d in zip(completions, dictionaries)]
+        return [self._score(completion_text(c), d) for c, d in zip(completions, dictionaries)]
+
+    def _score(self, text: str, dictionary) -> float | None:
+        try:
+            return plan_format_reward(text, dictionary)
+        except ValueError as err:  # a dictionary key that is no action id: a data bug, not a 0
+            warnings.warn(f"{self.__name__}: sample skipped, {err}", RuntimeWarning, stacklevel=3)
+            return None
 
 
 class PlanLCSReward:

@@ -22,6 +22,12 @@ with exactly these four sections, in the order perception -> reasoning -> plan -
 ``action_id`` indexes an action dictionary given per sample (ids may change between tasks, so the
 model cannot memorise them); ``action_name`` must equal the dictionary's name for that id after
 lower-casing and collapsing whitespace. Booleans are not integers here, although Python says so.
+
+Like the packing plan rewards, these read at most :data:`MAX_JSON_PLAN_CHARS` characters (a longer
+text is no plan: every term 0) and at most :data:`MAX_JSON_PLAN_STEPS` steps (the steps after them are
+not well formed, and their actions are not in :func:`plan_actions`), so a plan that repeats every action
+a million times gains nothing. A text that JSON cannot read (nesting too deep, an integer of thousands
+of digits) is no plan either.
 """
 
 from __future__ import annotations
@@ -49,18 +55,27 @@ FORMAT_WEIGHTS: dict[str, float] = {"section": 0.3, "type": 0.3, "validity": 0.4
 #: Weights of format and LCS in the overall plan reward (RoboGPT-R1 eq. 10).
 PLAN_WEIGHTS: dict[str, float] = {"format": 0.2, "lcs": 0.8}
 
+#: The most steps a JSON plan may hold; the steps after them count as malformed. RoboGPT-R1's
+#: EmbodiedBench plans are a few dozen steps at most.
+MAX_JSON_PLAN_STEPS = 64
+#: Longer plan texts are not read at all (every term 0): the longest plan, pretty-printed, many times.
+MAX_JSON_PLAN_CHARS = 100_000
+
 _FENCE = re.compile(r"^```(?:json)?\s*\n(.*)\n\s*```$", re.DOTALL)
 
 
 def parse_plan(plan: str) -> dict | None:
-    """The plan's JSON object, or None when the text is not one (see the module docstring)."""
+    """The plan's JSON object, or None when the text is not one (see the module docstring); never
+    raises."""
+    if not isinstance(plan, str) or len(plan) > MAX_JSON_PLAN_CHARS:
+        return None
     text = plan.strip()
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1)
     try:
         obj = json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, an integer of thousands of digits, deep nesting
         return None
     return obj if isinstance(obj, dict) else None
 
@@ -81,8 +96,16 @@ def _step_well_formed(step) -> bool:
 
 
 def _dictionary(action_dictionary: Mapping) -> dict[int, str]:
-    """Accept str keys too: a dictionary that went through JSON (a dataset column) has them."""
-    return {int(k): normalise_action(v) for k, v in action_dictionary.items()}
+    """Accept str keys too: a dictionary that went through JSON (a dataset column) has them; a key
+    that is no integer id raises ValueError naming it."""
+    known = {}
+    for k, v in action_dictionary.items():
+        if isinstance(k, bool) or not (
+            isinstance(k, int) or (isinstance(k, str) and re.fullmatch(r"[-+]?[0-9]{1,18}", k.strip()))
+        ):
+            raise ValueError(f"action_dictionary key {str(k)[:40]!r} is not an integer action id")
+        known[int(k)] = normalise_action(v)
+    return known
 
 
 def plan_format_terms(plan: str, action_dictionary: Mapping) -> dict[str, float]:
@@ -106,7 +129,7 @@ def plan_format_terms(plan: str, action_dictionary: Mapping) -> dict[str, float]
     if not isinstance(steps, list) or not steps:
         return {"section": section, "type": 0.0, "validity": 0.0}
     known = _dictionary(action_dictionary)
-    well_formed = [_step_well_formed(s) for s in steps]
+    well_formed = [k < MAX_JSON_PLAN_STEPS and _step_well_formed(s) for k, s in enumerate(steps)]
     valid = [
         ok and known.get(s["action_id"]) == normalise_action(s["action_name"])
         for ok, s in zip(well_formed, steps)
@@ -138,7 +161,11 @@ def plan_actions(plan: str) -> list[str]:
     steps = obj.get("executable_plan") if obj else None
     if not isinstance(steps, list):
         return []
-    return [s["action_name"] for s in steps if isinstance(s, dict) and _typed(s.get("action_name"), str)]
+    return [
+        s["action_name"]
+        for s in steps[:MAX_JSON_PLAN_STEPS]
+        if isinstance(s, dict) and _typed(s.get("action_name"), str)
+    ]
 
 
 def plan_reward(plan: str, reference_actions: Sequence[str], action_dictionary: Mapping) -> float:

@@ -45,9 +45,54 @@ def test_completion_text(completion, text):
     assert completion_text(completion) == text
 
 
-def test_completion_text_rejects_other_types():
-    with pytest.raises(TypeError):
-        completion_text(42)
+_GARBAGE = [
+    42,
+    None,
+    [],
+    ["Instruction: touch the red moon"],  # a list of strings is no conversation
+    [{"role": "assistant", "content": [{"type": "text", "text": 5}]}],
+    [
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "Instruction: "}, {"type": "text", "text": 5}],
+        }
+    ],
+    [{"role": "assistant", "content": 42}],
+    {"role": "assistant", "content": {"text": "Instruction: touch the red moon"}},
+    [{"role": "assistant", "content": "Instruction: touch the red moon"}, "x"],
+]
+
+
+@pytest.mark.parametrize("completion", _GARBAGE)
+def test_completion_text_of_anything_else_is_no_text(completion):
+    assert completion_text(completion) == ""
+
+
+@pytest.mark.parametrize("completion", _GARBAGE)
+def test_every_reward_scores_a_completion_without_text_as_invalid_and_never_raises(completion):
+    """The reward contract: any completion gets a score (the reward's score of no answer), never an
+    exception (TypeError and AttributeError stopped a training run)."""
+    from r3.rewards import PackingPlanFormatReward, PackingPlanLCSReward
+
+    cases = [
+        (JudgeReward(), {"expert_instruction": ["touch the red moon"]}, 0.0),
+        (LengthPenaltyReward(), {}, -1.0),
+        (PlanFormatReward(), {"action_dictionary": [{1: "pick up"}]}, 0.0),
+        (PlanLCSReward(), {"reference_plan": [["pick up"]]}, 0.0),
+        (PackingPlanFormatReward(), {"action_dictionary": [["home()", "done()"]]}, 0.0),
+        (PackingPlanLCSReward(), {"reference_plan": [["home()"]]}, 0.0),
+    ]
+    for reward, columns, invalid in cases:
+        assert reward([completion], **columns) == [invalid], reward.__name__
+
+
+def test_a_plan_dictionary_key_that_is_no_action_id_skips_its_sample_with_a_warning():
+    plan = '{"executable_plan": [{"action_id": 1, "action_name": "pick up"}]}'
+    with pytest.warns(RuntimeWarning, match="'one' is not an integer action id"):
+        assert PlanFormatReward()([plan, plan], action_dictionary=[{"one": "pick up"}, {1: "pick up"}]) == [
+            None,
+            0.3 * 0.25 + 0.3 * 1.0 + 0.4 * 1.0,  # one of the four sections
+        ]
 
 
 @pytest.mark.parametrize(

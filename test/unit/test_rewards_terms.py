@@ -4,7 +4,14 @@ import math
 
 import pytest
 
-from r3.rewards.plan import plan_actions, plan_format_reward, plan_format_terms, plan_reward
+from r3.rewards.plan import (
+    MAX_JSON_PLAN_CHARS,
+    MAX_JSON_PLAN_STEPS,
+    plan_actions,
+    plan_format_reward,
+    plan_format_terms,
+    plan_reward,
+)
 from r3.rewards.terms import exact_match, lcs_length, lcs_reward, length_penalty, normalise_instruction_text
 
 
@@ -183,3 +190,39 @@ def test_plan_reward(plan, reference, expected):
 def test_plan_actions_skips_malformed_steps():
     assert plan_actions(_plan('[{"action_id": 1, "action_name": "a"}, 7, {"action_id": 2}]')) == ["a"]
     assert plan_actions("nope") == []
+
+
+_STEP = '{"action_id": 1, "action_name": "find apple"}'
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        "[" * 100_000 + "]" * 100_000,  # json: RecursionError
+        '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        _plan('[{"action_id": 1' + "0" * 5000 + ', "action_name": "find apple"}]'),  # json: ValueError
+        _plan("[" + ", ".join([_STEP] * 10**6) + "]"),  # a million steps: more than is read
+        _plan("[" + ", ".join([_STEP] * 3000) + "]"),
+        "x" * (MAX_JSON_PLAN_CHARS + 1),
+    ],
+    ids=["deep", "deep_in_object", "huge_int", "million_steps", "longer_than_read", "long_text"],
+)
+def test_a_json_plan_that_cannot_be_read_scores_zero_and_never_raises(plan):
+    assert plan_format_terms(plan, DICT) == {"section": 0.0, "type": 0.0, "validity": 0.0}
+    assert plan_actions(plan) == []
+    assert plan_reward(plan, ["find apple"] * 20, DICT) == 0.0
+
+
+def test_the_steps_after_the_longest_plan_are_no_steps():
+    n = 2 * MAX_JSON_PLAN_STEPS
+    plan = _plan("[" + ", ".join([_STEP] * n) + "]")
+    assert plan_format_terms(plan, DICT) == {"section": 1.0, "type": 0.5, "validity": 0.5}
+    assert plan_actions(plan) == ["find apple"] * MAX_JSON_PLAN_STEPS
+    # repeating an action beyond the cap gains no LCS over a longer reference
+    assert lcs_reward(plan_actions(plan), ["find apple"] * n) == 0.5
+
+
+@pytest.mark.parametrize("key", ["one", "1" + "0" * 5000, 1.5, None, True])
+def test_an_action_dictionary_key_that_is_no_id_is_named(key):
+    with pytest.raises(ValueError, match="is not an integer action id"):
+        plan_format_reward(_plan(GOOD_STEPS), {key: "find apple"})

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -59,12 +60,29 @@ class Outcome:
     steps: int
 
 
+#: The largest snapshot read (bytes). A simulator snapshot is a few kilobytes (Language Table's about
+#: 3 KB, the packing cell's about 6 KB); anything near this is no snapshot, and reading it whole would
+#: cost memory without limit (``--snapshot /dev/zero``).
+MAX_SNAPSHOT_BYTES = 4 * 1024 * 1024
+
+
 def load_snapshot(snapshot: bytes | str | os.PathLike) -> bytes:
-    """Snapshot bytes from bytes or a file path (dataset columns and the CLI carry paths)."""
+    """Snapshot bytes from bytes or a file path (dataset columns and the CLI carry paths). Raises
+    ValueError, in one line, for more than :data:`MAX_SNAPSHOT_BYTES` or a path that is not a regular
+    file (a device, a FIFO, a folder): it is never read without a bound, nor waited on."""
     if isinstance(snapshot, (bytes, bytearray, memoryview)):
+        if len(snapshot) > MAX_SNAPSHOT_BYTES:
+            raise ValueError(f"a snapshot of {len(snapshot)} bytes: at most {MAX_SNAPSHOT_BYTES}")
         return bytes(snapshot)
-    with open(snapshot, "rb") as f:
-        return f.read()
+    fd = os.open(snapshot, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO must not block the open
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError(f"snapshot {os.fsdecode(snapshot)!r} is not a regular file")
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(MAX_SNAPSHOT_BYTES + 1)
+    if len(data) > MAX_SNAPSHOT_BYTES:
+        raise ValueError(f"snapshot {os.fsdecode(snapshot)!r} is larger than {MAX_SNAPSHOT_BYTES} bytes")
+    return data
 
 
 class OutcomeSimulator:

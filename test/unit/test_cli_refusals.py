@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -291,6 +292,34 @@ def test_judge_refuses_what_is_no_snapshot(content, tmp_path, capsys):
     argv += ["--snapshot", str(path)]
     err = refused(judge_main, argv, capsys, "not a Language Table snapshot")
     assert "allow_pickle" not in err
+
+
+@pytest.mark.parametrize("what", ["/dev/zero", "folder", "fifo", "too_big"])
+def test_judge_refuses_a_snapshot_it_would_read_without_bound(what, tmp_path, capsys):
+    """``--snapshot /dev/zero`` read until memory ran out (4-7 GB), a FIFO blocked for ever."""
+    from r3.rewards.semantic import MAX_SNAPSHOT_BYTES
+
+    path = {"/dev/zero": "/dev/zero", "folder": str(tmp_path)}.get(what, str(tmp_path / "snap"))
+    if what == "fifo":
+        os.mkfifo(path)
+    elif what == "too_big":
+        with open(path, "wb") as f:
+            f.truncate(MAX_SNAPSHOT_BYTES + 1)
+    argv = ["--candidate", "move the red moon left", "--reference", "move the red moon right"]
+    says = "is larger than" if what == "too_big" else "is not a regular file"
+    err = refused(judge_main, [*argv, "--snapshot", path], capsys, says)
+    assert len(err.strip().splitlines()[-1]) < 200
+
+
+def test_a_snapshot_is_far_under_the_size_read_and_bytes_over_it_are_refused():
+    from r3.rewards import semantic
+
+    snapshots = Path(semantic.__file__).parent / "data" / "snapshots"  # Language Table, about 3 KB
+    largest = max(p.stat().st_size for p in snapshots.glob("*.npz"))
+    assert largest * 100 < semantic.MAX_SNAPSHOT_BYTES
+    assert semantic.load_snapshot(b"x" * semantic.MAX_SNAPSHOT_BYTES) == b"x" * semantic.MAX_SNAPSHOT_BYTES
+    with pytest.raises(ValueError, match="at most"):
+        semantic.load_snapshot(b"x" * (semantic.MAX_SNAPSHOT_BYTES + 1))
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from typing import ClassVar
 import numpy as np
 
 from r3.reasoning.backends.base import FULL_REASONING, BackendOutput, ReasonerBackend, ReasoningBudget
-from r3.reasoning.backends.spec import Option
+from r3.reasoning.backends.spec import MAX_SEED, Option
 from r3.reasoning.prompts import INSTRUCTION_HEADER, REASONING_HEADER, ReasonerInput
 
 SUITE = "language_table"
@@ -55,7 +55,9 @@ class RandomInstructionBackend(ReasonerBackend):
     """A random canonical instruction each step: any (``goal_only`` False) or one naming a goal block.
     Subclasses name their spec (``SPEC``) and choose ``goal_only``."""
 
-    SPEC_OPTIONS: ClassVar[dict[str, Option]] = {"seed": Option(int, "seed of the random draws")}
+    SPEC_OPTIONS: ClassVar[dict[str, Option]] = {
+        "seed": Option(int, f"seed of the random draws, in [0, {MAX_SEED}]", low=0, high=MAX_SEED)
+    }
     SPEC: ClassVar[str]
     goal_only: ClassVar[bool]
 

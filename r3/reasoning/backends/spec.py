@@ -14,31 +14,64 @@ pairs into typed values: an unknown key, a missing required one or a value of th
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 _BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+#: Numbers as people type them, ASCII digits only: ``int()`` and ``float()`` also take "1_000",
+#: full-width digits, "nan" and "inf", none of which a spec should mean.
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 @dataclass(frozen=True)
 class Option:
-    """One key a backend spec may carry: its type (str, int, float or bool) and what it does."""
+    """One key a backend spec may carry: its type (str, int, float or bool), what it does, and for
+    numbers the range it must lie in (``low``/``high`` inclusive; ``above``: strictly greater).
+    A str is never empty; a float is finite."""
 
     kind: type
     help: str
     required: bool = False
+    low: float | None = None
+    high: float | None = None
+    above: float | None = None
 
     def parse(self, key: str, text: str):
         if self.kind is bool:
             if text.lower() not in _BOOLS:
                 raise ValueError(f"{key}={text!r}: expected true or false")
             return _BOOLS[text.lower()]
-        try:
-            return self.kind(text)
-        except ValueError:
-            raise ValueError(
-                f"{key}={text!r}: expected {'a number' if self.kind is float else 'an integer'}"
-            ) from None
+        if self.kind is str:
+            if not text:
+                raise ValueError(f"{key}= is empty: expected a value")
+            return text
+        number = self.kind is float
+        if not (_FLOAT if number else _INT).fullmatch(text):
+            raise ValueError(f"{key}={text!r}: expected {'a number' if number else 'an integer'}")
+        value = self.kind(text)
+        if number and not math.isfinite(value):
+            raise ValueError(f"{key}={text!r}: expected a finite number")
+        if (
+            (self.low is not None and value < self.low)
+            or (self.high is not None and value > self.high)
+            or (self.above is not None and value <= self.above)
+        ):
+            raise ValueError(f"{key}={text!r}: expected {self.range()}")
+        return value
+
+    def range(self) -> str:
+        """The allowed range in words, e.g. "a value in (0, 1]"."""
+        low = f"({_num(self.above)}" if self.above is not None else "(-inf"
+        low = f"[{_num(self.low)}" if self.low is not None else low
+        high = f"{_num(self.high)}]" if self.high is not None else "inf)"
+        return f"a value in {low}, {high}"
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 @dataclass(frozen=True)
@@ -83,11 +116,19 @@ def spec_options(spec: BackendSpec, options: Mapping[str, Option]) -> dict:
     return values
 
 
+#: The most tokens a spec may ask one generation for (no model's context is longer), and the largest seed
+#: (numpy and torch take seeds below 2^32).
+MAX_NEW_TOKENS, MAX_SEED = 1_000_000, 2**32 - 1
+
 #: The sampling keys every generating backend takes (its constructor's keyword arguments).
 SAMPLING_OPTIONS = {
-    "temperature": Option(float, "sampling temperature; 0 = greedy decoding"),
-    "top_p": Option(float, "nucleus sampling mass, in (0, 1]"),
-    "max_new_tokens": Option(int, "tokens generated per decision step at most"),
-    "seed": Option(int, "sampling seed, so the same prompt gives the same answer"),
+    "temperature": Option(float, "sampling temperature, in [0, 10]; 0 = greedy decoding", low=0, high=10),
+    "top_p": Option(float, "nucleus sampling mass, in (0, 1]", above=0, high=1),
+    "max_new_tokens": Option(
+        int, f"tokens per decision step at most, in [1, {MAX_NEW_TOKENS}]", low=1, high=MAX_NEW_TOKENS
+    ),
+    "seed": Option(
+        int, f"sampling seed in [0, {MAX_SEED}]: the same prompt gives the same answer", low=0, high=MAX_SEED
+    ),
     "thinking": Option(bool, "let a thinking model think before it answers (true/false)"),
 }

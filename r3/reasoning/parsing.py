@@ -49,13 +49,18 @@ GRAMMARS = Registry(
 #: The interfaces whose answer section runs to the end of the answer (a plan's numbered steps, one a
 #: line) rather than being its first line; their grammar judges every line and the length.
 MULTI_LINE_ANSWERS: tuple[str, ...] = ("plan",)
+#: The finish reasons of an answer that ended normally (None: the backend reports none); any other
+#: ("length", "content_filter", whatever a server makes up) means the answer may be cut or altered.
+NORMAL_FINISH = (None, "stop", "tool_calls")
 #: Longer instruction lines are rejected before the grammar sees them (no instruction is this long).
 MAX_INSTRUCTION_CHARS = 300
 
 
 class ErrorKind(str, enum.Enum):
     NOT_TEXT = "not_text"  # the response is not a str
-    TRUNCATED = "truncated"  # generation stopped at its token limit (finish_reason "length")
+    TRUNCATED = (
+        "truncated"  # generation did not end normally: its token limit ("length"), a content filter...
+    )
     NO_INSTRUCTION = "no_instruction"  # no "Instruction:" section, or it is empty
     MULTIPLE_INSTRUCTIONS = "multiple_instructions"  # more than one "Instruction:" section
     TRAILING_TEXT = "trailing_text"  # text other than whitespace after the instruction's line
@@ -141,8 +146,9 @@ def parse_response(
     their refusals name their kind ("invalid_point: ...", "bad_step: ..."). Every other rule is the same.
 
     ``mode`` "reason" requires non-empty reasoning before the instruction; "instruction_only"
-    does not. ``finish_reason`` "length" (the generation ran out of tokens) makes the answer
-    truncated, since its last section cannot be trusted to be complete.
+    does not. A ``finish_reason`` other than :data:`NORMAL_FINISH` ("length": the generation ran out
+    of tokens; "content_filter"; anything a server makes up) makes the answer truncated, since its
+    last section cannot be trusted to be complete.
 
     >>> parse_response(
     ...     "Reasoning: it is left.\\nInstruction: **touch the red moon.**", "language_table"
@@ -165,6 +171,14 @@ def parse_response(
     if finish_reason == "length":
         return ResponseError(
             ErrorKind.TRUNCATED, "generation hit its token limit before finishing", text, reasoning
+        )
+    if finish_reason not in NORMAL_FINISH:
+        shown = " ".join(str(finish_reason).split())[:40]
+        return ResponseError(
+            ErrorKind.TRUNCATED,
+            f"generation ended with finish_reason {shown!r}, not a normal stop: the answer may be incomplete",
+            text,
+            reasoning,
         )
     if not headers:
         return ResponseError(ErrorKind.NO_INSTRUCTION, f"no '{header}' section", text, reasoning)

@@ -155,6 +155,7 @@ class ReasonerBackend(ABC):
             )
         header = ANSWER_HEADERS[inp.interface]  # "Instruction:", or "Action:" for the semantic interface
         prefix, stages, prompt_tokens, reasoning_tokens, model_s, truncated = "", 0, 0, 0, 0.0, True
+        abnormal = False
         if n > 0:
             first = self._generate(messages, "", n, [header], on_text)
             prefix = first.text.rstrip() + "\n"
@@ -165,6 +166,7 @@ class ReasonerBackend(ABC):
                 first.model_s,
             )
             truncated = first.finish_reason == "length"
+            abnormal = first.finish_reason not in ("stop", "length", "tool_calls")  # a filter, nonsense
         prefix += header
         if on_text is not None:
             on_text(prefix[len(prefix) - len(header) - (1 if n > 0 else 0) :])
@@ -172,7 +174,7 @@ class ReasonerBackend(ABC):
         second = self._generate(messages, prefix, answer_tokens, None, on_text)
         return BackendOutput(
             raw_text=prefix + second.text,
-            finish_reason=second.finish_reason,
+            finish_reason=first.finish_reason if abnormal else second.finish_reason,  # the answer holds both
             prompt_tokens=_add(prompt_tokens, second.prompt_tokens),
             completion_tokens=_add(reasoning_tokens, second.completion_tokens),
             reasoning_tokens=reasoning_tokens,

@@ -21,10 +21,22 @@ parser (vLLM ``--enable-auto-tool-choice``) returns calls as structured ``tool_c
 written after the answer's "Tool call:" header as the text the tool grammar reads
 (:func:`~r3.instructions.tools.function_call_text`), so the grammar's refusals hold for them too; a
 second call is a second line, refused as text after the call.
+
+A server is not trusted: the chat stream is read and checked here (the SDK's parsed chunks keep
+whatever types the server sent). Each reply must come whole within ``timeout_s`` (one deadline per
+attempt, besides httpx's per-read timeout of the same length, so a server that keeps the stream
+open with keep-alive comments or a token now and then ends in a BackendError, not a hang); it may
+take at most :func:`reply_bytes` bytes on the wire (generous per token, with an absolute cap), read
+in linear time; an event that is no JSON object, or a field of the wrong type (content, choices,
+delta, usage, finish_reason, a tool call's index, name or arguments), is a BackendError naming the
+malformed reply; a redirect is never followed (the prompt and images would go to another host),
+it is a BackendError naming where it pointed; the stream must not be compressed (we ask for
+identity encoding).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import ClassVar
@@ -43,17 +55,34 @@ from r3.reasoning.backends.base import (
 from r3.reasoning.backends.spec import SAMPLING_OPTIONS, Option
 from r3.reasoning.prompts import ANSWER_HEADERS, to_openai_content
 
+#: Bytes one reply may take on the wire: per token asked for (an SSE event of one token is about 200
+#: bytes), never fewer than the minimum nor more than the absolute cap.
+REPLY_BYTES_PER_TOKEN, REPLY_BYTES_MIN, REPLY_BYTES_MAX = 4096, 1 << 20, 64 << 20
+#: Most seconds ``timeout_s`` may be.
+MAX_TIMEOUT_S = 86_400.0
+
+
+def reply_bytes(max_tokens: int) -> int:
+    """The most bytes :class:`OpenAIBackend` reads of one reply of at most ``max_tokens`` tokens."""
+    return min(REPLY_BYTES_MAX, max(REPLY_BYTES_MIN, REPLY_BYTES_PER_TOKEN * max(0, max_tokens)))
+
 
 class OpenAIBackend(ReasonerBackend):
-    """``timeout_s`` bounds each HTTP request; a connection failure is retried ``attempts``
-    times in all (not once text has started streaming) before :class:`BackendError`."""
+    """``timeout_s`` bounds each HTTP request, the whole reply included; a connection failure is
+    retried ``attempts`` times in all (not once text has started streaming) before
+    :class:`BackendError`."""
 
     SPEC_OPTIONS: ClassVar[dict[str, Option]] = {
         "model": Option(str, "the model name the server serves", required=True),
         "key_env": Option(str, "environment variable holding the API key (default OPENAI_API_KEY)"),
         **SAMPLING_OPTIONS,
-        "timeout_s": Option(float, "seconds each HTTP request may take"),
-        "attempts": Option(int, "connection attempts in all before the backend gives up"),
+        "timeout_s": Option(
+            float,
+            "seconds each request may take, its whole streamed reply included (and each read of it)",
+            above=0,
+            high=MAX_TIMEOUT_S,
+        ),
+        "attempts": Option(int, "connection attempts in all before giving up, 1-100", low=1, high=100),
         "function_calls": Option(
             bool, "tools interface: declare the tools as OpenAI functions and read the server's tool calls"
         ),
@@ -75,8 +104,8 @@ class OpenAIBackend(ReasonerBackend):
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url={base_url!r}: expected http://... or https://...")
-        if attempts < 1 or timeout_s <= 0:
-            raise ValueError(f"attempts={attempts}, timeout_s={timeout_s}: both must be positive")
+        if attempts < 1 or not 0 < timeout_s <= MAX_TIMEOUT_S:  # also refuses NaN
+            raise ValueError(f"attempts={attempts}, timeout_s={timeout_s}: both must be positive, finite")
         self.base_url, self.model, self.key_env = base_url.rstrip("/"), model, key_env
         self.model_id = f"{model}@{self.base_url}"
         self.temperature, self.top_p, self.max_new_tokens, self.seed = (
@@ -105,8 +134,18 @@ class OpenAIBackend(ReasonerBackend):
             api_key=os.environ.get(self.key_env) or "not-needed",
             timeout=self.timeout_s,
             max_retries=0,
+            http_client=openai.DefaultHttpxClient(timeout=self.timeout_s, follow_redirects=False),
         )
-        self._with_retries(lambda: self.client.models.list())
+        try:
+            self._with_retries(lambda: self.client.models.list())
+        except openai.APIStatusError as exc:
+            raise BackendError(f"{self.base_url} refused the model list: {_status(exc)}") from None
+        except openai.APIError as exc:  # a reply that does not read as a model list, a timeout
+            raise BackendError(f"{self.base_url} gave no model list: {_describe(exc)}") from None
+        except (ValueError, TypeError, AttributeError, RecursionError) as exc:  # what the SDK made of it
+            raise BackendError(
+                f"{self.base_url} answered the model list with a malformed reply: {_describe(exc)}"
+            ) from None
 
     def close(self) -> None:
         if self.client is not None:
@@ -163,45 +202,203 @@ class OpenAIBackend(ReasonerBackend):
         if self._tools:
             request.update(tools=self._tools, tool_choice="auto")
         start = time.perf_counter()
+        deadline = [0.0]
+
+        def send():
+            deadline[0] = time.monotonic() + self.timeout_s  # the whole reply, per attempt
+            manager = self.client.chat.completions.with_streaming_response.create(
+                **request, extra_headers={"Accept-Encoding": "identity"}
+            )
+            return manager.__enter__()
+
         try:
-            stream = self._with_retries(lambda: self.client.chat.completions.create(**request))
+            response = self._with_retries(send)
         except openai.UnprocessableEntityError:
             if not (prefix and self.continue_final_message):
                 raise BackendError(f"{self.base_url} refused the request (HTTP 422)") from None
             self.continue_final_message = False
             return self._generate(messages, prefix, max_tokens, stop, on_text)
         except openai.APIStatusError as exc:
-            raise BackendError(
-                f"{self.base_url} refused the request: HTTP {exc.status_code}: {exc.message}"
-            ) from exc
+            raise BackendError(f"{self.base_url} refused the request: {_status(exc)}") from exc
         view = _StopView(stop, on_text)
-        finish, usage, calls = "stop", None, {}
+        reply = _Reply(self.base_url, reply_bytes(request["max_tokens"]), deadline[0], self.timeout_s)
         try:
-            for chunk in stream:
-                usage = chunk.usage or usage
-                for choice in chunk.choices:
-                    view.add(choice.delta.content or "")
-                    finish = choice.finish_reason or finish
-                    for call in choice.delta.tool_calls or []:  # streamed in pieces, by index
-                        fn, (name, args) = call.function, calls.get(call.index, ("", ""))
-                        calls[call.index] = (
-                            name + ((fn and fn.name) or ""),
-                            args + ((fn and fn.arguments) or ""),
-                        )
-        except openai.APIError as exc:
+            reply.read(response.http_response, view)
+        except _ServerError as exc:
             if "stop" in request and not view.received:
                 self.server_stop = False  # e.g. transformers serve cannot apply stop strings to VLMs
                 return self._generate(messages, prefix, max_tokens, stop, on_text)
-            raise BackendError(f"stream from {self.base_url} broke off: {_describe(exc)}") from exc
+            raise BackendError(f"stream from {self.base_url} broke off: {exc}") from None
+        finally:
+            response.close()
+        finish, calls = reply.finish, reply.calls
         text = view.finish()
         if view.stopped:
             finish = "stop"
         if calls:
-            text = _with_calls(prefix + text, [calls[i] for i in sorted(calls)], on_text)[len(prefix) :]
+            text = self._with_calls(prefix + text, [calls[i] for i in sorted(calls)], on_text)[len(prefix) :]
             finish = "stop" if finish == "tool_calls" else finish
-        prompt_tokens = usage.prompt_tokens if usage else None
-        completion_tokens = usage.completion_tokens if usage else None
-        return Generation(text, finish, prompt_tokens, completion_tokens, time.perf_counter() - start)
+        tokens = reply.prompt_tokens, reply.completion_tokens
+        return Generation(text, finish, *tokens, time.perf_counter() - start)
+
+    def _with_calls(self, answer: str, calls: list[tuple[str, str]], on_text: OnText | None) -> str:
+        try:
+            return _with_calls(answer, calls, on_text)
+        except (ValueError, RecursionError) as exc:  # JSON that json cannot read: 5,000 digits, deep nesting
+            raise BackendError(
+                f"{self.base_url} sent a malformed reply: tool call arguments that do not read as JSON "
+                f"({type(exc).__name__}: {str(exc)[:120]})"
+            ) from None
+
+
+class _ServerError(Exception):
+    """The server reported an error inside the stream (an event with an "error" member)."""
+
+
+class _Reply:
+    """One streamed reply read off the wire: server-sent events, each a JSON object checked field by
+    field; at most ``limit`` bytes, all read before ``deadline`` (time.monotonic)."""
+
+    def __init__(self, url: str, limit: int, deadline: float, timeout_s: float) -> None:
+        self.url, self.limit, self.deadline, self.timeout_s = url, limit, deadline, timeout_s
+        self.finish, self.prompt_tokens, self.completion_tokens = "stop", None, None
+        self.calls: dict[int, tuple[str, str]] = {}
+        self.size = 0
+
+    def malformed(self, what: str) -> BackendError:
+        return BackendError(f"{self.url} sent a malformed reply: {what}")
+
+    def read(self, response, view: _StopView) -> None:
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise self.malformed(f"a stream with Content-Encoding {encoding[:40]!r} (identity was asked for)")
+        buffer, data, chunks = bytearray(), [], response.iter_raw()
+        while True:
+            try:
+                chunk = next(chunks, None)
+            except Exception as exc:  # noqa: BLE001 - httpx's read errors and timeouts, whatever module they come from
+                raise BackendError(f"stream from {self.url} broke off: {_describe(exc)}") from None
+            if chunk is None:
+                break
+            self.size += len(chunk)
+            if self.size > self.limit:
+                raise BackendError(
+                    f"{self.url} sent more than {self.limit} bytes for one reply; stopped reading"
+                )
+            if time.monotonic() > self.deadline:
+                raise BackendError(
+                    f"{self.url} did not finish its reply within timeout_s={self.timeout_s:g} s "
+                    f"({self.size} bytes so far); stopped reading"
+                )
+            searched = len(buffer)
+            buffer.extend(chunk)
+            begin = 0
+            while (end := buffer.find(b"\n", searched)) >= 0:
+                line = bytes(buffer[begin:end]).rstrip(b"\r")
+                begin = searched = end + 1
+                if self.line(line, data, view):
+                    return
+            del buffer[:begin]
+        if buffer:
+            self.line(bytes(buffer).rstrip(b"\r"), data, view)
+        if data:
+            self.line(b"", data, view)
+
+    def line(self, line: bytes, data: list[str], view: _StopView) -> bool:
+        """One line of the event stream; True at its end ("[DONE]")."""
+        if line.startswith(b"data:"):
+            value = line[5:].decode("utf-8", errors="replace")
+            data.append(value.removeprefix(" "))
+            return False
+        if line or not data:  # a comment (": keep-alive"), another field, or a blank line between nothing
+            return False
+        text = "\n".join(data)
+        data.clear()
+        if text.strip() == "[DONE]":
+            return True
+        self.event(text, view)
+        return False
+
+    def event(self, text: str, view: _StopView) -> None:
+        try:
+            event = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            why = f"{type(exc).__name__}: {str(exc)[:80]}"
+            raise self.malformed(f"an event that is not JSON ({why})") from None
+        if not isinstance(event, dict):
+            raise self.malformed(f"an event that is a JSON {type(event).__name__}, not an object")
+        if event.get("error") is not None:
+            error = event["error"]
+            message = error.get("message") if isinstance(error, dict) else error
+            raise _ServerError(" ".join(str(message).split())[:200])
+        usage = event.get("usage")
+        if usage is not None:
+            if not isinstance(usage, dict):
+                raise self.malformed(f"usage is a {type(usage).__name__}, not an object")
+            self.prompt_tokens = _count(usage.get("prompt_tokens"))
+            self.completion_tokens = _count(usage.get("completion_tokens"))
+        choices = event.get("choices")
+        choices = [] if choices is None else choices
+        if not isinstance(choices, list):
+            raise self.malformed(f"choices is a {type(choices).__name__}, not a list")
+        for choice in choices:
+            self.choice(choice, view)
+
+    def choice(self, choice, view: _StopView) -> None:
+        if not isinstance(choice, dict):
+            raise self.malformed(f"a choice that is {_kind(choice)}, not an object")
+        delta = choice.get("delta", {})
+        if not isinstance(delta, dict):
+            raise self.malformed(f"a choice's delta is {_kind(delta)}, not an object")
+        content = delta.get("content")
+        if content is not None and not isinstance(content, str):
+            raise self.malformed(f"delta.content is {_kind(content)}, not a string")
+        view.add(content or "")
+        finish = choice.get("finish_reason")
+        if finish is not None and not isinstance(finish, str):
+            raise self.malformed(f"finish_reason is {_kind(finish)}, not a string")
+        self.finish = finish or self.finish
+        calls = delta.get("tool_calls")
+        calls = [] if calls is None else calls
+        if not isinstance(calls, list):
+            raise self.malformed(f"delta.tool_calls is {_kind(calls)}, not a list")
+        for call in calls:  # streamed in pieces, by index
+            if not isinstance(call, dict):
+                raise self.malformed(f"a tool call that is {_kind(call)}, not an object")
+            index, fn = call.get("index"), call.get("function")
+            fn = {} if fn is None else fn
+            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 1024:
+                raise self.malformed(f"a tool call's index is {_kind(index)}, not an integer in [0, 1024)")
+            if not isinstance(fn, dict):
+                raise self.malformed(f"a tool call's function is {_kind(fn)}, not an object")
+            name, arguments = fn.get("name"), fn.get("arguments")
+            for field, value in (("name", name), ("arguments", arguments)):
+                if value is not None and not isinstance(value, str):
+                    raise self.malformed(f"a tool call's {field} is {_kind(value)}, not a string")
+            before_name, before_args = self.calls.get(index, ("", ""))
+            self.calls[index] = (before_name + (name or ""), before_args + (arguments or ""))
+
+
+def _kind(value) -> str:
+    """What a JSON value is, for a message: "null", "a int 42"..."""
+    if value is None:
+        return "null"
+    shown = repr(value)
+    return f"a {type(value).__name__} {shown[:40]}{'...' if len(shown) > 40 else ''}"
+
+
+def _count(value) -> int | None:
+    """A token count as the server reported it, or None when it is no count."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _status(exc) -> str:
+    """One line for an HTTP error status; a redirect names where it pointed (it is not followed)."""
+    code = exc.status_code
+    if 300 <= code < 400:
+        location = " ".join(str(exc.response.headers.get("location", "")).split())[:200]
+        return f"HTTP {code}: a redirect to {location!r} (redirects are not followed)"
+    return f"HTTP {code}: {' '.join(str(exc.message).split())[:300]}"
 
 
 class _StopView:
@@ -210,31 +407,36 @@ class _StopView:
     themselves never send it; for the others this is where the answer is cut."""
 
     def __init__(self, stop: list[str] | None, on_text: OnText | None) -> None:
-        self.stop, self.on_text = stop or [], on_text
+        self.stop, self.on_text = [s for s in stop or [] if s], on_text
         self.hold = max((len(s) for s in self.stop), default=0)
-        self.text, self.sent, self.received, self.stopped = "", 0, False, False
+        self.parts: list[str] = []  # the text made certain (sent on), in pieces: joined once, at the end
+        self.pending = ""  # the last ``hold`` characters received, which may begin a stop string
+        self.received, self.stopped = False, False
 
     def add(self, delta: str) -> None:
         if not delta or self.stopped:
             return
         self.received = True
-        self.text += delta
-        cuts = [i for i in (self.text.find(s) for s in self.stop) if i >= 0]
+        window = self.pending + delta  # a stop string not seen before starts in here: linear time
+        cuts = [i for i in (window.find(s) for s in self.stop) if i >= 0]
         if cuts:
-            self.text, self.stopped = self.text[: min(cuts)], True
-            self._emit(len(self.text))
-        else:
-            self._emit(len(self.text) - self.hold)
+            self._emit(window[: min(cuts)])
+            self.pending, self.stopped = "", True
+            return
+        keep = min(self.hold, len(window))
+        self._emit(window[: len(window) - keep])
+        self.pending = window[len(window) - keep :]
 
-    def _emit(self, upto: int) -> None:
-        if upto > self.sent:
+    def _emit(self, text: str) -> None:
+        if text:
+            self.parts.append(text)
             if self.on_text is not None:
-                self.on_text(self.text[self.sent : upto])
-            self.sent = upto
+                self.on_text(text)
 
     def finish(self) -> str:
-        self._emit(len(self.text))
-        return self.text
+        self._emit(self.pending)
+        self.pending = ""
+        return "".join(self.parts)
 
 
 def _with_calls(answer: str, calls: list[tuple[str, str]], on_text: OnText | None) -> str:

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from r3.lowlevel import GROUNDINGS
+from r3.reasoning.backends.base import BackendError
 from r3.safety.goals import GoalRefused, check_interface
 from r3.seeds import scene_seed
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
@@ -61,7 +62,12 @@ def eval_defaults(suite: str) -> dict:
 
 
 class EvalError(RuntimeError):
-    """A run that cannot start as asked (bad options, a cache from another configuration)."""
+    """A run that cannot start as asked (bad options, a cache from another configuration), or one
+    whose reasoner failed (its backend's error: a server that refuses, breaks off or never answers)."""
+
+
+class LayoutUnavailable(RuntimeError):
+    """The simulator found no layout that leaves the job's task something to do: the job is skipped."""
 
 
 def split_of(task: str) -> str:
@@ -183,11 +189,18 @@ class EpisodeWorker:
 
             self.env = LanguageTableEnv()
         self.backend = make_backend(config.reasoner)
-        self.backend.load()
+        self.load_error: BackendError | None = None
+        try:  # kept for the first job, so that a worker process reports it as a job's error, traceback-free
+            self.backend.load()
+        except BackendError as exc:
+            self.load_error = exc
         self.budget = ReasoningBudget(max_reasoning_tokens=config.budget)
 
     def run(self, job: Job) -> dict:
         """Run ``job``; return its JSON record.
+
+        A backend that fails (it cannot load, or its server refuses, breaks off or never answers) is
+        no outcome of the episode: its :class:`BackendError` is raised, and the job is not recorded.
 
         Keys: task, split, scene, trial, seed, then either ``skipped`` (why the scene poses no task)
         or success, progress (final, in [0, 1]; packing: the most goal objects packed at any time),
@@ -203,10 +216,12 @@ class EpisodeWorker:
             "trial": job.trial,
             "seed": job.seed,
         }
+        if self.load_error is not None:
+            raise self.load_error
         start = time.perf_counter()
-        try:  # the env redraws layouts that already solve the task (or fit nowhere); it gives up after a few
+        try:
             t = self._episode(job)
-        except RuntimeError as exc:
+        except LayoutUnavailable as exc:
             return {**record, "skipped": str(exc)}
         words = [len(s.reasoning.split()) for s in t.steps]
         return {
@@ -230,7 +245,7 @@ class EpisodeWorker:
         if get_suite(c.suite).workcell:
             from r3.packing_episode import run_packing_episode
 
-            self.env.reset(seed=job.seed, options={"task": job.task})  # a goal with no layout raises here
+            self._reset(job)  # a goal with no layout raises here
             return run_packing_episode(
                 job.task,
                 job.seed,
@@ -245,7 +260,7 @@ class EpisodeWorker:
             )
         from r3.episode import run_episode
 
-        self.env.reset(seed=job.seed, options={"task": job.task})
+        self._reset(job)
         return run_episode(
             job.task,
             job.seed,
@@ -257,6 +272,14 @@ class EpisodeWorker:
             render=True,  # the reasoner decides on the camera image (off, it would see a blank one)
             trial=job.trial,
         )
+
+    def _reset(self, job: Job) -> None:
+        """The job's scene; :class:`LayoutUnavailable` when the env, which redraws layouts that already
+        solve the task (or fit nowhere), gives up after a few."""
+        try:
+            self.env.reset(seed=job.seed, options={"task": job.task})
+        except RuntimeError as exc:
+            raise LayoutUnavailable(str(exc)) from None
 
     def _penalty(self) -> float | None:
         """ERR's penalty of the final state (packing; Language Table has no penalty check)."""
@@ -372,17 +395,24 @@ def evaluate(
     done = len(jobs) - len(todo)
     if on_progress:
         on_progress(done, len(jobs))
-    with (
-        WorkerPool(workers, EpisodeWorker, (config,), ray_address) as pool,
-        open(out / EPISODES_FILE, "a") as f,
-    ):
-        for _, record in pool.imap_unordered(_run_job, todo):
-            f.write(json.dumps(record) + "\n")
-            f.flush()
-            cached[(record["task"], record["scene"], record["trial"])] = record
-            done += 1
-            if on_progress:
-                on_progress(done, len(jobs))
+    try:
+        with (
+            WorkerPool(workers, EpisodeWorker, (config,), ray_address) as pool,
+            open(out / EPISODES_FILE, "a") as f,
+        ):
+            for _, record in pool.imap_unordered(_run_job, todo):
+                f.write(json.dumps(record) + "\n")
+                f.flush()
+                cached[(record["task"], record["scene"], record["trial"])] = record
+                done += 1
+                if on_progress:
+                    on_progress(done, len(jobs))
+    except BackendError as exc:  # no outcome of an episode: not recorded, so a resume runs it again
+        raise EvalError(
+            f"reasoner {config.reasoner!r} failed: {' '.join(str(exc).split())}; stopped with "
+            f"{done} of {len(jobs)} episodes recorded in {out / EPISODES_FILE} (the failed one is not: "
+            "run again with the same --out to resume)"
+        ) from None
     return [cached[j.key] for j in jobs]
 
 

@@ -1,0 +1,354 @@
+"""The openai backend and `r3 eval` against a hostile OpenAI-compatible server (an in-test
+http.server thread): every bad reply is refused with a one-line reason (a BackendError naming the
+server, or an invalid answer), nothing hangs, nothing is recorded as an outcome it is not."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+
+from r3.eval.cli import eval_main
+from r3.eval.runner import EvalConfig, EvalError, evaluate
+from r3.reasoning import BackendError, ReasonerInput, decide, make_backend
+
+IMAGE = np.zeros((48, 64, 3), np.uint8)
+GOOD = "Reasoning: the red moon is left.\nInstruction: touch the red moon"
+#: Generous bound for "it did not hang": the deadlines under test are 1-2 s.
+NO_HANG_S = 60.0
+
+
+def chunk(delta: dict | None = None, finish=None, **fields) -> dict:
+    event = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+    return {**event, "choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish}], **fields}
+
+
+def sse(*events) -> bytes:
+    """Events as server-sent events (a str is sent as it is), then [DONE]."""
+    out = b""
+    for e in events:
+        out += b"data: " + (e if isinstance(e, str) else json.dumps(e)).encode() + b"\n\n"
+    return out + b"data: [DONE]\n\n"
+
+
+class Hostile(BaseHTTPRequestHandler):
+    """GET .../models lists one model (or ``models`` decides); POST .../chat/completions is ``chat``."""
+
+    protocol_version = "HTTP/1.1"
+    chat: Callable[[Hostile], None]
+    models: Callable[[Hostile], None] | None = None
+    posts: list
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def send(self, status: int, body: bytes, content_type="application/json", headers=()) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in headers:
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def start_stream(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        if self.models is not None:
+            return type(self).models(self)
+        model = {"id": "m", "object": "model", "created": 0, "owned_by": "test"}
+        self.send(200, json.dumps({"object": "list", "data": [model]}).encode())
+
+    def do_POST(self) -> None:
+        self.posts.append(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        try:
+            type(self).chat(self)
+        except (BrokenPipeError, ConnectionResetError):  # the backend stopped reading: as it should
+            pass
+
+
+@contextmanager
+def hostile(chat, models=None) -> Iterator[tuple[str, list]]:
+    """A server for the block; yields its /v1 URL and the bodies of the chat requests it got."""
+    handler = type("H", (Hostile,), {"chat": chat, "models": models, "posts": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/v1", handler.posts
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def answer(body: bytes) -> Callable[[Hostile], None]:
+    def chat(h: Hostile) -> None:
+        h.send(200, body, "text/event-stream")
+
+    return chat
+
+
+def one_decision(url: str, options: str = "", inp: ReasonerInput | None = None):
+    """One decision step through the backend, in a thread so that a hang fails the test, not the run;
+    (the decision, the exception) with one of them None."""
+    result: list = [None, None]
+
+    def run() -> None:
+        try:
+            backend = make_backend(f"openai:{url},model=m,attempts=1{options}")
+            backend.load()
+            try:
+                result[0] = decide(backend, inp or ReasonerInput("language_table", "make a line", [IMAGE]))
+            finally:
+                backend.close()
+        except Exception as exc:  # noqa: BLE001 - handed to the test, which says what it expected
+            result[1] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(NO_HANG_S)
+    assert not thread.is_alive(), f"the decision still runs after {NO_HANG_S} s: it hangs"
+    return result
+
+
+def backend_error(url: str, options: str = "", inp: ReasonerInput | None = None) -> str:
+    decision, exc = one_decision(url, options, inp)
+    assert isinstance(exc, BackendError), (decision, exc)
+    message = str(exc)
+    assert "\n" not in message and url in message
+    return message
+
+
+# ------------------------------------------------------------------------------------ F1: deadline
+def trickle(piece: bytes) -> Callable[[Hostile], None]:
+    """Keeps the stream open forever, sending ``piece`` every 0.3 s (far inside the read timeout)."""
+
+    def chat(h: Hostile) -> None:
+        h.start_stream()
+        while True:
+            h.wfile.write(piece)
+            h.wfile.flush()
+            time.sleep(0.3)
+
+    return chat
+
+
+@pytest.mark.parametrize(
+    "piece",
+    [b": keepalive\n\n", b"data: " + json.dumps(chunk({"content": "x"})).encode() + b"\n\n"],
+    ids=["keepalive_comments", "a_token_now_and_then"],
+)
+def test_a_reply_that_never_ends_is_cut_off_at_timeout_s(piece):
+    with hostile(trickle(piece)) as (url, _):
+        start = time.monotonic()
+        message = backend_error(url, ",timeout_s=1.5")
+    assert "did not finish its reply within timeout_s=1.5 s" in message
+    assert time.monotonic() - start < NO_HANG_S
+
+
+# ------------------------------------------------------------------------------------ F4: shapes
+CONTENT = chunk({"content": GOOD})
+MALFORMED = {
+    "content_number": sse(chunk({"content": 42})),
+    "content_list": sse(chunk({"content": ["Reasoning: r", "Instruction: touch the red moon"]})),
+    "choices_dict": sse({**CONTENT, "choices": {"0": {"delta": {"content": "x"}}}}),
+    "choices_string": sse({**CONTENT, "choices": "Instruction: touch the red moon"}),
+    "choice_null": sse({**CONTENT, "choices": [None]}),
+    "delta_null": sse({**CONTENT, "choices": [{"index": 0, "delta": None}]}),
+    "usage_string": sse(CONTENT, chunk({}, "stop", usage="lots")),
+    "finish_reason_number": sse(CONTENT, chunk({}, 12345)),
+    "invalid_json_event": sse("{not json", CONTENT),
+    "invalid_json_after_text": sse(CONTENT, "{not json"),
+    "json_array_event": sse([1, 2, 3]),
+    "json_number_event": sse("42"),
+    "deep_event": sse("[" * 100_000 + "]" * 100_000),
+}
+
+
+@pytest.mark.parametrize("body", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_stream_is_a_backend_error_naming_the_servers_reply(body):
+    with hostile(answer(body)) as (url, _):
+        message = backend_error(url)
+    assert "sent a malformed reply: " in message
+
+
+def tools_input() -> ReasonerInput:
+    return ReasonerInput("packing", "put the soup can in the small tray", [IMAGE, IMAGE], interface="tools")
+
+
+def calls(*pieces) -> bytes:
+    """A tools answer whose tool calls are ``pieces`` (index, name, arguments), one event each."""
+    events = [chunk({"content": "Reasoning: r\nTool call:"})]
+    for index, name, args in pieces:
+        events.append(
+            chunk({"tool_calls": [{"index": index, "function": {"name": name, "arguments": args}}]})
+        )
+    return sse(*events, chunk({}, "tool_calls"))
+
+
+MALFORMED_CALLS = {
+    "index_null_beside_0": calls((None, "set_gripper", '{"opening": 1}'), (0, "done", "{}")),
+    "name_int": calls((0, 5, "{}")),
+    "arguments_object": calls((0, "set_gripper", {"opening": 1})),
+    "arguments_5000_digits": calls((0, "set_gripper", '{"opening": ' + "1" * 5000 + "}")),
+    "arguments_100k_deep": calls((0, "set_gripper", '{"opening": ' + "[" * 100_000 + "]" * 100_000 + "}")),
+}
+
+
+@pytest.mark.parametrize("body", MALFORMED_CALLS.values(), ids=MALFORMED_CALLS.keys())
+def test_malformed_tool_calls_are_a_backend_error_or_an_invalid_answer(body):
+    with hostile(answer(body)) as (url, _):
+        decision, exc = one_decision(url, ",function_calls=true", tools_input())
+    if exc is not None:
+        assert isinstance(exc, BackendError), exc
+        assert "sent a malformed reply: " in str(exc) and "\n" not in str(exc)
+    else:
+        assert not decision.valid and decision.parsed.reason, decision.parsed
+
+
+def test_a_well_formed_stream_still_reads():
+    with hostile(answer(sse(chunk({"content": GOOD[:10]}), chunk({"content": GOOD[10:]}, "stop")))) as (
+        url,
+        _,
+    ):
+        decision, exc = one_decision(url)
+    assert exc is None and decision.valid, (decision, exc)
+
+
+# ------------------------------------------------------------------------------------ F5: size
+def endless_words(h: Hostile) -> None:
+    """A reply of 50 MB at most, to a request for 16 tokens."""
+    h.start_stream()
+    event = b"data: " + json.dumps(chunk({"content": "word " * 2000})).encode() + b"\n\n"
+    for _ in range(50_000_000 // len(event)):
+        h.wfile.write(event)
+
+
+def test_a_reply_far_beyond_max_new_tokens_is_not_read_to_its_end():
+    with hostile(endless_words) as (url, _):
+        message = backend_error(url, ",max_new_tokens=16,timeout_s=60")
+    assert "bytes for one reply; stopped reading" in message
+
+
+def test_one_long_line_is_cut_off_too():
+    body = b"data: " + b"x" * (8 << 20)  # no newline: nothing to parse, just bytes
+    with hostile(answer(body)) as (url, _):
+        assert "stopped reading" in backend_error(url, ",max_new_tokens=16")
+
+
+# ------------------------------------------------------------------------------------ F8: redirect
+def test_a_redirect_is_not_followed_and_names_where_it_pointed():
+    with hostile(answer(sse(CONTENT, chunk({}, "stop")))) as (elsewhere, received):
+        target = elsewhere + "/chat/completions"
+
+        def redirect(h: Hostile) -> None:
+            h.send(307, b"", headers=[("Location", target)])
+
+        with hostile(redirect) as (url, _):
+            message = backend_error(url)
+    assert "HTTP 307" in message and target in message and "not followed" in message
+    assert received == [], "the prompt was sent to the redirect's host"
+
+
+# ------------------------------------------------------------------------------------ F13: finish
+@pytest.mark.parametrize("finish", ["content_filter", "banana"])
+def test_an_answer_that_did_not_stop_normally_is_not_valid(finish):
+    with hostile(answer(sse(CONTENT, chunk({}, finish)))) as (url, _):
+        decision, exc = one_decision(url)
+    assert exc is None and not decision.valid, (decision, exc)
+    assert decision.parsed.kind.value == "truncated" and finish in decision.parsed.reason
+
+
+# ------------------------------------------------------------------------------------ F7: load
+def models_status(status: int, body: bytes = b'{"error": "nope"}') -> Callable[[Hostile], None]:
+    def models(h: Hostile) -> None:
+        h.send(status, body)
+
+    return models
+
+
+@pytest.mark.parametrize(
+    "models",
+    [models_status(401), models_status(404), models_status(200, b"{not json"), models_status(200, b"[1, 2]")],
+    ids=["401", "404", "invalid_json", "not_a_list"],
+)
+def test_a_failed_load_is_a_backend_error_and_r3_eval_refuses_in_one_line(models, tmp_path, capsys):
+    with hostile(answer(b""), models) as (url, _):
+        backend = make_backend(f"openai:{url},model=m,attempts=1")
+        with pytest.raises(BackendError) as info:
+            backend.load()
+        assert url in str(info.value) and "\n" not in str(info.value)
+        rc = eval_main(
+            ["--reasoner", f"openai:{url},model=m,attempts=1", "--tasks", "V", "--scenes", "1"]
+            + ["--trials", "1", "--max-steps", "1", "--out", str(tmp_path / "eval")]
+        )
+    err = capsys.readouterr().err
+    assert rc != 0 and "Traceback" not in err
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("error: ")]
+    assert url in line
+
+
+# ------------------------------------------------------------------------------------ F2: eval
+def test_a_backend_failure_mid_episode_is_an_error_of_r3_eval_and_a_resume_runs_it_again(tmp_path):
+    out, healthy = tmp_path / "eval", threading.Event()
+
+    def chat(h: Hostile) -> None:  # 401 (a revoked key) until the test says the server is healthy
+        if healthy.is_set():
+            answer(sse(CONTENT, chunk({}, "stop")))(h)
+        else:
+            h.send(401, b'{"error": {"message": "bad key"}}')
+
+    with hostile(chat) as (url, _):
+        config = EvalConfig(f"openai:{url},model=m,attempts=1", tasks=("V",), scenes=1, trials=1, max_steps=1)
+        with pytest.raises(EvalError, match="HTTP 401.*resume"):
+            evaluate(config, out)
+        episodes = out / "episodes.jsonl"
+        assert not episodes.exists() or episodes.read_text() == "", "the failed episode was recorded"
+        healthy.set()
+        (record,) = evaluate(config, out)
+    assert "skipped" not in record and "success" in record
+
+
+# ------------------------------------------------------------------------------------ F6: options
+@pytest.mark.parametrize(
+    "option",
+    [
+        "timeout_s=nan",
+        "timeout_s=inf",
+        "temperature=nan",
+        "temperature=inf",
+        "temperature=-1",
+        "temperature=1e308",
+        "top_p=nan",
+        "top_p=-3",
+        "max_new_tokens=-5",
+        "max_new_tokens=0",
+        "max_new_tokens=100000000000000000000",
+        "seed=-1",
+        "seed=1000000000000000000000000000000",
+        "model=",
+        "max_new_tokens=1_000",
+        "max_new_tokens=１２",
+        "attempts=0",
+    ],
+)
+def test_out_of_range_options_are_refused_at_spec_parsing(option, tmp_path):
+    key = option.partition("=")[0]
+    url = "openai:http://127.0.0.1:9/v1"
+    spec = f"{url},{option}" if key == "model" else f"{url},model=m,{option}"
+    with pytest.raises(ValueError) as info:
+        make_backend(spec)
+    assert f"{key}=" in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(EvalError, match=f"{key}="):
+        evaluate(EvalConfig(spec, tasks=("V",), scenes=1, trials=1), tmp_path / "eval")
+    assert not (tmp_path / "eval").exists()

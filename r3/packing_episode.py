@@ -35,6 +35,8 @@ from r3.episode_loop import (
 )
 from r3.execution.sim import SimExecutor
 from r3.instructions import plan as plan_grammar
+from r3.instructions.language_table import ParseError
+from r3.instructions.packing import parse as parse_packing_instruction
 from r3.instructions.semantic import RESULT_HEADER, ActionError, ActionType, SemanticAction
 from r3.instructions.semantic import parse as parse_action
 from r3.instructions.tools import ToolCallError
@@ -74,6 +76,20 @@ SNAPSHOT_FORMAT = "r3-packing-snapshot/1"
 
 #: The interfaces whose answers :meth:`PackingCell.carry_out` carries out.
 CELL_INTERFACES = ("instruction", "semantic", "tools", "plan")
+#: How the cell reads an answer of each interface.
+ANSWER_PARSERS = {
+    "instruction": parse_packing_instruction,
+    "semantic": parse_action,
+    "tools": parse_tool_call,
+    "plan": plan_grammar.parse,
+}
+
+
+def answer_refusal(interface: str, text: str) -> str:
+    """Why the cell refuses ``text``, an answer written in ``interface`` (one of ``CELL_INTERFACES``),
+    before anything moves ("" = it does not): what its grammar does not read."""
+    parsed = ANSWER_PARSERS[interface](text)
+    return f"rejected: {parsed.reason}" if isinstance(parsed, ParseError) else ""
 
 
 @dataclass

@@ -29,7 +29,6 @@ import math
 import threading
 
 import numpy as np
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import String
@@ -38,7 +37,7 @@ from r3.episode_loop import Execution
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
 from r3.lowlevel.perceived import OncePerScene, arm_reading
-from r3.packing_episode import CELL_INTERFACES, SNAPSHOT_FORMAT, SUITE, PackingCell
+from r3.packing_episode import CELL_INTERFACES, SNAPSHOT_FORMAT, SUITE, PackingCell, answer_refusal
 from r3.safety.freeze import FreezeWatch, GoalStop
 from r3.safety.goals import GoalRefused, check_instruction_goal
 from r3.sim.packing.env import ITEM_INDEX, PackingEnv
@@ -47,13 +46,13 @@ from r3_msgs.msg import PrivilegedState, SceneSnapshot
 from r3_msgs.srv import ResetScene
 from r3_ros import conversions as conv
 from r3_ros.episode_topics import scene_resets
-from r3_ros.goals import SingleGoal
+from r3_ros.goals import PREEMPTED, SingleGoal
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.node import R3Node
 from r3_ros.params import declare_parameters
 from r3_ros.perception_client import PerceptionUnavailable, RosPerception
 from r3_ros.qos import LATCHED, recorded
-from r3_ros.refusals import refusing_action, refusing_service
+from r3_ros.refusals import refusing_service
 from r3_ros.sim_clock import SimClockPublisher
 from r3_ros.spin import run_node
 from r3_ros.stop import MotionGuard, end_stopped
@@ -99,20 +98,14 @@ class PackingSimNode(R3Node):
         self.create_service(
             ResetScene, names.RESET_SCENE, refusing_service(self, self.on_reset), callback_group=group
         )
-        self.goals = SingleGoal(self)  # only its end(): the goals run one at a time under the lock
+        # FollowInstruction and MoveToPose move one arm: one goal of either runs at a time, and a valid
+        # goal preempts the running one (the single-goal rule, as the Language Table servers keep it).
+        self.goals = SingleGoal(self, self.goal_refusal)
         for action, name, execute in (
             (FollowInstruction, names.FOLLOW_INSTRUCTION, self.follow),
             (MoveToPose, names.MOVE_TO_POSE, self.move),
         ):
-            ActionServer(
-                self,
-                action,
-                name,
-                execute_callback=refusing_action(self, execute, action.Result, self.goals.end),
-                goal_callback=lambda _: GoalResponse.ACCEPT,
-                cancel_callback=lambda _: CancelResponse.ACCEPT,
-                callback_group=group,
-            )
+            self.goals.serve(action, name, execute, group)
         self.heartbeat = HeartbeatPublisher(self)
         monitor = HeartbeatMonitor(self)
         self.guard = MotionGuard(self, monitor, p["client_timeout_s"], p["reasoner_node"])
@@ -122,6 +115,19 @@ class PackingSimNode(R3Node):
         self.get_logger().info(f"packing workcell at {width}x{height}")
 
     # -- callbacks -----------------------------------------------------------------------------
+    def goal_refusal(self, goal) -> str:
+        """Why a FollowInstruction or MoveToPose goal will be refused before anything moves ("" = it
+        will not): such a goal preempts nothing (``SingleGoal``); it waits for its turn and is refused
+        then, in the words its interface answers with."""
+        if isinstance(goal, MoveToPose.Goal):
+            target = conv.move_goal_to_target(goal, self.base_frame)
+            return target if isinstance(target, str) else ""
+        try:
+            interface = check_instruction_goal(goal, SUITE, CELL_INTERFACES)
+        except GoalRefused as exc:
+            return f"error: invalid goal: {exc}"
+        return answer_refusal(interface, goal.instruction)
+
     def on_reset(self, request: ResetScene.Request, response: ResetScene.Response) -> ResetScene.Response:
         with self.lock:
             task = self.resets.answer(request, response, SUITE, self.reset_scene)
@@ -158,7 +164,7 @@ class PackingSimNode(R3Node):
                 self.heartbeat.state = "idle"
 
         done, stopped, result.finished = self.drive(handle, True, lambda _: self.on_control_step(), carry_out)
-        result.steps = done.control_steps
+        result.steps = done.control_steps if done is not None else 0
         if stopped is not None:
             result.success, result.reason = False, stopped
         else:
@@ -181,26 +187,36 @@ class PackingSimNode(R3Node):
 
         # No client watchdog: who sends MoveToPose is not known here (cancel and stop apply).
         moved, stopped, _ = self.drive(handle, False, on_step, self.cell.executor.move_to_pose, target)
-        result.reached, result.reason = moved.reached, moved.reason
-        result.position_error, result.orientation_error = moved.position_error, moved.orientation_error
+        if moved is not None:
+            result.reached, result.reason = moved.reached, moved.reason
+            result.position_error, result.orientation_error = moved.position_error, moved.orientation_error
         if stopped is not None:
             result.reached, result.reason = False, stopped
         self.end(handle, stopped, result.reached)
         return result
 
     def drive(self, handle, watch_client: bool, on_step, act, *args):
-        """``act(*args)`` on the cell, the sim executor asking before every control step whether ``handle``
-        must stop (``self.guard``, and a freeze of this process); then a decision point. Returns
-        ``act``'s value, why the goal stopped (None if it did not) and the decision point's stamp."""
-        with self.lock:
-            who = self.get_fully_qualified_name()
-            stop = GoalStop(self.freezes, who, lambda: self.guard.stop_reason(handle, watch_client))
+        """``act(*args)`` on the cell once ``handle`` has the turn (a goal that preempted a running one
+        waits for it to stop), the sim executor asking before every control step whether ``handle``
+        must stop (preempted, ``self.guard``, a freeze of this process); then a decision point.
+        Returns ``act``'s value (None when the goal never had the turn), why the goal stopped (None if
+        it did not) and the decision point's stamp."""
+
+        def why_stop() -> str | None:
+            return PREEMPTED if not handle.is_active else self.guard.stop_reason(handle, watch_client)
+
+        with self.goals.turn(handle) as has_turn, self.lock:
+            if not has_turn:
+                return None, why_stop() or "canceled", self.publish_settled()
+            stop = GoalStop(self.freezes, self.get_fully_qualified_name(), why_stop)
             with self.cell.driven(on_step, stop):
                 done = act(*args)
             return done, stop.reason, self.publish_settled()
 
     def end(self, handle, stopped: str | None, success: bool) -> None:
-        if stopped is not None:
+        if stopped == PREEMPTED:
+            self.goals.end(handle, "aborted")
+        elif stopped is not None:
             end_stopped(handle, stopped, self.goals.end)
         else:
             self.goals.end(handle, "succeeded" if success else "aborted")

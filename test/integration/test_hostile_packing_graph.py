@@ -4,6 +4,7 @@ once by `r3 launch sim_packing`, serves every case of this module."""
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import time
@@ -198,6 +199,55 @@ def test_a_perception_node_frozen_for_seconds_serves_the_instruction_once_it_wak
         os.kill(perception, signal.SIGCONT)
     assert len(frozen) == 2, "the episode ended before the perception node was frozen and woken"
     assert result.reason in ("success", "step_budget"), result.reason
+
+
+@pytest.mark.parametrize("second", ["valid", "unparsable"])
+def test_a_goal_sent_while_an_instruction_runs_preempts_it_only_when_valid(graph, client, second):
+    """Found by a hostile client: the packing simulator queued every FollowInstruction and MoveToPose
+    goal behind the running one, so an outsider's goal ran in the middle of an episode with nothing
+    to show for it. It now keeps the single-goal rule of the Language Table servers (SAFETY.md row
+    19): a valid goal preempts the running one, whose result says so, and runs once it has stopped;
+    one its grammar refuses preempts nothing and is refused after it."""
+    from rclpy.action import ActionClient
+
+    from r3_msgs.action import FollowInstruction, MoveToPose
+    from r3_msgs.srv import ResetScene
+
+    reset = client.node.create_client(ResetScene, names.RESET_SCENE)
+    assert client.call(reset, ResetScene.Request(suite="packing", task="4", seed=0)).ok
+    follow = ActionClient(client.node, FollowInstruction, names.FOLLOW_INSTRUCTION)
+    move = ActionClient(client.node, MoveToPose, names.MOVE_TO_POSE)
+    assert follow.wait_for_server(timeout_sec=30) and move.wait_for_server(timeout_sec=30)
+    started = time.monotonic()
+    running = follow.send_goal_async(
+        FollowInstruction.Goal(instruction="Pack the sugar box into the medium tray.", suite="packing")
+    )
+    while len(client.moved_after(started)) < 5:  # the arm is moving
+        client.spin(0.01)
+        assert time.monotonic() - started < 120, "the instruction never moved the arm"
+    if second == "valid":
+        above = MoveToPose.Goal(gripper_opening=math.nan)
+        above.target.header.frame_id = "panda_link0"
+        above.target.pose.position.x, above.target.pose.position.z = 0.45, 0.4
+        above.target.pose.orientation.x, above.target.pose.orientation.w = 1.0, 0.0  # pointing down
+        sent = move.send_goal_async(above)
+    else:
+        sent = follow.send_goal_async(
+            FollowInstruction.Goal(instruction="pack the unicorn into the moon", suite="packing")
+        )
+    results = []
+    for future in (running, sent):
+        while not future.done():
+            client.spin(0.01)
+        done = future.result().get_result_async()
+        while not done.done():
+            client.spin(0.01)
+        results.append(done.result().result.reason)
+    if second == "valid":
+        assert results == ["preempted: a newer goal took over", "reached"], results
+    else:
+        assert not results[0].startswith(("preempted", "error")), results
+        assert results[1].startswith("rejected: "), results
 
 
 def test_a_frozen_packing_simulator_moves_no_joint_after_the_episode_error(graph, client):

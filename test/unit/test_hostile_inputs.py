@@ -359,6 +359,18 @@ def test_a_dataset_step_takes_the_frames_its_reasoner_step_names_even_without_a_
     assert len(record.images) == 1 and np.array_equal(record.images[0], rgb)
 
 
+def handed_beats(monitor_type):
+    """A watcher of no graph (node "/watcher"): the test hands it its beats (``_on_beat``)."""
+    node = SimpleNamespace(
+        get_fully_qualified_name=lambda: "/watcher",
+        create_subscription=lambda *a, **k: None,
+        create_timer=lambda *a, **k: None,
+    )
+    monitor = monitor_type(node)
+    monitor._take = lambda: None  # no subscription to take from
+    return monitor
+
+
 def test_a_watcher_remembers_a_bounded_number_of_nodes_and_keeps_those_it_hears():
     """Anyone may publish heartbeats under any name: 5,000 invented names held 5,000 entries in every
     watcher. Now the one heard longest ago is forgotten past REMEMBERED_NODES, and a node that keeps
@@ -366,13 +378,7 @@ def test_a_watcher_remembers_a_bounded_number_of_nodes_and_keeps_those_it_hears(
     from r3_msgs.msg import Heartbeat
     from r3_ros.heartbeat import REMEMBERED_NODES, HeartbeatMonitor
 
-    node = SimpleNamespace(
-        get_fully_qualified_name=lambda: "/watcher",
-        create_subscription=lambda *a, **k: None,
-        create_timer=lambda *a, **k: None,
-    )
-    monitor = HeartbeatMonitor(node)
-    monitor._take = lambda: None  # no subscription to take from: beats are handed in below
+    monitor = handed_beats(HeartbeatMonitor)
     for i in range(5_000):
         monitor._on_beat(Heartbeat(node=f"/forged_{i}", state="x" * 10_000), {})
         if i % 100 == 0:
@@ -388,13 +394,7 @@ def test_a_watcher_drops_a_beat_whose_node_name_no_node_has():
     from r3_msgs.msg import Heartbeat
     from r3_ros.heartbeat import HeartbeatMonitor
 
-    node = SimpleNamespace(
-        get_fully_qualified_name=lambda: "/watcher",
-        create_subscription=lambda *a, **k: None,
-        create_timer=lambda *a, **k: None,
-    )
-    monitor = HeartbeatMonitor(node)
-    monitor._take = lambda: None  # no subscription to take from: beats are handed in below
+    monitor = handed_beats(HeartbeatMonitor)
     huge = "/" + "n" * 1_000_000
     monitor._on_beat(Heartbeat(node=huge, state="idle"), {})
     monitor._on_beat(Heartbeat(node="/" + "n" * 254, state="idle"), {})  # as long as a name can be

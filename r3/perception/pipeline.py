@@ -14,6 +14,7 @@ current query. ``ANY_LABEL`` asks for whichever object is there (the mask id the
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,6 +77,9 @@ class Perception:
             return f"a query of {len(labels):,} names; at most {MAX_QUERY_LABELS}"
         if (longest := max((len(label) for label in labels), default=0)) > MAX_LABEL_CHARS:
             return f"a label of {longest:,} characters in the query; at most {MAX_LABEL_CHARS}"
+        hidden = next((c for label in labels for c in label if unicodedata.category(c) in ("Cc", "Cf")), None)
+        if hidden is not None:  # a bidirectional override or zero-width character shows one name, is another
+            return f"a label holds the control or format character U+{ord(hidden):04X}"
         reason = self.segmenter.refuse_labels(labels)
         if not reason:
             self.query = list(dict.fromkeys(labels))

@@ -236,6 +236,17 @@ def test_a_backend_that_reads_no_names_grounds_only_the_queried_names(tabletop_f
     assert not p.ground_point("mug", u, v, "pick", tabletop_frame.stamp_ns).reason.startswith(LABEL_MISMATCH)
 
 
+@pytest.mark.parametrize(
+    "label", ["mug\u202e", "m\u200bug", "mug\x1b[2J"], ids=["bidi", "zero_width", "escape"]
+)
+def test_a_query_label_that_shows_one_name_and_is_another_is_refused(label):
+    """Found by a hostile client: SetPerceptionQuery took a label with a right-to-left override."""
+    p = Perception(_PointOnly())
+    assert p.set_query(["mug"]) == ""
+    assert p.set_query(["bowl", label]).startswith("a label holds the control or format character U+")
+    assert p.query == ["mug"]
+
+
 def test_the_supervisor_writes_the_first_member_exit_where_members_read_it(tmp_path):
     sup = Supervisor(SimpleNamespace(started=[]), tmp_path / "logs")
     sup.start()

@@ -50,7 +50,7 @@ from r3_ros.conversions import (
 from r3_ros.episode_watch import EpisodeError
 from r3_ros.executor import PolledCallbackGroup, deliver_pending
 from r3_ros.node import UNKNOWN_NODE, type_name
-from r3_ros.qos import STATES_HEARD
+from r3_ros.qos import FRAMES_HEARD_DEPTH, STATES_HEARD
 from r3_ros.refusals import refusing_message
 from r3_ros.senders import Senders
 
@@ -92,7 +92,7 @@ class SceneObserver:
         )
         # The cameras as their publishers offer them: a simulator's frame, sent once per decision right
         # after a reset, reaches this node even when DDS matched the two sides late.
-        self.cameras = AdaptiveSubscriptions(node, 5, callback_group=callback_group)
+        self.cameras = AdaptiveSubscriptions(node, FRAMES_HEARD_DEPTH, callback_group=callback_group)
         image, info = type_name(Image), type_name(CameraInfo)
         on_image = refusing_message(node, self.on_image)
         on_wrist = refusing_message(node, self.on_wrist_image)

@@ -457,7 +457,7 @@ def test_a_reset_scene_call_during_an_episode_is_refused_and_moves_nothing(graph
     (before, the simulator did it, and the episode ended in an error once no state of its own scene
     came). Now the simulator refuses it, naming the episode, and the episode runs to its end; also an
     episode that goes on with the last one's scene (``reset_scene=false``), which resets nothing."""
-    from r3_msgs.msg import PrivilegedState
+    from r3_msgs.msg import PrivilegedState, ReasonerStep
     from r3_msgs.srv import ResetScene
     from r3_ros.qos import LATCHED
 
@@ -466,10 +466,16 @@ def test_a_reset_scene_call_during_an_episode_is_refused_and_moves_nothing(graph
     state = client.node.create_subscription(
         PrivilegedState, names.PRIVILEGED_STATE, lambda m: scene.append(m.episode_id), LATCHED
     )
+    decided = []  # when each decision step was heard (none kept from before: a volatile reader)
+    steps = client.node.create_subscription(
+        ReasonerStep, names.REASONER_STEPS, lambda _: decided.append(time.monotonic()), 50
+    )
     answers = []
 
     def reset_mid_episode(_handle) -> None:
-        if not answers and client.joints and client.joints[-1][0] > started:  # the pusher moves
+        # Once the episode has decided a step: a joint state of the episode before, heard late, once
+        # sent the resets before this episode's START, when no episode owned the scene.
+        if not answers and decided and decided[-1] > started:
             for request in (
                 ResetScene.Request(suite="language_table", task="L", seed=5, episode_id="hostile-1"),
                 ResetScene.Request(suite="language_table", task="T", seed=5, episode_id=scene[-1]),
@@ -499,6 +505,7 @@ def test_a_reset_scene_call_during_an_episode_is_refused_and_moves_nothing(graph
     assert client.call(reset, ResetScene.Request(suite="language_table", task="V", seed=1)).ok  # served again
     client.node.destroy_client(reset)
     client.node.destroy_subscription(state)
+    client.node.destroy_subscription(steps)
 
 
 def test_a_frozen_simulator_executes_no_stale_command_after_the_episode_error(graph, client):

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from sensor_msgs.msg import CameraInfo, Image
 
 from r3.episode_loop import StepView
@@ -89,7 +90,10 @@ class SceneObserver:
             refusing_message(node, self.on_state),
             STATES_HEARD,
             callback_group=PolledCallbackGroup(),
+            raw=True,  # taken as bytes: only the simulator's newest is deserialised (``latest_state``)
         )
+        self._newest: bytes | None = None  # the simulator's newest state, serialised
+        self._decoded: bytes | None = None  # the bytes ``self.state`` was deserialised from
         # The cameras as their publishers offer them: a simulator's frame, sent once per decision right
         # after a reset, reaches this node even when DDS matched the two sides late.
         self.cameras = AdaptiveSubscriptions(node, FRAMES_HEARD_DEPTH, callback_group=callback_group)
@@ -103,12 +107,12 @@ class SceneObserver:
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         node.create_timer(0.2, self.cameras.refresh, callback_group=callback_group, clock=steady)
 
-    def on_state(self, msg: PrivilegedState, info) -> None:
+    def on_state(self, data: bytes, info) -> None:
         gid = publisher_gid(info)
         if not gid:  # an rmw that gives no publisher: nothing to check it by
-            self.state = msg
+            self._newest = data
         else:
-            self.senders.add(msg, info, gid, time.monotonic())
+            self.senders.add(data, info, gid, time.monotonic())
 
     def state_publishers(self) -> dict[bytes, str]:
         """The fully qualified node name of each state publisher, by gid, where the graph gives one."""
@@ -119,19 +123,23 @@ class SceneObserver:
         }
 
     def latest_state(self) -> PrivilegedState | None:
-        """The newest state received from the simulator (None before any)."""
+        """The newest state received from the simulator (None before any). The states of a whole
+        instruction wait in the queue until the next decision reads one: each is checked by its
+        publisher as bytes, and only the newest of the simulator's deserialised."""
         with self.cv:
             deliver_pending([self._states])
             if self.senders.pending:
                 for decided in self.senders.decided(time.monotonic()):
                     if decided.sender == self.param["sim_node"]:
-                        self.state = decided.message
+                        self._newest = decided.message
                     else:
                         self.node.get_logger().error(
                             f"refused a state from {decided.sender or 'an unknown node'!r}: only "
                             f"{self.param['sim_node']} publishes the simulator's state",
                             throttle_duration_sec=1.0,
                         )
+            if self._newest is not self._decoded:
+                self.state, self._decoded = deserialize_message(self._newest, PrivilegedState), self._newest
             return self.state
 
     def on_camera_info(self, msg: CameraInfo) -> None:

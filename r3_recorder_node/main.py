@@ -54,7 +54,7 @@ from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
 from r3_ros.conversions import publisher_gid
 from r3_ros.executor import InlineCallbackGroup, PolledCallbackGroup, deliver_pending
 from r3_ros.heartbeat import HeartbeatPublisher
-from r3_ros.node import UNKNOWN_NODE, R3Node
+from r3_ros.node import R3Node, named_publishers
 from r3_ros.params import declare_parameters
 from r3_ros.qos import EVENTS, LATCHED, RECORD_DEPTH
 from r3_ros.refusals import refusing_message
@@ -139,11 +139,7 @@ class RecorderNode(R3Node):
 
     def event_publishers(self) -> dict[bytes, str]:
         """The node name of each publisher of episode events, by gid, where the graph gives one."""
-        return {
-            bytes(e.endpoint_gid): e.node_name
-            for e in self.get_publishers_info_by_topic(names.EPISODE_EVENTS)
-            if e.node_name != UNKNOWN_NODE
-        }
+        return named_publishers(self, names.EPISODE_EVENTS)
 
     def on_event(self, msg: EpisodeEvent, info) -> None:
         with self.deciding:

@@ -39,6 +39,16 @@ CLOCK_TAKE_S = 0.25
 UNKNOWN_NODE = "_NODE_NAME_UNKNOWN_"
 
 
+def named_publishers(node, topic: str, qualified: bool = False) -> dict[bytes, str]:
+    """The node name of each publisher on ``topic`` (with its namespace when ``qualified``), by DDS
+    gid, where the graph view gives one yet (``r3_ros.senders`` waits for the rest)."""
+    return {
+        bytes(e.endpoint_gid): f"{e.node_namespace.rstrip('/')}/{e.node_name}" if qualified else e.node_name
+        for e in node.get_publishers_info_by_topic(topic)
+        if e.node_name != UNKNOWN_NODE
+    }
+
+
 def type_name(msg_type) -> str:
     """``sensor_msgs/msg/Image`` for ``sensor_msgs.msg.Image``: how the ROS graph names a type."""
     package, kind = msg_type.__module__.split(".")[:2]

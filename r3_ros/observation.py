@@ -50,7 +50,7 @@ from r3_ros.conversions import (
 )
 from r3_ros.episode_watch import EpisodeError
 from r3_ros.executor import PolledCallbackGroup, deliver_pending
-from r3_ros.node import UNKNOWN_NODE, type_name
+from r3_ros.node import named_publishers, type_name
 from r3_ros.qos import FRAMES_HEARD_DEPTH, STATES_HEARD
 from r3_ros.refusals import refusing_message
 from r3_ros.senders import Senders
@@ -116,11 +116,7 @@ class SceneObserver:
 
     def state_publishers(self) -> dict[bytes, str]:
         """The fully qualified node name of each state publisher, by gid, where the graph gives one."""
-        return {
-            bytes(e.endpoint_gid): f"{e.node_namespace.rstrip('/')}/{e.node_name}"
-            for e in self.node.get_publishers_info_by_topic(names.PRIVILEGED_STATE)
-            if e.node_name != UNKNOWN_NODE
-        }
+        return named_publishers(self.node, names.PRIVILEGED_STATE, qualified=True)
 
     def latest_state(self) -> PrivilegedState | None:
         """The newest state received from the simulator (None before any). The states of a whole

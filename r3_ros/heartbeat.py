@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 
-from rclpy._rclpy_pybind11 import InvalidHandle
+from rclpy._rclpy_pybind11 import InvalidHandle, RCLError
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 
@@ -74,9 +74,17 @@ class HeartbeatPublisher:
             )
 
     def _beat(self) -> None:
+        """One beat; none once the node's context has shut down (a state set while the node stops,
+        as a recorder stopped mid-episode does when it has closed the bag: nobody is left to tell)."""
+        if not self._node.context.ok():
+            return
         msg = Heartbeat(node=self._node.get_fully_qualified_name(), state=self._state)
         msg.header.stamp = Clock(clock_type=ClockType.SYSTEM_TIME).now().to_msg()
-        self._pub.publish(msg)
+        try:
+            self._pub.publish(msg)
+        except RCLError:
+            if self._node.context.ok():  # not the shutdown that raced the check above
+                raise
 
 
 class HeartbeatMonitor:

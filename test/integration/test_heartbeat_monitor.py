@@ -90,3 +90,17 @@ def test_a_beat_that_comes_late_is_logged_as_a_stall(context, capfd):
     assert late and 1.3 <= float(late.group(1)) < 5.0, err
     executor.shutdown()
     node.destroy_node()
+
+
+def test_a_state_set_once_the_context_has_shut_down_is_not_sent_and_raises_nothing(context):
+    """A node stopped by SIGINT mid-episode still finishes its work after rclpy shut its context
+    down: the recorder closes the bag and then says "idle". That beat used to raise in the closing
+    thread ("publisher's context is invalid") and cut its log line off."""
+    from rclpy.node import Node
+
+    from r3_ros.heartbeat import HeartbeatPublisher
+
+    heartbeat = HeartbeatPublisher(Node("stopping", context=context), state="recording:e1")
+    context.shutdown()
+    heartbeat.state = "idle"  # raised RCLError
+    assert heartbeat.state == "idle"

@@ -106,6 +106,25 @@ def _episode_with_a_fault(
     return run.returncode, lines, signalled_at
 
 
+def test_a_recorder_stopped_mid_episode_closes_its_bag_and_says_why(tmp_path, private_ros_env):
+    """SIGINT to the recorder alone while an episode records: the bag is closed as it stands, marked
+    incomplete with the reason, and the log says so, with no traceback (its last "idle" beat, sent
+    after rclpy had shut the context down, raised in the closing thread and cut that line off)."""
+    from r3.data.bags import read_episode_info
+
+    returncode, lines, _ = _episode_with_a_fault(
+        private_ros_env(), tmp_path, "r3_recorder_node", signal.SIGINT
+    )
+    text = "".join(line for _, line in lines)
+    log = (tmp_path / "logs" / "r3_recorder_node.log").read_text()
+    assert returncode == 1 and "Traceback" not in log, log
+    stopped = "the recorder stopped before the episode ended"
+    (bag,) = (tmp_path / "bags").iterdir()
+    info = read_episode_info(bag)
+    assert (info.status, info.reason) == ("incomplete", stopped), (info, text)
+    assert f"bag {bag} closed (incomplete: {stopped})" in log, log
+
+
 @pytest.mark.parametrize("victim", ["r3_lowlevel_node", "r3_sim_node", "r3_recorder_node"])
 def test_a_dead_node_of_an_unsupervised_graph_is_named_by_its_silence(victim, tmp_path, private_ros_env):
     timeout_s = HEARTBEAT_TIMEOUT_S

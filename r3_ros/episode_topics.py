@@ -14,6 +14,7 @@ from r3_ros.executor import PolledCallbackGroup, deliver_pending
 from r3_ros.node import R3Node
 from r3_ros.qos import EVENTS, EVENTS_HELD, recorded
 from r3_ros.services import ResetRecord
+from r3_ros.shutdown import unless_shut_down
 
 
 def scene_resets(node: R3Node) -> ResetRecord:
@@ -63,4 +64,5 @@ class EpisodeTopics:
         """START or END (with the RunTask ``result``) of the episode of RunTask ``goal``."""
         stamp = self.node.now().to_msg()
         msg = episode_event_msg(event, episode_id, goal, goal_text, self.backend, stamp, result)
-        self.event_pub.publish(msg)
+        with unless_shut_down(self.node):  # an END after a SIGINT cannot go out: the bag ends incomplete
+            self.event_pub.publish(msg)

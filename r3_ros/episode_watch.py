@@ -16,6 +16,7 @@ from r3.graph.supervisor import MemberExits
 from r3_ros.heartbeat import HeartbeatMonitor
 from r3_ros.recording import RecorderHandshake
 from r3_ros.services import Completion
+from r3_ros.shutdown import shutting_down
 
 
 class EpisodeError(RuntimeError):
@@ -28,7 +29,7 @@ class EpisodeWatch:
     ``startup_timeout_s``), read at each use."""
 
     def __init__(self, node: Node, param: Mapping):
-        self.param = param
+        self.node, self.node_name, self.param = node, node.get_fully_qualified_name(), param
         self.monitor = HeartbeatMonitor(node)
         self.exits = MemberExits.from_environment()  # members a supervisor saw exit
         self.deadline = float("inf")
@@ -45,6 +46,8 @@ class EpisodeWatch:
         watched = [self.param["lowlevel_node"], self.param["sim_node"]] + (
             [self.recorder] if self.recorder else []
         )
+        if shutting_down(self.node):  # a SIGINT: this node's own beats have stopped, so no verdict would come
+            raise EpisodeError(f"{self.node_name} is shutting down")
         for member_exit in self.exits.read():  # the process manager's word: faster than any heartbeat
             raise EpisodeError(member_exit)
         for node in self.monitor.dead(watched, timeout):

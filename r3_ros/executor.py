@@ -22,6 +22,7 @@ hand-off delayed every service answer and action result by 1-2 ms on each side.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import heapq
 import threading
@@ -107,6 +108,7 @@ class QueueAwareExecutor(MultiThreadedExecutor):
     def __init__(self, num_threads: int | None = None, **kwargs):
         super().__init__(num_threads, **kwargs)
         self._queued: set = set()
+        self._running: set[concurrent.futures.Future] = set()  # the pool's callbacks not yet returned
         self._started = threading.Condition()
         #: How many times a task went to the pool (regression figure: once per run of the task).
         self.submissions = 0
@@ -127,6 +129,19 @@ class QueueAwareExecutor(MultiThreadedExecutor):
             self._started.notify_all()
         task()
 
+    def _returned(self, running: concurrent.futures.Future) -> None:
+        with self._started:
+            self._running.discard(running)
+
+    def wind_down(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the callbacks running in the pool to return (after the spin
+        ended: a goal or an episode winding down once the context shut down); whether they all did.
+        The node must outlive them: one destroyed under them fails at its next call."""
+        with self._started:
+            running = set(self._running)
+        _, not_done = concurrent.futures.wait(running, timeout=timeout_s)
+        return not not_done
+
     def _spin_once_impl(self, timeout_sec=None, wait_condition=lambda: False) -> None:
         try:
             task, entity, _ = self.wait_for_ready_callbacks(timeout_sec, None, wait_condition)
@@ -143,7 +158,10 @@ class QueueAwareExecutor(MultiThreadedExecutor):
                 return
             self._queued.add(task)
         self.submissions += 1
-        self._executor.submit(self._run, task)
+        running = self._executor.submit(self._run, task)
+        with self._started:
+            self._running.add(running)
+        running.add_done_callback(self._returned)
         if task not in self._futures:
             self._futures.append(task)
         for done in [f for f in self._futures if f.done()]:

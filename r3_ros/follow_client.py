@@ -25,6 +25,7 @@ from r3_msgs.action import FollowInstruction
 from r3_ros.episode_watch import EpisodeError, EpisodeWatch, wait_future
 from r3_ros.executor import InlineCallbackGroup
 from r3_ros.goals import ANSWER_GRACE_S, GoalStatuses, ResultRequests
+from r3_ros.shutdown import unless_shut_down
 from r3_ros.stop import StopListener, StopPublisher, goal_key, new_goal_id
 
 
@@ -42,7 +43,7 @@ class FollowClient:
     ``instruction_timeout_s``, ``steps_per_instruction``); ``watch`` bounds every wait."""
 
     def __init__(self, node: Node, param: Mapping, watch: EpisodeWatch, callback_group=None):
-        self.param, self.watch = param, watch
+        self.node, self.param, self.watch = node, param, watch
         self.runs_lock = threading.Lock()
         self.runs: dict[str, Run] = {}  # by RunTask goal key
         self.stop_pub = StopPublisher(node)
@@ -155,16 +156,22 @@ class FollowClient:
                 instead=results.answer,
             )
         except EpisodeError:
-            self.stop_pub.stop(follow_key)
-            sent.cancel_goal_async()
+            self.stop_sent(follow_key, sent)
             raise
-        if done is None:  # RunTask canceled, stopped or preempted: stop the motion too (stop, then cancel)
-            self.stop_pub.stop(follow_key)
-            sent.cancel_goal_async()
+        if done is None:  # RunTask canceled, stopped or preempted: stop the motion too
+            self.stop_sent(follow_key, sent)
             return None
         if done.result.reason.startswith("error"):
             raise EpisodeError(f"{self.param['lowlevel_node']}: {done.result.reason[len('error: ') :]}")
         return done.result
+
+    def stop_sent(self, follow_key: str, sent) -> None:
+        """Stop an accepted FollowInstruction goal: the stop first (the fast path), then the cancel.
+        Neither goes out once this node is shutting down; the low-level node's watchdog then stops
+        the motion when this node's heartbeat ends."""
+        self.stop_pub.stop(follow_key)
+        with unless_shut_down(self.node):
+            sent.cancel_goal_async()
 
     def stop_unanswered(self, follow_key: str, sending) -> None:
         """Stop a FollowInstruction goal that has not been accepted yet, and cancel it once it is."""

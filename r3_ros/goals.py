@@ -26,6 +26,7 @@ from rclpy.qos import qos_profile_action_status_default
 
 from r3.graph import names
 from r3_ros.refusals import refusing_action
+from r3_ros.shutdown import unless_shut_down
 
 #: The states of a goal that has ended, as its action's status topic reports them.
 ENDED = (GoalStatus.STATUS_SUCCEEDED, GoalStatus.STATUS_CANCELED, GoalStatus.STATUS_ABORTED)
@@ -159,6 +160,6 @@ class SingleGoal:
 
     def end(self, handle, outcome: str) -> None:
         """Finish ``handle`` as "succeeded", "aborted" or "canceled", unless it is already over."""
-        with self._lock:
+        with self._lock, unless_shut_down(self._node):  # the state is set before the status is sent
             if handle.is_active:
                 {"succeeded": handle.succeed, "aborted": handle.abort, "canceled": handle.canceled}[outcome]()

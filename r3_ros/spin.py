@@ -28,11 +28,15 @@ from rclpy.node import Node
 from r3.profiling import PROFILE_DIR_ENV, WakeLedger, record_while_flagged
 from r3_ros.executor import QueueAwareExecutor, count_wakes
 
+#: After the spin has ended (a SIGINT shut the context down), how long the goals and episodes still
+#: running in the pool may take to wind down before the node is destroyed under them.
+WIND_DOWN_S = 5.0
+
 
 def run_node(node_class, args=None, threads: int | Callable[[Node], int] = 8) -> None:
     """Spin one ``node_class()``; ``threads``: the executor's, or a function of the node that says
     (its parameters choose)."""
-    spinning = False
+    spinning, executor = False, None
 
     def on_sigint(signum, frame) -> None:
         """Runs after rclpy's own SIGINT handler, which shuts the context down, so a spinning
@@ -72,6 +76,9 @@ def run_node(node_class, args=None, threads: int | Callable[[Node], int] = 8) ->
         rclpy.try_shutdown()
         sys.exit(1)
     finally:
+        if isinstance(executor, QueueAwareExecutor) and not executor.wind_down(WIND_DOWN_S):
+            late = f"a callback still ran {WIND_DOWN_S:.0f} s after the spin ended"
+            print(f"{node.get_name()}: {late}", file=sys.stderr)
         if node is not None:
             if hasattr(node, "shutdown"):
                 node.shutdown()

@@ -30,6 +30,7 @@ from unique_identifier_msgs.msg import UUID
 from r3.graph import names
 from r3_ros.heartbeat import HeartbeatMonitor
 from r3_ros.qos import STOP
+from r3_ros.shutdown import shutting_down, unless_shut_down
 
 #: Bytes of a goal id that name its family (64 random bits: families never collide by chance).
 FAMILY_BYTES = 8
@@ -60,10 +61,13 @@ def new_goal_id(parent: str | None = None) -> UUID:
 
 class StopPublisher:
     def __init__(self, node: Node):
+        self._node = node
         self._pub = node.create_publisher(String, names.STOP_MOTION, STOP)
 
     def stop(self, key: str) -> None:
-        self._pub.publish(String(data=key))
+        """Stop goal ``key`` (and its family); dropped once this node is shutting down."""
+        with unless_shut_down(self._node):
+            self._pub.publish(String(data=key))
 
 
 class StopListener:
@@ -111,17 +115,21 @@ class MotionGuard:
         self.client = client
         self.monitor = monitor
         self.stops = StopListener(node)
+        self.node, self.node_name = node, node.get_fully_qualified_name()
 
     def stopping(self, handle) -> bool:
-        """The goal was cancelled, stopped or preempted."""
+        """The goal was cancelled, stopped or preempted, or this node is shutting down."""
         return (
             handle.is_cancel_requested
             or not handle.is_active
             or self.stops.requested(goal_key(handle.goal_id))
+            or shutting_down(self.node)
         )
 
     def stop_reason(self, handle, watch_client: bool = True) -> str | None:
         """Why ``handle`` must not move any more ("canceled" or "error: ..."); None when it may."""
+        if shutting_down(self.node):  # a SIGINT: no command would go out any more
+            return f"error: {self.node_name} is shutting down; motion stopped"
         if handle.is_cancel_requested or self.stops.requested(goal_key(handle.goal_id)):
             return "canceled"
         if watch_client and self.monitor.dead([self.client], self.client_timeout_s):

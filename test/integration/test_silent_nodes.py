@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import yaml
@@ -28,12 +29,14 @@ R3 = [sys.executable, "-m", "r3.cli"]
 HEARTBEAT_TIMEOUT_S = 2.0
 
 
-def _start_unsupervised(env: dict[str, str], out: Path, **reasoner) -> dict[str, subprocess.Popen]:
-    """The sim_language_table members as separate processes, as launch_ros starts them: no
-    supervisor watches them, so only the heartbeats can tell the reasoner that one is gone.
+def _start_unsupervised(
+    env: dict[str, str], out: Path, profile: str = "sim_language_table", **reasoner
+) -> dict[str, subprocess.Popen]:
+    """The members of ``profile`` as separate processes, as launch_ros starts them: no supervisor
+    watches them, so only the heartbeats can tell the reasoner that one is gone.
     ``reasoner``: parameters of the reasoner node, over ``heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S``."""
     profile = load_profile(
-        "sim_language_table",
+        profile,
         overrides={
             "r3_recorder_node": {"output_dir": str(out / "bags")},
             "r3_reasoner_node": {"heartbeat_timeout_s": HEARTBEAT_TIMEOUT_S, **reasoner},
@@ -62,16 +65,27 @@ def _lines_of(proc: subprocess.Popen) -> tuple[list[tuple[float, str]], threadin
     return lines, reader
 
 
+class Fault(NamedTuple):
+    returncode: int  # the run's
+    lines: list[tuple[float, str]]  # the run's output, each line with the time it came
+    signalled_at: float
+    victim_exit: tuple[int, float] | None  # its exit status and seconds after the signal, if it exited
+
+
 def _episode_with_a_fault(
-    env: dict[str, str], out: Path, victim: str, sig: signal.Signals, **reasoner
-) -> tuple[int, list[tuple[float, str]], float]:
-    """``r3 run --use-running-graph`` on an unsupervised graph; once step 0 is printed (the first
-    instruction is on its way), ``sig`` goes to ``victim``. The run's exit status, its timed output
-    lines and the time of the signal."""
-    procs = _start_unsupervised(env, out, **reasoner)
+    env: dict[str, str],
+    out: Path,
+    victim: str,
+    sig: signal.Signals,
+    profile: str = "sim_language_table",
+    episode: tuple[str, ...] = ("--task", "T", "--seed", "5"),
+    **reasoner,
+) -> Fault:
+    """``r3 run --use-running-graph`` of ``episode`` on an unsupervised graph of ``profile``; once
+    step 0 is printed (the first instruction is on its way), ``sig`` goes to ``victim``."""
+    procs = _start_unsupervised(env, out, profile, **reasoner)
     run = subprocess.Popen(
-        R3
-        + ["run", "--use-running-graph", "--task", "T", "--seed", "5", "--out", str(out), "--video", "none"],
+        R3 + ["run", "--use-running-graph", *episode, "--out", str(out), "--video", "none"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -89,7 +103,13 @@ def _episode_with_a_fault(
         assert any(" step 0 " in line for _, line in lines), "".join(line for _, line in lines)
         signalled_at = time.monotonic()
         procs[victim].send_signal(sig)
-        run.wait(timeout=60)
+        victim_exit, stops = None, sig in (signal.SIGINT, signal.SIGTERM)  # a stop is waited for too
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (run.poll() is None or (stops and victim_exit is None)):
+            if victim_exit is None and procs[victim].poll() is not None:
+                victim_exit = (procs[victim].returncode, time.monotonic() - signalled_at)
+            time.sleep(0.01)
+        run.wait(timeout=1)
     finally:
         if procs[victim].poll() is None:
             procs[victim].send_signal(signal.SIGCONT)
@@ -103,7 +123,7 @@ def _episode_with_a_fault(
                 proc.kill()
                 proc.wait()
         reader.join(timeout=5)
-    return run.returncode, lines, signalled_at
+    return Fault(run.returncode, lines, signalled_at, victim_exit)
 
 
 def test_a_recorder_stopped_mid_episode_closes_its_bag_and_says_why(tmp_path, private_ros_env):
@@ -112,12 +132,13 @@ def test_a_recorder_stopped_mid_episode_closes_its_bag_and_says_why(tmp_path, pr
     after rclpy had shut the context down, raised in the closing thread and cut that line off)."""
     from r3.data.bags import read_episode_info
 
-    returncode, lines, _ = _episode_with_a_fault(
+    returncode, lines, _, victim_exit = _episode_with_a_fault(
         private_ros_env(), tmp_path, "r3_recorder_node", signal.SIGINT
     )
     text = "".join(line for _, line in lines)
     log = (tmp_path / "logs" / "r3_recorder_node.log").read_text()
-    assert returncode == 1 and "Traceback" not in log, log
+    assert returncode == 1 and victim_exit is not None and victim_exit[0] == 0, (victim_exit, log)
+    assert "Traceback" not in log, log
     stopped = "the recorder stopped before the episode ended"
     (bag,) = (tmp_path / "bags").iterdir()
     info = read_episode_info(bag)
@@ -125,10 +146,35 @@ def test_a_recorder_stopped_mid_episode_closes_its_bag_and_says_why(tmp_path, pr
     assert f"bag {bag} closed (incomplete: {stopped})" in log, log
 
 
+@pytest.mark.parametrize("victim", ["r3_reasoner_node", "r3_packing_sim_node"])
+def test_a_node_stopped_by_sigint_mid_motion_ends_its_goal_and_exits(victim, tmp_path, private_ros_env):
+    """A SIGINT shuts rclpy's context down at once, while the node's goal still runs in a pool thread:
+    a packing motion, or the reasoner's wait for that motion's result. The goal ends at its next
+    check (``r3_ros.shutdown``) and what it still sends is dropped. Before, the packing simulator's
+    motion went on publishing into destroyed publishers and logged tracebacks, and the reasoner
+    waited for a result that no executor would take any more until ``max_episode_s`` (900 s): the
+    process did not exit."""
+    packing_episode = ("--suite", "packing", "--task", "4", "--seed", "3")
+    fault = _episode_with_a_fault(
+        private_ros_env(), tmp_path, victim, signal.SIGINT, "sim_packing", packing_episode
+    )
+    text = "".join(line for _, line in fault.lines)
+    log = (tmp_path / "logs" / f"{victim}.log").read_text()
+    assert fault.victim_exit is not None and fault.victim_exit[0] == 0, (fault.victim_exit, log)
+    assert "Traceback" not in log, log
+    outcome = [line for _, line in fault.lines if line.startswith("outcome:")]
+    assert fault.returncode == 1 and outcome and f"/{victim} stopped responding" in outcome[0], text
+    if victim == "r3_reasoner_node":
+        assert "error: /r3_reasoner_node is shutting down" in log, log
+    print(f"\n{victim} exited {fault.victim_exit[1]:.2f} s after the SIGINT")
+
+
 @pytest.mark.parametrize("victim", ["r3_lowlevel_node", "r3_sim_node", "r3_recorder_node"])
 def test_a_dead_node_of_an_unsupervised_graph_is_named_by_its_silence(victim, tmp_path, private_ros_env):
     timeout_s = HEARTBEAT_TIMEOUT_S
-    returncode, lines, killed_at = _episode_with_a_fault(private_ros_env(), tmp_path, victim, signal.SIGKILL)
+    returncode, lines, killed_at, _ = _episode_with_a_fault(
+        private_ros_env(), tmp_path, victim, signal.SIGKILL
+    )
     text = "".join(line for _, line in lines)
     outcome = [(t, line) for t, line in lines if line.startswith("outcome:")]
     assert returncode == 1 and outcome and "error" in outcome[0][1], text
@@ -271,7 +317,7 @@ def test_every_instruction_and_episode_has_a_wall_clock_budget(
     ``max_episode_s``, ends the episode with an error saying which budget ran out. The low-level node
     is frozen (SIGSTOP) during the first instruction, so the budget runs out whatever the machine's
     speed; its heartbeat timeout (60 s here) is far behind either budget."""
-    returncode, lines, frozen_at = _episode_with_a_fault(
+    returncode, lines, frozen_at, _ = _episode_with_a_fault(
         private_ros_env(),
         tmp_path,
         "r3_lowlevel_node",

@@ -1,0 +1,59 @@
+"""After the first SIGINT rclpy's context is down while a node's goals and episodes still run in its
+pool (``r3_ros.shutdown``): they end at their next check, what they still send is dropped, and the
+node is destroyed only once they have returned. The graph-level check is
+``test_silent_nodes.py::test_a_node_stopped_by_sigint_mid_motion_ends_its_goal_and_exits``."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+pytestmark = pytest.mark.ros
+
+
+def test_motions_and_episode_waits_end_once_the_context_is_down(context):
+    from rclpy.node import Node
+
+    from r3_ros.episode_watch import EpisodeError, EpisodeWatch
+    from r3_ros.heartbeat import HeartbeatMonitor
+    from r3_ros.stop import MotionGuard, StopPublisher, new_goal_id
+
+    node = Node("winding_down", context=context)
+    guard = MotionGuard(node, HeartbeatMonitor(node), 1.0, "/r3_reasoner_node")
+    param = {"heartbeat_timeout_s": 5.0, "lowlevel_node": "/l", "sim_node": "/s", "max_episode_s": 900.0}
+    watch = EpisodeWatch(node, param)
+    stops = StopPublisher(node)
+    goal = SimpleNamespace(is_cancel_requested=False, is_active=True, goal_id=new_goal_id())
+    watch.start()
+    watch.check_alive()  # nothing to say yet: no verdict without this node's own beats
+    assert guard.stop_reason(goal, watch_client=False) is None and not guard.stopping(goal)
+
+    context.shutdown()
+    assert guard.stopping(goal)
+    assert guard.stop_reason(goal) == "error: /winding_down is shutting down; motion stopped"
+    with pytest.raises(EpisodeError, match="^/winding_down is shutting down$"):
+        watch.check_alive()  # waited for a verdict that this node's silent beats never give
+    stops.stop("anything")  # raised RCLError: the publisher's context is invalid
+
+
+def test_a_node_is_destroyed_only_once_its_pool_callbacks_have_returned(context):
+    from rclpy.node import Node
+
+    from r3_ros.executor import QueueAwareExecutor
+
+    node = Node("pool", context=context)
+    release, returned = threading.Event(), []
+    node.create_timer(0.01, lambda: returned.append(release.wait(10)))  # runs in the pool
+    executor = QueueAwareExecutor(num_threads=2, context=context)
+    executor.add_node(node)
+    deadline = time.monotonic() + 10
+    while executor.submissions == 0 and time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.05)
+    assert executor.submissions == 1
+    assert not executor.wind_down(0.1) and not returned  # still running
+    threading.Timer(0.2, release.set).start()
+    assert executor.wind_down(10.0) and returned == [True]
+    executor.shutdown()

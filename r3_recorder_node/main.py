@@ -6,9 +6,10 @@ r3_msgs types registered from the interface files. The recorder takes what its s
 received every ``TICK_S`` while an episode records (``IDLE_POLL_S`` between episodes), all topics
 at once in the order they arrived, instead of waking once per message
 (``r3_ros.executor.PolledCallbackGroup``): a packing step sends it some 200 messages. Topic types
-are discovered from the graph, as ``ros2 bag record`` does. An episode that never sees END (the
-graph stopped, the reasoner died) is closed as incomplete; ``r3_episode.yaml`` in the bag says so
-from the first message on. A message sent before the episode's START (by its DDS source stamp)
+are discovered from the graph, as ``ros2 bag record`` does. An episode that never sees END is
+closed as incomplete: at the next START, at the recorder's stop, or once the reasoner that started
+it has sent no heartbeat for ``reasoner_timeout_s`` (it died or was stopped); ``r3_episode.yaml``
+in the bag says so from the first message on. A message sent before the episode's START (by its DDS source stamp)
 belongs to the one before, however late it arrives: it is not filed into this episode's bag.
 
 ``output_dir`` is the bag root; a relative one is taken from the recorder's working directory and
@@ -53,7 +54,7 @@ from r3_ros import without_shared_memory
 from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
 from r3_ros.conversions import publisher_gid
 from r3_ros.executor import InlineCallbackGroup, PolledCallbackGroup, deliver_pending
-from r3_ros.heartbeat import HeartbeatPublisher
+from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.node import R3Node, named_publishers
 from r3_ros.params import declare_parameters
 from r3_ros.qos import EVENTS, LATCHED, RECORD_DEPTH
@@ -110,6 +111,8 @@ class RecorderNode(R3Node):
             callback_group=MutuallyExclusiveCallbackGroup(),
         )
         self.heartbeat = HeartbeatPublisher(self, state=names.RECORDER_WAITING)
+        self.starter_watch = HeartbeatMonitor(self)  # the reasoner that started the open episode
+        self.starter = ""  # its fully qualified node name ("" when the graph did not give it)
         self.up_since, self.told_waiting = time.monotonic(), False
         self.create_timer(0.2, refusing_message(self, self.say_if_ready), clock=wall)
         self.poll_timer = self.create_timer(
@@ -176,6 +179,9 @@ class RecorderNode(R3Node):
                 writer = EpisodeBagWriter(self.output_dir, episode)  # refuses an id that is no folder name
                 self.close_current(complete=False, reason="a new episode started before this one ended")
                 self.bag = OpenBag(writer, info["source_timestamp"], self.param, publisher_gid(info))
+                self.starter = named_publishers(self, names.EPISODE_EVENTS, qualified=True).get(
+                    publisher_gid(info), ""
+                )
                 self.say_full(self.bag.check_room())
                 self.poll_every(TICK_S)
                 self.say_full(self.bag.write(names.EPISODE_EVENTS, EVENTS_TYPE, serialize_message(msg)))
@@ -225,11 +231,23 @@ class RecorderNode(R3Node):
             if self.bag is None:
                 return
             self.say_full(self.bag.check_room())
+            if self.bag.ended is None and (gone := self.starter_gone()):
+                self.close_current(complete=False, reason=gone)
+                return
             if self.bag.may_close(time.monotonic(), names.REASONER_STEPS in self.topics):
                 msg, info = self.bag.ended, self.bag.writer.info
                 info.goal = msg.goal or info.goal
                 complete = not msg.reason.startswith("error")
                 self.close_current(complete, msg.reason, msg.success, msg.progress, msg.steps)
+
+    def starter_gone(self) -> str:
+        """Why the open episode will never see its END: the reasoner that started it has been silent
+        for ``reasoner_timeout_s`` ("" while it beats, or when its name is not known)."""
+        timeout = self.param["reasoner_timeout_s"]
+        if not self.starter or not self.starter_watch.dead([self.starter], timeout):
+            return ""
+        silent = f"no heartbeat for {timeout:.1f} s"
+        return f"{self.starter} stopped responding ({silent}) before the episode ended"
 
     def announce_when_ready(self, episode_id: str) -> None:
         """Say "recording:<id>" (the reasoner waits for it) once every configured topic is

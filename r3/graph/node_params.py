@@ -336,6 +336,15 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     range=(0, 10_000_000),
                     read_only=False,
                 ),
+                P(
+                    "reasoner_timeout_s",
+                    "float",
+                    10.0,
+                    "An episode's bag is closed incomplete once the reasoner that started it has "
+                    "sent no heartbeat for this long (it died or was stopped before its END).",
+                    range=(0.5, 3600.0),
+                    read_only=False,
+                ),
             ),
         ),
         NodeParameters(

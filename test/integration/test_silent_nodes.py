@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -30,15 +31,20 @@ HEARTBEAT_TIMEOUT_S = 2.0
 
 
 def _start_unsupervised(
-    env: dict[str, str], out: Path, profile: str = "sim_language_table", **reasoner
+    env: dict[str, str],
+    out: Path,
+    profile: str = "sim_language_table",
+    recorder: dict | None = None,
+    **reasoner,
 ) -> dict[str, subprocess.Popen]:
     """The members of ``profile`` as separate processes, as launch_ros starts them: no supervisor
     watches them, so only the heartbeats can tell the reasoner that one is gone.
-    ``reasoner``: parameters of the reasoner node, over ``heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S``."""
+    ``reasoner``: parameters of the reasoner node, over ``heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S``;
+    ``recorder``: the recorder's, over ``output_dir``."""
     profile = load_profile(
         profile,
         overrides={
-            "r3_recorder_node": {"output_dir": str(out / "bags")},
+            "r3_recorder_node": {"output_dir": str(out / "bags"), **(recorder or {})},
             "r3_reasoner_node": {"heartbeat_timeout_s": HEARTBEAT_TIMEOUT_S, **reasoner},
         },
     )
@@ -79,11 +85,14 @@ def _episode_with_a_fault(
     sig: signal.Signals,
     profile: str = "sim_language_table",
     episode: tuple[str, ...] = ("--task", "T", "--seed", "5"),
+    recorder: dict | None = None,
+    until: Callable[[], bool] = lambda: True,
     **reasoner,
 ) -> Fault:
     """``r3 run --use-running-graph`` of ``episode`` on an unsupervised graph of ``profile``; once
-    step 0 is printed (the first instruction is on its way), ``sig`` goes to ``victim``."""
-    procs = _start_unsupervised(env, out, profile, **reasoner)
+    step 0 is printed (the first instruction is on its way), ``sig`` goes to ``victim``. The graph
+    stops once the run has ended and ``until()`` holds (at most 60 s after the signal)."""
+    procs = _start_unsupervised(env, out, profile, recorder, **reasoner)
     run = subprocess.Popen(
         R3 + ["run", "--use-running-graph", *episode, "--out", str(out), "--video", "none"],
         stdout=subprocess.PIPE,
@@ -105,7 +114,9 @@ def _episode_with_a_fault(
         procs[victim].send_signal(sig)
         victim_exit, stops = None, sig in (signal.SIGINT, signal.SIGTERM)  # a stop is waited for too
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (run.poll() is None or (stops and victim_exit is None)):
+        while time.monotonic() < deadline and (
+            run.poll() is None or (stops and victim_exit is None) or not until()
+        ):
             if victim_exit is None and procs[victim].poll() is not None:
                 victim_exit = (procs[victim].returncode, time.monotonic() - signalled_at)
             time.sleep(0.01)
@@ -144,6 +155,28 @@ def test_a_recorder_stopped_mid_episode_closes_its_bag_and_says_why(tmp_path, pr
     info = read_episode_info(bag)
     assert (info.status, info.reason) == ("incomplete", stopped), (info, text)
     assert f"bag {bag} closed (incomplete: {stopped})" in log, log
+
+
+def test_a_bag_whose_reasoner_died_mid_episode_is_closed_incomplete(tmp_path, private_ros_env):
+    """SIGKILL to the reasoner mid-episode: no END will come. The recorder closes the bag, incomplete,
+    once that reasoner has been silent for ``reasoner_timeout_s``; before, it recorded on into that
+    bag until the next episode or its own stop (a camera streaming beside it filled it meanwhile)."""
+    from r3.data.bags import read_episode_info
+
+    log = tmp_path / "logs" / "r3_recorder_node.log"
+    died = "/r3_reasoner_node stopped responding (no heartbeat for 1.0 s) before the episode ended"
+    _episode_with_a_fault(
+        private_ros_env(),
+        tmp_path,
+        "r3_reasoner_node",
+        signal.SIGKILL,
+        recorder={"reasoner_timeout_s": 1.0},
+        until=lambda: died in log.read_text(),
+    )
+    (bag,) = (tmp_path / "bags").iterdir()
+    info = read_episode_info(bag)
+    assert (info.status, info.reason) == ("incomplete", died), (info, log.read_text())
+    assert f"bag {bag} closed (incomplete: {died})" in log.read_text()
 
 
 @pytest.mark.parametrize("victim", ["r3_reasoner_node", "r3_packing_sim_node"])

@@ -9,8 +9,9 @@ at once in the order they arrived, instead of waking once per message
 are discovered from the graph, as ``ros2 bag record`` does. An episode that never sees END is
 closed as incomplete: at the next START, at the recorder's stop, or once the reasoner that started
 it has sent no heartbeat for ``reasoner_timeout_s`` (it died or was stopped); ``r3_episode.yaml``
-in the bag says so from the first message on. A message sent before the episode's START (by its DDS source stamp)
-belongs to the one before, however late it arrives: it is not filed into this episode's bag.
+in the bag says so from the first message on. A message sent before the episode's START (by its
+DDS source stamp) belongs to the one before, however late it arrives: it is not filed into this
+episode's bag.
 
 ``output_dir`` is the bag root; a relative one is taken from the recorder's working directory and
 made absolute at start. The absolute path of each bag opened goes out on ``/r3/recorder/bags``

@@ -53,8 +53,8 @@ class ReasonerNode(R3Node):
         self.goals = SingleGoal(self, self.goal_refusal)
         sensors = InlineCallbackGroup()  # images, bag names: stored, never waited on
         self.scene = SceneObserver(self, self.param, callback_group=sensors)
-        self.watch = EpisodeWatch(self, self.param)
         self.heartbeat = HeartbeatPublisher(self)
+        self.watch = EpisodeWatch(self, self.param, self.heartbeat)
         self.topics = EpisodeTopics(self, self.backend.model_id)
         recorded = self.topics.recorded
         self.recording = RecorderHandshake(self, self.watch.monitor, self.param, recorded, sensors)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from rclpy.node import Node
 
 from r3.graph.supervisor import MemberExits
-from r3_ros.heartbeat import HeartbeatMonitor
+from r3_ros.heartbeat import RUN_CLIENT_TIMEOUT_S, HeartbeatMonitor, HeartbeatPublisher
 from r3_ros.recording import RecorderHandshake
 from r3_ros.services import Completion
 from r3_ros.shutdown import shutting_down
@@ -28,8 +28,9 @@ class EpisodeWatch:
     mapping (``lowlevel_node``, ``sim_node``, ``heartbeat_timeout_s``, ``max_episode_s``,
     ``startup_timeout_s``), read at each use."""
 
-    def __init__(self, node: Node, param: Mapping):
+    def __init__(self, node: Node, param: Mapping, heartbeat: HeartbeatPublisher | None = None):
         self.node, self.node_name, self.param = node, node.get_fully_qualified_name(), param
+        self.heartbeat = heartbeat  # this node's own: how long it stood still
         self.monitor = HeartbeatMonitor(node)
         self.exits = MemberExits.from_environment()  # members a supervisor saw exit
         self.deadline = float("inf")
@@ -39,6 +40,8 @@ class EpisodeWatch:
         """A new episode: its time budget runs from now, and no recorder is watched yet."""
         self.deadline = time.monotonic() + self.param["max_episode_s"]
         self.recorder = ""
+        if self.heartbeat is not None:
+            self.heartbeat.mark_stillness()
 
     def check_alive(self) -> None:
         """Raise when a watched node has gone silent or the episode has run out of time."""
@@ -48,6 +51,13 @@ class EpisodeWatch:
         )
         if shutting_down(self.node):  # a SIGINT: this node's own beats have stopped, so no verdict would come
             raise EpisodeError(f"{self.node_name} is shutting down")
+        if self.heartbeat is not None and (still_s := self.heartbeat.stood_still_s()) > RUN_CLIENT_TIMEOUT_S:
+            # Its client has counted it dead and stopped the task, and the low-level watchdog the
+            # instruction; going on would move the robot for an episode reported failed.
+            raise EpisodeError(
+                f"{self.node_name} stood still for {still_s:.1f} s (frozen or starved); its clients "
+                f"count it dead after {RUN_CLIENT_TIMEOUT_S:.0f} s, so the episode ends here"
+            )
         for member_exit in self.exits.read():  # the process manager's word: faster than any heartbeat
             raise EpisodeError(member_exit)
         for node in self.monitor.dead(watched, timeout):

@@ -34,6 +34,9 @@ STATE_CHARS = 200
 #: A periodic beat this many seconds late is logged: the whole process stood still (no CPU, or a
 #: call that holds the GIL blocked), and its watchers may have declared it dead meanwhile.
 LATE_S = 1.0
+#: How long ``r3 run`` on a graph it did not start waits out the reasoner's silence before it counts
+#: it dead, stops its task and exits; a reasoner that stood still longer ends the episode it runs.
+RUN_CLIENT_TIMEOUT_S = 3.0
 
 
 class HeartbeatPublisher:
@@ -47,6 +50,7 @@ class HeartbeatPublisher:
         self._wall = Clock(clock_type=ClockType.STEADY_TIME)
         self._period_s, self._warn_late = period_s, warn_late
         self._last_tick: float | None = None  # none before the node spins (it may take long to build)
+        self._longest_gap_s = 0.0  # between two periodic beats, since ``mark_stillness``
         # A group of its own: a node's long callbacks (an action's execute) never delay its beat.
         self._timer = node.create_timer(
             period_s, self._tick, clock=self._wall, callback_group=InlineCallbackGroup()
@@ -63,10 +67,23 @@ class HeartbeatPublisher:
         if changed:
             self._beat()
 
+    def mark_stillness(self) -> None:
+        """From now on, :meth:`stood_still_s` measures (an episode's start)."""
+        self._longest_gap_s = 0.0
+
+    def stood_still_s(self) -> float:
+        """The longest this process went without its periodic beat since :meth:`mark_stillness`,
+        beyond the period, the gap still open now included: how long it stood still (frozen,
+        starved, a call holding the GIL) as its watchers saw it."""
+        open_gap = 0.0 if self._last_tick is None else time.monotonic() - self._last_tick
+        return max(0.0, max(self._longest_gap_s, open_gap) - self._period_s)
+
     def _tick(self) -> None:
         now, last = time.monotonic(), self._last_tick
         self._last_tick = now
         self._beat()
+        if last is not None:
+            self._longest_gap_s = max(self._longest_gap_s, now - last)
         late_s = 0.0 if last is None else now - last - self._period_s
         if self._warn_late and late_s > LATE_S:
             self._node.get_logger().warning(

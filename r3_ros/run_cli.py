@@ -33,8 +33,8 @@ from r3.suites import DEFAULT_SUITE
 
 #: How long `r3 run` looks for an already running graph before starting one (DDS discovery time).
 RUNNING_GRAPH_DISCOVERY_S = 2.0
-#: The reasoner r3 run talks to, and how long its heartbeat may be silent before it counts as dead.
-REASONER_NODE, REASONER_TIMEOUT_S = "/r3_reasoner_node", 3.0
+#: The reasoner r3 run talks to (silent for ``RUN_CLIENT_TIMEOUT_S``, it counts as dead).
+REASONER_NODE = "/r3_reasoner_node"
 #: How long to wait for the reasoner's own error result after another member of the graph died
 #: (it comes at once when the low-level node reports the failure, else after the heartbeat timeout).
 MEMBER_EXIT_GRACE_S = 1.0
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from r3_msgs.action import RunTask
     from r3_ros.commander import R3Commander, TaskStatus
-    from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
+    from r3_ros.heartbeat import RUN_CLIENT_TIMEOUT_S, HeartbeatMonitor, HeartbeatPublisher
     from r3_ros.node import R3Node
 
     goal = RunTask.Goal(
@@ -229,10 +229,13 @@ def main(argv: list[str] | None = None) -> int:
                 canceled = True
             if interrupted["count"] > 1:
                 return _fail("interrupted")
-            dead = monitor.dead([REASONER_NODE], REASONER_TIMEOUT_S)
+            dead = monitor.dead([REASONER_NODE], RUN_CLIENT_TIMEOUT_S)
             if supervisor is None and dead:
-                print(f"outcome:  error: {dead[0]} stopped responding", flush=True)
-                return _fail(f"{dead[0]} stopped responding (no heartbeat for {REASONER_TIMEOUT_S:.0f} s)")
+                # It may only be frozen: stop the task, so that it does not go on when it wakes (the
+                # stop reaches the running instruction's server at once, the cancel the reasoner).
+                handle.cancel()
+                print(f"outcome:  error: {dead[0]} stopped responding; the episode was stopped", flush=True)
+                return _fail(f"{dead[0]} stopped responding (no heartbeat for {RUN_CLIENT_TIMEOUT_S:.0f} s)")
             if supervisor is not None and supervisor.poll() is not None:
                 # A member of the graph died. Prefer the reasoner's own error result if it comes
                 # within MEMBER_EXIT_GRACE_S; if the reasoner itself died, or its answer does not

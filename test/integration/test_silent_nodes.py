@@ -91,7 +91,8 @@ def _episode_with_a_fault(
 ) -> Fault:
     """``r3 run --use-running-graph`` of ``episode`` on an unsupervised graph of ``profile``; once
     step 0 is printed (the first instruction is on its way), ``sig`` goes to ``victim``. The graph
-    stops once the run has ended and ``until()`` holds (at most 60 s after the signal)."""
+    stops once the run has ended and ``until()`` holds (at most 60 s after the signal); a victim
+    frozen by SIGSTOP is woken once the run has ended."""
     procs = _start_unsupervised(env, out, profile, recorder, **reasoner)
     run = subprocess.Popen(
         R3 + ["run", "--use-running-graph", *episode, "--out", str(out), "--video", "none"],
@@ -119,6 +120,8 @@ def _episode_with_a_fault(
         ):
             if victim_exit is None and procs[victim].poll() is not None:
                 victim_exit = (procs[victim].returncode, time.monotonic() - signalled_at)
+            if sig == signal.SIGSTOP and run.poll() is not None:  # a frozen victim wakes once the run ended
+                procs[victim].send_signal(signal.SIGCONT)
             time.sleep(0.01)
         run.wait(timeout=1)
     finally:
@@ -182,51 +185,21 @@ def test_a_bag_whose_reasoner_died_mid_episode_is_closed_incomplete(tmp_path, pr
 def test_r3_run_that_gives_up_on_a_frozen_reasoner_stops_its_episode(tmp_path, private_ros_env):
     """``r3 run --use-running-graph`` counts the reasoner dead after 3 s without a heartbeat and
     exits with an error. It left the episode running: a reasoner that was only frozen (SIGSTOP, a
-    long stall) went on when it woke and moved the robot for nine more steps of an episode its
-    client had reported failed. The client now stops the task before it exits (a stop on
-    /r3/stop_motion, then the action cancel; a frozen process may lose both, its socket full), and the
-    reasoner ends an episode in which it stood still longer than that client waits
+    long stall) woke and ran the episode on to its end (9 and 20 steps in two runs), moving the robot
+    for an episode its client had reported failed. The client now stops the task before it exits (a
+    stop on /r3/stop_motion, then the action cancel; a frozen process may lose both, its socket
+    full), and the reasoner ends an episode in which it stood still longer than that client waits
     (``RUN_CLIENT_TIMEOUT_S``) with an error that says so."""
-    env = private_ros_env()
-    procs = _start_unsupervised(env, tmp_path)
-    run = subprocess.Popen(
-        R3
-        + ["run", "--use-running-graph", "--task", "T", "--seed", "5", "--out", str(tmp_path)]
-        + ["--video", "none"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-    )
-    lines, reader = _lines_of(run)
     log = tmp_path / "logs" / "r3_reasoner_node.log"
-    try:
-        deadline = time.monotonic() + 120
-        while (
-            time.monotonic() < deadline and run.poll() is None and not any(" step 0 " in l for _, l in lines)
-        ):
-            time.sleep(0.02)
-        procs["r3_reasoner_node"].send_signal(signal.SIGSTOP)
-        run.wait(timeout=60)
-        procs["r3_reasoner_node"].send_signal(signal.SIGCONT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not re.search(r"episode T-s5-\S+: ", log.read_text()):
-            time.sleep(0.05)
-    finally:
-        procs["r3_reasoner_node"].send_signal(signal.SIGCONT)
-        for proc in [run, *procs.values()]:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-        for proc in [run, *procs.values()]:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        reader.join(timeout=5)
-    text = "".join(line for _, line in lines)
-    assert run.returncode == 1 and "/r3_reasoner_node stopped responding; the episode was stopped" in text, (
-        text
+    returncode, lines, _, _ = _episode_with_a_fault(
+        private_ros_env(),
+        tmp_path,
+        "r3_reasoner_node",
+        signal.SIGSTOP,
+        until=lambda: re.search(r"episode T-s5-\S+: ", log.read_text()) is not None,
     )
+    text = "".join(line for _, line in lines)
+    assert returncode == 1 and "/r3_reasoner_node stopped responding; the episode was stopped" in text, text
     ended = re.search(r"episode T-s5-\S+: (.*), \d+ steps", log.read_text())
     assert ended, log.read_text()
     assert ended.group(1) == "canceled" or re.fullmatch(  # the cancel, or its own stillness found first

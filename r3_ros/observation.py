@@ -193,6 +193,7 @@ class SceneObserver:
                 ):
                     return Observation(s, images)
                 if time.monotonic() > deadline:
+                    check()  # a freeze of this node (the frames sent meanwhile lost) is named first
                     raise EpisodeError(
                         f"{self.param['sim_node']} sent no state and image for this episode within "
                         f"{self.param['observation_timeout_s']:.1f} s"

@@ -443,3 +443,27 @@ def test_a_watcher_that_stood_still_blames_nobody_for_its_own_freeze():
     for quarter in range(24, -1, -1):  # heard again 6 s ago, every 0.25 s since; the simulator silent
         beat(resumed_long_ago, "/watcher", quarter / 4)
     assert resumed_long_ago.dead(["/r3_sim_node"], 5.0) == ["/r3_sim_node"]
+
+
+def test_a_reasoner_frozen_while_it_waits_for_a_decision_point_names_its_own_freeze():
+    """A reasoner frozen (SIGSTOP) while it waited for a decision's state and image woke past the
+    wait's deadline and said the simulator "sent no state and image": the frames sent during the
+    freeze were lost to its full socket. The wait asks its check (this node's stillness, a dead
+    member, a shutdown) before it blames the simulator."""
+    import threading
+
+    from r3_ros.episode_watch import EpisodeError
+    from r3_ros.observation import SceneObserver
+
+    scene = object.__new__(SceneObserver)  # the wait alone: nothing was received
+    scene.param = {"observation_timeout_s": 0.0, "wrist_camera": False, "sim_node": "/r3_sim_node"}
+    scene.cv, scene.image, scene.scene_id = threading.Condition(), None, "e1"
+    scene.latest_state = lambda: None
+
+    def stood_still() -> None:
+        raise EpisodeError("/r3_reasoner_node stood still for 8.0 s (frozen or starved)")
+
+    with pytest.raises(EpisodeError, match="^/r3_reasoner_node stood still"):
+        scene.observe(0, stood_still)
+    with pytest.raises(EpisodeError, match="^/r3_sim_node sent no state and image"):
+        scene.observe(0, lambda: None)

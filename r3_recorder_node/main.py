@@ -113,7 +113,7 @@ class RecorderNode(R3Node):
         )
         self.heartbeat = HeartbeatPublisher(self, state=names.RECORDER_WAITING)
         self.starter_watch = HeartbeatMonitor(self)  # the reasoner that started the open episode
-        self.starter = ""  # its fully qualified node name ("" when the graph did not give it)
+        self.starter = ""  # its fully qualified node name
         self.up_since, self.told_waiting = time.monotonic(), False
         self.create_timer(0.2, refusing_message(self, self.say_if_ready), clock=wall)
         self.poll_timer = self.create_timer(
@@ -142,8 +142,9 @@ class RecorderNode(R3Node):
             self.get_logger().error(f"episode {self.bag.episode_id}: {why}; its bag takes no more messages")
 
     def event_publishers(self) -> dict[bytes, str]:
-        """The node name of each publisher of episode events, by gid, where the graph gives one."""
-        return named_publishers(self, names.EPISODE_EVENTS)
+        """The fully qualified node name of each publisher of episode events, by gid, where the graph
+        gives one."""
+        return named_publishers(self, names.EPISODE_EVENTS, qualified=True)
 
     def on_event(self, msg: EpisodeEvent, info) -> None:
         with self.deciding:
@@ -155,8 +156,8 @@ class RecorderNode(R3Node):
         ``names.EPISODE_SOURCE``."""
         with self.deciding:
             for decided in self.sources.decided(time.monotonic()):
-                if decided.sender == names.EPISODE_SOURCE:
-                    self.act_on(decided.message, decided.info)
+                if decided.sender.rpartition("/")[2] == names.EPISODE_SOURCE:  # in any namespace
+                    self.act_on(decided.message, decided.info, decided.sender)
                 else:
                     self.get_logger().error(
                         f"refused an episode event for {decided.message.episode_id[:80]!r} from "
@@ -165,7 +166,7 @@ class RecorderNode(R3Node):
                         throttle_duration_sec=1.0,
                     )
 
-    def act_on(self, msg: EpisodeEvent, info) -> None:
+    def act_on(self, msg: EpisodeEvent, info, sender: str) -> None:
         self.take_received()  # what came before the event goes before it, into the bag open until now
         if msg.event == EpisodeEvent.START:
             with self.lock:
@@ -180,9 +181,7 @@ class RecorderNode(R3Node):
                 writer = EpisodeBagWriter(self.output_dir, episode)  # refuses an id that is no folder name
                 self.close_current(complete=False, reason="a new episode started before this one ended")
                 self.bag = OpenBag(writer, info["source_timestamp"], self.param, publisher_gid(info))
-                self.starter = named_publishers(self, names.EPISODE_EVENTS, qualified=True).get(
-                    publisher_gid(info), ""
-                )
+                self.starter = sender
                 self.say_full(self.bag.check_room())
                 self.poll_every(TICK_S)
                 self.say_full(self.bag.write(names.EPISODE_EVENTS, EVENTS_TYPE, serialize_message(msg)))
@@ -243,7 +242,7 @@ class RecorderNode(R3Node):
 
     def starter_gone(self) -> str:
         """Why the open episode will never see its END: the reasoner that started it has been silent
-        for ``reasoner_timeout_s`` ("" while it beats, or when its name is not known)."""
+        for ``reasoner_timeout_s`` ("" while it beats)."""
         timeout = self.param["reasoner_timeout_s"]
         if not self.starter or not self.starter_watch.dead([self.starter], timeout):
             return ""

@@ -17,7 +17,7 @@ from r3.graph import names
 from r3_msgs.msg import Heartbeat
 from r3_ros.executor import InlineCallbackGroup, PolledCallbackGroup, deliver_pending
 from r3_ros.qos import HEARTBEAT, HEARTBEATS_WATCHED
-from r3_ros.shutdown import shutting_down, unless_shut_down
+from r3_ros.shutdown import unless_shut_down
 
 #: Wall seconds between beats. Each beat is a message to every watcher (a DDS receive and a take,
 #: though no executor wake-up since ``HeartbeatMonitor`` takes them when asked). The shortest
@@ -94,11 +94,9 @@ class HeartbeatPublisher:
     def _beat(self) -> None:
         """One beat; none once the node's context has shut down (a state set while the node stops,
         as a recorder stopped mid-episode does when it has closed the bag: nobody is left to tell)."""
-        if shutting_down(self._node):
-            return
-        msg = Heartbeat(node=self._node.get_fully_qualified_name(), state=self._state)
-        msg.header.stamp = Clock(clock_type=ClockType.SYSTEM_TIME).now().to_msg()
-        with unless_shut_down(self._node):  # the shutdown may come between the check and the send
+        with unless_shut_down(self._node):
+            msg = Heartbeat(node=self._node.get_fully_qualified_name(), state=self._state)
+            msg.header.stamp = Clock(clock_type=ClockType.SYSTEM_TIME).now().to_msg()
             self._pub.publish(msg)
 
 

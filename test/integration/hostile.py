@@ -116,15 +116,20 @@ class Client:
         rclpy.init(domain_id=domain)
         self.node = rclpy.create_node(name)
         self.commander = R3Commander(self.node)
-        self.joints: list[tuple[float, tuple[float, ...], int]] = []  # (received, positions, stamp ns)
+        # (received, positions, stamp ns, sent): received and sent on the monotonic clock
+        self.joints: list[tuple[float, tuple[float, ...], int, float]] = []
         self.joint_states = self.node.create_subscription(
-            JointState,
-            names.JOINT_STATES,
-            lambda m: self.joints.append(
-                (time.monotonic(), tuple(m.position), m.header.stamp.sec * 10**9 + m.header.stamp.nanosec)
-            ),
-            100,
+            JointState, names.JOINT_STATES, self._joint_state, 100
         )
+
+    def _joint_state(self, msg, info) -> None:
+        """Keep a joint state with when it was received and when its publisher sent it (DDS's source
+        timestamp, moved onto the monotonic clock): under load a state can reach this client seconds
+        after it was sent."""
+        received, wall_ns = time.monotonic(), time.time_ns()
+        sent = received - (wall_ns - info["source_timestamp"]) / 1e9
+        stamp = msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec
+        self.joints.append((received, tuple(msg.position), stamp, sent))
 
     def wait_for_heartbeat(self, node: str, timeout_s: float, ready=lambda state: True) -> bool:
         """``node`` (fully qualified) announces a state that is ``ready`` within ``timeout_s``."""
@@ -198,17 +203,22 @@ class Client:
     def steps_after(self, t: float, step_ns: int) -> tuple[int, int]:
         """Control steps reported after ``t`` by their joint-state stamps (sim time): (steps that were
         in flight at the freeze and completed after it, at most one; steps begun after it)."""
-        before = [st for at, _, st in self.joints if at <= t]
+        before = [st for at, _, st, _ in self.joints if at <= t]
         last = max(before) if before else -1
-        new = {st for at, _, st in self.joints if at > t and st > last}
+        new = {st for at, _, st, _ in self.joints if at > t and st > last}
         in_flight = {last + step_ns} & new
         return len(in_flight), len(new - in_flight)
 
+    def sent_after(self, t: float) -> list[tuple[float, ...]]:
+        """Joint states sent after ``t`` (judged by when they were sent: a late state of an earlier
+        episode, received after ``t``, does not count)."""
+        return [p for _, p, _, sent in self.joints if sent > t]
+
     def moved_after(self, t: float) -> list[tuple[float, ...]]:
-        """Joint states reported after ``t`` that differ from the last one before it."""
-        before = [p for at, p, _ in self.joints if at <= t]
+        """Joint states sent after ``t`` that differ from the last one sent before it."""
+        before = [p for _, p, _, sent in self.joints if sent <= t]
         last = before[-1] if before else None
-        return [p for at, p, _ in self.joints if at > t and p != last]
+        return [p for p in self.sent_after(t) if p != last]
 
 
 def closed(bag: Path, timeout_s: float = 10.0) -> Path:

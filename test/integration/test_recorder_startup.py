@@ -38,7 +38,7 @@ def _still(client: Client) -> bool:
     """No joint state the simulator published differs from another: neither a reset nor a motion
     happened (the first one may reach the client after the goal went out: joint states are not
     latched, and the simulator publishes them only when the scene changes or is reset)."""
-    return len({positions for _, positions, _ in client.joints}) <= 1
+    return len({positions for _, positions, _, _ in client.joints}) <= 1
 
 
 def test_a_goal_waits_for_the_recorder_and_is_recorded_from_its_first_step(tmp_path):

@@ -131,15 +131,17 @@ def msg_to_camera_model(info: CameraInfo, base_from_camera: np.ndarray, name: st
 
 
 def board_state_to_msg(state: BoardState, msg: PrivilegedState) -> PrivilegedState:
-    """Fill ``msg.objects`` and ``msg.effector`` from a board state (positions are exact float64)."""
-    objects = []
-    for name, (x, y, yaw) in state.blocks.items():
-        pose = Pose()
-        pose.position.x, pose.position.y = float(x), float(y)
-        pose.orientation.z, pose.orientation.w = math.sin(yaw / 2.0), math.cos(yaw / 2.0)
-        objects.append(BoardObject(name=name, pose=pose))
-    msg.objects = objects
-    msg.effector = Point(x=float(state.pusher[0]), y=float(state.pusher[1]), z=0.0)
+    """Fill ``msg.objects`` and ``msg.effector`` from a board state (positions are exact float64).
+
+    A message that already holds these blocks is refilled in place: the simulator publishes one per
+    control step, and building eight objects anew took 0.1 ms of Python on that loop."""
+    if [obj.name for obj in msg.objects] != list(state.blocks):
+        msg.objects = [BoardObject(name=name) for name in state.blocks]
+    for obj, (x, y, yaw) in zip(msg.objects, state.blocks.values(), strict=True):
+        position, orientation = obj.pose.position, obj.pose.orientation
+        position.x, position.y = float(x), float(y)
+        orientation.z, orientation.w = math.sin(yaw / 2.0), math.cos(yaw / 2.0)
+    msg.effector.x, msg.effector.y = float(state.pusher[0]), float(state.pusher[1])
     return msg
 
 

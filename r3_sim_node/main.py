@@ -127,6 +127,8 @@ class SimNode(R3Node):
                 refusing_message(self, self.on_follow_status),
                 qos_profile_action_status_default,
             )
+        self.joints = JointState(name=["pusher_x", "pusher_y"])
+        self.state_msg = self.episode_state_message()
         self.publish_state()
         # Idle time marks decision points only for commands from others; a controller marks its own.
         self.settler = threading.Thread(target=self.settle_when_idle, name="settle", daemon=True)
@@ -148,6 +150,7 @@ class SimNode(R3Node):
             if self.resets.answer(request, response, self.suite, self.reset_scene) is None:
                 return response
             self.episode_id = request.episode_id
+            self.state_msg = self.episode_state_message()
             self.clock_ns += STEP_NS  # time moves on across a reset, so every stamp is unique
             self.publish_state()
             self.publish_settled()
@@ -238,7 +241,7 @@ class SimNode(R3Node):
                 raise Ended(stop, stopped=True)
             if refusal:
                 raise Ended(f"error: the simulator {refusal}")
-            return self.env.state(), ns_to_stamp(self.clock_ns)
+            return self.published  # the step's state and stamp, as its state message has them
 
     def end(self, handle) -> None:
         """The instruction's end is the decision point, published before its goal ends."""
@@ -292,25 +295,34 @@ class SimNode(R3Node):
         )
         self.last_image_ns = self.clock_ns
 
-    def publish_state(self) -> None:
-        """/clock when it is due, joint states and the privileged state, now."""
-        self.clock.publish_if_due(self.clock_ns)
-        stamp = ns_to_stamp(self.clock_ns)
-        state = self.env.state()
-        joints = JointState(name=["pusher_x", "pusher_y"], position=[float(v) for v in state.pusher])
-        joints.header.stamp = stamp
-        self.joint_pub.publish(joints)
+    def episode_state_message(self) -> PrivilegedState:
+        """The privileged state message of the episode just reset, its per-episode fields set: the
+        lock-step loop refills and publishes it at every control step (building one anew, eight
+        blocks and the task's JSON, was a tenth of a millisecond of Python each time)."""
         instance = self.env.task_instance
         msg = PrivilegedState(
             episode_id=self.episode_id,
-            control_step=self.env.elapsed_steps,
             suite=self.suite,
             task=instance.spec.name if instance else "",
             goal=instance.goal if instance else "",
+            task_instance_json=json.dumps(instance.to_dict()) if instance else "",
         )
-        msg.header.stamp, msg.header.frame_id = stamp, "board"
-        if instance is not None:  # the env's own figures of this state, not computed again per step
-            msg.task_instance_json = json.dumps(instance.to_dict())
+        msg.header.frame_id = "board"
+        return msg
+
+    def publish_state(self) -> None:
+        """/clock when it is due, joint states and the privileged state, now (the messages are this
+        node's own, refilled: rclpy copies a message when it publishes it); ``published`` keeps the
+        state and stamp sent, which the controller's plant hands its policy."""
+        self.clock.publish_if_due(self.clock_ns)
+        stamp = ns_to_stamp(self.clock_ns)
+        state = self.env.state()
+        self.published = state, stamp
+        self.joints.header.stamp, self.joints.position = stamp, [float(v) for v in state.pusher]
+        self.joint_pub.publish(self.joints)
+        msg = self.state_msg
+        msg.header.stamp, msg.control_step = stamp, self.env.elapsed_steps
+        if self.env.task_instance is not None:  # the env's own figures of this state, not computed again
             msg.progress, msg.success = self.env_info["progress"], self.env_info["success"]
         self.state_pub.publish(board_state_to_msg(state, msg))
 

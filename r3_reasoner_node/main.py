@@ -180,24 +180,30 @@ class ReasonerNode(R3Node):
             self.heartbeat.state = "idle"
             model_s = record.decision.output.model_s
             parse_s = time.perf_counter() - t1 - model_s
-            self.topics.publish_step(episode_id, goal.task, record, (t1 - t0, model_s, parse_s), obs.images)
+            latencies = (t1 - t0, model_s, parse_s)
+            record_step = self.topics.step_record(episode_id, goal.task, record, latencies, obs.images)
             result.steps = step + 1
             result.instructions.append(record.instruction)
-            if record.abort:
-                raise EpisodeError(record.abort)
-            if record.valid:
-                seed = policy_seed(goal.seed, step)
-                suite, steps_left = goal.suite, max_steps - step - 1
-                follow = self.follower.follow(record.instruction, suite, interface, seed, steps_left, handle)
-                if follow is None:
-                    return
-                not_before = stamp_to_ns(follow.finished)
-                if follow.outcome:
-                    decider.report(follow.outcome)
-                # The state the instruction left: its result can come before that state does (they
-                # travel apart), and the latest state then is one control step short of it.
-                progress = self.scene.observe(not_before, self.watch.check_alive).state.progress
-                self.topics.publish_outcome(episode_id, step, record.instruction, follow, progress)
+            try:
+                if record.abort:
+                    raise EpisodeError(record.abort)
+                if record.valid:
+                    seed = policy_seed(goal.seed, step)
+                    suite, steps_left = goal.suite, max_steps - step - 1
+                    follow = self.follower.follow(
+                        record.instruction, suite, interface, seed, steps_left, handle, while_sent=record_step
+                    )
+                    if follow is None:
+                        return
+                    not_before = stamp_to_ns(follow.finished)
+                    if follow.outcome:
+                        decider.report(follow.outcome)
+                    # The state the instruction left: its result can come before that state does
+                    # (they travel apart), and the latest state then is one control step short of it.
+                    progress = self.scene.observe(not_before, self.watch.check_alive).state.progress
+                    self.topics.publish_outcome(episode_id, step, record.instruction, follow, progress)
+            finally:
+                record_step()  # a step that moved nothing, or whose instruction never went out
             reasoning = record.decision.parsed.reasoning or ""
             feedback = RunTask.Feedback(step=step, reasoning=reasoning, instruction=record.instruction)
             feedback.progress = self.scene.progress()

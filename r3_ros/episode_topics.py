@@ -5,6 +5,8 @@ the events to keep its scene for the running episode (:func:`scene_resets`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sensor_msgs.msg import Image
 
 from r3.graph import names
@@ -50,12 +52,27 @@ class EpisodeTopics:
         #: The publishers whose messages an episode's bag must hold from its first step on.
         self.recorded = [self.steps_pub, self.frames_pub, self.outcome_pub]
 
-    def publish_step(self, episode_id: str, task: str, record, latencies, images: list[Image]) -> None:
-        """The step, after the frames it was decided on (reliable: every recorded step finds its frames)."""
-        for image in images:
-            self.frames_pub.publish(image)
-        stamp = self.node.now().to_msg()
-        self.steps_pub.publish(reasoner_step_msg(episode_id, task, record, latencies, images, stamp))
+    def step_record(
+        self, episode_id: str, task: str, record, latencies, images: list[Image]
+    ) -> Callable[[], None]:
+        """Publishes the step, after the frames it was decided on (reliable: every recorded step finds
+        its frames), when first called; later calls do nothing. The reasoner calls it once the step's
+        instruction is on its way (a frame takes 1-2 ms to send, which need not hold the motion up),
+        and again when the step ends, for a step whose instruction never went out."""
+        sent = False
+
+        def publish() -> None:
+            nonlocal sent
+            if sent:
+                return
+            sent = True
+            with unless_shut_down(self.node):  # after a SIGINT the bag ends incomplete anyway
+                for image in images:
+                    self.frames_pub.publish(image)
+                stamp = self.node.now().to_msg()
+                self.steps_pub.publish(reasoner_step_msg(episode_id, task, record, latencies, images, stamp))
+
+        return publish
 
     def publish_outcome(self, episode_id: str, step: int, instruction: str, follow, progress: float) -> None:
         self.outcome_pub.publish(instruction_outcome_msg(episode_id, step, instruction, follow, progress))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rclpy.action import ActionClient, CancelResponse
@@ -93,8 +93,19 @@ class FollowClient:
         """False once the RunTask ``handle`` is stopping; raises when a watched node is gone."""
         return self.watch.waiting(self.stopping(handle))
 
-    def follow(self, instruction: str, suite: str, interface: str, seed: int, steps_left: int, handle):
-        """Send one instruction to the low-level policy; its result, or None when the episode was canceled."""
+    def follow(
+        self,
+        instruction: str,
+        suite: str,
+        interface: str,
+        seed: int,
+        steps_left: int,
+        handle,
+        while_sent: Callable[[], None] = lambda: None,
+    ):
+        """Send one instruction to the low-level policy; its result, or None when the episode was canceled.
+        ``while_sent()`` runs once the goal is on its way, before its answer is awaited: work that
+        need not hold the motion up (the decision's record) overlaps it."""
         if self.stopping(handle):
             return None  # canceled while deciding: no new motion
         if not self.client.wait_for_server(timeout_sec=self.param["service_timeout_s"]):
@@ -121,6 +132,11 @@ class FollowClient:
         # The instruction's budget runs from here, end to end: the goal's acceptance counts too (a
         # low-level node that stalls before accepting must not get the longer service timeout).
         sent_at, budget = time.monotonic(), self.param["instruction_timeout_s"]
+        try:
+            while_sent()
+        except BaseException:
+            self.stop_unanswered(follow_key, sending)
+            raise
         accept_s = min(self.param["service_timeout_s"], budget)
         waiting = functools.partial(self.waiting, handle)
 

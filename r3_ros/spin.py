@@ -27,6 +27,7 @@ from rclpy.node import Node
 
 from r3.profiling import PROFILE_DIR_ENV, WakeLedger, record_while_flagged
 from r3_ros.executor import QueueAwareExecutor, count_wakes
+from r3_ros.fast_logging import speed_up_rclpy_logging
 
 #: After the spin has ended (a SIGINT shut the context down), how long the goals and episodes still
 #: running in the pool may take to wind down before the node is destroyed under them.
@@ -48,6 +49,7 @@ def run_node(node_class, args=None, threads: int | Callable[[Node], int] = 8) ->
             raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, on_sigint)  # before rclpy.init, whose handler calls it
+    speed_up_rclpy_logging()
     rclpy.init(args=args)
     node = None
     try:

@@ -31,6 +31,7 @@ the process dies, so "the stream is locked" means "a live writer (or repair) own
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import re
 import shutil
@@ -121,6 +122,14 @@ def _write_yaml_atomically(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+@functools.cache
+def type_definition(msgtype: str) -> tuple[bytes, str]:
+    """``msgtype``'s definition text and RIHS01 hash, as a bag's schema and metadata give them: the
+    same in every bag, and 0.15 ms to generate, for each topic of each episode the recorder opens."""
+    store = typestore()
+    return store.generate_msgdef(msgtype, ros_version=2)[0].encode(), store.hash_rihs01(msgtype)
+
+
 class EpisodeBagWriter:
     """Writes one episode: CDR-serialised messages by topic, then the outcome on close."""
 
@@ -159,11 +168,10 @@ class EpisodeBagWriter:
         self.info.message_count += 1
 
     def _add_channel(self, topic: str, msgtype: str) -> int:
-        msgdef = self._store.generate_msgdef(msgtype, ros_version=2)[0].encode()
+        msgdef, type_hash = type_definition(msgtype)
         schema = self._schemas.get(msgtype)
         if schema is None:
             schema = self._schemas[msgtype] = self._stream.register_schema(msgtype, "ros2msg", msgdef)
-        type_hash = self._store.hash_rihs01(msgtype)
         self._bag.add_topic(topic, msgtype, "ros2msg", msgdef, "cdr", type_hash)
         return self._stream.register_channel(topic, "cdr", schema, {HASH_KEY: type_hash})
 

@@ -252,20 +252,23 @@ def run_main(argv: list[str], via_ros: ViaRos | None = None) -> int:
     except EvalError as exc:
         parser.error(str(exc))
 
-    bar = tqdm(unit="episode", file=sys.stderr, dynamic_ncols=True)
+    bar = None
 
     def progress(done: int, total: int) -> None:
-        bar.total = total
+        nonlocal bar
+        if bar is None:  # once the workers and the reasoner are checked: a refusal shows no empty bar
+            bar = tqdm(total=total, unit="episode", file=sys.stderr, dynamic_ncols=True)
         bar.n = done
         bar.refresh()
 
     try:
         records = evaluate(config, args.out, args.workers, args.ray, progress)
     except EvalError as exc:
-        bar.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    bar.close()
+    finally:
+        if bar is not None:
+            bar.close()
     rows = tables.task_rows(records, config.tasks)
     header = _describe(config)
     table = tables.markdown(rows)

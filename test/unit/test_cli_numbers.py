@@ -78,3 +78,20 @@ def test_r3_run_refuses_a_goal_the_reasoner_would_refuse_before_starting_a_graph
         run_main([*argv, "--out", str(tmp_path / "out")])
     assert exited.value.code == 2 and why in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, why",
+    [
+        (["--workers", "-2"], "error: workers must be >= 1, got -2"),
+        (["--reasoner", "transformers:/nonexistent"], "model directory not found: /nonexistent"),
+    ],
+)
+def test_r3_eval_refuses_bad_workers_or_reasoner_with_its_reason_alone(argv, why, tmp_path, capsys):
+    """Checked before any episode: the refusal is the one line on stderr (a progress bar of 0
+    episodes was drawn before it) and nothing is written."""
+    out = tmp_path / "out"
+    code = eval_run_main(["--reasoner", "expert", *argv, "--tasks", "V", "--scenes", "1", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and why in err and "episode" not in err.replace(why, "")
+    assert not out.exists()

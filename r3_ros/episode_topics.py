@@ -58,7 +58,11 @@ class EpisodeTopics:
         """Publishes the step, after the frames it was decided on (reliable: every recorded step finds
         its frames), when first called; later calls do nothing. The reasoner calls it once the step's
         instruction is on its way (a frame takes 1-2 ms to send, which need not hold the motion up),
-        and again when the step ends, for a step whose instruction never went out."""
+        and again when the step ends, for a step whose instruction never went out. The step is
+        stamped now, when it was decided: a bag's reader gives each pusher command the instruction of
+        the latest step stamped no later than it, and the instruction's first commands may be
+        stamped before its record goes out."""
+        msg = reasoner_step_msg(episode_id, task, record, latencies, images, self.node.now().to_msg())
         sent = False
 
         def publish() -> None:
@@ -69,8 +73,7 @@ class EpisodeTopics:
             with unless_shut_down(self.node):  # after a SIGINT the bag ends incomplete anyway
                 for image in images:
                     self.frames_pub.publish(image)
-                stamp = self.node.now().to_msg()
-                self.steps_pub.publish(reasoner_step_msg(episode_id, task, record, latencies, images, stamp))
+                self.steps_pub.publish(msg)
 
         return publish
 

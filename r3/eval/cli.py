@@ -261,14 +261,17 @@ def run_main(argv: list[str], via_ros: ViaRos | None = None) -> int:
         bar.n = done
         bar.refresh()
 
+    records, error = None, None
     try:
         records = evaluate(config, args.out, args.workers, args.ray, progress)
     except EvalError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        error = exc
     finally:
         if bar is not None:
-            bar.close()
+            bar.close()  # the bar's line ends before anything else is printed
+    if records is None:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     rows = tables.task_rows(records, config.tasks)
     header = _describe(config)
     table = tables.markdown(rows)

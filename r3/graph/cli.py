@@ -7,6 +7,8 @@ import signal
 import time
 from pathlib import Path
 
+import yaml
+
 from r3.graph.description import (
     DEFAULT_GRAPH,
     load_profile,
@@ -25,7 +27,10 @@ def parse_overrides(items: list[str]) -> dict[str, dict]:
         member, dot, key = target.partition(".")
         if not sep or not dot or not member or not key:
             raise ValueError(f"--set {item!r}: expected MEMBER.PARAMETER=VALUE")
-        overrides.setdefault(member, {})[key] = _typed(value)
+        try:
+            overrides.setdefault(member, {})[key] = _typed(value)
+        except ValueError as exc:
+            raise ValueError(f"--set {item!r}: {exc}") from None
     return overrides
 
 
@@ -46,6 +51,16 @@ def backend_problem(profile) -> str | None:
 
 
 def _typed(value: str):
+    """A command line's value as a parameter's: a list written as YAML's ``[a, b]`` (as ``ros2 run
+    ... -p`` takes one) for an array parameter; else an int, a float, true or false, or the text."""
+    if value.lstrip().startswith("["):
+        try:
+            items = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"a list is written [a, b]: {str(exc).splitlines()[0]}") from None
+        if not isinstance(items, list):
+            raise ValueError("a list is written [a, b], with nothing after the closing bracket")
+        return items
     for cast in (int, float):
         try:
             return cast(value)
@@ -75,7 +90,8 @@ def launch_main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="MEMBER.PARAM=VALUE",
-        help="override a member's parameter, e.g. r3_reasoner_node.backend=openai:URL,model=NAME; repeatable",
+        help="override a member's parameter, e.g. r3_reasoner_node.backend=openai:URL,model=NAME, or an "
+        "array one as a list, r3_recorder_node.topics='[/joint_states, /pusher/command]'; repeatable",
     )
     parser.add_argument(
         "--logs", default="runs/logs", help="folder for one log file per member (default: %(default)s)"

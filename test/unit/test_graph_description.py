@@ -15,7 +15,7 @@ import transforms3d
 import yaml
 
 from r3.graph import names
-from r3.graph.cli import launch_main
+from r3.graph.cli import launch_main, parse_overrides
 from r3.graph.description import (
     DEFAULT_GRAPH,
     load_profile,
@@ -234,6 +234,30 @@ def test_r3_launch_refuses_a_bad_setting_before_starting_anything(monkeypatch, c
     monkeypatch.setattr("r3.graph.cli.Supervisor", lambda *a: pytest.fail("started a graph"))
     with pytest.raises(SystemExit) as exit_:
         launch_main(["sim_language_table", "--set", setting])
+    assert exit_.value.code == 2
+    assert reason in capsys.readouterr().err
+
+
+def test_r3_launch_sets_an_array_parameter_from_a_yaml_list():
+    """`--set r3_recorder_node.topics=[...]` was refused: every value was an int, a float, a bool or a
+    string, so no list parameter could be set from the command line."""
+    overrides = parse_overrides(["r3_recorder_node.topics=[/r3/reasoner/outcomes, /joint_states]"])
+    profile = load_profile("sim_language_table_controller", overrides=overrides)
+    topics = profile.member("r3_recorder_node").parameters["topics"]
+    assert topics == ["/r3/reasoner/outcomes", "/joint_states"]
+
+
+@pytest.mark.parametrize(
+    "setting, reason",
+    [
+        ("r3_recorder_node.topics=[/a", "--set 'r3_recorder_node.topics=[/a': a list is written [a, b]"),
+        ("r3_recorder_node.topics=[/a, 3]", "topics: every item must be a str, got ['/a', 3]"),
+    ],
+)
+def test_r3_launch_refuses_a_bad_list_before_starting_anything(monkeypatch, capsys, setting, reason):
+    monkeypatch.setattr("r3.graph.cli.Supervisor", lambda *a: pytest.fail("started a graph"))
+    with pytest.raises(SystemExit) as exit_:
+        launch_main(["sim_language_table_controller", "--set", setting])
     assert exit_.value.code == 2
     assert reason in capsys.readouterr().err
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,11 +39,31 @@ def integer(lo: int, hi: int | None = None) -> Callable[[str], int]:
     return parse
 
 
+def folder_problem(path: str | Path) -> str | None:
+    """Why ``path`` cannot be a folder to write: a file, beneath a file, or beneath a folder this user
+    may not write; None when it is one or can be made one."""
+    path = Path(path)
+    try:
+        if path.exists() and not path.is_dir():
+            return f"{path} is a file, not a folder"
+        existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
+    except OSError as exc:  # a parent this user may not look into
+        return f"{path}: {exc.strerror or exc}"
+    if not existing.is_dir():
+        return f"{path}: no folder can be made under {existing}, a file"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{path}: {existing} is not writable"
+    return None
+
+
 def folder(text: str) -> Path:
-    """An argparse type: a folder's path. An empty one is refused: it would mean the current folder,
-    whose files a command's output (and its ``--overwrite``) must never mix with."""
+    """An argparse type: the path of a folder to write (:func:`folder_problem`), refused before any
+    work rather than in a traceback once it was done. An empty path is refused too: it would mean the
+    current folder, whose files a command's output (and its ``--overwrite``) must never mix with."""
     if not text.strip():
         raise argparse.ArgumentTypeError("expected a folder, got an empty path")
+    if problem := folder_problem(text):
+        raise argparse.ArgumentTypeError(problem)
     return Path(text)
 
 

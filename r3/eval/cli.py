@@ -297,9 +297,6 @@ def compare_main(argv: list[str]) -> int:
         suites = f"A evaluates {config_a['suite']}, B {config_b['suite']}"
         print(f"error: {suites}: no task in common", file=sys.stderr)
         return 2
-    if args.out is not None and args.out.exists() and not args.out.is_dir():
-        print(f"error: --out {args.out} is a file, not a folder", file=sys.stderr)
-        return 2
     for key in ("scenes", "trials", "max_steps", "interface", "grounding"):
         if config_a.get(key) != config_b.get(key):
             print(f"note: {key} differs: A {config_a.get(key)!r}, B {config_b.get(key)!r}", file=sys.stderr)

@@ -37,8 +37,6 @@ def tiny_model_main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.hidden % HIDDEN_UNIT:
         parser.error(f"argument --hidden: expected a multiple of {HIDDEN_UNIT}, got {args.hidden}")
-    if args.out.exists() and not args.out.is_dir():
-        parser.error(f"argument --out: {args.out} is a file, not a folder")
     from r3.reasoning.tiny import build_tiny_model
 
     start = time.perf_counter()

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from r3.cli_args import folder
+from r3.cli_args import folder, folder_problem
 from r3.train.config import ConfigError, ImputeConfig, RLConfig, SFTConfig, load_config
 from r3.train.rows import DatasetError
 
@@ -85,8 +85,8 @@ def _preflight(job: str, cfg) -> None:
         return
     if problem := model_dir_problem(Path(cfg.model)):
         raise ConfigError(f"model: {problem}")
-    if Path(cfg.output_dir).exists() and not Path(cfg.output_dir).is_dir():
-        raise ConfigError(f"output_dir {cfg.output_dir}: a file, expected a folder")
+    if problem := folder_problem(cfg.output_dir):
+        raise ConfigError(f"output_dir: {problem}")
 
 
 def train_main(argv: list[str] | None = None) -> int:

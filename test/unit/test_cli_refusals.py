@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from r3.cli_args import folder_problem
 from r3.data.build import DATASET_ENTRIES, build_dataset, find_bags
 from r3.data.cli import collect_main, dataset_main
 from r3.eval.cli import eval_main
@@ -21,6 +22,7 @@ from r3.graph.cli import launch_main
 from r3.mini import mini_main
 from r3.reasoning.cli import tiny_model_main
 from r3.rewards.cli import judge_main
+from r3.sim.cli import demo_main as sim_demo_main
 from r3.sim.packing.cli import demo_main as packing_demo_main
 from r3.train.cli import train_main
 from r3.workers import LOCAL_WORKERS_PER_CPU
@@ -228,6 +230,48 @@ def test_collect_refuses_before_collecting(argv, says, tmp_path, capsys):
     out = tmp_path / "bags"
     refused(collect_main, ["--scenes", "1", "--out", str(out), *argv], capsys, says)
     assert not out.exists()
+
+
+#: Every command with an output folder (``--out``), with the other options it needs.
+OUTPUT_COMMANDS = [
+    (collect_main, ["--scenes", "1"]),
+    (dataset_main, ["build", "--kind", "sft", "bags"]),
+    (dataset_main, ["export-lerobot", "bags"]),
+    (eval_main, ["--scenes", "1"]),
+    (eval_main, ["compare", "a", "b"]),
+    (mini_main, ["--quick"]),
+    (tiny_model_main, []),
+    (sim_demo_main, []),
+    (packing_demo_main, []),
+    (train_main, ["export", "--adapter", "a", "--base", "b"]),
+]
+
+
+@pytest.mark.parametrize(
+    "main, argv",
+    OUTPUT_COMMANDS,
+    ids=[f"{m.__module__}.{m.__name__} {' '.join(a)}" for m, a in OUTPUT_COMMANDS],
+)
+@pytest.mark.parametrize("under", ["a file", "beneath a file"])
+def test_an_output_folder_that_cannot_be_made_is_refused_before_any_work(tmp_path, capsys, main, argv, under):
+    """``--out`` naming a file, or a path beneath one, ended ``r3 sim demo``, ``r3 packing demo``,
+    ``r3 eval`` and ``r3 mini`` in a traceback (NotADirectoryError, FileExistsError), some of them only
+    once the episode had run."""
+    file = tmp_path / "mine"
+    file.write_text("mine")
+    out, says = (file, "is a file, not a folder") if under == "a file" else (file / "x", "a file")
+    refused(main, [*argv, "--out", str(out)], capsys, says)
+    assert file.read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
+
+
+def test_a_folder_to_write_is_one_or_can_be_made_one(tmp_path):
+    """The rule ``--out`` and ``r3 train``'s ``output_dir`` share (``r3.cli_args.folder_problem``)."""
+    (tmp_path / "file").write_text("")
+    assert folder_problem(tmp_path) is None
+    assert folder_problem(tmp_path / "new" / "deeper") is None
+    assert folder_problem(tmp_path / "file") == f"{tmp_path / 'file'} is a file, not a folder"
+    assert folder_problem(tmp_path / "file" / "x" / "y").endswith(f"under {tmp_path / 'file'}, a file")
 
 
 def test_collect_refuses_a_file_for_its_folder(tmp_path, capsys):

@@ -16,12 +16,34 @@ import sys
 from pathlib import Path
 
 
+class NotARun(ValueError):
+    """A path that holds no benchmark run's figures; the message says why."""
+
+
 def figures(path: Path) -> tuple[dict[tuple[str, str], dict], dict]:
-    """{(bench, figure name): figure} and the load of the run in ``path``."""
-    data = json.loads(path.read_text())
-    benches = data["benches"].values() if "benches" in data else [data]
-    out = {(b["bench"], f["name"]): f for b in benches for f in b["figures"]}
+    """{(bench, figure name): figure} and the load of the run in ``path``; :class:`NotARun` for a
+    path that is not such a file."""
+    if path.is_dir():
+        beside = path.with_name(path.name + ".json")
+        hint = f" (run_all.py's figures of that run are in {beside})" if beside.is_file() else ""
+        raise NotARun(f"{path} is a folder, not a run's JSON file{hint}")
+    try:
+        data = json.loads(path.read_text())
+        benches = data["benches"].values() if "benches" in data else [data]
+        out = {(b["bench"], f["name"]): f for b in benches for f in b["figures"]}
+        lacking = [name for (_, name), f in out.items() if not _complete(f)]
+    except OSError as exc:
+        raise NotARun(f"{path}: {exc.strerror or exc}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # not JSON, or not a run's
+        raise NotARun(f"{path} is not a benchmark run's JSON ({type(exc).__name__}: {exc})") from None
+    if lacking:
+        raise NotARun(f"{path}: figure {lacking[0]!r} lacks a median, min, max or unit")
     return out, data.get("load_before", {})
+
+
+def _complete(figure: dict) -> bool:
+    numbers = all(isinstance(figure.get(key), int | float) for key in ("median", "min", "max"))
+    return numbers and isinstance(figure.get("unit"), str)
 
 
 def verdict(a: dict, b: dict) -> str:
@@ -37,8 +59,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("a", type=Path)
     p.add_argument("b", type=Path)
     args = p.parse_args(argv)
-    fa, load_a = figures(args.a)
-    fb, load_b = figures(args.b)
+    try:
+        fa, load_a = figures(args.a)
+        fb, load_b = figures(args.b)
+    except NotARun as exc:
+        p.error(str(exc))
     for name, load in (("A", load_a), ("B", load_b)):
         if load:
             print(f"{name}: load average {load['1min']:.2f} (1 min) on {load['cores']} cores at the start")

@@ -77,6 +77,29 @@ def test_run_all_merges_records_and_compare_reads_them(tmp_path):
     assert " MB/s, " in compared.stdout and " ms, " in compared.stdout
 
 
+@pytest.mark.parametrize(
+    "name, text, says",
+    [
+        ("run", None, "is a folder, not a run's JSON file (run_all.py's figures of that run are in"),
+        ("absent.json", None, "No such file or directory"),
+        ("text.json", "nope", "is not a benchmark run's JSON (JSONDecodeError"),
+        ("other.json", '{"x": 1}', "is not a benchmark run's JSON (KeyError"),
+        ("bare.json", '{"bench": "x", "figures": [{"name": "a"}]}', "figure 'a' lacks a median, min, max"),
+        ("strings.json", '{"bench": "x", "figures": ["a"]}', "is not a benchmark run's JSON (TypeError"),
+    ],
+)
+def test_compare_refuses_what_is_not_a_run_in_one_line(tmp_path, name, text, says):
+    """bench/compare.py given run_all.py's folder of a run (beside its JSON file), or any other file,
+    ended in a traceback."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run.json").write_text('{"benches": {}}')
+    if text is not None:
+        (tmp_path / name).write_text(text)
+    compared = _run([str(BENCH / "compare.py"), str(tmp_path / name), str(tmp_path / "run.json")], {}, 30)
+    assert compared.returncode == 2 and "Traceback" not in compared.stderr, compared.stderr
+    assert f"compare.py: error: {tmp_path / name}" in compared.stderr and says in compared.stderr
+
+
 PROFILED = {
     "language_table": (
         {"r3_sim_node", "r3_lowlevel_node", "r3_reasoner_node", "r3_recorder_node"},

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 
 import numpy as np
-from common import Report, parser
+from common import COUNT, Report, parser
 from rosbags.rosbag2 import StoragePlugin, Writer
 
 from r3.data.bags import EpisodeBagWriter, EpisodeInfo
@@ -80,8 +80,8 @@ def episode_writer(path: Path, msgs) -> tuple[float, float]:
 
 def main() -> None:
     p = parser(__doc__)
-    p.add_argument("--images", type=int, default=400, help="320x240 images to write (default: %(default)s)")
-    p.add_argument("--passes", type=int, default=3, help="bags per writer (default: %(default)s)")
+    p.add_argument("--images", type=COUNT, default=400, help="320x240 images to write (default: %(default)s)")
+    p.add_argument("--passes", type=COUNT, default=3, help="bags per writer (default: %(default)s)")
     args = p.parse_args()
     if args.smoke:
         args.images, args.passes = 10, 1

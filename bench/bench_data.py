@@ -20,7 +20,7 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 
-from common import Report, parser
+from common import COUNT, Report, parser
 
 from r3.data.build import build_dataset, find_bags
 from r3.data.collect import CollectConfig, collect
@@ -47,11 +47,11 @@ def one_pass(scenes: int, workers: int, max_steps: int) -> dict[str, float]:
 
 def main() -> None:
     p = parser(__doc__)
-    p.add_argument("--scenes", type=int, default=4, help="scenes per T_M task (default: %(default)s)")
+    p.add_argument("--scenes", type=COUNT, default=4, help="scenes per T_M task (default: %(default)s)")
     p.add_argument(
-        "--workers", type=int, default=2, help="collection worker processes (default: %(default)s)"
+        "--workers", type=COUNT, default=2, help="collection worker processes (default: %(default)s)"
     )
-    p.add_argument("--passes", type=int, default=2, help="passes per figure (default: %(default)s)")
+    p.add_argument("--passes", type=COUNT, default=2, help="passes per figure (default: %(default)s)")
     args = p.parse_args()
     max_steps = 20
     if args.smoke:

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test" / "integration"))
 
-from common import Report, parser
+from common import COUNT, Report, parser
 from hostile import Client, Graph, bag_topics
 
 from r3.graph import names
@@ -46,7 +46,7 @@ def _stamps(messages) -> set[tuple[int, int]]:
 
 def main(argv: list[str] | None = None) -> int:
     p = parser(__doc__)
-    p.add_argument("--episodes", type=int, default=20, help="episodes to run (default: %(default)s)")
+    p.add_argument("--episodes", type=COUNT, default=20, help="episodes to run (default: %(default)s)")
     p.add_argument("--profile", default="sim_language_table", choices=sorted(TASKS), help="graph profile")
     p.add_argument("--no-stress", action="store_true", help="no busy loops (the baseline)")
     args = p.parse_args(argv)

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 
 import numpy as np
-from common import Report, parser
+from common import COUNT, Report, parser
 
 from r3.episode import run_episode
 from r3.instructions import language_table as lt
@@ -55,10 +55,10 @@ def timed(env, backend, task: str, seed: int, render: bool, max_steps: int = 20)
 
 def main() -> None:
     p = parser(__doc__)
-    p.add_argument("--seeds", type=int, default=2, help="seeds per task (default: %(default)s)")
-    p.add_argument("--passes", type=int, default=3, help="passes per figure (default: %(default)s)")
+    p.add_argument("--seeds", type=COUNT, default=2, help="seeds per task (default: %(default)s)")
+    p.add_argument("--passes", type=COUNT, default=3, help="passes per figure (default: %(default)s)")
     p.add_argument(
-        "--instructions", type=int, default=20, help="the long episode's decisions (default: %(default)s)"
+        "--instructions", type=COUNT, default=20, help="the long episode's decisions (default: %(default)s)"
     )
     args = p.parse_args()
     tasks = list(TASKS)

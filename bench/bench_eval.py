@@ -20,7 +20,7 @@ os.environ.setdefault("MUJOCO_GL", "osmesa")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 
-from common import Report, parser
+from common import COUNT, Report, parser, worker_counts
 
 from r3.eval.runner import EvalConfig, completed, evaluate
 from r3.tasks.language_table.tasks import TASKS
@@ -37,11 +37,16 @@ def one_run(config: EvalConfig, workers: int) -> tuple[float, float]:
 
 def main() -> None:
     p = parser(__doc__)
-    p.add_argument("--scenes", type=int, default=4, help="held-out scenes per task (default: %(default)s)")
-    p.add_argument("--workers", default="1,2", help="comma-separated worker counts (default: %(default)s)")
-    p.add_argument("--passes", type=int, default=2, help="passes per figure (default: %(default)s)")
+    p.add_argument("--scenes", type=COUNT, default=4, help="held-out scenes per task (default: %(default)s)")
+    p.add_argument(
+        "--workers",
+        type=worker_counts,
+        default="1,2",
+        help="comma-separated worker counts (default: %(default)s)",
+    )
+    p.add_argument("--passes", type=COUNT, default=2, help="passes per figure (default: %(default)s)")
     args = p.parse_args()
-    counts = [int(w) for w in args.workers.split(",")]
+    counts = args.workers
     config = EvalConfig(scenes=args.scenes, trials=1)
     if args.smoke:
         args.scenes, args.passes = 1, 1

@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 
 import numpy as np
-from common import Report, cpu_seconds, parser, process_tree
+from common import COUNT, Report, cpu_seconds, folder, integer, parser, process_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -267,27 +267,27 @@ def compare(report: Report, side: Side, passes: int, out: Path) -> None:
 
 def main() -> None:
     p = parser(__doc__)
-    p.add_argument("--passes", type=int, default=3, help="passes per figure (default: %(default)s)")
+    p.add_argument("--passes", type=COUNT, default=3, help="passes per figure (default: %(default)s)")
     p.add_argument(
         "--episodes",
-        type=int,
+        type=COUNT,
         default=4,
         help="Language Table episodes per side and pass (default: %(default)s)",
     )
     p.add_argument(
         "--packing-episodes",
-        type=int,
+        type=integer(0),
         default=1,
         help="packing episodes per side and pass; 0 = no packing figures (default: %(default)s)",
     )
     p.add_argument(
         "--packing-steps",
-        type=int,
+        type=COUNT,
         default=3,
         help="decision steps of each packing episode (default: %(default)s)",
     )
-    p.add_argument("--frames", type=int, default=300, help="images per latency pass (default: %(default)s)")
-    p.add_argument("--out", default="runs/bench_graph", help="bags and logs of the graph side")
+    p.add_argument("--frames", type=COUNT, default=300, help="images per latency pass (default: %(default)s)")
+    p.add_argument("--out", type=folder, default="runs/bench_graph", help="bags and logs of the graph side")
     args = p.parse_args()
     if args.smoke:
         args.passes, args.episodes, args.frames = 1, 1, 30

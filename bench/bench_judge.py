@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
-from common import Report, parser
+from common import COUNT, Report, parser, positive
 
 from r3.instructions import language_table as lt
 from r3.rewards import JudgeReward, OutcomeSimulator, RuleJudge
@@ -77,12 +77,12 @@ def stage2_batch(prompts: list[tuple[bytes, str]], mix: str, rng: np.random.Gene
 
 def main() -> None:
     p = parser(__doc__)
-    p.add_argument("--passes", type=int, default=3, help="passes per figure (default: %(default)s)")
+    p.add_argument("--passes", type=COUNT, default=3, help="passes per figure (default: %(default)s)")
     p.add_argument(
-        "--seconds", type=float, default=3.0, help="time per rate measurement (default: %(default)s)"
+        "--seconds", type=positive, default=3.0, help="time per rate measurement (default: %(default)s)"
     )
     p.add_argument(
-        "--workers", type=int, default=2, help="simulator workers for the batch (default: %(default)s)"
+        "--workers", type=COUNT, default=2, help="simulator workers for the batch (default: %(default)s)"
     )
     p.add_argument(
         "--awake",

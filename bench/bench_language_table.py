@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 
 import numpy as np
-from common import Report, parser
+from common import COUNT, Report, parser
 
 from r3.instructions.language_table import sample_instruction
 from r3.lowlevel.pushing import PushingPolicyConfig, ScriptedPushingPolicy
@@ -92,9 +92,9 @@ def episode(env: LanguageTableEnv, task: str, seed: int) -> dict[str, float]:
 
 def main() -> None:
     p = parser(__doc__)
-    p.add_argument("--passes", type=int, default=3, help="passes per figure (default: %(default)s)")
+    p.add_argument("--passes", type=COUNT, default=3, help="passes per figure (default: %(default)s)")
     p.add_argument(
-        "--episodes", type=int, default=3, help="400-step episodes per pass (default: %(default)s)"
+        "--episodes", type=COUNT, default=3, help="400-step episodes per pass (default: %(default)s)"
     )
     args = p.parse_args()
     steps, frames = 500, 20

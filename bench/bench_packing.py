@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 
 import numpy as np
-from common import Report, parser
+from common import COUNT, Report, parser
 
 from r3.packing_episode import PackingCell
 from r3.sim.packing import scene
@@ -60,10 +60,10 @@ def cycle(cell, k: int) -> tuple[float, float]:
 
 def main() -> None:
     p = parser(__doc__)
-    p.add_argument("--passes", type=int, default=3, help="passes per figure (default: %(default)s)")
-    p.add_argument("--poses", type=int, default=100, help="IK poses per pass (default: %(default)s)")
+    p.add_argument("--passes", type=COUNT, default=3, help="passes per figure (default: %(default)s)")
+    p.add_argument("--poses", type=COUNT, default=100, help="IK poses per pass (default: %(default)s)")
     p.add_argument(
-        "--cycles", type=int, default=5, help="pick-and-place cycles per pass (default: %(default)s)"
+        "--cycles", type=COUNT, default=5, help="pick-and-place cycles per pass (default: %(default)s)"
     )
     args = p.parse_args()
     if args.smoke:

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 
 import numpy as np
-from common import Report, parser
+from common import COUNT, Report, integer, parser
 
 from r3.perception.geometry import backproject, valid_depth
 from r3.perception.grounding import GroundingConfig, measure
@@ -185,14 +185,16 @@ def packing_look_ms(n: int, passes: int) -> tuple[list[float], list[float]]:
 
 def main() -> None:
     p = parser(__doc__)
-    p.add_argument("--passes", type=int, default=3, help="passes per figure (default: %(default)s)")
+    p.add_argument("--passes", type=COUNT, default=3, help="passes per figure (default: %(default)s)")
     p.add_argument(
         "--calls",
-        type=int,
+        type=COUNT,
         default=50,
         help="calls per pass of the fast figures; the slow ones make fewer (default: %(default)s)",
     )
-    p.add_argument("--sam2-size", type=int, default=1024, help="SAM 2 input side (1024 = released models)")
+    p.add_argument(
+        "--sam2-size", type=integer(64, 4096), default=1024, help="SAM 2 input side (1024 = released models)"
+    )
     p.add_argument("--skip-node", action="store_true", help="skip the GroundPoint round trip over DDS")
     args = p.parse_args()
     if args.smoke:

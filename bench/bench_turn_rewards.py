@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
-from common import Report, parser
+from common import COUNT, Report, parser
 
 from r3.data.turns import load_episodes, record_packing_episode
 from r3.instructions.packing import ITEMS
@@ -76,9 +76,9 @@ def score(funcs, rows: dict) -> None:
 
 def main() -> None:
     p = parser(__doc__)
-    p.add_argument("--passes", type=int, default=3, help="passes per figure (default: %(default)s)")
-    p.add_argument("--workers", type=int, default=2, help="simulator processes (default: %(default)s)")
-    p.add_argument("--prompts", type=int, default=32, help="turns per batch (default: %(default)s)")
+    p.add_argument("--passes", type=COUNT, default=3, help="passes per figure (default: %(default)s)")
+    p.add_argument("--workers", type=COUNT, default=2, help="simulator processes (default: %(default)s)")
+    p.add_argument("--prompts", type=COUNT, default=32, help="turns per batch (default: %(default)s)")
     args = p.parse_args()
     if args.smoke:
         args.passes, args.prompts = 1, 2

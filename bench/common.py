@@ -19,6 +19,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from r3.cli_args import folder, folder_problem, integer, positive  # noqa: F401  (the scripts take them from here)
+
 
 @dataclass
 class Figure:
@@ -128,8 +130,28 @@ class Report:
         )
         if target:
             Path(target).parent.mkdir(parents=True, exist_ok=True)
-            Path(target).write_text(json.dumps(record, indent=1))
+            Path(target).write_text(json.dumps(record, indent=1, default=str))  # the args hold paths
         return record
+
+
+#: Argparse types of the benchmarks' options, r3's own (a bad value is refused naming the option,
+#: before anything runs): a count of passes, episodes, frames; seconds or a rate; a folder to write.
+COUNT = integer(1)
+
+
+def json_file(text: str) -> Path:
+    """An argparse type: a JSON file to write, in a folder that is one or can be made one."""
+    path = Path(text)
+    if not text.strip() or path.is_dir():
+        raise argparse.ArgumentTypeError(f"expected a file to write, got {text!r}")
+    if problem := folder_problem(path.parent):
+        raise argparse.ArgumentTypeError(problem)
+    return path
+
+
+def worker_counts(text: str) -> list[int]:
+    """An argparse type: comma-separated worker counts, each >= 1 ("1,2")."""
+    return [COUNT(item.strip()) for item in text.split(",")]
 
 
 def parser(doc: str) -> argparse.ArgumentParser:
@@ -137,6 +159,6 @@ def parser(doc: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=doc.strip().split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--json", metavar="PATH", help="also write the figures to this JSON file")
+    p.add_argument("--json", metavar="PATH", type=json_file, help="also write the figures to this JSON file")
     p.add_argument("--smoke", action="store_true", help="smallest sizes, to check the benchmark runs (CI)")
     return p

@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 
 from bench_graph import in_process, language_table_side, packing_side, through_graph, warm_up
+from common import COUNT, folder, positive
 
 from r3.profiling import PROFILE_DIR_ENV, RECORDING_FLAG, WAKES_SUFFIX, StackSampler, read_wakes
 
@@ -94,10 +95,10 @@ def main() -> None:
         "simulator) or grocery packing (task 4), as bench_graph runs them "
         "(default: %(default)s)",
     )
-    p.add_argument("--episodes", type=int, default=3, help="episodes per side (default: %(default)s)")
+    p.add_argument("--episodes", type=COUNT, default=3, help="episodes per side (default: %(default)s)")
     p.add_argument(
         "--packing-steps",
-        type=int,
+        type=COUNT,
         default=3,
         help="decision steps of each packing episode (default: %(default)s)",
     )
@@ -108,12 +109,15 @@ def main() -> None:
         metavar="NODE.PARAM=VALUE",
         help="a parameter of the launched graph, as r3 launch --set takes it (repeatable)",
     )
-    p.add_argument("--rate", type=float, default=200.0, help="samples per second (default: %(default)s)")
-    p.add_argument("--top", type=int, default=12, help="functions listed per view (default: %(default)s)")
-    p.add_argument("--out", default="runs/profile_graph", help="stacks, logs and bags (default: %(default)s)")
+    p.add_argument("--rate", type=positive, default=200.0, help="samples per second (default: %(default)s)")
+    p.add_argument("--top", type=COUNT, default=12, help="functions listed per view (default: %(default)s)")
+    p.add_argument(
+        "--out",
+        type=folder,
+        default="runs/profile_graph",
+        help="stacks, logs and bags (default: %(default)s)",
+    )
     args = p.parse_args()
-    if args.episodes < 1 or args.packing_steps < 1 or args.top < 1 or not args.rate > 0:
-        p.error("--episodes, --packing-steps, --top and --rate must be positive")
     out = Path(args.out).resolve()
     stacks = out / "stacks"
     stacks.mkdir(parents=True, exist_ok=True)

@@ -100,6 +100,32 @@ def test_compare_refuses_what_is_not_a_run_in_one_line(tmp_path, name, text, say
     assert f"compare.py: error: {tmp_path / name}" in compared.stderr and says in compared.stderr
 
 
+@pytest.mark.parametrize(
+    "script, argv, says",
+    [
+        ("bench_eval.py", ["--passes", "0"], "argument --passes: expected an integer >= 1, got 0"),
+        ("bench_eval.py", ["--workers", "1,x"], "argument --workers: expected an integer >= 1, got 'x'"),
+        (
+            "bench_graph.py",
+            ["--packing-episodes", "-1"],
+            "argument --packing-episodes: expected an integer >= 0",
+        ),
+        ("bench_judge.py", ["--seconds", "nan"], "argument --seconds: expected a finite number > 0, got nan"),
+        ("bench_bags.py", ["--json", "{tmp}"], "argument --json: expected a file to write"),
+        ("profile_graph.py", ["--out", "{file}/x"], "argument --out: {file}/x: no folder can be made under"),
+    ],
+)
+def test_a_benchmarks_bad_option_is_refused_before_it_runs(tmp_path, script, argv, says):
+    """``--passes 0`` ended in "figure has no measured value" once the benchmark had run, ``--workers
+    abc`` in a ValueError, ``--json`` into a file's path after the whole run."""
+    file = tmp_path / "file"
+    file.write_text("")
+    argv = [a.format(tmp=tmp_path, file=file) for a in argv]
+    done = _run([str(BENCH / script), *argv], dict(os.environ), timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert says.format(file=file) in done.stderr, done.stderr
+
+
 PROFILED = {
     "language_table": (
         {"r3_sim_node", "r3_lowlevel_node", "r3_reasoner_node", "r3_recorder_node"},

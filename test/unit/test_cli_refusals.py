@@ -387,6 +387,12 @@ def test_launch_refuses_a_bad_graph_description(text, says, tmp_path, capsys):
     refused(launch_main, ["p", "--graph", str(graph), "--check"], capsys, says)
 
 
+def test_launch_refuses_a_folder_or_a_missing_file_for_its_graph(tmp_path, capsys):
+    """A folder for ``--graph`` was said not to exist."""
+    refused(launch_main, ["p", "--graph", str(tmp_path), "--check"], capsys, "is a folder, not a YAML file")
+    refused(launch_main, ["p", "--graph", str(tmp_path / "none.yaml"), "--check"], capsys, "does not exist")
+
+
 def test_a_bad_set_names_the_command_it_was_given_to(capsys):
     err = refused(launch_main, ["--set", "garbage", "--check"], capsys, "--set 'garbage': expected")
     assert "r3 launch: error: --set 'garbage'" in err  # the command's own name, once

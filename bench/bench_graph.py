@@ -41,6 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 import numpy as np
 from common import COUNT, Report, cpu_seconds, folder, integer, parser, process_tree
 
+from r3.graph.supervisor import die_with_parent
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -61,7 +63,8 @@ def image_latency(node, rate_hz: float, count: int) -> dict:
         10,
     )
     peer = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench" / "peers" / "image_publisher.py"), str(rate_hz), str(count)]
+        [sys.executable, str(ROOT / "bench" / "peers" / "image_publisher.py"), str(rate_hz), str(count)],
+        preexec_fn=die_with_parent,  # noqa: PLW1509
     )
     deadline = time.monotonic() + count / rate_hz + 30
     while peer.poll() is None and time.monotonic() < deadline:
@@ -209,6 +212,7 @@ def compare(report: Report, side: Side, passes: int, out: Path) -> None:
         + [a for s in (f"r3_recorder_node.output_dir={out / 'bags'}", *side.sets) for a in ("--set", s)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,  # noqa: PLW1509  (a benchmark killed must not leave its graph serving)
     )
     node = rclpy.create_node(f"bench_graph_{side.suite}_client")
     try:

@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 import numpy as np
 from common import COUNT, Report, integer, parser
 
+from r3.graph.supervisor import die_with_parent
 from r3.perception.geometry import backproject, valid_depth
 from r3.perception.grounding import GroundingConfig, measure
 from r3.perception.pipeline import ANY_LABEL, LABEL_MISMATCH, NO_FRAME, OUTSIDE_IMAGE, STALE_FRAME, Perception
@@ -118,6 +119,7 @@ def ground_point_ms(frame, size: int, calls: int, passes: int) -> list[float]:
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,  # noqa: PLW1509  (a benchmark killed must not leave its node serving)
     )
     rclpy.init()
     node = Node("bench_perception_client")

@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from bench_graph import in_process, language_table_side, packing_side, through_graph, warm_up
 from common import COUNT, folder, positive
 
+from r3.graph.supervisor import die_with_parent
 from r3.profiling import PROFILE_DIR_ENV, RECORDING_FLAG, WAKES_SUFFIX, StackSampler, read_wakes
 
 
@@ -154,6 +155,7 @@ def main() -> None:
         env={**os.environ, PROFILE_DIR_ENV: str(stacks)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,  # noqa: PLW1509  (a profile killed must not leave its graph serving)
     )
     rclpy.init()
     node = rclpy.create_node("profile_graph_client")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -124,6 +127,51 @@ def test_a_benchmarks_bad_option_is_refused_before_it_runs(tmp_path, script, arg
     done = _run([str(BENCH / script), *argv], dict(os.environ), timeout=60)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert says.format(file=file) in done.stderr, done.stderr
+
+
+def _bench_common():
+    spec = importlib.util.spec_from_file_location("bench_common", BENCH / "common.py")
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie waiting to be reaped."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_killed_graph_benchmark_leaves_no_graph_behind(tmp_path, private_ros_env):
+    """bench_graph.py killed while its graph ran (a caller's timeout sends SIGKILL) left the launcher
+    and its nodes serving, and the next benchmark measured beside them."""
+    process_tree = _bench_common().process_tree
+    bench = subprocess.Popen(
+        [sys.executable, str(BENCH / "bench_graph.py"), "--smoke", "--out", str(tmp_path / "graph")],
+        env=private_ros_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    tree: dict[int, str] = {}
+    try:
+        deadline = time.monotonic() + 180
+        while not any("r3_sim_node" in command for command in tree.values()):
+            assert time.monotonic() < deadline and bench.poll() is None, "the benchmark's graph never started"
+            time.sleep(0.2)
+            tree = process_tree(bench.pid)
+        bench.kill()
+        bench.wait()
+        deadline = time.monotonic() + 30
+        while any(_running(pid) for pid in tree) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [command for pid, command in tree.items() if _running(pid)]
+    finally:
+        bench.kill()
+        for pid in tree:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 PROFILED = {

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from serving import free_port
 
+from r3.graph.supervisor import die_with_parent
 from r3.reasoning.tiny import build_tiny_model
 
 
@@ -35,6 +36,7 @@ def transformers_serve(model_dir: Path, log_path: Path):
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "HF_HUB_OFFLINE": "1"},
+            preexec_fn=die_with_parent,  # noqa: PLW1509  (a killed test run must not leave its server)
         )
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 90

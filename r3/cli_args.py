@@ -40,12 +40,14 @@ def integer(lo: int, hi: int | None = None) -> Callable[[str], int]:
 
 
 def folder_problem(path: str | Path) -> str | None:
-    """Why ``path`` cannot be a folder to write: a file, beneath a file, or beneath a folder this user
-    may not write; None when it is one or can be made one."""
+    """Why ``path`` cannot be a folder to write: a file, a broken link, beneath a file, or beneath a
+    folder this user may not write; None when it is one or can be made one."""
     path = Path(path)
     try:
         if path.exists() and not path.is_dir():
             return f"{path} is a file, not a folder"
+        if path.is_symlink() and not path.exists():
+            return f"{path} is a link to {os.readlink(path)}, which does not exist"
         existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
     except OSError as exc:  # a parent this user may not look into
         return f"{path}: {exc.strerror or exc}"

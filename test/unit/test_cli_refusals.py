@@ -272,6 +272,11 @@ def test_a_folder_to_write_is_one_or_can_be_made_one(tmp_path):
     assert folder_problem(tmp_path / "new" / "deeper") is None
     assert folder_problem(tmp_path / "file") == f"{tmp_path / 'file'} is a file, not a folder"
     assert folder_problem(tmp_path / "file" / "x" / "y").endswith(f"under {tmp_path / 'file'}, a file")
+    (tmp_path / "link").symlink_to(tmp_path / "gone")
+    assert (
+        folder_problem(tmp_path / "link")
+        == f"{tmp_path / 'link'} is a link to {tmp_path / 'gone'}, which does not exist"
+    )
 
 
 def test_collect_refuses_a_file_for_its_folder(tmp_path, capsys):

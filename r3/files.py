@@ -22,11 +22,13 @@ class FileRefused(ValueError):
     """A file or folder a command cannot read or write as asked; the message says why."""
 
 
-def read_yaml_mapping(path: str | Path) -> dict:
-    """The mapping in YAML file ``path`` (an empty file is an empty mapping)."""
+def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict:
+    """The mapping in YAML file ``path`` (an empty file is an empty mapping); ``what`` the file is,
+    for the refusal of a path that is no such file."""
     path = Path(path)
     if not path.is_file():
-        raise FileRefused(f"config file not found: {path}")
+        why = "not found" if not path.exists() else "a folder" if path.is_dir() else "not a regular file"
+        raise FileRefused(f"{what} {path}: {why}; expected a YAML file")
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except (UnicodeDecodeError, yaml.YAMLError) as exc:

@@ -84,7 +84,7 @@ def load_mini_config(path: str | Path) -> dict:
     try:
         cfg = read_yaml_mapping(path)
     except FileRefused as exc:
-        raise MiniError(f"{exc}; expected the sections {CONFIG_KEYS}") from None
+        raise MiniError(f"{exc} (an r3 mini config has the sections {CONFIG_KEYS})") from None
     missing = [k for k in CONFIG_KEYS if k not in cfg]
     unknown = sorted(set(cfg) - set(CONFIG_KEYS))
     if missing or unknown:

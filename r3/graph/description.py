@@ -100,10 +100,7 @@ class Profile:
 
 def load_graph(path: str | Path = DEFAULT_GRAPH) -> dict:
     path = Path(path)
-    if not path.is_file():
-        why = "is a folder, not a YAML file" if path.is_dir() else "does not exist"
-        raise FileNotFoundError(f"graph description {path} {why}")
-    data = read_yaml_mapping(path)
+    data = read_yaml_mapping(path, "graph description")
     if not isinstance(data.get("profiles"), dict) or not data["profiles"]:
         raise ValueError(f"{path}: expected a mapping with a non-empty 'profiles' mapping")
     for name, profile in data["profiles"].items():

@@ -392,10 +392,19 @@ def test_launch_refuses_a_bad_graph_description(text, says, tmp_path, capsys):
     refused(launch_main, ["p", "--graph", str(graph), "--check"], capsys, says)
 
 
-def test_launch_refuses_a_folder_or_a_missing_file_for_its_graph(tmp_path, capsys):
-    """A folder for ``--graph`` was said not to exist."""
-    refused(launch_main, ["p", "--graph", str(tmp_path), "--check"], capsys, "is a folder, not a YAML file")
-    refused(launch_main, ["p", "--graph", str(tmp_path / "none.yaml"), "--check"], capsys, "does not exist")
+def test_a_yaml_file_that_is_a_folder_a_device_or_missing_is_called_so(tmp_path, capsys):
+    """A folder for ``--graph`` was said not to exist, and ``--config /tmp`` or ``/dev/null`` "not
+    found"."""
+    for path, why in [
+        (tmp_path, "a folder"),
+        ("/dev/null", "not a regular file"),
+        (tmp_path / "x", "not found"),
+    ]:
+        refused(
+            launch_main, ["p", "--graph", str(path), "--check"], capsys, f"{path}: {why}; expected a YAML"
+        )
+        refused(train_main, ["sft", "--config", str(path)], capsys, f"{path}: {why}; expected a YAML file")
+        refused(mini_main, ["--config", str(path)], capsys, f"{path}: {why}; expected a YAML file")
 
 
 def test_a_bad_set_names_the_command_it_was_given_to(capsys):
@@ -406,7 +415,7 @@ def test_a_bad_set_names_the_command_it_was_given_to(capsys):
 @pytest.mark.parametrize(
     "text, says",
     [
-        ("- a\n- b\n", "expected a mapping at the top level, got list; expected the sections"),
+        ("- a\n- b\n", "expected a mapping at the top level, got list (an r3 mini config has the sections"),
         ("{workers: [", "is not a YAML file"),
     ],
 )

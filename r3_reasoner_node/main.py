@@ -132,8 +132,8 @@ class ReasonerNode(R3Node):
             self.get_logger().error(f"episode {episode_id}: {traceback.format_exc()}")
             result.reason = f"error: {type(exc).__name__}: {exc}"
         stopped = self.follower.end(handle)
-        if not result.reason:
-            canceled = handle.is_cancel_requested or stopped
+        if not result.reason:  # cancelled, stopped or preempted, wherever in the episode it came
+            canceled = stopped or self.follower.stopping(handle)
             result.reason = "success" if result.success else ("canceled" if canceled else "step_budget")
         if started:
             self.topics.publish_event(EpisodeEvent.END, episode_id, goal, goal_text or "", result)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
@@ -17,12 +18,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: The expert's first instruction on task V, seed 3: its blocks are on that board, so the policy moves.
+KNOWN_VALID = (
+    "Reasoning: the red pentagon belongs at the bottom of the V.\n"
+    "Instruction: move the red pentagon to the bottom center"
+)
+
+
 class StandIn(BaseHTTPRequestHandler):
     """Streams ``answer`` to every chat request as vLLM would, then ``tool_calls`` (name, JSON
-    arguments), each in two pieces; the requests received are kept in ``requests``."""
+    arguments), each in two pieces, ``delay_s`` after the request came (a model thinking); the
+    requests received are kept in ``requests``."""
 
     answer: ClassVar[str] = ""
     tool_calls: ClassVar[tuple[tuple[str, str], ...]] = ()
+    delay_s: ClassVar[float] = 0.0
     requests: ClassVar[list[dict]] = []
 
     def log_message(self, *args) -> None:
@@ -41,6 +51,7 @@ class StandIn(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.requests.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        time.sleep(self.delay_s)
         chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "stand-in"}
 
         def delta(d: dict, finish: str | None = None) -> dict:
@@ -62,9 +73,10 @@ class StandIn(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def stand_in_server(answer: str = "", tool_calls: tuple[tuple[str, str], ...] = ()):
+def stand_in_server(answer: str = "", tool_calls: tuple[tuple[str, str], ...] = (), delay_s: float = 0.0):
     """A stand-in server on loopback for the block; yields (its /v1 URL, the requests it receives)."""
-    handler = type("Answering", (StandIn,), {"answer": answer, "tool_calls": tool_calls, "requests": []})
+    fields = {"answer": answer, "tool_calls": tool_calls, "delay_s": delay_s, "requests": []}
+    handler = type("Answering", (StandIn,), fields)
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from serving import stand_in_server
+from serving import KNOWN_VALID, stand_in_server
 
 from r3.data.bags import read_episode_info, read_messages
 from r3.graph import names
@@ -73,13 +73,6 @@ def test_openai_backend_runs_an_episode_through_the_graph(server, tmp_path):
     (bag,) = [p for p in (tmp_path / "bags").iterdir() if p.is_dir()]
     assert read_episode_info(bag).steps == 1
     assert_refusals_commanded_no_motion(bag)
-
-
-#: The expert's first instruction on task V, seed 3: its blocks are on that board, so the policy moves.
-KNOWN_VALID = (
-    "Reasoning: the red pentagon belongs at the bottom of the V.\n"
-    "Instruction: move the red pentagon to the bottom center"
-)
 
 
 def test_a_valid_answer_from_the_openai_backend_moves_the_pusher(tmp_path):

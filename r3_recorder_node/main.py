@@ -179,7 +179,12 @@ class RecorderNode(R3Node):
                     backend=msg.backend,
                 )
                 writer = EpisodeBagWriter(self.output_dir, episode)  # refuses an id that is no folder name
-                self.close_current(complete=False, reason="a new episode started before this one ended")
+                if self.bag is not None and self.bag.ended is not None:  # its END came: it was draining
+                    steps_recorded = names.REASONER_STEPS in self.topics
+                    came = self.bag.records_arrived(steps_recorded)
+                    self.close_ended("" if came else "the next episode started before its step records came")
+                else:
+                    self.close_current(complete=False, reason="a new episode started before this one ended")
                 self.bag = OpenBag(writer, info["source_timestamp"], self.param, publisher_gid(info))
                 self.starter = sender
                 self.say_full(self.bag.check_room())
@@ -235,10 +240,19 @@ class RecorderNode(R3Node):
                 self.close_current(complete=False, reason=gone)
                 return
             if self.bag.may_close(time.monotonic(), names.REASONER_STEPS in self.topics):
-                msg, info = self.bag.ended, self.bag.writer.info
-                info.goal = msg.goal or info.goal
-                complete = not msg.reason.startswith("error")
-                self.close_current(complete, msg.reason, msg.success, msg.progress, msg.steps)
+                self.close_ended()
+
+    def close_ended(self, cut_short: str = "") -> None:
+        """Close the open bag, whose END has come, with that END's outcome (called with the lock held);
+        ``cut_short`` says why it closes before its records came, which makes it incomplete. (The
+        next episode's START closed a draining bag as one that never ended, and its outcome was lost:
+        the reasoner waits for no bag after an error, so its next goal starts at once.)"""
+        msg, info = self.bag.ended, self.bag.writer.info
+        info.goal = msg.goal or info.goal
+        complete, reason = not msg.reason.startswith("error"), msg.reason
+        if cut_short:
+            complete, reason = False, f"{reason}; {cut_short}"
+        self.close_current(complete, reason, msg.success, msg.progress, msg.steps)
 
     def starter_gone(self) -> str:
         """Why the open episode will never see its END: the reasoner that started it has been silent

@@ -101,11 +101,14 @@ class OpenBag:
         for each have come, and the drain's rule holds."""
         if self.ended is None:
             return False
+        return self.drain.tick(now_s, self.records_arrived(steps_recorded))
+
+    def records_arrived(self, steps_recorded: bool) -> bool:
+        """After END: a frame for each of its steps, and its step records (where ``steps_recorded``)."""
         came, steps = self.recorded + self.dropped, self.ended.steps
-        arrived = came[names.REASONER_FRAMES] >= steps and (
+        return came[names.REASONER_FRAMES] >= steps and (
             not steps_recorded or came[names.REASONER_STEPS] >= steps
         )
-        return self.drain.tick(now_s, arrived)
 
     def outcome(self, complete: bool, reason: str) -> tuple[bool, str]:
         """(complete, reason) for the episode file: a full bag, or one that missed messages of a

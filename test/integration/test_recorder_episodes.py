@@ -158,6 +158,37 @@ def test_messages_sent_before_an_episodes_start_stay_out_of_its_bag(session):
     assert session.bag("B") == ["B0", "B1", "B2"]
 
 
+@pytest.mark.parametrize("steps", [0, 1], ids=["records_came", "records_missing"])
+def test_the_next_start_closes_an_ended_bag_with_its_end(session, steps):
+    """Found by a hostile client: an episode that ended in an error (the reasoner then waits for no
+    bag), followed at once by the next goal, lost its END: the next START closed the draining bag as
+    "a new episode started before this one ended", 0 steps. It must close with its END's outcome, and
+    say so when its step records had not all come (``records_missing``: END names one step, no frame
+    of it was sent)."""
+    from std_msgs.msg import String
+
+    from r3.data.bags import INCOMPLETE, read_episode_info
+    from r3_msgs.msg import EpisodeEvent
+
+    session.node.create_publisher(String, TOPIC, 10)  # the recorder records once its topic has one
+    session.start("A")
+    end = EpisodeEvent(event=EpisodeEvent.END, episode_id="A", suite="language_table", task="V")
+    end.reason, end.steps, end.progress = "error: the low-level node did not answer", steps, 0.75
+    os.kill(session.recorder.pid, signal.SIGSTOP)  # both come in one take: START finds A draining
+    try:
+        session.events.publish(end)
+        session.event(EpisodeEvent.START, "B")
+        session.spin(0.5)
+    finally:
+        os.kill(session.recorder.pid, signal.SIGCONT)
+    session.bag("A")
+    info = read_episode_info(session.bags / "A")
+    missing = "; the next episode started before its step records came"
+    assert info.status == INCOMPLETE and (info.steps, info.progress) == (steps, 0.75), info
+    assert info.reason == end.reason + (missing if steps else ""), info.reason
+    assert session.spin(30, lambda: names.recording_state("B") in session.states), "B was not recorded"
+
+
 def test_messages_sent_before_end_reach_its_bag_when_the_recorder_was_frozen_across_end(session):
     """The bag closes once what was sent before END has stopped arriving, not after a fixed wait: a
     recorder frozen while 30 large messages and END were sent takes all of them into the bag."""

@@ -213,7 +213,7 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "float",
                     5.0,
                     "Wait this long for the recorder to record an episode, then end it with an error.",
-                    range=(0.0, 600.0),
+                    range=SECONDS,
                     read_only=False,
                 ),
                 P(
@@ -446,7 +446,7 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "float",
                     1.0,
                     "A frame stamped more than this before or after this node's clock is refused.",
-                    range=(0.0, 600.0),
+                    range=(0.001, 600.0),
                 ),
                 P(
                     "sync_slop_s",

@@ -90,6 +90,22 @@ def test_every_number_has_a_range_and_every_parameter_a_description():
             assert spec.type not in ("int", "float") or spec.range is not None, (schema.node, spec.name)
 
 
+def test_no_wait_or_age_bound_can_be_set_to_refuse_everything():
+    """Found by a hostile client: ``recorder_timeout_s`` took 0.0, and then every episode ended in
+    "did not start recording within 0.0 s"; ``max_frame_age_s`` took 0.0, which the perception
+    pipeline refuses only when the node starts. A timeout or a maximum age must be positive."""
+    bounds = [
+        (schema.node, spec.name, spec.range[0])
+        for schema in NODE_PARAMETERS.values()
+        for spec in schema.parameters
+        if spec.name.endswith(("_timeout_s", "_age_s"))
+    ]
+    assert ("r3_reasoner_node", "recorder_timeout_s", 0.1) in bounds
+    assert [b for b in bounds if b[2] <= 0] == []
+    reasoner = {spec.name: spec for spec in NODE_PARAMETERS["r3_reasoner_node"].parameters}
+    assert "recorder_timeout_s: 0.0 is outside [0.1, 3600.0]" in reasoner["recorder_timeout_s"].check(0.0)
+
+
 def _r3_members():
     for profile in profile_names():
         for member in load_profile(profile).members:

@@ -6,6 +6,8 @@ On-disk layout of an episode::
     <root>/<episode_id>/            a rosbag2 bag (MCAP storage, metadata.yaml)
         r3_episode.yaml             written at the start (status: incomplete) and rewritten at the end
         recording.mcap              while recording only: every message as it arrived (see below)
+        recording.mcap.torn         after a repair that could not read all of the stream: the stream
+                                    as the killed writer left it (no reader looks at it)
         <episode_id>.mcap.new       while recording only: the standard bag, built as messages come
         <episode_id>.mcap           on close, the above with its summary: chunked and indexed, as
                                     rosbag2 writes it
@@ -20,7 +22,8 @@ built beside it as the messages come, so that close only writes its summary and 
 episode's result waits for the close: 2 ms for a Language Table episode's 250 messages, where
 converting the stream at close took 13 ms, and 27 ms with rosbags' writer), then deletes the
 stream; :func:`repair_bag` converts the stream of a bag whose writer died instead, keeping the
-complete records and marking the episode incomplete. The readers here repair such
+complete records and marking the episode incomplete (and the stream itself, renamed, when some of
+it could not be read; a file that is not such a stream is refused). The readers here repair such
 a bag on first read. Nothing is fsynced, so a power loss or kernel crash may lose what the OS had not
 yet written back; that is a different failure from a killed process and is not covered.
 
@@ -32,6 +35,8 @@ from __future__ import annotations
 
 import fcntl
 import functools
+import io
+import mmap
 import os
 import re
 import shutil
@@ -41,9 +46,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
+from mcap.data_stream import ReadDataStream
 from mcap.exceptions import EndOfFile
-from mcap.records import Channel, Message, Schema
-from mcap.stream_reader import StreamReader
+from mcap.opcode import Opcode
+from mcap.records import Channel, Chunk, Footer, Message, Schema
+from mcap.stream_reader import get_chunk_data_stream
 from mcap.writer import CompressionType
 from mcap.writer import Writer as McapWriter
 from rosbags.rosbag2 import Reader
@@ -52,6 +59,7 @@ from r3.data.bagtypes import typestore
 
 EPISODE_FILE = "r3_episode.yaml"
 STREAM_FILE = "recording.mcap"
+TORN_SUFFIX = ".torn"  # recording.mcap.torn: a stream repair could not read to its end, kept as it was
 METADATA_FILE = "metadata.yaml"
 COMPLETE = "complete"
 INCOMPLETE = "incomplete"
@@ -90,7 +98,8 @@ class RepairReport:
     repaired: bool
     messages: int = 0
     dropped_bytes: int = 0  # the torn or unreadable tail of the stream, not in the repaired bag
-    reason: str = ""
+    reason: str = ""  # repaired: what was not converted and why, and any episode id replaced
+    kept: Path | None = None  # where the original stream went when some of it was not converted
 
 
 class BagBusyError(RuntimeError):
@@ -98,7 +107,7 @@ class BagBusyError(RuntimeError):
 
 
 class BagRepairError(ValueError):
-    """The folder cannot be repaired (it is not a bag r3 wrote)."""
+    """The folder cannot be repaired (it is not a bag r3 wrote); it is left as it was."""
 
 
 def check_bag_name(episode_id: str) -> str:
@@ -203,9 +212,14 @@ class EpisodeBagWriter:
         return self.path
 
 
-def _convert_stream(bag: Path, info: EpisodeInfo, *, repair: bool = False) -> tuple[int, int]:
-    """Stream -> standard bag, then delete the stream and write ``info``; (messages, bytes dropped).
+def _convert_stream(
+    bag: Path, info: EpisodeInfo, *, repair: bool = False
+) -> tuple[int, int, str, Path | None]:
+    """Stream -> standard bag, then write ``info``; (messages, bytes dropped, why, where the stream went).
     A bag whose writer died is made this way (its writer builds the standard bag as it goes).
+
+    A stream converted whole is deleted (None); one with bytes that were not converted is kept beside
+    the bag under a name no reader takes (:func:`_torn_name`), so that nothing is lost.
 
     ``repair`` marks the episode incomplete, with a reason that says how many messages were saved.
 
@@ -217,18 +231,33 @@ def _convert_stream(bag: Path, info: EpisodeInfo, *, repair: bool = False) -> tu
     shutil.rmtree(bag / bag.name, ignore_errors=True)  # where earlier versions staged the bag
     indexed = _IndexedBag(bag)
     with open(stream, "rb") as f:
-        good_bytes = _copy_complete_records(f, indexed)
-        dropped = os.fstat(f.fileno()).st_size - good_bytes
+        good_bytes, skipped, why = _copy_complete_records(f, indexed)
+        dropped = os.fstat(f.fileno()).st_size - good_bytes + skipped
     info.message_count = sum(t.count for t in indexed.topics)
+    kept = _torn_name(bag) if dropped else None
     if repair:
         info.status = INCOMPLETE
         info.reason = (
             f"recorder stopped before the episode ended; repaired from {info.message_count} complete messages"
         )
+        if kept:
+            info.reason += f"; {dropped} bytes not converted ({why}) are kept in {kept.name}"
     indexed.finish(info)
-    stream.unlink()
+    if kept:  # never lose what could not be converted: the stream stays, under a name no reader takes
+        os.rename(stream, kept)
+    else:
+        stream.unlink()
     _write_yaml_atomically(bag / EPISODE_FILE, asdict(info))
-    return info.message_count, dropped
+    return info.message_count, dropped, why, kept
+
+
+def _torn_name(bag: Path) -> Path:
+    """A name beside the bag for a stream repair could not read to its end, taken by no other file."""
+    name, n = bag / f"{STREAM_FILE}{TORN_SUFFIX}", 1
+    while name.exists() or name.is_symlink():
+        n += 1
+        name = bag / f"{STREAM_FILE}{TORN_SUFFIX}.{n}"
+    return name
 
 
 @dataclass
@@ -320,6 +349,11 @@ class _IndexedBag:
         self.topics.append(_Topic(topic, msgtype, serialization, type_hash))
         self._channels[topic] = (channel, self.topics[-1])
 
+    def msgtype(self, topic: str) -> str | None:
+        """The message type of ``topic``, None when the bag has no such topic yet."""
+        channel = self._channels.get(topic)
+        return channel[1].msgtype if channel else None
+
     def write(
         self, topic: str, log_time_ns: int, data: bytes, publish_time_ns: int, sequence: int = 0
     ) -> None:
@@ -337,57 +371,194 @@ class _IndexedBag:
         )
 
 
-class _ExactReader:
-    """A file for StreamReader where a short read is the end of the stream, so a torn record at the
-    tail is never returned (StreamReader itself would hand out a truncated message)."""
-
-    def __init__(self, f):
-        self.f, self.offset = f, 0
-
-    def read(self, n: int) -> bytes:
-        data = self.f.read(n)
-        if len(data) < n:
-            raise EndOfFile()
-        self.offset += n
-        return data
+@functools.cache
+def _stream_opening() -> bytes:
+    """The first bytes of every stream :class:`EpisodeBagWriter` writes, handed to the OS before any
+    message: MCAP's magic and a header record (profile ``ros2``, library ``r3``)."""
+    out = io.BytesIO()
+    McapWriter(out, compression=CompressionType.NONE, use_chunking=False).start(profile="ros2", library="r3")
+    return out.getvalue()
 
 
-def _copy_complete_records(f, bag: _IndexedBag) -> int:
-    """Every complete message of the stream ``f`` into ``bag``; the bytes of complete records."""
-    src = _ExactReader(f)
-    records = StreamReader(src, skip_magic=False).records
-    schemas: dict[int, Schema] = {}
-    topics: dict[int, str] = {}
-    good = 0
-    while True:
+def _not_a_stream(f) -> str:
+    """Why the file ``f`` is not a recording stream r3 wrote, or "" when it is one (torn or not).
+
+    Every stream begins with :func:`_stream_opening`, written before any message; a writer killed
+    before that write was done leaves a part of it (an empty file at the least). Whatever follows the
+    opening is r3's, torn or damaged: the repair keeps what it can read and the stream itself.
+    """
+    opening = _stream_opening()
+    head = f.read(len(opening))
+    if head == opening or (len(head) < len(opening) and opening.startswith(head)):
+        return ""
+    if head[: len(MCAP_MAGIC)] != MCAP_MAGIC[: len(head)]:
+        return f"it does not begin with MCAP's magic bytes (it begins {head[:8].hex(' ')})"
+    return (
+        "it is MCAP, but does not begin with the header r3's recorder writes (profile 'ros2', "
+        f"library 'r3'; it begins {head[len(MCAP_MAGIC) :].hex(' ')})"
+    )
+
+
+class _StreamCopy:
+    """Copies the records of an MCAP byte buffer into a bag: schemas, channels and messages, those
+    inside chunks too. r3's stream is unchunked, but a bag's own MCAP file (chunked, indexed) is read
+    the same way, and the complete messages of a torn uncompressed chunk are kept."""
+
+    HEAD = 9  # a record's opcode (1 byte) and length (8)
+    #: What r3's stream holds after its header; a chunk holds nothing else either.
+    RECORDS = frozenset((Opcode.SCHEMA, Opcode.CHANNEL, Opcode.MESSAGE))
+    #: Records of a whole MCAP file that hold nothing a bag keeps (indexes and summaries).
+    INDEXES = frozenset(
+        (Opcode.MESSAGE_INDEX, Opcode.CHUNK_INDEX, Opcode.STATISTICS, Opcode.SUMMARY_OFFSET, Opcode.DATA_END)
+        + (Opcode.ATTACHMENT_INDEX, Opcode.METADATA_INDEX)
+    )
+    #: Records with data a rosbag2 bag cannot hold: not converted, so counted as dropped.
+    UNCONVERTED = frozenset((Opcode.ATTACHMENT, Opcode.METADATA))
+    #: What else a whole MCAP file (a bag's own, say) holds outside its chunks.
+    FILE_RECORDS = INDEXES | UNCONVERTED | {Opcode.CHUNK, Opcode.FOOTER}
+
+    def __init__(self, bag: _IndexedBag):
+        self.bag = bag
+        self.schemas: dict[int, Schema] = {}
+        self.topics: dict[int, str] = {}  # channel id -> topic
+        self.skipped = 0  # bytes of records with data a bag cannot hold (attachments, metadata)
+
+    def walk(self, buf, pos: int, end: int, *, chunk: bool = False) -> tuple[int, str]:
+        """Copy the records of ``buf[pos:end]``; (where the records it could read end, why it stopped
+        before ``end``: "" when it did not)."""
+        records = self.RECORDS if chunk else self.RECORDS | self.FILE_RECORDS
+        while pos < end:
+            opcode = buf[pos]
+            if opcode not in records:  # garbage, or a record r3 never writes: not a torn tail either way
+                return pos, f"a record r3 does not write there (opcode {opcode:#04x}) at byte {pos}"
+            if end - pos < self.HEAD:
+                return pos, f"a torn record at byte {pos}"
+            length = int.from_bytes(buf[pos + 1 : pos + self.HEAD], "little")
+            body, body_end = pos + self.HEAD, pos + self.HEAD + length
+            if opcode == Opcode.CHUNK and not chunk:
+                good, why = self.chunk(buf, pos, min(body_end, end), body_end)
+                if why:
+                    return good, why
+            elif body_end > end:
+                return pos, f"a torn record at byte {pos}"
+            elif opcode == Opcode.FOOTER and not chunk:  # the end of a whole file
+                footer = self.parse(Footer, buf[body:body_end], pos)
+                why = footer if isinstance(footer, str) else self.closing(buf, body_end, end)
+                return (end, "") if not why else (pos, why)
+            elif opcode in self.RECORDS:
+                if why := self.record(opcode, buf[body:body_end], pos):
+                    return pos, why
+            elif opcode in self.UNCONVERTED:
+                self.skipped += self.HEAD + length
+            pos = body_end
+        return pos, ""
+
+    def chunk(self, buf, pos: int, end: int, body_end: int) -> tuple[int, str]:
+        """The chunk record at ``pos``, whole when ``end == body_end``; (as :meth:`walk`)."""
+        at = pos + self.HEAD + 28  # past the start and end times, the uncompressed size and CRC
+        if end - at < 4:
+            return pos, f"a torn chunk at byte {pos}"
+        size = int.from_bytes(buf[at : at + 4], "little")
+        records = at + 4 + size + 8  # past the compression's name and the records' length
+        if records > end:
+            what = "torn" if end < body_end else "unreadable"
+            return pos, f"a {what} chunk at byte {pos}"
+        compression = bytes(buf[at + 4 : at + 4 + size]).decode(errors="replace")
+        if records + int.from_bytes(buf[records - 8 : records], "little") != body_end:
+            return pos, f"an unreadable chunk at byte {pos} (its lengths disagree)"
+        if not compression:  # the records as they are: those a torn chunk holds whole are kept
+            good, why = self.walk(buf, records, end, chunk=True)
+            return good, why or ("" if end == body_end else f"a torn chunk at byte {pos}")
+        if end != body_end:
+            return pos, f"a torn {compression} chunk at byte {pos}"
         try:
-            record = next(records)
-        except Exception:  # noqa: BLE001 - the end, or a torn or unparsable tail: stop there either way
-            break
+            chunk = Chunk.read(ReadDataStream(io.BytesIO(buf[pos + self.HEAD : body_end])))
+            data, size = get_chunk_data_stream(chunk, validate_crc=True)
+            data = data.read(size)
+        except Exception as exc:  # noqa: BLE001 - unknown compression, bad data or CRC: damage here
+            return pos, f"an unreadable {compression} chunk at byte {pos} ({type(exc).__name__})"
+        _, why = self.walk(data, 0, len(data), chunk=True)
+        return (pos, f"{why} of the {compression} chunk at byte {pos}") if why else (body_end, "")
+
+    def closing(self, buf, pos: int, end: int) -> str:
+        """Why ``buf[pos:end]`` is not MCAP's closing magic alone; "" when it is."""
+        if buf[pos:end] == MCAP_MAGIC:
+            return ""
+        return f"{end - pos} bytes after the footer at byte {pos} that are not MCAP's closing magic"
+
+    def parse(self, kind, body: bytes, pos: int):
+        """``body`` read as a record of ``kind``, or why not (a str)."""
+        stream = ReadDataStream(io.BytesIO(body))
+        try:
+            record = kind.read(stream, len(body)) if kind is Message else kind.read(stream)
+        except (EndOfFile, ValueError, OverflowError) as exc:  # struct.error and bad UTF-8 are ValueErrors
+            return f"an unreadable {kind.__name__.lower()} record at byte {pos} ({type(exc).__name__})"
+        if stream.count != len(body):
+            return f"an unreadable {kind.__name__.lower()} record at byte {pos} (its lengths disagree)"
+        return record
+
+    def record(self, opcode: int, body: bytes, pos: int) -> str:
+        """Copy one schema, channel or message record into the bag; "" or why it could not."""
+        kind = {Opcode.SCHEMA: Schema, Opcode.CHANNEL: Channel, Opcode.MESSAGE: Message}[opcode]
+        record = self.parse(kind, body, pos)
+        if isinstance(record, str):
+            return record
         if isinstance(record, Schema):
-            schemas[record.id] = record
+            self.schemas.setdefault(record.id, record)  # a file's summary repeats them
         elif isinstance(record, Channel):
-            schema = schemas[record.schema_id]
-            type_hash = record.metadata[HASH_KEY]
-            bag.add_topic(
-                record.topic, schema.name, schema.encoding, schema.data, record.message_encoding, type_hash
-            )
-            topics[record.id] = record.topic
-        elif isinstance(record, Message):
-            bag.write(
-                topics[record.channel_id], record.log_time, record.data, record.publish_time, record.sequence
-            )
-        good = src.offset
-    return good
+            if record.id in self.topics:
+                return ""
+            schema = self.schemas.get(record.schema_id)
+            if schema is None or HASH_KEY not in record.metadata:
+                what = "no schema the stream defined" if schema is None else f"no {HASH_KEY}"
+                return f"a channel record at byte {pos} with {what}"
+            known = self.bag.msgtype(record.topic)
+            if known is None:
+                self.bag.add_topic(
+                    record.topic,
+                    schema.name,
+                    schema.encoding,
+                    schema.data,
+                    record.message_encoding,
+                    record.metadata[HASH_KEY],
+                )
+            elif known != schema.name:
+                return f"a channel record at byte {pos} giving {record.topic} a second type"
+            self.topics[record.id] = record.topic
+        else:
+            topic = self.topics.get(record.channel_id)
+            if topic is None:
+                return f"a message record at byte {pos} on a channel the stream did not define"
+            self.bag.write(topic, record.log_time, record.data, record.publish_time, record.sequence)
+        return ""
+
+
+def _copy_complete_records(f, bag: _IndexedBag) -> tuple[int, int, str]:
+    """Every complete message of the stream ``f`` (checked by :func:`_not_a_stream`) into ``bag``, in
+    order; (where the records it read end, bytes of records it read but could not keep, why it stopped
+    before the end of the file: a torn tail, or damage; "" when it did not)."""
+    size = os.fstat(f.fileno()).st_size
+    start = len(_stream_opening())
+    if size <= start:  # the writer died in its first write: a part of the opening, nothing else
+        return size, 0, ""
+    copy = _StreamCopy(bag)
+    with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        good, why = copy.walk(buf, start, size)
+    if copy.skipped:
+        skipped = f"{copy.skipped} bytes of attachment or metadata records, which a rosbag2 bag does not hold"
+        why = f"{why}; {skipped}" if why else skipped
+    return good, copy.skipped, why
 
 
 def repair_bag(bag: str | Path) -> RepairReport:
     """Make a bag whose writer died a standard, readable bag marked incomplete; idempotent.
 
-    Keeps every complete message of the recording stream, in order, and drops the torn tail.
-    Returns ``repaired=False`` with the reason when the bag is already whole; raises
-    :class:`BagBusyError` while a live process still records it and :class:`BagRepairError` when
-    the folder is no r3 bag.
+    Keeps every complete message of the recording stream, in order, and drops the torn tail; the
+    stream itself is then kept beside the bag (``recording.mcap.torn``, see ``RepairReport.kept``)
+    rather than deleted, so that nothing repair could not read is lost. Returns ``repaired=False``
+    with the reason when the bag is already whole; raises :class:`BagBusyError` while a live process
+    still records it and :class:`BagRepairError`, touching nothing, when the folder is no r3 bag: its
+    stream is not one r3's recorder wrote, or no plain episode id can be given to it.
     """
     bag = Path(bag)
     stream = bag / STREAM_FILE
@@ -416,9 +587,38 @@ def repair_bag(bag: str | Path) -> RepairReport:
             ) from None
         if not stream.exists():  # another process finished it between our open and our lock
             return RepairReport(bag, False, reason="closed or repaired by another process: nothing to repair")
+        if why := _not_a_stream(lock):
+            raise BagRepairError(
+                f"{stream} is not a recording stream r3 wrote: {why}; the folder is left as it was"
+            )
         info = _read_info_file(bag) if (bag / EPISODE_FILE).is_file() else EpisodeInfo(episode_id=bag.name)
-        count, dropped = _convert_stream(bag, info, repair=True)
-    return RepairReport(bag, True, count, dropped)
+        notes = [_plain_episode_id(bag, info)]
+        count, dropped, why, kept = _convert_stream(bag, info, repair=True)
+    if kept:
+        notes.insert(0, f"{dropped} bytes not converted ({why}); the stream as it was is kept as {kept}")
+    return RepairReport(bag, True, count, dropped, "; ".join(n for n in notes if n), kept)
+
+
+def _plain_episode_id(bag: Path, info: EpisodeInfo) -> str:
+    """Give ``info`` a plain episode id (:func:`check_bag_name`, the recorder's rule) before it is
+    written into the repaired bag: its own, else the folder's name; "" or a note saying which was
+    replaced. BagRepairError when neither is plain."""
+    try:
+        check_bag_name(info.episode_id)
+        return ""
+    except (ValueError, TypeError) as exc:  # TypeError: the sidecar's id is no string
+        why = str(exc) if isinstance(exc, ValueError) else f"episode id {info.episode_id!r:.80} is no string"
+    if (bag / EPISODE_FILE).is_file():
+        try:
+            check_bag_name(bag.name)
+        except ValueError:
+            why = f"{EPISODE_FILE}'s {why}, and neither is the folder's name, {bag.name!r}"
+        else:
+            info.episode_id = bag.name
+            return f"{EPISODE_FILE}'s {why}: the folder's name, {bag.name!r}, is used instead"
+    else:
+        why = f"no {EPISODE_FILE}, and the folder's name: {why}"
+    raise BagRepairError(f"{bag}: no plain episode id to give the repaired bag ({why}); left as it was")
 
 
 def _read_info_file(bag: Path) -> EpisodeInfo:

@@ -190,8 +190,10 @@ def bag_main(argv: list[str]) -> int:
         "repair",
         help="make bags whose recorder was killed readable (marked incomplete)",
         description="Rewrite each bag whose writer died from its recording stream: every complete "
-        "message is kept, the torn tail dropped, and the episode marked incomplete. Closed bags are "
-        "left alone, so running it twice is harmless. The data readers do this on first read too.",
+        "message is kept, and the episode marked incomplete; a stream with a torn or unreadable tail is "
+        "kept beside the bag as recording.mcap.torn, and a file that is no r3 recording stream is "
+        "refused, its folder left as it was. Closed bags are left alone, so running it twice is "
+        "harmless. The data readers do this on first read too.",
     )
     r.add_argument("bags", nargs="+", help="bag folders, or folders holding bag folders")
     args = p.parse_args(argv)
@@ -214,10 +216,10 @@ def bag_main(argv: list[str]) -> int:
             print(f"r3 bag repair: {bag}: {exc}", file=sys.stderr)
             failed += 1
             continue
-        if report.repaired:
+        if report.repaired:  # the reason: what was not converted, where the stream went, any id replaced
             print(
-                f"repaired {bag}: {report.messages} complete messages kept, {report.dropped_bytes} bytes "
-                "of a torn record dropped; marked incomplete"
+                f"repaired {bag}: {report.messages} complete messages kept; marked incomplete"
+                + (f"; {report.reason}" if report.reason else "")
             )
         else:
             print(f"{bag}: {report.reason}")

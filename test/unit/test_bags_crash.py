@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
+from mcap.writer import Writer as McapWriter
 from rosbags.rosbag2 import Reader
 
 from r3.data import bags
@@ -28,8 +31,10 @@ from r3.data.bags import (
     INCOMPLETE,
     STREAM_FILE,
     BagBusyError,
+    BagRepairError,
     EpisodeBagWriter,
     EpisodeInfo,
+    bag_damage,
     read_episode_info,
     read_messages,
     repair_bag,
@@ -143,21 +148,28 @@ def bag_contents(bag: Path) -> list[tuple[str, str, int, bytes]]:
 def test_killed_writer_repairs_to_every_complete_message(tmp_path, mode, at):
     bag, returned = run_child(tmp_path, mode, at)
     assert (bag / STREAM_FILE).is_file() and not (bag / "metadata.yaml").exists()
+    stream = (bag / STREAM_FILE).read_bytes()
     report = repair_bag(bag)
     expected = messages()[:returned]
     assert report.repaired and report.messages == returned
-    assert (report.dropped_bytes > 0) == (mode == "inside" and at % 1 > 0)
+    torn = mode == "inside" and at % 1 > 0
+    assert (report.dropped_bytes > 0) == torn
     assert bag_contents(bag) == expected
-    # Nothing left of the stream, nor of the standard bag the writer was building when it died.
+    # Nothing left of the standard bag the writer was building when it died; of the stream, only a
+    # torn one, kept as it was beside the bag (the readers take no notice of it).
+    kept = [f"{STREAM_FILE}.torn"] if torn else []
     assert sorted(p.name for p in bag.iterdir()) == sorted(
-        [f"{bag.name}.mcap", "metadata.yaml", EPISODE_FILE]
+        [f"{bag.name}.mcap", "metadata.yaml", EPISODE_FILE, *kept]
     )
+    assert report.kept == (bag / f"{STREAM_FILE}.torn" if torn else None)
+    if torn:
+        assert report.kept.read_bytes() == stream and bag_damage(bag) is None
     info = read_episode_info(bag)
     assert info.status == INCOMPLETE and info.task == "T" and info.message_count == returned
-    assert (
-        info.reason
-        == f"recorder stopped before the episode ended; repaired from {returned} complete messages"
-    )
+    reason = f"recorder stopped before the episode ended; repaired from {returned} complete messages"
+    if torn:
+        reason += f"; {report.dropped_bytes} bytes not converted (a torn record at byte "
+    assert info.reason.startswith(reason) and (f"are kept in {STREAM_FILE}.torn" in info.reason) == torn
 
 
 def test_kill_at_a_random_time_while_writing(tmp_path):
@@ -239,6 +251,115 @@ def test_a_folder_that_is_no_bag_is_refused(tmp_path, capsys):
     (tmp_path / "x" / "r3_episode.yaml").write_text("episode_id: x\n")
     assert bag_main(["repair", str(tmp_path / "x")]) == 1
     assert "neither recording.mcap nor metadata.yaml" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory) -> Path:
+    """A bag whose writer was killed right after writing all of messages(): copy it, then damage it."""
+    bag, returned = run_child(tmp_path_factory.mktemp("killed"), "after", COUNT - 1)
+    assert returned == COUNT
+    return bag
+
+
+def folder_state(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in folder.iterdir()}
+
+
+def test_a_stream_that_is_not_r3s_is_refused_and_left_alone(tmp_path, killed, capsys):
+    """Random bytes, or an MCAP file that r3's recorder did not write, under the stream's name used to
+    be "repaired" into an empty bag, the file deleted."""
+    foreign = tmp_path / "foreign.mcap"
+    with open(foreign, "wb") as f:
+        writer = McapWriter(f)
+        writer.start(profile="", library="someone else")
+        writer.finish()
+    cases = {
+        "random": np.random.default_rng(1).bytes(3000),
+        "foreign": foreign.read_bytes(),  # MCAP, but not profile ros2 / library r3
+        "text": b"not a bag at all\n",
+    }
+    for name, data in cases.items():
+        bag = tmp_path / name
+        bag.mkdir()
+        (bag / STREAM_FILE).write_bytes(data)
+        shutil.copy(killed / EPISODE_FILE, bag / EPISODE_FILE)
+        before = folder_state(bag)
+        with pytest.raises(BagRepairError, match="is not a recording stream r3 wrote"):
+            repair_bag(bag)
+        with pytest.raises(BagRepairError):  # the readers refuse it the same way
+            next(read_messages(bag))
+        assert bag_main(["repair", str(bag)]) == 1
+        err = capsys.readouterr().err
+        assert "is not a recording stream r3 wrote" in err and "left as it was" in err
+        assert "Traceback" not in err
+        assert folder_state(bag) == before, name
+
+
+def test_a_stream_cut_before_its_first_message_is_repaired_and_kept(tmp_path, killed, capsys):
+    """A real stream cut inside its first message (an image): the header and schemas say r3 wrote it,
+    so it is a torn recording with nothing complete, not garbage; the stream is kept as it was."""
+    bag = tmp_path / "episode"
+    shutil.copytree(killed, bag)
+    (bag / f"{bag.name}.mcap.new").unlink()
+    with open(bag / STREAM_FILE, "r+b") as f:
+        f.truncate(100_000)
+    stream = (bag / STREAM_FILE).read_bytes()
+    assert bag_main(["repair", str(bag)]) == 0
+    kept = bag / f"{STREAM_FILE}.torn"
+    assert kept.is_file() and kept.read_bytes() == stream
+    out = capsys.readouterr().out
+    assert "0 complete messages kept" in out and f"the stream as it was is kept as {kept}" in out
+    assert bag_damage(bag) is None and bag_contents(bag) == [] and list(read_messages(bag)) == []
+    info = read_episode_info(bag)
+    assert info.status == INCOMPLETE and info.message_count == 0 and kept.name in info.reason
+    report = repair_bag(bag)
+    assert not report.repaired and "nothing to repair" in report.reason and kept.read_bytes() == stream
+
+
+def test_messages_of_a_torn_chunk_are_kept(tmp_path):
+    """A bag's own MCAP file (chunked) cut short under the stream's name: the complete messages
+    inside its torn chunk are kept, not only those of whole records of the file."""
+    writer = EpisodeBagWriter(tmp_path, EpisodeInfo(episode_id="closed", task="T"))
+    for message in messages():
+        writer.write(*message)
+    closed = writer.close(success=True, progress=1.0, steps=3, reason="success")
+    data = (closed / "closed.mcap").read_bytes()
+    for name, cut, count in (("torn", 300_000, 5), ("whole", len(data), COUNT)):
+        bag = tmp_path / name  # messages 0-4 end before byte 300000, message 5 (an image) runs past it
+        bag.mkdir()
+        (bag / STREAM_FILE).write_bytes(data[:cut])
+        report = repair_bag(bag)
+        assert report.messages == count and bag_contents(bag) == messages()[:count]
+        torn = name == "torn"
+        assert (report.kept is not None) == torn and (report.dropped_bytes > 0) == torn
+        assert read_episode_info(bag).episode_id == name
+    assert (tmp_path / "torn" / f"{STREAM_FILE}.torn").read_bytes() == data[:300_000]
+
+
+@pytest.mark.parametrize("episode_id", ["../../x", "a/b", "..", "a\x01b", "", 5])
+def test_a_sidecar_episode_id_that_is_no_plain_name_is_not_carried(tmp_path, killed, capsys, episode_id):
+    bag = tmp_path / "episode"
+    shutil.copytree(killed, bag)
+    sidecar = yaml.safe_load((bag / EPISODE_FILE).read_text())
+    (bag / EPISODE_FILE).write_text(yaml.safe_dump({**sidecar, "episode_id": episode_id}))
+    assert bag_main(["repair", str(bag)]) == 0
+    assert read_episode_info(bag).episode_id == "episode"
+    meta = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    assert meta["custom_data"]["r3.episode_id"] == "episode"
+    assert bag_contents(bag) == messages()
+    out = capsys.readouterr().out
+    assert f"{COUNT} complete messages kept" in out and "the folder's name, 'episode', is used instead" in out
+
+
+def test_no_plain_episode_id_at_all_is_refused(tmp_path, killed, capsys):
+    bag = tmp_path / "an episode"  # neither the sidecar's id nor the folder's name is a plain name
+    shutil.copytree(killed, bag)
+    (bag / EPISODE_FILE).write_text("episode_id: ../../x\n")
+    before = folder_state(bag)
+    assert bag_main(["repair", str(bag)]) == 1
+    err = capsys.readouterr().err
+    assert "no plain episode id" in err and "'../../x'" in err and "Traceback" not in err
+    assert folder_state(bag) == before
 
 
 if __name__ == "__main__":

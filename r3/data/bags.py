@@ -661,14 +661,21 @@ def bag_damage(bag: str | Path) -> str | None:
 
 
 def read_episode_info(bag: str | Path) -> EpisodeInfo:
-    """The episode's sidecar; a bag whose writer died is repaired first (one still recording is not)."""
+    """The episode's sidecar; a bag whose writer died is repaired first (one still recording is not).
+    A ValueError when its episode id is no plain name (:func:`check_bag_name`): readers make paths
+    of it (a dataset's images), and ``../../x`` in a hostile bag would write outside them."""
     bag = Path(bag)
     if (bag / STREAM_FILE).is_file():
         try:
             repair_bag(bag)
         except BagBusyError:
             pass  # still recording: the sidecar rightly says incomplete
-    return _read_info_file(bag)
+    info = _read_info_file(bag)
+    try:
+        check_bag_name(info.episode_id)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{bag / EPISODE_FILE} is not an episode record: {exc}") from None
+    return info
 
 
 def read_messages(bag: str | Path, topics: set[str] | None = None) -> Iterator[tuple[str, str, int, object]]:

@@ -175,6 +175,27 @@ def test_broken_bags_are_named_and_skipped(bags, tmp_path, capsys):
     assert set(S.load_r3_dataset(tmp_path / "ds")[S.EPISODE_ID]) == {good.name}
 
 
+def test_a_bag_whose_episode_id_is_a_path_is_skipped_and_nothing_is_written_outside(bags, tmp_path, capsys):
+    """A dataset's images and snapshots are filed under each bag's episode id: a hostile bag whose
+    r3_episode.yaml says ``../../escaped`` wrote them outside the dataset. It is skipped, named."""
+    import yaml
+
+    copy = tmp_path / "in" / "bags"
+    shutil.copytree(bags, copy)
+    hostile, *good = sorted(p for p in copy.iterdir() if p.is_dir())
+    sidecar = hostile / "r3_episode.yaml"
+    fields = yaml.safe_load(sidecar.read_text())
+    sidecar.write_text(yaml.safe_dump({**fields, "episode_id": "../../escaped"}))
+    out = tmp_path / "in" / "ds"
+    assert dataset_main(["build", str(copy), "--out", str(out), "--kind", "sft"]) == 0
+    assert f"skipped bag {hostile.name}" in capsys.readouterr().err
+    manifest = json.loads((out / S.MANIFEST).read_text())
+    assert [s["bag"] for s in manifest["skipped"]] == [hostile.name]
+    assert "not a plain folder name" in manifest["skipped"][0]["reason"]
+    assert manifest["bags"] == [p.name for p in good]
+    assert not list(tmp_path.rglob("escaped"))
+
+
 def test_collection_resumes_where_it_stopped(bags, tmp_path):
     out = tmp_path / "bags"
     shutil.copytree(bags, out)

@@ -12,6 +12,10 @@ once, when the node is constructed, from the node's parameters
 A segmenter that reads the simulator's instance masks (``sim``) gets them: a 32SC1 image on
 ``/sim/privileged/instances`` with the colour image's stamp, and the id -> name table (latched JSON)
 on ``/sim/privileged/instance_names``; a frame waits up to ``instance_wait_s`` for its mask.
+
+The names segmented are the ``query`` parameter's at each episode's START (``/r3/episode_events``);
+SetPerceptionQuery (ZAP's change_query) replaces them for the episode it comes in. A query that
+outlived its episode (a client's ``["milk"]`` once did) left every later episode seeing nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from r3.perception.grounding import GroundingConfig
 from r3.perception.pipeline import Perception, PerceptionConfig
 from r3.perception.segmenters import make_segmenter
 from r3.perception.sync import PairSync, StampedBuffer
-from r3_msgs.msg import DetectedObjects
+from r3_msgs.msg import DetectedObjects, EpisodeEvent
 from r3_msgs.srv import GroundPoint, SetPerceptionQuery
 from r3_ros.conversions import (
     check_camera_info,
@@ -47,7 +51,7 @@ from r3_ros.conversions import (
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.node import R3Node
 from r3_ros.params import declare_parameters
-from r3_ros.qos import LATCHED, SENSOR, recorded
+from r3_ros.qos import EVENTS, LATCHED, SENSOR, recorded
 from r3_ros.refusals import refusing_message, refusing_service
 from r3_ros.spin import run_node
 
@@ -69,6 +73,7 @@ class PerceptionNode(R3Node):
         reason = self.perception.set_query([q for q in self.p["query"] if q])
         if reason:
             raise ValueError(f"parameter query refused: {reason}")
+        self.configured_query = list(self.perception.query)  # as accepted: each episode starts from it
 
         self.lock = threading.Lock()  # the perception state: frame, detections, query
         self.wake = threading.Condition()
@@ -111,6 +116,9 @@ class PerceptionNode(R3Node):
             names.SET_PERCEPTION_QUERY,
             refusing_service(self, self.on_query),
             callback_group=services,
+        )
+        self.create_subscription(
+            EpisodeEvent, names.EPISODE_EVENTS, refusing_message(self, self.on_episode_event), EVENTS
         )
         self.heartbeat = HeartbeatPublisher(self)
         self.worker = threading.Thread(target=self.process_loop, daemon=True)
@@ -245,6 +253,20 @@ class PerceptionNode(R3Node):
                 float, result.target
             )
         return response
+
+    def on_episode_event(self, msg: EpisodeEvent) -> None:
+        """An episode starts from the configured query, whatever the one before set."""
+        if msg.event != EpisodeEvent.START:
+            return
+        with self.lock:
+            if self.perception.query == self.configured_query:
+                return
+            was = self.perception.query
+            self.perception.set_query(self.configured_query)  # accepted once already, at start
+        self.get_logger().info(
+            f"episode {msg.episode_id[:80]!r} starts: the query is {self.configured_query} again "
+            f"(it was {was[:10]})"
+        )
 
     def on_query(
         self, request: SetPerceptionQuery.Request, response: SetPerceptionQuery.Response

@@ -154,6 +154,7 @@ NODE_INTERFACES: dict[str, NodeInterface] = {
             names.CAMERA_IMAGE: "sensor_msgs/msg/Image",
             names.CAMERA_DEPTH: "sensor_msgs/msg/Image",
             names.CAMERA_INFO: "sensor_msgs/msg/CameraInfo",
+            names.EPISODE_EVENTS: "r3_msgs/msg/EpisodeEvent",  # each episode starts from `query`
             # backend: sim only
             names.SIM_INSTANCES: "sensor_msgs/msg/Image",
             names.SIM_INSTANCE_NAMES: "std_msgs/msg/String",

@@ -89,6 +89,22 @@ def test_ground_point_refuses_a_label_that_names_nothing_at_the_point(graph, cli
     assert checked >= 1
 
 
+@pytest.mark.parametrize("labels", [["milk"], []], ids=["absent_item", "empty"])
+def test_a_perception_query_set_by_a_client_lasts_one_episode(graph, client, labels):
+    """Found by a hostile client: SetPerceptionQuery(["milk"]) (or []) was accepted and kept, and
+    every later packing episode saw no item and ended in "3 consecutive invalid reasoner outputs".
+    A query set through the service lasts for the episode it comes in; the next one starts from the
+    node's ``query`` parameter and sees the scene's items."""
+    from r3_msgs.srv import SetPerceptionQuery
+
+    query = client.node.create_client(SetPerceptionQuery, names.SET_PERCEPTION_QUERY)
+    assert query.wait_for_service(timeout_sec=30)
+    assert client.call(query, SetPerceptionQuery.Request(labels=labels)).ok
+    bag = assert_serves_a_valid_episode(client)
+    seen = [len(msg.objects) for msg in bag_topics(bag)[names.DETECTED_OBJECTS]]
+    assert seen and min(seen) >= 2, seen
+
+
 def test_bad_seeds_for_the_packing_simulator_and_its_arm_are_refused(graph, client):
     from rclpy.action import ActionClient
 

@@ -459,8 +459,8 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "query",
                     "str[]",
                     [""],
-                    "Names segmented from the start ([''] = none: ROS cannot type an empty list); "
-                    "changed at run time through SetPerceptionQuery.",
+                    "Names segmented at each episode's start ([''] = none: ROS cannot type an empty "
+                    "list); SetPerceptionQuery changes them for the episode it comes in.",
                 ),
                 P(
                     "instance_wait_s",

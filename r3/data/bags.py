@@ -55,7 +55,7 @@ from mcap.writer import CompressionType
 from mcap.writer import Writer as McapWriter
 from rosbags.rosbag2 import Reader
 
-from r3.data.bagtypes import typestore
+from r3.data.bagtypes import bag_typestore, typestore
 
 EPISODE_FILE = "r3_episode.yaml"
 STREAM_FILE = "recording.mcap"
@@ -686,8 +686,8 @@ def read_messages(bag: str | Path, topics: set[str] | None = None) -> Iterator[t
     bag = Path(bag)
     if (bag / STREAM_FILE).is_file():
         repair_bag(bag)
-    store = typestore()
     with Reader(bag) as reader:
+        store = bag_typestore(reader.connections)
         conns = [c for c in reader.connections if topics is None or c.topic in topics]
         if not conns:  # rosbags reads every connection when given none
             return

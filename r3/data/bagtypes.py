@@ -67,11 +67,41 @@ def _split_sections(text: str) -> list[str]:
 @functools.cache
 def typestore() -> Typestore:
     """The ROS 2 Kilted standard types plus every r3_msgs type."""
+    return _store_with(())
+
+
+def bag_typestore(connections) -> Typestore:
+    """The store to read a bag's ``connections`` (rosbags') with: :func:`typestore`, except for each
+    r3_msgs type the bag holds as an older definition wrote it (its RIHS01 hash differs: a field
+    added since, such as ReasonerStep's ``finish_reason``), which is read with the bag's own
+    definition. A bag is read as it was written; the current one would misread it."""
+    older = {
+        c.msgtype: c.msgdef.data
+        for c in connections
+        if c.msgtype.startswith(f"{PACKAGE}/") and c.digest and c.digest != _current_hash(c.msgtype)
+    }
+    return _store_with(tuple(sorted(older.items()))) if older else typestore()
+
+
+@functools.cache
+def _current_hash(msgtype: str) -> str:
+    """RIHS01 of ``msgtype`` as r3_msgs defines it now (2 ms a bag when computed each time)."""
+    return typestore().hash_rihs01(msgtype)
+
+
+@functools.lru_cache(maxsize=8)
+def _store_with(older: tuple[tuple[str, str], ...]) -> Typestore:
+    """The Kilted types, r3_msgs' from the interface files, and ``older`` (type, full definition as a
+    bag holds it, its dependencies included) in place of those."""
     store = get_typestore(Stores.ROS2_KILTED)
+    replaced = dict(older)
     types = {}
     for name, text in interface_definitions().items():
-        # rosbags files service parts under ".../srv/msg/..."; keep the names rosidl generates.
-        (definition,) = get_types_from_msg(text, name).values()
-        types[name] = definition
+        if name not in replaced:
+            # rosbags files service parts under ".../srv/msg/..."; keep the names rosidl generates.
+            (definition,) = get_types_from_msg(text, name).values()
+            types[name] = definition
+    for name, text in older:
+        types.update(get_types_from_msg(text, name))
     store.register(types)
     return store

@@ -25,7 +25,7 @@ from rosbags.rosbag2 import Reader
 
 from r3.data import schema as S
 from r3.data.bags import COMPLETE, EPISODE_FILE, read_episode_info
-from r3.data.bagtypes import typestore
+from r3.data.bagtypes import bag_typestore
 from r3.files import replaced_output
 from r3.graph import names
 
@@ -93,8 +93,8 @@ def read_episode(bag: str | Path) -> EpisodeRecord:
     if info.status != COMPLETE:
         raise ValueError(f"episode is {info.status} ({info.reason or 'never closed'})")
     steps, images, snapshots, frames, instance_json = [], [], [], {}, ""
-    store = typestore()
     with Reader(Path(bag)) as reader:  # opened once: parsing metadata.yaml is most of a small bag's cost
+        store = bag_typestore(reader.connections)
         wanted = [c for c in reader.connections if c.topic in _TOPICS]
         for conn, _, raw in reader.messages(connections=wanted):
             msg = store.deserialize_cdr(raw, conn.msgtype)

@@ -140,3 +140,30 @@ def test_bag_definitions_match_the_built_r3_msgs():
     assert decoded.label == "sugar box" and decoded.top_height == 0.125
     decoded = store.deserialize_cdr(serialize_message(result), "r3_msgs/action/RunTask_Result")
     assert decoded.instructions == ["a", "b"] and decoded.steps == 7 and decoded.success
+
+
+def test_a_bag_written_with_an_older_definition_is_read_with_its_own(tmp_path):
+    """A field added to an r3_msgs type (ReasonerStep's finish_reason, say) must not make the bags
+    recorded before it unreadable: each is read with the definitions it holds. Here, ReasonerStep as
+    it was without its last field, written by rosbags as rosbag2 would."""
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+    from r3.data.bags import read_messages
+
+    name = "r3_msgs/msg/ReasonerStep"
+    current = interface_definitions()[name].splitlines()
+    last = max(i for i, line in enumerate(current) if line.strip() and not line.lstrip().startswith("#"))
+    dropped = current[last].split()[1]  # the last field, as if not yet added
+    older = get_typestore(Stores.ROS2_KILTED)
+    older.register(get_types_from_msg("\n".join(current[:last]), name))
+    assert older.hash_rihs01(name) != typestore().hash_rihs01(name)
+    bag = tmp_path / "older"
+    with Writer(bag, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        conn = writer.add_connection("/r3/reasoner/steps", name, typestore=older)
+        for step in range(3):
+            msg = sample(older, name, np.random.default_rng(step))
+            msg.step, msg.raw_response = step, f"Instruction: answer {step}"
+            writer.write(conn, 1_000 + step, older.serialize_cdr(msg, name))
+    steps = [msg for _, _, _, msg in read_messages(bag)]
+    assert [(m.step, m.raw_response) for m in steps] == [(k, f"Instruction: answer {k}") for k in range(3)]
+    assert not hasattr(steps[0], dropped)

@@ -146,8 +146,9 @@ def test_episode_through_the_graph_is_recorded_and_matches_in_process(graph):
 
 
 #: (task, seed, reasoning budget: None leaves the goal's field at its default, full reasoning as in
-#: run_episode; 0 is instruction only). V seed 2 tells them apart: with the instruction only, the
-#: expert's next history has no distance left, and its third step differs.
+#: run_episode; 0 is instruction only). V seed 2 runs with both, and in process its two episodes differ
+#: (asserted): with the instruction only, the expert's answers have no reasoning and its histories no
+#: distance left, so a graph that ignored the budget would not match the in-process episode.
 SAME_SEED = [
     ("V", 0, None),
     ("V", 1, None),
@@ -174,7 +175,7 @@ def test_same_seed_same_episode_through_the_graph_and_in_process(graph):
     node = rclpy.create_node("r3_test_same_seed")
     steps: list = []
     commander = R3Commander(node, on_step=steps.append)
-    differences = []
+    differences, in_process_of = [], {}
     try:
         assert commander.wait_until_ready(60)
         for task, seed, budget in SAME_SEED:
@@ -209,6 +210,7 @@ def test_same_seed_same_episode_through_the_graph_and_in_process(graph):
                 len(expected.steps),
                 expected.progress,
             )
+            in_process_of[task, seed, budget] = in_process
             if graph_side != in_process:
                 differences.append(
                     f"{task} seed {seed} budget {budget}:\n  graph      {graph_side}\n"
@@ -217,4 +219,5 @@ def test_same_seed_same_episode_through_the_graph_and_in_process(graph):
     finally:
         node.destroy_node()
         rclpy.shutdown()
+    assert in_process_of["V", 2, 0] != in_process_of["V", 2, None]  # else the budget-0 case proves nothing
     assert differences == []

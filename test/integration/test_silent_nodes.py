@@ -253,6 +253,7 @@ def test_a_dead_node_of_an_unsupervised_graph_is_named_by_its_silence(victim, tm
         f"\nkill -9 {victim} (no supervisor): the episode ended with an error naming it "
         f"after {ended_after:.2f} s (heartbeat_timeout_s {timeout_s:.1f} s): {outcome[0][1].strip()}"
     )
+    assert ended_after < timeout_s + 2.0, text  # SAFETY.md row 6's bound: heartbeat_timeout_s + 2 s
 
 
 @pytest.mark.parametrize("controller", [False, True], ids=["lowlevel_node", "controller_in_the_simulator"])

@@ -74,7 +74,34 @@ def _frames(n: int, rng) -> list[dict]:
     ]
 
 
-def test_lerobot_v3_export(export):
+def _bag_frames(bag: Path) -> list[tuple[list[float], list[float], str]]:
+    """(observation.state, action, task) of each /pusher/command of ``bag``, read from the bag: the
+    command's (vector.x, vector.y), the first two joint positions of the latest joint state and the
+    instruction of the latest reasoner step, latest by header stamp at or before the command's."""
+    from r3.data.bags import read_messages
+    from r3.graph import names
+
+    def stamp(msg) -> int:
+        return msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+
+    topics = (names.JOINT_STATES, names.PUSHER_COMMAND, names.REASONER_STEPS)
+    by_topic: dict[str, list] = {topic: [] for topic in topics}
+    for topic, _, _, msg in read_messages(bag, set(topics)):
+        by_topic[topic].append(msg)
+    frames = []
+    for command in sorted(by_topic[names.PUSHER_COMMAND], key=stamp):
+        joints, step = (
+            [m for m in sorted(by_topic[t], key=stamp) if stamp(m) <= stamp(command)][-1]
+            for t in (names.JOINT_STATES, names.REASONER_STEPS)
+        )
+        frames.append((list(joints.position[:2]), [command.vector.x, command.vector.y], step.instruction))
+    return frames
+
+
+def test_lerobot_v3_export(export, expert_bags):
+    """The layout LeRobot reads, and every frame is one /pusher/command of its episode's bag: that
+    command as ``action``, the joint state at it as ``observation.state``, the instruction then in
+    force as its task."""
     import imageio.v3 as iio
     import pandas as pd
 
@@ -91,6 +118,17 @@ def test_lerobot_v3_export(export):
     video = export / info["video_path"].format(video_key=VIDEO, chunk_index=0, file_index=0)
     assert iio.imread(video).shape == (info["total_frames"], 240, 320, 3)
     assert episodes[-1][f"videos/{VIDEO}/to_timestamp"] == pytest.approx(info["total_frames"] / 10)
+    task_of, instructions_of = dict(zip(tasks["task_index"], tasks.index)), {}
+    for episode in episodes:
+        bag_frames = _bag_frames(expert_bags / episode["r3/episode_id"])
+        span = slice(episode["dataset_from_index"], episode["dataset_to_index"])
+        assert episode["length"] == len(bag_frames)  # no command of these bags is left out
+        states, actions, instructions = zip(*bag_frames)
+        instructions_of[episode["r3/episode_id"]] = instructions
+        np.testing.assert_array_equal(frames["observation.state"][span], np.asarray(states, np.float32))
+        np.testing.assert_array_equal(frames["action"][span], np.asarray(actions, np.float32))
+        assert [task_of[i] for i in frames["task_index"][span]] == list(instructions)
+    assert any(len(set(i)) > 1 for i in instructions_of.values()), instructions_of  # one changes mid-way
 
 
 def test_episodes_file_has_every_stats_column_with_lerobots_types(export):

@@ -90,9 +90,12 @@ def test_mining_keeps_the_verified_successes_once_each(folder, tmp_path):
     assert report.kept == ["a_expert_1", "c_expert_7", "d_home_first"]
     assert report.rejected == {"failed": 2}
     episodes = {e.episode_id: e for e in load_episodes(folder)}
-    expected_rows = sum(len(episodes[k].turns) for k in report.kept) - report.dropped_turns
+    kept_turns = [t for k in report.kept for t in episodes[k].turns]
+    assert kept_turns and all(t.valid and t.action for t in kept_turns)  # the fixture refuses no turn
     rows = load_from_disk(str(tmp_path / "sft"))
-    assert len(rows) == report.rows == expected_rows
+    assert report.dropped_turns == 0
+    assert len(rows) == report.rows == len(kept_turns)  # one row per turn of a kept episode
+    assert sorted(zip(rows["episode_id"], rows["step"])) == sorted((t.episode_id, t.step) for t in kept_turns)
     assert set(rows["episode_id"]) == set(report.kept)
     for row in rows:
         turn = episodes[row["episode_id"]].turns[row["step"]]

@@ -169,6 +169,7 @@ class TrajectoryStep:
     model_id: str
     frames: list[np.ndarray] = field(default_factory=list)
     outcome: str = ""
+    finish_reason: str = "stop"  # how the backend's generation ended; the guard read it with the text
 
     def to_summary(self) -> dict:
         return {
@@ -176,6 +177,7 @@ class TrajectoryStep:
             "reasoning": self.reasoning,
             "instruction": self.instruction,
             "raw_response": self.raw_response,
+            "finish_reason": self.finish_reason,
             "valid": self.valid,
             "error": self.error,
             "progress": self.progress,
@@ -380,6 +382,7 @@ def run_loop(
                 model_id=out.model_id,
                 frames=done.frames,
                 outcome=done.outcome,
+                finish_reason=out.finish_reason,
             )
         )
         if on_step is not None:

@@ -382,6 +382,7 @@ def reasoner_step_msg(
         reasoning=parsed.reasoning or "",
         instruction=record.instruction,
         raw_response=out.raw_text,
+        finish_reason=out.finish_reason,
         valid=record.valid,
         error=record.error,
         model_id=out.model_id,

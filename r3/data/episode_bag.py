@@ -278,6 +278,7 @@ def write_trajectory_bag(root: str | Path, trajectory, rec: EpisodeRecording) ->
             reasoning=s.reasoning or "",
             instruction=s.instruction,
             raw_response=s.raw_response,
+            finish_reason=s.finish_reason,
             valid=s.valid,
             error=s.error,
             latency_prompt_s=0.0,

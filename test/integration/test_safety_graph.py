@@ -101,13 +101,10 @@ def _topics(bag: Path) -> dict[str, list]:
 
 
 def test_hostile_outputs_through_the_graph_command_no_motion(tmp_path, private_ros_env):
+    """Also: each step's record carries its answer's finish reason (a replay of the bag needs it)."""
     answers = tmp_path / "hostile.jsonl"
-    answers.write_text(
-        "".join(
-            json.dumps({"text": t, "finish_reason": f}) + "\n"
-            for _, t, f in hostile_outputs(20, seed=5, huge_every=10)
-        )
-    )
+    hostile = hostile_outputs(20, seed=5, huge_every=10)
+    answers.write_text("".join(json.dumps({"text": t, "finish_reason": f}) + "\n" for _, t, f in hostile))
     # Refusals never end this episode, so all 20 hostile answers reach the guard.
     run = _run(
         ["--reasoner", f"replay:{answers}", "--set", "r3_reasoner_node.max_consecutive_invalid=100"],
@@ -117,6 +114,7 @@ def test_hostile_outputs_through_the_graph_command_no_motion(tmp_path, private_r
     assert run.returncode == 0, run.stdout + run.stderr
     topics = _topics(_only_bag(tmp_path / "all"))
     assert len(topics[names.REASONER_STEPS]) == 20 and not any(s.valid for s in topics[names.REASONER_STEPS])
+    assert [s.finish_reason for s in topics[names.REASONER_STEPS]] == [f for *_, f in hostile]
     assert names.PUSHER_COMMAND not in topics and names.INSTRUCTION_OUTCOMES not in topics
     # With the default guard, the third refusal in a row ends the episode with the robot still.
     run = _run(["--reasoner", f"replay:{answers}"], tmp_path / "default", private_ros_env())

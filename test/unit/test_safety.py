@@ -13,6 +13,7 @@ from scripted import Script
 from r3.episode import run_episode
 from r3.episode_loop import next_history
 from r3.reasoning import ReasonerInput, make_backend
+from r3.reasoning.parsing import ParsedResponse, parse_response
 from r3.reasoning.reasoner import decide
 from r3.safety import MAX_CONSECUTIVE_INVALID, ResponseGuard, refusal_note
 from r3.safety.fuzz import CATEGORIES, hostile_outputs
@@ -98,27 +99,43 @@ def test_refusal_notes_are_bounded():
 
 
 def test_replaying_recorded_outputs_repeats_every_decision(tmp_path):
-    """Mixed valid and invalid answers: a replay from their recording accepts and refuses alike."""
-    rng = np.random.default_rng(3)
-    answers = []
-    for i in range(12):
-        if i % 3 == 2:
-            answers.append(hostile_outputs(1, seed=int(rng.integers(1 << 30)))[0])
-        else:
-            answers.append(("valid", "Reasoning: ok.\nInstruction: move the red moon up slightly", "stop"))
-    env = LanguageTableEnv()
-    first = run_episode("line", 5, Script(answers), env=env, render=False, max_steps=12)
-    source = tmp_path / "recorded.jsonl"
-    source.write_text(
-        "".join(
-            json.dumps({"text": s.raw_response, "finish_reason": a[2]}) + "\n"
-            for s, a in zip(first.steps, answers)
-        )
-    )
-    replay = make_backend(f"replay:{source}")
+    """Valid answers between hostile ones of every kind, recorded to a bag as the graph records them:
+    a replay from the bag accepts and refuses each alike. The bag carries each answer's finish
+    reason: a truncated answer that parses was refused for its "length", and replayed from the text
+    alone it was taken and moved the pusher."""
+    from r3.data.bags import read_messages
+    from r3.data.episode_bag import record_episode
+    from r3.graph import names
+
+    hostile = hostile_outputs(len(CATEGORIES) - 1, seed=3, huge_every=0)  # each kind but "huge"
+    # Cut off by the token limit, and the part before the cut is a valid instruction of its own.
+    cut = ("cut", "Reasoning: ok.\nInstruction: move the red moon up", "length")
+    valid = ("valid", "Reasoning: ok.\nInstruction: move the red moon up slightly", "stop")
+    answers = [a for h in [cut, *hostile] for a in (valid, h)]
+    steps, env = len(answers), LanguageTableEnv()
+    bag = record_episode("line", 5, Script(answers), env, "recorded", tmp_path, max_steps=steps)
+    recorded = sorted((m for *_, m in read_messages(bag, {names.REASONER_STEPS})), key=lambda m: m.step)
+    assert len(recorded) == steps and {m.valid for m in recorded} == {True, False}
+    parsed_alone = parse_response(recorded[1].raw_response, "language_table")  # as if it had stopped
+    assert not recorded[1].valid and isinstance(parsed_alone, ParsedResponse), recorded[1].error
+    replay = make_backend(f"replay:{bag}")
     replay.load()
-    second = run_episode("line", 5, replay, env=env, render=False, max_steps=12)
+    second = run_episode("line", 5, replay, env=env, render=False, max_steps=steps)
     assert [(s.valid, s.error, s.instruction) for s in second.steps] == [
-        (s.valid, s.error, s.instruction) for s in first.steps
+        (m.valid, m.error, m.instruction) for m in recorded
     ]
-    assert [s.snapshot for s in second.steps] == [s.snapshot for s in first.steps]
+
+
+@pytest.mark.parametrize(("valid", "finish"), [(True, "stop"), (False, "not recorded")])
+def test_a_step_recorded_before_finish_reasons_replays_refused_where_it_was_refused(valid, finish):
+    """Bags recorded before ReasonerStep carried the finish reason: the replay cannot know it, so a
+    step refused then is replayed with one the guard refuses, never "stop" (which may parse)."""
+    from types import SimpleNamespace
+
+    from r3.reasoning.backends.replay import recorded_answer
+
+    text = "Reasoning: ok.\nInstruction: move the red moon up"
+    older_step = SimpleNamespace(raw_response=text, valid=valid)  # no finish_reason field
+    assert recorded_answer(older_step) == (text, finish)
+    verdict = parse_response(text, "language_table", finish_reason=finish)
+    assert isinstance(verdict, ParsedResponse) == valid

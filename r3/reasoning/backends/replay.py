@@ -2,9 +2,10 @@
 (from a bag) and for feeding fixed or hostile answers through the real loop (safety tests).
 
 Step k of every episode gets recorded answer k. Spec ``replay:PATH`` where PATH is a bag folder
-(its ReasonerStep raw responses) or a JSONL file with one ``{"text": ..., "finish_reason": ...}``
-object per line. A bag folder is read with r3.data's reader, imported only then: the backend is a plug-in
-chosen at run time, and r3.data sits above r3.reasoning (the import layers in pyproject.toml).
+(its ReasonerStep raw responses and finish reasons) or a JSONL file with one
+``{"text": ..., "finish_reason": ...}`` object per line. A bag folder is read with r3.data's reader,
+imported only then: the backend is a plug-in chosen at run time, and r3.data sits above r3.reasoning
+(the import layers in pyproject.toml).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def load_answers(path: str | Path) -> list[tuple[str, str]]:
         from r3.data.bags import read_messages
         from r3.graph import names
 
-        return [(msg.raw_response, "stop") for _, _, _, msg in read_messages(path, {names.REASONER_STEPS})]
+        return [recorded_answer(msg) for _, _, _, msg in read_messages(path, {names.REASONER_STEPS})]
     if not path.is_file():
         raise BackendError(f"replay source not found: {path}")
     answers = []
@@ -41,6 +42,17 @@ def load_answers(path: str | Path) -> list[tuple[str, str]]:
             except (ValueError, KeyError, TypeError) as exc:
                 raise BackendError(f"{path}:{number}: expected a JSON object with 'text': {exc}") from exc
     return answers
+
+
+def recorded_answer(step) -> tuple[str, str]:
+    """A recorded ReasonerStep's (text, finish_reason). A bag recorded before steps carried their
+    finish reason replays "stop" where the step was taken and an unknown one where it was refused:
+    the text alone may parse (a truncated answer that the guard refused for its "length"), and a
+    replay must never move where the recording refused."""
+    finish = getattr(step, "finish_reason", "")
+    if not finish:
+        finish = "stop" if step.valid else "not recorded"
+    return step.raw_response, finish
 
 
 class ReplayBackend(ReasonerBackend):

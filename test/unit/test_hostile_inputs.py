@@ -329,6 +329,7 @@ def test_a_dataset_step_takes_the_frames_its_reasoner_step_names_even_without_a_
             "history",
             "reasoning",
             "raw_response",
+            "finish_reason",
             "error",
             "model_id",
         )

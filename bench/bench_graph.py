@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 import numpy as np
 from common import COUNT, Report, cpu_seconds, folder, integer, parser, process_tree
 
-from r3.graph.supervisor import die_with_parent
+from r3.workers import die_with_parent
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -26,12 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 import numpy as np
 from common import COUNT, Report, integer, parser
 
-from r3.graph.supervisor import die_with_parent
 from r3.perception.geometry import backproject, valid_depth
 from r3.perception.grounding import GroundingConfig, measure
 from r3.perception.pipeline import ANY_LABEL, LABEL_MISMATCH, NO_FRAME, OUTSIDE_IMAGE, STALE_FRAME, Perception
 from r3.perception.segmenters import make_segmenter
 from r3.sim.tabletop import TabletopScene
+from r3.workers import die_with_parent
 
 #: GroundPoint refusals that come before the segmenter runs (random SAM 2 weights may still find no
 #: object at the point, which is answered after segmenting and so times the whole path).

@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from bench_graph import in_process, language_table_side, packing_side, through_graph, warm_up
 from common import COUNT, folder, positive
 
-from r3.graph.supervisor import die_with_parent
 from r3.profiling import PROFILE_DIR_ENV, RECORDING_FLAG, WAKES_SUFFIX, StackSampler, read_wakes
+from r3.workers import die_with_parent
 
 
 def summary(raw: Path, top: int) -> str:

@@ -16,8 +16,10 @@ it has one: a reasoner backend holds a model or a server).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
+import signal
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Self
 
@@ -59,9 +61,22 @@ def _close_state(state) -> None:
         close()
 
 
-def _local_init(init: Callable, initargs: tuple) -> None:
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """In a child process: the kernel sends it SIGTERM when its parent dies (a killed command left
+    its pool's workers, or a graph's nodes, running for good). Linux's rule: the parent is the
+    thread that started the child, so a pool's workers are started from the thread that lives on."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _local_init(parent: int, init: Callable, initargs: tuple) -> None:
     from multiprocessing.util import Finalize
 
+    die_with_parent()
+    if os.getppid() != parent:  # the parent died before the line above: no signal will come
+        os._exit(1)
     global _STATE
     _STATE = init(*initargs)
     Finalize(None, _close_state, (_STATE,), exitpriority=10)  # when the pool shuts this worker down
@@ -173,7 +188,7 @@ class WorkerPool:
                 self.workers,
                 mp_context=get_context("spawn"),
                 initializer=_local_init,
-                initargs=(self.init, self.initargs),
+                initargs=(os.getpid(), self.init, self.initargs),
             )
 
     # -- work ------------------------------------------------------------------------------------

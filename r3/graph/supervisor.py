@@ -17,7 +17,6 @@ earlier left in /dev/shm (``r3.graph.shared_memory``), and says how many.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 import signal
@@ -34,15 +33,10 @@ import yaml
 
 from r3.graph import shared_memory
 from r3.graph.description import Member, Profile
+from r3.workers import die_with_parent
 
-_PR_SET_PDEATHSIG = 1
 #: Environment variable naming the file where a process manager writes the members that exited.
 MEMBER_EXITS_ENV = "R3_MEMBER_EXITS"
-
-
-def die_with_parent() -> None:
-    """In a child, before exec: the kernel sends it SIGTERM when its parent dies."""
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def describe_exit(code: int) -> str:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from serving import free_port
 
-from r3.graph.supervisor import die_with_parent
 from r3.reasoning.tiny import build_tiny_model
+from r3.workers import die_with_parent
 
 
 def _serve_command() -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from r3.data.bags import METADATA_FILE, read_episode_info, read_messages
 from r3.graph import names
-from r3.graph.supervisor import die_with_parent
+from r3.workers import die_with_parent
 
 R3 = [sys.executable, "-m", "r3.cli"]
 

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -81,6 +86,53 @@ def test_no_more_workers_start_than_jobs(tmp_path):
     with WorkerPool(4, _Recorder, (tmp_path,)) as pool:
         pool.map(_pid, [1, 2])
     assert 1 <= len(_marks(tmp_path, "init")) <= 2
+
+
+def _sleep(state, seconds):
+    time.sleep(seconds)
+
+
+#: A command's pool, its jobs running for a minute: the test kills this process.
+POOL_OWNER = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {here!r})
+from test_workers import _Recorder, _sleep
+from r3.workers import WorkerPool
+with WorkerPool(2, _Recorder, (Path({folder!r}),)) as pool:
+    pool.map(_sleep, [60, 60])
+"""
+
+
+def test_the_workers_of_a_killed_process_exit(tmp_path):
+    """Found by a hostile user: `r3 collect --workers 2` or `r3 eval --workers 2` killed with SIGKILL
+    (a caller's timeout) left both spawned workers running, blocked, for good."""
+    code = POOL_OWNER.format(here=os.path.dirname(__file__), folder=str(tmp_path))
+    owner = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 60
+        while len(_marks(tmp_path, "init")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        workers = _marks(tmp_path, "init")
+        assert len(workers) == 2, "the pool's workers did not start"
+    finally:
+        owner.kill()
+        owner.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in workers if _alive(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == []
+
+
+def _alive(pid: int) -> bool:
+    """``pid`` runs (not a zombie left for its new parent to reap)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 @pytest.fixture

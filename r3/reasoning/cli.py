@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 from r3.cli_args import folder, integer, seed
 from r3.reasoning.tiny import ARCHS, HIDDEN_UNIT, MAX_HIDDEN, MAX_VOCAB, NEEDS_TORCHVISION
@@ -23,7 +24,13 @@ def tiny_model_main(argv: list[str] | None = None) -> int:
         help="architecture (default: idefics3, the SmolVLM v1 family). The Qwen archs "
         f"({', '.join(sorted(NEEDS_TORCHVISION))}) need torchvision to load their processor.",
     )
-    parser.add_argument("--out", type=folder, required=True, help="output directory (created if missing)")
+    parser.add_argument(
+        "--out",
+        type=folder,
+        required=True,
+        help="output directory: a new or empty one (a folder with anything in it is refused, so that no "
+        "trained checkpoint is overwritten); written whole or not at all",
+    )
     parser.add_argument("--seed", type=seed, default=0, help="seed of the random weights (default: 0)")
     parser.add_argument(
         "--hidden",
@@ -37,12 +44,20 @@ def tiny_model_main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.hidden % HIDDEN_UNIT:
         parser.error(f"argument --hidden: expected a multiple of {HIDDEN_UNIT}, got {args.hidden}")
+    out = Path(args.out)
+    if out.is_dir() and any(out.iterdir()):  # a trained checkpoint there would become random weights
+        parser.error(f"argument --out: {out} is not empty; a tiny model goes into a new or empty folder")
+    from r3.files import FileRefused, replaced_output
     from r3.reasoning.tiny import build_tiny_model
 
     start = time.perf_counter()
-    out = build_tiny_model(
-        args.arch, args.out, seed=args.seed, hidden=args.hidden, vocab_size=args.vocab_size
-    )
+    try:
+        with replaced_output(out, (), overwrite=False, what="a tiny model") as staging:  # whole or nothing
+            build_tiny_model(
+                args.arch, staging, seed=args.seed, hidden=args.hidden, vocab_size=args.vocab_size
+            )
+    except FileRefused as exc:
+        parser.error(f"argument --out: {exc}")
     size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
     print(f"{args.arch} tiny model in {out} ({size / 1e6:.1f} MB, {time.perf_counter() - start:.1f} s)")
     return 0

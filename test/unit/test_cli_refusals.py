@@ -441,3 +441,15 @@ def test_mini_refuses_sizes_and_workers_before_writing(tmp_path, capsys):
 def test_packing_demo_refuses_an_unknown_goal(task, tmp_path, capsys):
     refused(packing_demo_main, ["--task", task, "--out", str(tmp_path / "o")], capsys, "argument --task")
     assert not (tmp_path / "o").exists()
+
+
+def test_a_tiny_model_is_never_written_over_a_folder_with_something_in_it(tmp_path, capsys):
+    """Found by a hostile user: `r3 model tiny --out CHECKPOINT` replaced a trained checkpoint's
+    config and weights with random ones and left its other files, so the folder still looked trained."""
+    checkpoint = tmp_path / "sft" / "final"
+    checkpoint.mkdir(parents=True)
+    files = {"config.json": '{"trained": true}', "model.safetensors": "WEIGHTS", "r3_train.json": "{}"}
+    for name, text in files.items():
+        (checkpoint / name).write_text(text)
+    refused(tiny_model_main, ["--out", str(checkpoint)], capsys, "is not empty")
+    assert {p.name: p.read_text() for p in checkpoint.iterdir()} == files

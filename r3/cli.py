@@ -67,7 +67,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.parse_args(argv or ["--help"])
         return 2
     module, function, _ = COMMANDS[argv[0]]
-    return int(getattr(importlib.import_module(module), function)(argv[1:]) or 0)
+    try:
+        return int(getattr(importlib.import_module(module), function)(argv[1:]) or 0)
+    except Exception as exc:
+        # A reasoner that fails mid-episode (a replay out of answers, a server gone): one line, as
+        # `r3 eval` and the reasoner node say it. Its module is loaded if it raised one.
+        backends = sys.modules.get("r3.reasoning.backends.base")
+        if backends is None or not isinstance(exc, backends.BackendError):
+            raise
+        print(f"r3 {argv[0]}: error: reasoner backend: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

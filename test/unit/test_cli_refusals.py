@@ -453,3 +453,27 @@ def test_a_tiny_model_is_never_written_over_a_folder_with_something_in_it(tmp_pa
         (checkpoint / name).write_text(text)
     refused(tiny_model_main, ["--out", str(checkpoint)], capsys, "is not empty")
     assert {p.name: p.read_text() for p in checkpoint.iterdir()} == files
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["sim", "demo", "--video", "none", "--max-steps", "3"],
+        ["packing", "demo", "--video", "none", "--max-steps", "3"],
+        ["collect", "--split", "T_R", "--scenes", "1", "--trials", "1", "--quiet"],
+    ],
+    ids=["sim demo", "packing demo", "collect"],
+)
+def test_a_reasoner_that_fails_mid_episode_is_one_line(command, tmp_path, capsys):
+    """Found by a hostile user: a replay that ran out of answers after its first step ended `r3 sim
+    demo`, `r3 packing demo` and `r3 collect` in a BackendError traceback (`r3 eval` said it in one
+    line)."""
+    from r3.cli import main
+
+    answers = tmp_path / "one.jsonl"
+    answers.write_text(json.dumps({"text": "Reasoning: x\nInstruction: move the blue cube left"}) + "\n")
+    option = "--reasoner" if command[0] == "packing" else "--backend"
+    status = main([*command, option, f"replay:{answers}", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert status == 1 and "Traceback" not in err, err
+    assert f"r3 {command[0]}: error: reasoner backend: {answers} has no answer for step" in err, err

@@ -70,6 +70,10 @@ class LayoutUnavailable(RuntimeError):
     """The simulator found no layout that leaves the job's task something to do: the job is skipped."""
 
 
+#: Every task an evaluation can run: Language Table's splits and the packing goals.
+TASK_NAMES = frozenset(HELD_OUT).union(*SPLITS.values())
+
+
 def split_of(task: str) -> str:
     """The split of a task: T_M, T_R or T_O for Language Table, ``held-out`` for a packing goal.
 
@@ -310,6 +314,11 @@ def cached_records(out: Path, config: EvalConfig) -> dict[tuple[str, int, int], 
     line cut short by a crash (that episode runs again)."""
     if out.exists() and not out.is_dir():
         raise EvalError(f"{out} is a file, not a folder for an evaluation")
+    if not (out / CONFIG_FILE).is_file() and out.is_dir() and (held := sorted(p.name for p in out.iterdir())):
+        shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+        raise EvalError(  # its table.md would be written over
+            f"{out} holds {shown} and is no evaluation (no {CONFIG_FILE}); choose a new or empty --out"
+        )
     if (out / CONFIG_FILE).is_file():
         cached = read_config(out)
         differ = {k: (cached.get(k), v) for k, v in config.outcome_fields().items() if cached.get(k) != v}
@@ -337,10 +346,32 @@ def read_records(out: Path) -> list[dict]:
     for line in path.read_text(errors="replace").splitlines():
         try:
             r = json.loads(line)
-            records[(r["task"], r["scene"], r["trial"])] = r
-        except (json.JSONDecodeError, KeyError, TypeError):  # not a record: a torn or foreign line
+        except json.JSONDecodeError:  # a torn line
             continue
+        if _is_record(r):  # else a foreign or edited line: its episode runs again on a resume
+            records[(r["task"], r["scene"], r["trial"])] = r
     return list(records.values())
+
+
+#: What the tables read of an episode's record (a skipped episode's says why instead of its outcome).
+_RECORD_FIELDS = {"task": str, "scene": int, "trial": int}
+_OUTCOME_FIELDS = {
+    "success": bool,
+    "progress": (int, float),
+    "decision_steps": int,
+    "reasoning_words": (int, float),
+}
+
+
+def _is_record(r) -> bool:
+    def typed(fields: dict) -> bool:
+        return all(
+            isinstance(r.get(k), t) and (t is bool or not isinstance(r[k], bool)) for k, t in fields.items()
+        )
+
+    if not isinstance(r, dict) or not typed(_RECORD_FIELDS) or r["task"] not in TASK_NAMES:
+        return False
+    return isinstance(r.get("skipped"), str) or (typed(_OUTCOME_FIELDS) and 0.0 <= r["progress"] <= 1.0)
 
 
 def read_config(out: Path) -> dict:
@@ -355,6 +386,10 @@ def read_config(out: Path) -> dict:
     fields = {"reasoner": str, "suite": str, "tasks": list}
     if not isinstance(config, dict) or any(not isinstance(config.get(k), t) for k, t in fields.items()):
         raise EvalError(f"{path} is not an evaluation's config (an object with {', '.join(fields)})")
+    if unknown := [t for t in config["tasks"] if not isinstance(t, str) or t not in TASK_NAMES]:
+        raise EvalError(
+            f"{path} is not an evaluation's config: its tasks name no task r3 has: {unknown[:3]!r:.120}"
+        )
     return config
 
 

@@ -145,3 +145,55 @@ def test_every_option_has_help(make):
     for action in make()._actions:
         if not isinstance(action, argparse._HelpAction):
             assert action.help, action.dest
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        {"task": "mid", "scene": 0, "trial": 0, "progress": 1.0},  # no success
+        {"task": "mid", "scene": 0, "trial": 0, "success": "yes", "progress": "x"},
+        {"task": "mid", "scene": 0, "trial": 0, "success": True, "progress": 7.0, "decision_steps": 1},
+        {"task": ["mid"], "scene": 0, "trial": 0},
+        {"task": "bogus", "scene": 0, "trial": 0, "skipped": "x"},
+        ["not", "a", "record"],
+    ],
+    ids=["no_success", "strings", "progress_7", "task_list", "unknown_task", "a_list"],
+)
+def test_compare_reads_past_a_line_that_is_no_episode_record(tmp_path, capsys, line):
+    """Found by a hostile user: a record without `success`, or with strings for numbers, ended
+    `r3 eval compare` in a KeyError or ValueError traceback (and a resumed `r3 eval` likewise). Such a
+    line is not an episode's record: it is read past, as a torn one is (a resume runs it again)."""
+    a = fake_run(tmp_path / "a", "base", {"mid": 0.30})
+    b = fake_run(tmp_path / "b", "r3", {"mid": 0.60})
+    assert cli.eval_main(["compare", str(a), str(b)]) == 0
+    clean = capsys.readouterr().out
+    with open(b / EPISODES_FILE, "a") as f:
+        f.write(json.dumps(line) + "\n")
+    assert cli.eval_main(["compare", str(a), str(b)]) == 0
+    assert capsys.readouterr().out == clean
+
+
+@pytest.mark.parametrize("tasks", [["bogus"], [["V"]], [3]])
+def test_compare_refuses_a_config_whose_tasks_are_no_tasks(tmp_path, capsys, tasks):
+    a = fake_run(tmp_path / "a", "base", {"mid": 0.30})
+    b = fake_run(tmp_path / "b", "r3", {"mid": 0.60})
+    for folder in (a, b):
+        config = json.loads((folder / CONFIG_FILE).read_text())
+        (folder / CONFIG_FILE).write_text(json.dumps({**config, "tasks": tasks}))
+    assert cli.eval_main(["compare", str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert "its tasks name no task r3 has" in err and "Traceback" not in err
+
+
+def test_a_run_refuses_a_folder_that_holds_other_things(tmp_path, capsys):
+    """Found by a hostile user: `r3 eval --out` into an `r3 mini` run's folder wrote its table.md and
+    table.csv over the run's own."""
+    run = tmp_path / "mini_run"
+    run.mkdir()
+    files = {"table.md": "# Table 2 (hours of work)\n", "table.csv": "a,b\n", "mini.json": "{}"}
+    for name, text in files.items():
+        (run / name).write_text(text)
+    status = r3_main(["eval", "--tasks", "V", "--scenes", "1", "--out", str(run)])
+    err = capsys.readouterr().err
+    assert status == 2 and "is no evaluation (no config.json)" in err and "Traceback" not in err, err
+    assert {p.name: p.read_text() for p in run.iterdir()} == files

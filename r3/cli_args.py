@@ -77,6 +77,21 @@ def word(text: str) -> str:
     return text
 
 
+#: Video frames per second a command takes: a GIF keeps each frame's time in hundredths of a second
+#: and an H.264 encoder refuses rates far below 1; --fps 1e-9 ended `r3 sim demo` in an OverflowError,
+#: after its episode had run, leaving a torn video.
+FRAME_RATES = (0.1, 240.0)
+
+
+def frame_rate(text: str) -> float:
+    """An argparse type: video frames per second, within :data:`FRAME_RATES`."""
+    value = positive(text)
+    lo, hi = FRAME_RATES
+    if not lo <= value <= hi:
+        raise argparse.ArgumentTypeError(f"expected frames per second in [{lo:g}, {hi:g}], got {text}")
+    return value
+
+
 def positive(text: str) -> float:
     """An argparse type: a finite number above 0 (seconds, frames per second)."""
     try:

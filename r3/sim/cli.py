@@ -11,7 +11,7 @@ import json
 import sys
 import textwrap
 
-from r3.cli_args import folder, integer, loaded_backend, positive, seed, word
+from r3.cli_args import folder, frame_rate, integer, loaded_backend, seed, word
 from r3.data.video import VIDEO_FPS, default_format, write_episode_video
 from r3.safety.goals import printable
 from r3.sim import IMAGE_SIDES
@@ -114,7 +114,7 @@ def demo_main(argv: list[str]) -> int:
     )
     parser.add_argument(
         "--fps",
-        type=positive,
+        type=frame_rate,
         default=VIDEO_FPS,
         help="video frames per second (default: %(default)s, real time)",
     )

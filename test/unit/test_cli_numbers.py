@@ -28,6 +28,9 @@ from r3_ros.run_cli import main as run_main
         (sim_demo_main, ["--seed", "-4"], "argument --seed: expected an integer 0.."),
         (sim_demo_main, ["--width", "0"], "argument --width: expected an integer 16..4096, got 0"),
         (sim_demo_main, ["--fps", "nan"], "argument --fps: expected a finite number > 0, got nan"),
+        # Found by a hostile user: an OverflowError after the episode had run, a torn video left.
+        (sim_demo_main, ["--fps", "1e-9"], "argument --fps: expected frames per second in [0.1, 240]"),
+        (packing_demo_main, ["--fps", "0.001"], "argument --fps: expected frames per second in [0.1, 240]"),
         (sim_demo_main, ["--max-steps", "-1"], "argument --max-steps: expected an integer >= 1, got -1"),
         (packing_demo_main, ["--seed", "-4"], "argument --seed: expected an integer 0.."),
         (packing_demo_main, ["--frame-every", "0"], "argument --frame-every: expected an integer >= 1"),

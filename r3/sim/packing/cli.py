@@ -15,7 +15,7 @@ import json
 import sys
 import textwrap
 
-from r3.cli_args import folder, integer, loaded_backend, positive, seed, word
+from r3.cli_args import folder, frame_rate, integer, loaded_backend, seed, word
 from r3.lowlevel import GROUNDINGS
 from r3.packing_episode import (
     MAX_ACTIONS,
@@ -100,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
         default=8,
         help="film the base camera every N control steps of the arm's motion (default: 8)",
     )
-    p.add_argument("--fps", type=positive, default=10.0, help="video frames per second (default: 10)")
+    p.add_argument("--fps", type=frame_rate, default=10.0, help="video frames per second (default: 10)")
     return p
 
 

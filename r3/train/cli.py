@@ -80,8 +80,13 @@ def _preflight(job: str, cfg) -> None:
             check_backend(cfg.backend)
         except ValueError as exc:
             raise ConfigError(f"backend {cfg.backend!r}: {exc}") from None
-        if Path(cfg.output).is_dir():
+        output = Path(cfg.output)
+        if output.is_dir():
             raise ConfigError(f"output {cfg.output}: a folder, expected a JSONL file to write")
+        if problem := folder_problem(output.parent):  # found after all the sampling, before
+            raise ConfigError(f"output {cfg.output}: {problem}")
+        if output.resolve().is_relative_to(Path(cfg.dataset).resolve()):  # it wrote over the manifest
+            raise ConfigError(f"output {cfg.output}: inside the dataset it reads, {cfg.dataset}")
         return
     if problem := model_dir_problem(Path(cfg.model)):
         raise ConfigError(f"model: {problem}")

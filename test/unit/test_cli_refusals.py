@@ -477,3 +477,20 @@ def test_a_reasoner_that_fails_mid_episode_is_one_line(command, tmp_path, capsys
     err = capsys.readouterr().err
     assert status == 1 and "Traceback" not in err, err
     assert f"r3 {command[0]}: error: reasoner backend: {answers} has no answer for step" in err, err
+
+
+@pytest.mark.parametrize("where", ["beneath a file", "in the dataset"])
+def test_impute_refuses_an_output_it_cannot_write_or_that_is_its_input(where, tmp_path, capsys):
+    """Found by a hostile user: `r3 train impute` with its output beneath a file sampled every row
+    and then ended in a FileExistsError traceback (`--check` passed it); with its output the dataset's
+    manifest, it wrote the JSONL over it and the dataset was gone."""
+    dataset = tmp_path / "rl"
+    dataset.mkdir()
+    (dataset / "r3_dataset.json").write_text('{"kind": "rl"}')
+    (tmp_path / "a.txt").write_text("mine")
+    output = tmp_path / "a.txt" / "out.jsonl" if where == "beneath a file" else dataset / "r3_dataset.json"
+    config = tmp_path / "impute.yaml"
+    config.write_text(f"backend: expert\ndataset: {dataset}\noutput: {output}\n")
+    says = "a file" if where == "beneath a file" else "inside the dataset it reads"
+    refused(train_main, ["impute", "--config", str(config), "--check"], capsys, says)
+    assert (dataset / "r3_dataset.json").read_text() == '{"kind": "rl"}'

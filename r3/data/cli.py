@@ -14,7 +14,7 @@ from r3.suites import DEFAULT_SUITE, get_suite
 
 
 def collect_main(argv: list[str]) -> int:
-    from r3.data.collect import CollectConfig, collect, collected_suites
+    from r3.data.collect import CollectConfig, FolderRefused, collect, collected_suites
 
     p = argparse.ArgumentParser(
         prog="r3 collect",
@@ -115,7 +115,10 @@ def collect_main(argv: list[str]) -> int:
         )
     except ValueError as exc:  # a bad size, split, backend or worker count
         p.error(str(exc))
-    report = collect(config, progress=not args.quiet)
+    try:
+        report = collect(config, progress=not args.quiet)
+    except FolderRefused as exc:
+        p.error(str(exc))
     print(
         f"r3 collect: {report.planned} planned, {report.skipped} already done, {report.succeeded} succeeded, "
         f"{report.failed} failed -> {args.out}"

@@ -15,6 +15,7 @@ is expected; the next run clears ``.partial`` and carries on. Seeds: :mod:`r3.da
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -27,6 +28,22 @@ from r3.suites import DEFAULT_SUITE, get_suite, suite_names
 from r3.workers import WorkerPool, check_workers
 
 PARTIAL = ".partial"
+#: The settings a folder's episodes were collected with (``SAME_SETTINGS``), written by its first run.
+SETTINGS_FILE = "r3_collection.json"
+#: What makes an episode the one it is: a resumed or extended collection must match them (the scenes,
+#: trials, split and workers may differ). A run with another backend or image size once counted the
+#: folder's episodes as done, or added 64x48 bags beside 320x240 ones that no video could then hold.
+SAME_SETTINGS = (
+    "suite",
+    "interface",
+    "backend",
+    "history",
+    "max_steps",
+    "steps_per_instruction",
+    "width",
+    "height",
+    "frame_every",
+)
 
 
 def collected_suites() -> tuple[str, ...]:
@@ -234,12 +251,34 @@ def _run_packing(spec: EpisodeSpec, config: CollectConfig) -> tuple[str, bool]:
     return spec.episode_id, load_episode(final).success
 
 
+class FolderRefused(ValueError):
+    """A collection folder whose episodes were collected with other settings."""
+
+
+def claim_folder(out: Path, config: CollectConfig) -> None:
+    """Record ``config``'s settings in ``out``, or a ValueError when its episodes have other ones."""
+    wanted = {key: getattr(config, key) for key in SAME_SETTINGS}
+    file = out / SETTINGS_FILE
+    if not file.is_file():
+        file.write_text(json.dumps(wanted, indent=2) + "\n")
+        return
+    try:
+        held = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FolderRefused(f"{file} does not read as a collection's settings: {exc}") from None
+    held = held if isinstance(held, dict) else {}
+    if differ := {key: (held.get(key), value) for key, value in wanted.items() if held.get(key) != value}:
+        what = ", ".join(f"{key}: {a!r} there, {b!r} now" for key, (a, b) in differ.items())
+        raise FolderRefused(f"{out} holds episodes collected with other settings ({what}); use another --out")
+
+
 def collect(config: CollectConfig, progress: bool = True) -> CollectReport:
     """Collect every planned episode not yet complete in ``config.out``."""
     from tqdm import tqdm
 
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
+    claim_folder(out, config)
     shutil.rmtree(out / PARTIAL, ignore_errors=True)
     specs = plan(config)
     todo = [s for s in specs if not is_complete(out, s)]

@@ -212,6 +212,29 @@ def test_collection_resumes_where_it_stopped(bags, tmp_path):
     assert not (out / ".partial").exists()
 
 
+@pytest.mark.parametrize(
+    "other", [{"backend": "random_valid"}, {"width": 64, "height": 48}, {"max_steps": 1}], ids=str
+)
+def test_a_collection_goes_on_only_with_the_settings_its_episodes_have(bags, tmp_path, other, capsys):
+    """Found by a hostile user: `r3 collect` into a folder of episodes collected with another backend
+    counted them as done; with another image size it added 64x48 bags beside 320x240 ones, and the
+    LeRobot export of the folder then failed. More scenes with the same settings still go on."""
+    out = tmp_path / "bags"
+    shutil.copytree(bags, out)
+    before = sorted(p.name for p in out.iterdir())
+    argv = ["--split", CONFIG["split"], "--scenes", "2", "--trials", "1", "--max-steps", "6", "--quiet"]
+    options = {"backend": "--backend", "width": "--width", "height": "--height", "max_steps": "--max-steps"}
+    changed = [a for key, value in other.items() for a in (options[key], str(value))]
+    with pytest.raises(SystemExit) as exited:
+        collect_main([*argv, *changed, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "holds episodes collected with other settings" in err, err
+    assert all(f"{key}: " in err for key in other)
+    assert sorted(p.name for p in out.iterdir()) == before
+    report = collect(CollectConfig(out=str(out), **{**CONFIG, "scenes": 2}), progress=False)
+    assert (report.planned, report.skipped) == (6, 3)
+
+
 def _cut(bag: Path) -> None:
     mcap = next(bag.glob("*.mcap"))
     mcap.write_bytes(mcap.read_bytes()[: mcap.stat().st_size // 2])

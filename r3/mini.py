@@ -279,7 +279,9 @@ class MiniRun:
         return load_config(path, RLConfig if stage == "rl" else SFTConfig)
 
     def train(self, stage: str) -> None:
-        if (self.checkpoint(stage) / "r3_prompt.json").is_file():  # written last by save_final
+        from r3.reasoning.prompts import PROMPT_FILE
+
+        if (self.checkpoint(stage) / PROMPT_FILE).is_file():  # written last by save_final
             return
         cfg = self.stage_config(stage)
         job = "rl" if stage == "rl" else "sft"

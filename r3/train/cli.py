@@ -74,6 +74,7 @@ def _preflight(job: str, cfg) -> None:
     folder, a backend spec that builds, an output that is not a file."""
     from r3.reasoning.backends import check_backend
     from r3.reasoning.backends.transformers_backend import model_dir_problem
+    from r3.reasoning.prompts import PROMPT_FILE
 
     if job == "impute":
         try:
@@ -92,6 +93,11 @@ def _preflight(job: str, cfg) -> None:
         raise ConfigError(f"model: {problem}")
     if problem := folder_problem(cfg.output_dir):
         raise ConfigError(f"output_dir: {problem}")
+    if (Path(cfg.output_dir) / "final" / PROMPT_FILE).is_file():  # save_final writes it last
+        raise ConfigError(
+            f"output_dir: {cfg.output_dir} holds a finished run (final/); a new run would delete its "
+            "checkpoints and write over its final model: choose another output_dir"
+        )
 
 
 def train_main(argv: list[str] | None = None) -> int:

@@ -494,3 +494,23 @@ def test_impute_refuses_an_output_it_cannot_write_or_that_is_its_input(where, tm
     says = "a file" if where == "beneath a file" else "inside the dataset it reads"
     refused(train_main, ["impute", "--config", str(config), "--check"], capsys, says)
     assert (dataset / "r3_dataset.json").read_text() == '{"kind": "rl"}'
+
+
+@pytest.mark.parametrize("job", ["sft", "rl"])
+def test_train_refuses_an_output_dir_that_holds_a_finished_run(job, tmp_path, capsys):
+    """Found by a hostile user: a second `r3 train sft` into the output_dir of a finished run deleted
+    its checkpoints (TRL's rotation) and mixed a new adapter into its final model. A torn final (no
+    r3_prompt.json, written last) is a run that did not finish and is trained again."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    run = tmp_path / "run"
+    (run / "final").mkdir(parents=True)
+    (run / "final" / "model.safetensors").write_text("TRAINED")
+    config = tmp_path / "train.yaml"
+    config.write_text(f"model: {model}\ndataset: {tmp_path}\noutput_dir: {run}\n")
+    train_main([job, "--config", str(config), "--check"])  # (refused later: tmp_path is no dataset)
+    assert "finished run" not in capsys.readouterr().err  # a torn final: trained again
+    (run / "final" / "r3_prompt.json").write_text("{}")
+    refused(train_main, [job, "--config", str(config), "--check"], capsys, "holds a finished run (final/)")
+    assert (run / "final" / "model.safetensors").read_text() == "TRAINED"

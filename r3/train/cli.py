@@ -91,6 +91,13 @@ def _preflight(job: str, cfg) -> None:
         return
     if problem := model_dir_problem(Path(cfg.model)):
         raise ConfigError(f"model: {problem}")
+    if cfg.device == "cuda":  # torch only then: "auto" and "cpu" always resolve
+        from r3.train.checkpoint import resolve_device
+
+        try:
+            resolve_device(cfg.device)
+        except RuntimeError as exc:
+            raise ConfigError(f"device: {exc}") from None
     if problem := folder_problem(cfg.output_dir):
         raise ConfigError(f"output_dir: {problem}")
     if (Path(cfg.output_dir) / "final" / PROMPT_FILE).is_file():  # save_final writes it last

@@ -50,6 +50,10 @@ DEFAULT_REWARD_TERMS: dict[str, tuple[str, ...]] = {
 }
 
 
+def _check_seed(seed: int) -> None:
+    _check(0 <= seed < 2**32, f"seed={seed}: must be in [0, 2**32) (numpy's and torch's seeds)")
+
+
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(message)
@@ -69,7 +73,11 @@ class LoraSettings:
         _check(self.r >= 1, f"lora.r={self.r}: must be >= 1")
         _check(self.alpha >= 1, f"lora.alpha={self.alpha}: must be >= 1")
         _check(0 <= self.dropout < 1, f"lora.dropout={self.dropout}: must be in [0, 1)")
-        _check(bool(self.target_modules), "lora.target_modules: must name modules or be 'all-linear'")
+        modules = [self.target_modules] if isinstance(self.target_modules, str) else self.target_modules
+        _check(
+            bool(modules) and all(isinstance(m, str) and m for m in modules),
+            f"lora.target_modules={self.target_modules!r:.80}: must name modules or be 'all-linear'",
+        )
 
 
 @dataclass
@@ -129,6 +137,9 @@ class _Common:
         _check(self.precision in PRECISIONS, f"precision={self.precision!r}: expected one of {PRECISIONS}")
         _check(self.device in DEVICES, f"device={self.device!r}: expected one of {DEVICES}")
         _check(self.logging_steps >= 1 and self.save_steps >= 1, "logging_steps and save_steps: must be >= 1")
+        _check_seed(self.seed)
+        t = self.inference_temperature
+        _check(t is None or t >= 0, f"inference_temperature={t}: must be >= 0 (0 = greedy) or null")
         if isinstance(self.lora, dict):
             self.lora = _build(LoraSettings, self.lora, "lora")
 
@@ -254,6 +265,9 @@ class RLConfig(_Common):
             f"rewards: unknown term(s) {unknown} for interface {self.interface!r}; expected some of {terms}",
         )
         _check(bool(self.rewards), f"rewards: name at least one of {terms}")
+        for term, weight in self.rewards.items():
+            number = isinstance(weight, int | float) and not isinstance(weight, bool)
+            _check(number and math.isfinite(weight), f"rewards.{term}={weight!r}: must be a finite number")
         _check(self.sim_workers >= 0, f"sim_workers={self.sim_workers}: must be >= 0")
         _check(self.length_target_words >= 1, f"length_target_words={self.length_target_words}: must be >= 1")
         _check(self.vllm_mode in VLLM_MODES, f"vllm_mode={self.vllm_mode!r}: expected one of {VLLM_MODES}")
@@ -293,6 +307,7 @@ class ImputeConfig:
         _check(self.temperature > 0, f"temperature={self.temperature}: must be > 0 (sampling)")
         _check(self.max_new_tokens >= 1, f"max_new_tokens={self.max_new_tokens}: must be >= 1")
         _check(self.device in DEVICES, f"device={self.device!r}: expected one of {DEVICES}")
+        _check_seed(self.seed)
 
 
 def _allowed(tp) -> tuple[type, ...]:

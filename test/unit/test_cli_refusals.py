@@ -514,3 +514,17 @@ def test_train_refuses_an_output_dir_that_holds_a_finished_run(job, tmp_path, ca
     (run / "final" / "r3_prompt.json").write_text("{}")
     refused(train_main, [job, "--config", str(config), "--check"], capsys, "holds a finished run (final/)")
     assert (run / "final" / "model.safetensors").read_text() == "TRAINED"
+
+
+def test_train_refuses_cuda_on_a_machine_without_one_in_one_line(tmp_path, capsys, monkeypatch):
+    """Found by a hostile user: `device: cuda` where torch sees no GPU ended `r3 train --check` in a
+    RuntimeError traceback."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    config = tmp_path / "sft.yaml"
+    config.write_text(f"model: {model}\ndataset: {tmp_path}\noutput_dir: {tmp_path / 'o'}\ndevice: cuda\n")
+    refused(train_main, ["sft", "--config", str(config), "--check"], capsys, "device: device='cuda'")

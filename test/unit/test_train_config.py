@@ -102,6 +102,11 @@ BASE = {"model": "m", "dataset": "d", "output_dir": "o"}
         ({**BASE, "lora": {"rank": 8}}, "rank"),
         ({**BASE, "use_vllm": True, "vllm_mode": "server"}, "vllm_server_base_url"),
         ({"dataset": "d", "output_dir": "o"}, "model: required"),
+        # Found by a hostile user: each passed --check and ended the run in a traceback.
+        ({**BASE, "seed": -1}, "seed=-1: must be in [0, 2**32)"),
+        ({**BASE, "inference_temperature": -3}, "inference_temperature=-3: must be >= 0"),
+        ({**BASE, "rewards": {"judge": float("nan")}}, "rewards.judge=nan: must be a finite number"),
+        ({**BASE, "lora": {"target_modules": [1, 2]}}, "lora.target_modules=[1, 2]: must name modules"),
     ],
 )
 def test_bad_rl_config_names_the_problem(tmp_path, values, named):

@@ -98,8 +98,14 @@ def export_problem(adapter_dir: Path, base_model: Path, out_dir: Path) -> str | 
     the adapter or anything else."""
     from r3.reasoning.backends.transformers_backend import model_dir_problem
 
-    if not (adapter_dir / "adapter_config.json").is_file():
+    config = adapter_dir / "adapter_config.json"
+    if not config.is_file():
         return f"--adapter {adapter_dir}: no adapter_config.json (not a LoRA adapter checkpoint)"
+    try:
+        if not isinstance(json.loads(config.read_text()), dict):
+            return f"--adapter: {config} is not a JSON object"
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return f"--adapter: {config} does not read as JSON: {exc}"
     if problem := model_dir_problem(base_model):
         return f"--base: {problem}"
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):

@@ -116,7 +116,11 @@ def train_main(argv: list[str] | None = None) -> int:
         if problem := export_problem(Path(args.adapter), Path(args.base), args.out):
             print(f"r3 train export: {problem}", file=sys.stderr)
             return 2
-        print(merge_adapter(args.adapter, args.base, args.out))
+        try:
+            print(merge_adapter(args.adapter, args.base, args.out))
+        except (ValueError, OSError) as exc:  # a base or adapter that transformers or peft cannot load
+            print(f"r3 train export: cannot merge {args.adapter} into {args.base}: {exc}", file=sys.stderr)
+            return 2
         return 0
     try:
         cfg = load_config(args.config, JOBS[args.job], _overrides(args.set))

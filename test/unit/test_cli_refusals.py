@@ -286,6 +286,26 @@ def test_collect_refuses_a_file_for_its_folder(tmp_path, capsys):
     assert file.read_text() == "mine"
 
 
+@pytest.mark.parametrize("broken", ["adapter", "base"])
+def test_export_of_an_adapter_or_base_that_does_not_load_is_one_line(broken, tmp_path, capsys):
+    """Found by a hostile user: an adapter_config.json that is no JSON ended `r3 train export` in a
+    JSONDecodeError traceback, a base folder with an empty config in transformers' ValueError."""
+    base, adapter = tmp_path / "base", tmp_path / "adapter"
+    base.mkdir()
+    adapter.mkdir()
+    (base / "config.json").write_text("{}")
+    (adapter / "adapter_config.json").write_text("{garbage" if broken == "adapter" else '{"r": 8}')
+    out = tmp_path / "merged"
+    says = "does not read as JSON" if broken == "adapter" else "cannot merge"
+    refused(
+        train_main,
+        ["export", "--adapter", str(adapter), "--base", str(base), "--out", str(out)],
+        capsys,
+        says,
+    )
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(
     "text, says",
     [

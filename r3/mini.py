@@ -115,7 +115,8 @@ class MiniRun:
         self.out, self.cfg = Path(out), cfg
         self.model_config()  # refused before anything is written
         try:
-            check_workers(cfg["workers"])
+            if check_workers(cfg["workers"]) < 1:  # collect and eval run on worker processes
+                raise ValueError(f"workers must be >= 1, got {cfg['workers']}")
         except ValueError as exc:
             raise MiniError(f"workers: {exc}") from None
         if self.out.exists() and not self.out.is_dir():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -454,6 +455,11 @@ def test_mini_refuses_sizes_and_workers_before_writing(tmp_path, capsys):
     out = str(tmp_path / "run")
     refused(mini_main, ["--config", str(tmp_path / "bad.yaml"), "--out", out], capsys, "hidden='abc'")
     refused(mini_main, ["--quick", "--workers", TOO_MANY_WORKERS, "--out", out], capsys, "local worker")
+    # Found by a hostile user: `workers: 0` wrote mini.json and the stage configs, then was refused.
+    (tmp_path / "none.yaml").write_text(re.sub(r"(?m)^workers: .*$", "workers: 0", text.replace("abc", "64")))
+    refused(
+        mini_main, ["--config", str(tmp_path / "none.yaml"), "--out", out], capsys, "workers must be >= 1"
+    )
     assert not (tmp_path / "run").exists()
 
 

@@ -187,9 +187,8 @@ def export_lerobot(
             report.episodes += 1
             report.frames += len(rows)
         if writer is None:
-            raise ValueError(
-                "no readable episodes to export: " + "; ".join(f"{b}: {r}" for b, r in report.skipped)
-            )
+            why = "; ".join(f"{b}: {r}" for b, r in report.skipped) or "no episode bags in the sources"
+            raise ValueError(f"no readable episodes to export: {why}")
         writer.close()
         _write_frames(frames_buf, folder, file_key, pa, pq)
         episodes_path = folder / EPISODES_PATH.format(chunk_index=0, file_index=0)

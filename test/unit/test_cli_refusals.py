@@ -132,6 +132,13 @@ def test_a_failed_overwrite_keeps_the_earlier_output(fake_bags, tmp_path, argv, 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bags", "out"]  # no staging folder left
 
 
+def test_an_export_of_a_folder_without_bags_says_so(tmp_path, capsys):
+    """Found by a hostile user: the reason was empty ("no readable episodes to export: ")."""
+    (tmp_path / "empty").mkdir()
+    argv = ["export-lerobot", str(tmp_path / "empty"), "--out", str(tmp_path / "out")]
+    refused(dataset_main, argv, capsys, "no readable episodes to export: no episode bags in the sources")
+
+
 def test_an_interrupted_build_keeps_the_earlier_output(fake_bags, tmp_path, monkeypatch):
     """Ctrl-C (or a full disk) in the middle of a build leaves the earlier dataset as it was."""
     import r3.data.build

@@ -61,7 +61,7 @@ def _probe_mujoco() -> str:
     code = (
         'import mujoco; m = mujoco.MjModel.from_xml_string(\'<mujoco><worldbody><geom size="1"/>'
         "</worldbody></mujoco>'); r = mujoco.Renderer(m, 8, 8); d = mujoco.MjData(m); "
-        "r.update_scene(d); r.render(); print(mujoco.__version__)"
+        "r.update_scene(d); r.render(); r.close(); print('mujoco', mujoco.__version__)"
     )
     env = dict(os.environ, MUJOCO_GL=gl, PYOPENGL_PLATFORM=gl if gl != "glfw" else "")
     out = subprocess.run(
@@ -70,7 +70,9 @@ def _probe_mujoco() -> str:
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"MUJOCO_GL={gl} cannot render: {last}")
-    return f"mujoco {out.stdout.split()[-1]}, offscreen rendering with MUJOCO_GL={gl}"
+    # The version line, not the last word: a library may print at exit (PyOpenGL's context cleanup).
+    version = next((line.split()[1] for line in out.stdout.splitlines() if line.startswith("mujoco ")), "?")
+    return f"mujoco {version}, offscreen rendering with MUJOCO_GL={gl}"
 
 
 def _probe_torch() -> str:

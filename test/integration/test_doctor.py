@@ -23,5 +23,9 @@ def test_doctor_reports_every_part_and_exits_zero():
     ]:
         assert part in rows, out.stdout
     assert " ok " in rows["r3_msgs"] and " ok " in rows["rclpy + rmw"]
+    # Found by a hostile user: the row read "mujoco 'numpy.ndarray'>])", what PyOpenGL printed at exit.
+    import mujoco
+
+    assert f" mujoco {mujoco.__version__}, offscreen rendering" in rows["MuJoCo rendering"], out.stdout
     # launch_ros is never on the pip wheels; it must be reported absent with its reason, not crash.
     assert "absent" in rows["launch_ros"] and "launch_ros" in rows["launch_ros"]

@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     module, function, _ = COMMANDS[argv[0]]
     try:
         return int(getattr(importlib.import_module(module), function)(argv[1:]) or 0)
+    except KeyboardInterrupt:  # Ctrl-C: what a resumable command finished is kept, nothing to trace
+        print(f"\nr3 {argv[0]}: interrupted", file=sys.stderr)
+        return 130
     except Exception as exc:
         # A reasoner that fails mid-episode (a replay out of answers, a server gone): one line, as
         # `r3 eval` and the reasoner node say it. Its module is loaded if it raised one.

@@ -561,3 +561,17 @@ def test_train_refuses_cuda_on_a_machine_without_one_in_one_line(tmp_path, capsy
     config = tmp_path / "sft.yaml"
     config.write_text(f"model: {model}\ndataset: {tmp_path}\noutput_dir: {tmp_path / 'o'}\ndevice: cuda\n")
     refused(train_main, ["sft", "--config", str(config), "--check"], capsys, "device: device='cuda'")
+
+
+def test_ctrl_c_ends_a_command_with_one_line_and_status_130(tmp_path, capsys, monkeypatch):
+    """Found by a hostile user: Ctrl-C on `r3 collect` printed a KeyboardInterrupt traceback."""
+    import r3.data.collect
+    from r3.cli import main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(r3.data.collect, "collect", interrupted)
+    status = main(["collect", "--scenes", "1", "--quiet", "--out", str(tmp_path / "bags")])
+    err = capsys.readouterr().err
+    assert status == 130 and err.strip() == "r3 collect: interrupted", err

@@ -9,6 +9,8 @@ the input folder, a parent of it) can lose nothing.
 
 from __future__ import annotations
 
+import glob
+import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -36,6 +38,15 @@ def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict:
     if not isinstance(data, dict):
         raise FileRefused(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
     return data
+
+
+def _remove_abandoned_staging(target: Path) -> None:
+    """Remove the staging folders of ``target`` whose process is gone (a command killed mid-write left
+    them, each as large as its output, and no later run took them away); a live one's stays."""
+    for staging in target.parent.glob(f".{glob.escape(target.name)}.partial-*"):
+        pid = staging.name[len(target.name) + len(".partial-") + 1 :].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists() and staging.is_dir():
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def _remove(entry: Path) -> None:
@@ -74,7 +85,8 @@ def replaced_output(out: str | Path, writes: Iterable[str], *, overwrite: bool, 
             shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
             raise FileRefused(f"{out} holds {shown}, which {what} does not write: not replacing it")
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-", dir=target.parent))
+    _remove_abandoned_staging(target)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-{os.getpid()}-", dir=target.parent))
     try:
         yield staging
         target.mkdir(exist_ok=True)

@@ -106,6 +106,26 @@ def test_overwrite_replaces_an_earlier_output_of_the_same_command(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]  # nothing left beside it
 
 
+def test_a_staging_folder_whose_process_is_gone_is_removed_by_the_next_run(tmp_path):
+    """Found by a hostile user: `r3 dataset build` killed mid-write left `.ds.partial-...` (as large as
+    the dataset) beside its output, and no later run took it away. A live process's stays."""
+    import subprocess
+    import sys
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
+    abandoned = tmp_path / f".ds.partial-{gone.stdout.strip()}-abc123"
+    running = tmp_path / f".ds.partial-{os.getpid()}-def456"
+    other = tmp_path / f".other.partial-{gone.stdout.strip()}-abc123"
+    for folder in (abandoned, running, other):
+        (folder / "data").mkdir(parents=True)
+    with replaced_output(tmp_path / "ds", ("data",), overwrite=False, what="dataset") as staging:
+        (staging / "data").mkdir()
+    assert not abandoned.exists() and running.is_dir() and other.is_dir()
+    assert (tmp_path / "ds" / "data").is_dir()
+
+
 def _files(folder):
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 

@@ -69,6 +69,18 @@ def folder(text: str) -> Path:
     return Path(text)
 
 
+def readable_file(text: str) -> str:
+    """An argparse type: the path of a regular file to read (refused when missing, a folder or a
+    device, even by a command that would not have opened it this time)."""
+    path = Path(text)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{text}: not found; expected a file to read")
+    if not path.is_file():
+        kind = "a folder" if path.is_dir() else "a device, pipe or socket"
+        raise argparse.ArgumentTypeError(f"{text} is not a regular file ({kind}); expected a file to read")
+    return text
+
+
 def word(text: str) -> str:
     """An argparse type: a non-empty name (a reasoner spec, a task list, a split), so that an empty
     value is refused instead of silently meaning the default."""

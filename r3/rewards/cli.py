@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from r3.cli_args import readable_file
 from r3.rewards.judge import RuleJudge
 from r3.rewards.vlm import JudgeFailure, VLMJudge
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
@@ -33,6 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--snapshot",
         metavar="FILE",
+        type=readable_file,
         help="simulator snapshot (LanguageTableEnv.snapshot() bytes) of the state; enables the "
         "simulated semantic tier of the rule backend",
     )
@@ -42,7 +44,9 @@ def _parser() -> argparse.ArgumentParser:
         default="rule",
         help="rule: grammar + simulator (default); vlm: ask an OpenAI-compatible VLM server",
     )
-    p.add_argument("--image", metavar="FILE", help="PNG/JPEG of the scene, sent to the VLM backend")
+    p.add_argument(
+        "--image", metavar="FILE", type=readable_file, help="PNG/JPEG of the scene, sent to the VLM backend"
+    )
     p.add_argument(
         "--vlm-url",
         default=os.environ.get("R3_JUDGE_URL", "http://127.0.0.1:8000/v1"),

@@ -391,6 +391,18 @@ def test_judge_refuses_what_is_no_snapshot(content, tmp_path, capsys):
     assert "allow_pickle" not in err
 
 
+@pytest.mark.parametrize("option", ["--snapshot", "--image"])
+def test_judge_refuses_a_file_that_is_not_there_even_when_it_would_not_read_it(option, tmp_path, capsys):
+    """Found by a hostile user: `--snapshot /nonexistent/file` scored 1.0 (the rule judge had no need
+    to simulate), and `--image` of a missing file was found only when the VLM was asked."""
+    argv = ["--candidate", "move the blue cube left", "--reference", "push the blue cube left"]
+    backend = ["--backend", "vlm", "--vlm-model", "m"] if option == "--image" else []
+    missing = str(tmp_path / "nonexistent" / "file")
+    refused(
+        judge_main, [*argv, *backend, option, missing], capsys, f"argument {option}: {missing}: not found"
+    )
+
+
 @pytest.mark.parametrize("what", ["/dev/zero", "folder", "fifo", "too_big"])
 def test_judge_refuses_a_snapshot_it_would_read_without_bound(what, tmp_path, capsys):
     """``--snapshot /dev/zero`` read until memory ran out (4-7 GB), a FIFO blocked for ever."""

@@ -4,20 +4,25 @@ A config or graph file that is not a YAML mapping is refused with its path and t
 line, never a traceback. ``--overwrite`` means "replace my earlier output", never "empty this
 folder": a folder holding anything the command does not write (its input bags, the current folder's
 files, another dataset's parent) is refused with a reason, so a mistyped ``--out`` (empty, ``.``,
-the input folder, a parent of it) can lose nothing.
+the input folder, a parent of it) can lose nothing. What a command wrote is known by the mark it
+leaves (:data:`OUTPUT_MARK`), not by the names of its entries: a user's own ``data/`` folder has
+the name a dataset's rows have.
 """
 
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
+
+OUTPUT_MARK = ".r3_output"
 
 
 class FileRefused(ValueError):
@@ -49,6 +54,16 @@ def _remove_abandoned_staging(target: Path) -> None:
             shutil.rmtree(staging, ignore_errors=True)
 
 
+def _is_earlier_output(out: Path, what: str, made_before_marks: Callable[[Path], bool] | None) -> bool:
+    """Whether ``out`` holds ``what`` as r3 wrote it: its mark, which goes in before its other entries
+    and out after them, so an output torn by a crash has it too; or, for outputs written before
+    there were marks, ``made_before_marks`` (a check of the output's own index file)."""
+    try:
+        return json.loads((out / OUTPUT_MARK).read_text()).get("what") == what
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return made_before_marks is not None and made_before_marks(out)
+
+
 def _remove(entry: Path) -> None:
     if entry.is_dir() and not entry.is_symlink():
         shutil.rmtree(entry)
@@ -57,13 +72,21 @@ def _remove(entry: Path) -> None:
 
 
 @contextmanager
-def replaced_output(out: str | Path, writes: Iterable[str], *, overwrite: bool, what: str) -> Iterator[Path]:
+def replaced_output(
+    out: str | Path,
+    writes: Iterable[str],
+    *,
+    overwrite: bool,
+    what: str,
+    made_before_marks: Callable[[Path], bool] | None = None,
+) -> Iterator[Path]:
     """An empty folder for ``what`` (a command's output, in words) to write; on success its entries
-    become ``out``'s.
+    become ``out``'s, with the mark that says ``what`` they are.
 
     ``writes`` names the entries ``what`` creates at the top of ``out``. A folder that is not empty is
-    replaced only with ``overwrite`` and only when each of its entries is one of those (an earlier
-    output, whole or torn by a crash); anything else there is refused and left alone. The new output
+    replaced only with ``overwrite``, only when it holds an earlier ``what`` (whole or torn by a crash:
+    see :func:`_is_earlier_output`) and only when each of its entries is one of those; anything else
+    there is refused and left alone. The new output
     is written beside ``out`` and moved in only once whole, so a command that fails (no readable
     source, a full disk, Ctrl-C) leaves the earlier output as it was.
     """
@@ -75,7 +98,7 @@ def replaced_output(out: str | Path, writes: Iterable[str], *, overwrite: bool, 
     target = out.resolve()
     if target.parent == target:
         raise FileRefused(f"refusing to write {what} into {out}; name a folder for it")
-    writes = set(writes)
+    writes = {*writes, OUTPUT_MARK}
     earlier = sorted(out.iterdir()) if out.is_dir() else []
     if earlier:
         if not overwrite:
@@ -84,15 +107,21 @@ def replaced_output(out: str | Path, writes: Iterable[str], *, overwrite: bool, 
         if foreign:
             shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
             raise FileRefused(f"{out} holds {shown}, which {what} does not write: not replacing it")
+        if not _is_earlier_output(out, what, made_before_marks):
+            raise FileRefused(
+                f"{out} holds no {what} that r3 wrote (no {OUTPUT_MARK} mark): not replacing it; "
+                "remove it yourself or choose another folder"
+            )
     target.parent.mkdir(parents=True, exist_ok=True)
     _remove_abandoned_staging(target)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-{os.getpid()}-", dir=target.parent))
     try:
         yield staging
+        (staging / OUTPUT_MARK).write_text(json.dumps({"what": what}) + "\n")
         target.mkdir(exist_ok=True)
-        for entry in earlier:
+        for entry in sorted(earlier, key=lambda entry: entry.name == OUTPUT_MARK):  # the mark last
             _remove(entry)
-        for entry in staging.iterdir():
+        for entry in sorted(staging.iterdir(), key=lambda entry: entry.name != OUTPUT_MARK):  # first
             entry.rename(target / entry.name)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

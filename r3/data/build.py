@@ -161,6 +161,15 @@ def _note(task: str, instance_json: str) -> str:
 DATASET_ENTRIES = (S.MANIFEST, S.DATA_DIR, S.IMAGES_DIR, S.SNAPSHOTS_DIR, S.STATS_JSON, S.STATS_PLOT)
 
 
+def _is_dataset(folder: Path) -> bool:
+    """Whether ``folder`` holds a readable manifest (a dataset built before outputs were marked)."""
+    try:
+        S.read_manifest(folder)
+    except ValueError:
+        return False
+    return True
+
+
 def _split_of(task: str) -> str:
     from r3.tasks.language_table.tasks import SPLITS
 
@@ -187,7 +196,9 @@ def build_dataset(
     started = time.perf_counter()
     report, rows, used = BuildReport(), [], []
     read, rows_of = (_read_turns, _turn_rows) if kind == S.TURNS else (read_episode, _episode_rows)
-    with replaced_output(out, DATASET_ENTRIES, overwrite=overwrite, what="dataset") as folder:
+    with replaced_output(
+        out, DATASET_ENTRIES, overwrite=overwrite, what="dataset", made_before_marks=_is_dataset
+    ) as folder:
         (folder / S.DATA_DIR).mkdir()
         for bag in map(Path, bags):
             try:

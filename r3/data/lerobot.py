@@ -102,6 +102,15 @@ def episode_frames(bag: str | Path) -> tuple[list[dict], list[np.ndarray]]:
     return rows, images
 
 
+def _is_export(folder: Path) -> bool:
+    """Whether ``folder`` holds a LeRobot dataset's info (one exported before outputs were marked)."""
+    try:
+        info = json.loads((folder / "meta" / "info.json").read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(info, dict) and "codebase_version" in info
+
+
 def export_lerobot(
     bags: list[str | Path],
     out: str | Path,
@@ -116,7 +125,11 @@ def export_lerobot(
     import pyarrow.parquet as pq
 
     with replaced_output(
-        out, ("meta", "data", "videos"), overwrite=overwrite, what="LeRobot dataset"
+        out,
+        ("meta", "data", "videos"),
+        overwrite=overwrite,
+        what="LeRobot dataset",
+        made_before_marks=_is_export,
     ) as folder:
         report, tasks, episodes, all_stats = ExportReport(), {}, [], []
         frames_buf: list[dict] = []

@@ -18,7 +18,7 @@ from r3.cli_args import folder_problem
 from r3.data.build import DATASET_ENTRIES, build_dataset, find_bags
 from r3.data.cli import collect_main, dataset_main
 from r3.eval.cli import eval_main
-from r3.files import FileRefused, replaced_output
+from r3.files import OUTPUT_MARK, FileRefused, replaced_output
 from r3.graph.cli import launch_main
 from r3.mini import mini_main
 from r3.reasoning.cli import tiny_model_main
@@ -89,21 +89,90 @@ def test_overwrite_never_removes_the_inputs(fake_bags, argv, capsys):
 
 def test_overwrite_replaces_an_earlier_output_of_the_same_command(tmp_path):
     out = tmp_path / "ds"
-    (out / "data").mkdir(parents=True)
-    (out / "images" / "e").mkdir(parents=True)
-    (out / "r3_dataset.json").write_text("{}")
     writes = ["data", "images", "r3_dataset.json"]
+    with replaced_output(out, writes, overwrite=False, what="dataset") as folder:
+        (folder / "images" / "e").mkdir(parents=True)
+        (folder / "r3_dataset.json").write_text("{}")
+    assert sorted(p.name for p in out.iterdir()) == sorted([OUTPUT_MARK, "images", "r3_dataset.json"])
     with (
         pytest.raises(FileExistsError, match="pass --overwrite"),
         replaced_output(out, writes, overwrite=False, what="dataset"),
     ):
         pass
     with replaced_output(out, writes, overwrite=True, what="dataset") as folder:
-        assert folder != out and sorted(p.name for p in out.iterdir()) == sorted(writes)
+        assert folder != out and sorted(p.name for p in out.iterdir()) == [
+            OUTPUT_MARK,
+            "images",
+            "r3_dataset.json",
+        ]
         (folder / "data").mkdir()
         (folder / "data" / "new").write_text("new")
-    assert [p.name for p in out.iterdir()] == ["data"] and (out / "data" / "new").read_text() == "new"
+    assert sorted(p.name for p in out.iterdir()) == [OUTPUT_MARK, "data"]
+    assert (out / "data" / "new").read_text() == "new"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds"]  # nothing left beside it
+
+
+def _mark(out: Path, what: str) -> None:
+    """``out`` as r3 leaves an earlier ``what``: torn by a crash or whole, it has the mark."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / OUTPUT_MARK).write_text(json.dumps({"what": what}))
+
+
+@pytest.mark.parametrize(
+    "argv, holds",
+    [
+        (["build", "{bags}", "--kind", "sft"], {"data/mine.csv": "a user's", "images/cat.png": "own"}),
+        (["build", "{bags}", "--kind", "sft"], {"data/mine.csv": "a user's", "r3_dataset.json": "{}"}),
+        (
+            ["build", "{bags}", "--kind", "sft"],
+            {"data/mine.csv": "a user's", OUTPUT_MARK: '{"what": "LeRobot dataset"}'},
+        ),
+        (["export-lerobot", "{bags}"], {"data/mine.csv": "a user's", "meta/notes.txt": "own"}),
+        (["export-lerobot", "{bags}"], {"meta/info.json": '"codebase_version"'}),
+    ],
+)
+def test_overwrite_replaces_only_what_r3_wrote_there(fake_bags, tmp_path, argv, holds, capsys):
+    """Found by a hostile user: ``--overwrite`` judged a folder by its entries' names, so a user's
+    own ``data/`` and ``images/`` (or ``data/`` beside a hand-written ``r3_dataset.json``) were
+    deleted and replaced by a dataset. Only a folder r3 marked as that output, or one whose index
+    file says it is one (written before the mark), is replaced."""
+    out = tmp_path / "mine"
+    for name, text in holds.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(text)
+    before = _files(out)
+    argv = [a.format(bags=fake_bags) for a in argv]
+    refused(dataset_main, [*argv, "--out", str(out), "--overwrite"], capsys, "that r3 wrote")
+    assert _files(out) == before
+
+
+@pytest.mark.parametrize(
+    "argv, index, says",
+    [
+        (
+            ["build", "{bags}", "--kind", "sft"],
+            {"r3_dataset.json": '{"kind": "sft"}'},
+            "no sft rows in 2 sources",
+        ),
+        (
+            ["export-lerobot", "{bags}"],
+            {"meta/info.json": '{"codebase_version": "v3.0"}'},
+            "no readable episodes",
+        ),
+    ],
+)
+def test_overwrite_takes_an_output_written_before_there_were_marks(
+    fake_bags, tmp_path, argv, index, says, capsys
+):
+    """An output of an r3 that left no mark is still taken for one by its index file: the command
+    goes on to read its sources (which fail here, so the earlier output stays)."""
+    out = tmp_path / "old"
+    for name, text in {**index, "data/stale": "the earlier rows"}.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(text)
+    argv = [a.format(bags=fake_bags) for a in argv]
+    refused(dataset_main, [*argv, "--out", str(out), "--overwrite"], capsys, says)
+    assert (out / "data" / "stale").read_text() == "the earlier rows"
 
 
 def test_a_staging_folder_whose_process_is_gone_is_removed_by_the_next_run(tmp_path):
@@ -142,6 +211,7 @@ def test_a_failed_overwrite_keeps_the_earlier_output(fake_bags, tmp_path, argv, 
     so sources that all failed to read replaced a good dataset with one of 0 rows (the LeRobot
     export: with nothing)."""
     out = tmp_path / "out"
+    _mark(out, "dataset" if argv[0] == "build" else "LeRobot dataset")
     for name in writes[:2]:
         (out / name).mkdir(parents=True)
         (out / name / "earlier").write_text("the earlier output")
@@ -164,6 +234,7 @@ def test_an_interrupted_build_keeps_the_earlier_output(fake_bags, tmp_path, monk
     import r3.data.build
 
     out = tmp_path / "out"
+    _mark(out, "dataset")
     (out / "data").mkdir(parents=True)
     (out / "data" / "earlier").write_text("the earlier output")
 
@@ -173,7 +244,7 @@ def test_an_interrupted_build_keeps_the_earlier_output(fake_bags, tmp_path, monk
     monkeypatch.setattr(r3.data.build, "read_episode", interrupted)
     with pytest.raises(KeyboardInterrupt):
         build_dataset(find_bags([fake_bags]), out, "sft", overwrite=True)
-    assert _files(out) == {"data/earlier": b"the earlier output"}
+    assert _files(out) == {"data/earlier": b"the earlier output", OUTPUT_MARK: b'{"what": "dataset"}'}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bags", "out"]
 
 

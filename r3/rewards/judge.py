@@ -11,7 +11,8 @@ Tiers, checked in order (``r3.instructions.language_table.compare`` owns the par
   (:mod:`r3.rewards.semantic`).
 - 0.0 otherwise, and for a candidate outside the grammar (the reason carries the parse error).
 
-The packing suite has a closed grammar and uses exact string match instead (R^3 Appendix A.4).
+The packing suite has a closed grammar and uses exact string match instead (R^3 Appendix A.4); its
+reference must be in that grammar and a candidate outside it is ``invalid_candidate``, as above.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import functools
 import os
 from dataclasses import dataclass
 
-from r3.instructions import language_table
+from r3.instructions import language_table, packing
 from r3.rewards.result import JudgeResult, Tier
 from r3.rewards.semantic import OutcomeSimulator, load_snapshot
 from r3.rewards.terms import exact_match
@@ -89,8 +90,15 @@ class RuleJudge:
         return get_suite(suite).hook("judge")(candidate, reference, snapshot)
 
 
-def exact_tiers(candidate: str, reference: str, snapshot=None) -> JudgeResult:
-    """Text tiers of a suite judged by exact match (packing: an instruction names one placement)."""
+def packing_tiers(candidate: str, reference: str, snapshot=None) -> JudgeResult:
+    """Text tiers of packing: an instruction of its closed grammar names one placement, so only the
+    same text matches."""
+    ref = packing.parse(reference)
+    if isinstance(ref, packing.ParseError):
+        raise ValueError(f"reference {reference!r} does not parse: {ref.reason}")  # noqa: TRY004
+    cand = packing.parse(candidate)
+    if isinstance(cand, packing.ParseError):
+        return JudgeResult(Tier.INVALID, f"candidate does not parse: {cand.reason}")
     if exact_match(candidate, reference):
         return JudgeResult(Tier.LINGUISTIC, "exact match")
     return JudgeResult(Tier.NO_MATCH, f"'{candidate}' differs from '{reference}'")

@@ -13,6 +13,7 @@ requirements only (the ``openai`` client is an ML extra).
 from __future__ import annotations
 
 import base64
+import io
 import json
 import re
 import urllib.error
@@ -88,8 +89,19 @@ def build_judge_prompt(candidate: str, reference: str) -> str:
 
 
 def _image_url(image: bytes) -> str:
-    mime = "image/png" if image.startswith(b"\x89PNG") else "image/jpeg"
-    return f"data:{mime};base64,{base64.b64encode(image).decode('ascii')}"
+    """``image`` as a data URL; a ValueError unless it is a whole PNG or JPEG image, so no server is
+    asked about a scene it cannot see."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(image)) as decoded:
+            kind = decoded.format
+            decoded.load()
+    except (UnidentifiedImageError, Image.DecompressionBombError, OSError, SyntaxError) as err:
+        raise ValueError(f"the image is not a readable PNG or JPEG image: {err}") from None
+    if kind not in ("PNG", "JPEG"):
+        raise ValueError(f"the image is {kind}, not PNG or JPEG")
+    return f"data:image/{kind.lower()};base64,{base64.b64encode(image).decode('ascii')}"
 
 
 def parse_verdict(text: str) -> tuple[float, str]:
@@ -181,8 +193,12 @@ class VLMJudge:
     def judge(self, candidate: str, reference: str, image: bytes | None = None) -> JudgeResult:
         """Score ``candidate`` against ``reference`` (Language Table); raises :class:`JudgeFailure`.
 
-        A candidate outside the grammar scores 0.0 without a server call, as in the rule judge.
+        A candidate outside the grammar scores 0.0 without a server call, and a reference outside it
+        is a ValueError, as in the rule judge.
         """
+        ref = language_table.parse(reference)
+        if isinstance(ref, language_table.ParseError):
+            raise ValueError(f"reference {reference!r} does not parse: {ref.reason}")  # noqa: TRY004
         parsed = language_table.parse(candidate)
         if isinstance(parsed, language_table.ParseError):
             return JudgeResult(Tier.INVALID, f"candidate does not parse: {parsed.reason}")

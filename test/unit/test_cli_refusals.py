@@ -263,6 +263,56 @@ def test_judge_refuses_an_input_its_backend_would_ignore(tmp_path, capsys):
     )
 
 
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    "argv, image, says",
+    [
+        (
+            ["--suite", "packing", "--reference", "fly to mars"],
+            None,
+            "reference 'fly to mars' does not parse",
+        ),
+        (["--backend", "vlm", "--reference", "fly to mars"], None, "reference 'fly to mars' does not parse"),
+        (["--backend", "vlm", "--reference", "push the red moon left"], b"png", "not a readable PNG or JPEG"),
+        (
+            ["--backend", "vlm", "--reference", "push the red moon left"],
+            b"\x89PNG\r\n\x1a\n" + bytes(40),
+            "PNG or JPEG",
+        ),
+        (
+            ["--backend", "vlm", "--reference", "push the red moon left"],
+            "GIF",
+            "the image is GIF, not PNG or JPEG",
+        ),
+    ],
+)
+def test_judge_refuses_a_reference_or_image_no_verdict_could_be_given_for(
+    argv, image, says, tmp_path, capsys
+):
+    """Found by a hostile user: ``r3 judge --suite packing`` scored against a reference outside the
+    grammar (the Language Table one refused it), the VLM backend sent such a reference to the
+    server, and ``--image`` bytes went to the server as a JPEG whatever they were. Each is refused
+    before any server is asked (the URL here answers nothing; asking it would exit 1, not 2)."""
+    if image is not None:
+        path = tmp_path / "scene.png"
+        if image == "GIF":
+            from PIL import Image
+
+            Image.new("RGB", (4, 4)).save(path, format="GIF")
+        else:
+            path.write_bytes(image)
+        argv = [*argv, "--image", str(path)]
+    server = ["--vlm-model", "m", "--vlm-url", f"http://127.0.0.1:{_closed_port()}/v1"]
+    refused(judge_main, ["--candidate", "push the red moon left", *argv, *server], capsys, says)
+
+
 def test_export_never_writes_over_the_base_or_the_adapter(tmp_path, capsys):
     base, adapter = tmp_path / "base", tmp_path / "adapter"
     base.mkdir()

@@ -63,6 +63,7 @@ def _case(path):
             "packing",
             Tier.NO_MATCH,
         ),
+        ("pack the soup can", "Pack the soup can into the small tray.", "packing", Tier.INVALID),
     ],
 )
 def test_rule_tiers(candidate, reference, suite, tier):

@@ -71,13 +71,20 @@ def test_valid_verdicts(server, content, tier):
     assert body["model"] == "judge" and "push the red moon up" in body["messages"][0]["content"][-1]["text"]
 
 
-def test_image_is_sent_as_data_url(server):
+@pytest.mark.parametrize("kind", ["PNG", "JPEG"])
+def test_image_is_sent_as_data_url(server, kind):
+    import base64
+    import io
+
+    from PIL import Image
+
+    encoded = io.BytesIO()
+    Image.new("RGB", (8, 6), (200, 40, 40)).save(encoded, format=kind)
     server.reply = _chat('{"analysis": "x", "score": 0.0}')
-    VLMJudge(server.url, "judge").judge(
-        "touch the red moon", "touch the blue cube", image=b"\x89PNG\r\n fake"
-    )
-    content = server.requests[-1][2]["messages"][0]["content"]
-    assert content[0]["image_url"]["url"].startswith("data:image/png;base64,")
+    VLMJudge(server.url, "judge").judge("touch the red moon", "touch the blue cube", image=encoded.getvalue())
+    url = server.requests[-1][2]["messages"][0]["content"][0]["image_url"]["url"]
+    head = f"data:image/{kind.lower()};base64,"
+    assert url.startswith(head) and base64.b64decode(url[len(head) :]) == encoded.getvalue()
 
 
 @pytest.mark.parametrize(
@@ -132,7 +139,7 @@ def test_reward_function_skips_or_raises_on_failure(server):
         assert reward(completions, expert_instruction=["move the red moon up"]) == [None]
     with pytest.raises(JudgeFailure):
         JudgeReward(vlm=VLMJudge(server.url, "judge"), on_failure="raise")(
-            completions, expert_instruction=["x"]
+            completions, expert_instruction=["move the red moon up"]
         )
     server.reply = _chat('{"analysis": "same", "score": 0.25}')
     assert reward(completions, expert_instruction=["move the red moon up"]) == [0.25]

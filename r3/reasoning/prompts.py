@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -29,6 +30,7 @@ import numpy as np
 from r3.instructions.plan import MAX_PLAN_STEPS, split_plan_result
 from r3.instructions.semantic import split_result
 from r3.instructions.tools import split_observation
+from r3.reasoning.backends.spec import TEMPERATURES
 from r3.safety.goals import check_interface
 from r3.suites import get_suite
 from r3.tasks.language_table.board import BLOCKS, DIRECTIONS, LOCATIONS
@@ -150,6 +152,19 @@ def previous_instruction_text(response: str, suite: str, interface: str = "instr
     return parsed.instruction_text if isinstance(parsed, ParsedResponse) else ""
 
 
+def temperature_problem(value) -> str | None:
+    """Why ``value`` is no sampling temperature (a finite number in :data:`TEMPERATURES`), or None."""
+    low, high = TEMPERATURES
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"expected a number, got {type(value).__name__}"
+    try:
+        if math.isfinite(value) and low <= value <= high:
+            return None
+    except OverflowError:  # an int too large for a float
+        pass
+    return f"must be a finite number in [{low:g}, {high:g}] (0 = greedy)"
+
+
 @dataclass(frozen=True)
 class PromptSettings:
     """How a model was trained to be prompted: the answer ``mode``, what it sees of the previous step
@@ -171,8 +186,13 @@ class PromptSettings:
         if self.history not in HISTORY_MODES:
             raise ValueError(f"history={self.history!r}: expected one of {HISTORY_MODES}")
         _check_variant(self.variant)
-        if self.temperature is not None and self.temperature < 0:
-            raise ValueError(f"temperature={self.temperature}: must be >= 0 (0 = greedy)")
+        for name in ("thinking", "constrained"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name}={getattr(self, name)!r}: expected true or false")  # noqa: TRY004
+        if self.temperature is not None:
+            if problem := temperature_problem(self.temperature):
+                raise ValueError(f"temperature={self.temperature!r}: {problem}")
+            object.__setattr__(self, "temperature", float(self.temperature))  # transformers needs a float
 
     def apply(self, inp: ReasonerInput) -> ReasonerInput:
         """``inp`` in this model's mode, its previous step recast into this model's history kind.
@@ -221,7 +241,7 @@ class PromptSettings:
             return None
         try:
             return cls(**json.loads(path.read_text()))
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, RecursionError) as exc:
             raise ValueError(f"{path}: not valid prompt settings ({exc})") from None
 
 

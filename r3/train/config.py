@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from r3.files import FileRefused, read_yaml_mapping
-from r3.reasoning.prompts import MODES, VARIANTS
+from r3.reasoning.prompts import MODES, VARIANTS, temperature_problem
 from r3.rewards.turn import TURN_TERMS
 
 
@@ -139,7 +139,10 @@ class _Common:
         _check(self.logging_steps >= 1 and self.save_steps >= 1, "logging_steps and save_steps: must be >= 1")
         _check_seed(self.seed)
         t = self.inference_temperature
-        _check(t is None or t >= 0, f"inference_temperature={t}: must be >= 0 (0 = greedy) or null")
+        _check(
+            t is None or not temperature_problem(t),
+            f"inference_temperature={t}: {temperature_problem(t)} or null",
+        )
         if isinstance(self.lora, dict):
             self.lora = _build(LoraSettings, self.lora, "lora")
 
@@ -349,6 +352,12 @@ def _build(cls, values: dict, where: str):
             value = values[key] = _number(value)  # YAML 1.1 reads 5e-3 as a string
         if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
             raise ConfigError(f"{where}.{key}={value!r}: expected {' or '.join(t.__name__ for t in allowed)}")
+        declared = typing.get_args(hints[key]) or (hints[key],)
+        if type(value) is int and float in declared and int not in declared:
+            try:  # a float field's whole number (temperature: 2) is a float to the libraries it goes to
+                value = values[key] = float(value)
+            except OverflowError:
+                value = math.inf
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{where}.{key}={value!r}: expected a finite number")
     try:

@@ -3,6 +3,7 @@ its prompt holds no privileged simulator state; and R^3's random baselines draw 
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -13,7 +14,7 @@ from r3.instructions.language_table import parse
 from r3.reasoning import make_backend
 from r3.reasoning.backends.base import Generation, ReasonerBackend
 from r3.reasoning.constrained import canonical_instructions
-from r3.reasoning.prompts import PromptSettings, ReasonerInput, build_messages, prompt_text
+from r3.reasoning.prompts import PROMPT_FILE, PromptSettings, ReasonerInput, build_messages, prompt_text
 from r3.tasks.language_table.board import BLOCKS
 
 #: What `r3 mini`'s checkpoints declare (config/mini/*.yaml: compact prompt, previous instruction).
@@ -138,3 +139,51 @@ def test_a_folder_declares_its_constraint_and_temperature_and_a_spec_overrides_t
     assert isinstance(parse_response(as_declared, "language_table"), ParsedResponse), as_declared
     assert not isinstance(parse_response(answer(",constrained=false"), "language_table"), ParsedResponse)
     assert as_declared == answer(",temperature=0") != answer(",temperature=1.0")
+
+
+def test_a_folder_declaring_a_whole_number_temperature_samples_at_it(tmp_path):
+    """Found by a hostile user: a checkpoint whose settings said ``"temperature": 2`` (as training
+    wrote from a config's ``inference_temperature: 2``) failed at its first decision, inside
+    transformers ("has to be a strictly positive float")."""
+    from r3.reasoning.tiny import build_tiny_model
+
+    folder = build_tiny_model("idefics3", tmp_path / "m")
+    (folder / PROMPT_FILE).write_text(
+        json.dumps({"mode": "reason", "history": "instruction", "temperature": 2})
+    )
+    backend = make_backend(f"transformers:{folder},device=cpu,max_new_tokens=4")
+    backend.load()
+    inp = ReasonerInput(
+        "language_table", "group the red moon and blue cube", [np.zeros((24, 32, 3), np.uint8)]
+    )
+    assert isinstance(backend.decide(inp).raw_text, str)
+
+
+@pytest.mark.parametrize(
+    "settings, says",
+    [
+        (
+            '{"mode": "reason", "history": "response", "constrained": "false"}',
+            "constrained='false': expected true",
+        ),
+        ('{"mode": "reason", "history": "response", "thinking": 0}', "thinking=0: expected true or false"),
+        (
+            '{"mode": "reason", "history": "response", "temperature": NaN}',
+            "temperature=nan: must be a finite",
+        ),
+        (
+            '{"mode": "reason", "history": "response", "temperature": 1e300}',
+            "must be a finite number in [0, 10]",
+        ),
+        ('{"mode": "reason", "history": "response", "temperature": true}', "expected a number, got bool"),
+        ("[" * 100_000, "not valid prompt settings"),
+    ],
+)
+def test_a_folders_prompt_settings_are_refused_unless_each_value_is_what_it_must_be(tmp_path, settings, says):
+    """Found by a hostile user: ``"constrained": "false"`` turned the constraint on (a non-empty
+    string is true), a NaN or 1e300 temperature was taken, and 100,000 nested brackets ended in a
+    RecursionError, not a refusal naming the file."""
+    (tmp_path / PROMPT_FILE).write_text(settings)
+    with pytest.raises(ValueError, match="not valid prompt settings") as err:
+        PromptSettings.load(tmp_path)
+    assert says in str(err.value) and str(tmp_path / PROMPT_FILE) in str(err.value)

@@ -104,7 +104,15 @@ BASE = {"model": "m", "dataset": "d", "output_dir": "o"}
         ({"dataset": "d", "output_dir": "o"}, "model: required"),
         # Found by a hostile user: each passed --check and ended the run in a traceback.
         ({**BASE, "seed": -1}, "seed=-1: must be in [0, 2**32)"),
-        ({**BASE, "inference_temperature": -3}, "inference_temperature=-3: must be >= 0"),
+        (
+            {**BASE, "inference_temperature": -3},
+            "inference_temperature=-3.0: must be a finite number in [0, 10]",
+        ),
+        (
+            {**BASE, "inference_temperature": 11},
+            "inference_temperature=11.0: must be a finite number in [0, 10]",
+        ),
+        ({**BASE, "inference_temperature": 10**400}, "inference_temperature=inf: expected a finite number"),
         ({**BASE, "rewards": {"judge": float("nan")}}, "rewards.judge=nan: must be a finite number"),
         ({**BASE, "lora": {"target_modules": [1, 2]}}, "lora.target_modules=[1, 2]: must name modules"),
     ],
@@ -113,6 +121,15 @@ def test_bad_rl_config_names_the_problem(tmp_path, values, named):
     with pytest.raises(ConfigError, match=None) as err:
         load_config(_write(tmp_path, values), RLConfig)
     assert named in str(err.value)
+
+
+def test_a_whole_number_for_a_float_setting_is_a_float(tmp_path):
+    """Found by a hostile user: ``inference_temperature: 2`` (or the rollouts' ``temperature: 2``)
+    passed --check and stayed an int, which transformers' sampling refuses ("has to be a strictly
+    positive float") at the first generation: the rl run, and every later use of the checkpoint."""
+    config = load_config(_write(tmp_path, {**BASE, "temperature": 2, "inference_temperature": 2}), RLConfig)
+    assert type(config.temperature) is float and type(config.inference_temperature) is float
+    assert config.temperature == config.inference_temperature == 2.0
 
 
 def test_global_batch_must_split_over_gpus():

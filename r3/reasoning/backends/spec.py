@@ -120,9 +120,18 @@ def spec_options(spec: BackendSpec, options: Mapping[str, Option]) -> dict:
 #: (numpy and torch take seeds below 2^32).
 MAX_NEW_TOKENS, MAX_SEED = 1_000_000, 2**32 - 1
 
+#: The sampling temperatures a model is run at (0: greedy decoding); a checkpoint's and a training
+#: config's too (``r3.reasoning.prompts.temperature_problem``).
+TEMPERATURES = (0.0, 10.0)
+
 #: The sampling keys every generating backend takes (its constructor's keyword arguments).
 SAMPLING_OPTIONS = {
-    "temperature": Option(float, "sampling temperature, in [0, 10]; 0 = greedy decoding", low=0, high=10),
+    "temperature": Option(
+        float,
+        "sampling temperature, in [0, 10]; 0 = greedy decoding",
+        low=TEMPERATURES[0],
+        high=TEMPERATURES[1],
+    ),
     "top_p": Option(float, "nucleus sampling mass, in (0, 1]", above=0, high=1),
     "max_new_tokens": Option(
         int, f"tokens per decision step at most, in [1, {MAX_NEW_TOKENS}]", low=1, high=MAX_NEW_TOKENS

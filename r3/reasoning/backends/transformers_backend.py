@@ -97,7 +97,7 @@ class TransformersBackend(ReasonerBackend):
         self.model_id = str(self.model_dir)
         self.device, self.dtype = resolve_device(device), dtype
         self.temperature, self.top_p, self.max_new_tokens, self.seed = (
-            temperature,
+            None if temperature is None else float(temperature),  # transformers needs a float
             top_p,
             max_new_tokens,
             seed,

@@ -14,7 +14,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from r3.reasoning.backends.base import BackendError, error_line
+from r3.reasoning.backends.transformers_backend import PROBE_MESSAGES, chat_text
 from r3.reasoning.prompts import PromptSettings
+from r3.train.config import ConfigError
 
 
 def resolve_device(device: str) -> tuple[str, bool]:
@@ -40,10 +43,17 @@ def load_model(model_dir: str | Path, dtype: str = "float32"):
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"not a model directory (no config.json): {model_dir}")
-    processor = AutoProcessor.from_pretrained(model_dir, local_files_only=True)
-    model = AutoModelForImageTextToText.from_pretrained(
-        model_dir, local_files_only=True, dtype=dtype if dtype == "auto" else getattr(torch, dtype)
-    )
+    try:
+        processor = AutoProcessor.from_pretrained(model_dir, local_files_only=True)
+        model = AutoModelForImageTextToText.from_pretrained(
+            model_dir, local_files_only=True, dtype=dtype if dtype == "auto" else getattr(torch, dtype)
+        )
+    except Exception as exc:  # a missing tokenizer, a garbage config, torn weights: each its own kind
+        raise ConfigError(f"model: cannot load {model_dir}: {error_line(exc)}") from exc
+    try:  # every row goes through the chat template: a broken one fails here, not in the first step
+        chat_text(processor, PROBE_MESSAGES, where=model_dir)
+    except BackendError as exc:
+        raise ConfigError(f"model: {exc}") from None
     return processor, model
 
 

@@ -270,3 +270,62 @@ def test_bad_config_fails_before_any_model_loads(data, monkeypatch, capsys, job,
     argv += [a for e in extra for a in ("--set", e)]
     assert train_main(argv) == 2
     assert named in capsys.readouterr().err
+
+
+def _broken(model: Path, folder: Path, how: str) -> Path:
+    import shutil
+
+    shutil.copytree(model, folder)
+    if how == "no chat template":
+        (folder / "chat_template.jinja").unlink()
+    elif how == "a template that does not compile":
+        (folder / "chat_template.jinja").write_text("{% for x in %}")
+    elif how == "a template that raises":
+        (folder / "chat_template.jinja").write_text("{{ raise_exception('this template refuses') }}")
+    elif how == "no tokenizer":
+        (folder / "tokenizer.json").unlink()
+    elif how == "a config that is no JSON":
+        (folder / "config.json").write_text("garbage")
+    elif how == "torn weights":
+        (folder / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes()[:1000])
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("how", "says"),
+    [
+        ("no chat template", "does not have a chat template"),
+        ("a template that does not compile", "TemplateSyntaxError"),
+        ("a template that raises", "this template refuses"),
+        ("no tokenizer", "ValueError: Couldn't instantiate the backend tokenizer"),
+        ("a config that is no JSON", "JSONDecodeError"),
+        ("torn weights", "SafetensorError"),
+    ],
+)
+def test_a_broken_model_folder_is_refused_in_one_line_by_training_and_by_the_reasoner(
+    data, capsys, how, says
+):
+    """Found by a hostile user: ``r3 train sft`` with such a folder as ``model`` ended in a traceback
+    (the chat template's only in the first training step, after the output folder was made), and
+    the reasoner loaded a folder without a working chat template and failed at its first decision."""
+    from r3.reasoning.backends.base import BackendError
+
+    folder = _broken(data["model"], data["root"] / f"broken {how}", how)
+    out = data["root"] / f"out {how}"
+    argv = ["sft", "--config", str(CONFIGS / "sft_tiny_cpu.yaml")]
+    argv += [
+        "--set",
+        f"dataset={data['root'] / 'sft'}",
+        "--set",
+        f"model={folder}",
+        "--set",
+        f"output_dir={out}",
+    ]
+    assert train_main(argv) == 2
+    err = capsys.readouterr().err
+    refusal = err.strip().splitlines()[-1]  # after the datasets' progress bars
+    assert refusal.startswith("r3 train sft: model: ") and says in refusal and "Traceback" not in err, err
+    assert not (out / "final").exists()
+    if how in ("no chat template", "a template that does not compile", "a template that raises"):
+        with pytest.raises(BackendError, match=f"the chat template of .* fails: .*{says}"):
+            make_backend(f"transformers:{folder},device=cpu").load()

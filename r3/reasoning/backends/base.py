@@ -28,6 +28,13 @@ class BackendError(RuntimeError):
     """A backend cannot load or cannot reach its model; the message names what and where."""
 
 
+def error_line(exc: BaseException) -> str:
+    """An exception in one line: its type and its message's first line (transformers' and jinja's
+    messages run over several, with advice)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
 @dataclass(frozen=True)
 class ReasoningBudget:
     """How many tokens the reasoning may take: None = unlimited (up to the backend's

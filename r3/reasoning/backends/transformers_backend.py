@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
-from r3.reasoning.backends.base import BackendError, Generation, OnText, ReasonerBackend
+from r3.reasoning.backends.base import BackendError, Generation, OnText, ReasonerBackend, error_line
 from r3.reasoning.backends.spec import SAMPLING_OPTIONS, Option
 from r3.reasoning.constrained import InstructionConstraint
 from r3.reasoning.prompts import PromptSettings, ReasonerInput
@@ -54,6 +54,25 @@ def resolve_device(device: str) -> str:
     if index >= count:
         raise ValueError(f"device={device}: this machine has {count} CUDA device(s)")
     return device
+
+
+#: A message every chat template must render: a model folder's template is tried on it when loaded.
+PROBE_MESSAGES = [{"role": "user", "content": [{"type": "text", "text": "?"}]}]
+
+
+def chat_text(processor, messages, thinking: bool = False, *, where) -> str:
+    """``messages`` through ``processor``'s chat template (of the folder ``where``), generation prompt
+    added; a BackendError when it has none or it fails (a template is a program: a syntax error or a
+    raise_exception shows only when it runs)."""
+    try:
+        return processor.apply_chat_template(
+            messages,
+            add_generation_prompt=True,
+            tokenize=False,
+            **({} if thinking else {"enable_thinking": False}),
+        )
+    except Exception as exc:  # jinja's and transformers' errors alike
+        raise BackendError(f"the chat template of {where} fails: {error_line(exc)}") from exc
 
 
 class TransformersBackend(ReasonerBackend):
@@ -135,21 +154,18 @@ class TransformersBackend(ReasonerBackend):
         try:
             processor = AutoProcessor.from_pretrained(self.model_dir, local_files_only=True)
         except Exception as exc:
-            raise BackendError(
-                f"cannot load the processor of {self.model_dir}: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise BackendError(f"cannot load the processor of {self.model_dir}: {error_line(exc)}") from exc
         if getattr(processor, "image_processor", None) is None:
             raise BackendError(
                 f"{self.model_dir} has no image processor; the reasoner needs a vision-language model"
             )
+        chat_text(processor, PROBE_MESSAGES, where=self.model_dir)  # a broken template fails here, not later
         try:
             model = AutoModelForImageTextToText.from_pretrained(
                 self.model_dir, local_files_only=True, dtype=getattr(torch, dtype)
             )
         except Exception as exc:
-            raise BackendError(
-                f"cannot load the model in {self.model_dir}: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise BackendError(f"cannot load the model in {self.model_dir}: {error_line(exc)}") from exc
         self.processor, self.model, self.prompt = processor, model.to(device).eval(), prompt
 
     def close(self) -> None:
@@ -172,10 +188,7 @@ class TransformersBackend(ReasonerBackend):
         thinking = (
             self.thinking if self.thinking is not None else self.prompt is not None and self.prompt.thinking
         )
-        template_kwargs = {} if thinking else {"enable_thinking": False}
-        text = self.processor.apply_chat_template(
-            messages, add_generation_prompt=True, tokenize=False, **template_kwargs
-        )
+        text = chat_text(self.processor, messages, thinking, where=self.model_dir)
         images = [
             c["image"]
             for m in messages

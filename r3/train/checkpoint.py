@@ -12,11 +12,12 @@ merged weights unless told not to (``lora.merge: false``); an adapter directory 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from r3.reasoning.backends.base import BackendError, error_line
 from r3.reasoning.backends.transformers_backend import PROBE_MESSAGES, chat_text
-from r3.reasoning.prompts import PromptSettings
+from r3.reasoning.prompts import PROMPT_FILE, PromptSettings
 from r3.train.config import ConfigError
 
 
@@ -123,13 +124,25 @@ def export_problem(adapter_dir: Path, base_model: Path, out_dir: Path) -> str | 
     return None
 
 
+#: What a training run writes beside its weights: how it was made and how it wants to be prompted.
+RUN_FILES = ("r3_train.json", PROMPT_FILE)
+
+
 def merge_adapter(adapter_dir: str | Path, base_model: str | Path, out_dir: str | Path) -> Path:
-    """Fold a saved LoRA adapter into ``base_model`` and save a plain checkpoint at ``out_dir``."""
+    """Fold a saved LoRA adapter into ``base_model`` and save a plain checkpoint at ``out_dir``, with
+    the adapter's :data:`RUN_FILES` (without its prompt settings, the reasoner would prompt the
+    merged model as an untrained one: reasoning mode, no constraint, temperature 1)."""
     from peft import PeftModel
 
     processor, model = load_model(base_model, dtype="auto")
-    merged = PeftModel.from_pretrained(model, str(adapter_dir), local_files_only=True).merge_and_unload()
+    try:
+        merged = PeftModel.from_pretrained(model, str(adapter_dir), local_files_only=True).merge_and_unload()
+    except Exception as exc:  # an adapter of another base (shapes), a config peft cannot read
+        raise ConfigError(f"cannot merge {adapter_dir} into {base_model}: {error_line(exc)}") from exc
     out = Path(out_dir)
     merged.save_pretrained(out, safe_serialization=True)
     processor.save_pretrained(out)
+    for name in RUN_FILES:
+        if (Path(adapter_dir) / name).is_file():
+            shutil.copyfile(Path(adapter_dir) / name, out / name)
     return out

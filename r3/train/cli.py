@@ -118,8 +118,8 @@ def train_main(argv: list[str] | None = None) -> int:
             return 2
         try:
             print(merge_adapter(args.adapter, args.base, args.out))
-        except (ValueError, OSError) as exc:  # a base or adapter that transformers or peft cannot load
-            print(f"r3 train export: cannot merge {args.adapter} into {args.base}: {exc}", file=sys.stderr)
+        except (ConfigError, OSError) as exc:  # a base or adapter that transformers or peft cannot load
+            print(f"r3 train export: {exc}", file=sys.stderr)
             return 2
         return 0
     try:

@@ -329,3 +329,48 @@ def test_a_broken_model_folder_is_refused_in_one_line_by_training_and_by_the_rea
     if how in ("no chat template", "a template that does not compile", "a template that raises"):
         with pytest.raises(BackendError, match=f"the chat template of .* fails: .*{says}"):
             make_backend(f"transformers:{folder},device=cpu").load()
+
+
+def test_a_lora_run_exported_later_keeps_how_it_wants_to_be_prompted(data, capsys):
+    """Found by a hostile user: ``r3 train export`` of a ``lora.merge: false`` run wrote the merged
+    weights without the run's r3_prompt.json, so the reasoner prompted an instruction-only,
+    constrained, greedy checkpoint as an untrained model (reasoning mode, no constraint,
+    temperature 1). An adapter of another base was a RuntimeError traceback."""
+    out = data["root"] / "lora"
+    argv = ["sft", "--config", str(CONFIGS / "sft_tiny_cpu.yaml")]
+    for pair in (
+        f"dataset={data['root'] / 'sft'}",
+        f"model={data['model']}",
+        f"output_dir={out}",
+        "max_steps=2",
+        "mode=instruction_only",
+        "constrained_decoding=true",
+        "inference_temperature=0",
+        "lora={r: 2, alpha: 4, merge: false}",
+    ):
+        argv += ["--set", pair]
+    assert train_main(argv) == 0, capsys.readouterr().err
+    adapter = out / "final"
+    assert (adapter / "adapter_config.json").is_file()
+    merged = data["root"] / "lora merged"
+    assert (
+        train_main(["export", "--adapter", str(adapter), "--base", str(data["model"]), "--out", str(merged)])
+        == 0
+    )
+    assert PromptSettings.load(merged) == PromptSettings.load(adapter)
+    assert PromptSettings.load(merged) == PromptSettings(
+        "instruction_only", "response", constrained=True, temperature=0.0
+    )
+    assert json.loads((merged / "r3_train.json").read_text()) == json.loads(
+        (adapter / "r3_train.json").read_text()
+    )
+    backend = make_backend(f"transformers:{merged},device=cpu")
+    backend.load()
+    assert backend.prompt == PromptSettings.load(adapter)
+
+    other = build_tiny_model("idefics3", data["root"] / "wider base", hidden=128, seed=0)
+    wrong = data["root"] / "lora on another base"
+    capsys.readouterr()
+    assert train_main(["export", "--adapter", str(adapter), "--base", str(other), "--out", str(wrong)]) == 2
+    err = capsys.readouterr().err
+    assert "r3 train export: cannot merge" in err and "RuntimeError" in err and "Traceback" not in err, err

@@ -445,7 +445,7 @@ def test_export_of_an_adapter_or_base_that_does_not_load_is_one_line(broken, tmp
     (base / "config.json").write_text("{}")
     (adapter / "adapter_config.json").write_text("{garbage" if broken == "adapter" else '{"r": 8}')
     out = tmp_path / "merged"
-    says = "does not read as JSON" if broken == "adapter" else "cannot merge"
+    says = "does not read as JSON" if broken == "adapter" else "model: cannot load"
     refused(
         train_main,
         ["export", "--adapter", str(adapter), "--base", str(base), "--out", str(out)],

@@ -22,6 +22,7 @@ import urllib.request
 from r3.instructions import language_table
 from r3.rewards.result import SCORE_CLASSES, JudgeResult, Tier
 from r3.tasks.language_table.board import BLOCKS
+from r3.urls import url_problem
 
 _SCORE_TIERS = {1.0: Tier.LINGUISTIC, 0.5: Tier.ADVERB_MISMATCH, 0.25: Tier.SEMANTIC, 0.0: Tier.NO_MATCH}
 
@@ -149,8 +150,8 @@ class VLMJudge:
         timeout_s: float = 120.0,
         max_tokens: int = 1024,
     ):
-        if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
+        if problem := url_problem(base_url):
+            raise ValueError(f"base_url={base_url!r}: {problem}")
         if not model:
             raise ValueError("model must name the served model")
         self.base_url = base_url.rstrip("/")

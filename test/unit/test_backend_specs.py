@@ -6,7 +6,7 @@ import pytest
 
 from r3.data.collect import CollectConfig
 from r3.eval.runner import EvalConfig, EvalError, evaluate
-from r3.reasoning.backends import make_backend
+from r3.reasoning.backends import BackendError, make_backend
 from r3.reasoning.backends.openai_backend import OpenAIBackend
 from r3.reasoning.backends.spec import parse_spec
 from r3.reasoning.backends.transformers_backend import TransformersBackend
@@ -88,6 +88,11 @@ def test_device_defaults_to_auto():
         (f"openai:{URL}", "model= is required"),
         ("transformers:/m,dtype=int4", "dtype='int4': expected one of"),
         ("transformers:/m,device=tpu", "device='tpu': expected auto, cpu, cuda or cuda:N"),
+        # Found by a hostile user: each of these URLs ended in the HTTP client's InvalidURL traceback.
+        ("openai:http://127.0.0.1:abc/v1,model=x", "port 'abc' is not a number in [0, 65535]"),
+        ("openai:http://[::1/v1,model=x", "Invalid IPv6 URL"),
+        ("openai:http://:80/v1,model=x", "names no host"),
+        ("openai:http://a\nb/v1,model=x", "holds a space or a control character"),
     ],
 )
 def test_bad_specs_fail_with_a_clear_error(spec, message):
@@ -113,3 +118,28 @@ def test_eval_refuses_a_bad_spec_before_any_episode(tmp_path):
 def test_collect_refuses_a_bad_spec_in_its_config(tmp_path):
     with pytest.raises(ValueError, match="unknown key 'colour'"):
         CollectConfig(out=str(tmp_path), backend="transformers:/m,colour=red")
+
+
+@pytest.mark.parametrize(
+    "source", ["an empty folder", "a folder of bags", "a bag without its stream", "a torn bag"]
+)
+def test_a_replay_source_that_is_no_bag_is_refused_in_one_line(source, tmp_path):
+    """Found by a hostile user: ``replay:DIR`` of a folder that is no bag (or a bag cut short) ended
+    ``r3 sim demo`` and ``r3 eval`` in rosbags' traceback."""
+    from r3.data.bags import EpisodeBagWriter, EpisodeInfo
+
+    folder = tmp_path / "source"
+    if source == "an empty folder":
+        folder.mkdir()
+    else:
+        root = folder if source == "a folder of bags" else tmp_path
+        bag = EpisodeBagWriter(root, EpisodeInfo("ep" if source == "a folder of bags" else "source")).close(
+            success=True, progress=1.0, steps=0, reason="done"
+        )
+        stream = next(bag.glob("*.mcap"))
+        if source == "a bag without its stream":
+            stream.unlink()
+        elif source == "a torn bag":
+            stream.write_bytes(stream.read_bytes()[:20])
+    with pytest.raises(BackendError, match=f"replay source {folder} is not a readable bag: "):
+        make_backend(f"replay:{folder}").load()

@@ -20,6 +20,7 @@ from r3.reasoning.backends.base import (
     BackendOutput,
     ReasonerBackend,
     ReasoningBudget,
+    error_line,
 )
 
 
@@ -30,7 +31,10 @@ def load_answers(path: str | Path) -> list[tuple[str, str]]:
         from r3.data.bags import read_messages
         from r3.graph import names
 
-        return [recorded_answer(msg) for _, _, _, msg in read_messages(path, {names.REASONER_STEPS})]
+        try:
+            return [recorded_answer(msg) for _, _, _, msg in read_messages(path, {names.REASONER_STEPS})]
+        except Exception as exc:  # no metadata, a torn stream, a folder of bags: rosbags' errors alike
+            raise BackendError(f"replay source {path} is not a readable bag: {error_line(exc)}") from exc
     if not path.is_file():
         raise BackendError(f"replay source not found: {path}")
     answers = []

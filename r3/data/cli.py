@@ -168,7 +168,11 @@ def dataset_main(argv: list[str]) -> int:
         description="Print a dataset's statistics, write them to DIR/stats.json and plot them.",
     )
     s.add_argument("dir", help="dataset folder")
-    s.add_argument("--plot", default=None, help="PNG to write (default: DIR/stats.png)")
+    s.add_argument(
+        "--plot",
+        default=None,
+        help="PNG to write, a new file (default: DIR/stats.png, replaced on each run)",
+    )
     e = sub.add_parser(
         "export-lerobot",
         help="bags -> a LeRobot v3.0 dataset (low-level policy data)",
@@ -265,8 +269,14 @@ def _build(args) -> int:
 def _stats(args) -> int:
     from r3.data.stats import dataset_stats, plot_stats
 
+    own = Path(args.dir) / "stats.png"
+    plot = Path(args.plot) if args.plot else own
+    if plot.suffix.lower() != ".png":
+        raise ValueError(f"--plot {plot}: expected a file name ending in .png")
+    if (plot.exists() or plot.is_symlink()) and plot.resolve() != own.resolve():
+        raise ValueError(f"--plot {plot} exists; the plot goes to a new file (or leave --plot out)")
     stats = dataset_stats(args.dir)
-    plot = plot_stats(stats, args.plot or Path(args.dir) / "stats.png")
+    plot = plot_stats(stats, plot)
     summary = {k: v for k, v in stats.items() if k != "reasoning_words_all"}
     (Path(args.dir) / "stats.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(f"{stats['kind']} dataset, {stats['rows']} rows; per split: {stats['rows_per_split']}")

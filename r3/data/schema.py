@@ -116,8 +116,8 @@ def read_manifest(path: str | Path) -> dict:
         raise ValueError(f"{path} has no {MANIFEST}: not an r3 dataset") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{file} is not readable JSON: {exc}") from None
-    if not isinstance(manifest, dict) or manifest.get("kind") not in COLUMNS:
-        kind = manifest.get("kind") if isinstance(manifest, dict) else None
+    kind = manifest.get("kind") if isinstance(manifest, dict) else None
+    if not isinstance(kind, str) or kind not in COLUMNS:  # a list or object for the kind is no key
         raise ValueError(f"{file}: expected an object with a kind of {(*KINDS, TURNS)}, got kind {kind!r}")
     return manifest
 

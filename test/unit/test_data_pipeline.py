@@ -273,11 +273,33 @@ def test_bag_repair_names_what_it_cannot_repair(bags, tmp_path, capsys):
     assert "r3_episode.yaml is not an episode record" in capsys.readouterr().err
 
 
-def test_stats_refuse_what_is_no_dataset(tmp_path, capsys):
-    (tmp_path / S.MANIFEST).write_text("[1, 2]")
+@pytest.mark.parametrize("manifest", ["[1, 2]", '{"kind": {"a": 1}}', '{"kind": ["sft"]}'])
+def test_stats_refuse_what_is_no_dataset(tmp_path, capsys, manifest):
+    """A kind that is an object or a list ended in a TypeError traceback (found by a hostile user)."""
+    (tmp_path / S.MANIFEST).write_text(manifest)
     assert dataset_main(["stats", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "expected an object with a kind of" in err and "Traceback" not in err
+
+
+def test_the_stats_plot_goes_to_a_new_file_never_over_one(datasets_dir, tmp_path, capsys):
+    """Found by a hostile user: ``--plot`` wrote over any file, a training image of the dataset
+    itself included. The dataset's own stats.png is replaced on each run; any other file is not."""
+    root = datasets_dir["sft"]
+    image = next((root / "images").rglob("*.png"))
+    before = image.read_bytes()
+    for plot in (image, root / S.MANIFEST, tmp_path / "notes.txt"):
+        if not plot.exists():
+            plot.write_text("a user's notes")
+        kept = plot.read_bytes()
+        assert dataset_main(["stats", str(root), "--plot", str(plot)]) == 2
+        err = capsys.readouterr().err
+        assert "--plot" in err and "Traceback" not in err
+        assert plot.read_bytes() == kept
+    assert image.read_bytes() == before
+    assert dataset_main(["stats", str(root), "--plot", str(tmp_path / "new.png")]) == 0
+    assert Image.open(tmp_path / "new.png").format == "PNG"
+    assert dataset_main(["stats", str(root), "--plot", str(root / "stats.png")]) == 0
 
 
 def test_stats_and_plot(datasets_dir, capsys):

@@ -42,7 +42,7 @@ import re
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import yaml
@@ -56,6 +56,7 @@ from mcap.writer import Writer as McapWriter
 from rosbags.rosbag2 import Reader
 
 from r3.data.bagtypes import bag_typestore, typestore
+from r3.suites import suite_names
 
 EPISODE_FILE = "r3_episode.yaml"
 STREAM_FILE = "recording.mcap"
@@ -625,10 +626,25 @@ def _read_info_file(bag: Path) -> EpisodeInfo:
     """The sidecar as written; a ValueError naming the file when it is not one."""
     file = bag / EPISODE_FILE
     try:
-        fields = yaml.safe_load(file.read_text())
-        return EpisodeInfo(**fields)
+        values = yaml.safe_load(file.read_text())
+        info = EpisodeInfo(**values)
     except (yaml.YAMLError, UnicodeDecodeError, TypeError) as exc:
         raise ValueError(f"{file} is not an episode record: {str(exc).splitlines()[0]}") from None
+    for name, kind in _INFO_TYPES.items():  # a hand-edited "seed: abc" would fail a reader later, unnamed
+        value = getattr(info, name)
+        if isinstance(value, bool) != (kind is bool) or not isinstance(
+            value, (int, float) if kind is float else kind
+        ):
+            raise ValueError(f"{file} is not an episode record: {name}={value!r:.60} is no {kind.__name__}")
+    if info.suite and info.suite not in suite_names():
+        raise ValueError(f"{file} is not an episode record: unknown suite {info.suite!r:.60}")
+    return info
+
+
+#: The type of each field of an episode's sidecar.
+_INFO_TYPES = {
+    f.name: {"str": str, "int": int, "float": float, "bool": bool}[f.type] for f in fields(EpisodeInfo)
+}
 
 
 def bag_damage(bag: str | Path) -> str | None:

@@ -22,6 +22,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from r3.data.bags import check_bag_name
+
 EPISODE_FILE = "episode.json"
 FINAL_SNAPSHOT = "final.npz"
 FORMAT = "r3-turn-episode/1"
@@ -147,8 +149,17 @@ def load_episode(folder: str | Path) -> StoredEpisode:
         record = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as err:
         raise EpisodeFolderError(f"{folder}: no readable {EPISODE_FILE} ({err})") from None
-    if record.get("format") != FORMAT:
-        raise EpisodeFolderError(f"{path}: format {record.get('format')!r}, expected {FORMAT!r}")
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        found = record.get("format") if isinstance(record, dict) else type(record).__name__
+        raise EpisodeFolderError(f"{path}: format {found!r}, expected {FORMAT!r}")
+    try:  # readers make paths of the id (a dataset's snapshots) and read each step's snapshot
+        check_bag_name(record.get("episode_id"))
+        for s in record["steps"]:
+            snapshot = folder / s["snapshot"]
+            if snapshot.resolve().parent != folder.resolve() or not snapshot.is_file():
+                raise ValueError(f"step {s.get('step')!r}: no snapshot file {s['snapshot']!r} in the folder")
+    except (ValueError, TypeError, KeyError) as err:
+        raise EpisodeFolderError(f"{path}: not a stored episode: {err}") from None
     turns = [
         Turn(
             episode_id=record["episode_id"],

@@ -106,3 +106,38 @@ def test_a_turns_dataset_takes_no_history_and_no_bags(tmp_path, capsys):
     assert dataset_main([*argv, "--history", "response"]) == 2
     assert "turns keep the history" in capsys.readouterr().err
     assert dataset_main(argv) == 2 and "no episode folders in" in capsys.readouterr().err
+
+
+def test_a_stored_episode_with_a_missing_snapshot_or_a_path_for_its_id_is_skipped_and_named(tmp_path, capsys):
+    """Found by a hostile user: one stored episode whose step_000.npz was gone stopped the whole
+    turns build ("No such file or directory", naming no episode). One whose id or snapshot is a
+    path would have written (or read) outside the folders."""
+    import shutil
+
+    config = CollectConfig(
+        out=str(tmp_path / "episodes"),
+        suite="packing",
+        split="train",
+        interface="semantic",
+        scenes=1,
+        trials=2,
+        max_steps=2,
+    )
+    collect(config, progress=False)
+    damages = {
+        "a missing snapshot": lambda record, folder: (folder / record["steps"][0]["snapshot"]).unlink(),
+        "an id that is a path": lambda record, folder: record.update(episode_id="../../escaped"),
+        "a snapshot outside": lambda record, folder: record["steps"][0].update(snapshot="../../outside.npz"),
+    }
+    for damage, apply in damages.items():
+        copy = tmp_path / damage
+        shutil.copytree(tmp_path / "episodes", copy)
+        hostile, good = sorted(p for p in copy.iterdir() if p.is_dir())
+        record = json.loads((hostile / "episode.json").read_text())
+        apply(record, hostile)
+        (hostile / "episode.json").write_text(json.dumps(record))
+        out = tmp_path / f"ds {damage}"
+        assert dataset_main(["build", str(copy), "--kind", "turns", "--out", str(out)]) == 0, damage
+        assert f"skipped episode {hostile.name}" in capsys.readouterr().err, damage
+        assert {r.episode_id for r in load_turn_dataset(out)} == {good.name}, damage
+    assert not list(tmp_path.rglob("escaped"))

@@ -196,6 +196,37 @@ def test_a_bag_whose_episode_id_is_a_path_is_skipped_and_nothing_is_written_outs
     assert not list(tmp_path.rglob("escaped"))
 
 
+@pytest.mark.parametrize(
+    "field, value, says",
+    [
+        ("seed", "abc", "seed='abc' is no int"),
+        ("success", "yes", "success='yes' is no bool"),
+        ("suite", "nope", "unknown suite"),
+    ],
+)
+def test_a_bag_whose_sidecar_holds_a_wrong_type_is_skipped_and_named(
+    bags, tmp_path, capsys, field, value, says
+):
+    """Found by a hostile user: ``seed: abc`` in one bag's r3_episode.yaml stopped the whole build
+    with "invalid literal for int()", naming no bag; an unknown suite was built into the dataset and
+    refused only by later readers."""
+    import yaml
+
+    copy = tmp_path / "bags"
+    shutil.copytree(bags, copy)
+    hostile, *good = sorted(p for p in copy.iterdir() if p.is_dir())
+    sidecar = hostile / "r3_episode.yaml"
+    sidecar.write_text(yaml.safe_dump({**yaml.safe_load(sidecar.read_text()), field: value}))
+    out = tmp_path / "ds"
+    assert dataset_main(["build", str(copy), "--out", str(out), "--kind", "sft"]) == 0
+    assert f"skipped bag {hostile.name}" in capsys.readouterr().err
+    manifest = json.loads((out / S.MANIFEST).read_text())
+    assert [s["bag"] for s in manifest["skipped"]] == [hostile.name] and says in manifest["skipped"][0][
+        "reason"
+    ]
+    assert manifest["bags"] == [p.name for p in good]
+
+
 def test_collection_resumes_where_it_stopped(bags, tmp_path):
     out = tmp_path / "bags"
     shutil.copytree(bags, out)

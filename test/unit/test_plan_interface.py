@@ -87,6 +87,10 @@ def test_invalid_plans_are_refused_with_their_kind_and_step(text, kind, step):
 def test_a_bad_step_names_the_semantic_error_kind():
     got = parse(f"1. {PICK}\n2. place(soup can, [5, nan])")
     assert got.reason.startswith("step 2: invalid_point:"), got.reason
+    got = parse(f"1. {PICK}\n2. pick(gelatin\x1fbox, [470, 516])")  # was carried out as "gelatin box"
+    assert got.reason.startswith("step 2: unknown_label:") and "control or invisible" in got.reason, (
+        got.reason
+    )
 
 
 def test_a_plan_built_in_code_keeps_the_grammar_rules():

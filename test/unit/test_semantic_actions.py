@@ -58,6 +58,10 @@ def test_valid_calls_parse(text, expected):
         ('pick(soup can", [1, 2])', K.BAD_ARGUMENTS),
         ("pick(soupcan, [1, 2])", K.UNKNOWN_LABEL),
         ("pick(soup c\u0430n, [1, 2])", K.UNKNOWN_LABEL),  # a Cyrillic a
+        # Found by a hostile client: str.split() folded these into a space, and the pick was carried out.
+        ("pick(soup\x1fcan, [1, 2])", K.UNKNOWN_LABEL),
+        ("pick(soup\x85can, [1, 2])", K.UNKNOWN_LABEL),
+        ("pick(soup can\u200b, [1, 2])", K.UNKNOWN_LABEL),
         ("place(small tray, [1, 2])", K.UNKNOWN_LABEL),
         ("pick(soup can, [-1, 2])", K.INVALID_POINT),
         ("pick(soup can, [1001, 2])", K.INVALID_POINT),

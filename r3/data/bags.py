@@ -641,9 +641,12 @@ def _read_info_file(bag: Path) -> EpisodeInfo:
     return info
 
 
-#: The type of each field of an episode's sidecar.
+#: The type of each field of an episode's sidecar but its id, which has a rule of its own
+#: (:func:`check_bag_name`; ``r3 bag repair`` puts the folder's name in place of a bad one).
 _INFO_TYPES = {
-    f.name: {"str": str, "int": int, "float": float, "bool": bool}[f.type] for f in fields(EpisodeInfo)
+    f.name: {"str": str, "int": int, "float": float, "bool": bool}[f.type]
+    for f in fields(EpisodeInfo)
+    if f.name != "episode_id"
 }
 
 

@@ -207,6 +207,8 @@ class Trajectory:
     trial: int = 0
     #: Why the episode was stopped early by the safety guard ("" when it was not).
     aborted: str = ""
+    #: Whether the agent ended the episode itself (:func:`ends_episode`) before its step budget.
+    agent_ended: bool = False
 
     @property
     def instructions(self) -> list[str]:
@@ -232,6 +234,14 @@ class Trajectory:
 #: The canonical answer by which the agent itself ends its episode (ERR's done()); the task's checker,
 #: not the agent, then says whether it succeeded.
 DONE_ANSWER = "done()"
+
+
+def end_reason(success: bool, agent_ended: bool, canceled: bool = False) -> str:
+    """Why an episode that met no error ended, as its RunTask result, END event and bag say it:
+    ``success``, ``done`` (the agent ended it, unsolved), ``canceled`` or ``step_budget``."""
+    if success:
+        return "success"
+    return "done" if agent_ended else "canceled" if canceled else "step_budget"
 
 
 def ends_episode(decision: StepDecision, fell_short: bool = False) -> bool:
@@ -351,7 +361,7 @@ def run_loop(
     """
     for s in earlier:
         decider.observe(s.valid, s.raw_response, s.instruction, s.error, s.outcome)
-    steps, env, aborted = list(earlier), suite.env, ""
+    steps, env, aborted, agent_ended = list(earlier), suite.env, "", False
     for step in range(len(earlier), max_steps):
         if env.task_instance.success(env.state()):
             break
@@ -391,6 +401,7 @@ def run_loop(
             aborted = record.abort
             break
         if ends_episode(record, bool(done.error)):
+            agent_ended = True
             break
     final, instance = env.state(), env.task_instance
     return Trajectory(
@@ -405,4 +416,5 @@ def run_loop(
         final_image=suite.final_image(),
         trial=trial,
         aborted=aborted,
+        agent_ended=agent_ended,
     )

@@ -17,7 +17,7 @@ import functools
 import time
 import traceback
 
-from r3.episode_loop import Decider, ends_episode
+from r3.episode_loop import Decider, end_reason, ends_episode
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
 from r3.reasoning import BackendError, ReasoningBudget, make_backend
@@ -108,7 +108,7 @@ class ReasonerNode(R3Node):
         self.scene.scene_id = self.scene.scene_id or episode_id
         result = RunTask.Result(episode_id=episode_id)
         continued = "" if goal.reset_scene else self.scene.latest_state().goal
-        started, goal_text = False, goal.goal or continued
+        started, goal_text, agent_ended = False, goal.goal or continued, False
         self.follower.begin(handle)
         self.watch.start()
         try:
@@ -123,7 +123,7 @@ class ReasonerNode(R3Node):
             if goal_text is None:
                 result.reason = "canceled"
             else:
-                self.run_steps(goal, interface, episode_id, handle, result)
+                agent_ended = self.run_steps(goal, interface, episode_id, handle, result)
         except (EpisodeError, RecordingError) as exc:
             result.reason = f"error: {exc}"
         except BackendError as exc:
@@ -134,7 +134,7 @@ class ReasonerNode(R3Node):
         stopped = self.follower.end(handle)
         if not result.reason:  # cancelled, stopped or preempted, wherever in the episode it came
             canceled = stopped or self.follower.stopping(handle)
-            result.reason = "success" if result.success else ("canceled" if canceled else "step_budget")
+            result.reason = end_reason(result.success, agent_ended, canceled)
         if started:
             self.topics.publish_event(EpisodeEvent.END, episode_id, goal, goal_text or "", result)
             # A finished episode's result names a closed bag; an error's comes at once (a dead member
@@ -162,16 +162,17 @@ class ReasonerNode(R3Node):
             raise EpisodeError(f"{self.param['sim_node']} refused the reset: {response.reason}")
         return response.goal
 
-    def run_steps(self, goal, interface: str, episode_id: str, handle, result: RunTask.Result) -> None:
+    def run_steps(self, goal, interface: str, episode_id: str, handle, result: RunTask.Result) -> bool:
+        """The episode's decision steps; whether the agent ended it itself (``done()``)."""
         max_steps = goal.max_steps or self.param["default_max_steps"]
         budget = ReasoningBudget(None if goal.reasoning_budget < 0 else goal.reasoning_budget)
         decider = Decider(self.backend, budget, self.param["history"], self.param["max_consecutive_invalid"])
-        not_before = 0
+        not_before, agent_ended = 0, False
         for step in range(max_steps):
             obs = self.scene.observe(not_before, self.watch.check_alive)
             result.success, result.progress = obs.state.success, obs.state.progress
             if obs.state.success or self.follower.stopping(handle):
-                return
+                return False
             t0 = time.perf_counter()
             view = self.scene.step_view(obs, goal.goal, goal.seed, interface)
             t1 = time.perf_counter()
@@ -194,7 +195,7 @@ class ReasonerNode(R3Node):
                         record.instruction, suite, interface, seed, steps_left, handle, while_sent=record_step
                     )
                     if follow is None:
-                        return
+                        return False
                     not_before = stamp_to_ns(follow.finished)
                     if follow.outcome:
                         decider.report(follow.outcome)
@@ -209,9 +210,11 @@ class ReasonerNode(R3Node):
             feedback.progress = self.scene.progress()
             handle.publish_feedback(feedback)
             if ends_episode(record, fell_short=record.valid and not follow.success):
+                agent_ended = True
                 break
         obs = self.scene.observe(not_before, self.watch.check_alive)
         result.success, result.progress = obs.state.success, obs.state.progress
+        return agent_ended
 
     def finish(self, handle, result: RunTask.Result, reason: str) -> RunTask.Result:
         result.reason = reason

@@ -25,6 +25,7 @@ import numpy as np
 
 from r3.data.bags import EpisodeBagWriter, EpisodeInfo
 from r3.data.bagtypes import typestore
+from r3.episode_loop import end_reason
 from r3.graph import names
 
 SUITE = "language_table"
@@ -325,7 +326,7 @@ def write_trajectory_bag(root: str | Path, trajectory, rec: EpisodeRecording) ->
     reason = (
         f"error: {trajectory.aborted}"
         if trajectory.aborted
-        else ("success" if trajectory.success else "step_budget")
+        else end_reason(trajectory.success, trajectory.agent_ended)
     )
     event(
         1,

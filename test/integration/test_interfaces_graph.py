@@ -8,6 +8,7 @@ the goal with a reason before anything moves."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -88,3 +89,28 @@ def test_an_interface_the_suite_does_not_serve_is_refused_before_anything_moves(
     assert run.returncode == 1, run.stdout + run.stderr
     assert "error: invalid goal: interface 'semantic' acts on packing, not 'language_table'" in run.stdout
     assert not (tmp_path / "bags").exists() or not any((tmp_path / "bags").iterdir())
+
+
+@pytest.mark.parametrize("interface, answer", [("semantic", "Action: done()"), ("plan", "Plan:\n1. done()")])
+def test_an_episode_the_agent_ends_itself_says_done_not_step_budget(
+    interface, answer, tmp_path, private_ros_env
+):
+    """Found by a hostile client: an episode the model ended with done() at its first of five steps
+    was reported (RunTask result, END event, bag) as ending on its step budget."""
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"text": f"Reasoning: nothing left to do.\n{answer}"}) + "\n")
+    run = _run(
+        ["--suite", "packing", "--task", "4", "--seed", "0", "--max-steps", "5", "--interface", interface]
+        + ["--reasoner", f"replay:{answers}"],
+        tmp_path / "run",
+        private_ros_env(),
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "(done)" in run.stdout and "step_budget" not in run.stdout, run.stdout
+    bag = Path(re.search(r"^bag:\s+(\S+)$", run.stdout, re.MULTILINE).group(1))
+    info = read_episode_info(bag)
+    assert (info.reason, info.steps, info.success) == ("done", 1, False)
+    replay = make_backend(f"replay:{answers}")
+    replay.load()
+    ended = run_packing_episode("4", 0, replay, max_steps=5, render=False, interface=interface)
+    assert ended.agent_ended and len(ended.steps) == 1  # the in-process loop ends it alike

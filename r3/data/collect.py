@@ -256,10 +256,11 @@ class FolderRefused(ValueError):
 
 
 def claim_folder(out: Path, config: CollectConfig) -> None:
-    """Record ``config``'s settings in ``out``, or a ValueError when its episodes have other ones."""
+    """Record ``config``'s settings in ``out``, or a ValueError when its episodes have other ones
+    (a folder that holds none yet, as a run whose reasoner failed to start leaves it, takes these)."""
     wanted = {key: getattr(config, key) for key in SAME_SETTINGS}
     file = out / SETTINGS_FILE
-    if not file.is_file():
+    if not file.is_file() or not any(p.name not in (SETTINGS_FILE, PARTIAL) for p in out.iterdir()):
         file.write_text(json.dumps(wanted, indent=2) + "\n")
         return
     try:

@@ -322,7 +322,9 @@ def cached_records(out: Path, config: EvalConfig) -> dict[tuple[str, int, int], 
     if (out / CONFIG_FILE).is_file():
         cached = read_config(out)
         differ = {k: (cached.get(k), v) for k, v in config.outcome_fields().items() if cached.get(k) != v}
-        if differ:
+        if differ and read_records(
+            out
+        ):  # a run that recorded nothing (its reasoner never started) is no cache
             what = ", ".join(f"{k}: cached {a!r}, now {b!r}" for k, (a, b) in differ.items())
             raise EvalError(f"{out} holds episodes of another configuration ({what}); choose another --out")
     _drop_partial_line(out / EPISODES_FILE)

@@ -728,3 +728,43 @@ def test_ctrl_c_ends_a_command_with_one_line_and_status_130(tmp_path, capsys, mo
     status = main(["collect", "--scenes", "1", "--quiet", "--out", str(tmp_path / "bags")])
     err = capsys.readouterr().err
     assert status == 130 and err.strip() == "r3 collect: interrupted", err
+
+
+def test_a_run_whose_reasoner_never_started_leaves_a_folder_the_next_run_can_use(tmp_path, capsys):
+    """Found by a hostile user: an `r3 eval` or `r3 collect` whose reasoner failed to load had
+    written its settings already, so every later run into the folder was refused as "episodes of
+    another configuration" though it held none. A folder without episodes takes the new settings;
+    one with episodes still refuses other settings."""
+    closed = f"openai:http://127.0.0.1:{_closed_port()}/v1,model=x,attempts=1"
+    out = tmp_path / "eval"
+    common = ["--tasks", "V", "--scenes", "1", "--trials", "1", "--max-steps", "1", "--out", str(out)]
+    assert eval_main(["--reasoner", closed, *common]) != 0
+    assert eval_main(["--reasoner", "expert", *common]) == 0, capsys.readouterr().err
+    assert json.loads((out / "config.json").read_text())["reasoner"] == "expert"
+    refused(
+        eval_main, ["--reasoner", "random_valid", *common], capsys, "holds episodes of another configuration"
+    )
+
+    from r3.reasoning.backends import BackendError
+    from r3.reasoning.tiny import build_tiny_model
+
+    broken = build_tiny_model("idefics3", tmp_path / "model")
+    (broken / "r3_prompt.json").write_text("[1, 2]")  # found only when the backend loads, in a worker
+    folder = tmp_path / "bags"
+    common = [
+        "--split",
+        "T_M",
+        "--scenes",
+        "1",
+        "--trials",
+        "1",
+        "--max-steps",
+        "1",
+        "--workers",
+        "1",
+        "--quiet",
+    ]
+    with pytest.raises(BackendError):  # `r3 collect` says it in one line (r3.cli)
+        collect_main([*common, "--out", str(folder), "--backend", f"transformers:{broken}"])
+    assert collect_main([*common, "--out", str(folder), "--backend", "expert"]) == 0, capsys.readouterr().err
+    refused(collect_main, [*common, "--out", str(folder), "--max-steps", "2"], capsys, "other settings")

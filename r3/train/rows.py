@@ -21,6 +21,7 @@ and inference prompts cannot drift apart.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -76,7 +77,23 @@ def open_dataset(
         table = table.filter(lambda s: s in splits, input_columns=S.SPLIT)
     if len(table) == 0:
         raise DatasetError(f"dataset {path}: no rows")
-    return table.select(range(min(max_rows, len(table)))) if max_rows else table
+    table = table.select(range(min(max_rows, len(table)))) if max_rows else table
+    _check_files(path, table)
+    return table
+
+
+def _check_files(path: Path, table) -> None:
+    """A DatasetError when a row's image or snapshot file is not there: training would read it only
+    at that row's step, after the model loaded and the output folder was made."""
+    for column in (S.IMAGES, S.SNAPSHOT):
+        if column not in table.column_names:
+            continue
+        files = [f for cell in table[column] for f in ([cell] if isinstance(cell, str) else cell) if f]
+        gone = [f for f in files if not os.path.isfile(f)]
+        if gone:
+            raise DatasetError(
+                f"dataset {path}: {len(gone)} of {len(files)} {column} files are not there, e.g. {gone[0]}"
+            )
 
 
 def prompt_settings(kinds, mode: str, thinking: bool, cfg=None) -> PromptSettings:

@@ -374,3 +374,28 @@ def test_a_lora_run_exported_later_keeps_how_it_wants_to_be_prompted(data, capsy
     assert train_main(["export", "--adapter", str(adapter), "--base", str(other), "--out", str(wrong)]) == 2
     err = capsys.readouterr().err
     assert "r3 train export: cannot merge" in err and "RuntimeError" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("job, dataset", [("sft", "sft"), ("rl", "rl")])
+def test_a_dataset_missing_an_image_fails_the_check_not_the_run(data, tmp_path, capsys, job, dataset):
+    """Found by a hostile user: ``r3 train sft --check`` passed on a dataset with one episode's
+    images deleted; the run then failed at that row's step with FileNotFoundError, after the model
+    had loaded and the output folder was made."""
+    import shutil
+
+    copy = tmp_path / "dataset"
+    shutil.copytree(data["root"] / dataset, copy)
+    shutil.rmtree(next((copy / "images").iterdir()))
+    argv = [job, "--config", str(CONFIGS / f"{job}_tiny_cpu.yaml"), "--check"]
+    argv += [
+        "--set",
+        f"dataset={copy}",
+        "--set",
+        f"model={data['model']}",
+        "--set",
+        f"output_dir={tmp_path / 'o'}",
+    ]
+    assert train_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "images files are not there, e.g. " in err and "Traceback" not in err, err
+    assert not (tmp_path / "o").exists()

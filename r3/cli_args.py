@@ -40,8 +40,9 @@ def integer(lo: int, hi: int | None = None) -> Callable[[str], int]:
 
 
 def folder_problem(path: str | Path) -> str | None:
-    """Why ``path`` cannot be a folder to write: a file, a broken link, beneath a file, or beneath a
-    folder this user may not write; None when it is one or can be made one."""
+    """Why ``path`` cannot be a folder to write: a file, a broken link, beneath a file, beneath a
+    folder this user may not write, or on a filesystem that takes no files (read-only, /proc);
+    None when it is one or can be made one."""
     path = Path(path)
     try:
         if path.exists() and not path.is_dir():
@@ -55,6 +56,9 @@ def folder_problem(path: str | Path) -> str | None:
         return f"{path}: no folder can be made under {existing}, a file"
     if not os.access(existing, os.W_OK | os.X_OK):
         return f"{path}: {existing} is not writable"
+    disk = os.statvfs(existing)
+    if disk.f_flag & os.ST_RDONLY or disk.f_blocks == 0:  # root may "write" /proc; it makes no folder there
+        return f"{path}: {existing} is on a read-only or virtual filesystem"
     return None
 
 

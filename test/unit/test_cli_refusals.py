@@ -401,14 +401,18 @@ OUTPUT_COMMANDS = [
     OUTPUT_COMMANDS,
     ids=[f"{m.__module__}.{m.__name__} {' '.join(a)}" for m, a in OUTPUT_COMMANDS],
 )
-@pytest.mark.parametrize("under", ["a file", "beneath a file"])
+@pytest.mark.parametrize("under", ["a file", "beneath a file", "/proc"])
 def test_an_output_folder_that_cannot_be_made_is_refused_before_any_work(tmp_path, capsys, main, argv, under):
     """``--out`` naming a file, or a path beneath one, ended ``r3 sim demo``, ``r3 packing demo``,
     ``r3 eval`` and ``r3 mini`` in a traceback (NotADirectoryError, FileExistsError), some of them only
-    once the episode had run."""
+    once the episode had run; one under /proc (which root may "write") ended five commands in one."""
     file = tmp_path / "mine"
     file.write_text("mine")
-    out, says = (file, "is a file, not a folder") if under == "a file" else (file / "x", "a file")
+    out, says = {
+        "a file": (file, "is a file, not a folder"),
+        "beneath a file": (file / "x", "a file"),
+        "/proc": (Path("/proc/r3-out"), "/proc is on a read-only or virtual filesystem"),
+    }[under]
     refused(main, [*argv, "--out", str(out)], capsys, says)
     assert file.read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]

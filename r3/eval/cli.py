@@ -168,11 +168,14 @@ def _run_parser() -> argparse.ArgumentParser:
 
 
 def _two_names(text: str) -> tuple[str, str]:
-    """``--names``: two non-empty names separated by a comma."""
-    a, sep, b = text.partition(",")
-    if not (sep and a.strip() and b.strip()):
+    """``--names``: two non-empty names separated by a comma; none may hold a "|" or a control
+    character, which would break the Markdown table they head."""
+    names = [name.strip() for name in text.split(",")]
+    if len(names) != 2 or not all(names):
         raise argparse.ArgumentTypeError(f"expected two names A,B, got {text!r}")
-    return a.strip(), b.strip()
+    if any("|" in name or not name.isprintable() for name in names):
+        raise argparse.ArgumentTypeError(f"a name holds a '|' or a control character: {text!r}")
+    return names[0], names[1]
 
 
 def _compare_parser() -> argparse.ArgumentParser:

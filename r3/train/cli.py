@@ -34,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     }
     for job, help_text in helps.items():
         j = sub.add_parser(job, help=help_text, description=help_text)
-        j.add_argument("--config", required=True, help="YAML file, e.g. config/train/sft_language_table.yaml")
+        j.add_argument(
+            "--config", required=True, help=f"YAML file, e.g. config/train/{job}_language_table.yaml"
+        )
         j.add_argument(
             "--set",
             action="append",
@@ -47,7 +49,13 @@ def _parser() -> argparse.ArgumentParser:
             action="store_true",
             help="validate the config and dataset, print the rows and TRL arguments, load no model",
         )
-    e = sub.add_parser("export", help="merge a LoRA adapter checkpoint into its base model")
+    export_help = "merge a LoRA adapter checkpoint into its base model"
+    e = sub.add_parser(
+        "export",
+        help=export_help,
+        description=f"{export_help[0].upper()}{export_help[1:]}: a plain checkpoint in a new folder, with "
+        "the run's prompt settings and record, for `r3 run --reasoner transformers:OUT` or vLLM.",
+    )
     e.add_argument("--adapter", required=True, help="adapter directory (e.g. OUTPUT_DIR/checkpoint-500)")
     e.add_argument("--base", required=True, help="the base model directory the run started from")
     e.add_argument("--out", type=folder, required=True, help="new folder for the merged checkpoint")

@@ -356,6 +356,12 @@ def test_eval_compare_refuses_foreign_folders(tmp_path, capsys):
         )
         (folder / "episodes.jsonl").write_text('{"task": "V"}\n')  # a line that is no record
     refused(eval_main, ["compare", str(a), str(b), "--names", "X"], capsys, "expected two names A,B")
+    # Found by a hostile user: each of these broke the Markdown table or was read as "A" and "B,C".
+    refused(eval_main, ["compare", str(a), str(b), "--names", "A,B,C"], capsys, "expected two names A,B")
+    for names in ("a|b,c", "a\nb,c"):
+        refused(
+            eval_main, ["compare", str(a), str(b), "--names", names], capsys, "a '|' or a control character"
+        )
     refused(eval_main, ["compare", str(a), str(b)], capsys, "A evaluates language_table, B packing")
     (b / "config.json").write_text("[1, 2]")
     refused(eval_main, ["compare", str(a), str(b)], capsys, "is not an evaluation's config")

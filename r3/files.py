@@ -71,25 +71,17 @@ def _remove(entry: Path) -> None:
         entry.unlink()
 
 
-@contextmanager
-def replaced_output(
+def replaceable_output(
     out: str | Path,
     writes: Iterable[str],
     *,
     overwrite: bool,
     what: str,
     made_before_marks: Callable[[Path], bool] | None = None,
-) -> Iterator[Path]:
-    """An empty folder for ``what`` (a command's output, in words) to write; on success its entries
-    become ``out``'s, with the mark that says ``what`` they are.
-
-    ``writes`` names the entries ``what`` creates at the top of ``out``. A folder that is not empty is
-    replaced only with ``overwrite``, only when it holds an earlier ``what`` (whole or torn by a crash:
-    see :func:`_is_earlier_output`) and only when each of its entries is one of those; anything else
-    there is refused and left alone. The new output
-    is written beside ``out`` and moved in only once whole, so a command that fails (no readable
-    source, a full disk, Ctrl-C) leaves the earlier output as it was.
-    """
+) -> list[Path]:
+    """The entries of ``out`` that writing ``what`` there would replace (see :func:`replaced_output`);
+    a FileRefused or FileExistsError saying why it may not be written there. A command whose output
+    comes only after long work asks this first."""
     out = Path(out)
     if str(out).strip() in ("", "."):
         raise FileRefused(f"refusing to write {what} into the current folder; name a folder for it")
@@ -112,6 +104,32 @@ def replaced_output(
                 f"{out} holds no {what} that r3 wrote (no {OUTPUT_MARK} mark): not replacing it; "
                 "remove it yourself or choose another folder"
             )
+    return earlier
+
+
+@contextmanager
+def replaced_output(
+    out: str | Path,
+    writes: Iterable[str],
+    *,
+    overwrite: bool,
+    what: str,
+    made_before_marks: Callable[[Path], bool] | None = None,
+) -> Iterator[Path]:
+    """An empty folder for ``what`` (a command's output, in words) to write; on success its entries
+    become ``out``'s, with the mark that says ``what`` they are.
+
+    ``writes`` names the entries ``what`` creates at the top of ``out``. A folder that is not empty is
+    replaced only with ``overwrite``, only when it holds an earlier ``what`` (whole or torn by a crash:
+    see :func:`_is_earlier_output`) and only when each of its entries is one of those; anything else
+    there is refused and left alone (:func:`replaceable_output`). The new output is written beside
+    ``out`` and moved in only once whole, so a command that fails (no readable source, a full disk,
+    Ctrl-C) leaves the earlier output as it was.
+    """
+    earlier = replaceable_output(
+        out, writes, overwrite=overwrite, what=what, made_before_marks=made_before_marks
+    )
+    target = Path(out).resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
     _remove_abandoned_staging(target)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.partial-{os.getpid()}-", dir=target.parent))

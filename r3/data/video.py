@@ -15,6 +15,8 @@ from PIL import Image, ImageDraw, ImageFont
 
 #: Playback rate: one control step (0.1 s of simulated time) per frame is real time.
 VIDEO_FPS = 10.0
+#: What ``r3 sim demo`` and ``r3 packing demo`` write into their ``--out`` (an earlier demo's are replaced).
+DEMO_FILES = ("episode.gif", "episode.mp4", "summary.json")
 #: Width every frame is scaled to (the simulator renders 320 px; the reasoner sees that).
 VIDEO_WIDTH = 640
 CAPTION_LINES = 2

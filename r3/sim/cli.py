@@ -12,7 +12,8 @@ import sys
 import textwrap
 
 from r3.cli_args import folder, frame_rate, integer, loaded_backend, seed, word
-from r3.data.video import VIDEO_FPS, default_format, write_episode_video
+from r3.data.video import DEMO_FILES, VIDEO_FPS, default_format, write_episode_video
+from r3.files import FileRefused, replaceable_output, replaced_output
 from r3.safety.goals import printable
 from r3.sim import IMAGE_SIDES
 
@@ -125,6 +126,10 @@ def demo_main(argv: list[str]) -> int:
         "--height", type=integer(*IMAGE_SIDES), default=240, help="image height, pixels (default: 240)"
     )
     args = parser.parse_args(argv)
+    try:  # an earlier demo's files are replaced; anything else there is refused before the episode
+        replaceable_output(args.out, DEMO_FILES, overwrite=True, what="demo")
+    except (FileRefused, FileExistsError) as exc:
+        parser.error(f"argument --out: {exc}")
 
     env = LanguageTableEnv(width=args.width, height=args.height)
     env.reset(seed=args.seed, options={"task": args.task})
@@ -156,15 +161,15 @@ def demo_main(argv: list[str]) -> int:
         "control steps;"
         f" final progress {trajectory.progress:.2f}"
     )
-    args.out.mkdir(parents=True, exist_ok=True)
+    with replaced_output(args.out, DEMO_FILES, overwrite=True, what="demo") as staging:
+        if film:
+            frames, captions = episode_frames(trajectory, args.frame_every)
+            captions[-1] = f"end: {outcome}, progress {trajectory.progress:.2f}"
+            video = write_episode_video(frames, captions, staging / f"episode.{video_format}", fps=args.fps)
+        (staging / "summary.json").write_text(json.dumps(trajectory.to_summary(), indent=2))
     if film:
-        frames, captions = episode_frames(trajectory, args.frame_every)
-        captions[-1] = f"end: {outcome}, progress {trajectory.progress:.2f}"
-        video = write_episode_video(frames, captions, args.out / f"episode.{video_format}", fps=args.fps)
-        print(f"video: {video}")
-    summary = args.out / "summary.json"
-    summary.write_text(json.dumps(trajectory.to_summary(), indent=2))
-    print(f"summary: {summary}")
+        print(f"video: {args.out / video.name}")
+    print(f"summary: {args.out / 'summary.json'}")
     return 0
 
 

@@ -95,6 +95,28 @@ def test_demo_cli_writes_video_and_summary(tmp_path, capsys):
     assert "Instruction:" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("holds", [{"notes.txt": "mine"}, {"summary.json": "my own summary"}])
+def test_a_demo_replaces_an_earlier_demo_and_nothing_else(tmp_path, capsys, holds):
+    """Found by a hostile user: ``r3 sim demo --out`` wrote its summary.json over any file of that
+    name, in any folder. An earlier demo's files are replaced; a folder holding anything else, or a
+    summary.json no demo wrote, is refused before the episode runs."""
+    argv = ["--task", "iip", "--seed", "0", "--width", "64", "--height", "48", "--max-steps", "1", "--video"]
+    demo = tmp_path / "demo"
+    assert demo_main([*argv, "gif", "--out", str(demo)]) == 0
+    assert demo_main([*argv, "none", "--out", str(demo)]) == 0  # the earlier video goes with its demo
+    assert sorted(p.name for p in demo.iterdir()) == [".r3_output", "summary.json"]
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    for name, text in holds.items():
+        (mine / name).write_text(text)
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        demo_main([*argv, "none", "--out", str(mine)])
+    err = capsys.readouterr()
+    assert "argument --out:" in err.err and "Instruction:" not in err.out  # refused before the episode
+    assert {p.name: p.read_text() for p in mine.iterdir()} == holds
+
+
 def test_sim_command_without_a_subcommand_prints_usage():
     assert main([]) == 2
 

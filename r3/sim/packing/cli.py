@@ -16,6 +16,8 @@ import sys
 import textwrap
 
 from r3.cli_args import folder, frame_rate, integer, loaded_backend, seed, word
+from r3.data.video import DEMO_FILES
+from r3.files import FileRefused, replaceable_output, replaced_output
 from r3.lowlevel import GROUNDINGS
 from r3.packing_episode import (
     MAX_ACTIONS,
@@ -110,6 +112,10 @@ def demo_main(argv: list[str]) -> int:
 
     parser = _parser()
     args = parser.parse_args(argv)
+    try:  # an earlier demo's files are replaced; anything else there is refused before the episode
+        replaceable_output(args.out, DEMO_FILES, overwrite=True, what="demo")
+    except (FileRefused, FileExistsError) as exc:
+        parser.error(f"argument --out: {exc}")
     suite = get_suite("packing")
     if args.task not in (tasks := (*suite.hook("eval_tasks")(), suite.collect_split)):
         parser.error(f"argument --task: expected one of {', '.join(tasks)}, got {args.task!r}")
@@ -151,20 +157,20 @@ def demo_main(argv: list[str]) -> int:
         f"{STEP_WORDS[args.interface]}; "
         f"progress {traj.progress:.0%}{ended}"
     )
-    args.out.mkdir(parents=True, exist_ok=True)
-    if film:
-        from r3.data.video import write_episode_video
+    with replaced_output(args.out, DEMO_FILES, overwrite=True, what="demo") as staging:
+        if film:
+            from r3.data.video import write_episode_video
 
-        frames = [frame for _, frame in filmed] + [traj.final_image]
-        captions = [
-            f"step {k}: {traj.steps[k].instruction or 'invalid answer, no motion'}" for k, _ in filmed
-        ]
-        captions.append(f"end: {outcome}, progress {traj.progress:.0%}")
-        video = write_episode_video(frames, captions, args.out / f"episode.{args.video}", fps=args.fps)
-        print(f"video: {video} ({len(frames)} frames)")
-    summary = args.out / "summary.json"
-    summary.write_text(json.dumps(traj.to_summary(), indent=2))
-    print(f"summary: {summary}")
+            frames = [frame for _, frame in filmed] + [traj.final_image]
+            captions = [
+                f"step {k}: {traj.steps[k].instruction or 'invalid answer, no motion'}" for k, _ in filmed
+            ]
+            captions.append(f"end: {outcome}, progress {traj.progress:.0%}")
+            video = write_episode_video(frames, captions, staging / f"episode.{args.video}", fps=args.fps)
+        (staging / "summary.json").write_text(json.dumps(traj.to_summary(), indent=2))
+    if film:
+        print(f"video: {args.out / video.name} ({len(frames)} frames)")
+    print(f"summary: {args.out / 'summary.json'}")
     return 0
 
 

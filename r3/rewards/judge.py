@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 
 from r3.instructions import language_table, packing
-from r3.rewards.result import JudgeResult, Tier
+from r3.rewards.result import JudgeResult, Tier, parse_pair
 from r3.rewards.semantic import OutcomeSimulator, load_snapshot
 from r3.rewards.terms import exact_match
 from r3.suites import DEFAULT_SUITE, get_suite
@@ -93,12 +93,8 @@ class RuleJudge:
 def packing_tiers(candidate: str, reference: str, snapshot=None) -> JudgeResult:
     """Text tiers of packing: an instruction of its closed grammar names one placement, so only the
     same text matches."""
-    ref = packing.parse(reference)
-    if isinstance(ref, packing.ParseError):
-        raise ValueError(f"reference {reference!r} does not parse: {ref.reason}")  # noqa: TRY004
-    cand = packing.parse(candidate)
-    if isinstance(cand, packing.ParseError):
-        return JudgeResult(Tier.INVALID, f"candidate does not parse: {cand.reason}")
+    if isinstance(parsed := parse_pair(packing, candidate, reference), JudgeResult):
+        return parsed
     if exact_match(candidate, reference):
         return JudgeResult(Tier.LINGUISTIC, "exact match")
     return JudgeResult(Tier.NO_MATCH, f"'{candidate}' differs from '{reference}'")
@@ -109,13 +105,9 @@ def grammar_tiers(
 ) -> JudgeResult | PendingSemantic:
     """Text tiers of Language Table: the grammar compares the two, and the simulator decides a
     linguistic difference when a snapshot is given."""
-    ref = language_table.parse(reference)
-    if isinstance(ref, language_table.ParseError):
-        # a reference that does not parse is a bad value, not a bad type
-        raise ValueError(f"reference {reference!r} does not parse: {ref.reason}")  # noqa: TRY004
-    cand = language_table.parse(candidate)
-    if isinstance(cand, language_table.ParseError):
-        return JudgeResult(Tier.INVALID, f"candidate does not parse: {cand.reason}")
+    if isinstance(parsed := parse_pair(language_table, candidate, reference), JudgeResult):
+        return parsed
+    cand, ref = parsed
     verdict = language_table.compare(cand, ref)
     if verdict == language_table.MATCH:
         return JudgeResult(Tier.LINGUISTIC, f"same instruction: '{language_table.format_instruction(ref)}'")

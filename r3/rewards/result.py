@@ -44,3 +44,17 @@ class JudgeResult:
 
     def to_dict(self) -> dict:
         return {"score": self.score, "tier": self.tier.value, "reason": self.reason}
+
+
+def parse_pair(grammar, candidate: str, reference: str):
+    """``(candidate, reference)`` parsed by ``grammar`` (a module with ``parse`` and ``ParseError``),
+    or the verdict on a candidate outside it (``invalid_candidate``, the parse error as the reason).
+    A reference outside the grammar is a ValueError: that is a bug in the data, not something to
+    reward or punish the model for."""
+    ref = grammar.parse(reference)
+    if isinstance(ref, grammar.ParseError):  # a bad value, not a bad type
+        raise ValueError(f"reference {reference!r} does not parse: {ref.reason}")  # noqa: TRY004
+    cand = grammar.parse(candidate)
+    if isinstance(cand, grammar.ParseError):
+        return JudgeResult(Tier.INVALID, f"candidate does not parse: {cand.reason}")
+    return cand, ref

@@ -20,7 +20,7 @@ import urllib.error
 import urllib.request
 
 from r3.instructions import language_table
-from r3.rewards.result import SCORE_CLASSES, JudgeResult, Tier
+from r3.rewards.result import SCORE_CLASSES, JudgeResult, Tier, parse_pair
 from r3.tasks.language_table.board import BLOCKS
 from r3.urls import url_problem
 
@@ -197,11 +197,7 @@ class VLMJudge:
         A candidate outside the grammar scores 0.0 without a server call, and a reference outside it
         is a ValueError, as in the rule judge.
         """
-        ref = language_table.parse(reference)
-        if isinstance(ref, language_table.ParseError):
-            raise ValueError(f"reference {reference!r} does not parse: {ref.reason}")  # noqa: TRY004
-        parsed = language_table.parse(candidate)
-        if isinstance(parsed, language_table.ParseError):
-            return JudgeResult(Tier.INVALID, f"candidate does not parse: {parsed.reason}")
+        if isinstance(parsed := parse_pair(language_table, candidate, reference), JudgeResult):
+            return parsed
         score, analysis = parse_verdict(self._complete(build_judge_prompt(candidate, reference), image))
         return JudgeResult(_SCORE_TIERS[score], f"VLM judge: {analysis}" if analysis else "VLM judge")

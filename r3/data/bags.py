@@ -56,7 +56,6 @@ from mcap.writer import Writer as McapWriter
 from rosbags.rosbag2 import Reader
 
 from r3.data.bagtypes import bag_typestore, typestore
-from r3.suites import suite_names
 
 EPISODE_FILE = "r3_episode.yaml"
 STREAM_FILE = "recording.mcap"
@@ -636,8 +635,6 @@ def _read_info_file(bag: Path) -> EpisodeInfo:
             value, (int, float) if kind is float else kind
         ):
             raise ValueError(f"{file} is not an episode record: {name}={value!r:.60} is no {kind.__name__}")
-    if info.suite and info.suite not in suite_names():
-        raise ValueError(f"{file} is not an episode record: unknown suite {info.suite!r:.60}")
     return info
 
 

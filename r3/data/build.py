@@ -28,6 +28,7 @@ from r3.data.bags import COMPLETE, EPISODE_FILE, read_episode_info
 from r3.data.bagtypes import bag_typestore
 from r3.files import replaced_output
 from r3.graph import names
+from r3.suites import get_suite
 
 ROWS_PER_SHARD = 20_000
 PNG_COMPRESS_LEVEL = 3
@@ -203,6 +204,8 @@ def build_dataset(
         for bag in map(Path, bags):
             try:
                 episode = read(bag)
+                if kind != S.TURNS and episode.info.suite:  # a bag of a suite this r3 lacks: named, skipped
+                    get_suite(episode.info.suite)
             except Exception as exc:  # noqa: BLE001 - any unreadable source is reported and skipped
                 report.skipped.append((bag.name, f"{type(exc).__name__}: {exc}".strip()))
             else:

@@ -319,16 +319,15 @@ def cached_records(out: Path, config: EvalConfig) -> dict[tuple[str, int, int], 
         raise EvalError(  # its table.md would be written over
             f"{out} holds {shown} and is no evaluation (no {CONFIG_FILE}); choose a new or empty --out"
         )
+    records = read_records(out)  # a torn last line is no record, repaired below or not
     if (out / CONFIG_FILE).is_file():
         cached = read_config(out)
         differ = {k: (cached.get(k), v) for k, v in config.outcome_fields().items() if cached.get(k) != v}
-        if differ and read_records(
-            out
-        ):  # a run that recorded nothing (its reasoner never started) is no cache
+        if differ and records:  # a run that recorded nothing (no reasoner started) is no cache
             what = ", ".join(f"{k}: cached {a!r}, now {b!r}" for k, (a, b) in differ.items())
             raise EvalError(f"{out} holds episodes of another configuration ({what}); choose another --out")
     _drop_partial_line(out / EPISODES_FILE)
-    return {tuple(r[k] for k in ("task", "scene", "trial")): r for r in read_records(out)}
+    return {tuple(r[k] for k in ("task", "scene", "trial")): r for r in records}
 
 
 def _drop_partial_line(path: Path) -> None:

@@ -63,6 +63,14 @@ def _decide(checkpoint: Path, dataset: Path, max_new_tokens: int = 16):
         backend.close()
 
 
+def _train_argv(job: str, dataset, model, output_dir, *sets: str) -> list[str]:
+    """``r3 train JOB`` on the tiny CPU config with these paths and ``--set`` pairs."""
+    argv = [job, "--config", str(CONFIGS / f"{job}_tiny_cpu.yaml")]
+    for pair in (f"dataset={dataset}", f"model={model}", f"output_dir={output_dir}", *sets):
+        argv += ["--set", pair]
+    return argv
+
+
 def test_sft_loss_falls_and_the_checkpoint_answers_a_valid_step(data):
     """SFT on 4 collected expert rows (last reasoning sentence + instruction, 60 steps at 5e-3);
     the checkpoint, reloaded by the reasoner backend, answers the first row with the expert's step."""
@@ -256,18 +264,7 @@ def test_bad_config_fails_before_any_model_loads(data, monkeypatch, capsys, job,
         raise AssertionError("a model was loaded")
 
     monkeypatch.setattr(f"r3.train.{'sft' if job == 'sft' else 'grpo'}.load_model", no_model)
-    argv = [
-        job,
-        "--config",
-        str(CONFIGS / f"{job}_tiny_cpu.yaml"),
-        "--set",
-        f"dataset={data['root'] / dataset}",
-        "--set",
-        f"model={data['model']}",
-        "--set",
-        f"output_dir={data['root'] / 'bad'}",
-    ]
-    argv += [a for e in extra for a in ("--set", e)]
+    argv = _train_argv(job, data["root"] / dataset, data["model"], data["root"] / "bad", *extra)
     assert train_main(argv) == 2
     assert named in capsys.readouterr().err
 
@@ -312,16 +309,7 @@ def test_a_broken_model_folder_is_refused_in_one_line_by_training_and_by_the_rea
 
     folder = _broken(data["model"], data["root"] / f"broken {how}", how)
     out = data["root"] / f"out {how}"
-    argv = ["sft", "--config", str(CONFIGS / "sft_tiny_cpu.yaml")]
-    argv += [
-        "--set",
-        f"dataset={data['root'] / 'sft'}",
-        "--set",
-        f"model={folder}",
-        "--set",
-        f"output_dir={out}",
-    ]
-    assert train_main(argv) == 2
+    assert train_main(_train_argv("sft", data["root"] / "sft", folder, out)) == 2
     err = capsys.readouterr().err
     refusal = err.strip().splitlines()[-1]  # after the datasets' progress bars
     assert refusal.startswith("r3 train sft: model: ") and says in refusal and "Traceback" not in err, err
@@ -337,18 +325,17 @@ def test_a_lora_run_exported_later_keeps_how_it_wants_to_be_prompted(data, capsy
     constrained, greedy checkpoint as an untrained model (reasoning mode, no constraint,
     temperature 1). An adapter of another base was a RuntimeError traceback."""
     out = data["root"] / "lora"
-    argv = ["sft", "--config", str(CONFIGS / "sft_tiny_cpu.yaml")]
-    for pair in (
-        f"dataset={data['root'] / 'sft'}",
-        f"model={data['model']}",
-        f"output_dir={out}",
+    argv = _train_argv(
+        "sft",
+        data["root"] / "sft",
+        data["model"],
+        out,
         "max_steps=2",
         "mode=instruction_only",
         "constrained_decoding=true",
         "inference_temperature=0",
         "lora={r: 2, alpha: 4, merge: false}",
-    ):
-        argv += ["--set", pair]
+    )
     assert train_main(argv) == 0, capsys.readouterr().err
     adapter = out / "final"
     assert (adapter / "adapter_config.json").is_file()
@@ -386,16 +373,7 @@ def test_a_dataset_missing_an_image_fails_the_check_not_the_run(data, tmp_path, 
     copy = tmp_path / "dataset"
     shutil.copytree(data["root"] / dataset, copy)
     shutil.rmtree(next((copy / "images").iterdir()))
-    argv = [job, "--config", str(CONFIGS / f"{job}_tiny_cpu.yaml"), "--check"]
-    argv += [
-        "--set",
-        f"dataset={copy}",
-        "--set",
-        f"model={data['model']}",
-        "--set",
-        f"output_dir={tmp_path / 'o'}",
-    ]
-    assert train_main(argv) == 2
+    assert train_main([*_train_argv(job, copy, data["model"], tmp_path / "o"), "--check"]) == 2
     err = capsys.readouterr().err
     assert "images files are not there, e.g. " in err and "Traceback" not in err, err
     assert not (tmp_path / "o").exists()

@@ -28,7 +28,7 @@ from r3.data.bags import COMPLETE, EPISODE_FILE, read_episode_info
 from r3.data.bagtypes import bag_typestore
 from r3.files import replaced_output
 from r3.graph import names
-from r3.suites import get_suite
+from r3.suites import DEFAULT_SUITE, get_suite, suite_names
 
 ROWS_PER_SHARD = 20_000
 PNG_COMPRESS_LEVEL = 3
@@ -134,7 +134,7 @@ def read_episode(bag: str | Path) -> EpisodeRecord:
             )
         )
         previous = at
-    return EpisodeRecord(info, _note(info.task, instance_json), records)
+    return EpisodeRecord(info, _note(info.suite, info.task, instance_json), records)
 
 
 def _latest(stamped: list, after: int, at: int):
@@ -150,12 +150,13 @@ def _rgb(msg) -> np.ndarray:
     return rgb[..., ::-1] if msg.encoding == "bgr8" else rgb
 
 
-def _note(task: str, instance_json: str) -> str:
-    if not instance_json:
+def _note(suite: str, task: str, instance_json: str) -> str:
+    """The task instance's note, as its suite's tasks write it; none for a suite this r3 lacks (reading
+    a bag needs no suite)."""
+    if not instance_json or (suite or DEFAULT_SUITE) not in suite_names():
         return ""
-    from r3.tasks.language_table.tasks import get_task
-
-    return get_task(task).from_dict(json.loads(instance_json)).note
+    tasks = get_suite(suite or DEFAULT_SUITE).tasks()
+    return tasks.get_task(task).from_dict(json.loads(instance_json)).note
 
 
 #: What a dataset folder holds: a build replaces a folder of nothing else.
@@ -171,10 +172,10 @@ def _is_dataset(folder: Path) -> bool:
     return True
 
 
-def _split_of(task: str) -> str:
-    from r3.tasks.language_table.tasks import SPLITS
-
-    return next((split for split, tasks in SPLITS.items() if task in tasks), "")
+def _split_of(suite: str, task: str) -> str:
+    """The split ``task`` belongs to among its suite's; "" for a suite whose tasks come in none."""
+    splits = getattr(get_suite(suite or DEFAULT_SUITE).tasks(), "SPLITS", {})
+    return next((split for split, tasks in splits.items() if task in tasks), "")
 
 
 def build_dataset(
@@ -204,8 +205,8 @@ def build_dataset(
         for bag in map(Path, bags):
             try:
                 episode = read(bag)
-                if kind != S.TURNS and episode.info.suite:  # a bag of a suite this r3 lacks: named, skipped
-                    get_suite(episode.info.suite)
+                if kind != S.TURNS:  # a bag of a suite this r3 lacks: named, skipped
+                    get_suite(episode.info.suite or DEFAULT_SUITE)
             except Exception as exc:  # noqa: BLE001 - any unreadable source is reported and skipped
                 report.skipped.append((bag.name, f"{type(exc).__name__}: {exc}".strip()))
             else:
@@ -260,7 +261,7 @@ def _episode_rows(
     from PIL import Image
 
     info, rows, previous = episode.info, [], None
-    split = _split_of(info.task)
+    split = _split_of(info.suite, info.task)
     for s in episode.steps:
         prev, previous = previous, s
         if not s.valid or not s.instruction:

@@ -22,16 +22,24 @@ TYPE_NAMES = {
 }
 
 
-def instruction_type(text: str) -> str:
-    """Figure 6 name of an instruction's type ("Invalid" when it does not parse).
+def instruction_type(text: str, suite: str = "") -> str:
+    """The type of an instruction in its suite's grammar ("Invalid" when it does not parse); Language
+    Table's by their Figure 6 names.
 
     >>> instruction_type("push the green star into the yellow pentagon"), instruction_type("dance")
     ('PushInto', 'Invalid')
+    >>> instruction_type("Pack the sugar box into the medium tray.", "packing")
+    'pack'
     """
-    from r3.instructions.language_table import ParseError, parse
+    import importlib
 
-    parsed = parse(text)
-    return "Invalid" if isinstance(parsed, ParseError) else TYPE_NAMES[parsed.type.value]
+    from r3.instructions.language_table import ParseError
+    from r3.suites import DEFAULT_SUITE, get_suite
+
+    parsed = importlib.import_module(get_suite(suite or DEFAULT_SUITE).grammar_module).parse(text)
+    return (
+        "Invalid" if isinstance(parsed, ParseError) else TYPE_NAMES.get(parsed.type.value, parsed.type.value)
+    )
 
 
 def call_type(interface: str, text: str, valid: bool) -> str:
@@ -59,7 +67,7 @@ def dataset_stats(path: str | Path) -> dict:
     if manifest["kind"] == S.TURNS:
         kinds = map(call_type, rows[S.INTERFACE], rows[S.INSTRUCTION], rows[S.VALID])
     else:
-        kinds = map(instruction_type, rows[S.INSTRUCTION])
+        kinds = map(instruction_type, rows[S.INSTRUCTION], rows[S.SUITE])
     for task, kind in zip(tasks, kinds):
         types.setdefault(task, Counter())[kind] += 1
     episodes: dict[str, set] = {}
@@ -139,8 +147,9 @@ def plot_stats(stats: dict, path: str | Path) -> Path:
     axes[0].bar(tasks, [stats["rows_per_task"][t] for t in tasks], color="#4c72b0")
     axes[0].set(title=f"{stats['kind']} rows per task ({stats['rows']} in all)", ylabel="rows")
     seen = {n for c in stats["instruction_types"].values() for n in c}
-    order = [*TYPE_NAMES.values(), "Invalid"] if stats["kind"] != S.TURNS else sorted(seen - {"Refused"})
-    names = [n for n in (*order, "Refused") if n in seen]
+    known = [n for n in TYPE_NAMES.values() if n in seen]  # Figure 6's order, then any other suite's
+    order = [*known, *sorted(seen - {*known, "Invalid", "Refused"}), "Invalid", "Refused"]
+    names = [n for n in order if n in seen]
     bottom = np.zeros(len(tasks))
     for name in names:
         counts = np.array([stats["instruction_types"][t].get(name, 0) for t in tasks], dtype=float)

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from r3.data.bags import COMPLETE, read_episode_info, read_messages
+from r3.data.build import build_dataset
+from r3.data.stats import dataset_stats
 from r3.graph import names
 from r3.graph.description import load_profile, unmatched_subscriptions
 from r3.packing_episode import PackingCell, run_packing_episode
@@ -86,6 +88,13 @@ def test_packing_episode_through_the_graph_is_recorded_and_matches_in_process(tm
     seen = by_topic[names.DETECTED_OBJECTS]  # the policy's looks, each with the items' top surfaces
     assert len(seen) >= DECISIONS and {o.label for o in seen[0].objects} >= {"gelatin box", "foam brick"}
     assert all(math.isfinite(o.top_centre.z) for o in seen[0].objects)
+
+    # The bag builds datasets as a Language Table bag does, read with the packing suite's tasks and grammar.
+    for kind in ("sft", "rl"):
+        report = build_dataset([bag], tmp_path / kind, kind)
+        assert (report.rows, report.skipped) == (DECISIONS, []), report
+        types = dataset_stats(tmp_path / kind)["instruction_types"]
+        assert sum(types["4"].values()) == DECISIONS and "Invalid" not in types["4"], types
 
 
 def test_without_perception_the_policy_ends_with_an_error_and_moves_nothing(private_ros_env):

@@ -4,12 +4,13 @@
 BackendSpec(scheme='transformers', argument='/models/r3', pairs=(('device', 'cuda:0'), ('dtype', 'bfloat16')))
 
 The argument is everything between the first ':' and the first ',' (a folder, a URL; it holds no
-comma); each option is KEY=VALUE; spaces around either are not part of it. The same string works wherever a reasoner is chosen: ``r3 run
---reasoner``, ``r3 eval --reasoner``, ``r3 collect --backend``, the reasoner node's ``backend``
-parameter in graph.yaml or ``--set r3_reasoner_node.backend=...``. A backend class declares the
-keys it takes in ``SPEC_OPTIONS`` (key -> :class:`Option`), and :func:`spec_options` turns the
-pairs into typed values: an unknown key, a missing required one or a value of the wrong type is a
-``ValueError`` that names the key and the valid ones.
+comma); each option is KEY=VALUE; spaces around either are not part of it. The same string works
+wherever a reasoner is chosen: ``r3 run --reasoner``, ``r3 eval --reasoner``, ``r3 collect
+--backend``, the reasoner node's ``backend`` parameter in graph.yaml or ``--set
+r3_reasoner_node.backend=...``. A backend class declares the keys it takes in ``SPEC_OPTIONS`` (key
+-> :class:`Option`), and :func:`spec_options` turns the pairs into typed values: an unknown key, a
+missing required one or a value of the wrong type is a ``ValueError`` that names the key and the
+valid ones.
 """
 
 from __future__ import annotations

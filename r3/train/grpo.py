@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from r3.reasoning.backends.transformers_backend import template_kwargs
 from r3.reasoning.parsing import ParsedResponse, parse_response
 from r3.rewards.functions import (
     JudgeReward,
@@ -119,6 +120,7 @@ def train_grpo(cfg: RLConfig, rows, funcs, arguments: dict, prompt, **info) -> P
     from trl import GRPOConfig, GRPOTrainer
 
     processor, model = load_model(cfg.model)
+    arguments = {**arguments, "chat_template_kwargs": template_kwargs(processor, cfg.thinking)}
     if cfg.freeze_vision:
         freeze_vision_tower(model)
     if prompt.constrained and cfg.interface == "instruction":

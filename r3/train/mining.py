@@ -29,6 +29,7 @@ from pathlib import Path
 from r3.data.turns import StoredEpisode, Turn, load_episodes
 from r3.reasoning.parsing import ParsedResponse, parse_response
 from r3.reasoning.prompts import ANSWER_HEADERS, REASONING_HEADER, PromptSettings
+from r3.train.rows import TEMPLATE_KWARGS
 
 MANIFEST = "r3_mined.json"
 
@@ -175,7 +176,7 @@ def load_mined(
             row["completion"][0]["content"][0]["text"], "packing", reasoning_sentences, interface
         )
         completion = [{"role": "assistant", "content": [{"type": "text", "text": text}]}]
-        return {"completion": completion, "chat_template_kwargs": {"enable_thinking": thinking}}
+        return {"completion": completion, TEMPLATE_KWARGS: {"enable_thinking": thinking}}
 
     rows = rows.map(complete)
     return rows, PromptSettings(mode, manifest["history"], thinking)

@@ -42,6 +42,8 @@ from r3.reasoning.prompts import (
 #: Columns each job reads from the dataset.
 PROMPT_COLUMNS = (S.IMAGES, S.GOAL, S.NOTE, S.SUITE, S.HISTORY, S.HISTORY_KIND, S.SPLIT, S.STEP)
 SFT_COLUMNS = (*PROMPT_COLUMNS, S.INSTRUCTION, S.RESPONSE)
+#: A training row's keywords for the chat template (dropped for a template that reads none).
+TEMPLATE_KWARGS = "chat_template_kwargs"
 RL_COLUMNS = (*PROMPT_COLUMNS, S.EXPERT_INSTRUCTION, S.SNAPSHOT, S.EPISODE_ID)
 
 _PLACEHOLDER = np.zeros((1, 1, 3), np.uint8)
@@ -204,7 +206,7 @@ def sft_rows(
             "prompt": prompt_messages(row, prompt),
             "completion": [{"role": "assistant", "content": [{"type": "text", "text": target}]}],
             "images": row["images"],
-            "chat_template_kwargs": {"enable_thinking": prompt.thinking},
+            TEMPLATE_KWARGS: {"enable_thinking": prompt.thinking},
         }
 
     out = table.map(convert, with_indices=True, remove_columns=table.column_names)

@@ -10,11 +10,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from r3.data import schema as S
+from r3.reasoning.backends.transformers_backend import template_kwargs
 from r3.train.args import lora_config, sft_arguments, world_size
 from r3.train.checkpoint import freeze_vision_tower, load_model, resolve_device, save_final
 from r3.train.config import SFTConfig
 from r3.train.mining import is_mined, load_mined
-from r3.train.rows import SFT_COLUMNS, DatasetError, open_dataset, prompt_settings, sft_rows
+from r3.train.rows import (
+    SFT_COLUMNS,
+    TEMPLATE_KWARGS,
+    DatasetError,
+    open_dataset,
+    prompt_settings,
+    sft_rows,
+)
 
 
 def prepare_sft(cfg: SFTConfig):
@@ -60,6 +68,9 @@ def run_sft(cfg: SFTConfig) -> Path:
     if held_out is not None:
         arguments.update(eval_strategy="steps", eval_steps=cfg.eval_steps)
     processor, model = load_model(cfg.model)
+    if not template_kwargs(processor, prompt.thinking):  # its template reads no enable_thinking
+        rows = rows.remove_columns(TEMPLATE_KWARGS)
+        held_out = held_out and held_out.remove_columns(TEMPLATE_KWARGS)
     if cfg.freeze_vision:
         freeze_vision_tower(model)
     trainer = SFTTrainer(

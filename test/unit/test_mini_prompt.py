@@ -159,6 +159,32 @@ def test_a_folder_declaring_a_whole_number_temperature_samples_at_it(tmp_path):
     assert isinstance(backend.decide(inp).raw_text, str)
 
 
+@pytest.mark.parametrize("arch, closes_thinking", [("idefics3", False), ("qwen2_5_vl", True)])
+def test_a_prompt_renders_without_a_warning_and_thinking_stays_off(tmp_path, arch, closes_thinking):
+    """Found running ``r3 mini``: every prompt of an idefics3 model logged "Kwargs passed to
+    `processor.__call__` have to be in `processor_kwargs`" (``enable_thinking`` given to a template
+    that reads none), through the live view and the training's progress bars. A template that reads
+    it (Qwen3-style) still gets it and closes the think block."""
+    import logging
+
+    from transformers import AutoProcessor
+
+    from r3.reasoning.backends.transformers_backend import PROBE_MESSAGES, chat_text
+    from r3.reasoning.tiny import build_tiny_model
+
+    processor = AutoProcessor.from_pretrained(build_tiny_model(arch, tmp_path / "m"))
+    logged: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: logged.append(record.getMessage())
+    logging.getLogger("transformers").addHandler(handler)  # it does not propagate to the root logger
+    try:
+        text = chat_text(processor, PROBE_MESSAGES, where="m")
+    finally:
+        logging.getLogger("transformers").removeHandler(handler)
+    assert logged == []
+    assert ("<think>\n\n</think>" in text) == closes_thinking, text
+
+
 @pytest.mark.parametrize(
     "settings, says",
     [

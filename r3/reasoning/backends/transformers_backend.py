@@ -12,6 +12,7 @@ the reasoner node, ``r3 eval`` and ``r3 collect`` prompt a checkpoint as it was 
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -60,6 +61,15 @@ def resolve_device(device: str) -> str:
 PROBE_MESSAGES = [{"role": "user", "content": [{"type": "text", "text": "?"}]}]
 
 
+def template_kwargs(processor, thinking: bool) -> dict:
+    """What ``processor``'s chat template is given for ``thinking``: ``enable_thinking`` only when the
+    template reads it (Qwen3's do, Qwen2.5-VL's and idefics3's do not); transformers logs a warning
+    for every prompt rendered with a keyword its template does not read."""
+    template = getattr(processor, "chat_template", None)
+    text = json.dumps(template) if isinstance(template, dict) else str(template or "")
+    return {"enable_thinking": thinking} if "enable_thinking" in text else {}
+
+
 def chat_text(processor, messages, thinking: bool = False, *, where) -> str:
     """``messages`` through ``processor``'s chat template (of the folder ``where``), generation prompt
     added; a BackendError when it has none or it fails (a template is a program: a syntax error or a
@@ -69,7 +79,7 @@ def chat_text(processor, messages, thinking: bool = False, *, where) -> str:
             messages,
             add_generation_prompt=True,
             tokenize=False,
-            **({} if thinking else {"enable_thinking": False}),
+            **template_kwargs(processor, thinking),
         )
     except Exception as exc:  # jinja's and transformers' errors alike
         raise BackendError(f"the chat template of {where} fails: {error_line(exc)}") from exc

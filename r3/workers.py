@@ -33,13 +33,20 @@ LOCAL_WORKERS_PER_CPU = 4
 RAY_ADDRESS = re.compile(r"local|auto|(ray://)?[A-Za-z0-9.-]+:[0-9]{1,5}")
 
 
+def check_ray_address(ray_address: str | None) -> None:
+    """A ValueError unless ``ray_address`` is None or one :data:`RAY_ADDRESS` allows."""
+    if ray_address is not None and not (isinstance(ray_address, str) and RAY_ADDRESS.fullmatch(ray_address)):
+        raise ValueError(
+            f"Ray address {ray_address!r:.80}: expected local, auto, HOST:PORT or ray://HOST:PORT"
+        )
+
+
 def check_workers(workers, ray_address: str | None = None) -> int:
     """``workers`` if a pool may start that many, where ``ray_address`` says; a ValueError saying why
     not."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise ValueError(f"workers must be an integer >= 0, got {workers!r}")
-    if ray_address is not None and not RAY_ADDRESS.fullmatch(ray_address):
-        raise ValueError(f"Ray address {ray_address!r}: expected local, auto, HOST:PORT or ray://HOST:PORT")
+    check_ray_address(ray_address)
     cpus = os.cpu_count() or 1
     if ray_address is None and workers > LOCAL_WORKERS_PER_CPU * cpus:
         raise ValueError(

@@ -213,6 +213,9 @@ def load_turn_dataset(path: str | Path) -> list[Turn]:
     """The turns of a ``turns`` dataset built by ``r3 dataset build --kind turns``, snapshots absolute."""
     from r3.data import schema as S
 
+    kind = S.read_manifest(path)["kind"]
+    if kind != S.TURNS:
+        raise ValueError(f"a {kind} dataset, expected a {S.TURNS} one (r3 dataset build --kind {S.TURNS})")
     rows = S.load_r3_dataset(path)
     return [
         Turn(

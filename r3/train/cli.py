@@ -77,6 +77,19 @@ def _overrides(pairs: list[str]) -> dict:
     return out
 
 
+#: The folders a job reads, which its output must stay out of.
+INPUT_KEYS = ("model", "dataset", "eval_dataset")
+
+
+def _refuse_output_in_inputs(key: str, output: Path, cfg) -> None:
+    """A ConfigError when ``output`` is one of the folders ``cfg`` reads or inside one: training wrote
+    its checkpoints into the model or dataset it was reading."""
+    for name in INPUT_KEYS:
+        folder = getattr(cfg, name, None)
+        if folder and output.resolve().is_relative_to(Path(folder).resolve()):
+            raise ConfigError(f"{key} {output}: inside the {name} it reads, {folder}")
+
+
 def _preflight(job: str, cfg) -> None:
     """What a job needs on disk, checked before anything loads (``--check`` included): the model
     folder, a backend spec that builds, an output that is not a file."""
@@ -94,8 +107,7 @@ def _preflight(job: str, cfg) -> None:
             raise ConfigError(f"output {cfg.output}: a folder, expected a JSONL file to write")
         if problem := folder_problem(output.parent):  # found after all the sampling, before
             raise ConfigError(f"output {cfg.output}: {problem}")
-        if output.resolve().is_relative_to(Path(cfg.dataset).resolve()):  # it wrote over the manifest
-            raise ConfigError(f"output {cfg.output}: inside the dataset it reads, {cfg.dataset}")
+        _refuse_output_in_inputs("output", output, cfg)  # it wrote over the manifest
         return
     if problem := model_dir_problem(Path(cfg.model)):
         raise ConfigError(f"model: {problem}")
@@ -108,6 +120,9 @@ def _preflight(job: str, cfg) -> None:
             raise ConfigError(f"device: {exc}") from None
     if problem := folder_problem(cfg.output_dir):
         raise ConfigError(f"output_dir: {problem}")
+    if Path(cfg.output_dir).resolve() == Path("/"):
+        raise ConfigError("output_dir: refusing to write checkpoints into /; name a folder for them")
+    _refuse_output_in_inputs("output_dir", Path(cfg.output_dir), cfg)
     if (Path(cfg.output_dir) / "final" / PROMPT_FILE).is_file():  # save_final writes it last
         raise ConfigError(
             f"output_dir: {cfg.output_dir} holds a finished run (final/); a new run would delete its "
@@ -145,9 +160,10 @@ def train_main(argv: list[str] | None = None) -> int:
 
 def _check(job: str, cfg) -> int:
     if job == "sft":
-        from r3.train.sft import prepare_sft
+        from r3.train.sft import held_out_rows, prepare_sft
 
         rows, arguments, prompt = prepare_sft(cfg)
+        held_out_rows(cfg, prompt)  # an eval_dataset that cannot be read fails here, not after loading
     elif job == "rl":
         from r3.train.grpo import prepare_rl
         from r3.train.multiturn import prepare_turn_rl

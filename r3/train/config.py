@@ -22,6 +22,7 @@ from pathlib import Path
 from r3.files import FileRefused, read_yaml_mapping
 from r3.reasoning.prompts import MODES, VARIANTS, temperature_problem
 from r3.rewards.turn import TURN_TERMS
+from r3.workers import check_ray_address
 
 
 class ConfigError(ValueError):
@@ -137,6 +138,14 @@ class _Common:
         _check(self.precision in PRECISIONS, f"precision={self.precision!r}: expected one of {PRECISIONS}")
         _check(self.device in DEVICES, f"device={self.device!r}: expected one of {DEVICES}")
         _check(self.logging_steps >= 1 and self.save_steps >= 1, "logging_steps and save_steps: must be >= 1")
+        _check(
+            self.save_total_limit is None or self.save_total_limit >= 1,
+            f"save_total_limit={self.save_total_limit}: must be >= 1 (or null to keep every checkpoint)",
+        )
+        _check(
+            all(isinstance(name, str) and name for name in self.report_to),
+            f"report_to={self.report_to!r:.80}: expected a list of integration names, e.g. [tensorboard]",
+        )
         _check_seed(self.seed)
         t = self.inference_temperature
         _check(
@@ -271,7 +280,15 @@ class RLConfig(_Common):
         for term, weight in self.rewards.items():
             number = isinstance(weight, int | float) and not isinstance(weight, bool)
             _check(number and math.isfinite(weight), f"rewards.{term}={weight!r}: must be a finite number")
+        _check(
+            any(weight != 0 for weight in self.rewards.values()),
+            f"rewards: every weight is 0 ({self.rewards}), so no answer would be rewarded over another",
+        )
         _check(self.sim_workers >= 0, f"sim_workers={self.sim_workers}: must be >= 0")
+        try:  # the address only: how many workers this machine runs is checked when they start
+            check_ray_address(self.ray_address)
+        except ValueError as exc:
+            raise ConfigError(f"ray_address: {exc}") from None
         _check(self.length_target_words >= 1, f"length_target_words={self.length_target_words}: must be >= 1")
         _check(self.vllm_mode in VLLM_MODES, f"vllm_mode={self.vllm_mode!r}: expected one of {VLLM_MODES}")
         _check(
@@ -281,6 +298,10 @@ class RLConfig(_Common):
         _check(
             0 < self.vllm_gpu_memory_utilization <= 1,
             f"vllm_gpu_memory_utilization={self.vllm_gpu_memory_utilization}: must be in (0, 1]",
+        )
+        _check(
+            self.vllm_tensor_parallel_size >= 1,
+            f"vllm_tensor_parallel_size={self.vllm_tensor_parallel_size}: must be >= 1",
         )
 
 
@@ -311,6 +332,7 @@ class ImputeConfig:
         _check(self.max_new_tokens >= 1, f"max_new_tokens={self.max_new_tokens}: must be >= 1")
         _check(self.device in DEVICES, f"device={self.device!r}: expected one of {DEVICES}")
         _check_seed(self.seed)
+        _check(self.max_rows is None or self.max_rows >= 1, f"max_rows={self.max_rows}: must be >= 1")
 
 
 def _allowed(tp) -> tuple[type, ...]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from r3.data import schema as S
-from r3.data.turns import EpisodeFolderError, Turn, load_episodes, load_turn_dataset
+from r3.data.turns import Turn, load_episodes, load_turn_dataset
 from r3.episode_loop import BLANK_IMAGE
 from r3.reasoning.prompts import PromptSettings
 from r3.rewards.functions import RewardComposer
@@ -75,7 +75,7 @@ def open_turns(path: str | Path, max_rows: int | None = None) -> list[Turn]:
             turns = load_turn_dataset(path)
         else:
             turns = [t for e in load_episodes(path) for t in e.turns]
-    except (EpisodeFolderError, FileNotFoundError, KeyError) as err:
+    except (ValueError, FileNotFoundError, KeyError) as err:  # EpisodeFolderError and a manifest's own
         raise DatasetError(f"{path}: {err}") from None
     if not turns:
         raise DatasetError(f"{path}: the stored episodes have no turns")

@@ -228,6 +228,18 @@ def _region_sentences(table) -> list[str]:
         env.close()
 
 
+def _history_record_problem(record: dict) -> str | None:
+    """What in one imputed record is not of its type (an id and history text, a step number, a kind
+    a dataset's history may be), or None."""
+    if not isinstance(record["episode_id"], str) or not isinstance(record["history"], str):
+        return "episode_id and history must be strings"
+    if isinstance(record["step"], bool) or not isinstance(record["step"], int) or record["step"] < 0:
+        return f"step={record['step']!r:.40}: expected a whole number >= 0"
+    if record["history_kind"] not in S.HISTORY_KINDS:
+        return f"history_kind={record['history_kind']!r:.40}: expected one of {S.HISTORY_KINDS}"
+    return None
+
+
 def with_history(table, history: dict[tuple[str, int], dict]):
     """``table`` with the imputed ``history`` / ``history_kind`` of :func:`load_history_file` applied."""
 
@@ -263,15 +275,28 @@ def load_history_file(path: str | Path) -> dict[tuple[str, int], dict]:
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"history_file not found: {path}")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"history_file {path}: cannot be read ({exc})") from None
     out = {}
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        record = json.loads(line)
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(
+                f"{path}:{n}: not JSON ({exc.msg}); expected one record of `r3 train impute` a line"
+            ) from None
+        if not isinstance(record, dict):
+            raise DatasetError(f"{path}:{n}: expected a JSON object, got {type(record).__name__}")
         missing = {"episode_id", "step", "history", "history_kind"} - set(record)
         if missing:
             raise DatasetError(f"{path}:{n}: missing {sorted(missing)}")
-        out[(record["episode_id"], int(record["step"]))] = {
+        if problem := _history_record_problem(record):
+            raise DatasetError(f"{path}:{n}: {problem}")
+        out[(record["episode_id"], record["step"])] = {
             "history": record["history"],
             "history_kind": record["history_kind"],
         }

@@ -704,12 +704,91 @@ def test_train_refuses_an_output_dir_that_holds_a_finished_run(job, tmp_path, ca
     (run / "final").mkdir(parents=True)
     (run / "final" / "model.safetensors").write_text("TRAINED")
     config = tmp_path / "train.yaml"
-    config.write_text(f"model: {model}\ndataset: {tmp_path}\noutput_dir: {run}\n")
-    train_main([job, "--config", str(config), "--check"])  # (refused later: tmp_path is no dataset)
+    config.write_text(f"model: {model}\ndataset: {tmp_path / 'data'}\noutput_dir: {run}\n")
+    train_main([job, "--config", str(config), "--check"])  # (refused later: there is no dataset)
     assert "finished run" not in capsys.readouterr().err  # a torn final: trained again
     (run / "final" / "r3_prompt.json").write_text("{}")
     refused(train_main, [job, "--config", str(config), "--check"], capsys, "holds a finished run (final/)")
     assert (run / "final" / "model.safetensors").read_text() == "TRAINED"
+
+
+@pytest.fixture(scope="module")
+def built(expert_bags, tmp_path_factory):
+    """An sft and an rl dataset of the session's expert bags, and a folder that passes as a model."""
+    root = tmp_path_factory.mktemp("built")
+    for kind in ("sft", "rl"):
+        build_dataset(find_bags([expert_bags]), root / kind, kind)
+    (root / "model").mkdir()
+    (root / "model" / "config.json").write_text("{}")
+    return root
+
+
+@pytest.mark.parametrize("where", ["the model", "inside the dataset", "the eval dataset", "the root"])
+def test_train_refuses_an_output_dir_in_what_it_reads(where, built, tmp_path, capsys):
+    """Found by a hostile user: `r3 train sft` with output_dir its own dataset or model folder trained
+    and wrote checkpoint-1/, final/ and a README.md into it; `--check` passed output_dir=/."""
+    output_dir, says = {
+        "the model": (built / "model", "inside the model it reads"),
+        "inside the dataset": (built / "sft" / "run", "inside the dataset it reads"),
+        "the eval dataset": (built / "rl", "inside the eval_dataset it reads"),
+        "the root": (Path("/"), "refusing to write checkpoints into /"),
+    }[where]
+    config = tmp_path / "sft.yaml"
+    config.write_text(
+        f"model: {built / 'model'}\ndataset: {built / 'sft'}\neval_dataset: {built / 'rl'}\n"
+        f"output_dir: {output_dir}\n"
+    )
+    before = sorted(p.name for p in built.rglob("*"))
+    refused(train_main, ["sft", "--config", str(config), "--check"], capsys, says)
+    assert sorted(p.name for p in built.rglob("*")) == before
+
+
+@pytest.mark.parametrize(
+    "job, setting, says",
+    [
+        ("sft", "eval_dataset: /nonexistent", "/nonexistent"),
+        ("rl", "history_file: {config}", "not JSON"),
+        ("rl", "history_file: {latin1}", "cannot be read"),
+        ("rl", "history_file: {number}", "expected a JSON object, got int"),
+        ("rl", "history_file: {bad_step}", "step='x': expected a whole number"),
+        ("rl", "interface: semantic", "a rl dataset, expected a turns one"),
+    ],
+    ids=[
+        "eval_dataset missing",
+        "history not JSON",
+        "history not UTF-8",
+        "history a number",
+        "step",
+        "turns",
+    ],
+)
+def test_train_check_reads_every_input_and_refuses_each_in_one_line(
+    job, setting, says, built, tmp_path, capsys
+):
+    """Found by a hostile user: `--check` passed an eval_dataset that the run then refused after loading
+    the model; a history_file that was no JSONL of `r3 train impute` (this config, Latin-1 bytes, a bare
+    number) and `interface: semantic` on a single-step dataset ended in tracebacks or a bare KeyError."""
+    (tmp_path / "latin1.jsonl").write_bytes(b'{"history": "caf\xe9"}\n')
+    (tmp_path / "number.jsonl").write_text("5\n")
+    record = {"episode_id": "e", "step": "x", "history": "", "history_kind": "none"}
+    (tmp_path / "bad_step.jsonl").write_text(json.dumps(record) + "\n")
+    config = tmp_path / f"{job}.yaml"
+    files = {name: tmp_path / f"{name}.jsonl" for name in ("latin1", "number", "bad_step")}
+    config.write_text(
+        f"model: {built / 'model'}\ndataset: {built / job}\noutput_dir: {tmp_path / 'run'}\n"
+        + setting.format(config=config, **files)
+        + "\n"
+    )
+    refused(train_main, [job, "--config", str(config), "--check"], capsys, says)
+
+
+def test_impute_refuses_max_rows_below_one(built, tmp_path, capsys):
+    """Found by a hostile user: `max_rows: -1` passed and imputed nothing ("rows": 0)."""
+    config = tmp_path / "impute.yaml"
+    config.write_text(
+        f"backend: expert\ndataset: {built / 'rl'}\noutput: {tmp_path / 'h.jsonl'}\nmax_rows: -1\n"
+    )
+    refused(train_main, ["impute", "--config", str(config), "--check"], capsys, "max_rows=-1: must be >= 1")
 
 
 def test_train_refuses_cuda_on_a_machine_without_one_in_one_line(tmp_path, capsys, monkeypatch):

@@ -115,6 +115,13 @@ BASE = {"model": "m", "dataset": "d", "output_dir": "o"}
         ({**BASE, "inference_temperature": 10**400}, "inference_temperature=inf: expected a finite number"),
         ({**BASE, "rewards": {"judge": float("nan")}}, "rewards.judge=nan: must be a finite number"),
         ({**BASE, "lora": {"target_modules": [1, 2]}}, "lora.target_modules=[1, 2]: must name modules"),
+        # Found by a hostile user: each passed --check, and failed in TRL or trained on nothing.
+        ({**BASE, "save_total_limit": 0}, "save_total_limit=0: must be >= 1"),
+        ({**BASE, "save_total_limit": -5}, "save_total_limit=-5: must be >= 1"),
+        ({**BASE, "report_to": [[1]]}, "report_to=[[1]]: expected a list of integration names"),
+        ({**BASE, "vllm_tensor_parallel_size": 0}, "vllm_tensor_parallel_size=0: must be >= 1"),
+        ({**BASE, "ray_address": "nonsense"}, "Ray address 'nonsense': expected local, auto"),
+        ({**BASE, "rewards": {"judge": 0, "length": 0}}, "rewards: every weight is 0"),
     ],
 )
 def test_bad_rl_config_names_the_problem(tmp_path, values, named):

@@ -118,8 +118,9 @@ class ReasonerNode(R3Node):
             started = True
             self.watch.recorder = self.recording.recorder  # from now on, losing it loses the episode's data
             result.bag = self.recording.wait_recording(episode_id, self.watch.check_alive)
-            if goal.reset_scene:
-                goal_text = self.reset(goal, episode_id, handle)
+            if goal.reset_scene:  # the scene's goal, unless the client gave its own (which START named)
+                scene_goal = self.reset(goal, episode_id, handle)
+                goal_text = None if scene_goal is None else goal.goal or scene_goal
             if goal_text is None:
                 result.reason = "canceled"
             else:

@@ -237,6 +237,19 @@ def test_reset_scene_false_continues_on_the_current_scene(graph, client):
     assert min(s.control_step for s in after) == before[-1].control_step + 1
 
 
+def test_a_clients_own_goal_text_is_the_one_recorded_throughout(graph, client):
+    """Found by a hostile user: with a goal text of its own, START and every ReasonerStep carried the
+    client's text (the model was prompted with it) but END and the bag's sidecar the scene's."""
+    text = "put the blocks in a line across the middle"
+    result, _ = client.run_task(goal(goal=text, max_steps=1))
+    assert result.reason == "step_budget", result.reason
+    topics = bag_topics(Path(result.bag))
+    events = topics[names.EPISODE_EVENTS]
+    assert [e.goal for e in events] == [text, text], [e.goal for e in events]
+    assert {s.goal for s in topics[names.REASONER_STEPS]} == {text}
+    assert read_episode_info(Path(result.bag)).goal == text
+
+
 def test_bad_goals_sent_during_an_episode_are_refused_and_the_episode_goes_on(graph, client):
     """A goal the reasoner or the low-level node refuses preempts nothing (before, a RunTask goal with
     a negative seed cancelled the running episode, and a FollowInstruction that did not parse aborted

@@ -13,8 +13,9 @@ in the bag says so from the first message on. A message sent before the episode'
 DDS source stamp) belongs to the one before, however late it arrives: it is not filed into this
 episode's bag.
 
-``output_dir`` is the bag root; a relative one is taken from the recorder's working directory and
-made absolute at start. The absolute path of each bag opened goes out on ``/r3/recorder/bags``
+``output_dir`` is the bag root (``~`` is the user's home); a relative one is taken from the
+recorder's working directory, made absolute and created at start, and one it cannot write ends the
+node at launch. The absolute path of each bag opened goes out on ``/r3/recorder/bags``
 (latched), so the RunTask result can carry it. The reasoner's decision frames
 (``/r3/reasoner/frames``, reliable) are recorded whatever the ``topics`` list says.
 
@@ -44,6 +45,7 @@ from rclpy.qos import ReliabilityPolicy
 from rclpy.serialization import serialize_message
 from std_msgs.msg import String
 
+from r3.cli_args import folder_problem
 from r3.data.bags import EpisodeBagWriter, EpisodeInfo
 from r3.graph import names
 from r3.graph.interfaces import PUBLISHED_TYPES
@@ -79,11 +81,24 @@ IDLE_POLL_S = 0.25
 BEST_EFFORT = ReliabilityPolicy.BEST_EFFORT
 
 
+def bag_root(output_dir: str) -> Path:
+    """``output_dir`` as the folder the bags go into, made now: one the recorder cannot write ends it
+    at launch with the reason, not every episode later with "did not start recording"."""
+    root = Path(output_dir).expanduser().resolve()
+    if problem := folder_problem(root):
+        raise ValueError(f"output_dir: {problem}")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a name too long for the filesystem, a full disk
+        raise ValueError(f"output_dir: cannot make {root}: {exc.strerror or exc}") from None
+    return root
+
+
 class RecorderNode(R3Node):
     def __init__(self):
         super().__init__("r3_recorder_node")
         self.param = p = declare_parameters(self, NODE_PARAMETERS["r3_recorder_node"])
-        self.output_dir = Path(p["output_dir"]).resolve()
+        self.output_dir = bag_root(p["output_dir"])
         self.topics = [t for t in p["topics"] if t != names.EPISODE_EVENTS]
         self.topics += [names.REASONER_FRAMES] if names.REASONER_FRAMES not in self.topics else []
         self.close_delay_s = p["close_delay_s"]

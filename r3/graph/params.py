@@ -28,6 +28,8 @@ from dataclasses import dataclass
 #: The parameter types r3 nodes use (ROS bool, integer, double, string, double and string arrays).
 TYPES = ("bool", "int", "float", "str", "float[]", "str[]")
 _SCALAR = {"bool": (bool,), "int": (int,), "float": (float,), "str": (str,)}
+#: The longest value of a patterned (name) parameter: a ROS name has at most 255 characters.
+MAX_NAME_CHARS = 255
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ class ParameterSpec:
     description: str
     range: tuple[float, float] | None = None  # numbers: the closed interval of valid values
     choices: tuple[str, ...] = ()  # strings: the valid values
-    pattern: str = ""  # strings: a regular expression every valid value matches whole
+    pattern: str = ""  # strings: a regular expression every valid value matches whole (a name)
     length: int | None = None  # arrays: the number of items
     read_only: bool = True
 
@@ -87,6 +89,8 @@ class ParameterSpec:
             return f"{self.name}: {value!r} is outside [{self.range[0]}, {self.range[1]}]"
         if self.choices and value not in self.choices:
             return f"{self.name}: {value!r} is not {self.constraints}"
+        if self.pattern and len(value) > MAX_NAME_CHARS:
+            return f"{self.name}: {len(value)} characters; a name has at most {MAX_NAME_CHARS}"
         if self.pattern and not re.fullmatch(self.pattern, value):
             return f"{self.name}: {value[:80]!r} does not match {self.pattern}"
         return None
@@ -99,7 +103,7 @@ class ParameterSpec:
         if self.choices:
             return "one of " + ", ".join(c or "''" for c in self.choices)
         if self.pattern:
-            return f"matches {self.pattern}"
+            return f"matches {self.pattern}, at most {MAX_NAME_CHARS} characters"
         if self.length is not None:
             return f"{self.length} items"
         return ""

@@ -211,6 +211,29 @@ def test_an_invalid_value_at_launch_ends_the_node_with_its_reason(ros_env):
     assert "fatal:" in done.stderr and "policy: 'learned' is not one of scripted" in done.stderr
 
 
+@pytest.mark.parametrize("where", ["a file", "beneath a file", "a name too long"])
+def test_a_recorder_that_cannot_write_its_bag_folder_ends_at_launch_with_the_reason(where, ros_env, tmp_path):
+    """Found by a hostile user: with output_dir a file, the recorder started, said it was idle, and
+    every episode then failed after 5 s with "did not start recording", the cause only in its log."""
+    (tmp_path / "notes.txt").write_text("mine")
+    output_dir, says = {
+        "a file": (tmp_path / "notes.txt", "is a file, not a folder"),
+        "beneath a file": (tmp_path / "notes.txt" / "bags", "no folder can be made under"),
+        "a name too long": (tmp_path / ("b" * 300), "File name too long"),
+    }[where]
+    done = subprocess.run(
+        [sys.executable, "-m", "r3_recorder_node.main", "--ros-args", "-p", f"output_dir:={output_dir}"],
+        env=ros_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "fatal: output_dir: " in done.stderr and says in done.stderr, done.stderr
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
 @pytest.mark.parametrize(
     ("node", "group", "parameter", "target", "more", "built"),
     [

@@ -155,6 +155,17 @@ def test_a_watched_node_must_be_a_fully_qualified_node_name(name):
     assert NODE_PARAMETERS["r3_reasoner_node"].problems({"lowlevel_node": name}), name
 
 
+@pytest.mark.parametrize("parameter", ["lowlevel_node", "sim_node", "recorder_node"])
+def test_a_watched_node_name_is_at_most_255_characters(parameter):
+    """Found by a hostile user: `lowlevel_node` of 5,000 characters was taken while running, and every
+    later episode waited its whole startup timeout and ended with a 10,000-character reason."""
+    reasoner = NODE_PARAMETERS["r3_reasoner_node"]
+    assert reasoner.problems({parameter: "/" + "a" * 254}) == []
+    assert reasoner.problems({parameter: "/a" * 2500}) == [
+        f"r3_reasoner_node: {parameter}: 5000 characters; a name has at most 255"
+    ]
+
+
 def test_the_recorder_may_be_none_or_a_node_name():
     reasoner = NODE_PARAMETERS["r3_reasoner_node"]
     assert reasoner.problems({"recorder_node": ""}) == []

@@ -39,8 +39,8 @@ MAX_SEED = 2**63 - 1
 MAX_GOAL_CHARS = 2_000
 #: One answer to carry out: an instruction, or one semantic or tool call with its arguments.
 MAX_INSTRUCTION_CHARS = 4_096
-#: Bidirectional-text controls: they make text display in another order than it is read.
-BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: Bidirectional-text controls and marks: they make text display in another order than it is read.
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
 
 
 class GoalRefused(ValueError):
@@ -66,8 +66,9 @@ def check_text(text: str, what: str, limit: int) -> str:
 
 
 def is_control(char: str) -> bool:
-    """A character that changes how a terminal or a line shows text, other than tab and newline."""
-    return char not in "\t\n" and (unicodedata.category(char) == "Cc" or char in BIDI_CONTROLS)
+    """A character that changes how a terminal or a line shows text, other than tab and newline (the
+    line and paragraph separators break a line as a newline does, unseen in a log)."""
+    return char not in "\t\n" and (unicodedata.category(char) in ("Cc", "Zl", "Zp") or char in BIDI_CONTROLS)
 
 
 def printable(text: str) -> str:

@@ -52,6 +52,10 @@ def run_task_goal(suite="language_table", task="V", seed=3, reasoning_budget=-1,
         ({"goal": "stack the blocks\x1b[2J"}, "the goal holds the control character U\\+001B at 16"),
         ({"goal": "line up \u202ethe blocks"}, "U\\+202E at 8"),
         ({"goal": "line\x00up"}, "U\\+0000 at 4"),
+        # Found by a hostile user: direction marks and Unicode line breaks were taken.
+        ({"goal": "line up\u200f the blocks"}, "U\\+200F at 7"),
+        ({"goal": "line up\u2028the blocks"}, "U\\+2028 at 7"),
+        ({"goal": "line up\u2029the blocks"}, "U\\+2029 at 7"),
     ],
 )
 def test_bad_run_task_fields_are_refused_with_the_reason(fields, why):

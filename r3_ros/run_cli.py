@@ -18,7 +18,7 @@ from pathlib import Path
 from r3.cli_args import INT32_MAX, UINT32_MAX, folder, integer, positive, seed, word
 from r3.data.bags import read_episode_info
 from r3.data.video import default_format, episode_video_from_bag
-from r3.graph.cli import backend_problem, parse_overrides
+from r3.graph.cli import parse_overrides, start_problem
 from r3.graph.description import DEFAULT_GRAPH, load_profile
 from r3.graph.supervisor import Supervisor
 from r3.safety.goals import (
@@ -156,8 +156,33 @@ def _interface_steps(interface: str) -> int:
     return SUITE_ADAPTERS[interface].default_steps
 
 
+def graph_overrides(args) -> dict:
+    """The parameters of the graph r3 run starts: ``--set``, with what r3 run's own options set; a
+    ValueError for a bad --set, for the recorder's output_dir (r3 run's bags go under --out), and for a
+    reasoner parameter whose option says otherwise (one of the two would be overruled unseen)."""
+    overrides = parse_overrides(args.set)
+    if "output_dir" in overrides.get("r3_recorder_node", {}):
+        raise ValueError("--set r3_recorder_node.output_dir: r3 run's bags go under --out; set --out instead")
+    options = {"backend": ("--reasoner", args.reasoner), "interface": ("--interface", args.interface)}
+    for name, (option, value) in options.items():
+        given = overrides.get("r3_reasoner_node", {}).get(name)
+        if value is None or (name == "interface" and value == "instruction" and given is not None):
+            continue  # the option left at its default: the --set value stands
+        if given is not None and given != value:
+            raise ValueError(f"--set r3_reasoner_node.{name}={given!r} contradicts {option} {value}")
+        if name == "backend" or value != "instruction":
+            overrides.setdefault("r3_reasoner_node", {})[name] = value
+    overrides.setdefault("r3_recorder_node", {})["output_dir"] = str((args.out / "bags").resolve())
+    return overrides
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:  # before anything starts: a --set is refused at once, not after the graph came up
+        overrides = graph_overrides(args)
+    except ValueError as exc:
+        _parser().error(exc.args[0] if exc.args else str(exc))
+    interface = str(overrides.get("r3_reasoner_node", {}).get("interface", "instruction"))
     import rclpy
 
     from r3_msgs.action import RunTask
@@ -169,13 +194,13 @@ def main(argv: list[str] | None = None) -> int:
         suite=args.suite,
         task=args.task,
         seed=args.seed,
-        max_steps=args.max_steps or _interface_steps(args.interface),
+        max_steps=args.max_steps or _interface_steps(interface),
         reasoning_budget=args.reasoning_budget,
         reset_scene=True,
     )
     try:  # the reasoner's own checks, here before a graph is started only to refuse the goal
         suite, _ = check_run_task(goal)
-        check_interface(args.interface, suite)
+        check_interface(interface, suite)
     except GoalRefused as exc:
         _parser().error(str(exc))
     out = args.out
@@ -197,16 +222,10 @@ def main(argv: list[str] | None = None) -> int:
                 return _fail(f"no running r3 graph offered /r3/run_task within {args.startup_timeout:.0f} s")
         elif not commander.wait_until_ready(RUNNING_GRAPH_DISCOVERY_S):
             try:
-                overrides = parse_overrides(args.set)
-                overrides.setdefault("r3_recorder_node", {})["output_dir"] = str((out / "bags").resolve())
-                if args.reasoner:
-                    overrides.setdefault("r3_reasoner_node", {})["backend"] = args.reasoner
-                if args.interface != "instruction":
-                    overrides.setdefault("r3_reasoner_node", {})["interface"] = args.interface
                 profile = load_profile(args.profile or f"sim_{args.suite}", args.graph, overrides)
             except (ValueError, OSError, KeyError) as exc:  # a bad graph, profile or --set: nothing started
                 return _fail(exc.args[0] if exc.args else str(exc))
-            problem = backend_problem(profile)
+            problem = start_problem(profile)
             if problem:
                 return _fail(problem)
             log_dir = out / "logs" / time.strftime("%Y%m%d-%H%M%S")

@@ -16,7 +16,7 @@ from r3.graph.description import (
     profile_names,
     unmatched_subscriptions,
 )
-from r3.graph.supervisor import Supervisor
+from r3.graph.supervisor import Supervisor, resolve_executable
 
 
 def parse_overrides(items: list[str]) -> dict[str, dict]:
@@ -34,13 +34,18 @@ def parse_overrides(items: list[str]) -> dict[str, dict]:
     return overrides
 
 
-def backend_problem(profile) -> str | None:
-    """Why the reasoner backend spec of a member r3 starts cannot be built (a bad spec, a model
-    folder that is not there, a GPU this machine lacks), before any node starts; None when it can.
-    Building loads no weights."""
+def start_problem(profile) -> str | None:
+    """Why a member r3 starts cannot be started, before any node starts: its executable is not
+    installed (a ROS 2 package this machine lacks), or its reasoner backend spec cannot be built (a bad
+    spec, a model folder that is not there, a GPU this machine lacks); None when each can. Building
+    loads no weights."""
     from r3.reasoning.backends import check_backend
 
     for member in profile.started:
+        try:
+            resolve_executable(member)
+        except FileNotFoundError as exc:
+            return str(exc)
         if member.executable == "r3_reasoner_node":
             spec = member.parameters.get("backend", "expert")
             try:
@@ -114,7 +119,7 @@ def launch_main(argv: list[str] | None = None) -> int:
     except (OSError, KeyError, ValueError) as exc:  # a wrong file, name or value: nothing starts
         parser.error(exc.args[0] if exc.args else str(exc))
     problems = unmatched_subscriptions(profile)
-    if problem := backend_problem(profile):
+    if problem := start_problem(profile):
         parser.error(problem)
     if args.check:
         for line in outside_requirements(profile):

@@ -78,17 +78,23 @@ def test_a_packing_episode_through_the_graph_matches_in_process(interface, tmp_p
     assert steps[1].history == f"{instructions[0]}\n{outcomes[0]}"  # the result line reached the model
 
 
-def test_an_interface_the_suite_does_not_serve_is_refused_before_anything_moves(tmp_path, private_ros_env):
-    """The reasoner node's own refusal (``r3 run --interface semantic`` is refused before any graph
-    starts: test_cli_numbers.py; a parameter set by hand reaches the node)."""
-    run = _run(
-        ["--task", "T", "--seed", "5", "--set", "r3_reasoner_node.interface=semantic"],
-        tmp_path,
-        private_ros_env(),
-    )
-    assert run.returncode == 1, run.stdout + run.stderr
-    assert "error: invalid goal: interface 'semantic' acts on packing, not 'language_table'" in run.stdout
-    assert not (tmp_path / "bags").exists() or not any((tmp_path / "bags").iterdir())
+def test_an_interface_the_suite_does_not_serve_is_refused_before_anything_moves(tmp_path):
+    """The reasoner node's own refusal, of a parameter set by hand on a launched graph (`r3 run` refuses
+    the same through --interface or --set before any graph starts: test_cli_numbers.py)."""
+    from hostile import Client, Graph, own_domain
+
+    from r3_msgs.action import RunTask
+
+    graph = Graph("sim_language_table", tmp_path, own_domain(), sets=("r3_reasoner_node.interface=semantic",))
+    client = Client("r3_interface_client", graph.domain)
+    try:
+        assert client.wait_until_ready(90), "the graph did not come up:\n" + "".join(graph.lines)
+        result, _ = client.run_task(RunTask.Goal(suite="language_table", task="T", seed=5, reset_scene=True))
+    finally:
+        client.close()
+        graph.stop()
+    assert result.reason == "error: invalid goal: interface 'semantic' acts on packing, not 'language_table'"
+    assert not graph.bags.exists() or not any(graph.bags.iterdir())
 
 
 @pytest.mark.parametrize("interface, answer", [("semantic", "Action: done()"), ("plan", "Plan:\n1. done()")])

@@ -72,6 +72,30 @@ def test_the_types_take_their_bounds_and_name_the_bad_text():
         (["--suite", ""], "argument --suite: expected a value"),
         (["--reasoner", ""], "argument --reasoner: expected a value"),
         (["--out", ""], "argument --out: expected a folder"),
+        # Found by a hostile user: a --set of the interface was checked only once the graph was up, and
+        # a --set that one of r3 run's own options overruled was dropped without a word.
+        (
+            ["--set", "r3_reasoner_node.interface=semantic"],
+            "interface 'semantic' acts on packing, not 'langu",
+        ),
+        (["--set", "r3_recorder_node.output_dir=/tmp/elsewhere"], "r3 run's bags go under --out"),
+        (
+            ["--reasoner", "expert", "--set", "r3_reasoner_node.backend=replay:/x"],
+            "--set r3_reasoner_node.backend='replay:/x' contradicts --reasoner expert",
+        ),
+        (
+            [
+                "--suite",
+                "packing",
+                "--task",
+                "4",
+                "--interface",
+                "tools",
+                "--set",
+                "r3_reasoner_node.interface=plan",
+            ],
+            "--set r3_reasoner_node.interface='plan' contradicts --interface tools",
+        ),
     ],
 )
 def test_r3_run_refuses_a_goal_the_reasoner_would_refuse_before_starting_a_graph(argv, why, tmp_path, capsys):

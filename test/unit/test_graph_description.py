@@ -214,6 +214,18 @@ def test_r3_launch_check_fails_on_an_unwired_profile(tmp_path, capsys):
     )
 
 
+def test_a_profile_whose_executable_is_not_installed_is_refused_in_one_line(monkeypatch, capsys):
+    """Found by a hostile user: `r3 launch gazebo` and `r3 run --profile gazebo` on a machine without
+    ros_gz ended in a FileNotFoundError traceback from the supervisor."""
+    monkeypatch.setattr("r3.graph.supervisor.shutil.which", lambda name: None)
+    monkeypatch.setattr("r3.graph.cli.Supervisor", lambda *a: pytest.fail("started a graph"))
+    with pytest.raises(SystemExit) as exit_:
+        launch_main(["gazebo"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "Traceback" not in err
+    assert "gz_bridge: executable 'parameter_bridge' (ros_gz_bridge) is not on PATH" in err, err
+
+
 def test_a_command_lines_integer_for_a_double_parameter_becomes_a_double():
     """`--set r3_sim_node.camera_rate_hz=0` once started a simulator that exited "expecting DOUBLE"."""
     profile = load_profile("sim_language_table", overrides={"r3_sim_node": {"camera_rate_hz": 0}})

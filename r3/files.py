@@ -6,7 +6,9 @@ folder": a folder holding anything the command does not write (its input bags, t
 files, another dataset's parent) is refused with a reason, so a mistyped ``--out`` (empty, ``.``,
 the input folder, a parent of it) can lose nothing. What a command wrote is known by the mark it
 leaves (:data:`OUTPUT_MARK`), not by the names of its entries: a user's own ``data/`` folder has
-the name a dataset's rows have.
+the name a dataset's rows have. A command that continues its own earlier output (``r3 collect``,
+``r3 mini``) writes only into a new or empty folder or one holding that output
+(:func:`resumable_output`).
 """
 
 from __future__ import annotations
@@ -58,10 +60,18 @@ def _is_earlier_output(out: Path, what: str, made_before_marks: Callable[[Path],
     """Whether ``out`` holds ``what`` as r3 wrote it: its mark, which goes in before its other entries
     and out after them, so an output torn by a crash has it too; or, for outputs written before
     there were marks, ``made_before_marks`` (a check of the output's own index file)."""
+    marked = _marked_as(out)
+    if marked is not None:
+        return marked == what
+    return made_before_marks is not None and made_before_marks(out)
+
+
+def _marked_as(out: Path) -> str | None:
+    """What ``out``'s mark says it holds; None without a mark that reads as one."""
     try:
-        return json.loads((out / OUTPUT_MARK).read_text()).get("what") == what
+        return json.loads((out / OUTPUT_MARK).read_text()).get("what")
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        return made_before_marks is not None and made_before_marks(out)
+        return None
 
 
 def _remove(entry: Path) -> None:
@@ -69,6 +79,50 @@ def _remove(entry: Path) -> None:
         shutil.rmtree(entry)
     else:
         entry.unlink()
+
+
+def _output_folder(out: str | Path, what: str) -> Path:
+    """``out`` as a folder for ``what``; a FileRefused for the current folder, the filesystem root or
+    a file, which no command's output may go into."""
+    out = Path(out)
+    if str(out).strip() in ("", "."):
+        raise FileRefused(f"refusing to write {what} into the current folder; name a folder for it")
+    if out.exists() and not out.is_dir():
+        raise FileRefused(f"{out} is a file, not a folder for {what}")
+    target = out.resolve()
+    if target.parent == target:
+        raise FileRefused(f"refusing to write {what} into {out}; name a folder for it")
+    return out
+
+
+def resumable_output(
+    out: str | Path, what: str, *, made_before_marks: Callable[[Path], bool] | None = None
+) -> None:
+    """A FileRefused unless ``out`` may hold ``what``, the output of a command that continues its own
+    earlier output (``r3 collect``, ``r3 mini``): a new or empty folder, or one holding an earlier
+    ``what`` (see :func:`_is_earlier_output`). Never the current folder, the filesystem root or a
+    folder holding anything else (a user's files, another command's output), which its files would
+    be mixed into. Writes nothing; :func:`mark_output` claims the folder once the command starts."""
+    out = _output_folder(out, what)
+    held = sorted(entry.name for entry in out.iterdir()) if out.is_dir() else []
+    if held and not _is_earlier_output(out, what, made_before_marks):
+        marked = _marked_as(out)
+        held = [name for name in held if name != OUTPUT_MARK] or held
+        shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+        whose = f"r3 marked it as {marked}" if marked else f"no {what} that r3 wrote, no {OUTPUT_MARK} mark"
+        raise FileRefused(
+            f"{out} holds {shown} ({whose}): not writing {what} into it; choose a new or empty folder"
+        )
+
+
+def mark_output(out: str | Path, what: str) -> Path:
+    """Make folder ``out`` and mark it as holding ``what``, before anything else goes in, so that a run
+    stopped at any point leaves a folder :func:`resumable_output` knows as its own; ``out``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if not _is_earlier_output(out, what, None):
+        (out / OUTPUT_MARK).write_text(json.dumps({"what": what}) + "\n")
+    return out
 
 
 def replaceable_output(
@@ -82,14 +136,7 @@ def replaceable_output(
     """The entries of ``out`` that writing ``what`` there would replace (see :func:`replaced_output`);
     a FileRefused or FileExistsError saying why it may not be written there. A command whose output
     comes only after long work asks this first."""
-    out = Path(out)
-    if str(out).strip() in ("", "."):
-        raise FileRefused(f"refusing to write {what} into the current folder; name a folder for it")
-    if out.exists() and not out.is_dir():
-        raise FileRefused(f"{out} is a file, not a folder for {what}")
-    target = out.resolve()
-    if target.parent == target:
-        raise FileRefused(f"refusing to write {what} into {out}; name a folder for it")
+    out = _output_folder(out, what)
     writes = {*writes, OUTPUT_MARK}
     earlier = sorted(out.iterdir()) if out.is_dir() else []
     if earlier:

@@ -50,7 +50,11 @@ def collect_main(argv: list[str]) -> int:
         "--trials", type=int, default=4, help="trials per scene, each its own seed (default: %(default)s)"
     )
     p.add_argument(
-        "--out", type=folder, required=True, help="folder for the bags (one sub-folder per episode)"
+        "--out",
+        type=folder,
+        required=True,
+        help="folder for the bags (one sub-folder per episode): a new or empty one, or an earlier "
+        "collection to go on with",
     )
     p.add_argument(
         "--workers",

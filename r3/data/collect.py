@@ -10,7 +10,8 @@ already complete in the output folder, and runs the rest on a :class:`r3.workers
 (:mod:`r3.data.episode_bag`).
 Successful and failed episodes are both kept. A bag is written under ``OUT/.partial`` and moved
 into ``OUT`` once closed, so an interrupted run leaves no half-written bag where a finished one
-is expected; the next run clears ``.partial`` and carries on. Seeds: :mod:`r3.data.seeds`.
+is expected; the next run clears ``.partial`` and carries on. ``OUT`` is a new or empty folder or an
+earlier collection (:func:`check_folder`), never one holding anything else. Seeds: :mod:`r3.data.seeds`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from r3.data.bags import COMPLETE, bag_damage, read_episode_info
+from r3.files import OUTPUT_MARK, FileRefused, mark_output, resumable_output
 from r3.seeds import MAX_SCENES, MAX_TRIALS, collection_seed, packing_collection_seed
 from r3.sim import IMAGE_SIDES
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
@@ -30,6 +32,9 @@ from r3.workers import WorkerPool, check_workers
 PARTIAL = ".partial"
 #: The settings a folder's episodes were collected with (``SAME_SETTINGS``), written by its first run.
 SETTINGS_FILE = "r3_collection.json"
+#: What a collection folder holds, in its :data:`r3.files.OUTPUT_MARK`: ``--out`` is a new or empty
+#: folder or one an earlier collection marked (or, from before there were marks, its ``SETTINGS_FILE``).
+COLLECTION = "episode collection"
 #: What makes an episode the one it is: a resumed or extended collection must match them (the scenes,
 #: trials, split and workers may differ). A run with another backend or image size once counted the
 #: folder's episodes as done, or added 64x48 bags beside 320x240 ones that no video could then hold.
@@ -252,7 +257,17 @@ def _run_packing(spec: EpisodeSpec, config: CollectConfig) -> tuple[str, bool]:
 
 
 class FolderRefused(ValueError):
-    """A collection folder whose episodes were collected with other settings."""
+    """A folder that is no collection's, or one whose episodes were collected with other settings."""
+
+
+def check_folder(out: Path) -> None:
+    """A FolderRefused unless ``out`` is new, empty or an earlier collection (:data:`COLLECTION`):
+    never the current folder, the filesystem root, or a folder holding a user's files or another
+    command's output, which the bags would be mixed into. Writes nothing."""
+    try:
+        resumable_output(out, COLLECTION, made_before_marks=lambda out: (out / SETTINGS_FILE).is_file())
+    except FileRefused as exc:
+        raise FolderRefused(str(exc)) from None
 
 
 def claim_folder(out: Path, config: CollectConfig) -> None:
@@ -260,7 +275,9 @@ def claim_folder(out: Path, config: CollectConfig) -> None:
     (a folder that holds none yet, as a run whose reasoner failed to start leaves it, takes these)."""
     wanted = {key: getattr(config, key) for key in SAME_SETTINGS}
     file = out / SETTINGS_FILE
-    if not file.is_file() or not any(p.name not in (SETTINGS_FILE, PARTIAL) for p in out.iterdir()):
+    if not file.is_file() or not any(
+        p.name not in (SETTINGS_FILE, PARTIAL, OUTPUT_MARK) for p in out.iterdir()
+    ):
         file.write_text(json.dumps(wanted, indent=2) + "\n")
         return
     try:
@@ -278,7 +295,8 @@ def collect(config: CollectConfig, progress: bool = True) -> CollectReport:
     from tqdm import tqdm
 
     out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
+    check_folder(out)
+    mark_output(out, COLLECTION)
     claim_folder(out, config)
     shutil.rmtree(out / PARTIAL, ignore_errors=True)
     specs = plan(config)

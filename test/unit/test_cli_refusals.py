@@ -445,6 +445,57 @@ def test_collect_refuses_a_file_for_its_folder(tmp_path, capsys):
     assert file.read_text() == "mine"
 
 
+@pytest.mark.parametrize(
+    "out, holds, says",
+    [
+        (".", {}, "refusing to write episode collection into the current folder"),
+        ("/", None, "refusing to write episode collection into /"),
+        ("mine", {"notes.txt": "a user's"}, "holds notes.txt (no episode collection that r3 wrote"),
+        (
+            "export",
+            {"data/chunk-000/episode_000000.parquet": "rows", OUTPUT_MARK: '{"what": "LeRobot dataset"}'},
+            "holds data (r3 marked it as LeRobot dataset)",
+        ),
+        ("graph", {"run_0/metadata.yaml": "a bag", "run_0/run_0.mcap": "of the graph"}, "holds run_0 (no"),
+    ],
+    ids=["current folder", "root", "a user's folder", "a LeRobot export", "a graph's bags"],
+)
+def test_collect_writes_only_into_a_new_or_empty_folder_or_its_own_collection(
+    out, holds, says, tmp_path, capsys, monkeypatch
+):
+    """Found by a hostile user: `r3 collect --out /` wrote 6 bags and r3_collection.json into the
+    filesystem root, `--out .` into the current folder, and any other --out took bags beside what it
+    held. The rule `r3 sim demo` and `r3 dataset export-lerobot` follow, for a resumable output."""
+    import r3.data.collect
+
+    argv = ["--split", "T_R", "--scenes", "1", "--trials", "1", "--max-steps", "2", "--quiet"]
+    argv += ["--width", "64", "--height", "48"]
+    monkeypatch.chdir(tmp_path)
+    if holds is None:  # nothing may be written into /, even by a run of this test without the check
+        monkeypatch.setattr(r3.data.collect, "claim_folder", lambda *a: pytest.fail(f"collected into {out}"))
+    for name, text in (holds or {}).items():
+        (tmp_path / out / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / out / name).write_text(text)
+    before = _files(tmp_path), sorted(tmp_path.rglob("*"))
+    refused(collect_main, [*argv, "--out", out], capsys, says)
+    assert (_files(tmp_path), sorted(tmp_path.rglob("*"))) == before
+
+
+def test_collect_goes_on_in_its_own_earlier_collection(tmp_path, capsys):
+    """An empty folder, the collection a run made, and one from before collections were marked (its
+    r3_collection.json) are written into; a resumed run skips what they hold."""
+    argv = ["--split", "T_R", "--scenes", "1", "--trials", "1", "--max-steps", "2", "--quiet"]
+    argv += ["--width", "64", "--height", "48", "--out", str(tmp_path / "bags")]
+    (tmp_path / "bags").mkdir()
+    assert collect_main(argv) == 0
+    assert "3 planned, 0 already done" in capsys.readouterr().out
+    assert collect_main(argv) == 0
+    assert "3 planned, 3 already done" in capsys.readouterr().out
+    (tmp_path / "bags" / OUTPUT_MARK).unlink()
+    assert collect_main(argv) == 0
+    assert "3 planned, 3 already done" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("broken", ["adapter", "base"])
 def test_export_of_an_adapter_or_base_that_does_not_load_is_one_line(broken, tmp_path, capsys):
     """Found by a hostile user: an adapter_config.json that is no JSON ended `r3 train export` in a

@@ -44,7 +44,7 @@ from pathlib import Path
 import yaml
 
 from r3.cli_args import folder, integer
-from r3.files import FileRefused, read_yaml_mapping
+from r3.files import FileRefused, mark_output, read_yaml_mapping, resumable_output
 from r3.workers import check_workers
 
 #: The rows of the table, in R^3 Table 2's order: (name, reasoner spec or the model stage it comes from).
@@ -66,6 +66,11 @@ PRETRAINING_STAGES = {
 #: The stage sizes that come with r3 (config/mini in the source tree).
 CONFIGS = Path(__file__).resolve().parents[1] / "config" / "mini"
 SPLITS = ("T_M", "T_R", "T_O")
+#: What an ``r3 mini`` folder holds, in its :data:`r3.files.OUTPUT_MARK`: ``--out`` is a new or empty
+#: folder or one an earlier run marked (or, from before there were marks, its :data:`RECORD`).
+MINI_RUN = "r3 mini run"
+#: The config a run's folder was made with (all but ``workers``).
+RECORD = "mini.json"
 CONFIG_KEYS = ("workers", "collect", "model", "vision", "grounding", "sft", "il", "rl", "states", "eval")
 
 
@@ -119,13 +124,15 @@ class MiniRun:
                 raise ValueError(f"workers must be >= 1, got {cfg['workers']}")
         except ValueError as exc:
             raise MiniError(f"workers: {exc}") from None
-        if self.out.exists() and not self.out.is_dir():
-            raise MiniError(f"{self.out} is a file, not a folder for the run")
-        self.out.mkdir(parents=True, exist_ok=True)
-        record = self.out / "mini.json"
+        try:  # never into the current folder, /, or a folder holding anything but an earlier run
+            resumable_output(self.out, MINI_RUN, made_before_marks=lambda out: (out / RECORD).is_file())
+        except FileRefused as exc:
+            raise MiniError(str(exc)) from None
+        record = self.out / RECORD
         sizes = {k: v for k, v in cfg.items() if k != "workers"}  # workers change no outcome
         if record.is_file() and json.loads(record.read_text()) != sizes:
             raise MiniError(f"{self.out} holds a run of another config ({record}); choose another --out")
+        mark_output(self.out, MINI_RUN)
         record.write_text(json.dumps(sizes, indent=1, sort_keys=True) + "\n")
 
     def path(self, *parts: str) -> Path:
@@ -701,7 +708,8 @@ def mini_main(argv: list[str] | None = None) -> int:
         "--out",
         type=folder,
         default=None,
-        help="output folder; a run there is continued (default: runs/mini, with --quick runs/mini_quick)",
+        help="output folder, new or empty or an earlier run's, which is continued (default: runs/mini, "
+        "with --quick runs/mini_quick)",
     )
     p.add_argument("--workers", type=integer(1), default=None, help="worker processes (default: config's)")
     args = p.parse_args(argv)

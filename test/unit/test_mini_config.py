@@ -133,3 +133,71 @@ def test_stage_two_scenes_are_disjoint_from_stage_one_and_held_out_scenes(tmp_pa
     assert [run.scene_part("T_M", s) for s in range(7)] == ["sft"] * 3 + ["rl"] * 2 + ["held_out"] * 2
     assert [run.scene_part("T_R", s) for s in range(5)] == ["rl"] * 3 + ["held_out"] * 2
     assert run.training_scenes("T_M") == 5 and run.training_scenes("T_R") == 3
+
+
+class _Started(Exception):
+    """The run got past its checks to its first stage."""
+
+
+def _stop_at_first_stage(monkeypatch) -> None:
+    from r3.mini import MiniRun
+
+    def collect(self):
+        raise _Started
+
+    monkeypatch.setattr(MiniRun, "collect", collect)
+
+
+@pytest.mark.parametrize(
+    "out, holds, says",
+    [
+        (".", {}, "refusing to write r3 mini run into the current folder"),
+        ("/", None, "refusing to write r3 mini run into /"),
+        ("mine", {"notes.txt": "a user's"}, "holds notes.txt (no r3 mini run that r3 wrote"),
+        (
+            "bags",
+            {"r3_collection.json": "{}", ".r3_output": '{"what": "episode collection"}'},
+            "r3_collection",
+        ),
+    ],
+    ids=["current folder", "root", "a user's folder", "a collection"],
+)
+def test_mini_writes_only_into_a_new_or_empty_folder_or_its_own_earlier_run(
+    out, holds, says, tmp_path, monkeypatch, capsys
+):
+    """Found by a hostile user: `r3 mini --out /` made /episodes, /datasets, /model..., `--out .` the
+    same in the current folder, and any other --out mixed the run into what it held."""
+    monkeypatch.chdir(tmp_path)
+    _stop_at_first_stage(monkeypatch)
+    if holds is None:  # nothing may be made in /, even by a run of this test without the check
+        made = Path.mkdir
+        monkeypatch.setattr(
+            Path,
+            "mkdir",
+            lambda p, *a, **k: pytest.fail("wrote into /") if p.resolve() == Path("/") else made(p, *a, **k),
+        )
+    for name, text in (holds or {}).items():
+        (tmp_path / out / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / out / name).write_text(text)
+    before = sorted(tmp_path.rglob("*"))
+    assert mini_main(["--quick", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err, err
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_mini_goes_on_in_its_own_earlier_run(tmp_path, monkeypatch):
+    """An empty folder, the folder a run made, and one from before runs were marked (its mini.json)
+    are written into."""
+    from r3.files import OUTPUT_MARK
+
+    _stop_at_first_stage(monkeypatch)
+    out = tmp_path / "run"
+    out.mkdir()
+    for _ in range(2):
+        with pytest.raises(_Started):
+            mini_main(["--quick", "--out", str(out)])
+    (out / OUTPUT_MARK).unlink()
+    with pytest.raises(_Started):
+        mini_main(["--quick", "--out", str(out)])
+    assert (out / "mini.json").is_file() and (out / OUTPUT_MARK).is_file()

@@ -116,24 +116,36 @@ def _say(text: str) -> None:
 class MiniRun:
     """One ``r3 mini`` folder: where each stage writes, and whether it is done."""
 
-    def __init__(self, out: str | Path, cfg: dict):
-        self.out, self.cfg = Path(out), cfg
-        self.model_config()  # refused before anything is written
+    def __init__(self, out: str | Path, cfg: dict, source: str | Path = "the r3 mini config"):
+        """A run of ``cfg`` (read from ``source``, which refusals name) into folder ``out``: every
+        section and the folder are checked here, and nothing is written until :meth:`run`."""
+        self.out, self.cfg, self.source = Path(out), cfg, str(source)
+        self.model_config()
         try:
             if check_workers(cfg["workers"]) < 1:  # collect and eval run on worker processes
                 raise ValueError(f"workers must be >= 1, got {cfg['workers']}")
         except ValueError as exc:
             raise MiniError(f"workers: {exc}") from None
+        for stage in PRETRAINING_STAGES:
+            self.pretraining_config(stage)
+        for stage in MODEL_STAGES:
+            self.stage_config(stage)
         try:  # never into the current folder, /, or a folder holding anything but an earlier run
             resumable_output(self.out, MINI_RUN, made_before_marks=lambda out: (out / RECORD).is_file())
         except FileRefused as exc:
             raise MiniError(str(exc)) from None
         record = self.out / RECORD
-        sizes = {k: v for k, v in cfg.items() if k != "workers"}  # workers change no outcome
-        if record.is_file() and json.loads(record.read_text()) != sizes:
+        if record.is_file() and json.loads(record.read_text()) != self.sizes():
             raise MiniError(f"{self.out} holds a run of another config ({record}); choose another --out")
+
+    def sizes(self) -> dict:
+        """What :data:`RECORD` keeps of the config: all of it but ``workers``, which changes no outcome."""
+        return {k: v for k, v in self.cfg.items() if k != "workers"}
+
+    def claim(self) -> None:
+        """Mark the folder as this run's and record its config: the first thing a run writes."""
         mark_output(self.out, MINI_RUN)
-        record.write_text(json.dumps(sizes, indent=1, sort_keys=True) + "\n")
+        self.path(RECORD).write_text(json.dumps(self.sizes(), indent=1, sort_keys=True) + "\n")
 
     def path(self, *parts: str) -> Path:
         return self.out.joinpath(*parts)
@@ -264,10 +276,11 @@ class MiniRun:
         earlier = order[: order.index(stage)] if stage in order else order
         return self.path(next(s for s in reversed(earlier) if s == "model" or self.cfg[s] is not None))
 
-    def stage_config(self, stage: str):
-        """The training config of ``stage`` (sft, il, rl), written to ``OUT/configs/STAGE.yaml`` and
-        read back by :func:`r3.train.config.load_config`, which refuses a bad key or value."""
-        from r3.train.config import RLConfig, SFTConfig, load_config
+    def stage_config(self, stage: str, write: bool = False):
+        """The training config of ``stage`` (sft, il, rl), a bad key or value refused with the config
+        file's section (il's keys go over sft's, and sft's are checked first); with ``write``, written
+        to ``OUT/configs/STAGE.yaml`` and read back by :func:`r3.train.config.load_config`."""
+        from r3.train.config import RLConfig, SFTConfig, config_from, load_config
 
         values = {**self.cfg["sft"], **self.cfg["il"]} if stage == "il" else dict(self.cfg[stage])
         data = self.path("datasets")
@@ -281,17 +294,21 @@ class MiniRun:
                 eval_dataset=str(data / "sft_held_out"),
                 mode="reason" if stage == "sft" else "instruction_only",
             )
+        cls = RLConfig if stage == "rl" else SFTConfig
+        config = config_from(values, cls, f"{self.source}: {stage}")
+        if not write:
+            return config
         path = self.path("configs", f"{stage}.yaml")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(values, sort_keys=False))
-        return load_config(path, RLConfig if stage == "rl" else SFTConfig)
+        return load_config(path, cls)
 
     def train(self, stage: str) -> None:
         from r3.reasoning.prompts import PROMPT_FILE
 
         if (self.checkpoint(stage) / PROMPT_FILE).is_file():  # written last by save_final
             return
-        cfg = self.stage_config(stage)
+        cfg = self.stage_config(stage, write=True)
         job = "rl" if stage == "rl" else "sft"
         _say(f"{stage}: r3 train {job} --config {self.path('configs', stage + '.yaml')}")
         if stage == "rl":
@@ -394,11 +411,9 @@ class MiniRun:
 
     def run(self) -> dict:
         start = time.perf_counter()
-        self.model_config()  # a bad key in any stage stops the run here, before any episode
-        for stage in PRETRAINING_STAGES:
-            self.pretraining_config(stage)
+        self.claim()  # every section was checked on construction
         for stage in MODEL_STAGES:
-            self.stage_config(stage)
+            self.stage_config(stage, write=True)  # r3 train --config repeats a stage by hand
         self.collect()
         self.datasets()
         self.model()
@@ -723,7 +738,7 @@ def mini_main(argv: list[str] | None = None) -> int:
         cfg = load_mini_config(config)
         if args.workers is not None:
             cfg["workers"] = args.workers
-        summary = MiniRun(out, cfg).run()
+        summary = MiniRun(out, cfg, config).run()
     except (MiniError, ConfigError, DatasetError, EvalError, ValueError) as exc:
         print(f"r3 mini: {exc}", file=sys.stderr)
         return 2

@@ -388,6 +388,13 @@ def _build(cls, values: dict, where: str):
         raise ConfigError(f"{where}: {err}") from None
 
 
+def config_from(values: dict, cls, where: str):
+    """``values`` (key -> value, as a config file holds them) as ``cls``, refused as
+    :func:`load_config` refuses a file's; ``where`` names them in the refusal (a file, or a file and
+    its section: ``my.yaml: sft``)."""
+    return _build(cls, values, where)
+
+
 def load_config(path: str | Path, cls, overrides: dict | None = None):
     """Read YAML ``path`` into ``cls`` (one of :class:`SFTConfig`, :class:`RLConfig`,
     :class:`ImputeConfig`); ``overrides`` (key -> value) win over the file.

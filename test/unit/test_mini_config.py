@@ -201,3 +201,22 @@ def test_mini_goes_on_in_its_own_earlier_run(tmp_path, monkeypatch):
     with pytest.raises(_Started):
         mini_main(["--quick", "--out", str(out)])
     assert (out / "mini.json").is_file() and (out / OUTPUT_MARK).is_file()
+
+
+@pytest.mark.parametrize("stage", ["sft", "il", "rl"])
+def test_a_refused_training_section_writes_nothing_and_names_the_users_file(
+    tmp_path, monkeypatch, capsys, stage
+):
+    """Found by a hostile user: `sft.learning_rate: fast` was refused as OUT/configs/sft.yaml's, after
+    mini.json and configs/*.yaml were written, so the run with the value corrected was refused as
+    "holds a run of another config"."""
+    _stop_at_first_stage(monkeypatch)
+    out = tmp_path / "out"
+    path = _write(tmp_path, lambda c: c.update({stage: {**(c[stage] or {}), "learning_rate": "fast"}}))
+    assert mini_main(["--config", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"r3 mini: {path}: {stage}.learning_rate='fast': expected int or float" in err, err
+    assert not out.exists()
+    path = _write(tmp_path, lambda c: None)
+    with pytest.raises(_Started):
+        mini_main(["--config", str(path), "--out", str(out)])

@@ -80,11 +80,31 @@ class MiniError(RuntimeError):
 
 #: The keys of the collect section, each a count: at least 1, but ``rl_scenes`` may be 0.
 COLLECT_KEYS = ("scenes", "rl_scenes", "held_out_scenes", "trials", "max_steps")
+#: The keys of the states section: held-out states answered (null: all), tokens per answer.
+STATES_KEYS = ("rows", "max_new_tokens")
+#: The keys of the eval section: tasks per split (null: every task), and three counts.
+EVAL_KEYS = ("tasks", "scenes", "trials", "max_steps")
+
+
+def _whole(value, least: int) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and value >= least
+
+
+def _check_keys(path: Path, name: str, section, keys: tuple[str, ...]) -> None:
+    """A MiniError unless config section ``name`` is a mapping of exactly ``keys``."""
+    if not isinstance(section, dict):
+        raise MiniError(f"{path}: {name}: expected the keys {keys}, got {section!r}")
+    missing = [key for key in keys if key not in section]
+    unknown = sorted((key for key in section if key not in keys), key=str)
+    if missing or unknown:
+        what = "; ".join(f"{w} {ks}" for w, ks in (("missing", missing), ("unknown", unknown)) if ks)
+        raise MiniError(f"{path}: {name}: expected the keys {keys}: {what}")
 
 
 def load_mini_config(path: str | Path) -> dict:
-    """The YAML config at ``path``, its sections checked for presence, and the collect and states
-    sections' counts checked here (each training stage checks its own keys)."""
+    """The YAML config at ``path``, its sections checked for presence, and the keys and kinds of the
+    collect, states and eval sections checked here (:class:`MiniRun` checks the values in the range
+    of the functions each goes to, and each training stage checks its own keys)."""
     path = Path(path)
     try:
         cfg = read_yaml_mapping(path)
@@ -95,18 +115,55 @@ def load_mini_config(path: str | Path) -> dict:
     if missing or unknown:
         raise MiniError(f"{path}: missing section(s) {missing}, unknown {unknown}; expected {CONFIG_KEYS}")
     collect = cfg["collect"]
-    if not isinstance(collect, dict) or set(collect) != set(COLLECT_KEYS):
-        raise MiniError(f"{path}: collect: expected the keys {COLLECT_KEYS}, got {collect!r}")
+    _check_keys(path, "collect", collect, COLLECT_KEYS)
     for key in COLLECT_KEYS:
         value, least = collect[key], 0 if key == "rl_scenes" else 1
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        if not _whole(value, least):
             raise MiniError(f"{path}: collect.{key}: expected a whole number >= {least}, got {value!r}")
-    if not isinstance(cfg["states"], dict):
-        raise MiniError(f"{path}: states: expected a mapping, got {cfg['states']!r}")
-    rows = cfg["states"].get("rows")
-    if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int) or rows < 1):
-        raise MiniError(f"{path}: states.rows: expected a whole number >= 1 or null (all), got {rows!r}")
+    states = cfg["states"]
+    _check_keys(path, "states", states, STATES_KEYS)
+    if states["rows"] is not None and not _whole(states["rows"], 1):
+        raise MiniError(
+            f"{path}: states.rows: expected a whole number >= 1 or null (all), got {states['rows']!r}"
+        )
+    from r3.reasoning.backends.spec import SAMPLING_OPTIONS
+
+    tokens = SAMPLING_OPTIONS["max_new_tokens"]  # it goes into each model's backend spec
+    if not _whole(states["max_new_tokens"], 1) or states["max_new_tokens"] > tokens.high:
+        raise MiniError(
+            f"{path}: states.max_new_tokens: expected a whole number in [1, {tokens.high:.0f}], "
+            f"got {states['max_new_tokens']!r}"
+        )
+    _check_eval_section(path, cfg["eval"])
     return cfg
+
+
+def _check_eval_section(path: Path, section) -> None:
+    """The eval section's keys and kinds: ``tasks`` null or, per split, null (every task of the split)
+    or a list of the split's tasks; whole-number counts (their ranges are ``EvalConfig``'s)."""
+    from r3.tasks.language_table.tasks import SPLITS as TASK_SPLITS
+
+    _check_keys(path, "eval", section, EVAL_KEYS)
+    for key in EVAL_KEYS[1:]:
+        if not _whole(section[key], 1):
+            raise MiniError(f"{path}: eval.{key}: expected a whole number >= 1, got {section[key]!r}")
+    tasks = section["tasks"]
+    if tasks is None:
+        return
+    if not isinstance(tasks, dict) or not set(tasks) <= set(SPLITS):
+        raise MiniError(
+            f"{path}: eval.tasks: expected null or a mapping of the splits {SPLITS} to their tasks, "
+            f"got {tasks!r}"
+        )
+    for split, names in tasks.items():
+        known = TASK_SPLITS[split]
+        if names is not None and (
+            not isinstance(names, list) or not names or any(name not in known for name in names)
+        ):
+            raise MiniError(
+                f"{path}: eval.tasks.{split}: expected null (every task) or a list of {split}'s tasks "
+                f"({', '.join(known)}), got {names!r}"
+            )
 
 
 def _say(text: str) -> None:
@@ -130,6 +187,8 @@ class MiniRun:
             self.pretraining_config(stage)
         for stage in MODEL_STAGES:
             self.stage_config(stage)
+        self.collect_configs()
+        self.eval_config("expert")
         try:  # never into the current folder, /, or a folder holding anything but an earlier run
             resumable_output(self.out, MINI_RUN, made_before_marks=lambda out: (out / RECORD).is_file())
         except FileRefused as exc:
@@ -174,14 +233,14 @@ class MiniRun:
             return "held_out"
         return "sft" if split == "T_M" and scene < self.cfg["collect"]["scenes"] else "rl"
 
-    def collect(self) -> None:
-        from r3.data.collect import CollectConfig, collect
+    def collect_configs(self) -> dict:
+        """The collection of each split (T_M, T_R): a ``CollectConfig``, which checks the values."""
+        from r3.data.collect import CollectConfig
 
         c = self.cfg["collect"]
-        for split in ("T_M", "T_R"):
-            _say(f"collect: expert episodes of {split}")
-            collect(
-                CollectConfig(
+        try:
+            return {
+                split: CollectConfig(
                     out=str(self.path("episodes", split)),
                     split=split,
                     scenes=self.training_scenes(split) + c["held_out_scenes"],
@@ -189,7 +248,17 @@ class MiniRun:
                     workers=self.cfg["workers"],
                     max_steps=c["max_steps"],
                 )
-            )
+                for split in ("T_M", "T_R")
+            }
+        except ValueError as exc:
+            raise MiniError(f"{self.source}: collect: {exc}") from None
+
+    def collect(self) -> None:
+        from r3.data.collect import collect
+
+        for split, config in self.collect_configs().items():
+            _say(f"collect: expert episodes of {split}")
+            collect(config)
 
     def datasets(self) -> None:
         from tqdm import tqdm
@@ -332,20 +401,29 @@ class MiniRun:
                 _say(f"states: {name} answers the held-out states")
                 answer_states(spec, self.path("datasets", "states"), out, self.cfg["states"]["rows"])
 
-    def evaluate(self) -> None:
-        from tqdm import tqdm
-
-        from r3.eval.runner import EvalConfig, evaluate
+    def eval_config(self, row: str):
+        """The evaluation of a table row's reasoner: an ``EvalConfig``, which checks the values."""
+        from r3.eval.runner import EvalConfig, EvalError
 
         e = self.cfg["eval"]
-        for _, row in ROWS:
-            config = EvalConfig(
+        try:
+            return EvalConfig(
                 self.spec(row),
                 tasks=eval_tasks(e["tasks"]),
                 scenes=e["scenes"],
                 trials=e["trials"],
                 max_steps=e["max_steps"],
             )
+        except EvalError as exc:
+            raise MiniError(f"{self.source}: eval: {exc}") from None
+
+    def evaluate(self) -> None:
+        from tqdm import tqdm
+
+        from r3.eval.runner import evaluate
+
+        for _, row in ROWS:
+            config = self.eval_config(row)
             with tqdm(unit="episode", desc=f"eval {row}", file=sys.stderr) as bar:
 
                 def progress(done: int, total: int, bar=bar) -> None:

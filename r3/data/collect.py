@@ -22,6 +22,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from r3.cli_args import UINT32_MAX
 from r3.data.bags import COMPLETE, bag_damage, read_episode_info
 from r3.files import OUTPUT_MARK, FileRefused, mark_output, resumable_output
 from r3.seeds import MAX_SCENES, MAX_TRIALS, collection_seed, packing_collection_seed
@@ -110,9 +111,11 @@ class CollectConfig:
             raise ValueError(
                 f"CollectConfig.history must be response, instruction or none, got {self.history!r}"
             )
-        for name in ("max_steps", "steps_per_instruction"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"CollectConfig.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("max_steps", "steps_per_instruction"):  # RunTask's and FollowInstruction's max_steps
+            if not 1 <= getattr(self, name) <= UINT32_MAX:
+                raise ValueError(
+                    f"CollectConfig.{name} must be in [1, {UINT32_MAX}], got {getattr(self, name)}"
+                )
         for name in ("width", "height"):
             if not IMAGE_SIDES[0] <= (side := getattr(self, name)) <= IMAGE_SIDES[1]:
                 raise ValueError(f"CollectConfig.{name} must be in {list(IMAGE_SIDES)}, got {side}")

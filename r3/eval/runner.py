@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from r3.cli_args import UINT32_MAX
 from r3.lowlevel import GROUNDINGS
 from r3.reasoning.backends.base import BackendError
 from r3.safety.goals import GoalRefused, check_interface
@@ -158,11 +159,11 @@ class EvalConfig:
             )
         if named_twice := sorted({t for t in self.tasks if self.tasks.count(t) > 1}):
             raise EvalError(f"tasks {named_twice} named more than once")
-        for name, most in (("scenes", MAX_SCENES), ("trials", MAX_TRIALS), ("max_steps", None)):
+        # max_steps: RunTask's (a uint32), as --via-ros runs the episodes through the graph
+        for name, most in (("scenes", MAX_SCENES), ("trials", MAX_TRIALS), ("max_steps", UINT32_MAX)):
             value = getattr(self, name)
-            if value < 1 or (most is not None and value > most):
-                allowed = f"in 1..{most}" if most is not None else ">= 1"
-                raise EvalError(f"{name} must be {allowed}, got {value}")
+            if not 1 <= value <= most:
+                raise EvalError(f"{name} must be in 1..{most}, got {value}")
         if self.budget is not None and self.budget < 0:
             raise EvalError(f"budget must be None (full) or >= 0, got {self.budget}")
         if self.history not in ("response", "instruction", "none"):

@@ -335,6 +335,7 @@ def test_export_never_writes_over_the_base_or_the_adapter(tmp_path, capsys):
         (["--tasks", "V,V"], "tasks ['V'] named more than once"),
         (["--scenes", str(10**30)], "scenes must be in 1..100000"),
         (["--trials", "1001"], "trials must be in 1..1000"),
+        (["--max-steps", str(10**12)], "max_steps must be in 1..4294967295"),  # RunTask's, for --via-ros
         (["--reasoner", ""], "argument --reasoner: expected a value, got an empty one"),
         (["--reasoner", "transformers:/nonexistent/model"], "model directory not found"),
         (["--workers", TOO_MANY_WORKERS], "local worker processes"),
@@ -378,6 +379,8 @@ def test_eval_compare_refuses_foreign_folders(tmp_path, capsys):
         (["--workers", TOO_MANY_WORKERS], "local worker processes"),
         (["--ray", "bogus"], "Ray address 'bogus'"),
         (["--height", "100000"], "CollectConfig.height must be in [16, 4096]"),
+        (["--max-steps", str(10**12)], "CollectConfig.max_steps must be in [1, 4294967295]"),  # RunTask's
+        (["--steps-per-instruction", str(2**32)], "CollectConfig.steps_per_instruction must be in [1, "),
         (["--out", ""], "argument --out: expected a folder"),
     ],
 )

@@ -220,3 +220,75 @@ def test_a_refused_training_section_writes_nothing_and_names_the_users_file(
     path = _write(tmp_path, lambda c: None)
     with pytest.raises(_Started):
         mini_main(["--config", str(path), "--out", str(out)])
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda c: c["eval"].update(scenes=-1), "eval.scenes: expected a whole number >= 1, got -1"),
+        (lambda c: c["eval"].update(scenes=10**9), "eval: scenes must be in 1..100000"),
+        (lambda c: c["eval"].update(max_steps=10**12), "eval: max_steps must be in 1..4294967295"),
+        (
+            lambda c: c["eval"].update(tasks={"T_M": ["nope"]}),
+            "eval.tasks.T_M: expected null (every task) or",
+        ),
+        (lambda c: c["eval"].update(tasks={"T_M": ["T"]}), "eval.tasks.T_M: expected null (every task) or"),
+        (
+            lambda c: c["eval"].update(tasks={"T_X": None}),
+            "eval.tasks: expected null or a mapping of the splits",
+        ),
+        (
+            lambda c: c.update(eval=[1]),
+            "eval: expected the keys ('tasks', 'scenes', 'trials', 'max_steps'), got [1]",
+        ),
+        (
+            lambda c: c["eval"].update(bogus=1),
+            "eval: expected the keys ('tasks', 'scenes', 'trials', 'max_steps'): ",
+        ),
+        (
+            lambda c: c["states"].update(bogus=1),
+            "states: expected the keys ('rows', 'max_new_tokens'): unknown",
+        ),
+        (
+            lambda c: c["states"].update(max_new_tokens="many"),
+            "states.max_new_tokens: expected a whole number",
+        ),
+        (
+            lambda c: c["states"].update(max_new_tokens=10**7),
+            "states.max_new_tokens: expected a whole number",
+        ),
+        (
+            lambda c: c["collect"].update(max_steps=10**12),
+            "collect: CollectConfig.max_steps must be in [1, 4294967295]",
+        ),
+        (lambda c: c["collect"].update(scenes=10**6), "collect: CollectConfig.scenes must be in [1, "),
+    ],
+    ids=[
+        "eval.scenes -1",
+        "eval.scenes huge",
+        "eval.max_steps huge",
+        "eval.tasks unknown",
+        "eval.tasks of another split",
+        "eval.tasks unknown split",
+        "eval a list",
+        "eval unknown key",
+        "states unknown key",
+        "states.max_new_tokens text",
+        "states.max_new_tokens huge",
+        "collect.max_steps huge",
+        "collect.scenes huge",
+    ],
+)
+def test_the_eval_states_and_collect_sections_are_checked_before_the_first_stage(
+    tmp_path, monkeypatch, capsys, change, why
+):
+    """Found by a hostile user: r3 mini checked the eval and states sections only when it reached
+    them, at the end of the chain (`eval: [1]` ended there in a TypeError traceback), ignored their
+    unknown keys, put `states.max_new_tokens: many` into a backend spec, and collected with
+    `collect.max_steps: 1000000000000`."""
+    _stop_at_first_stage(monkeypatch)
+    path, out = _write(tmp_path, change), tmp_path / "out"
+    assert mini_main(["--config", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"r3 mini: {path}: {why}" in err and "Traceback" not in err, err
+    assert not out.exists()

@@ -80,6 +80,13 @@ class MiniError(RuntimeError):
 
 #: The keys of the collect section, each a count: at least 1, but ``rl_scenes`` may be 0.
 COLLECT_KEYS = ("scenes", "rl_scenes", "held_out_scenes", "trials", "max_steps")
+#: The sections that are a mapping of keyword arguments or config keys, and what they hold.
+SECTION_MAPPINGS = {
+    "model": "build_tiny_model's sizes (r3 model tiny)",
+    "sft": "r3 train sft's config keys",
+    "il": "r3 train sft's config keys, over the sft section's",
+    "rl": "r3 train rl's config keys",
+}
 #: The keys of the states section: held-out states answered (null: all), tokens per answer.
 STATES_KEYS = ("rows", "max_new_tokens")
 #: The keys of the eval section: tasks per split (null: every task), and three counts.
@@ -114,6 +121,9 @@ def load_mini_config(path: str | Path) -> dict:
     unknown = sorted(set(cfg) - set(CONFIG_KEYS))
     if missing or unknown:
         raise MiniError(f"{path}: missing section(s) {missing}, unknown {unknown}; expected {CONFIG_KEYS}")
+    for name, holds in SECTION_MAPPINGS.items():
+        if not isinstance(cfg[name], dict):
+            raise MiniError(f"{path}: {name}: expected a mapping of {holds}, got {cfg[name]!r}")
     collect = cfg["collect"]
     _check_keys(path, "collect", collect, COLLECT_KEYS)
     for key in COLLECT_KEYS:
@@ -182,7 +192,7 @@ class MiniRun:
             if check_workers(cfg["workers"]) < 1:  # collect and eval run on worker processes
                 raise ValueError(f"workers must be >= 1, got {cfg['workers']}")
         except ValueError as exc:
-            raise MiniError(f"workers: {exc}") from None
+            raise MiniError(f"{self.source}: workers: {exc}") from None
         for stage in PRETRAINING_STAGES:
             self.pretraining_config(stage)
         for stage in MODEL_STAGES:
@@ -194,8 +204,17 @@ class MiniRun:
         except FileRefused as exc:
             raise MiniError(str(exc)) from None
         record = self.out / RECORD
-        if record.is_file() and json.loads(record.read_text()) != self.sizes():
-            raise MiniError(f"{self.out} holds a run of another config ({record}); choose another --out")
+        if record.exists() or record.is_symlink():
+            try:
+                held = json.loads(record.read_text())
+            except (OSError, UnicodeDecodeError, ValueError) as exc:
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                raise MiniError(
+                    f"{record} does not read as the config of the run in {self.out} ({why}); "
+                    "expected the JSON r3 mini writes there: choose another --out"
+                ) from None
+            if held != self.sizes():
+                raise MiniError(f"{self.out} holds a run of another config ({record}); choose another --out")
 
     def sizes(self) -> dict:
         """What :data:`RECORD` keeps of the config: all of it but ``workers``, which changes no outcome."""
@@ -301,7 +320,7 @@ class MiniRun:
             vision = (a["vision_hidden"], a["vision_layers"], a["vision_heads"])
             check_sizes("idefics3", a["hidden"], a["layers"], a["image_size"], vision)
         except (TypeError, ValueError) as err:
-            raise MiniError(f"model: {err}") from None
+            raise MiniError(f"{self.source}: model: {err}") from None
         return m
 
     def model(self) -> None:
@@ -324,11 +343,11 @@ class MiniRun:
         if values is None:
             return None
         if not isinstance(values, dict):
-            raise MiniError(f"{stage}: expected a mapping of sizes or null, got {values!r}")
+            raise MiniError(f"{self.source}: {stage}: expected a mapping of sizes or null, got {values!r}")
         try:
             return getattr(_pretraining_module(stage), f"{stage.capitalize()}PretrainConfig")(**values)
         except (TypeError, ValueError) as err:
-            raise MiniError(f"{stage}: {err}") from None
+            raise MiniError(f"{self.source}: {stage}: {err}") from None
 
     def pretrain(self, stage: str) -> None:
         """Run pretraining ``stage`` on the model the stage before it made, unless it is done."""

@@ -292,3 +292,47 @@ def test_the_eval_states_and_collect_sections_are_checked_before_the_first_stage
     err = capsys.readouterr().err
     assert f"r3 mini: {path}: {why}" in err and "Traceback" not in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda c: c.update(rl="yes"), "rl: expected a mapping of r3 train rl's config keys, got 'yes'"),
+        (lambda c: c.update(sft=None), "sft: expected a mapping of r3 train sft's config keys, got None"),
+        (lambda c: c.update(il=[1]), "il: expected a mapping of r3 train sft's config keys, over the sft"),
+        (lambda c: c.update(model=[1, 2]), "model: expected a mapping of build_tiny_model's sizes"),
+    ],
+    ids=["rl", "sft", "il", "model"],
+)
+def test_a_section_that_is_no_mapping_is_named_with_what_it_should_hold(tmp_path, capsys, change, why):
+    """Found by a hostile user: `rl: yes` was refused as "dictionary update sequence element #0 has
+    length 1; 2 is required", `model: [1,2]` as "inspect.Signature.bind() argument after ** must be a
+    mapping, not list"; `il: [1]` ended in a TypeError traceback."""
+    path = _write(tmp_path, change)
+    assert mini_main(["--config", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"r3 mini: {path}: {why}" in err and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("record", ["{not json", "\xff", None], ids=["not JSON", "not UTF-8", "a folder"])
+def test_a_record_of_the_run_that_does_not_read_is_named(tmp_path, monkeypatch, capsys, record):
+    """Found by a hostile user: a corrupted OUT/mini.json was refused as "Expecting property name
+    enclosed in double quotes...", naming no file."""
+    from r3.files import OUTPUT_MARK
+
+    _stop_at_first_stage(monkeypatch)
+    out = tmp_path / "out"
+    with pytest.raises(_Started):
+        mini_main(["--quick", "--out", str(out)])
+    (out / "mini.json").unlink()
+    if record is None:
+        (out / "mini.json").mkdir()
+    else:
+        (out / "mini.json").write_bytes(record.encode("latin-1"))
+    assert (out / OUTPUT_MARK).is_file()
+    before = sorted(out.rglob("*"))
+    assert mini_main(["--quick", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"r3 mini: {out / 'mini.json'} does not read as the config of the run in {out} (" in err, err
+    assert "Traceback" not in err and sorted(out.rglob("*")) == before

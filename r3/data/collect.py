@@ -274,23 +274,41 @@ def check_folder(out: Path) -> None:
 
 
 def claim_folder(out: Path, config: CollectConfig) -> None:
-    """Record ``config``'s settings in ``out``, or a ValueError when its episodes have other ones
-    (a folder that holds none yet, as a run whose reasoner failed to start leaves it, takes these)."""
+    """Mark ``out`` as a collection and record ``config``'s settings there, or a FolderRefused (and
+    nothing written) when its episodes have other ones or its settings file is no settings file (a
+    folder that holds no episodes yet, as a run whose reasoner failed to start leaves it, takes
+    these settings)."""
     wanted = {key: getattr(config, key) for key in SAME_SETTINGS}
     file = out / SETTINGS_FILE
-    if not file.is_file() or not any(
+    if (file.exists() or file.is_symlink()) and not file.is_file():
+        kind = (
+            "a folder" if file.is_dir() else "a link to nothing" if file.is_symlink() else "no regular file"
+        )
+        raise FolderRefused(
+            f"{file} is {kind}, not a collection's settings (the JSON file r3 collect writes there); "
+            "move it away or use another --out"
+        )
+    episodes = out.is_dir() and any(
         p.name not in (SETTINGS_FILE, PARTIAL, OUTPUT_MARK) for p in out.iterdir()
-    ):
+    )
+    if file.is_file() and episodes:
+        try:
+            held = json.loads(file.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise FolderRefused(f"{file} does not read as a collection's settings: {exc}") from None
+        if not isinstance(held, dict):
+            raise FolderRefused(
+                f"{file} is not a collection's settings: expected a JSON object of "
+                f"{', '.join(SAME_SETTINGS)}, got {type(held).__name__}; use another --out"
+            )
+        if differ := {key: (held.get(key), value) for key, value in wanted.items() if held.get(key) != value}:
+            what = ", ".join(f"{key}: {a!r} there, {b!r} now" for key, (a, b) in differ.items())
+            raise FolderRefused(
+                f"{out} holds episodes collected with other settings ({what}); use another --out"
+            )
+    mark_output(out, COLLECTION)  # before anything else goes in
+    if not (file.is_file() and episodes):
         file.write_text(json.dumps(wanted, indent=2) + "\n")
-        return
-    try:
-        held = json.loads(file.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FolderRefused(f"{file} does not read as a collection's settings: {exc}") from None
-    held = held if isinstance(held, dict) else {}
-    if differ := {key: (held.get(key), value) for key, value in wanted.items() if held.get(key) != value}:
-        what = ", ".join(f"{key}: {a!r} there, {b!r} now" for key, (a, b) in differ.items())
-        raise FolderRefused(f"{out} holds episodes collected with other settings ({what}); use another --out")
 
 
 def collect(config: CollectConfig, progress: bool = True) -> CollectReport:
@@ -299,7 +317,6 @@ def collect(config: CollectConfig, progress: bool = True) -> CollectReport:
 
     out = Path(config.out)
     check_folder(out)
-    mark_output(out, COLLECTION)
     claim_folder(out, config)
     shutil.rmtree(out / PARTIAL, ignore_errors=True)
     specs = plan(config)

@@ -266,6 +266,46 @@ def test_a_collection_goes_on_only_with_the_settings_its_episodes_have(bags, tmp
     assert (report.planned, report.skipped) == (6, 3)
 
 
+@pytest.mark.parametrize(
+    "settings, says",
+    [
+        (None, "r3_collection.json is a folder, not a collection's settings"),
+        ("[1, 2]", "r3_collection.json is not a collection's settings: expected a JSON object of suite,"),
+        ("{not json", "r3_collection.json does not read as a collection's settings: Expecting"),
+    ],
+    ids=["a folder", "a list", "not JSON"],
+)
+@pytest.mark.parametrize("marked", [True, False], ids=["marked", "from before the marks"])
+def test_a_collection_whose_settings_file_is_no_settings_is_refused_in_one_line(
+    bags, tmp_path, settings, says, marked, capsys
+):
+    """Found by a hostile user: OUT/r3_collection.json as a folder ended `r3 collect` in an
+    IsADirectoryError traceback; holding [1, 2] it was refused as "collected with other settings
+    (suite: None there, ...)". The refused run writes nothing there."""
+    from r3.files import OUTPUT_MARK
+
+    out = tmp_path / "bags"
+    shutil.copytree(bags, out)
+    (out / "r3_collection.json").unlink()
+    if settings is None:
+        (out / "r3_collection.json").mkdir()
+    else:
+        (out / "r3_collection.json").write_text(settings)
+    (out / OUTPUT_MARK).unlink(missing_ok=True)
+    if marked:
+        (out / OUTPUT_MARK).write_text('{"what": "episode collection"}')
+    elif settings is None:  # a folder neither marked nor with its settings file is no collection
+        says = "(no episode collection that r3 wrote, no .r3_output mark)"
+    before = {p: p.read_bytes() if p.is_file() else None for p in out.rglob("*")}
+    argv = ["--split", CONFIG["split"], "--scenes", "1", "--trials", "1", "--max-steps", "6", "--quiet"]
+    with pytest.raises(SystemExit) as exited:
+        collect_main([*argv, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "Traceback" not in err and f"r3 collect: error: {out}" in err, err
+    assert says in err, err
+    assert {p: p.read_bytes() if p.is_file() else None for p in out.rglob("*")} == before
+
+
 def _cut(bag: Path) -> None:
     mcap = next(bag.glob("*.mcap"))
     mcap.write_bytes(mcap.read_bytes()[: mcap.stat().st_size // 2])

@@ -10,14 +10,17 @@ already complete in the output folder, and runs the rest on a :class:`r3.workers
 (:mod:`r3.data.episode_bag`).
 Successful and failed episodes are both kept. A bag is written under ``OUT/.partial`` and moved
 into ``OUT`` once closed, so an interrupted run leaves no half-written bag where a finished one
-is expected; the next run clears ``.partial`` and carries on. ``OUT`` is a new or empty folder or an
-earlier collection (:func:`check_folder`), never one holding anything else. Seeds: :mod:`r3.data.seeds`.
+is expected; the next run clears ``.partial`` and carries on, recording again an episode whose bag
+is torn (and refusing to, before any episode, where its place holds anything r3 did not write:
+:func:`not_replaceable`). ``OUT`` is a new or empty folder or an earlier collection
+(:func:`check_folder`), never one holding anything else. Seeds: :mod:`r3.data.seeds`.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,6 +165,41 @@ def plan(config: CollectConfig) -> list[EpisodeSpec]:
         for scene in range(config.scenes)
         for trial in range(config.trials)
     ]
+
+
+def episode_files(episode_id: str) -> re.Pattern:
+    """The names of what an episode's folder holds as r3 writes it, whole or torn: a bag's files
+    (:mod:`r3.data.bags`: its sidecar and metadata and their temporary copies, the recording stream,
+    a repair's torn stream, the MCAP file and its staging name, the folder an earlier version staged
+    the bag in) or a turn episode's (:mod:`r3.data.turns`)."""
+    from r3.data.bags import EPISODE_FILE, METADATA_FILE, STREAM_FILE, TORN_SUFFIX
+    from r3.data.turns import EPISODE_FILE as TURN_FILE
+    from r3.data.turns import FINAL_SNAPSHOT
+
+    sidecars = "|".join(re.escape(Path(name).stem) for name in (EPISODE_FILE, METADATA_FILE))
+    return re.compile(
+        rf"(?:{sidecars})\.(?:yaml|tmp)|{re.escape(STREAM_FILE)}(?:\.new|{re.escape(TORN_SUFFIX)}(?:\.\d+)?)?"
+        rf"|{re.escape(episode_id)}(?:\.mcap(?:\.new)?)?|{re.escape(TURN_FILE)}|{re.escape(FINAL_SNAPSHOT)}"
+        r"|step_\d+\.npz"
+    )
+
+
+def not_replaceable(path: Path, episode_id: str) -> str | None:
+    """Why what is at ``path``, an episode's place, may not be replaced by a new recording of it: a
+    file, a link, or a folder holding anything but the episode's files as r3 writes them
+    (:func:`episode_files`); None when it is the episode, whole or torn, or nothing."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        return "is a link" if path.is_symlink() else "is a file"
+    names = episode_files(episode_id)
+    foreign = (
+        sorted(entry.name for entry in path.iterdir() if not names.fullmatch(entry.name))
+        if path.is_dir()
+        else []
+    )
+    if not foreign:
+        return None
+    shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+    return f"holds {shown}, which r3 collect does not write"
 
 
 def is_complete(out: str | Path, spec: EpisodeSpec) -> bool:
@@ -321,6 +359,12 @@ def collect(config: CollectConfig, progress: bool = True) -> CollectReport:
     shutil.rmtree(out / PARTIAL, ignore_errors=True)
     specs = plan(config)
     todo = [s for s in specs if not is_complete(out, s)]
+    for spec in todo:  # each is recorded again in its place, replacing a torn one: nothing else
+        if why := not_replaceable(out / spec.episode_id, spec.episode_id):
+            raise FolderRefused(
+                f"{out / spec.episode_id}, where episode {spec.episode_id} goes, {why}: not replacing "
+                "it; move it away or use another --out"
+            )
     report = CollectReport(planned=len(specs), skipped=len(specs) - len(todo))
     bar = tqdm(
         total=len(specs),

@@ -244,6 +244,40 @@ def test_collection_resumes_where_it_stopped(bags, tmp_path):
 
 
 @pytest.mark.parametrize(
+    "holds, says",
+    [
+        ({"notes.txt": "a user's"}, "holds notes.txt, which r3 collect does not write"),
+        ({"r3_episode.yaml": "status: incomplete", "notes.txt": "a user's"}, "holds notes.txt, which"),
+        ({"data/rows.csv": "a user's"}, "holds data, which r3 collect does not write"),
+        (None, "is a file"),
+    ],
+    ids=["notes only", "notes in a torn bag", "a user's folder", "a file"],
+)
+def test_a_resumed_collection_replaces_only_an_episode_r3_recorded(bags, tmp_path, holds, says, capsys):
+    """Found by a hostile user: a folder with a planned episode's name holding only the user's
+    notes.txt (no r3_episode.yaml, no MCAP) was removed without a word when the collection resumed.
+    Now it is refused and kept; a torn bag of r3's own is still recorded again
+    (test_collection_resumes_where_it_stopped)."""
+    out = tmp_path / "bags"
+    shutil.copytree(bags, out)
+    place = min(p for p in out.iterdir() if p.is_dir())
+    shutil.rmtree(place)
+    if holds is None:
+        place.write_text("a user's")
+    for name, text in (holds or {}).items():
+        (place / name).parent.mkdir(parents=True, exist_ok=True)
+        (place / name).write_text(text)
+    before = {p: p.read_bytes() if p.is_file() else None for p in out.rglob("*")}
+    argv = ["--split", CONFIG["split"], "--scenes", "1", "--trials", "1", "--max-steps", "6", "--quiet"]
+    with pytest.raises(SystemExit) as exited:
+        collect_main([*argv, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and f"r3 collect: error: {place}, where episode {place.name} goes, " in err
+    assert says in err and "not replacing it" in err, err
+    assert {p: p.read_bytes() if p.is_file() else None for p in out.rglob("*")} == before
+
+
+@pytest.mark.parametrize(
     "other", [{"backend": "random_valid"}, {"width": 64, "height": 48}, {"max_steps": 1}], ids=str
 )
 def test_a_collection_goes_on_only_with_the_settings_its_episodes_have(bags, tmp_path, other, capsys):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import reprlib
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -25,6 +26,21 @@ from pathlib import Path
 import yaml
 
 OUTPUT_MARK = ".r3_output"
+
+
+def bounded_repr(value: object, width: int = 60) -> str:
+    """``repr(value)``, at most ``width`` characters, for a refusal that quotes what a file held.
+
+    Built within that bound (6 items of each of 3 levels at most): a YAML file's aliases nest a list
+    a billion items deep in a few hundred bytes, and ``f"{value!r:.60}"`` builds its whole repr
+    (gigabytes) before cutting it."""
+    shown = reprlib.Repr()
+    shown.maxlevel, shown.maxstring, shown.maxother, shown.maxlong = 3, width, width, width
+    try:
+        text = shown.repr(value)
+    except ValueError:  # an int past Python's digit limit for str (a YAML hex number can make one)
+        text = f"<a {type(value).__name__} too long to show>"
+    return text if len(text) <= width else f"{text[: width - 3]}..."
 
 
 class FileRefused(ValueError):

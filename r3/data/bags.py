@@ -56,6 +56,7 @@ from mcap.writer import Writer as McapWriter
 from rosbags.rosbag2 import Reader
 
 from r3.data.bagtypes import bag_typestore, typestore
+from r3.files import bounded_repr
 
 EPISODE_FILE = "r3_episode.yaml"
 STREAM_FILE = "recording.mcap"
@@ -112,10 +113,13 @@ class BagRepairError(ValueError):
 
 def check_bag_name(episode_id: str) -> str:
     """``episode_id`` if it is a plain folder name (letters, digits, ``_.-``, at most 128, no leading
-    dot), else ValueError: an episode id from the network must never reach outside the bag root."""
+    dot), else ValueError (TypeError when it is no string at all: a sidecar's id can be anything YAML
+    holds): an episode id from the network must never reach outside the bag root."""
+    if not isinstance(episode_id, str):
+        raise TypeError(f"episode id {bounded_repr(episode_id, 80)} is no string")
     if not BAG_NAME.fullmatch(episode_id):
         raise ValueError(
-            f"episode id {episode_id[:80]!r} is not a plain folder name "
+            f"episode id {bounded_repr(episode_id, 80)} is not a plain folder name "
             f"(letters, digits, '_', '.', '-'; at most 128; no leading '.' or '-')"
         )
     return episode_id
@@ -606,8 +610,8 @@ def _plain_episode_id(bag: Path, info: EpisodeInfo) -> str:
     try:
         check_bag_name(info.episode_id)
         return ""
-    except (ValueError, TypeError) as exc:  # TypeError: the sidecar's id is no string
-        why = str(exc) if isinstance(exc, ValueError) else f"episode id {info.episode_id!r:.80} is no string"
+    except (ValueError, TypeError) as exc:
+        why = str(exc)
     if (bag / EPISODE_FILE).is_file():
         try:
             check_bag_name(bag.name)
@@ -634,7 +638,9 @@ def _read_info_file(bag: Path) -> EpisodeInfo:
         if isinstance(value, bool) != (kind is bool) or not isinstance(
             value, (int, float) if kind is float else kind
         ):
-            raise ValueError(f"{file} is not an episode record: {name}={value!r:.60} is no {kind.__name__}")
+            raise ValueError(
+                f"{file} is not an episode record: {name}={bounded_repr(value)} is no {kind.__name__}"
+            )
     return info
 
 

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from r3.cli_args import UINT32_MAX
+from r3.files import bounded_repr
 from r3.lowlevel import GROUNDINGS
 from r3.reasoning.backends.base import BackendError
 from r3.safety.goals import GoalRefused, check_interface
@@ -390,7 +391,8 @@ def read_config(out: Path) -> dict:
         raise EvalError(f"{path} is not an evaluation's config (an object with {', '.join(fields)})")
     if unknown := [t for t in config["tasks"] if not isinstance(t, str) or t not in TASK_NAMES]:
         raise EvalError(
-            f"{path} is not an evaluation's config: its tasks name no task r3 has: {unknown[:3]!r:.120}"
+            f"{path} is not an evaluation's config: its tasks name no task r3 has: "
+            f"{bounded_repr(unknown[:3], 120)}"
         )
     return config
 

@@ -19,7 +19,7 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from r3.files import FileRefused, read_yaml_mapping
+from r3.files import FileRefused, bounded_repr, read_yaml_mapping
 from r3.reasoning.prompts import MODES, VARIANTS, temperature_problem
 from r3.rewards.turn import TURN_TERMS
 from r3.workers import check_ray_address
@@ -77,7 +77,8 @@ class LoraSettings:
         modules = [self.target_modules] if isinstance(self.target_modules, str) else self.target_modules
         _check(
             bool(modules) and all(isinstance(m, str) and m for m in modules),
-            f"lora.target_modules={self.target_modules!r:.80}: must name modules or be 'all-linear'",
+            f"lora.target_modules={bounded_repr(self.target_modules, 80)}: "
+            "must name modules or be 'all-linear'",
         )
 
 
@@ -144,7 +145,7 @@ class _Common:
         )
         _check(
             all(isinstance(name, str) and name for name in self.report_to),
-            f"report_to={self.report_to!r:.80}: expected a list of integration names, e.g. [tensorboard]",
+            f"report_to={bounded_repr(self.report_to)}: expected a list of integrations, e.g. [tensorboard]",
         )
         _check_seed(self.seed)
         t = self.inference_temperature
@@ -279,7 +280,10 @@ class RLConfig(_Common):
         _check(bool(self.rewards), f"rewards: name at least one of {terms}")
         for term, weight in self.rewards.items():
             number = isinstance(weight, int | float) and not isinstance(weight, bool)
-            _check(number and math.isfinite(weight), f"rewards.{term}={weight!r}: must be a finite number")
+            _check(
+                number and math.isfinite(weight),
+                f"rewards.{term}={bounded_repr(weight)}: must be a finite number",
+            )
         _check(
             any(weight != 0 for weight in self.rewards.values()),
             f"rewards: every weight is 0 ({self.rewards}), so no answer would be rewarded over another",
@@ -373,7 +377,8 @@ def _build(cls, values: dict, where: str):
         if isinstance(value, str) and float in allowed and str not in allowed:
             value = values[key] = _number(value)  # YAML 1.1 reads 5e-3 as a string
         if isinstance(value, bool) and bool not in allowed or not isinstance(value, allowed):
-            raise ConfigError(f"{where}.{key}={value!r}: expected {' or '.join(t.__name__ for t in allowed)}")
+            expected = " or ".join(t.__name__ for t in allowed)
+            raise ConfigError(f"{where}.{key}={bounded_repr(value)}: expected {expected}")
         declared = typing.get_args(hints[key]) or (hints[key],)
         if type(value) is int and float in declared and int not in declared:
             try:  # a float field's whole number (temperature: 2) is a float to the libraries it goes to

@@ -362,5 +362,40 @@ def test_no_plain_episode_id_at_all_is_refused(tmp_path, killed, capsys):
     assert folder_state(bag) == before
 
 
+def alias_bomb(levels: int = 10) -> list:
+    """A list nested ``levels`` deep, 9 items a level, all one object: YAML writes it in 2 kB with
+    anchors and aliases, and its repr has 9**levels items (3.5 billion, tens of gigabytes, at 10)."""
+    bomb = ["x"] * 9
+    for _ in range(levels - 1):
+        bomb = [bomb] * 9
+    return bomb
+
+
+@pytest.mark.parametrize("field", ["task", "episode_id"])
+def test_a_sidecar_of_nested_aliases_is_refused_without_expanding_them(tmp_path, killed, capsys, field):
+    """Found by a hostile user: a 739-byte r3_episode.yaml of nested YAML aliases took gigabytes and
+    seconds to refuse, its refusal building the value's whole repr before cutting it to 60 characters."""
+    bag = tmp_path / "episode"
+    shutil.copytree(killed, bag)
+    sidecar = yaml.safe_load((bag / EPISODE_FILE).read_text())
+    (bag / EPISODE_FILE).write_text(yaml.safe_dump({**sidecar, field: alias_bomb()}))
+    assert (bag / EPISODE_FILE).stat().st_size < 3000
+    shown = "[[[[...], [...], [...], [...], [...], [...], ...],"
+    if field == "task":  # refused, the folder left as it was
+        before = folder_state(bag)
+        assert bag_main(["repair", str(bag)]) == 1
+        err = capsys.readouterr().err
+        assert f"r3_episode.yaml is not an episode record: task={shown}" in err and "is no str" in err
+        assert len(err.splitlines()) == 1 and "Traceback" not in err
+        assert folder_state(bag) == before
+        with pytest.raises(ValueError, match="is no str"):
+            read_episode_info(bag)
+    else:  # the folder's name in its place, as for any episode id that is no plain name
+        assert bag_main(["repair", str(bag)]) == 0
+        out = capsys.readouterr().out
+        assert f"episode id {shown}" in out and "is no string" in out and len(out.splitlines()) == 1
+        assert read_episode_info(bag).episode_id == "episode"
+
+
 if __name__ == "__main__":
     child(sys.argv[1], sys.argv[2], float(sys.argv[3]))

@@ -118,7 +118,7 @@ BASE = {"model": "m", "dataset": "d", "output_dir": "o"}
         # Found by a hostile user: each passed --check, and failed in TRL or trained on nothing.
         ({**BASE, "save_total_limit": 0}, "save_total_limit=0: must be >= 1"),
         ({**BASE, "save_total_limit": -5}, "save_total_limit=-5: must be >= 1"),
-        ({**BASE, "report_to": [[1]]}, "report_to=[[1]]: expected a list of integration names"),
+        ({**BASE, "report_to": [[1]]}, "report_to=[[1]]: expected a list of integrations"),
         ({**BASE, "vllm_tensor_parallel_size": 0}, "vllm_tensor_parallel_size=0: must be >= 1"),
         ({**BASE, "ray_address": "nonsense"}, "Ray address 'nonsense': expected local, auto"),
         ({**BASE, "rewards": {"judge": 0, "length": 0}}, "rewards: every weight is 0"),
@@ -128,6 +128,20 @@ def test_bad_rl_config_names_the_problem(tmp_path, values, named):
     with pytest.raises(ConfigError, match=None) as err:
         load_config(_write(tmp_path, values), RLConfig)
     assert named in str(err.value)
+
+
+@pytest.mark.parametrize("key", ["mode", "rewards.judge", "lora.target_modules"])
+def test_a_config_of_nested_aliases_is_refused_without_expanding_them(tmp_path, key):
+    """A few hundred bytes of nested YAML aliases make a list of billions of items: the refusal
+    quoting it built its whole repr (tens of gigabytes here) before cutting it, or did not cut it."""
+    bomb = ["x"] * 9
+    for _ in range(9):
+        bomb = [bomb] * 9
+    section, _, name = key.rpartition(".")
+    values = {**BASE, section: {name: bomb}} if section else {**BASE, name: bomb}
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, values), RLConfig)
+    assert f"{key}=[[[[...], [...]" in str(err.value) and len(str(err.value)) < 400
 
 
 def test_a_whole_number_for_a_float_setting_is_a_float(tmp_path):

@@ -43,6 +43,23 @@ def bounded_repr(value: object, width: int = 60) -> str:
     return text if len(text) <= width else f"{text[: width - 3]}..."
 
 
+def find_folders(paths: Iterable[str | Path], is_one: Callable[[Path], bool], what: str) -> list[Path]:
+    """The folders ``paths`` name, sorted by name: each path is one (``is_one``) or holds some.
+
+    Each folder once, under the first name it was given, however many names lead to it (a relative
+    and an absolute path, a symlink): a command would otherwise read it, and write its episodes, twice.
+    A path that is no folder is a NotADirectoryError saying it should be ``what``.
+    """
+    found: dict[Path, Path] = {}  # the folder itself -> the name it was given
+    for path in map(Path, paths):
+        if not path.is_dir():
+            raise NotADirectoryError(f"{path} is not a directory (expected {what})")
+        named = [path] if is_one(path) else sorted(p for p in path.iterdir() if p.is_dir() and is_one(p))
+        for folder in named:
+            found.setdefault(folder.resolve(), folder)
+    return sorted(found.values(), key=lambda p: (p.name, str(p)))
+
+
 class FileRefused(ValueError):
     """A file or folder a command cannot read or write as asked; the message says why."""
 

@@ -26,7 +26,7 @@ from rosbags.rosbag2 import Reader
 from r3.data import schema as S
 from r3.data.bags import COMPLETE, EPISODE_FILE, read_episode_info
 from r3.data.bagtypes import bag_typestore
-from r3.files import replaced_output
+from r3.files import find_folders, replaced_output
 from r3.graph import names
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
 
@@ -68,16 +68,9 @@ class BuildReport:
 
 
 def find_bags(paths: list[str | Path]) -> list[Path]:
-    """Bag directories named by ``paths``: each path is a bag or a folder of bags (sorted by name)."""
-    found: list[Path] = []
-    for path in map(Path, paths):
-        if not path.is_dir():
-            raise FileNotFoundError(f"{path} is not a directory (expected a bag or a folder of bags)")
-        if _is_bag(path):
-            found.append(path)
-        else:
-            found.extend(p for p in sorted(path.iterdir()) if p.is_dir() and _is_bag(p))
-    return sorted(set(found), key=lambda p: (p.name, str(p)))
+    """Bag directories named by ``paths``: each path is a bag or a folder of bags (sorted by name,
+    each bag once: :func:`r3.files.find_folders`)."""
+    return find_folders(paths, _is_bag, "a bag or a folder of bags")
 
 
 def _is_bag(path: Path) -> bool:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from r3.data.bags import check_bag_name
+from r3.files import find_folders
 
 EPISODE_FILE = "episode.json"
 FINAL_SNAPSHOT = "final.npz"
@@ -196,17 +197,11 @@ def load_episode(folder: str | Path) -> StoredEpisode:
 
 
 def find_episodes(paths: list[str | Path]) -> list[Path]:
-    """Episode folders named by ``paths``: each is an episode folder or a folder of them (sorted)."""
-    found: list[Path] = []
-    for path in map(Path, paths):
-        if not path.is_dir():
-            raise EpisodeFolderError(f"{path} is not a directory (an episode folder or a folder of them)")
-        found += (
-            [path]
-            if (path / EPISODE_FILE).is_file()
-            else sorted(p for p in path.iterdir() if (p / EPISODE_FILE).is_file())
-        )
-    return sorted(set(found), key=lambda p: (p.name, str(p)))
+    """Episode folders named by ``paths``: each is an episode folder or a folder of them (sorted,
+    each once: :func:`r3.files.find_folders`)."""
+    return find_folders(
+        paths, lambda p: (p / EPISODE_FILE).is_file(), "an episode folder or a folder of them"
+    )
 
 
 def load_turn_dataset(path: str | Path) -> list[Turn]:

@@ -10,6 +10,7 @@ import dataclasses
 import io
 import json
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from r3.data.cli import dataset_main
 from r3.data.collect import CollectConfig, collect
 from r3.data.stats import call_type
-from r3.data.turns import load_episodes, load_turn_dataset
+from r3.data.turns import find_episodes, load_episodes, load_turn_dataset
 from r3.packing_episode import PackingCell
 from r3.seeds import policy_seed
 
@@ -97,6 +98,17 @@ def test_packing_collection_takes_only_its_training_task_and_a_turn_interface(tm
         CollectConfig(out=str(tmp_path), suite="packing", split="train", interface="instruction")
     with pytest.raises(ValueError, match="interface 'semantic'"):
         CollectConfig(out=str(tmp_path), suite="language_table", interface="semantic")
+
+
+def test_an_episode_folder_named_twice_is_listed_once(tmp_path, monkeypatch):
+    """A folder named by two paths (relative and absolute, or through a symlink) was read twice."""
+    for name in ("a", "b"):
+        (tmp_path / "episodes" / name).mkdir(parents=True)
+        (tmp_path / "episodes" / name / "episode.json").write_text("{}")
+    (tmp_path / "link").symlink_to(tmp_path / "episodes", target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    found = find_episodes(["episodes", str(tmp_path / "episodes"), "link", "link/a", "episodes/b"])
+    assert found == [Path("episodes/a"), Path("episodes/b")]
 
 
 def test_a_turns_dataset_takes_no_history_and_no_bags(tmp_path, capsys):

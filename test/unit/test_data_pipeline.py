@@ -156,6 +156,22 @@ def test_rebuild_is_byte_identical(datasets_dir, bags, tmp_path):
                 assert (tmp_path / kind / path.relative_to(first)).read_bytes() == path.read_bytes(), path
 
 
+def test_a_bag_named_twice_is_built_once(bags, tmp_path, monkeypatch):
+    """Found by a hostile user: a bag named by two paths (a relative and an absolute one, or a
+    folder and a symlink to it) went into the dataset twice."""
+    link = tmp_path / "link"
+    link.symlink_to(bags, target_is_directory=True)
+    one = min(p for p in bags.iterdir() if p.is_dir())
+    monkeypatch.chdir(bags.parent)
+    named = [bags.name, str(bags.resolve()), str(link), str(link / one.name), f"{bags.name}/{one.name}"]
+    found = find_bags(named)
+    assert [p.name for p in found] == sorted(p.name for p in bags.iterdir() if p.is_dir())
+    assert found[0] == Path(bags.name) / one.name  # under the first name it was given
+    assert dataset_main(["build", *named, "--out", str(tmp_path / "ds"), "--kind", "sft"]) == 0
+    manifest = json.loads((tmp_path / "ds" / S.MANIFEST).read_text())
+    assert (manifest["episodes"], manifest["bags"]) == (3, [p.name for p in found])
+
+
 def test_broken_bags_are_named_and_skipped(bags, tmp_path, capsys):
     copy = tmp_path / "bags"
     shutil.copytree(bags, copy)

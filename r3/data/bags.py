@@ -8,6 +8,8 @@ On-disk layout of an episode::
         recording.mcap              while recording only: every message as it arrived (see below)
         recording.mcap.torn         after a repair that could not read all of the stream: the stream
                                     as the killed writer left it (no reader looks at it)
+        recording.mcap.stray        a stream found beside a closed bag, set aside as it was (see
+                                    :func:`repair_bag`; no reader looks at it)
         <episode_id>.mcap.new       while recording only: the standard bag, built as messages come
         <episode_id>.mcap           on close, the above with its summary: chunked and indexed, as
                                     rosbag2 writes it
@@ -61,6 +63,7 @@ from r3.files import bounded_repr
 EPISODE_FILE = "r3_episode.yaml"
 STREAM_FILE = "recording.mcap"
 TORN_SUFFIX = ".torn"  # recording.mcap.torn: a stream repair could not read to its end, kept as it was
+STRAY_SUFFIX = ".stray"  # recording.mcap.stray: a stream beside a closed bag, which is never rebuilt from it
 METADATA_FILE = "metadata.yaml"
 COMPLETE = "complete"
 INCOMPLETE = "incomplete"
@@ -100,7 +103,7 @@ class RepairReport:
     messages: int = 0
     dropped_bytes: int = 0  # the torn or unreadable tail of the stream, not in the repaired bag
     reason: str = ""  # repaired: what was not converted and why, and any episode id replaced
-    kept: Path | None = None  # where the original stream went when some of it was not converted
+    kept: Path | None = None  # where the stream went: some of it was not converted, or a closed bag was there
 
 
 class BagBusyError(RuntimeError):
@@ -223,7 +226,7 @@ def _convert_stream(
     A bag whose writer died is made this way (its writer builds the standard bag as it goes).
 
     A stream converted whole is deleted (None); one with bytes that were not converted is kept beside
-    the bag under a name no reader takes (:func:`_torn_name`), so that nothing is lost.
+    the bag under a name no reader takes (:func:`_free_name`), so that nothing is lost.
 
     ``repair`` marks the episode incomplete, with a reason that says how many messages were saved.
 
@@ -238,7 +241,7 @@ def _convert_stream(
         good_bytes, skipped, why = _copy_complete_records(f, indexed)
         dropped = os.fstat(f.fileno()).st_size - good_bytes + skipped
     info.message_count = sum(t.count for t in indexed.topics)
-    kept = _torn_name(bag) if dropped else None
+    kept = _free_name(bag, TORN_SUFFIX) if dropped else None
     if repair:
         info.status = INCOMPLETE
         info.reason = (
@@ -255,12 +258,12 @@ def _convert_stream(
     return info.message_count, dropped, why, kept
 
 
-def _torn_name(bag: Path) -> Path:
-    """A name beside the bag for a stream repair could not read to its end, taken by no other file."""
-    name, n = bag / f"{STREAM_FILE}{TORN_SUFFIX}", 1
+def _free_name(bag: Path, suffix: str) -> Path:
+    """A name beside the bag for a stream set aside (``suffix``: why), taken by no other file."""
+    name, n = bag / f"{STREAM_FILE}{suffix}", 1
     while name.exists() or name.is_symlink():
         n += 1
-        name = bag / f"{STREAM_FILE}{TORN_SUFFIX}.{n}"
+        name = bag / f"{STREAM_FILE}{suffix}.{n}"
     return name
 
 
@@ -563,6 +566,14 @@ def repair_bag(bag: str | Path) -> RepairReport:
     with the reason when the bag is already whole; raises :class:`BagBusyError` while a live process
     still records it and :class:`BagRepairError`, touching nothing, when the folder is no r3 bag: its
     stream is not one r3's recorder wrote, or no plain episode id can be given to it.
+
+    A closed bag whose files are whole is never rebuilt from a stream beside it: its metadata.yaml
+    is written last, once its MCAP file is whole, so it already holds every message of its own
+    stream (a close or repair killed after that point leaves the stream behind), and a stream that
+    is not its own (an empty file, another episode's) must not replace it. Such a stream is set
+    aside as it was (``recording.mcap.stray``, see ``RepairReport.kept``) rather than refused: the
+    bag stays readable (a refusal would leave an episode r3 closed itself unreadable until someone
+    moved the file, and ``r3 collect`` would record it again), and nothing is lost.
     """
     bag = Path(bag)
     stream = bag / STREAM_FILE
@@ -591,6 +602,16 @@ def repair_bag(bag: str | Path) -> RepairReport:
             ) from None
         if not stream.exists():  # another process finished it between our open and our lock
             return RepairReport(bag, False, reason="closed or repaired by another process: nothing to repair")
+        if (bag / METADATA_FILE).is_file() and bag_damage(bag) is None:
+            kept = _free_name(bag, STRAY_SUFFIX)
+            os.rename(stream, kept)
+            return RepairReport(
+                bag,
+                False,
+                reason=f"a closed bag, left as it was: nothing to repair; the {STREAM_FILE} beside it "
+                f"is no part of it and was set aside as {kept}",
+                kept=kept,
+            )
         if why := _not_a_stream(lock):
             raise BagRepairError(
                 f"{stream} is not a recording stream r3 wrote: {why}; the folder is left as it was"

@@ -204,7 +204,8 @@ def bag_main(argv: list[str]) -> int:
         "message is kept, and the episode marked incomplete; a stream with a torn or unreadable tail is "
         "kept beside the bag as recording.mcap.torn, and a file that is no r3 recording stream is "
         "refused, its folder left as it was. Closed bags are left alone, so running it twice is "
-        "harmless. The data readers do this on first read too.",
+        "harmless; a recording.mcap found beside a closed bag is set aside as recording.mcap.stray, "
+        "never rebuilt from. The data readers do this on first read too.",
     )
     r.add_argument("bags", nargs="+", help="bag folders, or folders holding bag folders")
     args = p.parse_args(argv)

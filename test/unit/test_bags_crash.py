@@ -362,6 +362,31 @@ def test_no_plain_episode_id_at_all_is_refused(tmp_path, killed, capsys):
     assert folder_state(bag) == before
 
 
+@pytest.mark.parametrize("stray", ["an empty file", "another episode's stream"])
+def test_a_stream_beside_a_closed_bag_is_set_aside_never_rebuilt_from(tmp_path, killed, capsys, stray):
+    """Found by a hostile user: ``touch recording.mcap`` in a closed bag's folder (or another
+    episode's stream put there) made `r3 bag repair`, and every reader on first read, delete the
+    closed bag and rebuild it from that stream: the episode was lost."""
+    writer = EpisodeBagWriter(tmp_path, EpisodeInfo(episode_id="closed", task="T"))
+    for message in messages():
+        writer.write(*message)
+    bag = writer.close(success=True, progress=1.0, steps=3, reason="success")
+    data = b"" if stray == "an empty file" else (killed / STREAM_FILE).read_bytes()[:300_000]
+    (bag / STREAM_FILE).write_bytes(data)
+    closed = {p.name: p.read_bytes() for p in bag.iterdir() if p.name != STREAM_FILE}
+    assert bag_main(["repair", str(bag)]) == 0
+    out = capsys.readouterr().out
+    set_aside = bag / f"{STREAM_FILE}.stray"
+    assert "a closed bag, left as it was" in out and f"set aside as {set_aside}" in out
+    assert {p.name: p.read_bytes() for p in bag.iterdir() if p != set_aside} == closed
+    assert set_aside.read_bytes() == data
+    # The readers (dataset build, export, collect's resume check) do the same on first read.
+    (bag / STREAM_FILE).write_bytes(data)
+    info = read_episode_info(bag)
+    assert (info.status, info.reason, info.message_count) == (COMPLETE, "success", COUNT)
+    assert bag_contents(bag) == messages() and (bag / f"{STREAM_FILE}.stray.2").read_bytes() == data
+
+
 def alias_bomb(levels: int = 10) -> list:
     """A list nested ``levels`` deep, 9 items a level, all one object: YAML writes it in 2 kB with
     anchors and aliases, and its repr has 9**levels items (3.5 billion, tens of gigabytes, at 10)."""

@@ -676,21 +676,21 @@ _INFO_TYPES = {
 
 def bag_damage(bag: str | Path) -> str | None:
     """What is wrong with the files of a closed bag, or None when they are whole: its metadata.yaml
-    is readable and names storage files that exist and end with MCAP's closing magic, which a file cut
-    short or overwritten lacks. (A bag still recording, or left by a killed writer, has its stream
-    file instead; :func:`repair_bag` looks after those.)"""
+    says what readers need as r3 writes it (:func:`_metadata_problem`) and names storage files that
+    exist and end with MCAP's closing magic, which a file cut short or overwritten lacks. (A bag
+    still recording, or left by a killed writer, has its stream file instead; :func:`repair_bag`
+    looks after those.)"""
     bag = Path(bag)
     try:
-        meta = yaml.safe_load((bag / METADATA_FILE).read_text())
-        files = meta["rosbag2_bagfile_information"]["relative_file_paths"]
+        meta = yaml.load((bag / METADATA_FILE).read_text(), Loader=_LOADER)
     except FileNotFoundError:
         return f"no {METADATA_FILE}"
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, TypeError, KeyError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         return f"{METADATA_FILE} unreadable ({type(exc).__name__})"
-    if not isinstance(files, list) or not files:
-        return f"{METADATA_FILE} names no storage file"
-    for name in files:
-        path = bag / str(name)
+    if why := _metadata_problem(meta):
+        return f"{METADATA_FILE}: {why}"
+    for name in meta["rosbag2_bagfile_information"]["relative_file_paths"]:
+        path = bag / name
         try:
             with open(path, "rb") as f:
                 if f.seek(0, os.SEEK_END) < 2 * len(MCAP_MAGIC):
@@ -701,6 +701,88 @@ def bag_damage(bag: str | Path) -> str | None:
         except OSError as exc:
             return f"{name}: {exc.strerror or exc}"
     return None
+
+
+#: libyaml's parser where PyYAML has it: every reader of a closed bag checks its metadata.yaml first.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+#: The keys of metadata.yaml's rosbag2_bagfile_information that readers take (rosbags' reader, which
+#: fails on a missing or mistyped one with an error naming neither the file nor the key: ``duration:
+#: x`` gave "can only concatenate str (not "int") to str"), and the type of each; then those of each
+#: entry of its topics_with_message_count.
+_METADATA_KEYS = {
+    "version": int,
+    "storage_identifier": str,
+    "relative_file_paths": list,
+    "duration.nanoseconds": int,
+    "starting_time.nanoseconds_since_epoch": int,
+    "message_count": int,
+    "topics_with_message_count": list,
+}
+_TOPIC_KEYS = {
+    "topic_metadata.name": str,
+    "topic_metadata.type": str,
+    "topic_metadata.serialization_format": str,
+    "message_count": int,
+}
+
+
+def _missing_or_mistyped(mapping: dict, keys: dict[str, type], where: str = "") -> str:
+    """The first of ``keys`` (dotted paths) that ``mapping`` lacks or holds with another type; "" if none."""
+    for key, kind in keys.items():
+        value = mapping
+        for part in key.split("."):
+            if not isinstance(value, dict) or part not in value:
+                return f"no {where}{key}"
+            value = value[part]
+        if isinstance(value, bool) or not isinstance(value, kind):
+            return f"{where}{key} is {bounded_repr(value)}, no {kind.__name__}"
+    return ""
+
+
+def _metadata_problem(meta: object) -> str:
+    """Why a closed bag's metadata.yaml (``meta``, as loaded) is not one its readers can take, or "".
+
+    Only what r3 writes is taken: rosbag2's versions up to r3's, uncompressed MCAP storage files in
+    the bag's folder, CDR topics. A metadata.yaml r3 did not write so is not repaired either (the
+    storage files may be right and it wrong, or the reverse): the bag is named as unreadable."""
+    info = meta.get("rosbag2_bagfile_information") if isinstance(meta, dict) else None
+    if not isinstance(info, dict):
+        return "no rosbag2_bagfile_information mapping"
+    if why := _missing_or_mistyped(info, _METADATA_KEYS):
+        return why
+    if not 1 <= info["version"] <= ROSBAG2_VERSION:
+        return f"version {info['version']}, where r3 reads rosbag2's versions 1 to {ROSBAG2_VERSION}"
+    if info["storage_identifier"] != "mcap":
+        return f"storage_identifier {bounded_repr(info['storage_identifier'])}, where r3's bags are 'mcap'"
+    if str(info.get("compression_mode") or "none").lower() != "none":
+        return f"compression_mode {bounded_repr(info['compression_mode'])}, where r3's bags are uncompressed"
+    files = info["relative_file_paths"]
+    if not files:
+        return "relative_file_paths names no storage file"
+    if any(not isinstance(name, str) or not name or Path(name).name != name for name in files):
+        return f"relative_file_paths {bounded_repr(files)} names no file of the bag's folder"
+    if not isinstance(info.get("files", []), list):
+        return f"files is {bounded_repr(info['files'])}, no list"
+    for i, topic in enumerate(info["topics_with_message_count"]):
+        entry = f"topics_with_message_count[{i}]."
+        if why := _missing_or_mistyped(topic, _TOPIC_KEYS, entry):
+            return why
+        if (found := topic["topic_metadata"]["serialization_format"]) != "cdr":
+            return f"{entry}topic_metadata.serialization_format {bounded_repr(found)}, where r3 records 'cdr'"
+        if not isinstance(topic["topic_metadata"].get("offered_qos_profiles", []), list | str):
+            return f"{entry}topic_metadata.offered_qos_profiles is no list"
+    return ""
+
+
+def closed_bag_reader(bag: str | Path) -> Reader:
+    """rosbags' reader of the closed bag ``bag`` (to be opened, or used in ``with``); a ValueError in
+    one line naming the bag and what is wrong when :func:`bag_damage` finds something, where rosbags
+    would fail naming neither, or read another bag's files."""
+    bag = Path(bag)
+    if damage := bag_damage(bag):
+        raise ValueError(f"{bag} is a closed bag that cannot be read: {damage}")
+    return Reader(bag)
 
 
 def read_episode_info(bag: str | Path) -> EpisodeInfo:
@@ -729,7 +811,7 @@ def read_messages(bag: str | Path, topics: set[str] | None = None) -> Iterator[t
     bag = Path(bag)
     if (bag / STREAM_FILE).is_file():
         repair_bag(bag)
-    with Reader(bag) as reader:
+    with closed_bag_reader(bag) as reader:
         store = bag_typestore(reader.connections)
         conns = [c for c in reader.connections if topics is None or c.topic in topics]
         if not conns:  # rosbags reads every connection when given none

@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from rosbags.rosbag2 import Reader
 
 from r3.data import schema as S
-from r3.data.bags import COMPLETE, EPISODE_FILE, read_episode_info
+from r3.data.bags import COMPLETE, EPISODE_FILE, closed_bag_reader, read_episode_info
 from r3.data.bagtypes import bag_typestore
 from r3.files import find_folders, replaced_output
 from r3.graph import names
@@ -87,7 +86,7 @@ def read_episode(bag: str | Path) -> EpisodeRecord:
     if info.status != COMPLETE:
         raise ValueError(f"episode is {info.status} ({info.reason or 'never closed'})")
     steps, images, snapshots, frames, instance_json = [], [], [], {}, ""
-    with Reader(Path(bag)) as reader:  # opened once: parsing metadata.yaml is most of a small bag's cost
+    with closed_bag_reader(bag) as reader:  # opened once: parsing metadata.yaml is most of a small bag's cost
         store = bag_typestore(reader.connections)
         wanted = [c for c in reader.connections if c.topic in _TOPICS]
         for conn, _, raw in reader.messages(connections=wanted):

@@ -387,6 +387,49 @@ def test_a_stream_beside_a_closed_bag_is_set_aside_never_rebuilt_from(tmp_path, 
     assert bag_contents(bag) == messages() and (bag / f"{STREAM_FILE}.stray.2").read_bytes() == data
 
 
+@pytest.mark.parametrize(
+    "key, value, says",
+    [
+        ("duration", {"nanoseconds": "x"}, "duration.nanoseconds is 'x', no int"),
+        ("topics_with_message_count", None, "no topics_with_message_count"),
+        ("version", 99, "version 99, where r3 reads rosbag2's versions 1 to 9"),
+        ("storage_identifier", "sqlite3", "storage_identifier 'sqlite3', where r3's bags are 'mcap'"),
+        (
+            "relative_file_paths",
+            ["../x/closed.mcap"],
+            "relative_file_paths ['../x/closed.mcap'] names no file of the bag's folder",
+        ),
+    ],
+)
+def test_a_closed_bag_whose_metadata_readers_cannot_take_is_named_unreadable(
+    tmp_path, capsys, key, value, says
+):
+    """Found by a hostile user: ``duration: x`` in a closed bag's metadata.yaml stopped its readers
+    with a TypeError naming neither the file nor the key, and for a missing topics key, version 99
+    or sqlite3 storage, `r3 bag repair` said "nothing to repair" while every reader refused the bag."""
+    from r3.data.build import read_episode
+
+    writer = EpisodeBagWriter(tmp_path, EpisodeInfo(episode_id="closed", task="T"))
+    writer.write(*messages(1)[0])
+    bag = writer.close(success=True, progress=1.0, steps=1, reason="success")
+    meta = yaml.safe_load((bag / "metadata.yaml").read_text())
+    info = meta["rosbag2_bagfile_information"]
+    info.pop(key) if value is None else info.update({key: value})
+    (bag / "metadata.yaml").write_text(yaml.safe_dump(meta))
+    before = folder_state(bag)
+    refusal = f"{bag} is a closed bag that cannot be read: metadata.yaml: {says}"
+    for read in (lambda: next(read_messages(bag)), lambda: read_episode(bag)):
+        with pytest.raises(ValueError) as err:
+            read()
+        assert str(err.value) == refusal
+    assert bag_damage(bag) == f"metadata.yaml: {says}"  # so `r3 collect` records the episode again
+    assert bag_main(["repair", str(bag)]) == 1
+    err = capsys.readouterr().err
+    assert f"is a closed bag whose files are damaged (metadata.yaml: {says})" in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert folder_state(bag) == before
+
+
 def alias_bomb(levels: int = 10) -> list:
     """A list nested ``levels`` deep, 9 items a level, all one object: YAML writes it in 2 kB with
     anchors and aliases, and its repr has 9**levels items (3.5 billion, tens of gigabytes, at 10)."""

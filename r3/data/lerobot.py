@@ -140,6 +140,9 @@ def export_lerobot(
             except Exception as exc:  # noqa: BLE001 - an unreadable bag is reported and skipped
                 report.skipped.append((bag.name, f"{type(exc).__name__}: {exc}"))
                 continue
+            if why := _frame_size_problem(images, shape):  # before the video writer sees a frame
+                report.skipped.append((bag.name, why))
+                continue
             ep = report.episodes
             file_index = ep // EPISODES_PER_FILE
             key = (file_index // CHUNKS_SIZE, file_index % CHUNKS_SIZE)
@@ -219,6 +222,25 @@ def export_lerobot(
         }
         (folder / "meta" / "stats.json").write_text(json.dumps(dataset_stats, indent=2))
     return report
+
+
+def _frame_size_problem(images: list[np.ndarray], shape: tuple | None) -> str:
+    """Why one bag's ``images`` cannot go into the export's video, whose frames are ``shape`` (None
+    before the first bag): "" when they can. A video holds frames of one size, and H.264 in yuv420p
+    (the pixel format LeRobot's info names and every decoder takes) keeps colour at half resolution,
+    so libx264 refuses an odd width or height; the frames are not padded or cut, since LeRobot's
+    policies would then train on images the camera never took."""
+    sizes = sorted({image.shape[:2] for image in images})
+    if len(sizes) > 1:
+        shown = ", ".join(f"{w}x{h}" for h, w in sizes[:3])
+        return f"its images are of {len(sizes)} sizes ({shown}); a video holds one"
+    h, w = sizes[0]
+    if shape is not None and (h, w) != shape[:2]:
+        export = f"{shape[1]}x{shape[0]}"
+        return f"its images are {w}x{h}, the export's {export} (its first bag's); a video holds one size"
+    if h % 2 or w % 2:
+        return f"its images are {w}x{h}: H.264 video (yuv420p) needs an even width and height"
+    return ""
 
 
 def _write_frames(rows: list[dict], out: Path, key: tuple[int, int], pa, pq) -> None:

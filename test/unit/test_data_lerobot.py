@@ -254,3 +254,34 @@ def test_aggregate_of_two_episodes_is_the_pooled_statistics():
         for e in (a, b)
     )
     np.testing.assert_allclose(both["q90"], (7 * qa + 30 * qb) / 37, rtol=1e-6)
+
+
+def test_a_bag_whose_frames_cannot_join_the_video_is_skipped_by_name(expert_bags, tmp_path, capsys):
+    """Found by a hostile user: bags collected with an odd size (``--width 65 --height 49``) ended the
+    export in 15 lines of ffmpeg's output and "[Errno 32] Broken pipe"; bags of two sizes in "All
+    images in a movie should have same size", naming no bag. Such a bag is now skipped and named
+    (before ffmpeg sees a frame), and the others are exported."""
+    from r3.data.cli import collect_main
+
+    sizes = {"odd": ("33", "25"), "smaller": ("48", "36")}
+    for name, (width, height) in sizes.items():
+        args = ["--split", "T_R", "--scenes", "1", "--trials", "1", "--max-steps", "2", "--quiet"]
+        assert collect_main([*args, "--width", width, "--height", height, "--out", str(tmp_path / name)]) == 0
+    capsys.readouterr()
+    assert dataset_main(["export-lerobot", str(tmp_path / "odd"), "--out", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert "no readable episodes to export: " in err and len(err.splitlines()) == 1
+    assert err.count("its images are 33x25: H.264 video (yuv420p) needs an even width and height") == 3
+    assert not (tmp_path / "none").exists()
+    # For each episode id, the expert bag comes first (its folder's name sorts first): 320x240.
+    out = tmp_path / "out"
+    sources = [str(expert_bags), str(tmp_path / "odd"), str(tmp_path / "smaller")]
+    assert dataset_main(["export-lerobot", *sources, "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    skipped = [line for line in err.splitlines() if line.startswith("skipped bag ")]
+    for width, height in sizes.values():
+        said = f"its images are {width}x{height}, the export's 320x240 (its first bag's); a video holds one"
+        assert sum(said in line for line in skipped) == 3
+    assert len(skipped) == 6 and "FFMPEG" not in err and "Broken pipe" not in err
+    info = json.loads((out / "meta" / "info.json").read_text())
+    assert info["total_episodes"] == 3 and info["features"][VIDEO]["shape"] == [240, 320, 3]

@@ -23,6 +23,8 @@ import signal
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Self
 
+from r3.files import bounded_repr
+
 _STATE: Any = None
 #: Local worker processes at most, per CPU: each holds a whole simulator (and maybe a model), and
 #: beyond this they only take turns on the CPUs; a Ray cluster (``ray_address``) brings its own.
@@ -37,7 +39,7 @@ def check_ray_address(ray_address: str | None) -> None:
     """A ValueError unless ``ray_address`` is None or one :data:`RAY_ADDRESS` allows."""
     if ray_address is not None and not (isinstance(ray_address, str) and RAY_ADDRESS.fullmatch(ray_address)):
         raise ValueError(
-            f"Ray address {ray_address!r:.80}: expected local, auto, HOST:PORT or ray://HOST:PORT"
+            f"Ray address {bounded_repr(ray_address, 80)}: expected local, auto, HOST:PORT or ray://HOST:PORT"
         )
 
 

@@ -17,11 +17,6 @@ from pathlib import Path
 
 from r3.safety.goals import MAX_SEED
 
-#: The largest value of a uint32 message field (RunTask's ``max_steps``).
-UINT32_MAX = 2**32 - 1
-#: The largest value of an int32 message field (RunTask's ``reasoning_budget``).
-INT32_MAX = 2**31 - 1
-
 
 def integer(lo: int, hi: int | None = None) -> Callable[[str], int]:
     """An argparse type: an integer in ``lo..hi`` (no upper bound for None)."""

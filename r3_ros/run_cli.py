@@ -15,14 +15,16 @@ import textwrap
 import time
 from pathlib import Path
 
-from r3.cli_args import INT32_MAX, UINT32_MAX, folder, integer, positive, seed, word
+from r3.cli_args import folder, integer, positive, seed, word
 from r3.data.bags import read_episode_info
 from r3.data.video import default_format, episode_video_from_bag
 from r3.graph.cli import parse_overrides, start_problem
 from r3.graph.description import DEFAULT_GRAPH, load_profile
 from r3.graph.supervisor import Supervisor
 from r3.safety.goals import (
+    INT32_MAX,
     INTERFACE_ANSWERS,
+    UINT32_MAX,
     GoalRefused,
     check_interface,
     check_run_task,

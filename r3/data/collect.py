@@ -25,9 +25,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from r3.cli_args import UINT32_MAX
 from r3.data.bags import COMPLETE, bag_damage, read_episode_info
 from r3.files import OUTPUT_MARK, FileRefused, mark_output, resumable_output
+from r3.safety.goals import UINT32_MAX
 from r3.seeds import MAX_SCENES, MAX_TRIALS, collection_seed, packing_collection_seed
 from r3.sim import IMAGE_SIDES
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names

@@ -29,11 +29,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from r3.cli_args import UINT32_MAX
 from r3.files import bounded_repr
 from r3.lowlevel import GROUNDINGS
 from r3.reasoning.backends.base import BackendError
-from r3.safety.goals import GoalRefused, check_interface
+from r3.safety.goals import UINT32_MAX, GoalRefused, check_interface
 from r3.seeds import scene_seed
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
 from r3.tasks.language_table.tasks import SPLITS

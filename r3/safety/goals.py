@@ -34,6 +34,10 @@ def interfaces_help() -> str:
 
 #: numpy's and gymnasium's generators take non-negative seeds; int64 bounds the top.
 MAX_SEED = 2**63 - 1
+#: The largest value of a uint32 message field (RunTask's and FollowInstruction's ``max_steps``).
+UINT32_MAX = 2**32 - 1
+#: The largest value of an int32 message field (RunTask's ``reasoning_budget``).
+INT32_MAX = 2**31 - 1
 #: A goal is a sentence or two (the longest of any task's goals is under 300 characters); it goes
 #: into every prompt and the bag's metadata, so a megabyte of it is refused, not carried.
 MAX_GOAL_CHARS = 2_000

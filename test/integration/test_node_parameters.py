@@ -198,17 +198,25 @@ def test_a_value_that_would_break_a_rule_is_refused_while_running_and_at_launch(
         node.destroy_node()
 
 
-def test_an_invalid_value_at_launch_ends_the_node_with_its_reason(ros_env):
+def launch_refused(node: str, parameter: str, env: dict) -> str:
+    """Starts ``node`` alone with ``parameter`` (NAME:=VALUE); asserts that it ends at launch with one
+    ``fatal:`` line, and returns its stderr."""
     done = subprocess.run(
-        [sys.executable, "-m", "r3_lowlevel_node.main", "--ros-args", "-p", "policy:=learned"],
-        env=ros_env,
+        [sys.executable, "-m", f"{node}.main", "--ros-args", "-p", parameter],
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
-    assert done.returncode == 1, done.stderr
-    assert "fatal:" in done.stderr and "policy: 'learned' is not one of scripted" in done.stderr
+    assert done.returncode == 1 and "fatal: " in done.stderr, done.stderr
+    return done.stderr
+
+
+def test_an_invalid_value_at_launch_ends_the_node_with_its_reason(ros_env):
+    assert "policy: 'learned' is not one of scripted" in launch_refused(
+        "r3_lowlevel_node", "policy:=learned", ros_env
+    )
 
 
 @pytest.mark.parametrize("where", ["a file", "beneath a file", "a name too long"])
@@ -221,16 +229,8 @@ def test_a_recorder_that_cannot_write_its_bag_folder_ends_at_launch_with_the_rea
         "beneath a file": (tmp_path / "notes.txt" / "bags", "no folder can be made under"),
         "a name too long": (tmp_path / ("b" * 300), "File name too long"),
     }[where]
-    done = subprocess.run(
-        [sys.executable, "-m", "r3_recorder_node.main", "--ros-args", "-p", f"output_dir:={output_dir}"],
-        env=ros_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 1, done.stderr
-    assert "fatal: output_dir: " in done.stderr and says in done.stderr, done.stderr
+    err = launch_refused("r3_recorder_node", f"output_dir:={output_dir}", ros_env)
+    assert "fatal: output_dir: " in err and says in err, err
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
 

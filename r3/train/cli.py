@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from r3.cli_args import folder, folder_problem
+from r3.files import FileRefused, mark_output, resumable_output
 from r3.train.config import ConfigError, ImputeConfig, RLConfig, SFTConfig, load_config
 from r3.train.rows import DatasetError
 
@@ -82,12 +83,17 @@ INPUT_KEYS = ("model", "dataset", "eval_dataset")
 
 
 def _refuse_output_in_inputs(key: str, output: Path, cfg) -> None:
-    """A ConfigError when ``output`` is one of the folders ``cfg`` reads or inside one: training wrote
-    its checkpoints into the model or dataset it was reading."""
+    """A ConfigError when ``output`` is one of the folders ``cfg`` reads, inside one or holding one:
+    training wrote its checkpoints into the model or dataset it was reading, and TRL's rotation of
+    checkpoints deletes a model read from one of them."""
     for name in INPUT_KEYS:
         folder = getattr(cfg, name, None)
-        if folder and output.resolve().is_relative_to(Path(folder).resolve()):
+        if not folder:
+            continue
+        if output.resolve().is_relative_to(Path(folder).resolve()):
             raise ConfigError(f"{key} {output}: inside the {name} it reads, {folder}")
+        if Path(folder).resolve().is_relative_to(output.resolve()):
+            raise ConfigError(f"{key} {output}: holds the {name} it reads, {folder}")
 
 
 def _preflight(job: str, cfg) -> None:
@@ -108,6 +114,7 @@ def _preflight(job: str, cfg) -> None:
         if problem := folder_problem(output.parent):  # found after all the sampling, before
             raise ConfigError(f"output {cfg.output}: {problem}")
         _refuse_output_in_inputs("output", output, cfg)  # it wrote over the manifest
+        _refuse_an_unknown_impute_output(output)
         return
     if problem := model_dir_problem(Path(cfg.model)):
         raise ConfigError(f"model: {problem}")
@@ -120,14 +127,43 @@ def _preflight(job: str, cfg) -> None:
             raise ConfigError(f"device: {exc}") from None
     if problem := folder_problem(cfg.output_dir):
         raise ConfigError(f"output_dir: {problem}")
-    if Path(cfg.output_dir).resolve() == Path("/"):
-        raise ConfigError("output_dir: refusing to write checkpoints into /; name a folder for them")
     _refuse_output_in_inputs("output_dir", Path(cfg.output_dir), cfg)
     if (Path(cfg.output_dir) / "final" / PROMPT_FILE).is_file():  # save_final writes it last
         raise ConfigError(
             f"output_dir: {cfg.output_dir} holds a finished run (final/); a new run would delete its "
             "checkpoints and write over its final model: choose another output_dir"
         )
+    try:  # TRL deletes the checkpoints it rotates out and writes its README.md over any
+        resumable_output(cfg.output_dir, TRAINING_RUN, made_before_marks=_is_earlier_run)
+    except FileRefused as exc:
+        raise ConfigError(f"output_dir: {exc}") from None
+
+
+#: What a training run's output_dir holds, in its :data:`r3.files.OUTPUT_MARK`.
+TRAINING_RUN = "training run"
+
+
+def _is_earlier_run(out: Path) -> bool:
+    """Whether ``out`` holds a run r3 train began before outputs were marked: a checkpoint TRL wrote
+    (its trainer_state.json) or a final model."""
+    return any(out.glob("checkpoint-*/trainer_state.json")) or (out / "final" / "config.json").is_file()
+
+
+def _refuse_an_unknown_impute_output(output: Path) -> None:
+    """A ConfigError when ``output`` exists and is no earlier ``r3 train impute`` output, which a run
+    would replace whole (a user's own file of that name was written over)."""
+    from r3.train.rows import load_history_file
+
+    if not output.exists() and not output.is_symlink():
+        return
+    if not output.is_file():
+        raise ConfigError(f"output {output}: not a regular file, expected a JSONL file to write")
+    try:
+        load_history_file(output)
+    except DatasetError as exc:
+        raise ConfigError(
+            f"output {output} exists and is no earlier `r3 train impute` output ({exc}); choose another"
+        ) from None
 
 
 def train_main(argv: list[str] | None = None) -> int:
@@ -150,6 +186,8 @@ def train_main(argv: list[str] | None = None) -> int:
         _preflight(args.job, cfg)
         if args.check:
             return _check(args.job, cfg)
+        if args.job != "impute":
+            mark_output(cfg.output_dir, TRAINING_RUN)  # before TRL writes anything there
         result = _run(args.job, cfg)
     except (ConfigError, DatasetError) as err:
         print(f"r3 train {args.job}: {err}", file=sys.stderr)

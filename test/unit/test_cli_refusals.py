@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -785,7 +786,7 @@ def test_train_refuses_an_output_dir_in_what_it_reads(where, built, tmp_path, ca
         "the model": (built / "model", "inside the model it reads"),
         "inside the dataset": (built / "sft" / "run", "inside the dataset it reads"),
         "the eval dataset": (built / "rl", "inside the eval_dataset it reads"),
-        "the root": (Path("/"), "refusing to write checkpoints into /"),
+        "the root": (Path("/"), "output_dir /: holds the model it reads"),
     }[where]
     config = tmp_path / "sft.yaml"
     config.write_text(
@@ -795,6 +796,43 @@ def test_train_refuses_an_output_dir_in_what_it_reads(where, built, tmp_path, ca
     before = sorted(p.name for p in built.rglob("*"))
     refused(train_main, ["sft", "--config", str(config), "--check"], capsys, says)
     assert sorted(p.name for p in built.rglob("*")) == before
+
+
+@pytest.mark.parametrize("holds", ["a user's files", "the model it reads"])
+def test_train_writes_only_into_a_new_or_empty_folder_or_an_earlier_run(holds, built, tmp_path, capsys):
+    """Found by a hostile user: an output_dir holding the user's README.md and checkpoint-7/ passed
+    --check; the run wrote its model card over the README and TRL's rotation deleted checkpoint-7/ (or
+    the model it was reading, kept as checkpoint-1/ in that folder)."""
+    run = tmp_path / "run"
+    if holds == "a user's files":
+        (run / "checkpoint-7").mkdir(parents=True)
+        (run / "checkpoint-7" / "notes.txt").write_text("mine")
+        (run / "README.md").write_text("MY PROJECT")
+        model, says = built / "model", "holds README.md, checkpoint-7"
+    else:
+        model = run / "checkpoint-1"
+        shutil.copytree(built / "model", model)
+        says = "holds the model it reads"
+    config = tmp_path / "sft.yaml"
+    config.write_text(f"model: {model}\ndataset: {built / 'sft'}\noutput_dir: {run}\n")
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    refused(train_main, ["sft", "--config", str(config), "--check"], capsys, says)
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
+def test_impute_replaces_only_its_own_earlier_output(built, tmp_path, capsys):
+    """Found by a hostile user: `output: precious.jsonl` wrote the imputed records over a file of the
+    user's; an earlier impute output is replaced as before."""
+    output = tmp_path / "h.jsonl"
+    output.write_text("my notes\n")
+    config = tmp_path / "impute.yaml"
+    config.write_text(f"backend: expert\ndataset: {built / 'rl'}\noutput: {output}\n")
+    says = "is no earlier `r3 train impute` output"
+    refused(train_main, ["impute", "--config", str(config), "--check"], capsys, says)
+    assert output.read_text() == "my notes\n"
+    record = {"episode_id": "e", "step": 1, "history": "", "history_kind": "none", "imputed": False}
+    output.write_text(json.dumps(record) + "\n")
+    assert train_main(["impute", "--config", str(config), "--check"]) == 0
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,13 @@ commands that use it.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import sys
+from concurrent.futures.process import BrokenProcessPool
+
+#: What the machine, not the command, got wrong: each ends a command in one line, not a traceback.
+MACHINE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
 
 #: sub-command -> (module, function, one-line help). The function takes argv (list[str]).
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -72,6 +77,19 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: what a resumable command finished is kept, nothing to trace
         print(f"\nr3 {argv[0]}: interrupted", file=sys.stderr)
         return 130
+    except BrokenProcessPool:  # a worker killed (by hand, by the kernel for memory) mid-run
+        print(
+            f"r3 {argv[0]}: error: a worker process died; what finished is kept (run the same command "
+            "again to go on)",
+            file=sys.stderr,
+        )
+        return 1
+    except OSError as exc:
+        if exc.errno not in MACHINE_ERRORS:
+            raise
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"r3 {argv[0]}: error: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
     except Exception as exc:
         # A reasoner that fails mid-episode (a replay out of answers, a server gone): one line, as
         # `r3 eval` and the reasoner node say it. Its module is loaded if it raised one.

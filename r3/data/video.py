@@ -17,8 +17,10 @@ from PIL import Image, ImageDraw, ImageFont
 VIDEO_FPS = 10.0
 #: What ``r3 sim demo`` and ``r3 packing demo`` write into their ``--out`` (an earlier demo's are replaced).
 DEMO_FILES = ("episode.gif", "episode.mp4", "summary.json")
-#: Width every frame is scaled to (the simulator renders 320 px; the reasoner sees that).
-VIDEO_WIDTH = 640
+#: Width of every frame (the simulator renders 320 px; the reasoner sees that), and the height its image
+#: is scaled to at most: a tall camera image is scaled to fit, not to a frame thousands of pixels high
+#: (16 x 4096 became 640 x 163,888, which ffmpeg refused and a GIF could not hold).
+VIDEO_WIDTH, VIDEO_MAX_HEIGHT = 640, 720
 CAPTION_LINES = 2
 FONT_SIZE = 16
 
@@ -35,10 +37,12 @@ def default_format() -> str:
 
 
 def caption_frame(frame: np.ndarray, caption: str, width: int = VIDEO_WIDTH) -> np.ndarray:
-    """The frame scaled to ``width`` with a dark band of up to CAPTION_LINES wrapped lines under it."""
+    """The frame scaled to ``width`` (at most VIDEO_MAX_HEIGHT high, then narrower, on a frame that
+    is still ``width`` wide) with a dark band of up to CAPTION_LINES wrapped lines under it."""
     image = Image.fromarray(np.ascontiguousarray(frame[..., :3]))
-    height = round(image.height * width / image.width)
-    image = image.resize((width, height), Image.Resampling.BILINEAR)
+    scale = min(width / image.width, VIDEO_MAX_HEIGHT / image.height)
+    height = max(1, round(image.height * scale))
+    image = image.resize((max(1, round(image.width * scale)), height), Image.Resampling.BILINEAR)
     font = ImageFont.load_default(size=FONT_SIZE)
     line_height = FONT_SIZE + 4
     lines = textwrap.wrap(caption, max(20, int(width / (0.55 * FONT_SIZE))))[:CAPTION_LINES] or [""]
@@ -64,8 +68,8 @@ def write_episode_video(
         raise ValueError(f"unsupported video format {path.suffix!r}: use .gif or .mp4")
     path.parent.mkdir(parents=True, exist_ok=True)
     images = [caption_frame(f, c) for f, c in zip(frames, captions)]
-    if path.suffix == ".gif":
-        iio.imwrite(path, images, duration=1000.0 / fps, loop=0)
+    if path.suffix == ".gif":  # made in memory: a writer that fails on a full disk leaves no open file
+        path.write_bytes(iio.imwrite("<bytes>", images, extension=".gif", duration=1000.0 / fps, loop=0))
     else:
         # H.264 encoders work on 16-pixel macro blocks; pad rather than let the writer rescale.
         h, w = images[0].shape[:2]

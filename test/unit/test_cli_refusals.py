@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import numpy as np
@@ -949,3 +950,36 @@ def test_a_run_whose_reasoner_never_started_leaves_a_folder_the_next_run_can_use
         collect_main([*common, "--out", str(folder), "--backend", f"transformers:{broken}"])
     assert collect_main([*common, "--out", str(folder), "--backend", "expert"]) == 0, capsys.readouterr().err
     refused(collect_main, [*common, "--out", str(folder), "--max-steps", "2"], capsys, "other settings")
+
+
+@pytest.mark.parametrize(
+    "raised, says",
+    [
+        (
+            OSError(28, "No space left on device", "out/episode.mp4"),
+            "No space left on device (out/episode.mp4)",
+        ),
+        (OSError(30, "Read-only file system", "out"), "Read-only file system (out)"),
+        (
+            BrokenProcessPool("A child process terminated abruptly"),
+            "a worker process died; what finished is kept",
+        ),
+    ],
+    ids=["disk full", "read-only", "worker killed"],
+)
+def test_what_the_machine_gets_wrong_ends_a_command_in_one_line(raised, says, monkeypatch, capsys):
+    """Found by a hostile user: a full disk or a folder made read-only mid-run ended `r3 sim demo`,
+    `r3 packing demo` and `r3 collect` in an OSError traceback, and a collect worker killed by hand in a
+    BrokenProcessPool one (the collection itself resumes)."""
+    from r3.cli import main
+
+    def fails(argv):
+        raise raised
+
+    monkeypatch.setattr("r3.sim.cli.main", fails)
+    assert main(["sim", "demo"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"r3 sim: error: {says}") and "Traceback" not in err and err.count("\n") == 1, err
+    monkeypatch.setattr("r3.sim.cli.main", lambda argv: (_ for _ in ()).throw(FileNotFoundError(2, "gone")))
+    with pytest.raises(FileNotFoundError):  # a fault of r3's own is not hidden
+        main(["sim", "demo"])

@@ -97,6 +97,20 @@ def test_captions_name_the_step_and_the_instruction_under_a_640_px_picture():
     assert captioned[480:].max() > 200  # the caption's text is drawn in the band under the picture
 
 
+@pytest.mark.parametrize("suffix", [".mp4", ".gif"])
+def test_a_tall_camera_image_is_scaled_to_fit_the_video(suffix, tmp_path):
+    """Found by a hostile user: `r3 sim demo --width 16 --height 4096` (sizes it accepts) scaled each
+    frame to 640 x 163,888: ffmpeg refused it (a BrokenPipe traceback), the GIF writer took 8.6 GB and
+    ended in an OverflowError."""
+    from r3.data.video import VIDEO_MAX_HEIGHT, write_episode_video
+
+    frames = [np.full((4096, 16, 3), 90 * i, np.uint8) for i in range(3)]
+    path = write_episode_video(frames, ["step 0", "step 1", "end"], tmp_path / f"episode{suffix}")
+    written = iio.imread(path)
+    assert len(written) == 3 and written[0].shape[1] in range(VIDEO_WIDTH, VIDEO_WIDTH + 16)
+    assert VIDEO_MAX_HEIGHT < written[0].shape[0] < VIDEO_MAX_HEIGHT + 100  # the picture and its caption
+
+
 @pytest.mark.slow
 def test_a_bag_with_a_frame_every_other_control_step_gives_a_moving_video(answers, tmp_path):
     """What `r3 run` does with the graph's bag (its simulator films every other control step)."""

@@ -357,6 +357,8 @@ def read_records(out: Path) -> list[dict]:
 
 #: What the tables read of an episode's record (a skipped episode's says why instead of its outcome).
 _RECORD_FIELDS = {"task": str, "scene": int, "trial": int}
+#: Mean reasoning words per decision step at most (a record's bound, far above any answer's length).
+MAX_REASONING_WORDS = 1e9
 _OUTCOME_FIELDS = {
     "success": bool,
     "progress": (int, float),
@@ -373,7 +375,17 @@ def _is_record(r) -> bool:
 
     if not isinstance(r, dict) or not typed(_RECORD_FIELDS) or r["task"] not in TASK_NAMES:
         return False
-    return isinstance(r.get("skipped"), str) or (typed(_OUTCOME_FIELDS) and 0.0 <= r["progress"] <= 1.0)
+    if not (0 <= r["scene"] < MAX_SCENES and 0 <= r["trial"] < MAX_TRIALS):
+        return False
+    if isinstance(r.get("skipped"), str):
+        return True
+    # bounded: a count past them (10**400 by hand) is no episode's, and overflows a table's mean
+    return (
+        typed(_OUTCOME_FIELDS)
+        and 0.0 <= r["progress"] <= 1.0
+        and 0 <= r["decision_steps"] <= UINT32_MAX
+        and 0.0 <= r["reasoning_words"] <= MAX_REASONING_WORDS
+    )
 
 
 def read_config(out: Path) -> dict:

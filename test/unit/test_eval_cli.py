@@ -156,13 +156,41 @@ def test_every_option_has_help(make):
         {"task": ["mid"], "scene": 0, "trial": 0},
         {"task": "bogus", "scene": 0, "trial": 0, "skipped": "x"},
         ["not", "a", "record"],
+        {
+            "task": "mid",
+            "scene": 0,
+            "trial": 0,
+            "success": True,
+            "progress": 1.0,
+            "decision_steps": 10**400,
+            "reasoning_words": 1.0,
+        },
+        {
+            "task": "mid",
+            "scene": 0,
+            "trial": 0,
+            "success": True,
+            "progress": 1.0,
+            "decision_steps": 1,
+            "reasoning_words": 10**400,
+        },
     ],
-    ids=["no_success", "strings", "progress_7", "task_list", "unknown_task", "a_list"],
+    ids=[
+        "no_success",
+        "strings",
+        "progress_7",
+        "task_list",
+        "unknown_task",
+        "a_list",
+        "huge_steps",
+        "huge_words",
+    ],
 )
 def test_compare_reads_past_a_line_that_is_no_episode_record(tmp_path, capsys, line):
     """Found by a hostile user: a record without `success`, or with strings for numbers, ended
-    `r3 eval compare` in a KeyError or ValueError traceback (and a resumed `r3 eval` likewise). Such a
-    line is not an episode's record: it is read past, as a torn one is (a resume runs it again)."""
+    `r3 eval compare` in a KeyError or ValueError traceback (and a resumed `r3 eval` likewise), and a
+    count of 10**400 in an OverflowError. Such a line is not an episode's record: it is read past, as
+    a torn one is (a resume runs it again)."""
     a = fake_run(tmp_path / "a", "base", {"mid": 0.30})
     b = fake_run(tmp_path / "b", "r3", {"mid": 0.60})
     assert cli.eval_main(["compare", str(a), str(b)]) == 0

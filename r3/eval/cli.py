@@ -19,11 +19,11 @@ from r3.cli_args import folder, integer, positive, word
 from r3.eval.runner import (
     EvalConfig,
     EvalError,
+    config_of,
     eval_defaults,
     evaluate,
     evaluated_suites,
-    read_config,
-    read_records,
+    evaluation_records,
 )
 from r3.lowlevel import GROUNDINGS
 from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
@@ -292,24 +292,24 @@ def compare_main(argv: list[str]) -> int:
 
     args = _compare_parser().parse_args(argv)
     try:
-        config_a, config_b = read_config(args.a), read_config(args.b)
+        config_a, config_b = config_of(args.a), config_of(args.b)
     except EvalError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if config_a["suite"] != config_b["suite"]:
-        suites = f"A evaluates {config_a['suite']}, B {config_b['suite']}"
-        print(f"error: {suites}: no task in common", file=sys.stderr)
+    if config_a.suite != config_b.suite:
+        print(f"error: A evaluates {config_a.suite}, B {config_b.suite}: no task in common", file=sys.stderr)
         return 2
     for key in ("scenes", "trials", "max_steps", "interface", "grounding"):
-        if config_a.get(key) != config_b.get(key):
-            print(f"note: {key} differs: A {config_a.get(key)!r}, B {config_b.get(key)!r}", file=sys.stderr)
-    records_a, records_b = read_records(args.a), read_records(args.b)
+        if (value_a := getattr(config_a, key)) != (value_b := getattr(config_b, key)):
+            print(f"note: {key} differs: A {value_a!r}, B {value_b!r}", file=sys.stderr)
+    # the episodes each evaluation's own table counts: its grid's, nothing appended beside them
+    records_a, records_b = evaluation_records(args.a, config_a), evaluation_records(args.b, config_b)
     have_b = {r["task"] for r in records_b}
-    tasks = [t for t in config_a["tasks"] if t in have_b and any(r["task"] == t for r in records_a)]
+    tasks = [t for t in config_a.tasks if t in have_b and any(r["task"] == t for r in records_a)]
     if not tasks:
         print("error: the two evaluations share no task with finished episodes", file=sys.stderr)
         return 2
-    name_a, name_b = args.names or (config_a["reasoner"], config_b["reasoner"])
+    name_a, name_b = args.names or (config_a.reasoner, config_b.reasoner)
     rows = tables.compare_rows(records_a, records_b, tasks)
     header = (
         f"B = {name_b} minus A = {name_a}, in percentage points with 95% intervals; "

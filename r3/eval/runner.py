@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from r3.files import bounded_repr
@@ -408,6 +408,17 @@ def read_config(out: Path) -> dict:
     return config
 
 
+def config_of(out: Path) -> EvalConfig:
+    """The :class:`EvalConfig` an evaluation folder was run with (its config.json, checked as
+    ``r3 eval`` checks its options); an EvalError saying why when it reads as none."""
+    config = read_config(out)
+    names = [f.name for f in fields(EvalConfig)]
+    try:
+        return EvalConfig(**{k: tuple(v) if k == "tasks" else v for k, v in config.items() if k in names})
+    except (EvalError, TypeError) as exc:  # TypeError: a count or budget that is no number
+        raise EvalError(f"{out / CONFIG_FILE} is not an evaluation's config: {exc}") from None
+
+
 # ------------------------------------------------------------------------------------ running
 def evaluate(
     config: EvalConfig,
@@ -463,7 +474,25 @@ def evaluate(
             f"{done} of {len(jobs)} episodes recorded in {out / EPISODES_FILE} (the failed one is not: "
             "run again with the same --out to resume)"
         ) from None
-    return [cached[j.key] for j in jobs]
+    return grid_records(config, cached.values())
+
+
+def evaluation_records(out: Path, config: EvalConfig) -> list[dict]:
+    """The episodes of ``config`` that ``out`` holds, as ``r3 eval`` reads them when it resumes
+    (:func:`grid_records`); writes nothing."""
+    return grid_records(config, read_records(out))
+
+
+def grid_records(config: EvalConfig, records: Iterable[dict]) -> list[dict]:
+    """The records of ``config``'s jobs, in job order: a record of another task, scene or trial (one
+    added by hand, or left by an earlier run of more scenes or trials) is none of its episodes."""
+    order = {task: i for i, task in enumerate(config.tasks)}
+    chosen = [
+        r
+        for r in records
+        if r["task"] in order and 0 <= r["scene"] < config.scenes and 0 <= r["trial"] < config.trials
+    ]
+    return sorted(chosen, key=lambda r: (order[r["task"]], r["scene"], r["trial"]))
 
 
 def _run_job(worker: EpisodeWorker, job: Job) -> dict:

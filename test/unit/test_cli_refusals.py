@@ -352,10 +352,10 @@ def test_eval_refuses_before_writing_anything(argv, says, tmp_path, capsys):
 
 def test_eval_compare_refuses_foreign_folders(tmp_path, capsys):
     a, b = tmp_path / "a", tmp_path / "b"
-    for folder, suite in ((a, "language_table"), (b, "packing")):
+    for folder, suite, task in ((a, "language_table", "V"), (b, "packing", "4")):
         folder.mkdir()
         (folder / "config.json").write_text(
-            json.dumps({"reasoner": "expert", "suite": suite, "tasks": ["V"]})
+            json.dumps({"reasoner": "expert", "suite": suite, "tasks": [task]})
         )
         (folder / "episodes.jsonl").write_text('{"task": "V"}\n')  # a line that is no record
     refused(eval_main, ["compare", str(a), str(b), "--names", "X"], capsys, "expected two names A,B")

@@ -225,3 +225,30 @@ def test_a_run_refuses_a_folder_that_holds_other_things(tmp_path, capsys):
     err = capsys.readouterr().err
     assert status == 2 and "is no evaluation (no config.json)" in err and "Traceback" not in err, err
     assert {p.name: p.read_text() for p in run.iterdir()} == files
+
+
+@pytest.mark.parametrize(
+    "key",
+    [("mid", 100, 0), ("mid", 1004, 0), ("mid", 5, 1)],
+    ids=["scene_past_the_grid", "scene_1004", "trial_past_the_grid"],
+)
+def test_compare_counts_only_the_episodes_of_each_evaluations_grid(tmp_path, capsys, key):
+    """Found by a hostile user: records appended to episodes.jsonl outside the grid of the folder's
+    config.json (scenes 999-1004, trial 1 of a 1-trial run) changed compare's table, while `r3 eval`
+    of the same folder counts only its grid's episodes. Compare reads them as `r3 eval` does."""
+    a = fake_run(tmp_path / "a", "base", {"mid": 0.30})
+    b = fake_run(tmp_path / "b", "r3", {"mid": 0.60})
+    assert cli.eval_main(["compare", str(a), str(b)]) == 0
+    clean = capsys.readouterr().out
+    task, scene, trial = key
+    record = {"task": task, "scene": scene, "trial": trial, "seed": 0, "success": False, "progress": 0.0}
+    with open(b / EPISODES_FILE, "a") as f:
+        for _ in range(50):
+            f.write(json.dumps({**record, "decision_steps": 9, "reasoning_words": 1.0}) + "\n")
+            record["scene"] += 1
+    assert cli.eval_main(["compare", str(a), str(b)]) == 0
+    assert capsys.readouterr().out == clean
+    from r3.eval.runner import evaluation_records  # the reader a resumed `r3 eval` counts with
+
+    config = EvalConfig(**{**json.loads((b / CONFIG_FILE).read_text()), "tasks": ("mid",)})
+    assert len(evaluation_records(b, config)) == 100

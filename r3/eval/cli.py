@@ -25,8 +25,9 @@ from r3.eval.runner import (
     evaluated_suites,
     evaluation_records,
 )
+from r3.files import bounded_repr
 from r3.lowlevel import GROUNDINGS
-from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
+from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help, printable
 from r3.seeds import scene_seed
 from r3.suites import DEFAULT_SUITE, get_suite
 
@@ -287,6 +288,10 @@ def run_main(argv: list[str], via_ros: ViaRos | None = None) -> int:
     return 0
 
 
+def _shown(name: str) -> str:
+    return printable(name).replace("|", "\\|")
+
+
 def compare_main(argv: list[str]) -> int:
     from r3.eval import tables
 
@@ -301,7 +306,9 @@ def compare_main(argv: list[str]) -> int:
         return 2
     for key in ("scenes", "trials", "max_steps", "interface", "grounding"):
         if (value_a := getattr(config_a, key)) != (value_b := getattr(config_b, key)):
-            print(f"note: {key} differs: A {value_a!r}, B {value_b!r}", file=sys.stderr)
+            print(
+                f"note: {key} differs: A {bounded_repr(value_a)}, B {bounded_repr(value_b)}", file=sys.stderr
+            )
     # the episodes each evaluation's own table counts: its grid's, nothing appended beside them
     records_a, records_b = evaluation_records(args.a, config_a), evaluation_records(args.b, config_b)
     have_b = {r["task"] for r in records_b}
@@ -309,7 +316,8 @@ def compare_main(argv: list[str]) -> int:
     if not tasks:
         print("error: the two evaluations share no task with finished episodes", file=sys.stderr)
         return 2
-    name_a, name_b = args.names or (config_a.reasoner, config_b.reasoner)
+    # a config's reasoner is a file's text: its control characters shown escaped, its "|" not a column
+    name_a, name_b = args.names or (_shown(config_a.reasoner), _shown(config_b.reasoner))
     rows = tables.compare_rows(records_a, records_b, tasks)
     header = (
         f"B = {name_b} minus A = {name_a}, in percentage points with 95% intervals; "

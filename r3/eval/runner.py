@@ -130,7 +130,8 @@ class EvalConfig:
 
     def __post_init__(self):
         if self.suite not in evaluated_suites():
-            raise EvalError(f"suite {self.suite!r} unknown; known: {', '.join(evaluated_suites())}")
+            known = ", ".join(evaluated_suites())
+            raise EvalError(f"suite {bounded_repr(self.suite)} unknown; known: {known}")
         try:
             check_interface(self.interface, self.suite)
         except GoalRefused as exc:
@@ -325,7 +326,9 @@ def cached_records(out: Path, config: EvalConfig) -> dict[tuple[str, int, int], 
         cached = read_config(out)
         differ = {k: (cached.get(k), v) for k, v in config.outcome_fields().items() if cached.get(k) != v}
         if differ and records:  # a run that recorded nothing (no reasoner started) is no cache
-            what = ", ".join(f"{k}: cached {a!r}, now {b!r}" for k, (a, b) in differ.items())
+            what = ", ".join(
+                f"{k}: cached {bounded_repr(a)}, now {bounded_repr(b)}" for k, (a, b) in differ.items()
+            )
             raise EvalError(f"{out} holds episodes of another configuration ({what}); choose another --out")
     _drop_partial_line(out / EPISODES_FILE)
     return {tuple(r[k] for k in ("task", "scene", "trial")): r for r in records}

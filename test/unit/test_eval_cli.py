@@ -252,3 +252,20 @@ def test_compare_counts_only_the_episodes_of_each_evaluations_grid(tmp_path, cap
 
     config = EvalConfig(**{**json.loads((b / CONFIG_FILE).read_text()), "tasks": ("mid",)})
     assert len(evaluation_records(b, config)) == 100
+
+
+@pytest.mark.parametrize("field", ["suite", "reasoner"])
+def test_compare_shows_a_configs_control_characters_escaped(tmp_path, capsys, field):
+    """Found by a hostile user: a hand-edited config.json with "suite": "nope\\u202e" was echoed raw,
+    its bidi control with it, in the refusal; a reasoner's went raw into the table's header."""
+    a = fake_run(tmp_path / "a", "base", {"mid": 0.30})
+    b = fake_run(tmp_path / "b", "r3", {"mid": 0.60})
+    config = json.loads((b / CONFIG_FILE).read_text())
+    (b / CONFIG_FILE).write_text(json.dumps({**config, field: "nope\u202e|\x1b[2J"}))
+    status = cli.eval_main(["compare", str(a), str(b)])
+    out, err = capsys.readouterr()
+    assert "\u202e" not in out + err and "\x1b" not in out + err and "Traceback" not in err
+    if field == "suite":
+        assert status == 2 and len(err.splitlines()) == 1 and "suite 'nope\\u202e|\\x1b[2J' unknown" in err
+    else:
+        assert status == 0 and "| nope\\u202e\\|\\x1b[2J success % |" in out

@@ -25,7 +25,7 @@ from r3.eval.runner import (
     evaluated_suites,
     evaluation_records,
 )
-from r3.files import bounded_repr
+from r3.files import FileRefused, bounded_repr, replaceable_output, replaced_output
 from r3.lowlevel import GROUNDINGS
 from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help, printable
 from r3.seeds import scene_seed
@@ -196,7 +196,11 @@ def _compare_parser() -> argparse.ArgumentParser:
         help="column names for A and B (default: their reasoner specs)",
     )
     p.add_argument(
-        "--out", type=folder, default=None, help="folder for compare.md and compare.csv (default: print only)"
+        "--out",
+        type=folder,
+        default=None,
+        help="folder for compare.md and compare.csv: a new or empty one, or an earlier comparison's, which "
+        "they replace (default: print only)",
     )
     return p
 
@@ -288,6 +292,11 @@ def run_main(argv: list[str], via_ros: ViaRos | None = None) -> int:
     return 0
 
 
+#: What ``compare --out`` writes. Like the demos' output, it replaces only an earlier comparison
+#: (a folder r3 marked as one): never a user's own compare.md, an evaluation or any other folder.
+COMPARE_FILES, COMPARISON = ("compare.md", "compare.csv"), "a comparison"
+
+
 def _shown(name: str) -> str:
     return printable(name).replace("|", "\\|")
 
@@ -297,8 +306,10 @@ def compare_main(argv: list[str]) -> int:
 
     args = _compare_parser().parse_args(argv)
     try:
+        if args.out is not None:  # refused before anything is printed
+            replaceable_output(args.out, COMPARE_FILES, overwrite=True, what=COMPARISON)
         config_a, config_b = config_of(args.a), config_of(args.b)
-    except EvalError as exc:
+    except (EvalError, FileRefused) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if config_a.suite != config_b.suite:
@@ -326,9 +337,9 @@ def compare_main(argv: list[str]) -> int:
     text = f"{header}\n\n{tables.compare_markdown(rows, name_a, name_b)}\n"
     print(text)
     if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "compare.md").write_text(text)
-        (args.out / "compare.csv").write_text(tables.compare_csv(rows))
+        with replaced_output(args.out, COMPARE_FILES, overwrite=True, what=COMPARISON) as staging:
+            (staging / "compare.md").write_text(text)
+            (staging / "compare.csv").write_text(tables.compare_csv(rows))
     return 0
 
 

@@ -269,3 +269,24 @@ def test_compare_shows_a_configs_control_characters_escaped(tmp_path, capsys, fi
         assert status == 2 and len(err.splitlines()) == 1 and "suite 'nope\\u202e|\\x1b[2J' unknown" in err
     else:
         assert status == 0 and "| nope\\u202e\\|\\x1b[2J success % |" in out
+
+
+def test_compare_writes_only_into_a_new_folder_or_an_earlier_comparison(tmp_path, capsys):
+    """Found by a hostile user: `compare --out DIR` wrote compare.md and compare.csv over a user's own
+    compare.md, and into any folder (an evaluation's, an episode collection)."""
+    a = fake_run(tmp_path / "a", "base", {"mid": 0.30})
+    b = fake_run(tmp_path / "b", "r3", {"mid": 0.60})
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "compare.md").write_text("my own notes\n")
+    for out in (mine, a):
+        held = {p.name: p.read_bytes() for p in out.iterdir()}
+        assert cli.eval_main(["compare", str(a), str(b), "--out", str(out)]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and len(captured.err.splitlines()) == 1, captured.err
+        assert "not writing a comparison" in captured.err or "not replacing it" in captured.err
+        assert {p.name: p.read_bytes() for p in out.iterdir()} == held
+    delta = tmp_path / "delta"
+    assert cli.eval_main(["compare", str(a), str(b), "--out", str(delta)]) == 0
+    assert cli.eval_main(["compare", str(b), str(a), "--out", str(delta)]) == 0  # an earlier one: replaced
+    assert "| mid | 60.0 ± " in (delta / "compare.md").read_text()

@@ -13,7 +13,13 @@ from r3.eval.runner import EvalConfig
 
 
 def eval_main(argv: list[str]) -> int:
-    return cli.eval_main(argv, via_ros=_check_via_ros)
+    return cli.eval_main(argv, via_ros=cli.ViaRos(_refusal, _check_via_ros))
+
+
+def _refusal() -> str | None:
+    from r3_ros.eval_via_ros import running_graph_refusal  # rclpy only on this path
+
+    return running_graph_refusal()
 
 
 def _check_via_ros(config: EvalConfig, records: list[dict], args: argparse.Namespace) -> int:

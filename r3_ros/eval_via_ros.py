@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -53,6 +54,30 @@ def differences(in_process: dict, via_ros: dict) -> list[str]:
     return out
 
 
+class ViaRosError(RuntimeError):
+    """The graph cannot run or answer here (one already runs in this ROS domain, it did not come up,
+    an episode got no result); the message says why, in one line."""
+
+
+#: Why the graph is not started next to a running one.
+GRAPH_RUNS = (
+    "an r3 graph already runs in this ROS domain; its reasoner may not be the one evaluated: stop it "
+    "or set another ROS_DOMAIN_ID"
+)
+
+
+def running_graph_refusal(timeout_s: float = DISCOVERY_S) -> str | None:
+    """Why ``--via-ros`` cannot start its graph here (one runs in this ROS domain already, found
+    within ``timeout_s``); None when it can. Asked before the in-process run, which it would follow."""
+    rclpy.init()
+    node = R3Node("r3_eval_via_ros_check")
+    try:
+        return GRAPH_RUNS if R3Commander(node).wait_until_ready(timeout_s) else None
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
 def run_via_ros(config: EvalConfig, records: list[dict], out: Path, timeout_s: float = 120.0) -> list[dict]:
     """Run the episodes of ``records`` (trial 0) through a graph started here; one report per record.
 
@@ -67,10 +92,7 @@ def run_via_ros(config: EvalConfig, records: list[dict], out: Path, timeout_s: f
     supervisor = None
     try:
         if commander.wait_until_ready(DISCOVERY_S):
-            raise RuntimeError(
-                "an r3 graph already runs in this ROS domain; its reasoner may not be the one "
-                "evaluated: stop it or set another ROS_DOMAIN_ID"
-            )
+            raise ViaRosError(GRAPH_RUNS)  # one started during the in-process run
         overrides = {
             "r3_reasoner_node": {"backend": config.reasoner, "history": config.history},
             "r3_recorder_node": {"output_dir": str((out / "bags").resolve())},
@@ -80,7 +102,7 @@ def run_via_ros(config: EvalConfig, records: list[dict], out: Path, timeout_s: f
         )
         supervisor.start()
         if not commander.wait_until_ready(timeout_s, lambda: supervisor.poll() is None):
-            raise RuntimeError(f"the graph did not come up within {timeout_s:.0f} s (logs in {out / 'logs'})")
+            raise ViaRosError(f"the graph did not come up within {timeout_s:.0f} s (logs in {out / 'logs'})")
         return [_check(commander, supervisor, config, r, timeout_s) for r in records]
     finally:
         if supervisor is not None:
@@ -105,12 +127,12 @@ def _check(
     while handle.spin_once() not in (TaskStatus.DONE, TaskStatus.REJECTED):
         if supervisor.poll() is not None or time.monotonic() > deadline:
             handle.cancel()
-            raise RuntimeError(
+            raise ViaRosError(
                 f"{record['task']} seed {record['seed']}: no result "
                 f"({supervisor.first_exit or f'timeout after {timeout_s:.0f} s'})"
             )
     if handle.status is TaskStatus.REJECTED:
-        raise RuntimeError("the reasoner rejected the RunTask goal")
+        raise ViaRosError("the reasoner rejected the RunTask goal")
     res = handle.result
     via = {
         "success": bool(res.success),
@@ -130,15 +152,21 @@ def _check(
 
 def check_via_ros(config: EvalConfig, records: list[dict], args: argparse.Namespace) -> int:
     """``r3 eval --via-ros``: rerun trial 0 of the first scenes through the graph, write via_ros.jsonl
-    and via_ros.md next to the evaluation, and exit 1 when any episode disagrees."""
-    subset = [r for r in completed(records) if r["trial"] == 0 and r["scene"] < args.via_ros_scenes]
-    report = run_via_ros(config, subset, args.out / "via_ros", args.via_ros_timeout)
+    and via_ros.md next to the evaluation, and exit 1 when any episode disagrees (2 when the graph
+    cannot run or answer, with one line saying why)."""
+    scenes = min(args.via_ros_scenes, config.scenes)  # the evaluation's scenes are all there are
+    subset = [r for r in completed(records) if r["trial"] == 0 and r["scene"] < scenes]
+    try:
+        report = run_via_ros(config, subset, args.out / "via_ros", args.via_ros_timeout)
+    except ViaRosError as exc:
+        print(f"error: --via-ros: {exc}", file=sys.stderr)
+        return 2
     with open(args.out / "via_ros.jsonl", "w") as f:
         f.writelines(json.dumps(r) + "\n" for r in report)
     disagree = [r for r in report if r["differences"]]
     lines = [
         (
-            f"Through the ROS graph: {len(report)} episode(s) (trial 0 of the first {args.via_ros_scenes} "
+            f"Through the ROS graph: {len(report)} episode(s) (trial 0 of the first {scenes} "
             f"scene(s) per task), {len(disagree)} disagreeing with the in-process run."
         ),
         "",

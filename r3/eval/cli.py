@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from r3.cli_args import folder, integer, positive, word
@@ -157,7 +158,7 @@ def _run_parser() -> argparse.ArgumentParser:
         "--via-ros-scenes",
         type=integer(1),
         default=2,
-        help="scenes per task for --via-ros, the first ones (default: 2)",
+        help="scenes per task for --via-ros, the first ones (at most --scenes) (default: 2)",
     )
     p.add_argument(
         "--via-ros-timeout",
@@ -217,9 +218,14 @@ def _describe(config: EvalConfig) -> str:
     )
 
 
-#: ``--via-ros``'s check: (config, in-process records, parsed args) -> exit status. The ROS side
-#: (:mod:`r3_ros.eval_cli`) hands it in; the core library never imports rclpy.
-ViaRos = Callable[[EvalConfig, list[dict], argparse.Namespace], int]
+@dataclass(frozen=True)
+class ViaRos:
+    """``--via-ros``, handed in by the ROS side (:mod:`r3_ros.eval_cli`; the core library never imports
+    rclpy): ``refusal()`` says why the graph cannot run here (None when it can), asked before the
+    in-process run; ``check(config, in-process records, parsed args)`` runs it and gives the exit status."""
+
+    refusal: Callable[[], str | None]
+    check: Callable[[EvalConfig, list[dict], argparse.Namespace], int]
 
 
 def run_main(argv: list[str], via_ros: ViaRos | None = None) -> int:
@@ -260,6 +266,10 @@ def run_main(argv: list[str], via_ros: ViaRos | None = None) -> int:
     except EvalError as exc:
         parser.error(str(exc))
 
+    if args.via_ros and (why := via_ros.refusal()):  # before the in-process run, not after it
+        print(f"error: --via-ros: {why}", file=sys.stderr)
+        return 2
+
     bar = None
 
     def progress(done: int, total: int) -> None:
@@ -288,7 +298,7 @@ def run_main(argv: list[str], via_ros: ViaRos | None = None) -> int:
     chart = success_chart(rows, args.out / "success.png", f"{config.reasoner}: success per task")
     print(f"{header}\n\n{table}\n\nwritten: {args.out / 'table.md'}, {args.out / 'table.csv'}, {chart}")
     if args.via_ros:
-        return via_ros(config, records, args)
+        return via_ros.check(config, records, args)
     return 0
 
 

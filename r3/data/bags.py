@@ -762,6 +762,9 @@ def _metadata_problem(meta: object) -> str:
         return "relative_file_paths names no storage file"
     if any(not isinstance(name, str) or not name or Path(name).name != name for name in files):
         return f"relative_file_paths {bounded_repr(files)} names no file of the bag's folder"
+    if len(set(files)) != len(files):  # rosbags would read that file's messages once for each name
+        twice = next(name for name in files if files.count(name) > 1)
+        return f"relative_file_paths names {bounded_repr(twice)} more than once"
     if not isinstance(info.get("files", []), list):
         return f"files is {bounded_repr(info['files'])}, no list"
     for i, topic in enumerate(info["topics_with_message_count"]):

@@ -399,6 +399,11 @@ def test_a_stream_beside_a_closed_bag_is_set_aside_never_rebuilt_from(tmp_path, 
             ["../x/closed.mcap"],
             "relative_file_paths ['../x/closed.mcap'] names no file of the bag's folder",
         ),
+        (  # rosbags read each message twice: a dataset of the bag had every row twice
+            "relative_file_paths",
+            ["closed.mcap", "closed.mcap"],
+            "relative_file_paths names 'closed.mcap' more than once",
+        ),
     ],
 )
 def test_a_closed_bag_whose_metadata_readers_cannot_take_is_named_unreadable(

@@ -604,7 +604,15 @@ def repair_bag(bag: str | Path) -> RepairReport:
             return RepairReport(bag, False, reason="closed or repaired by another process: nothing to repair")
         if (bag / METADATA_FILE).is_file() and bag_damage(bag) is None:
             kept = _free_name(bag, STRAY_SUFFIX)
-            os.rename(stream, kept)
+            try:
+                os.rename(stream, kept)
+            except OSError as exc:  # a read-only filesystem: the bag reads as it is, the stream stays
+                return RepairReport(
+                    bag,
+                    False,
+                    reason=f"a closed bag, left as it was: nothing to repair; the {STREAM_FILE} beside it "
+                    f"is no part of it and could not be set aside ({exc.strerror or exc}): left in place",
+                )
             return RepairReport(
                 bag,
                 False,

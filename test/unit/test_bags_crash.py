@@ -470,5 +470,31 @@ def test_a_sidecar_of_nested_aliases_is_refused_without_expanding_them(tmp_path,
         assert read_episode_info(bag).episode_id == "episode"
 
 
+def test_a_stray_stream_that_cannot_be_moved_is_left_in_place_and_the_bag_read(tmp_path, capsys, monkeypatch):
+    """Found by a hostile user: a closed bag with a stray recording.mcap beside it, on a read-only
+    filesystem, could not be read: each reader tried to set the stray aside and failed with
+    "Read-only file system". The readers read the bag; `r3 bag repair` says the stray stays."""
+    import errno
+
+    writer = EpisodeBagWriter(tmp_path, EpisodeInfo(episode_id="closed", task="T"))
+    for message in messages():
+        writer.write(*message)
+    bag = writer.close(success=True, progress=1.0, steps=3, reason="success")
+    (bag / STREAM_FILE).write_bytes(b"")
+
+    def read_only(*_):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(os, "rename", read_only)
+    before = folder_state(bag)
+    info = read_episode_info(bag)
+    assert (info.status, info.message_count) == (COMPLETE, COUNT)
+    assert bag_contents_after_read(bag) == messages()
+    assert bag_main(["repair", str(bag)]) == 0
+    out = capsys.readouterr().out
+    assert "could not be set aside (Read-only file system): left in place" in out
+    assert folder_state(bag) == before
+
+
 if __name__ == "__main__":
     child(sys.argv[1], sys.argv[2], float(sys.argv[3]))

@@ -83,7 +83,10 @@ BEST_EFFORT = ReliabilityPolicy.BEST_EFFORT
 
 def bag_root(output_dir: str) -> Path:
     """``output_dir`` as the folder the bags go into, made now: one the recorder cannot write ends it
-    at launch with the reason, not every episode later with "did not start recording"."""
+    at launch with the reason, not every episode later with "did not start recording". An empty one
+    is refused too: it would put the bags in whatever folder the recorder was started from."""
+    if not output_dir.strip():
+        raise ValueError("output_dir is empty: name the folder the bags go into")
     root = Path(output_dir).expanduser().resolve()
     if problem := folder_problem(root):
         raise ValueError(f"output_dir: {problem}")

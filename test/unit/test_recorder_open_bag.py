@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
+import pytest
 from rclpy.serialization import serialize_message
 from std_msgs.msg import String
 
@@ -116,3 +117,14 @@ def test_what_came_before_start_opens_no_gap(tmp_path):
     bag.write(CHATTER, "std_msgs/msg/String", chatter("late"), STARTED_NS - 1, (b"p1", 3))
     write_numbered(bag, [("a", 9), ("b", 10)])
     assert not bag.missed and bag.outcome(True, "success") == (True, "success")
+
+
+@pytest.mark.parametrize("output_dir", ["", "  "])
+def test_an_empty_output_dir_is_refused_at_launch(tmp_path, monkeypatch, output_dir):
+    """Found by a hostile user: output_dir "" recorded the bags into the recorder's working folder."""
+    from r3_recorder_node.main import bag_root
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="^output_dir is empty"):
+        bag_root(output_dir)
+    assert not any(tmp_path.iterdir())

@@ -18,6 +18,7 @@ import json
 import os
 import reprlib
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -64,6 +65,49 @@ class FileRefused(ValueError):
     """A file or folder a command cannot read or write as asked; the message says why."""
 
 
+#: The most bytes a small file r3 reads whole (a mark, a config, a bag's metadata.yaml or sidecar) may
+#: hold; one past it is refused, not read into memory.
+SMALL_FILE_BYTES = 16 * 2**20
+
+
+def read_small_text(path: str | Path, limit: int = SMALL_FILE_BYTES) -> str:
+    """The UTF-8 text of the regular file ``path``, at most ``limit`` bytes.
+
+    A FileRefused naming the file when it is no regular file (a FIFO would block the read forever, a
+    device such as /dev/zero never end it) or holds more than ``limit`` bytes; UnicodeDecodeError (a
+    ValueError) when it is no UTF-8 text; FileNotFoundError (an OSError, as others) when there is
+    none. Opened without blocking and checked on the open file, so that what is checked is read."""
+    path = Path(path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
+            raise FileRefused(f"{path} is {kind}, not a regular file")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise FileRefused(f"{path} holds more than {limit} bytes, more than such a file does")
+    return data.decode()
+
+
+def json_value(text: str | bytes, **options) -> object:
+    """``json.loads(text, **options)``, where JSON nested past Python's recursion limit is a ValueError
+    like any other malformed JSON (json raises RecursionError for it)."""
+    try:
+        return json.loads(text, **options)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
+def yaml_value(text: str, loader: type = yaml.SafeLoader) -> object:
+    """The YAML document ``text`` holds, read with ``loader``, where YAML nested past Python's recursion
+    limit is a yaml.YAMLError like any other malformed YAML (PyYAML raises RecursionError for it)."""
+    try:
+        return yaml.load(text, Loader=loader)  # a safe loader: SafeLoader or libyaml's CSafeLoader
+    except RecursionError:
+        raise yaml.YAMLError("YAML nested too deeply") from None
+
+
 def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict:
     """The mapping in YAML file ``path`` (an empty file is an empty mapping); ``what`` the file is,
     for the refusal of a path that is no such file."""
@@ -72,7 +116,9 @@ def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict:
         why = "not found" if not path.exists() else "a folder" if path.is_dir() else "not a regular file"
         raise FileRefused(f"{what} {path}: {why}; expected a YAML file")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml_value(read_small_text(path)) or {}
+    except OSError as exc:
+        raise FileRefused(f"{what} {path}: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
         raise FileRefused(f"{path} is not a YAML file: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
@@ -102,9 +148,17 @@ def _is_earlier_output(out: Path, what: str, made_before_marks: Callable[[Path],
 def _marked_as(out: Path) -> str | None:
     """What ``out``'s mark says it holds; None without a mark that reads as one."""
     try:
-        return json.loads((out / OUTPUT_MARK).read_text()).get("what")
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return json_value(read_small_text(out / OUTPUT_MARK)).get("what")
+    except (OSError, ValueError, AttributeError):
         return None
+
+
+def _unmarked(out: Path) -> str:
+    """What ``out``, holding no mark that reads as one, has in place of the mark, in words."""
+    mark = out / OUTPUT_MARK
+    if mark.exists() or mark.is_symlink():
+        return f"its {OUTPUT_MARK} is unreadable or no mark r3 wrote"
+    return f"no {OUTPUT_MARK} mark"
 
 
 def _remove(entry: Path) -> None:
@@ -142,7 +196,7 @@ def resumable_output(
         marked = _marked_as(out)
         held = [name for name in held if name != OUTPUT_MARK] or held
         shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
-        whose = f"r3 marked it as {marked}" if marked else f"no {what} that r3 wrote, no {OUTPUT_MARK} mark"
+        whose = f"r3 marked it as {marked}" if marked else f"no {what} that r3 wrote, {_unmarked(out)}"
         raise FileRefused(
             f"{out} holds {shown} ({whose}): not writing {what} into it; choose a new or empty folder"
         )
@@ -180,8 +234,10 @@ def replaceable_output(
             shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
             raise FileRefused(f"{out} holds {shown}, which {what} does not write: not replacing it")
         if not _is_earlier_output(out, what, made_before_marks):
+            marked = _marked_as(out)
+            whose = f"r3 marked it as {marked}" if marked else _unmarked(out)
             raise FileRefused(
-                f"{out} holds no {what} that r3 wrote (no {OUTPUT_MARK} mark): not replacing it; "
+                f"{out} holds no {what} that r3 wrote ({whose}): not replacing it; "
                 "remove it yourself or choose another folder"
             )
     return earlier

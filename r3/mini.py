@@ -44,7 +44,14 @@ from pathlib import Path
 import yaml
 
 from r3.cli_args import folder, integer
-from r3.files import FileRefused, mark_output, read_yaml_mapping, resumable_output
+from r3.files import (
+    FileRefused,
+    json_value,
+    mark_output,
+    read_small_text,
+    read_yaml_mapping,
+    resumable_output,
+)
 from r3.workers import check_workers
 
 #: The rows of the table, in R^3 Table 2's order: (name, reasoner spec or the model stage it comes from).
@@ -206,8 +213,8 @@ class MiniRun:
         record = self.out / RECORD
         if record.exists() or record.is_symlink():
             try:
-                held = json.loads(record.read_text())
-            except (OSError, UnicodeDecodeError, ValueError) as exc:
+                held = json_value(read_small_text(record))
+            except (OSError, ValueError) as exc:
                 why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
                 raise MiniError(
                     f"{record} does not read as the config of the run in {self.out} ({why}); "

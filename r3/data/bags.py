@@ -42,6 +42,7 @@ import mmap
 import os
 import re
 import shutil
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
@@ -58,7 +59,7 @@ from mcap.writer import Writer as McapWriter
 from rosbags.rosbag2 import Reader
 
 from r3.data.bagtypes import bag_typestore, typestore
-from r3.files import bounded_repr
+from r3.files import FileRefused, bounded_repr, read_small_text, yaml_value
 
 EPISODE_FILE = "r3_episode.yaml"
 STREAM_FILE = "recording.mcap"
@@ -578,7 +579,7 @@ def repair_bag(bag: str | Path) -> RepairReport:
     bag = Path(bag)
     stream = bag / STREAM_FILE
     if not stream.is_file():
-        if (bag / METADATA_FILE).is_file():
+        if (bag / METADATA_FILE).exists() or (bag / METADATA_FILE).is_symlink():  # named if no file
             if damage := bag_damage(bag):
                 raise BagRepairError(
                     f"{bag} is a closed bag whose files are damaged ({damage}): nothing to rebuild it "
@@ -658,8 +659,10 @@ def _read_info_file(bag: Path) -> EpisodeInfo:
     """The sidecar as written; a ValueError naming the file when it is not one."""
     file = bag / EPISODE_FILE
     try:
-        values = yaml.safe_load(file.read_text())
+        values = yaml_value(read_small_text(file))
         info = EpisodeInfo(**values)
+    except FileRefused as exc:
+        raise ValueError(f"{exc}: not an episode record") from None
     except (yaml.YAMLError, UnicodeDecodeError, TypeError) as exc:
         raise ValueError(f"{file} is not an episode record: {str(exc).splitlines()[0]}") from None
     for name, kind in _INFO_TYPES.items():  # a hand-edited "seed: abc" would fail a reader later, unnamed
@@ -690,17 +693,21 @@ def bag_damage(bag: str | Path) -> str | None:
     looks after those.)"""
     bag = Path(bag)
     try:
-        meta = yaml.load((bag / METADATA_FILE).read_text(), Loader=_LOADER)
+        meta = yaml_value(read_small_text(bag / METADATA_FILE), _LOADER)
     except FileNotFoundError:
         return f"no {METADATA_FILE}"
+    except FileRefused as exc:
+        return f"{METADATA_FILE} unreadable ({exc})"
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         return f"{METADATA_FILE} unreadable ({type(exc).__name__})"
     if why := _metadata_problem(meta):
         return f"{METADATA_FILE}: {why}"
     for name in meta["rosbag2_bagfile_information"]["relative_file_paths"]:
         path = bag / name
-        try:
-            with open(path, "rb") as f:
+        try:  # opened without blocking: a FIFO in a storage file's place would hang the open
+            with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    return f"{name} is not a regular file"
                 if f.seek(0, os.SEEK_END) < 2 * len(MCAP_MAGIC):
                     return f"{name} is cut short"
                 f.seek(-len(MCAP_MAGIC), os.SEEK_END)

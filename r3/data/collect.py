@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from r3.data.bags import COMPLETE, bag_damage, read_episode_info
-from r3.files import OUTPUT_MARK, FileRefused, mark_output, resumable_output
+from r3.files import OUTPUT_MARK, FileRefused, json_value, mark_output, read_small_text, resumable_output
 from r3.safety.goals import UINT32_MAX
 from r3.seeds import MAX_SCENES, MAX_TRIALS, collection_seed, packing_collection_seed
 from r3.sim import IMAGE_SIDES
@@ -331,8 +331,8 @@ def claim_folder(out: Path, config: CollectConfig) -> None:
     )
     if file.is_file() and episodes:
         try:
-            held = json.loads(file.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            held = json_value(read_small_text(file))
+        except (OSError, ValueError) as exc:
             raise FolderRefused(f"{file} does not read as a collection's settings: {exc}") from None
         if not isinstance(held, dict):
             raise FolderRefused(

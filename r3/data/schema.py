@@ -23,8 +23,9 @@ one is part of the next turn's history), with no images: render them from the sn
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from r3.files import json_value, read_small_text
 
 IMAGES = "images"  # list[str]: PNG paths, one per camera view
 GOAL = "goal"  # long-horizon goal text
@@ -111,10 +112,10 @@ def read_manifest(path: str | Path) -> dict:
     """The manifest of the dataset in ``path``; a ValueError saying what is wrong with it."""
     file = Path(path) / MANIFEST
     try:
-        manifest = json.loads(file.read_text())
+        manifest = json_value(read_small_text(file))
     except FileNotFoundError:
         raise ValueError(f"{path} has no {MANIFEST}: not an r3 dataset") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:
         raise ValueError(f"{file} is not readable JSON: {exc}") from None
     kind = manifest.get("kind") if isinstance(manifest, dict) else None
     if not isinstance(kind, str) or kind not in COLUMNS:  # a list or object for the kind is no key

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from r3.files import bounded_repr
+from r3.files import bounded_repr, json_value, read_small_text
 from r3.lowlevel import GROUNDINGS
 from r3.reasoning.backends.base import BackendError
 from r3.safety.goals import UINT32_MAX, GoalRefused, check_interface
@@ -350,8 +350,8 @@ def read_records(out: Path) -> list[dict]:
     records: dict[tuple, dict] = {}
     for line in path.read_text(errors="replace").splitlines():
         try:
-            r = json.loads(line)
-        except json.JSONDecodeError:  # a torn line
+            r = json_value(line)
+        except ValueError:  # a torn line (or one nested past the parser's depth)
             continue
         if _is_record(r):  # else a foreign or edited line: its episode runs again on a resume
             records[(r["task"], r["scene"], r["trial"])] = r
@@ -397,8 +397,8 @@ def read_config(out: Path) -> dict:
     if not path.is_file():
         raise EvalError(f"{out} is not an evaluation folder (no {CONFIG_FILE})")
     try:
-        config = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        config = json_value(read_small_text(path))
+    except (OSError, ValueError) as exc:
         raise EvalError(f"{path} does not read as an evaluation's config: {exc}") from None
     fields = {"reasoner": str, "suite": str, "tasks": list}
     if not isinstance(config, dict) or any(not isinstance(config.get(k), t) for k, t in fields.items()):

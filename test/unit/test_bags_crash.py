@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -468,6 +469,43 @@ def test_a_sidecar_of_nested_aliases_is_refused_without_expanding_them(tmp_path,
         out = capsys.readouterr().out
         assert f"episode id {shown}" in out and "is no string" in out and len(out.splitlines()) == 1
         assert read_episode_info(bag).episode_id == "episode"
+
+
+@contextmanager
+def ends_within(seconds: int):
+    """Ends the block with a TimeoutError, not a hang, when it runs past ``seconds`` (a FIFO read)."""
+
+    def hung(*_):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("fifo", ["closed.mcap", "metadata.yaml", EPISODE_FILE])
+def test_a_bag_file_that_is_a_fifo_is_named_not_read(tmp_path, capsys, fifo):
+    """Found by a hostile user: a FIFO as a bag's storage file, metadata.yaml or r3_episode.yaml
+    made `r3 dataset build` hang forever, and `r3 bag repair` on the FIFO storage file too."""
+    from r3.data.build import read_episode
+
+    writer = EpisodeBagWriter(tmp_path, EpisodeInfo(episode_id="closed", task="T"))
+    writer.write(*messages(1)[0])
+    bag = writer.close(success=True, progress=1.0, steps=1, reason="success")
+    (bag / fifo).unlink()
+    os.mkfifo(bag / fifo)
+    with ends_within(20):
+        with pytest.raises(ValueError, match="not a regular file"):
+            read_episode(bag)
+        if fifo != EPISODE_FILE:
+            assert "not a regular file" in bag_damage(bag)
+            assert bag_main(["repair", str(bag)]) == 1
+            err = capsys.readouterr().err
+            assert "not a regular file" in err and len(err.splitlines()) == 1, err
 
 
 def test_a_stray_stream_that_cannot_be_moved_is_left_in_place_and_the_bag_read(tmp_path, capsys, monkeypatch):

@@ -10,7 +10,9 @@ import json
 import os
 import re
 import shutil
+import signal
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -983,3 +985,90 @@ def test_what_the_machine_gets_wrong_ends_a_command_in_one_line(raised, says, mo
     monkeypatch.setattr("r3.sim.cli.main", lambda argv: (_ for _ in ()).throw(FileNotFoundError(2, "gone")))
     with pytest.raises(FileNotFoundError):  # a fault of r3's own is not hidden
         main(["sim", "demo"])
+
+
+class _Hung(Exception):
+    pass
+
+
+@contextmanager
+def ends_within(seconds: int):
+    """Raises _Hung when the block takes longer than ``seconds`` (a read of a FIFO that never ends)."""
+
+    def hung(*_):
+        raise _Hung(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _special_mark(out: Path, kind: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    if kind == "a FIFO":
+        os.mkfifo(out / OUTPUT_MARK)
+    elif kind == "a link to /dev/zero":
+        (out / OUTPUT_MARK).symlink_to("/dev/zero")
+    else:
+        (out / OUTPUT_MARK).write_text(kind)
+
+
+SPECIAL_MARKS = ["a FIFO", "a link to /dev/zero", "[" * 100_000, "garbage"]
+
+
+@pytest.mark.parametrize("mark", SPECIAL_MARKS, ids=["fifo", "dev-zero", "deep JSON", "garbage"])
+def test_a_mark_that_is_no_regular_file_or_no_json_is_refused_in_one_line(mark, tmp_path, capsys):
+    """Found by a hostile user: a FIFO as .r3_output hung `r3 collect`, `r3 mini` and `r3 dataset
+    build --overwrite` forever, a link to /dev/zero read until MemoryError, deeply nested JSON gave
+    a RecursionError traceback; a garbage mark was "no .r3_output mark". Each is refused, named."""
+    out = tmp_path / "out"
+    _special_mark(out, mark)
+    (out / "mine.txt").write_text("a user's")
+    argv = ["--split", "T_R", "--scenes", "1", "--trials", "1", "--max-steps", "2", "--quiet"]
+    says = ".r3_output is unreadable or no mark r3 wrote"
+    with ends_within(20):
+        err = refused(collect_main, [*argv, "--out", str(out)], capsys, says)
+        assert says in err.strip().splitlines()[-1], err
+        err = refused(mini_main, ["--out", str(out)], capsys, says)
+        assert says in err.strip().splitlines()[-1], err
+        (out / "mine.txt").unlink()
+        bags = tmp_path / "bags"
+        (bags / "L-1").mkdir(parents=True)
+        (bags / "L-1" / "metadata.yaml").write_text("rosbag2_bagfile_information: {}\n")
+        argv = ["build", str(bags), "--kind", "sft", "--out", str(out), "--overwrite"]
+        err = refused(dataset_main, argv, capsys, f"(its {says})")
+        assert says in err.strip().splitlines()[-1], err
+    assert sorted(p.name for p in out.iterdir()) == [OUTPUT_MARK]
+
+
+@pytest.mark.parametrize("kind", ["a FIFO", "a link to /dev/zero", "too large"])
+def test_a_small_file_is_read_only_when_it_is_a_regular_file_of_bounded_size(kind, tmp_path):
+    from r3.files import read_small_text
+
+    path = tmp_path / "meta.yaml"
+    if kind == "too large":
+        path.write_text("x" * 101)
+    else:
+        _special_mark(tmp_path, kind)
+        path = tmp_path / OUTPUT_MARK
+    with ends_within(10), pytest.raises(FileRefused, match=f"^{re.escape(str(path))} "):
+        read_small_text(path, limit=100)
+
+
+@pytest.mark.parametrize("main", ["sft", "launch"])
+def test_yaml_nested_too_deeply_is_refused_in_one_line(main, tmp_path, capsys):
+    """Found by a hostile user: YAML nested 5000 deep ended `r3 train sft --config`, `r3 launch
+    --graph X --check` and `r3 run --graph X` (the same reader as launch's) in a RecursionError
+    traceback."""
+    path = tmp_path / "deep.yaml"
+    path.write_text("[" * 5000 + "]" * 5000)
+    argv = {"sft": (train_main, ["sft", "--config", str(path), "--check"])}
+    argv["launch"] = (launch_main, ["p", "--graph", str(path), "--check"])
+    main, args = argv[main]
+    says = f"{path} is not a YAML file: YAML nested too deeply"
+    err = refused(main, args, capsys, says)
+    assert says in err.strip().splitlines()[-1], err

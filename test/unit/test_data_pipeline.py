@@ -322,8 +322,9 @@ def test_a_collection_goes_on_only_with_the_settings_its_episodes_have(bags, tmp
         (None, "r3_collection.json is a folder, not a collection's settings"),
         ("[1, 2]", "r3_collection.json is not a collection's settings: expected a JSON object of suite,"),
         ("{not json", "r3_collection.json does not read as a collection's settings: Expecting"),
+        ("[" * 100_000, "r3_collection.json does not read as a collection's settings: JSON nested too"),
     ],
-    ids=["a folder", "a list", "not JSON"],
+    ids=["a folder", "a list", "not JSON", "nested too deeply"],
 )
 @pytest.mark.parametrize("marked", [True, False], ids=["marked", "from before the marks"])
 def test_a_collection_whose_settings_file_is_no_settings_is_refused_in_one_line(
@@ -401,6 +402,14 @@ def test_stats_refuse_what_is_no_dataset(tmp_path, capsys, manifest):
     assert dataset_main(["stats", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "expected an object with a kind of" in err and "Traceback" not in err
+
+
+def test_stats_refuse_a_manifest_nested_too_deeply_in_one_line(tmp_path, capsys):
+    """Found by a hostile user: r3_dataset.json of 100000 "[" ended in a RecursionError traceback."""
+    (tmp_path / S.MANIFEST).write_text("[" * 100_000)
+    assert dataset_main(["stats", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "is not readable JSON: JSON nested too deeply" in err and len(err.splitlines()) == 1, err
 
 
 def test_the_stats_plot_goes_to_a_new_file_never_over_one(datasets_dir, tmp_path, capsys):

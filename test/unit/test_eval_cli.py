@@ -201,6 +201,25 @@ def test_compare_reads_past_a_line_that_is_no_episode_record(tmp_path, capsys, l
     assert capsys.readouterr().out == clean
 
 
+def test_compare_reads_past_a_line_nested_too_deeply_and_refuses_such_a_config(tmp_path, capsys):
+    """Found by a hostile user: an episodes.jsonl line or a config.json of 100000 "[" ended `r3 eval
+    compare` (and `r3 eval`) in a RecursionError traceback. The line is read past as a torn one is;
+    the config is refused in one line."""
+    a = fake_run(tmp_path / "a", "base", {"mid": 0.30})
+    b = fake_run(tmp_path / "b", "r3", {"mid": 0.60})
+    assert cli.eval_main(["compare", str(a), str(b)]) == 0
+    clean = capsys.readouterr().out
+    with open(b / EPISODES_FILE, "a") as f:
+        f.write("[" * 100_000 + "\n")
+    assert cli.eval_main(["compare", str(a), str(b)]) == 0
+    assert capsys.readouterr().out == clean
+    (b / CONFIG_FILE).write_text("[" * 100_000)
+    assert cli.eval_main(["compare", str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert "does not read as an evaluation's config: JSON nested too deeply" in err, err
+    assert len(err.splitlines()) == 1, err
+
+
 @pytest.mark.parametrize("tasks", [["bogus"], [["V"]], [3]])
 def test_compare_refuses_a_config_whose_tasks_are_no_tasks(tmp_path, capsys, tasks):
     a = fake_run(tmp_path / "a", "base", {"mid": 0.30})

@@ -196,7 +196,11 @@ def resumable_output(
         marked = _marked_as(out)
         held = [name for name in held if name != OUTPUT_MARK] or held
         shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
-        whose = f"r3 marked it as {marked}" if marked else f"no {what} that r3 wrote, {_unmarked(out)}"
+        whose = (
+            f"r3 marked it as {bounded_repr(marked)}"
+            if marked
+            else f"no {what} that r3 wrote, {_unmarked(out)}"
+        )
         raise FileRefused(
             f"{out} holds {shown} ({whose}): not writing {what} into it; choose a new or empty folder"
         )
@@ -235,7 +239,7 @@ def replaceable_output(
             raise FileRefused(f"{out} holds {shown}, which {what} does not write: not replacing it")
         if not _is_earlier_output(out, what, made_before_marks):
             marked = _marked_as(out)
-            whose = f"r3 marked it as {marked}" if marked else _unmarked(out)
+            whose = f"r3 marked it as {bounded_repr(marked)}" if marked else _unmarked(out)
             raise FileRefused(
                 f"{out} holds no {what} that r3 wrote ({whose}): not replacing it; "
                 "remove it yourself or choose another folder"

@@ -461,7 +461,7 @@ def test_collect_refuses_a_file_for_its_folder(tmp_path, capsys):
         (
             "export",
             {"data/chunk-000/episode_000000.parquet": "rows", OUTPUT_MARK: '{"what": "LeRobot dataset"}'},
-            "holds data (r3 marked it as LeRobot dataset)",
+            "holds data (r3 marked it as 'LeRobot dataset')",
         ),
         ("graph", {"run_0/metadata.yaml": "a bag", "run_0/run_0.mcap": "of the graph"}, "holds run_0 (no"),
     ],
@@ -1043,6 +1043,17 @@ def test_a_mark_that_is_no_regular_file_or_no_json_is_refused_in_one_line(mark, 
         err = refused(dataset_main, argv, capsys, f"(its {says})")
         assert says in err.strip().splitlines()[-1], err
     assert sorted(p.name for p in out.iterdir()) == [OUTPUT_MARK]
+
+
+def test_a_mark_naming_an_output_over_two_lines_is_quoted_in_one(tmp_path, capsys):
+    """Found by a hostile user: a forged mark whose ``what`` held a newline split the refusal."""
+    out = tmp_path / "out"
+    _mark(out, "LeRobot\ndataset")
+    (out / "mine.txt").write_text("a user's")
+    argv = ["--split", "T_R", "--scenes", "1", "--trials", "1", "--max-steps", "2", "--quiet"]
+    says = r"r3 marked it as 'LeRobot\ndataset'"
+    err = refused(collect_main, [*argv, "--out", str(out)], capsys, says)
+    assert says in err.strip().splitlines()[-1], err
 
 
 @pytest.mark.parametrize("kind", ["a FIFO", "a link to /dev/zero", "too large"])

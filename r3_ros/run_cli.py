@@ -16,10 +16,11 @@ import time
 from pathlib import Path
 
 from r3.cli_args import folder, integer, positive, seed, word
-from r3.data.bags import read_episode_info
+from r3.data.bags import COMPLETE, read_episode_info
 from r3.data.video import default_format, episode_video_from_bag
 from r3.graph.cli import parse_overrides, start_problem
 from r3.graph.description import DEFAULT_GRAPH, load_profile
+from r3.graph.node_params import NODE_PARAMETERS
 from r3.graph.supervisor import Supervisor
 from r3.safety.goals import (
     INT32_MAX,
@@ -230,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
             problem = start_problem(profile)
             if problem:
                 return _fail(problem)
+            _warn_if_short_of_disk(profile, out)
             log_dir = out / "logs" / time.strftime("%Y%m%d-%H%M%S")
             supervisor = Supervisor(profile, log_dir, echo=(lambda _: None) if args.quiet else None)
             supervisor.start()
@@ -289,7 +291,9 @@ def _summarise(result, out: Path, video: str) -> int:
     print(f"instructions: {list(result.instructions)}")
     if bag.is_dir():
         _wait_for_bag(bag)
-        print(f"bag:      {bag}")
+        info = read_episode_info(bag)
+        shortfall = "" if info.status == COMPLETE else f" ({info.status}: {printable(info.reason)})"
+        print(f"bag:      {bag}{shortfall}")
         if video != "none":
             try:
                 suffix = default_format() if video == "auto" else video
@@ -301,6 +305,23 @@ def _summarise(result, out: Path, video: str) -> int:
         print(f"error: {result.reason[len('error: ') :]}", file=sys.stderr)
         return 1
     return 0
+
+
+def _warn_if_short_of_disk(profile, out: Path) -> None:
+    """Say so before the episode when --out's disk is short of the recorder's ``min_free_mb``: the
+    recorder then keeps the episode's frames out of its bag (it closes incomplete, saying why)."""
+    recorder = next((m for m in profile.started if m.executable == "r3_recorder_node"), None)
+    if recorder is None:
+        return
+    floor = recorder.parameters.get("min_free_mb", NODE_PARAMETERS["r3_recorder_node"]["min_free_mb"].default)
+    existing = next(p for p in (out.absolute(), *out.absolute().parents) if p.exists())
+    free_mb = shutil.disk_usage(existing).free / 2**20
+    if free_mb < floor:
+        print(
+            f"r3 run: warning: {existing} has {free_mb:.0f} MB free, less than the recorder's min_free_mb "
+            f"({floor} MB): the bag will drop messages",
+            file=sys.stderr,
+        )
 
 
 def _wait_for_bag(bag: Path, timeout_s: float = 3.0) -> None:

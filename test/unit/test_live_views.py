@@ -44,3 +44,38 @@ def test_no_live_view_passes_a_control_character_to_the_terminal(capsys):
     shown = capsys.readouterr().out
     assert "\x1b" not in shown and "\u202e" not in shown and "\x07" not in shown
     assert shown.count("\\x1b[2J") == 9 and shown.count("\\u202e") == 3  # each field, escaped
+
+
+def test_r3_run_says_when_its_bag_is_incomplete_and_warns_of_a_disk_short_of_min_free_mb(
+    tmp_path, capsys, monkeypatch
+):
+    """Found by a hostile user: on a disk below the recorder's min_free_mb, `r3 run` said "success"
+    and printed the bag's path, while the bag held two messages and said why only in its sidecar."""
+    import shutil
+
+    from r3.data.bags import EpisodeBagWriter, EpisodeInfo
+    from r3.graph.description import load_profile
+    from r3_ros import run_cli
+
+    writer = EpisodeBagWriter(
+        tmp_path / "bags", EpisodeInfo(episode_id="V-s3", suite="language_table", task="V")
+    )
+    bag = writer.close(
+        success=True, progress=1.0, steps=1, reason="success; dropped 52 frames", complete=False
+    )
+    result = SimpleNamespace(
+        bag=str(bag),
+        episode_id="V-s3",
+        success=True,
+        reason="success",
+        progress=1.0,
+        steps=1,
+        instructions=[],
+    )
+    assert run_cli._summarise(result, tmp_path, "none") == 0
+    assert f"bag:      {bag} (incomplete: success; dropped 52 frames)" in capsys.readouterr().out
+
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: SimpleNamespace(free=50 * 2**20))
+    run_cli._warn_if_short_of_disk(load_profile("sim_language_table"), tmp_path / "runs")
+    err = capsys.readouterr().err
+    assert "has 50 MB free, less than the recorder's min_free_mb (1024 MB)" in err, err

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from r3.safety.goals import printable
+
 
 @dataclass
 class Check:
@@ -35,15 +37,28 @@ def _import(module: str) -> object:
     return importlib.import_module(module)
 
 
+def _in_child(code: str, what: str, env: dict | None = None) -> str:
+    """Run ``code`` in a child Python and return its output; a RuntimeError naming ``what`` and the
+    child's last line when it fails. For a part that can end the interpreter instead of raising (a
+    broken GL backend aborts it; rcl exits on an RMW it was not built with, or a bad domain id)."""
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"{what}: {last}")
+    return out.stdout
+
+
 def _probe_rclpy() -> str:
-    rclpy = _import("rclpy")
     rmw = os.environ.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp (default)")
-    rclpy.init(args=[])
-    try:
-        node = rclpy.create_node("r3_doctor")
-        node.destroy_node()
-    finally:
-        rclpy.shutdown()
+    code = (
+        "import rclpy; rclpy.init(args=[]); n = rclpy.create_node('r3_doctor'); n.destroy_node(); "
+        "rclpy.shutdown()"
+    )
+    _in_child(
+        code, f"rclpy cannot make a node (rmw {rmw}, ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')})"
+    )
     return f"rclpy {_version('ros-rclpy')}, rmw {rmw}, a node was created"
 
 
@@ -56,7 +71,6 @@ def _probe_r3_msgs() -> str:
 
 
 def _probe_mujoco() -> str:
-    # Rendering is probed in a child process: a broken GL backend can abort the interpreter.
     gl = os.environ.get("MUJOCO_GL", "osmesa")
     code = (
         'import mujoco; m = mujoco.MjModel.from_xml_string(\'<mujoco><worldbody><geom size="1"/>'
@@ -64,14 +78,9 @@ def _probe_mujoco() -> str:
         "r.update_scene(d); r.render(); r.close(); print('mujoco', mujoco.__version__)"
     )
     env = dict(os.environ, MUJOCO_GL=gl, PYOPENGL_PLATFORM=gl if gl != "glfw" else "")
-    out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
-    if out.returncode != 0:
-        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"MUJOCO_GL={gl} cannot render: {last}")
+    out = _in_child(code, f"MUJOCO_GL={gl} cannot render", env)
     # The version line, not the last word: a library may print at exit (PyOpenGL's context cleanup).
-    version = next((line.split()[1] for line in out.stdout.splitlines() if line.startswith("mujoco ")), "?")
+    version = next((line.split()[1] for line in out.splitlines() if line.startswith("mujoco ")), "?")
     return f"mujoco {version}, offscreen rendering with MUJOCO_GL={gl}"
 
 
@@ -130,7 +139,7 @@ def format_table(checks: list[Check]) -> str:
     lines = [f"{'part':<{width}}  status   detail", f"{'-' * width}  -------  ------"]
     for c in checks:
         status = "ok" if c.present else ("MISSING" if c.required else "absent")
-        lines.append(f"{c.part:<{width}}  {status:<7}  {c.detail}")
+        lines.append(f"{c.part:<{width}}  {status:<7}  {printable(c.detail)}")  # DDS logs in colour
     return "\n".join(lines)
 
 

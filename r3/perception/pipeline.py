@@ -32,6 +32,9 @@ LABEL_MISMATCH = "label_mismatch"
 ANY_LABEL = "*"
 #: Longest label grounding considers; a longer one names nothing.
 MAX_LABEL_CHARS = 200
+#: The Unicode categories no label may hold: controls, format characters (bidirectional overrides,
+#: zero-width ones) and the line and paragraph separators, which break a log line unseen.
+HIDDEN = ("Cc", "Cf", "Zl", "Zp")
 #: Most names one query may hold: a text-prompted segmenter looks for each in every frame.
 MAX_QUERY_LABELS = 64
 #: Overlap (intersection over union) at which a found object is the one at the point.
@@ -77,9 +80,9 @@ class Perception:
             return f"a query of {len(labels):,} names; at most {MAX_QUERY_LABELS}"
         if (longest := max((len(label) for label in labels), default=0)) > MAX_LABEL_CHARS:
             return f"a label of {longest:,} characters in the query; at most {MAX_LABEL_CHARS}"
-        hidden = next((c for label in labels for c in label if unicodedata.category(c) in ("Cc", "Cf")), None)
+        hidden = next((c for label in labels for c in label if unicodedata.category(c) in HIDDEN), None)
         if hidden is not None:  # a bidirectional override or zero-width character shows one name, is another
-            return f"a label holds the control or format character U+{ord(hidden):04X}"
+            return f"a label holds the control, format or line-break character U+{ord(hidden):04X}"
         reason = self.segmenter.refuse_labels(labels)
         if not reason:
             self.query = list(dict.fromkeys(labels))

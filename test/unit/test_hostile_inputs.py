@@ -241,13 +241,18 @@ def test_a_backend_that_reads_no_names_grounds_only_the_queried_names(tabletop_f
 
 
 @pytest.mark.parametrize(
-    "label", ["mug\u202e", "m\u200bug", "mug\x1b[2J"], ids=["bidi", "zero_width", "escape"]
+    "label",
+    ["mug\u202e", "m\u200bug", "mug\x1b[2J", "mug\u2028bowl", "mug\u2029bowl"],
+    ids=["bidi", "zero_width", "escape", "line_separator", "paragraph_separator"],
 )
 def test_a_query_label_that_shows_one_name_and_is_another_is_refused(label):
-    """Found by a hostile client: SetPerceptionQuery took a label with a right-to-left override."""
+    """Found by a hostile client: SetPerceptionQuery took a label with a right-to-left override (and
+    one with a Unicode line or paragraph separator, which breaks a log line unseen)."""
     p = Perception(_PointOnly())
     assert p.set_query(["mug"]) == ""
-    assert p.set_query(["bowl", label]).startswith("a label holds the control or format character U+")
+    assert p.set_query(["bowl", label]).startswith(
+        "a label holds the control, format or line-break character U+"
+    )
     assert p.query == ["mug"]
 
 

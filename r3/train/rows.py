@@ -248,6 +248,13 @@ def with_history(table, history: dict[tuple[str, int], dict]):
         own = {"history": row["history"], "history_kind": row["history_kind"]}
         return history.get((row["episode_id"], int(row["step"])), own)
 
+    # Imputed over more rows than these (all splits, no max_rows) is fine; over none of them, not.
+    if history and not set(history) & set(zip(table["episode_id"], map(int, table["step"]))):
+        episode, step = next(iter(history))
+        raise DatasetError(
+            f"history_file: none of its {len(history)} record(s) names a step of the dataset (the first: "
+            f"{episode} step {step}); it was imputed for another dataset"
+        )
     return table.map(overlay) if history else table
 
 
@@ -297,6 +304,8 @@ def load_history_file(path: str | Path) -> dict[tuple[str, int], dict]:
             raise DatasetError(f"{path}:{n}: missing {sorted(missing)}")
         if problem := _history_record_problem(record):
             raise DatasetError(f"{path}:{n}: {problem}")
+        if (record["episode_id"], record["step"]) in out:  # which one would the row get?
+            raise DatasetError(f"{path}:{n}: a second record of {record['episode_id']} step {record['step']}")
         out[(record["episode_id"], record["step"])] = {
             "history": record["history"],
             "history_kind": record["history_kind"],

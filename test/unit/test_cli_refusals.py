@@ -847,6 +847,8 @@ def test_impute_replaces_only_its_own_earlier_output(built, tmp_path, capsys):
         ("rl", "history_file: {number}", "expected a JSON object, got int"),
         ("rl", "history_file: {bad_step}", "step='x': expected a whole number"),
         ("rl", "interface: semantic", "a rl dataset, expected a turns one"),
+        ("rl", "history_file: {twice}", "a second record of e step 1"),
+        ("rl", "history_file: {elsewhere}", "none of its 1 record(s) names a step of the dataset"),
     ],
     ids=[
         "eval_dataset missing",
@@ -855,6 +857,8 @@ def test_impute_replaces_only_its_own_earlier_output(built, tmp_path, capsys):
         "history a number",
         "step",
         "turns",
+        "a step twice",
+        "another dataset's",
     ],
 )
 def test_train_check_reads_every_input_and_refuses_each_in_one_line(
@@ -867,8 +871,12 @@ def test_train_check_reads_every_input_and_refuses_each_in_one_line(
     (tmp_path / "number.jsonl").write_text("5\n")
     record = {"episode_id": "e", "step": "x", "history": "", "history_kind": "none"}
     (tmp_path / "bad_step.jsonl").write_text(json.dumps(record) + "\n")
+    record.update(step=1)
+    (tmp_path / "elsewhere.jsonl").write_text(json.dumps(record) + "\n")
+    (tmp_path / "twice.jsonl").write_text(2 * (json.dumps(record) + "\n"))
     config = tmp_path / f"{job}.yaml"
-    files = {name: tmp_path / f"{name}.jsonl" for name in ("latin1", "number", "bad_step")}
+    names = ("latin1", "number", "bad_step", "elsewhere", "twice")
+    files = {name: tmp_path / f"{name}.jsonl" for name in names}
     config.write_text(
         f"model: {built / 'model'}\ndataset: {built / job}\noutput_dir: {tmp_path / 'run'}\n"
         + setting.format(config=config, **files)

@@ -19,11 +19,13 @@ turns come from in-process episodes (:func:`record_packing_episode`).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from r3.data.bags import check_bag_name
-from r3.files import find_folders
+from r3.data.schema import HISTORY_KINDS
+from r3.files import bounded_repr, find_folders, json_value, read_small_text
 
 EPISODE_FILE = "episode.json"
 FINAL_SNAPSHOT = "final.npz"
@@ -143,56 +145,120 @@ def record_packing_episode(
     return save_episode(trajectory, cell.snapshot(), root, name, interface, history)
 
 
+#: The largest seed and step a turns dataset's columns hold (int64, int32).
+_MAX_SEED, _MAX_STEP = 2**63 - 1, 2**31 - 1
+
+
+def _field(record: dict, key: str, kind: type, where: str = "") -> object:
+    """``record[key]`` when it is a ``kind`` (text: with no lone surrogate, which no file can hold; a
+    number: finite, never a bool); a ValueError naming the field otherwise."""
+    name = f"{where}{key}"
+    if key not in record:
+        raise ValueError(f"missing field {name!r}")
+    value = record[key]
+    if kind is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    elif kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, kind)
+    if not ok:
+        raise ValueError(f"{name}={bounded_repr(value)}: expected {_KIND_NAMES[kind]}")
+    if kind is str:
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise ValueError(f"{name}: text with a lone surrogate (no UTF-8 text)") from None
+    return value
+
+
+_KIND_NAMES = {
+    str: "text",
+    int: "a whole number",
+    float: "a finite number",
+    bool: "true or false",
+    dict: "an object",
+    list: "a list",
+}
+
+
+def _in_range(value: int, low: int, high: int, name: str) -> int:
+    if not low <= value <= high:
+        raise ValueError(f"{name}={bounded_repr(value)}: expected {low} to {high}")
+    return value
+
+
+def _checked_steps(folder: Path, record: dict) -> list[dict]:
+    """The steps of ``record`` with their fields checked: whole step numbers, each step's snapshot a
+    file in ``folder``."""
+    steps = []
+    for i, s in enumerate(_field(record, "steps", list)):
+        where = f"steps[{i}]."
+        if not isinstance(s, dict):
+            raise TypeError(f"steps[{i}]={bounded_repr(s)}: expected an object")
+        step = _in_range(_field(s, "step", int, where), 0, _MAX_STEP, f"{where}step")
+        name = _field(s, "snapshot", str, where)
+        snapshot = folder / name
+        if snapshot.resolve().parent != folder.resolve() or not snapshot.is_file():
+            raise ValueError(f"step {step}: no snapshot file {name!r} in the folder")
+        for key in ("history", "raw_response", "instruction", "outcome"):
+            _field(s, key, str, where)
+        _field(s, "valid", bool, where)
+        _field(s, "progress", float, where)
+        steps.append(s)
+    return steps
+
+
 def load_episode(folder: str | Path) -> StoredEpisode:
+    """The stored episode in ``folder``; an :class:`EpisodeFolderError` naming the file and the field
+    when its record is no such episode (a field missing or of the wrong type or range)."""
     folder = Path(folder)
     path = folder / EPISODE_FILE
     try:
-        record = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
+        record = json_value(read_small_text(path))
+    except (OSError, ValueError) as err:
         raise EpisodeFolderError(f"{folder}: no readable {EPISODE_FILE} ({err})") from None
     if not isinstance(record, dict) or record.get("format") != FORMAT:
         found = record.get("format") if isinstance(record, dict) else type(record).__name__
-        raise EpisodeFolderError(f"{path}: format {found!r}, expected {FORMAT!r}")
+        raise EpisodeFolderError(f"{path}: format {bounded_repr(found)}, expected {FORMAT!r}")
     try:  # readers make paths of the id (a dataset's snapshots) and read each step's snapshot
-        check_bag_name(record.get("episode_id"))
-        for s in record["steps"]:
-            snapshot = folder / s["snapshot"]
-            if snapshot.resolve().parent != folder.resolve() or not snapshot.is_file():
-                raise ValueError(f"step {s.get('step')!r}: no snapshot file {s['snapshot']!r} in the folder")
-    except (ValueError, TypeError, KeyError) as err:
+        episode_id = _field(record, "episode_id", str)
+        check_bag_name(episode_id)
+        interface = _field(record, "interface", str)
+        if interface not in TURN_INTERFACES:
+            raise ValueError(f"interface={bounded_repr(interface)}: expected one of {TURN_INTERFACES}")
+        history = _field(record, "history", str)
+        if history not in HISTORY_KINDS:
+            raise ValueError(f"history={bounded_repr(history)}: expected one of {HISTORY_KINDS}")
+        task, goal, note, aborted = (_field(record, k, str) for k in ("task", "goal", "note", "aborted"))
+        seed = _in_range(_field(record, "seed", int), 0, _MAX_SEED, "seed")
+        success, progress = _field(record, "success", bool), _field(record, "progress", float)
+        instance = _field(record, "instance", dict)
+        steps = _checked_steps(folder, record)
+    except (ValueError, TypeError) as err:
         raise EpisodeFolderError(f"{path}: not a stored episode: {err}") from None
     turns = [
         Turn(
-            episode_id=record["episode_id"],
-            task=str(record["task"]),
-            seed=int(record["seed"]),
-            goal=record["goal"],
-            note=record["note"],
-            interface=record["interface"],
-            history_kind=record["history"],
-            step=int(s["step"]),
+            episode_id=episode_id,
+            task=task,
+            seed=seed,
+            goal=goal,
+            note=note,
+            interface=interface,
+            history_kind=history,
+            step=s["step"],
             history=s["history"],
             snapshot=str(folder / s["snapshot"]),
             raw_response=s["raw_response"],
             action=s["instruction"],
-            valid=bool(s["valid"]),
+            valid=s["valid"],
             outcome=s["outcome"],
             progress=float(s["progress"]),
         )
-        for s in record["steps"]
+        for s in steps
     ]
     return StoredEpisode(
-        record["episode_id"],
-        str(record["task"]),
-        int(record["seed"]),
-        record["goal"],
-        record["interface"],
-        bool(record["success"]),
-        float(record["progress"]),
-        record["aborted"],
-        folder,
-        record["instance"],
-        turns,
+        episode_id, task, seed, goal, interface, success, float(progress), aborted, folder, instance, turns
     )
 
 

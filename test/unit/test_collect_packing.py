@@ -153,3 +153,73 @@ def test_a_stored_episode_with_a_missing_snapshot_or_a_path_for_its_id_is_skippe
         assert f"skipped episode {hostile.name}" in capsys.readouterr().err, damage
         assert {r.episode_id for r in load_turn_dataset(out)} == {good.name}, damage
     assert not list(tmp_path.rglob("escaped"))
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory) -> Path:
+    """One stored semantic episode of two turns (`train-sc0000-t0-s0`), in a collection folder."""
+    out = tmp_path_factory.mktemp("collected") / "episodes"
+    config = CollectConfig(
+        out=str(out), suite="packing", split="train", interface="semantic", scenes=1, trials=1, max_steps=2
+    )
+    collect(config, progress=False)
+    return out
+
+
+def _copy_episode(collected: Path, to: Path, name: str, change=None) -> Path:
+    """A copy of the collected episode as ``to/name`` (its id ``name``), its record passed to ``change``."""
+    import shutil
+
+    (source,) = (p for p in collected.iterdir() if p.is_dir())
+    folder = shutil.copytree(source, to / name)
+    record = json.loads((folder / "episode.json").read_text())
+    record["episode_id"] = name
+    if change is not None:
+        change(record)
+    (folder / "episode.json").write_text(json.dumps(record))
+    return folder
+
+
+@pytest.mark.parametrize(
+    "change, says",
+    [
+        (lambda r: r.update(seed=float("inf")), "seed=inf: expected a whole number"),
+        (lambda r: r.update(seed=10**40), "seed=1000"),
+        (lambda r: r.update(seed="abc"), "seed='abc'"),
+        (lambda r: r.update(goal=["a", 1]), "goal=['a', 1]: expected text"),
+        (lambda r: r.update(goal="\udcff"), "goal: text with a lone surrogate"),
+        (lambda r: r["steps"][0].update(raw_response="\udcff"), "steps[0].raw_response: text with a lone"),
+        (lambda r: r.update(history="bogus"), "history='bogus'"),
+        (lambda r: r["steps"][0].update(valid="false"), "steps[0].valid='false': expected true or false"),
+        (lambda r: r["steps"][0].update(progress=float("nan")), "steps[0].progress=nan"),
+        (lambda r: r.update(interface="../x"), "interface='../x'"),
+        (lambda r: r.pop("note"), "missing field 'note'"),
+        (lambda r: r["steps"][1].update(step=0.5), "steps[1].step=0.5: expected a whole number"),
+    ],
+    ids=[
+        "inf",
+        "huge",
+        "text seed",
+        "goal list",
+        "surrogate",
+        "surrogate answer",
+        "history",
+        "valid",
+        "nan",
+        "interface",
+        "missing",
+        "half step",
+    ],
+)
+def test_a_stored_episode_with_a_wrong_field_is_skipped_and_named(change, says, collected, tmp_path, capsys):
+    """Found by an outside tester: load_episode took any type: `seed: Infinity` or `10**40`, a list
+    goal and a lone surrogate ended the build in tracebacks (after the per-source check, so one bad
+    episode wrote nothing), `"valid": "false"` became True, NaN progress, a bogus history or interface
+    and a step number 0.5 were built in, a missing key read as a bare 'note'."""
+    _copy_episode(collected, tmp_path / "eps", "good")
+    _copy_episode(collected, tmp_path / "eps", "bad", change)
+    out = tmp_path / "ds"
+    assert dataset_main(["build", str(tmp_path / "eps"), "--kind", "turns", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "skipped episode bad" in err and says in err and "Traceback" not in err, err
+    assert {r.episode_id for r in load_turn_dataset(out)} == {"good"}

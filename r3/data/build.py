@@ -314,9 +314,9 @@ def _read_turns(folder: Path):
 
 def _turn_rows(episode, kind: str, history: None, out: Path, report: BuildReport) -> list[dict]:
     """Every turn of a stored episode (refused answers too), its snapshot copied into ``out``."""
-    rows = []
+    rows, place = [], _free_folder(out / S.SNAPSHOTS_DIR, episode.episode_id)
     for t in episode.turns:
-        snapshot = f"{S.SNAPSHOTS_DIR}/{episode.episode_id}/step_{t.step:03d}.npz"
+        snapshot = f"{S.SNAPSHOTS_DIR}/{place}/step_{t.step:03d}.npz"
         _write(out / snapshot, t.snapshot_bytes())
         rows.append(
             {
@@ -342,6 +342,16 @@ def _turn_rows(episode, kind: str, history: None, out: Path, report: BuildReport
             }
         )
     return rows
+
+
+def _free_folder(parent: Path, name: str) -> str:
+    """``name``, or ``name-2``, ``name-3`` ... when a source built before took it: two sources with one
+    episode id (two collections name their episodes alike) keep their snapshots apart."""
+    taken, n = name, 1
+    while (parent / taken).exists():
+        n += 1
+        taken = f"{name}-{n}"
+    return taken
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -189,14 +189,17 @@ def _in_range(value: int, low: int, high: int, name: str) -> int:
 
 
 def _checked_steps(folder: Path, record: dict) -> list[dict]:
-    """The steps of ``record`` with their fields checked: whole step numbers, each step's snapshot a
-    file in ``folder``."""
-    steps = []
+    """The steps of ``record`` with their fields checked: distinct whole step numbers, each step's
+    snapshot a file in ``folder``."""
+    steps, seen = [], set()
     for i, s in enumerate(_field(record, "steps", list)):
         where = f"steps[{i}]."
         if not isinstance(s, dict):
             raise TypeError(f"steps[{i}]={bounded_repr(s)}: expected an object")
         step = _in_range(_field(s, "step", int, where), 0, _MAX_STEP, f"{where}step")
+        if step in seen:
+            raise ValueError(f"{where}step={step}: a second step {step} (step numbers must be distinct)")
+        seen.add(step)
         name = _field(s, "snapshot", str, where)
         snapshot = folder / name
         if snapshot.resolve().parent != folder.resolve() or not snapshot.is_file():

@@ -180,6 +180,22 @@ def _copy_episode(collected: Path, to: Path, name: str, change=None) -> Path:
     return folder
 
 
+def test_two_sources_with_one_episode_id_keep_their_own_snapshots(collected, tmp_path, capsys):
+    """Found by an outside tester: two collections (the expert's, a replay backend's) both name their
+    episode `train-sc0000-t0-s0`; the build copied both to snapshots/<id>/step_NNN.npz, the second
+    over the first, and the first episode's rows were scored from the other's states."""
+    first = _copy_episode(collected, tmp_path / "a", "train-sc0000-t0-s0")
+    second = _copy_episode(collected, tmp_path / "b", "train-sc0000-t0-s0")
+    (second / "step_000.npz").write_bytes((second / "step_001.npz").read_bytes())  # another state
+    out = tmp_path / "ds"
+    assert dataset_main(["build", str(first), str(second), "--kind", "turns", "--out", str(out)]) == 0
+    rows = load_turn_dataset(out)
+    assert len(rows) == 4 and {r.episode_id for r in rows} == {"train-sc0000-t0-s0"}
+    assert len({r.snapshot for r in rows}) == 4
+    stored = sorted(r.snapshot_bytes() for r in rows if r.step == 0)
+    assert stored == sorted((f / "step_000.npz").read_bytes() for f in (first, second))
+
+
 @pytest.mark.parametrize(
     "change, says",
     [
@@ -195,6 +211,7 @@ def _copy_episode(collected: Path, to: Path, name: str, change=None) -> Path:
         (lambda r: r.update(interface="../x"), "interface='../x'"),
         (lambda r: r.pop("note"), "missing field 'note'"),
         (lambda r: r["steps"][1].update(step=0.5), "steps[1].step=0.5: expected a whole number"),
+        (lambda r: r["steps"][1].update(step=0), "steps[1].step=0: a second step 0"),
     ],
     ids=[
         "inf",
@@ -209,13 +226,14 @@ def _copy_episode(collected: Path, to: Path, name: str, change=None) -> Path:
         "interface",
         "missing",
         "half step",
+        "repeated step",
     ],
 )
 def test_a_stored_episode_with_a_wrong_field_is_skipped_and_named(change, says, collected, tmp_path, capsys):
     """Found by an outside tester: load_episode took any type: `seed: Infinity` or `10**40`, a list
     goal and a lone surrogate ended the build in tracebacks (after the per-source check, so one bad
     episode wrote nothing), `"valid": "false"` became True, NaN progress, a bogus history or interface
-    and a step number 0.5 were built in, a missing key read as a bare 'note'."""
+    and a repeated (or 0.5) step number were built in, a missing key read as a bare 'note'."""
     _copy_episode(collected, tmp_path / "eps", "good")
     _copy_episode(collected, tmp_path / "eps", "bad", change)
     out = tmp_path / "ds"

@@ -20,7 +20,9 @@ from r3.data.turns import Turn, load_episodes, load_turn_dataset
 from r3.episode_loop import BLANK_IMAGE
 from r3.reasoning.prompts import PromptSettings
 from r3.rewards.functions import RewardComposer
+from r3.rewards.semantic import load_snapshot
 from r3.rewards.turn import TurnSimulator, turn_rewards
+from r3.sim.packing.env import read_snapshot
 from r3.train.args import grpo_arguments, world_size
 from r3.train.checkpoint import resolve_device
 from r3.train.config import RLConfig
@@ -79,7 +81,14 @@ def open_turns(path: str | Path, max_rows: int | None = None) -> list[Turn]:
         raise DatasetError(f"{path}: {err}") from None
     if not turns:
         raise DatasetError(f"{path}: the stored episodes have no turns")
-    return turns[:max_rows] if max_rows else turns
+    turns = turns[:max_rows] if max_rows else turns
+    for snapshot in dict.fromkeys(t.snapshot for t in turns):  # each once, before any model loads
+        try:
+            read_snapshot(load_snapshot(snapshot))
+        except (OSError, ValueError) as err:
+            why = err.strerror if isinstance(err, OSError) and err.strerror else err
+            raise DatasetError(f"{path}: snapshot {snapshot}: {why}") from None
+    return turns
 
 
 def turn_dataset(turns: list[Turn], prompt: PromptSettings, render: bool = False):

@@ -1091,3 +1091,41 @@ def test_yaml_nested_too_deeply_is_refused_in_one_line(main, tmp_path, capsys):
     says = f"{path} is not a YAML file: YAML nested too deeply"
     err = refused(main, args, capsys, says)
     assert says in err.strip().splitlines()[-1], err
+
+
+@pytest.fixture(scope="module")
+def turns_built(tmp_path_factory):
+    """A turns dataset of one stored semantic episode (two turns), and a folder that passes as a model."""
+    root = tmp_path_factory.mktemp("turns")
+    out = root / "episodes"
+    argv = ["--suite", "packing", "--interface", "semantic", "--scenes", "1", "--trials", "1"]
+    assert collect_main([*argv, "--max-steps", "2", "--out", str(out), "--quiet"]) in (0, 1)
+    assert dataset_main(["build", str(out), "--kind", "turns", "--out", str(root / "ds")]) == 0
+    (root / "model").mkdir()
+    (root / "model" / "config.json").write_text("{}")
+    return root
+
+
+@pytest.mark.parametrize("damage", ["missing", "not npz", "npz without the arrays", "a folder"])
+def test_train_rl_check_refuses_a_turns_dataset_whose_snapshot_does_not_restore(
+    damage, turns_built, tmp_path, capsys
+):
+    """Found by an outside tester: `r3 train rl --check` passed a turns dataset whose snapshot file was
+    missing, was no npz or an npz without the arrays the packing simulator restores; training then
+    crashed."""
+    data = shutil.copytree(turns_built / "ds", tmp_path / "ds")
+    snapshot = min((data / "snapshots").rglob("step_000.npz"))
+    snapshot.unlink()
+    if damage == "not npz":
+        snapshot.write_text("junk")
+    elif damage == "npz without the arrays":
+        np.savez(snapshot, physics=np.zeros(3))
+    elif damage == "a folder":
+        snapshot.mkdir()
+    config = tmp_path / "rl.yaml"
+    config.write_text(
+        f"model: {turns_built / 'model'}\ndataset: {data}\noutput_dir: {tmp_path / 'run'}\n"
+        "interface: semantic\n"
+    )
+    says = f"snapshot {snapshot}"
+    refused(train_main, ["rl", "--config", str(config), "--check"], capsys, says)

@@ -23,11 +23,13 @@ import io
 import json
 import weakref
 from typing import Any, ClassVar
+from zipfile import BadZipFile
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from r3.files import bounded_repr
 from r3.perception.camera import CameraModel, RGBDFrame
 from r3.sim.offscreen import mujoco
 from r3.sim.packing import scene
@@ -36,6 +38,42 @@ from r3.tasks.packing.workcell import ITEM_SPECS, TRAY_SPECS
 
 SNAPSHOT_VERSION = 1
 _STATE_SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
+#: What :meth:`PackingEnv.restore` reads from a snapshot's meta record.
+SNAPSHOT_FIELDS = frozenset(
+    {
+        "version",
+        "steps",
+        "held",
+        "active",
+        "still",
+        "max_progress",
+        "task",
+        "instance",
+        "np_random",
+        "nq",
+        "nv",
+    }
+)
+
+
+def read_snapshot(snapshot: bytes) -> tuple[np.ndarray, np.ndarray, dict]:
+    """The physics state, equality data and meta record of a :meth:`PackingEnv.snapshot` (or a packing
+    cell's, which adds an array); a ValueError in one line for bytes that are none (no npz, an array
+    or a meta field missing) or of another version."""
+    try:
+        with np.load(io.BytesIO(snapshot), allow_pickle=False) as npz:
+            physics, eq_data = npz["physics"], npz["eq_data"]
+            meta = json.loads(npz["meta"].tobytes().decode())
+        if not isinstance(meta, dict) or not SNAPSHOT_FIELDS <= meta.keys():
+            raise KeyError("meta")
+    except (OSError, EOFError, ValueError, KeyError, TypeError, AttributeError, BadZipFile) as exc:
+        # np.load's own message for foreign bytes speaks of allow_pickle, which would mislead
+        raise ValueError(f"not a packing snapshot ({type(exc).__name__})") from None
+    if meta["version"] != SNAPSHOT_VERSION:
+        raise ValueError(f"unsupported snapshot version {bounded_repr(meta['version'])}")
+    return physics, eq_data, meta
+
+
 #: Control steps run after a reset so that dropped items come to rest before the episode starts.
 SETTLE_STEPS = 10
 #: Camera names, base first (the order the reasoner's images use).
@@ -353,11 +391,7 @@ class PackingEnv(gym.Env):
         return buf.getvalue()
 
     def restore(self, snapshot: bytes) -> None:
-        with np.load(io.BytesIO(snapshot), allow_pickle=False) as npz:
-            physics, eq_data = npz["physics"], npz["eq_data"]
-            meta = json.loads(npz["meta"].tobytes().decode())
-        if meta.get("version") != SNAPSHOT_VERSION:
-            raise ValueError(f"unsupported snapshot version {meta.get('version')!r}")
+        physics, eq_data, meta = read_snapshot(snapshot)
         if (meta["nq"], meta["nv"]) != (
             self.model.nq,
             self.model.nv,

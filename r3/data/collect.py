@@ -203,11 +203,17 @@ def not_replaceable(path: Path, episode_id: str) -> str | None:
 
 
 def is_complete(out: str | Path, spec: EpisodeSpec) -> bool:
-    from r3.data.turns import EPISODE_FILE
+    """Whether ``spec``'s episode in ``out`` is whole: a turn episode that loads (its record read, its
+    snapshots there) or a complete, undamaged bag. Anything else is recorded again, where it may be
+    (:func:`not_replaceable`)."""
+    from r3.data.turns import EPISODE_FILE, EpisodeFolderError, load_episode
 
-    if (Path(out) / spec.episode_id / EPISODE_FILE).is_file():  # a turn episode (written last)
-        return True
     bag = Path(out) / spec.episode_id
+    if (bag / EPISODE_FILE).is_file():  # a turn episode (its record written last)
+        try:
+            return load_episode(bag).episode_id == spec.episode_id
+        except EpisodeFolderError:
+            return False
     try:
         return read_episode_info(bag).status == COMPLETE and bag_damage(bag) is None
     except (OSError, TypeError, ValueError):

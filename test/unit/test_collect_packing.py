@@ -241,3 +241,26 @@ def test_a_stored_episode_with_a_wrong_field_is_skipped_and_named(change, says, 
     err = capsys.readouterr().err
     assert "skipped episode bad" in err and says in err and "Traceback" not in err, err
     assert {r.episode_id for r in load_turn_dataset(out)} == {"good"}
+
+
+@pytest.mark.parametrize("damage", ["a truncated record", "a missing snapshot"])
+def test_resume_records_a_broken_stored_episode_again(damage, collected, tmp_path):
+    """Found by an outside tester: resume counted a stored episode as done when its episode.json was
+    there, so a truncated record or a missing snapshot was never recorded again (a broken bag is)."""
+    import shutil
+
+    out = shutil.copytree(collected, tmp_path / "episodes")
+    (folder,) = (p for p in out.iterdir() if p.is_dir())
+    record = folder / "episode.json"
+    if damage == "a truncated record":
+        record.write_bytes(record.read_bytes()[:100])
+    else:
+        (folder / "step_001.npz").unlink()
+    config = CollectConfig(
+        out=str(out), suite="packing", split="train", interface="semantic", scenes=1, trials=1, max_steps=2
+    )
+    report = collect(config, progress=False)
+    assert (report.skipped, report.succeeded + report.failed) == (0, 1)
+    (episode,) = load_episodes(out)
+    assert [t.step for t in episode.turns] == [0, 1]
+    assert collect(config, progress=False).skipped == 1

@@ -27,8 +27,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from r3.data.turns import StoredEpisode, Turn, load_episodes
+from r3.files import bounded_repr, json_value, read_small_text
 from r3.reasoning.parsing import ParsedResponse, parse_response
-from r3.reasoning.prompts import ANSWER_HEADERS, REASONING_HEADER, PromptSettings
+from r3.reasoning.prompts import (
+    ANSWER_HEADERS,
+    HISTORY_MODES,
+    INTERFACES,
+    MODES,
+    REASONING_HEADER,
+    PromptSettings,
+)
 from r3.train.rows import TEMPLATE_KWARGS
 
 MANIFEST = "r3_mined.json"
@@ -146,6 +154,41 @@ def is_mined(path: str | Path) -> bool:
     return (Path(path) / MANIFEST).is_file()
 
 
+def read_manifest(path: str | Path) -> dict:
+    """The :data:`MANIFEST` of the mined folder ``path``, its keys checked (``interface`` filled in as
+    "semantic" for folders mined before it was recorded); a ValueError naming the file and the key
+    otherwise."""
+    file = Path(path) / MANIFEST
+    try:
+        manifest = json_value(read_small_text(file))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{file}: not readable as JSON: {getattr(exc, 'strerror', None) or exc}") from None
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{file}: expected a JSON object, got {bounded_repr(manifest)}")  # noqa: TRY004
+    manifest.setdefault("interface", "semantic")
+    for key, known in (("mode", MODES), ("history", HISTORY_MODES), ("interface", INTERFACES)):
+        if key not in manifest:
+            raise ValueError(f"{file}: no {key!r} key; was it written by mining?")
+        if not isinstance(manifest[key], str) or manifest[key] not in known:
+            raise ValueError(f"{file}: {key}={bounded_repr(manifest[key])}, expected one of {known}")
+    rows = manifest.get("rows")
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+        raise ValueError(f"{file}: rows={bounded_repr(rows)}, expected a count (a whole number >= 0)")
+    return manifest
+
+
+def _completion_text(completion: object) -> str | None:
+    """The text of a mined row's completion (one assistant message of one text part); None when it
+    is not of that shape."""
+    if not isinstance(completion, list) or len(completion) != 1 or not isinstance(completion[0], dict):
+        return None
+    content = completion[0].get("content")
+    if not isinstance(content, list) or len(content) != 1 or not isinstance(content[0], dict):
+        return None
+    text = content[0].get("text")
+    return text if isinstance(text, str) else None
+
+
 def load_mined(
     path: str | Path,
     mode: str,
@@ -160,21 +203,29 @@ def load_mined(
     match the prompts)."""
     from datasets import load_from_disk
 
+    from r3.reasoning.backends.base import error_line
     from r3.train.rows import shorten_reasoning
 
-    manifest = json.loads((Path(path) / MANIFEST).read_text())
+    manifest = read_manifest(path)
     if manifest["mode"] != mode:
         raise ValueError(f"{path} was mined in mode {manifest['mode']!r}, the config says {mode!r}")
     if not manifest["rows"]:
         raise ValueError(f"{path}: the mined dataset has no rows (no successful episode)")
-    rows = load_from_disk(str(path)).select_columns(["prompt", "completion", "images"])
+    try:
+        rows = load_from_disk(str(path)).select_columns(["prompt", "completion", "images"])
+    except Exception as exc:  # noqa: BLE001 -- a data file gone or torn, a column missing: each its own kind
+        raise ValueError(f"{path}: the mined rows do not load: {error_line(exc)}") from None
     rows = rows.select(range(min(max_rows, len(rows)))) if max_rows else rows
-    interface = manifest.get("interface", "semantic")  # folders mined before it was recorded
+    interface = manifest["interface"]
 
     def complete(row: dict) -> dict:
-        text = shorten_reasoning(
-            row["completion"][0]["content"][0]["text"], "packing", reasoning_sentences, interface
-        )
+        text = _completion_text(row["completion"])
+        if text is None:
+            raise ValueError(
+                f"{path}: a row's completion is {bounded_repr(row['completion'])}, "
+                "expected one assistant message holding one text part"
+            )
+        text = shorten_reasoning(text, "packing", reasoning_sentences, interface)
         completion = [{"role": "assistant", "content": [{"type": "text", "text": text}]}]
         return {"completion": completion, TEMPLATE_KWARGS: {"enable_thinking": thinking}}
 

@@ -126,6 +126,48 @@ def test_sft_reads_a_mined_folder_only_in_the_mode_it_was_mined_in(folder, tmp_p
         load_mined(tmp_path / "sft", "reason", False)
 
 
+def _empty_first_completion(sft):
+    from datasets import Dataset, load_from_disk
+
+    rows = load_from_disk(str(sft)).to_list()
+    rows[0]["completion"] = []
+    Dataset.from_list(rows).save_to_disk(str(sft.with_name("edited")))
+    for entry in sft.with_name("edited").iterdir():
+        entry.replace(sft / entry.name)
+
+
+def _manifest_edit(edit):
+    def apply(sft):
+        manifest = json.loads((sft / MANIFEST).read_text())
+        (sft / MANIFEST).write_text(json.dumps(edit(manifest)))
+
+    return apply
+
+
+@pytest.mark.parametrize(
+    "edit, says",
+    [
+        (_manifest_edit(lambda m: [1, 2]), "r3_mined.json: expected a JSON object"),
+        (_manifest_edit(lambda m: {k: v for k, v in m.items() if k != "mode"}), "no 'mode' key"),
+        (_manifest_edit(lambda m: {**m, "rows": "0"}), "rows='0', expected a count"),
+        (_manifest_edit(lambda m: {**m, "interface": "bogus"}), "interface='bogus', expected one of"),
+        (lambda sft: next(sft.glob("data-*.arrow")).unlink(), "the mined rows do not load"),
+        (_empty_first_completion, "a row's completion is [], expected one assistant message"),
+    ],
+    ids=["not an object", "no mode", "rows a string", "unknown interface", "no data file", "empty row"],
+)
+def test_a_hostile_mined_folder_is_refused_naming_what_is_wrong(folder, tmp_path, edit, says):
+    """Found by a hostile user: `r3 train sft --check` on a mined folder whose r3_mined.json was a
+    list, lacked its mode, or whose data file or a row's completion was gone ended in a TypeError,
+    KeyError, FileNotFoundError or IndexError traceback; rows "0" and interface "bogus" passed."""
+    from r3.train.mining import load_mined
+
+    mine(folder, tmp_path / "sft")
+    edit(tmp_path / "sft")
+    with pytest.raises(ValueError, match=re.escape(says)):
+        load_mined(tmp_path / "sft", "reason", False)
+
+
 def test_a_mined_folder_s_reasoning_is_cut_as_the_config_says_for_its_interface(tmp_path, cell):
     """``reasoning_sentences`` holds for mined rows too, whatever the interface's answer header (the
     tools expert's reasoning runs to several sentences; a model trained from scratch needs one)."""

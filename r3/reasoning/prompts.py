@@ -239,9 +239,13 @@ class PromptSettings:
         path = Path(model_dir) / PROMPT_FILE
         if not path.is_file():
             return None
+        from r3.files import json_value, read_small_text
+
         try:
-            return cls(**json.loads(path.read_text()))
-        except (ValueError, TypeError, RecursionError) as exc:
+            return cls(**json_value(read_small_text(path)))
+        except OSError as exc:
+            raise ValueError(f"{path}: not readable ({exc.strerror or exc})") from None
+        except (ValueError, TypeError) as exc:  # no JSON, no object, an unknown key, a bad value
             raise ValueError(f"{path}: not valid prompt settings ({exc})") from None
 
 

@@ -15,6 +15,7 @@ import json
 import shutil
 from pathlib import Path
 
+from r3.files import json_value, read_small_text
 from r3.reasoning.backends.base import BackendError, error_line
 from r3.reasoning.backends.transformers_backend import PROBE_MESSAGES, chat_text
 from r3.reasoning.prompts import PROMPT_FILE, PromptSettings
@@ -106,7 +107,8 @@ def save_final(
 def export_problem(adapter_dir: Path, base_model: Path, out_dir: Path) -> str | None:
     """Why ``r3 train export`` cannot merge ``adapter_dir`` into ``base_model`` at ``out_dir``, or
     None. The merged checkpoint goes to a new or empty folder, so it can never overwrite the base,
-    the adapter or anything else."""
+    the adapter or anything else. Missing adapter weights are named here: peft, not finding them,
+    would ask the network for them."""
     from r3.reasoning.backends.transformers_backend import model_dir_problem
 
     config = adapter_dir / "adapter_config.json"
@@ -121,11 +123,41 @@ def export_problem(adapter_dir: Path, base_model: Path, out_dir: Path) -> str | 
         return f"--base: {problem}"
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         return f"--out {out_dir} exists and is not an empty folder: the merged checkpoint goes to a new one"
+    if not any((adapter_dir / name).is_file() for name in ADAPTER_WEIGHTS):
+        return f"--adapter {adapter_dir}: no {ADAPTER_WEIGHTS[0]} (the adapter's weights)"
+    if problem := run_files_problem(adapter_dir):
+        return f"--adapter: {problem}"
     return None
 
 
+#: The files peft reads an adapter's weights from, the one it saves first.
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+
 #: What a training run writes beside its weights: how it was made and how it wants to be prompted.
 RUN_FILES = ("r3_train.json", PROMPT_FILE)
+
+
+def run_files_problem(adapter_dir: Path) -> str | None:
+    """Why the :data:`RUN_FILES` of ``adapter_dir`` cannot go into a merged checkpoint, or None: each
+    there is a regular file (a symlink's target, such as /etc/shadow, is never copied), a JSON
+    object, and the prompt settings read as the reasoner backend reads them (an export the backend
+    then refuses to load helps no one)."""
+    for name in RUN_FILES:
+        path = adapter_dir / name
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            return f"{path} is not a regular file; only regular run files are copied into the export"
+        if not path.exists():
+            continue
+        try:
+            if not isinstance(json_value(read_small_text(path)), dict):
+                return f"{path} is not a JSON object"
+        except (OSError, ValueError) as exc:
+            return f"{path} does not read as JSON: {getattr(exc, 'strerror', None) or exc}"
+    try:
+        PromptSettings.load(adapter_dir)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def merge_adapter(adapter_dir: str | Path, base_model: str | Path, out_dir: str | Path) -> Path:
@@ -143,6 +175,7 @@ def merge_adapter(adapter_dir: str | Path, base_model: str | Path, out_dir: str 
     merged.save_pretrained(out, safe_serialization=True)
     processor.save_pretrained(out)
     for name in RUN_FILES:
-        if (Path(adapter_dir) / name).is_file():
-            shutil.copyfile(Path(adapter_dir) / name, out / name)
+        source = Path(adapter_dir) / name
+        if source.is_file() and not source.is_symlink():  # export_problem refused any other
+            shutil.copyfile(source, out / name)
     return out

@@ -503,6 +503,40 @@ def test_collect_goes_on_in_its_own_earlier_collection(tmp_path, capsys):
     assert "3 planned, 3 already done" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    "run_file, says",
+    [
+        (None, "no adapter_model.safetensors (the adapter's weights)"),
+        ('{"mode": "reason", "history": "bogus", "temperature": 2}', "not valid prompt settings"),
+        ("link", "r3_prompt.json is not a regular file"),
+        ("[1]", "r3_prompt.json is not a JSON object"),
+    ],
+    ids=["no weights", "invalid prompt settings", "a symlink", "no object"],
+)
+def test_export_refuses_an_adapter_whose_weights_or_run_files_are_not_what_it_copies(
+    run_file, says, tmp_path, capsys
+):
+    """Found by a hostile user: `r3 train export` copied an r3_prompt.json the exported checkpoint
+    then could not load, copied a symlinked r3_prompt.json's target (/etc/shadow) into the export, and
+    without the adapter's weights peft asked the network ("Name or service not known")."""
+    base, adapter = tmp_path / "base", tmp_path / "adapter"
+    base.mkdir()
+    adapter.mkdir()
+    (base / "config.json").write_text("{}")
+    (adapter / "adapter_config.json").write_text('{"r": 8}')
+    if run_file is not None:
+        (adapter / "adapter_model.safetensors").write_bytes(b"")
+        if run_file == "link":
+            (tmp_path / "secret").write_text("root:secret:19000::::::\n")
+            (adapter / "r3_prompt.json").symlink_to(tmp_path / "secret")
+        else:
+            (adapter / "r3_prompt.json").write_text(run_file)
+    out = tmp_path / "merged"
+    argv = ["export", "--adapter", str(adapter), "--base", str(base), "--out", str(out)]
+    assert "secret" not in refused(train_main, argv, capsys, says)
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("broken", ["adapter", "base"])
 def test_export_of_an_adapter_or_base_that_does_not_load_is_one_line(broken, tmp_path, capsys):
     """Found by a hostile user: an adapter_config.json that is no JSON ended `r3 train export` in a
@@ -512,6 +546,7 @@ def test_export_of_an_adapter_or_base_that_does_not_load_is_one_line(broken, tmp
     adapter.mkdir()
     (base / "config.json").write_text("{}")
     (adapter / "adapter_config.json").write_text("{garbage" if broken == "adapter" else '{"r": 8}')
+    (adapter / "adapter_model.safetensors").write_bytes(b"")
     out = tmp_path / "merged"
     says = "does not read as JSON" if broken == "adapter" else "model: cannot load"
     refused(

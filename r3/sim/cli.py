@@ -14,7 +14,7 @@ import textwrap
 from r3.cli_args import folder, frame_rate, integer, loaded_backend, seed, word
 from r3.data.video import DEMO_FILES, VIDEO_FPS, default_format, write_episode_video
 from r3.files import FileRefused, replaceable_output, replaced_output
-from r3.safety.goals import printable
+from r3.safety.goals import shown_text
 from r3.sim import IMAGE_SIDES
 
 WRAP = 100
@@ -30,11 +30,11 @@ def _budget(n: int | None):
 def _print_step(record, previous_progress: float) -> None:
     print(f"\n== step {record.step} " + "=" * 60)
     if record.reasoning:
-        print(textwrap.fill(printable(record.reasoning), WRAP, initial_indent="  ", subsequent_indent="  "))
+        print(textwrap.fill(shown_text(record.reasoning), WRAP, initial_indent="  ", subsequent_indent="  "))
     if record.valid:
-        print(f"  Instruction: {printable(record.instruction)}")
+        print(f"  Instruction: {shown_text(record.instruction)}")
     else:
-        print(f"  invalid answer ({printable(record.error)}); no motion")
+        print(f"  invalid answer ({shown_text(record.error)}); no motion")
     print(
         f"  progress {previous_progress:.2f} -> {record.progress:.2f} after {record.control_steps} "
         "control steps"

@@ -79,3 +79,25 @@ def test_r3_run_says_when_its_bag_is_incomplete_and_warns_of_a_disk_short_of_min
     run_cli._warn_if_short_of_disk(load_profile("sim_language_table"), tmp_path / "runs")
     err = capsys.readouterr().err
     assert "has 50 MB free, less than the recorder's min_free_mb (1024 MB)" in err, err
+
+
+def test_a_live_view_shows_a_bounded_length_of_one_answer(capsys):
+    """Found by a hostile user: a replayed 20 MB answer line was printed to stdout whole."""
+    from r3.safety.goals import SHOWN_CHARACTERS
+
+    huge = "x" * (20 * 2**20)
+    step = SimpleNamespace(
+        step=0,
+        reasoning=huge,
+        instruction=huge,
+        error="",
+        valid=True,
+        outcome="",
+        progress=0.0,
+        control_steps=0,
+        latency_s=0.0,
+    )
+    for show in (lambda: print_sim_step(step, 0.0), lambda: print_packing_step(step, "semantic")):
+        show()
+        out = capsys.readouterr().out
+        assert len(out) < 4 * SHOWN_CHARACTERS and f"... ({len(huge)} characters)" in out, len(out)

@@ -27,7 +27,7 @@ from r3.packing_episode import (
     SUITE_ADAPTERS,
 )
 from r3.reasoning.prompts import ANSWER_HEADERS
-from r3.safety.goals import printable
+from r3.safety.goals import shown_text
 
 WRAP = 100
 #: What the episode's steps are called in the last line, per interface.
@@ -37,13 +37,13 @@ STEP_WORDS = {"instruction": "instructions", "semantic": "actions", "tools": "to
 def _print_step(step, interface: str) -> None:
     print(f"\n== step {step.step} " + "=" * 60)
     if step.reasoning:
-        print(textwrap.fill(printable(step.reasoning), WRAP, initial_indent="  ", subsequent_indent="  "))
-    answer = textwrap.indent(printable(step.instruction), "    ").lstrip()  # a plan's steps under its first
+        print(textwrap.fill(shown_text(step.reasoning), WRAP, initial_indent="  ", subsequent_indent="  "))
+    answer = textwrap.indent(shown_text(step.instruction), "    ").lstrip()  # a plan's steps under its first
     print(f"  {ANSWER_HEADERS[interface]} {answer or '(invalid answer, no motion)'}")
     if step.outcome:
-        print(textwrap.indent(printable(step.outcome), "  "))
+        print(textwrap.indent(shown_text(step.outcome), "  "))
     print(
-        f"  -> {printable(step.error) or 'done'}; progress {step.progress:.0%} "
+        f"  -> {shown_text(step.error) or 'done'}; progress {step.progress:.0%} "
         f"after {step.control_steps} control steps",
         flush=True,
     )

@@ -231,6 +231,22 @@ class Trajectory:
         }
 
 
+def cut_short_summary(task: str, seed: int, steps: Sequence[TrajectoryStep], outcome: str) -> dict:
+    """The record of an episode its reasoner ended with an error (``outcome``) after ``steps``: the
+    keys of :meth:`Trajectory.to_summary` that those steps tell, so a demo loses none of them."""
+    return {
+        "task": task,
+        "seed": seed,
+        "outcome": outcome,
+        "success": False,
+        "progress": steps[-1].progress if steps else 0.0,
+        "control_steps": sum(s.control_steps for s in steps),
+        "decision_steps": len(steps),
+        "invalid_steps": sum(not s.valid for s in steps),
+        "steps": [s.to_summary() for s in steps],
+    }
+
+
 #: The canonical answer by which the agent itself ends its episode (ERR's done()); the task's checker,
 #: not the agent, then says whether it succeeded.
 DONE_ANSWER = "done()"

@@ -112,3 +112,20 @@ def episode_video_from_bag(bag: str | Path, path: str | Path, fps: float = VIDEO
         f"end: {'success' if info.success else 'no success'} ({info.reason}), progress {info.progress:.0%}"
     )
     return write_episode_video(frames, captions, path, fps)
+
+
+def write_cut_short_demo(out: str | Path, task: str, seed: int, steps, error: Exception) -> Path:
+    """Write the ``summary.json`` of a demo its reasoner ended with ``error`` after ``steps`` into
+    ``out`` (replacing an earlier demo's files, as a whole demo does), with the error as its outcome:
+    the steps taken are not lost with it. Says where it went; its path."""
+    import json
+
+    from r3.episode_loop import cut_short_summary
+    from r3.files import replaced_output
+
+    summary = cut_short_summary(task, seed, steps, f"error: reasoner backend: {error}")
+    with replaced_output(out, DEMO_FILES, overwrite=True, what="demo") as staging:
+        (staging / "summary.json").write_text(json.dumps(summary, indent=2))
+    path = Path(out) / "summary.json"
+    print(f"summary of the {len(steps)} steps before the error: {path}", flush=True)
+    return path

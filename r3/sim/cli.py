@@ -12,8 +12,9 @@ import sys
 import textwrap
 
 from r3.cli_args import folder, frame_rate, integer, loaded_backend, seed, word
-from r3.data.video import DEMO_FILES, VIDEO_FPS, default_format, write_episode_video
+from r3.data.video import DEMO_FILES, VIDEO_FPS, default_format, write_cut_short_demo, write_episode_video
 from r3.files import FileRefused, replaceable_output, replaced_output
+from r3.reasoning.backends.base import BackendError
 from r3.safety.goals import shown_text
 from r3.sim import IMAGE_SIDES
 
@@ -137,24 +138,32 @@ def demo_main(argv: list[str]) -> int:
     print(f"note: {env.task_instance.note}")
     progress = [float(env.task_instance.progress(env.state()))]
 
+    taken: list = []
+
     def show(record):
+        taken.append(record)
         _print_step(record, progress[-1])
         progress.append(record.progress)
 
     film = args.video != "none"
     video_format = default_format() if args.video == "auto" else args.video
-    trajectory = run_episode(
-        args.task,
-        args.seed,
-        loaded_backend(parser, "--backend", args.backend),
-        env=env,
-        max_steps=args.max_steps,
-        budget=_budget(args.budget),
-        history=args.history,
-        render=film,
-        on_step=show,
-        frame_every=args.frame_every if film else 0,
-    )
+    backend = loaded_backend(parser, "--backend", args.backend)
+    try:
+        trajectory = run_episode(
+            args.task,
+            args.seed,
+            backend,
+            env=env,
+            max_steps=args.max_steps,
+            budget=_budget(args.budget),
+            history=args.history,
+            render=film,
+            on_step=show,
+            frame_every=args.frame_every if film else 0,
+        )
+    except BackendError as exc:  # the steps taken are kept; r3's main says the error in one line
+        write_cut_short_demo(args.out, args.task, args.seed, taken, exc)
+        raise
     outcome = "success" if trajectory.success else "not solved"
     print(
         f"\n{outcome} after {len(trajectory.steps)} instructions and {trajectory.control_steps} "

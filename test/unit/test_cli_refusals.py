@@ -766,6 +766,10 @@ def test_a_reasoner_that_fails_mid_episode_is_one_line(command, tmp_path, capsys
     err = capsys.readouterr().err
     assert status == 1 and "Traceback" not in err, err
     assert f"r3 {command[0]}: error: reasoner backend: {answers} has no answer for step" in err, err
+    if command[1] == "demo":  # the step taken is written, with the error as the outcome
+        summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+        assert summary["decision_steps"] == len(summary["steps"]) == 1, summary
+        assert summary["outcome"].startswith("error: reasoner backend: ") and not summary["success"]
 
 
 @pytest.mark.parametrize("where", ["beneath a file", "in the dataset"])

@@ -16,7 +16,7 @@ import sys
 import textwrap
 
 from r3.cli_args import folder, frame_rate, integer, loaded_backend, seed, word
-from r3.data.video import DEMO_FILES
+from r3.data.video import DEMO_FILES, write_cut_short_demo
 from r3.files import FileRefused, replaceable_output, replaced_output
 from r3.lowlevel import GROUNDINGS
 from r3.packing_episode import (
@@ -26,6 +26,7 @@ from r3.packing_episode import (
     MAX_TOOL_CALLS,
     SUITE_ADAPTERS,
 )
+from r3.reasoning.backends.base import BackendError
 from r3.reasoning.prompts import ANSWER_HEADERS
 from r3.safety.goals import shown_text
 
@@ -139,16 +140,20 @@ def demo_main(argv: list[str]) -> int:
         done_steps.append(step)
         _print_step(step, args.interface)
 
-    traj = run_packing_episode(
-        args.task,
-        args.seed,
-        backend,
-        cell=cell,
-        max_steps=args.max_steps,
-        render=film,
-        on_step=show,
-        interface=args.interface,
-    )
+    try:
+        traj = run_packing_episode(
+            args.task,
+            args.seed,
+            backend,
+            cell=cell,
+            max_steps=args.max_steps,
+            render=film,
+            on_step=show,
+            interface=args.interface,
+        )
+    except BackendError as exc:  # the steps taken are kept; r3's main says the error in one line
+        write_cut_short_demo(args.out, args.task, args.seed, done_steps, exc)
+        raise
     outcome = "success" if traj.success else "not solved"
     last = traj.steps[-1].error if traj.steps else ""
     ended = "" if traj.success or not last else f" (last step: {last})"

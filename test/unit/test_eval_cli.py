@@ -309,3 +309,17 @@ def test_compare_writes_only_into_a_new_folder_or_an_earlier_comparison(tmp_path
     assert cli.eval_main(["compare", str(a), str(b), "--out", str(delta)]) == 0
     assert cli.eval_main(["compare", str(b), str(a), "--out", str(delta)]) == 0  # an earlier one: replaced
     assert "| mid | 60.0 ± " in (delta / "compare.md").read_text()
+
+
+def test_via_ros_asks_whether_the_graph_can_run_before_the_in_process_run(tmp_path, monkeypatch, capsys):
+    """Found by a hostile user: with another r3 graph in the ROS domain, `r3 eval --via-ros` ran the
+    whole in-process evaluation before it found out (test_eval_via_ros.py: through real DDS)."""
+    monkeypatch.setattr(
+        cli, "evaluate", lambda *a, **k: pytest.fail("the in-process run started"), raising=False
+    )
+    via_ros = cli.ViaRos(lambda: "an r3 graph already runs", lambda *a: pytest.fail("the graph was run"))
+    out = tmp_path / "eval"
+    argv = ["--tasks", "mid", "--scenes", "1", "--trials", "1", "--via-ros", "--out", str(out)]
+    assert cli.run_main(argv, via_ros) == 2
+    assert capsys.readouterr().err.splitlines() == ["error: --via-ros: an r3 graph already runs"]
+    assert not out.exists()

@@ -73,7 +73,7 @@ def test_r3_run_says_when_its_bag_is_incomplete_and_warns_of_a_disk_short_of_min
         instructions=[],
     )
     assert run_cli._summarise(result, tmp_path, "none") == 0
-    assert f"bag:      {bag} (incomplete: success; dropped 52 frames)" in capsys.readouterr().out
+    assert f"bag:      {bag}\n          incomplete: success; dropped 52 frames\n" in capsys.readouterr().out
 
     monkeypatch.setattr(shutil, "disk_usage", lambda path: SimpleNamespace(free=50 * 2**20))
     run_cli._warn_if_short_of_disk(load_profile("sim_language_table"), tmp_path / "runs")

@@ -25,8 +25,10 @@ from r3_ros.node import R3Node
 
 #: Progress values closer than this agree (they pass through a float64 message field).
 PROGRESS_TOLERANCE = 1e-9
-#: How long to look for a graph that is already running before starting ours.
-DISCOVERY_S = 2.0
+#: How long to look for a graph that is already running before starting ours: a new process on two
+#: busy cores took over 2 s to discover one, and then sent its episodes to that graph's reasoner. A
+#: via-ros check runs for minutes; a few seconds more to be sure cost nothing.
+DISCOVERY_S = 5.0
 
 
 def differences(in_process: dict, via_ros: dict) -> list[str]:

@@ -7,7 +7,9 @@ The session's domain replaces any ``ROS_DOMAIN_ID`` of the caller's shell, which
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 
 import pytest
 from hypothesis import settings
@@ -126,3 +128,24 @@ def pytest_runtest_makereport(item, call):
                 tail = log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
                 report.sections.append((f"log {log.relative_to(root)}", "\n".join(tail)))
     return report
+
+
+@pytest.fixture
+def ends_within():
+    """``with ends_within(seconds):`` ends the block with a TimeoutError, not a hang, once it runs past
+    ``seconds`` (a read of a FIFO that never ends, in a test of the fix that refuses one)."""
+
+    @contextlib.contextmanager
+    def within(seconds: int):
+        def hung(*_):
+            raise TimeoutError(f"still running after {seconds} s")
+
+        previous = signal.signal(signal.SIGALRM, hung)
+        signal.alarm(seconds)
+        try:
+            yield
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, previous)
+
+    return within

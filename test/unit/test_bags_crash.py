@@ -16,7 +16,6 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -471,24 +470,8 @@ def test_a_sidecar_of_nested_aliases_is_refused_without_expanding_them(tmp_path,
         assert read_episode_info(bag).episode_id == "episode"
 
 
-@contextmanager
-def ends_within(seconds: int):
-    """Ends the block with a TimeoutError, not a hang, when it runs past ``seconds`` (a FIFO read)."""
-
-    def hung(*_):
-        raise TimeoutError(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 @pytest.mark.parametrize("fifo", ["closed.mcap", "metadata.yaml", EPISODE_FILE])
-def test_a_bag_file_that_is_a_fifo_is_named_not_read(tmp_path, capsys, fifo):
+def test_a_bag_file_that_is_a_fifo_is_named_not_read(tmp_path, capsys, fifo, ends_within):
     """Found by a hostile user: a FIFO as a bag's storage file, metadata.yaml or r3_episode.yaml
     made `r3 dataset build` hang forever, and `r3 bag repair` on the FIFO storage file too."""
     from r3.data.build import read_episode

@@ -10,9 +10,7 @@ import json
 import os
 import re
 import shutil
-import signal
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -1034,26 +1032,6 @@ def test_what_the_machine_gets_wrong_ends_a_command_in_one_line(raised, says, mo
         main(["sim", "demo"])
 
 
-class _Hung(Exception):
-    pass
-
-
-@contextmanager
-def ends_within(seconds: int):
-    """Raises _Hung when the block takes longer than ``seconds`` (a read of a FIFO that never ends)."""
-
-    def hung(*_):
-        raise _Hung(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def _special_mark(out: Path, kind: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     if kind == "a FIFO":
@@ -1068,7 +1046,9 @@ SPECIAL_MARKS = ["a FIFO", "a link to /dev/zero", "[" * 100_000, "garbage"]
 
 
 @pytest.mark.parametrize("mark", SPECIAL_MARKS, ids=["fifo", "dev-zero", "deep JSON", "garbage"])
-def test_a_mark_that_is_no_regular_file_or_no_json_is_refused_in_one_line(mark, tmp_path, capsys):
+def test_a_mark_that_is_no_regular_file_or_no_json_is_refused_in_one_line(
+    mark, tmp_path, capsys, ends_within
+):
     """Found by a hostile user: a FIFO as .r3_output hung `r3 collect`, `r3 mini` and `r3 dataset
     build --overwrite` forever, a link to /dev/zero read until MemoryError, deeply nested JSON gave
     a RecursionError traceback; a garbage mark was "no .r3_output mark". Each is refused, named."""
@@ -1104,7 +1084,7 @@ def test_a_mark_naming_an_output_over_two_lines_is_quoted_in_one(tmp_path, capsy
 
 
 @pytest.mark.parametrize("kind", ["a FIFO", "a link to /dev/zero", "too large"])
-def test_a_small_file_is_read_only_when_it_is_a_regular_file_of_bounded_size(kind, tmp_path):
+def test_a_small_file_is_read_only_when_it_is_a_regular_file_of_bounded_size(kind, tmp_path, ends_within):
     from r3.files import read_small_text
 
     path = tmp_path / "meta.yaml"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import os
 import reprlib
 import shutil
@@ -42,6 +43,16 @@ def bounded_repr(value: object, width: int = 60) -> str:
     except ValueError:  # an int past Python's digit limit for str (a YAML hex number can make one)
         text = f"<a {type(value).__name__} too long to show>"
     return text if len(text) <= width else f"{text[: width - 3]}..."
+
+
+def is_kind(value: object, kind: type) -> bool:
+    """Whether ``value``, as a JSON or YAML file held it, is a ``kind``: a bool is no number (Python
+    counts it as an int), a float is any finite number, whole or not."""
+    if kind is bool or isinstance(value, bool):
+        return kind is bool and isinstance(value, bool)
+    if kind is float:
+        return isinstance(value, int | float) and math.isfinite(value)
+    return isinstance(value, kind)
 
 
 def find_folders(paths: Iterable[str | Path], is_one: Callable[[Path], bool], what: str) -> list[Path]:

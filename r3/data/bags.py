@@ -59,7 +59,7 @@ from mcap.writer import Writer as McapWriter
 from rosbags.rosbag2 import Reader
 
 from r3.data.bagtypes import bag_typestore, typestore
-from r3.files import FileRefused, bounded_repr, read_small_text, yaml_value
+from r3.files import FileRefused, bounded_repr, is_kind, read_small_text, yaml_value
 
 EPISODE_FILE = "r3_episode.yaml"
 STREAM_FILE = "recording.mcap"
@@ -667,9 +667,7 @@ def _read_info_file(bag: Path) -> EpisodeInfo:
         raise ValueError(f"{file} is not an episode record: {str(exc).splitlines()[0]}") from None
     for name, kind in _INFO_TYPES.items():  # a hand-edited "seed: abc" would fail a reader later, unnamed
         value = getattr(info, name)
-        if isinstance(value, bool) != (kind is bool) or not isinstance(
-            value, (int, float) if kind is float else kind
-        ):
+        if not is_kind(value, kind):
             raise ValueError(
                 f"{file} is not an episode record: {name}={bounded_repr(value)} is no {kind.__name__}"
             )
@@ -750,7 +748,7 @@ def _missing_or_mistyped(mapping: dict, keys: dict[str, type], where: str = "") 
             if not isinstance(value, dict) or part not in value:
                 return f"no {where}{key}"
             value = value[part]
-        if isinstance(value, bool) or not isinstance(value, kind):
+        if not is_kind(value, kind):
             return f"{where}{key} is {bounded_repr(value)}, no {kind.__name__}"
     return ""
 

@@ -19,13 +19,13 @@ turns come from in-process episodes (:func:`record_packing_episode`).
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from r3.data.bags import check_bag_name
 from r3.data.schema import HISTORY_KINDS
-from r3.files import bounded_repr, find_folders, json_value, read_small_text
+from r3.files import bounded_repr, find_folders, is_kind, json_value, read_small_text
+from r3.safety.goals import INT32_MAX, MAX_SEED  # a dataset's int64 seed and int32 step columns
 
 EPISODE_FILE = "episode.json"
 FINAL_SNAPSHOT = "final.npz"
@@ -145,10 +145,6 @@ def record_packing_episode(
     return save_episode(trajectory, cell.snapshot(), root, name, interface, history)
 
 
-#: The largest seed and step a turns dataset's columns hold (int64, int32).
-_MAX_SEED, _MAX_STEP = 2**63 - 1, 2**31 - 1
-
-
 def _field(record: dict, key: str, kind: type, where: str = "") -> object:
     """``record[key]`` when it is a ``kind`` (text: with no lone surrogate, which no file can hold; a
     number: finite, never a bool); a ValueError naming the field otherwise."""
@@ -156,13 +152,7 @@ def _field(record: dict, key: str, kind: type, where: str = "") -> object:
     if key not in record:
         raise ValueError(f"missing field {name!r}")
     value = record[key]
-    if kind is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    elif kind is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    else:
-        ok = isinstance(value, kind)
-    if not ok:
+    if not is_kind(value, kind):
         raise ValueError(f"{name}={bounded_repr(value)}: expected {_KIND_NAMES[kind]}")
     if kind is str:
         try:
@@ -196,7 +186,7 @@ def _checked_steps(folder: Path, record: dict) -> list[dict]:
         where = f"steps[{i}]."
         if not isinstance(s, dict):
             raise TypeError(f"steps[{i}]={bounded_repr(s)}: expected an object")
-        step = _in_range(_field(s, "step", int, where), 0, _MAX_STEP, f"{where}step")
+        step = _in_range(_field(s, "step", int, where), 0, INT32_MAX, f"{where}step")
         if step in seen:
             raise ValueError(f"{where}step={step}: a second step {step} (step numbers must be distinct)")
         seen.add(step)
@@ -234,7 +224,7 @@ def load_episode(folder: str | Path) -> StoredEpisode:
         if history not in HISTORY_KINDS:
             raise ValueError(f"history={bounded_repr(history)}: expected one of {HISTORY_KINDS}")
         task, goal, note, aborted = (_field(record, k, str) for k in ("task", "goal", "note", "aborted"))
-        seed = _in_range(_field(record, "seed", int), 0, _MAX_SEED, "seed")
+        seed = _in_range(_field(record, "seed", int), 0, MAX_SEED, "seed")
         success, progress = _field(record, "success", bool), _field(record, "progress", float)
         instance = _field(record, "instance", dict)
         steps = _checked_steps(folder, record)

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from r3.data.turns import StoredEpisode, Turn, load_episodes
-from r3.files import bounded_repr, json_value, read_small_text
+from r3.files import bounded_repr, is_kind, json_value, read_small_text
 from r3.reasoning.parsing import ParsedResponse, parse_response
 from r3.reasoning.prompts import (
     ANSWER_HEADERS,
@@ -172,7 +172,7 @@ def read_manifest(path: str | Path) -> dict:
         if not isinstance(manifest[key], str) or manifest[key] not in known:
             raise ValueError(f"{file}: {key}={bounded_repr(manifest[key])}, expected one of {known}")
     rows = manifest.get("rows")
-    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+    if not is_kind(rows, int) or rows < 0:
         raise ValueError(f"{file}: rows={bounded_repr(rows)}, expected a count (a whole number >= 0)")
     return manifest
 

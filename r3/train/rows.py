@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from r3.data import schema as S
-from r3.files import bounded_repr
+from r3.files import bounded_repr, is_kind
 from r3.reasoning.parsing import ParsedResponse, parse_response
 from r3.reasoning.prompts import (
     ANSWER_HEADERS,
@@ -234,7 +234,7 @@ def _history_record_problem(record: dict) -> str | None:
     a dataset's history may be), or None."""
     if not isinstance(record["episode_id"], str) or not isinstance(record["history"], str):
         return "episode_id and history must be strings"
-    if isinstance(record["step"], bool) or not isinstance(record["step"], int) or record["step"] < 0:
+    if not is_kind(record["step"], int) or record["step"] < 0:
         return f"step={bounded_repr(record['step'], 40)}: expected a whole number >= 0"
     if record["history_kind"] not in S.HISTORY_KINDS:
         return f"history_kind={bounded_repr(record['history_kind'], 40)}: expected one of {S.HISTORY_KINDS}"

@@ -19,7 +19,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from r3.cli_args import folder, folder_problem, integer, positive  # noqa: F401  (the scripts take them from here)
+from r3.cli_args import folder, integer, positive  # noqa: F401  (the scripts take them from here)
+from r3.files import folder_problem
 
 
 @dataclass

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from collections.abc import Callable
 from pathlib import Path
 
+from r3.files import folder_problem
 from r3.safety.goals import MAX_SEED
 
 
@@ -32,29 +32,6 @@ def integer(lo: int, hi: int | None = None) -> Callable[[str], int]:
         return value
 
     return parse
-
-
-def folder_problem(path: str | Path) -> str | None:
-    """Why ``path`` cannot be a folder to write: a file, a broken link, beneath a file, beneath a
-    folder this user may not write, or on a filesystem that takes no files (read-only, /proc);
-    None when it is one or can be made one."""
-    path = Path(path)
-    try:
-        if path.exists() and not path.is_dir():
-            return f"{path} is a file, not a folder"
-        if path.is_symlink() and not path.exists():
-            return f"{path} is a link to {os.readlink(path)}, which does not exist"
-        existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
-    except OSError as exc:  # a parent this user may not look into
-        return f"{path}: {exc.strerror or exc}"
-    if not existing.is_dir():
-        return f"{path}: no folder can be made under {existing}, a file"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{path}: {existing} is not writable"
-    disk = os.statvfs(existing)
-    if disk.f_flag & os.ST_RDONLY or disk.f_blocks == 0:  # root may "write" /proc; it makes no folder there
-        return f"{path}: {existing} is on a read-only or virtual filesystem"
-    return None
 
 
 def folder(text: str) -> Path:

@@ -45,6 +45,29 @@ def bounded_repr(value: object, width: int = 60) -> str:
     return text if len(text) <= width else f"{text[: width - 3]}..."
 
 
+def folder_problem(path: str | Path) -> str | None:
+    """Why ``path`` cannot be a folder to write: a file, a broken link, beneath a file, beneath a
+    folder this user may not write, or on a filesystem that takes no files (read-only, /proc);
+    None when it is one or can be made one."""
+    path = Path(path)
+    try:
+        if path.exists() and not path.is_dir():
+            return f"{path} is a file, not a folder"
+        if path.is_symlink() and not path.exists():
+            return f"{path} is a link to {os.readlink(path)}, which does not exist"
+        existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
+    except OSError as exc:  # a parent this user may not look into
+        return f"{path}: {exc.strerror or exc}"
+    if not existing.is_dir():
+        return f"{path}: no folder can be made under {existing}, a file"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{path}: {existing} is not writable"
+    disk = os.statvfs(existing)
+    if disk.f_flag & os.ST_RDONLY or disk.f_blocks == 0:  # root may "write" /proc; it makes no folder there
+        return f"{path}: {existing} is on a read-only or virtual filesystem"
+    return None
+
+
 def is_kind(value: object, kind: type) -> bool:
     """Whether ``value``, as a JSON or YAML file held it, is a ``kind``: a bool is no number (Python
     counts it as an int), a float is any finite number, whole or not."""

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
@@ -45,8 +44,7 @@ from rclpy.qos import ReliabilityPolicy
 from rclpy.serialization import serialize_message
 from std_msgs.msg import String
 
-from r3.cli_args import folder_problem
-from r3.data.bags import EpisodeBagWriter, EpisodeInfo
+from r3.data.bags import EpisodeBagWriter, EpisodeInfo, bag_root
 from r3.graph import names
 from r3.graph.interfaces import PUBLISHED_TYPES
 from r3.graph.node_params import NODE_PARAMETERS
@@ -79,22 +77,6 @@ STRAGGLERS_S = 5.0
 #: Between episodes the recorder only drops what it receives (sent before any START): seldom is enough.
 IDLE_POLL_S = 0.25
 BEST_EFFORT = ReliabilityPolicy.BEST_EFFORT
-
-
-def bag_root(output_dir: str) -> Path:
-    """``output_dir`` as the folder the bags go into, made now: one the recorder cannot write ends it
-    at launch with the reason, not every episode later with "did not start recording". An empty one
-    is refused too: it would put the bags in whatever folder the recorder was started from."""
-    if not output_dir.strip():
-        raise ValueError("output_dir is empty: name the folder the bags go into")
-    root = Path(output_dir).expanduser().resolve()
-    if problem := folder_problem(root):
-        raise ValueError(f"output_dir: {problem}")
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:  # a name too long for the filesystem, a full disk
-        raise ValueError(f"output_dir: cannot make {root}: {exc.strerror or exc}") from None
-    return root
 
 
 class RecorderNode(R3Node):

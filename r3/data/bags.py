@@ -59,7 +59,7 @@ from mcap.writer import Writer as McapWriter
 from rosbags.rosbag2 import Reader
 
 from r3.data.bagtypes import bag_typestore, typestore
-from r3.files import FileRefused, bounded_repr, is_kind, read_small_text, yaml_value
+from r3.files import FileRefused, bounded_repr, folder_problem, is_kind, read_small_text, yaml_value
 
 EPISODE_FILE = "r3_episode.yaml"
 STREAM_FILE = "recording.mcap"
@@ -113,6 +113,22 @@ class BagBusyError(RuntimeError):
 
 class BagRepairError(ValueError):
     """The folder cannot be repaired (it is not a bag r3 wrote); it is left as it was."""
+
+
+def bag_root(output_dir: str) -> Path:
+    """``output_dir`` as the folder the bags go into, made now: one the recorder cannot write ends it
+    at launch with the reason, not every episode later with "did not start recording". An empty one
+    is refused too: it would put the bags in whatever folder the recorder was started from."""
+    if not output_dir.strip():
+        raise ValueError("output_dir is empty: name the folder the bags go into")
+    root = Path(output_dir).expanduser().resolve()
+    if problem := folder_problem(root):
+        raise ValueError(f"output_dir: {problem}")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a name too long for the filesystem, a full disk
+        raise ValueError(f"output_dir: cannot make {root}: {exc.strerror or exc}") from None
+    return root
 
 
 def check_bag_name(episode_id: str) -> str:

@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from r3.cli_args import folder, folder_problem
-from r3.files import FileRefused, mark_output, resumable_output
+from r3.cli_args import folder
+from r3.files import FileRefused, folder_problem, mark_output, resumable_output
 from r3.train.config import ConfigError, ImputeConfig, RLConfig, SFTConfig, load_config
 from r3.train.rows import DatasetError
 

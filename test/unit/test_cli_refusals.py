@@ -16,11 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from r3.cli_args import folder_problem
 from r3.data.build import DATASET_ENTRIES, build_dataset, find_bags
 from r3.data.cli import collect_main, dataset_main
 from r3.eval.cli import eval_main
-from r3.files import OUTPUT_MARK, FileRefused, replaced_output
+from r3.files import OUTPUT_MARK, FileRefused, folder_problem, replaced_output
 from r3.graph.cli import launch_main
 from r3.mini import mini_main
 from r3.reasoning.cli import tiny_model_main

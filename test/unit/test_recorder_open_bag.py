@@ -122,7 +122,7 @@ def test_what_came_before_start_opens_no_gap(tmp_path):
 @pytest.mark.parametrize("output_dir", ["", "  "])
 def test_an_empty_output_dir_is_refused_at_launch(tmp_path, monkeypatch, output_dir):
     """Found by a hostile user: output_dir "" recorded the bags into the recorder's working folder."""
-    from r3_recorder_node.main import bag_root
+    from r3.data.bags import bag_root
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="^output_dir is empty"):

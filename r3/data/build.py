@@ -253,7 +253,7 @@ def _episode_rows(
     from PIL import Image
 
     info, rows, previous = episode.info, [], None
-    split = _split_of(info.suite, info.task)
+    split, place = _split_of(info.suite, info.task), _free_folder(out, info.episode_id)
     for s in episode.steps:
         prev, previous = previous, s
         if not s.valid or not s.instruction:
@@ -267,14 +267,14 @@ def _episode_rows(
             continue
         paths = []
         for view, rgb in enumerate(s.images):
-            rel = f"{S.IMAGES_DIR}/{info.episode_id}/step_{s.step:03d}_{view}.png"
+            rel = f"{S.IMAGES_DIR}/{place}/step_{s.step:03d}_{view}.png"
             buffer = io.BytesIO()
             Image.fromarray(rgb).save(buffer, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
             _write(out / rel, buffer.getvalue())
             paths.append(rel)
         snapshot = ""
         if s.snapshot is not None:
-            snapshot = f"{S.SNAPSHOTS_DIR}/{info.episode_id}/step_{s.step:03d}.npz"
+            snapshot = f"{S.SNAPSHOTS_DIR}/{place}/step_{s.step:03d}.npz"
             _write(out / snapshot, s.snapshot)
         if prev is None or history == "none":
             hist, hist_kind = "", "none"
@@ -314,7 +314,7 @@ def _read_turns(folder: Path):
 
 def _turn_rows(episode, kind: str, history: None, out: Path, report: BuildReport) -> list[dict]:
     """Every turn of a stored episode (refused answers too), its snapshot copied into ``out``."""
-    rows, place = [], _free_folder(out / S.SNAPSHOTS_DIR, episode.episode_id)
+    rows, place = [], _free_folder(out, episode.episode_id)
     for t in episode.turns:
         snapshot = f"{S.SNAPSHOTS_DIR}/{place}/step_{t.step:03d}.npz"
         _write(out / snapshot, t.snapshot_bytes())
@@ -344,11 +344,12 @@ def _turn_rows(episode, kind: str, history: None, out: Path, report: BuildReport
     return rows
 
 
-def _free_folder(parent: Path, name: str) -> str:
-    """``name``, or ``name-2``, ``name-3`` ... when a source built before took it: two sources with one
-    episode id (two collections name their episodes alike) keep their snapshots apart."""
+def _free_folder(out: Path, name: str) -> str:
+    """``name``, or ``name-2``, ``name-3`` ... when a source built before took it for its images or
+    snapshots: two sources with one episode id (two collections name their episodes alike) keep their
+    files apart (their rows keep the id)."""
     taken, n = name, 1
-    while (parent / taken).exists():
+    while any((out / files / taken).exists() for files in (S.IMAGES_DIR, S.SNAPSHOTS_DIR)):
         n += 1
         taken = f"{name}-{n}"
     return taken

@@ -12,6 +12,8 @@ directory holds::
                                            wrote it (``env.restore(path.read_bytes())``); turns: the
                                            cell snapshot (``PackingCell.restore``)
 
+A source whose episode id an earlier source of the build took (two collections name their episodes
+alike) files its images and snapshots under ``<episode_id>-2`` (``-3`` ...); its rows keep the id.
 Paths inside rows are relative to DIR. Load with :func:`load_r3_dataset` (paths resolved to
 absolute ones), or with ``datasets.load_dataset("parquet", data_files="DIR/data/*.parquet")`` when
 relative paths suit you. Both kinds share the columns below except that ``sft`` has REASONING and

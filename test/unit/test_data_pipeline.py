@@ -4,6 +4,7 @@ test_data_lerobot.py)."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import itertools
 import json
@@ -210,6 +211,35 @@ def test_a_bag_whose_episode_id_is_a_path_is_skipped_and_nothing_is_written_outs
     assert "not a plain folder name" in manifest["skipped"][0]["reason"]
     assert manifest["bags"] == [p.name for p in good]
     assert not list(tmp_path.rglob("escaped"))
+
+
+@pytest.mark.parametrize("kind", S.KINDS)
+def test_two_bags_with_one_episode_id_keep_their_own_images(bags, tmp_path, kind):
+    """Found by an outside tester: two collections whose bags name one episode id wrote both
+    episodes' images to images/<id>/ (the second over the first), so the first episode's rows showed
+    the other's frames. Each source now files its images and snapshots apart (the turns build's rule)."""
+    import yaml
+
+    first, second = sorted(p for p in bags.iterdir() if p.is_dir())[:2]
+    copy = shutil.copytree(second, tmp_path / "other" / second.name)
+    sidecar = copy / "r3_episode.yaml"
+    sidecar.write_text(yaml.safe_dump({**yaml.safe_load(sidecar.read_text()), "episode_id": first.name}))
+    singles = []
+    for bag in (first, second):
+        assert dataset_main(["build", str(bag), "--out", str(tmp_path / bag.name), "--kind", kind]) == 0
+        singles += S.load_r3_dataset(tmp_path / bag.name)
+    out = tmp_path / "ds"
+    assert dataset_main(["build", str(first), str(copy), "--out", str(out), "--kind", kind]) == 0
+    both = S.load_r3_dataset(out)
+    assert set(both[S.EPISODE_ID]) == {first.name} and both.num_rows == len(singles)
+
+    def stored(rows) -> list[tuple]:
+        """Each row's step and the digests of its images and snapshot."""
+        files = ([*r[S.IMAGES], r[S.SNAPSHOT]] for r in rows)
+        digests = ([hashlib.sha256(Path(f).read_bytes()).hexdigest()[:12] for f in fs] for fs in files)
+        return sorted((r[S.STEP], *d) for r, d in zip(rows, digests))
+
+    assert stored(both) == stored(singles)
 
 
 @pytest.mark.parametrize(

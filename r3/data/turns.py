@@ -172,15 +172,16 @@ _KIND_NAMES = {
 }
 
 
-def _in_range(value: int, low: int, high: int, name: str) -> int:
+def _in_range(value: float, low: float, high: float, name: str) -> float:
+    """``value`` when it lies in [``low``, ``high``]; a ValueError naming the field otherwise."""
     if not low <= value <= high:
         raise ValueError(f"{name}={bounded_repr(value)}: expected {low} to {high}")
     return value
 
 
 def _checked_steps(folder: Path, record: dict) -> list[dict]:
-    """The steps of ``record`` with their fields checked: distinct whole step numbers, each step's
-    snapshot a file in ``folder``."""
+    """The steps of ``record`` with their fields checked: distinct whole step numbers, progress in
+    [0, 1], each step's snapshot a file in ``folder``."""
     steps, seen = [], set()
     for i, s in enumerate(_field(record, "steps", list)):
         where = f"steps[{i}]."
@@ -197,7 +198,7 @@ def _checked_steps(folder: Path, record: dict) -> list[dict]:
         for key in ("history", "raw_response", "instruction", "outcome"):
             _field(s, key, str, where)
         _field(s, "valid", bool, where)
-        _field(s, "progress", float, where)
+        _in_range(_field(s, "progress", float, where), 0, 1, f"{where}progress")
         steps.append(s)
     return steps
 
@@ -225,7 +226,8 @@ def load_episode(folder: str | Path) -> StoredEpisode:
             raise ValueError(f"history={bounded_repr(history)}: expected one of {HISTORY_KINDS}")
         task, goal, note, aborted = (_field(record, k, str) for k in ("task", "goal", "note", "aborted"))
         seed = _in_range(_field(record, "seed", int), 0, MAX_SEED, "seed")
-        success, progress = _field(record, "success", bool), _field(record, "progress", float)
+        success = _field(record, "success", bool)
+        progress = _in_range(_field(record, "progress", float), 0, 1, "progress")
         instance = _field(record, "instance", dict)
         steps = _checked_steps(folder, record)
     except (ValueError, TypeError) as err:

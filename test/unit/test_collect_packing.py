@@ -208,6 +208,8 @@ def test_two_sources_with_one_episode_id_keep_their_own_snapshots(collected, tmp
         (lambda r: r.update(history="bogus"), "history='bogus'"),
         (lambda r: r["steps"][0].update(valid="false"), "steps[0].valid='false': expected true or false"),
         (lambda r: r["steps"][0].update(progress=float("nan")), "steps[0].progress=nan"),
+        (lambda r: r["steps"][0].update(progress=1.5), "steps[0].progress=1.5: expected 0 to 1"),
+        (lambda r: r.update(progress=-0.25), "progress=-0.25: expected 0 to 1"),
         (lambda r: r.update(interface="../x"), "interface='../x'"),
         (lambda r: r.pop("note"), "missing field 'note'"),
         (lambda r: r["steps"][1].update(step=0.5), "steps[1].step=0.5: expected a whole number"),
@@ -223,6 +225,8 @@ def test_two_sources_with_one_episode_id_keep_their_own_snapshots(collected, tmp
         "history",
         "valid",
         "nan",
+        "turn progress above 1",
+        "episode progress below 0",
         "interface",
         "missing",
         "half step",
@@ -232,8 +236,9 @@ def test_two_sources_with_one_episode_id_keep_their_own_snapshots(collected, tmp
 def test_a_stored_episode_with_a_wrong_field_is_skipped_and_named(change, says, collected, tmp_path, capsys):
     """Found by an outside tester: load_episode took any type: `seed: Infinity` or `10**40`, a list
     goal and a lone surrogate ended the build in tracebacks (after the per-source check, so one bad
-    episode wrote nothing), `"valid": "false"` became True, NaN progress, a bogus history or interface
-    and a repeated (or 0.5) step number were built in, a missing key read as a bare 'note'."""
+    episode wrote nothing), `"valid": "false"` became True, NaN progress (or one outside [0, 1]), a
+    bogus history or interface and a repeated (or 0.5) step number were built in, a missing key read
+    as a bare 'note'."""
     _copy_episode(collected, tmp_path / "eps", "good")
     _copy_episode(collected, tmp_path / "eps", "bad", change)
     out = tmp_path / "ds"

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from r3.data.turns import StoredEpisode, Turn, load_episodes
-from r3.files import bounded_repr, is_kind, json_value, read_small_text
+from r3.files import bounded_repr, is_kind, json_value, mark_output, read_small_text, resumable_output
 from r3.reasoning.parsing import ParsedResponse, parse_response
 from r3.reasoning.prompts import (
     ANSWER_HEADERS,
@@ -40,6 +40,8 @@ from r3.reasoning.prompts import (
 from r3.train.rows import TEMPLATE_KWARGS
 
 MANIFEST = "r3_mined.json"
+#: What a mined folder holds, in its :data:`r3.files.OUTPUT_MARK`.
+MINED = "mined dataset"
 
 
 @dataclass
@@ -91,7 +93,10 @@ def sft_completion(turn: Turn, mode: str) -> str | None:
 def mine(
     episode_root: str | Path, out: str | Path, mode: str = "reason", render: bool = False
 ) -> MiningReport:
-    """Mine the successful episodes under ``episode_root`` into an SFT dataset at ``out``."""
+    """Mine the successful episodes under ``episode_root`` into an SFT dataset at ``out``: a new or
+    empty folder or an earlier mined one (:func:`r3.files.resumable_output`; a FileRefused, before any
+    work, for a folder holding anything else)."""
+    resumable_output(out, MINED, made_before_marks=is_mined)
     from datasets import Dataset, Image, Sequence
     from PIL import Image as PILImage
 
@@ -135,10 +140,9 @@ def mine(
         row["completion"] = [{"role": "assistant", "content": [{"type": "text", "text": target}]}]
         rows.append(row)
     report.rows = len(rows)
-    out = Path(out)
+    out = mark_output(out, MINED)
     if rows:
         Dataset.from_list(rows).cast_column("images", Sequence(Image())).save_to_disk(str(out))
-    out.mkdir(parents=True, exist_ok=True)
     manifest = {"source": str(episode_root), "mode": mode, "history": kinds[0], "interface": interfaces[0]}
     manifest.update(asdict(report))
     manifest["rules"] = {

@@ -126,6 +126,28 @@ def test_sft_reads_a_mined_folder_only_in_the_mode_it_was_mined_in(folder, tmp_p
         load_mined(tmp_path / "sft", "reason", False)
 
 
+def test_mining_writes_only_into_a_new_empty_or_earlier_mined_folder(folder, tmp_path, monkeypatch):
+    """Found by an outside tester: mine() wrote its dataset and r3_mined.json into any folder, so an
+    API caller naming a user's folder (or another command's output) mixed into or overwrote its files.
+    It takes the output rule of r3 collect and r3 mini, before any episode is read."""
+    from r3.files import FileRefused, mark_output
+
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "state.json").write_text("mine, not yours")
+    other = mark_output(tmp_path / "collection", "episode collection")
+    monkeypatch.setattr("r3.train.mining.load_episodes", lambda root: pytest.fail("read episodes"))
+    with pytest.raises(FileRefused, match="holds state.json .*: not writing mined dataset into it"):
+        mine(folder, users)
+    with pytest.raises(FileRefused, match="r3 marked it as 'episode collection'"):
+        mine(folder, other)
+    assert [p.name for p in users.iterdir()] == ["state.json"]
+    assert (users / "state.json").read_text() == "mine, not yours"
+    monkeypatch.undo()
+    first = mine(folder, tmp_path / "sft", mode="instruction_only")
+    assert mine(folder, tmp_path / "sft", mode="instruction_only").rows == first.rows  # mined again
+
+
 def _empty_first_completion(sft):
     from datasets import Dataset, load_from_disk
 

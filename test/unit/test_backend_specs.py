@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from r3.data.collect import CollectConfig
@@ -143,3 +145,23 @@ def test_a_replay_source_that_is_no_bag_is_refused_in_one_line(source, tmp_path)
             stream.write_bytes(stream.read_bytes()[:20])
     with pytest.raises(BackendError, match=f"replay source {folder} is not a readable bag: "):
         make_backend(f"replay:{folder}").load()
+
+
+@pytest.mark.parametrize(
+    "line, says",
+    [
+        ('{"text": null}', "text=None is no text"),
+        ('{"text": 5}', "text=5 is no text"),
+        ('{"text": "ok", "finish_reason": null}', "finish_reason=None is no text"),
+        ("[1, 2]", "got [1, 2]"),
+    ],
+)
+def test_a_replay_line_whose_text_is_no_text_is_refused_naming_the_line(line, says, tmp_path):
+    """Found by an outside tester: ``{"text": null}`` in a replay file replayed as the answer "None"
+    (any JSON value was turned into text)."""
+    source = tmp_path / "answers.jsonl"
+    source.write_text('{"text": "Reasoning: a.\\nInstruction: b"}\n' + line + "\n")
+    with pytest.raises(
+        BackendError, match=re.escape(f"{source}:2: expected a JSON object with 'text': {says}") + "$"
+    ):
+        make_backend(f"replay:{source}").load()

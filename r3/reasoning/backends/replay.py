@@ -14,6 +14,7 @@ import json
 import time
 from pathlib import Path
 
+from r3.files import bounded_repr, is_kind
 from r3.reasoning.backends.base import (
     FULL_REASONING,
     BackendError,
@@ -41,11 +42,22 @@ def load_answers(path: str | Path) -> list[tuple[str, str]]:
     for number, line in enumerate(path.read_text().splitlines(), 1):
         if line.strip():
             try:
-                record = json.loads(line)
-                answers.append((str(record["text"]), str(record.get("finish_reason", "stop"))))
+                answers.append(_jsonl_answer(json.loads(line)))
             except (ValueError, KeyError, TypeError) as exc:
                 raise BackendError(f"{path}:{number}: expected a JSON object with 'text': {exc}") from exc
     return answers
+
+
+def _jsonl_answer(record: object) -> tuple[str, str]:
+    """(text, finish_reason) of one JSONL line's object; a TypeError when either is no text (a null
+    text had replayed as the answer "None")."""
+    if not isinstance(record, dict):
+        raise TypeError(f"got {bounded_repr(record)}")
+    answer = record["text"], record.get("finish_reason", "stop")
+    for key, value in zip(("text", "finish_reason"), answer):
+        if not is_kind(value, str):
+            raise TypeError(f"{key}={bounded_repr(value)} is no text")
+    return answer
 
 
 def recorded_answer(step) -> tuple[str, str]:

@@ -325,7 +325,7 @@ class MiniRun:
             bound.apply_defaults()
             a = bound.arguments
             vision = (a["vision_hidden"], a["vision_layers"], a["vision_heads"])
-            check_sizes("idefics3", a["hidden"], a["layers"], a["image_size"], vision)
+            check_sizes("idefics3", a["hidden"], a["layers"], a["image_size"], vision, a["vocab_size"])
         except (TypeError, ValueError) as err:
             raise MiniError(f"{self.source}: model: {err}") from None
         return m

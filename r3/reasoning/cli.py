@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
 from r3.cli_args import folder, integer, seed
-from r3.reasoning.tiny import ARCHS, HIDDEN_UNIT, MAX_HIDDEN, MAX_VOCAB, NEEDS_TORCHVISION
+from r3.reasoning.tiny import (
+    ARCHS,
+    HIDDEN_UNIT,
+    MAX_HIDDEN,
+    MAX_VOCAB,
+    NEEDS_TORCHVISION,
+    check_vocab_size,
+    least_vocab_size,
+)
 
 
 def tiny_model_main(argv: list[str] | None = None) -> int:
@@ -39,11 +48,21 @@ def tiny_model_main(argv: list[str] | None = None) -> int:
         help=f"hidden size of the language model, a multiple of {HIDDEN_UNIT} (default: 64)",
     )
     parser.add_argument(
-        "--vocab-size", type=integer(1, MAX_VOCAB), default=1024, help="BPE vocabulary size (default: 1024)"
+        "--vocab-size",
+        type=integer(1, MAX_VOCAB),
+        default=1024,
+        help="most tokens of the BPE vocabulary (default: 1024), at least the arch's special tokens and "
+        f"byte alphabet ({', '.join(f'{a} {least_vocab_size(a)}' for a in ARCHS)}); training stops "
+        "earlier when r3's prompts give no more merges (about 1,000 tokens): the command says how many "
+        "it built",
     )
     args = parser.parse_args(argv)
     if args.hidden % HIDDEN_UNIT:
         parser.error(f"argument --hidden: expected a multiple of {HIDDEN_UNIT}, got {args.hidden}")
+    try:
+        check_vocab_size(args.arch, args.vocab_size)
+    except ValueError as exc:
+        parser.error(f"argument --vocab-size: {exc}")
     out = Path(args.out)
     if out.is_dir() and any(out.iterdir()):  # a trained checkpoint there would become random weights
         parser.error(f"argument --out: {out} is not empty; a tiny model goes into a new or empty folder")
@@ -59,7 +78,11 @@ def tiny_model_main(argv: list[str] | None = None) -> int:
     except FileRefused as exc:
         parser.error(f"argument --out: {exc}")
     size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
-    print(f"{args.arch} tiny model in {out} ({size / 1e6:.1f} MB, {time.perf_counter() - start:.1f} s)")
+    vocab = json.loads((out / "r3_tiny.json").read_text())["vocab_size"]
+    print(
+        f"{args.arch} tiny model in {out} (vocabulary of {vocab} tokens, {size / 1e6:.1f} MB, "
+        f"{time.perf_counter() - start:.1f} s)"
+    )
     return 0
 
 

@@ -273,9 +273,34 @@ HIDDEN_UNIT = 32
 #: A tiny model's sizes at most: larger ones are no longer tiny (a CPU builds them for minutes, and a
 #: hidden size of a million asks for terabytes).
 MAX_HIDDEN, MAX_VOCAB = 2048, 65_536
+#: The byte-level BPE alphabet (one token per byte) every tiny tokenizer starts from.
+BYTE_ALPHABET = 256
 
 
-def check_sizes(arch: str, hidden: int, layers: int, image_size: int, vision: tuple[int, int, int]) -> None:
+def least_vocab_size(arch: str) -> int:
+    """The fewest tokens a tokenizer of ``arch`` has: its special tokens and the byte alphabet."""
+    return len(QWEN_SPECIAL_TOKENS if arch in NEEDS_TORCHVISION else IDEFICS3_SPECIAL_TOKENS) + BYTE_ALPHABET
+
+
+def check_vocab_size(arch: str, vocab_size: int) -> None:
+    """Refuse a vocabulary the tokenizer of ``arch`` cannot have: fewer tokens than
+    :func:`least_vocab_size` (BPE would build those anyway) or more than :data:`MAX_VOCAB`. BPE
+    training stops early when r3's prompts give no more merges, so a large size is an upper bound."""
+    least = least_vocab_size(arch)
+    if (
+        isinstance(vocab_size, bool)
+        or not isinstance(vocab_size, int)
+        or not least <= vocab_size <= MAX_VOCAB
+    ):
+        raise ValueError(
+            f"vocab_size={vocab_size!r}: expected {least}..{MAX_VOCAB} for {arch} (at least its "
+            f"{least - BYTE_ALPHABET} special tokens and the {BYTE_ALPHABET}-byte alphabet)"
+        )
+
+
+def check_sizes(
+    arch: str, hidden: int, layers: int, image_size: int, vision: tuple[int, int, int], vocab_size: int
+) -> None:
     """Refuse sizes :func:`build_tiny_model` cannot build, with the reason (before any work)."""
     sizes = {"hidden": hidden, "layers": layers, "image_size": image_size}
     sizes.update(zip(("vision_hidden", "vision_layers", "vision_heads"), vision, strict=True))
@@ -294,6 +319,7 @@ def check_sizes(arch: str, hidden: int, layers: int, image_size: int, vision: tu
         raise ValueError(f"vision_hidden={vision[0]} must split evenly into vision_heads={vision[2]}")
     if image_size % (2 * IDEFICS3_PATCH):
         raise ValueError(f"image_size={image_size}: must be a multiple of {2 * IDEFICS3_PATCH}")
+    check_vocab_size(arch, vocab_size)
 
 
 def build_tiny_model(
@@ -312,6 +338,8 @@ def build_tiny_model(
 
     ``layers`` and ``image_size`` (the idefics3 tile, a multiple of 32) size the language model and
     the image, ``vision_*`` the idefics3 image tower; ``r3 mini`` trains such a model from scratch.
+    ``vocab_size`` bounds the tokenizer's vocabulary (:func:`check_vocab_size`); ``r3_tiny.json``
+    records the size built.
 
     The result loads with ``AutoProcessor`` / ``AutoModelForImageTextToText.from_pretrained(out_dir,
     local_files_only=True)`` and ``transformers serve`` serves it (Qwen archs: where torchvision is
@@ -321,7 +349,7 @@ def build_tiny_model(
     from transformers import AutoModelForImageTextToText
 
     vision = (vision_hidden, vision_layers, vision_heads)
-    check_sizes(arch, hidden, layers, image_size, vision)
+    check_sizes(arch, hidden, layers, image_size, vision, vocab_size)
     qwen = arch in NEEDS_TORCHVISION
     special = QWEN_SPECIAL_TOKENS if qwen else IDEFICS3_SPECIAL_TOKENS
     eos = "<|im_end|>" if qwen else "<end_of_utterance>"
@@ -339,6 +367,7 @@ def build_tiny_model(
     model.save_pretrained(out)
     _save_processor(arch, out, tok, image_processor, template, processor_kwargs)
     record = {"arch": arch, "seed": seed, "hidden": hidden, "layers": layers, "image_size": image_size}
+    record["vocab_size"] = len(tok)  # what BPE built: at most the vocab_size asked for
     if not qwen:
         record |= {
             "vision_hidden": vision_hidden,

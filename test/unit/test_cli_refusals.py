@@ -591,11 +591,27 @@ def test_train_reads_a_float_yaml_leaves_as_text_and_checks_the_model_folder(tmp
         (["--out", ""], "argument --out: expected a folder"),
         (["--hidden", str(10**30)], "argument --hidden: expected an integer 32..2048"),
         (["--vocab-size", str(10**9)], "argument --vocab-size: expected an integer 1..65536"),
+        (["--vocab-size", "1"], "argument --vocab-size: vocab_size=1: expected 298..65536 for idefics3"),
+        (["--arch", "qwen2_5_vl", "--vocab-size", "264"], "vocab_size=264: expected 265..65536 for qwen"),
     ],
 )
 def test_model_tiny_refuses_sizes_and_paths(argv, says, tmp_path, capsys):
+    """Found by an outside tester: `--vocab-size 1` built a tokenizer of 298 tokens (its special tokens
+    and byte alphabet), not the size asked for; a size below those is refused, naming the minimum."""
     refused(tiny_model_main, ["--out", str(tmp_path / "m"), *argv], capsys, says)
     assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("asked", [300, 4096])
+def test_model_tiny_says_the_vocabulary_it_built(asked, tmp_path, capsys):
+    """The tokenizer has the size asked for, or fewer tokens where r3's prompts give no more BPE
+    merges (4096): the command says how many."""
+    from transformers import AutoTokenizer
+
+    assert tiny_model_main(["--out", str(tmp_path / "m"), "--vocab-size", str(asked)]) == 0
+    built = len(AutoTokenizer.from_pretrained(str(tmp_path / "m"), local_files_only=True))
+    assert f"(vocabulary of {built} tokens, " in capsys.readouterr().out
+    assert built == asked if asked == 300 else built < asked
 
 
 @pytest.mark.parametrize("content", [b"", b"\x00garbage" * 50, "npy", "npz"])

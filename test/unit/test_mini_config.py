@@ -52,6 +52,7 @@ def test_a_folder_of_other_sizes_is_refused(tmp_path, capsys):
         (lambda m: m.update(vision_width=96), "vision_width"),
         (lambda m: m.pop("hidden"), None),  # a default is fine
         (lambda m: m.update(vision_hidden=96, vision_heads=5), "must split evenly"),
+        (lambda m: m.update(vocab_size=1), "vocab_size=1: expected 298..65536 for idefics3"),
     ],
 )
 def test_the_model_section_is_build_tiny_models_arguments_checked_before_any_episode(

@@ -129,7 +129,12 @@ class PackingCell:
         executor = SimExecutor(env)
         grounder, state = ground(env, source)
         actions = SemanticActions(executor, grounder, state)
-        policy = PackingPolicy(actions, grounder, lambda: env.step(env.joint_targets), policy_config)
+
+        def hold_still() -> bool:
+            env.step(env.joint_targets)
+            return True
+
+        policy = PackingPolicy(actions, grounder, hold_still, policy_config)
         return cls(env, executor, grounder, actions, policy, ToolActions(executor, env))
 
     @property
@@ -149,10 +154,17 @@ class PackingCell:
         """The cell's motions while one goal runs: ``on_step(distance_remaining)`` after every control
         step (the policy's settling steps too, with 0.0), ``stop`` asked before every step of the
         executor's motions; once it has stopped, the world takes no further step for the goal (the
-        settling steps are skipped too)."""
+        settling steps are skipped too, and not counted)."""
         idle, hooks = self.policy.idle, (self.executor.on_step, self.executor.should_stop)
+
+        def idle_until_stopped() -> bool:
+            if stop.reason is not None or not idle():
+                return False
+            on_step(0.0)
+            return True
+
         self.executor.on_step, self.executor.should_stop = on_step, stop
-        self.policy.idle = lambda: None if stop.reason is not None else (idle(), on_step(0.0))
+        self.policy.idle = idle_until_stopped
         try:
             yield
         finally:

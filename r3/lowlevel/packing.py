@@ -72,7 +72,8 @@ class PackingPolicyConfig:
 class PackingPolicy:
     """Follows one packing instruction on a cell: ``actions`` (semantic actions), ``grounder``,
     ``state`` (a callable returning the current :class:`PackingState`) and ``idle`` (a callable
-    that holds the arm still for one control step)."""
+    that holds the arm still for one control step and returns True, or takes no step and returns False:
+    the goal driving the cell has stopped)."""
 
     def __init__(
         self, actions: SemanticActions, grounder: Grounder, idle, config: PackingPolicyConfig | None = None
@@ -165,9 +166,11 @@ class PackingPolicy:
         return self.actions.place(held, point)
 
     def settle(self) -> int:
-        """Hold the arm still until the items come to rest (at most SETTLE_LIMIT steps); the steps taken."""
+        """Hold the arm still until the items come to rest (at most SETTLE_LIMIT steps) or ``idle`` takes
+        no step; the steps taken."""
         steps = 0
         while steps < SETTLE_LIMIT and not all(i.still for i in self.actions.state().items.values()):
-            self.idle()
+            if not self.idle():
+                break
             steps += 1
         return steps

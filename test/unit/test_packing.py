@@ -16,6 +16,7 @@ from r3.reasoning.packing_expert import (
     PackingExpert,
     PackingExpertView,
     hand_blockers,
+    item_point,
     next_plan,
 )
 from r3.sim.packing import scene
@@ -149,6 +150,30 @@ def test_a_stopped_goal_takes_no_settling_step_and_the_hooks_come_off(cell):
     assert cell.executor.on_step is None and cell.executor.should_stop is None
     cell.policy.idle()
     assert steps == [0.0] and cell.env.elapsed_steps == 2
+
+
+@pytest.mark.parametrize("stop_after", [0, 5, 60])
+def test_a_goal_stopped_mid_action_reports_only_the_control_steps_taken(cell, stop_after):
+    """A preempted goal's result counts the world's steps it took, not the settling steps it skipped
+    (the packing sim node's FollowInstruction ``steps`` is this count)."""
+
+    class StopAfter:
+        reason, asked = None, 0
+
+        def __call__(self):
+            self.asked += 1
+            if self.asked > stop_after:
+                self.reason = "preempted"
+            return self.reason is not None
+
+    cell.reset(0, "4")
+    item = next(iter(cell.env.task_instance.targets))
+    x, y = item_point(item, cell.env.state(), cell.env.camera_model("base"))
+    before = cell.env.elapsed_steps
+    with cell.driven(lambda remaining: True, StopAfter()):
+        done = cell.carry_out("semantic", f"pick({item}, [{x}, {y}])", np.random.default_rng(0))
+    assert done.error == "motion_failed: canceled"
+    assert done.control_steps == cell.env.elapsed_steps - before
 
 
 def test_sim_time_never_goes_back_across_a_reset(cell):

@@ -216,6 +216,29 @@ def test_malformed_tool_calls_are_a_backend_error_or_an_invalid_answer(body):
         assert not decision.valid and decision.parsed.reason, decision.parsed
 
 
+UNDECLARED_CALLS = {
+    "tools_without_function_calls": ("", tools_input()),
+    "semantic": (
+        ",function_calls=true",
+        ReasonerInput("packing", "pack the soup can", [IMAGE, IMAGE], interface="semantic"),
+    ),
+    "plan": (
+        ",function_calls=true",
+        ReasonerInput("packing", "pack the soup can", [IMAGE, IMAGE], interface="plan"),
+    ),
+}
+
+
+@pytest.mark.parametrize("options, inp", UNDECLARED_CALLS.values(), ids=UNDECLARED_CALLS.keys())
+def test_tool_calls_a_request_declared_no_tools_for_are_a_backend_error(options, inp):
+    """A server that answers with tool calls though the request declared none is off the protocol: its
+    calls are never written into the answer (a tools answer ending in its header would take them)."""
+    with hostile(answer(calls((0, "done", "{}")))) as (url, posts):
+        message = backend_error(url, options, inp)
+    assert "tools" not in json.loads(posts[0])
+    assert "sent a malformed reply: tool calls, though the request declared no tools" in message
+
+
 def test_a_well_formed_stream_still_reads():
     with hostile(answer(sse(chunk({"content": GOOD[:10]}), chunk({"content": GOOD[10:]}, "stop")))) as (
         url,

@@ -20,7 +20,9 @@ Tools interface with ``function_calls=true``: the request declares the pose tool
 parser (vLLM ``--enable-auto-tool-choice``) returns calls as structured ``tool_calls``. Each is
 written after the answer's "Tool call:" header as the text the tool grammar reads
 (:func:`~r3.instructions.tools.function_call_text`), so the grammar's refusals hold for them too; a
-second call is a second line, refused as text after the call.
+second call is a second line, refused as text after the call. Tool calls in the reply to a request
+that declared no tools (another interface, or the option off) are a malformed reply: never read as
+part of the answer.
 
 A server is not trusted: the chat stream is read and checked here (the SDK's parsed chunks keep
 whatever types the server sent). Each reply must come whole within ``timeout_s`` (one deadline per
@@ -233,6 +235,8 @@ class OpenAIBackend(ReasonerBackend):
         finally:
             response.close()
         finish, calls = reply.finish, reply.calls
+        if calls and not self._tools:
+            raise reply.malformed("tool calls, though the request declared no tools")
         text = view.finish()
         if view.stopped:
             finish = "stop"

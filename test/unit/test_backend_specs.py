@@ -165,3 +165,27 @@ def test_a_replay_line_whose_text_is_no_text_is_refused_naming_the_line(line, sa
         BackendError, match=re.escape(f"{source}:2: expected a JSON object with 'text': {says}") + "$"
     ):
         make_backend(f"replay:{source}").load()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"text": ' + "[" * 100_000 + "]" * 100_000 + "}",  # nested past the recursion limit
+        "[" * 100_000 + "]" * 100_000,
+        '{"text": null}',  # was replayed as the answer "None"
+        '{"text": ["Reasoning: r", "Action: home()"]}',
+        '{"text": "Reasoning: r\\nAction: home()", "finish_reason": 7}',
+    ],
+    ids=["deep_text", "deep_line", "null_text", "list_text", "number_finish_reason"],
+)
+def test_a_replay_file_line_that_is_no_recorded_answer_is_refused_in_one_line(line, tmp_path):
+    """Found by a hostile sweep: JSON nested deeper than Python's recursion limit ended `r3 packing
+    demo --reasoner replay:FILE` in a RecursionError traceback, and a text that is no string was
+    replayed as its Python repr."""
+    source = tmp_path / "answers.jsonl"
+    source.write_text('{"text": "Reasoning: r\\nAction: home()"}\n' + line + "\n")
+    with pytest.raises(
+        BackendError, match=rf"^{re.escape(str(source))}:2: expected a JSON object with 'text': "
+    ) as info:
+        make_backend(f"replay:{source}").load()
+    assert "\n" not in str(info.value)

@@ -10,11 +10,10 @@ imported only then: the backend is a plug-in chosen at run time, and r3.data sit
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
-from r3.files import bounded_repr, is_kind
+from r3.files import bounded_repr, is_kind, json_value
 from r3.reasoning.backends.base import (
     FULL_REASONING,
     BackendError,
@@ -42,9 +41,9 @@ def load_answers(path: str | Path) -> list[tuple[str, str]]:
     for number, line in enumerate(path.read_text().splitlines(), 1):
         if line.strip():
             try:
-                answers.append(_jsonl_answer(json.loads(line)))
-            except (ValueError, KeyError, TypeError) as exc:
-                raise BackendError(f"{path}:{number}: expected a JSON object with 'text': {exc}") from exc
+                answers.append(_jsonl_answer(json_value(line)))
+            except (ValueError, KeyError, TypeError) as exc:  # not JSON, nested too deep, no text
+                raise BackendError(f"{path}:{number}: expected a JSON object with 'text': {exc}") from None
     return answers
 
 

@@ -197,15 +197,16 @@ def main(argv: list[str] | None = None) -> int:
         suite=args.suite,
         task=args.task,
         seed=args.seed,
-        max_steps=args.max_steps or _interface_steps(interface),
+        max_steps=args.max_steps,
         reasoning_budget=args.reasoning_budget,
         reset_scene=True,
     )
     try:  # the reasoner's own checks, here before a graph is started only to refuse the goal
         suite, _ = check_run_task(goal)
-        check_interface(interface, suite)
+        interface = check_interface(interface, suite)
     except GoalRefused as exc:
         _parser().error(str(exc))
+    goal.max_steps = args.max_steps or _interface_steps(interface)
     out = args.out
     if out.exists() and not out.is_dir():
         _parser().error(f"--out {out} is a file, not a folder")

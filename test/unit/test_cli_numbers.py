@@ -96,6 +96,16 @@ def test_the_types_take_their_bounds_and_name_the_bad_text():
             ],
             "--set r3_reasoner_node.interface='plan' contradicts --interface tools",
         ),
+        # Found by a hostile sweep: an interface --set to no interface, on packing, ended r3 run in a
+        # KeyError traceback (the step budget was looked up before the interface was checked).
+        (
+            ["--suite", "packing", "--task", "4", "--set", "r3_reasoner_node.interface=Plan"],
+            "interface 'Plan' is not served here",
+        ),
+        (
+            ["--suite", "packing", "--task", "4", "--set", "r3_reasoner_node.interface=plan "],
+            "interface 'plan ' is not served here",
+        ),
     ],
 )
 def test_r3_run_refuses_a_goal_the_reasoner_would_refuse_before_starting_a_graph(argv, why, tmp_path, capsys):

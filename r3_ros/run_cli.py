@@ -31,6 +31,7 @@ from r3.safety.goals import (
     check_run_task,
     interfaces_help,
     printable,
+    shown_text,
 )
 from r3.suites import DEFAULT_SUITE
 
@@ -123,7 +124,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 class LiveView:
-    """Prints each decision step readably: header, wrapped reasoning, instruction, progress."""
+    """Prints each decision step readably: header, wrapped reasoning, instruction, progress. What the
+    model wrote is shown as every live view shows it (``shown_text``: escaped, one answer cut at
+    ``SHOWN_CHARACTERS``)."""
 
     def __init__(self, quiet: bool):
         self.quiet = quiet
@@ -137,12 +140,12 @@ class LiveView:
         title = f" step {msg.step} "
         print(f"{self.bold}{title.center(self.width, '-')}{self.reset}")
         if msg.reasoning:
-            for line in textwrap.wrap(printable(msg.reasoning), self.width - 2):
+            for line in textwrap.wrap(shown_text(msg.reasoning), self.width - 2):
                 print(f"  {line}")
         if msg.valid:
-            print(f"{self.bold}Instruction:{self.reset} {printable(msg.instruction)}")
+            print(f"{self.bold}Instruction:{self.reset} {shown_text(msg.instruction)}")
         else:
-            print(f"{self.bold}Refused:{self.reset} {printable(msg.error)} (no motion commanded)")
+            print(f"{self.bold}Refused:{self.reset} {shown_text(msg.error)} (no motion commanded)")
         print(f"  [{printable(msg.model_id)}, {msg.latency_model_s * 1000:.0f} ms]", flush=True)
 
     def feedback(self, fb) -> None:

@@ -82,7 +82,9 @@ def test_r3_run_says_when_its_bag_is_incomplete_and_warns_of_a_disk_short_of_min
 
 
 def test_a_live_view_shows_a_bounded_length_of_one_answer(capsys):
-    """Found by a hostile user: a replayed 20 MB answer line was printed to stdout whole."""
+    """Found by a hostile user: a replayed 20 MB answer line was printed to stdout whole. `r3 run`'s
+    live view printed it whole too, after the demos' views had been cut (``shown_text``): each of
+    the three views shows at most ``SHOWN_CHARACTERS`` of each field of one answer."""
     from r3.safety.goals import SHOWN_CHARACTERS
 
     huge = "x" * (20 * 2**20)
@@ -96,8 +98,16 @@ def test_a_live_view_shows_a_bounded_length_of_one_answer(capsys):
         progress=0.0,
         control_steps=0,
         latency_s=0.0,
+        model_id="replay:answers.jsonl",
+        latency_model_s=0.0,
     )
-    for show in (lambda: print_sim_step(step, 0.0), lambda: print_packing_step(step, "semantic")):
+    refused = SimpleNamespace(**{**vars(step), "valid": False, "instruction": "", "error": huge})
+    for show in (
+        lambda: print_sim_step(step, 0.0),
+        lambda: print_packing_step(step, "semantic"),
+        lambda: LiveView(quiet=False).step(step),
+        lambda: LiveView(quiet=False).step(refused),
+    ):
         show()
         out = capsys.readouterr().out
         assert len(out) < 4 * SHOWN_CHARACTERS and f"... ({len(huge)} characters)" in out, len(out)

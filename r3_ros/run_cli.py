@@ -22,6 +22,7 @@ from r3.graph.cli import parse_overrides, start_problem
 from r3.graph.description import DEFAULT_GRAPH, load_profile
 from r3.graph.node_params import NODE_PARAMETERS
 from r3.graph.supervisor import Supervisor
+from r3.reasoning.backends.spec import same_spec
 from r3.safety.goals import (
     INT32_MAX,
     INTERFACE_ANSWERS,
@@ -174,7 +175,8 @@ def graph_overrides(args) -> dict:
         given = overrides.get("r3_reasoner_node", {}).get(name)
         if value is None or (name == "interface" and value == "instruction" and given is not None):
             continue  # the option left at its default: the --set value stands
-        if given is not None and given != value:
+        same = given == value or (name == "backend" and isinstance(given, str) and same_spec(given, value))
+        if given is not None and not same:
             raise ValueError(f"--set r3_reasoner_node.{name}={given!r} contradicts {option} {value}")
         if name == "backend" or value != "instruction":
             overrides.setdefault("r3_reasoner_node", {})[name] = value

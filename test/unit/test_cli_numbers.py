@@ -118,6 +118,33 @@ def test_r3_run_refuses_a_goal_the_reasoner_would_refuse_before_starting_a_graph
 
 
 @pytest.mark.parametrize(
+    "reasoner, given",
+    [
+        ("expert", "expert "),
+        (" expert", "expert"),
+        ("openai:http://h:1/v1,model=m", "openai: http://h:1/v1 , model = m"),
+    ],
+)
+def test_r3_run_takes_a_set_backend_that_names_its_reasoner_with_spaces_around(reasoner, given, tmp_path):
+    """Found by a hostile user: `--reasoner expert --set r3_reasoner_node.backend='expert '` was refused
+    as a contradiction, though the spec's space rule reads both as one backend (``same_spec``)."""
+    from r3_ros.run_cli import _parser, graph_overrides
+
+    args = _parser().parse_args(
+        ["--reasoner", reasoner, "--set", f"r3_reasoner_node.backend={given}", "--out", str(tmp_path)]
+    )
+    assert graph_overrides(args)["r3_reasoner_node"]["backend"] == reasoner
+
+
+def test_r3_run_refuses_a_set_backend_that_is_no_spec_with_the_parsers_reason(tmp_path, capsys):
+    spec = "r3_reasoner_node.backend=expert,"
+    with pytest.raises(SystemExit) as exited:
+        run_main(["--reasoner", "expert", "--set", spec, "--out", str(tmp_path / "out")])
+    assert exited.value.code == 2 and not (tmp_path / "out").exists()
+    assert "backend spec 'expert,': '' is not KEY=VALUE" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
     "argv, why",
     [
         (["--workers", "-2"], "error: workers must be >= 1, got -2"),

@@ -97,6 +97,16 @@ def parse_spec(spec: str) -> BackendSpec:
     return BackendSpec(scheme, argument.strip(), tuple(pairs))
 
 
+def same_spec(a: str, b: str) -> bool:
+    """Whether two specs name the same backend with the same options, as :func:`parse_spec` reads
+    them (the space rule: "expert " is "expert"); a ValueError when either is no spec.
+
+    >>> same_spec("expert ", "expert"), same_spec("openai:U, model=m", "openai:U,model=m")
+    (True, True)
+    """
+    return parse_spec(a) == parse_spec(b)
+
+
 def spec_options(spec: BackendSpec, options: Mapping[str, Option]) -> dict:
     """The spec's options as typed values, checked against the backend's ``options``."""
     name = f"backend spec for {spec.scheme!r}"

@@ -181,9 +181,10 @@ class PerceptionNode(R3Node):
             try:
                 self.perceive(stamp_ns, colour, depth, info)
             except Exception as exc:  # noqa: BLE001 - the node's perception thread must outlive any frame
-                self.get_logger().error(
-                    f"frame skipped: {type(exc).__name__}: {str(exc)[:300]}", throttle_duration_sec=5.0
-                )
+                why = f"{type(exc).__name__}: {str(exc)[:300]}"
+                with self.lock:  # GroundPoint's answers name it while they ground on an older frame
+                    self.perception.refuse_frame(why)
+                self.get_logger().error(f"frame skipped: {why}", throttle_duration_sec=5.0)
 
     def perceive(self, stamp_ns: int, colour: Image, depth: Image, info: CameraInfo) -> None:
         """One frame: segment and measure, publish the objects (and the annotated image when read)."""

@@ -70,6 +70,8 @@ class Perception:
         self.detections: list[Detection] = []
         self._valid: np.ndarray | None = None
         self._tracked: dict[str, tuple[int, int, int, int]] = {}  # label -> last box (prompt backends)
+        self.refused = 0  # frames newer than the current one that could not be processed
+        self.refusal = ""  # why the last of them could not
 
     def set_query(self, labels: list[str]) -> str:
         """Replace the names to segment; returns why they were refused ("" when accepted)."""
@@ -94,6 +96,19 @@ class Perception:
         every frame passed as fresh)."""
         return abs(now_ns - stamp_ns) <= self.config.max_frame_age_s * 1e9
 
+    def refuse_frame(self, why: str) -> None:
+        """A frame newer than the current one could not be processed (``why``): grounding, still on
+        the current frame, names it until a frame is processed again (a node that skipped every frame
+        of a bad shape answered a bare ``stale_frame``, the cause only in its log)."""
+        self.refused, self.refusal = self.refused + 1, why
+
+    def _with_refusals(self, reason: str, sep: str) -> str:
+        """``reason``, then ``sep`` and "the last N frames were refused: WHY" while frames are."""
+        if not self.refused:
+            return reason
+        frames = "frame was" if self.refused == 1 else f"{self.refused:,} frames were"
+        return f"{reason}{sep}the last {frames} refused: {self.refusal}"
+
     def process(self, frame: RGBDFrame) -> list[Detection]:
         """Segment the query in ``frame`` and measure each object; the frame becomes current."""
         self.segmenter.set_frame(frame)
@@ -105,16 +120,18 @@ class Perception:
         self.detections = [
             measure(frame, s, i + 1, self.config.grounding, self._valid) for i, s in enumerate(segments)
         ]
+        self.refused, self.refusal = 0, ""
         return self.detections
 
     def ground_point(self, label: str, u: float, v: float, purpose: str, now_ns: int) -> GroundResult:
         """Ground a 0-1000 image point on the current frame into a 3D target (or a reason)."""
         if self.frame is None:
-            return GroundResult(False, reason=NO_FRAME)
+            return GroundResult(False, reason=self._with_refusals(NO_FRAME, ": "))
         if not self.is_fresh(self.frame.stamp_ns, now_ns):
             age = (now_ns - self.frame.stamp_ns) / 1e9
             when = f"{age:.2f} s old" if age >= 0 else f"stamped {-age:.2f} s ahead of this node's clock"
-            return GroundResult(False, reason=f"{STALE_FRAME}: newest frame is {when}")
+            stale = f"{STALE_FRAME}: newest frame is {when}"
+            return GroundResult(False, reason=self._with_refusals(stale, "; "))
         if purpose not in PURPOSES:
             return GroundResult(False, reason=unknown_purpose(purpose))
         pixel = self.frame.camera.normalised_to_pixel(u, v)

@@ -5,6 +5,7 @@ software device."""
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import sys
 import time
@@ -264,9 +265,9 @@ def test_realsense_without_a_device_says_so():
 
 @pytest.mark.slow
 @contextlib.contextmanager
-def simulated_camera(ros, ros_env):
+def simulated_camera(ros, ros_env, max_frame_age_s=60.0):
     """r3_perception_node on the sim backend, and a test node that feeds it a packing frame: yields
-    (send_frame(ids=None), publish_names(table), seen DetectedObjects, spin(seconds))."""
+    (send_frame(ids=None, depth_image=None), publish_names(table), seen DetectedObjects, spin(seconds))."""
     import json
 
     from rclpy.node import Node
@@ -288,7 +289,7 @@ def simulated_camera(ros, ros_env):
         ros_env,
         backend="sim",
         instance_wait_s=5.0,
-        max_frame_age_s=60.0,
+        max_frame_age_s=max_frame_age_s,
         base_from_camera="[1.05, 0.0, 1.05, -0.681449218, -0.681449218, 0.18875106, 0.18875106]",
         query="['gelatin box', 'foam brick', 'sugar box']",
     )
@@ -306,16 +307,16 @@ def simulated_camera(ros, ros_env):
     }
     names_pub = node.create_publisher(String, names.SIM_INSTANCE_NAMES, LATCHED)
 
-    def send_frame(instances=None) -> None:
+    def send_frame(instances=None, depth_image=None) -> None:
         """The frame again, stamped now (a best-effort sample can be lost while DDS matches)."""
-        mask = instances or ids
+        mask, depth_msg = instances or ids, depth_image or depth
         stamp = ns_to_stamp(time.time_ns())
-        for msg in (info, mask, depth, colour):
+        for msg in (info, mask, depth_msg, colour):
             msg.header.stamp = stamp
         for topic, msg in [
             (names.CAMERA_INFO, info),
             (names.SIM_INSTANCES, mask),
-            (names.CAMERA_DEPTH, depth),
+            (names.CAMERA_DEPTH, depth_msg),
             (names.CAMERA_IMAGE, colour),
         ]:
             pubs[topic].publish(msg)
@@ -383,3 +384,36 @@ def test_malformed_simulator_frames_are_skipped_and_perception_goes_on(ros, ros_
             spin(0.1)
         assert seen, "perception stopped after the malformed frames"
         assert {o.label for o in seen[-1].objects} >= {"gelatin box", "foam brick"}, seen[-1]
+
+
+def test_ground_point_on_an_old_frame_says_the_newer_frames_were_refused_and_why(ros, ros_env):
+    """Found by a hostile client: depth images of another size than the colour image made the node
+    skip every frame; GroundPoint answered ``stale_frame`` on the last good one, the cause only in
+    the node's log. The answer names the refused frames and why."""
+    from r3.graph import names
+    from r3_msgs.srv import GroundPoint
+    from r3_ros.conversions import depth_to_msg, ns_to_stamp
+
+    tiny_depth = depth_to_msg(np.ones((4, 4), np.float32), ns_to_stamp(0), "base_camera")
+    with simulated_camera(ros, ros_env, max_frame_age_s=1.0) as (send_frame, publish_names, seen, spin):
+        publish_names()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not seen:
+            send_frame()
+            spin(0.1)
+        assert seen, "no DetectedObjects"
+        for _ in range(15):  # 1.5 s of refused frames: the good one is older than max_frame_age_s
+            send_frame(depth_image=tiny_depth)
+            spin(0.1)
+        node = ros.create_node("ground_point_client")
+        try:
+            ground = node.create_client(GroundPoint, names.GROUND_POINT)
+            request = GroundPoint.Request(label="*", u=500.0, v=500.0, purpose="pick")
+            answer = call_until_answered(ros, node, ground, request)
+        finally:
+            node.destroy_node()
+    refused = (
+        r"; the last [\d,]+ frames were refused: ValueError: frame shapes .* / depth \(4, 4\) do not match"
+    )
+    assert not answer.ok and answer.reason.startswith("stale_frame: newest frame is "), answer.reason
+    assert re.search(refused, answer.reason), answer.reason

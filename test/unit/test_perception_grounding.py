@@ -96,6 +96,27 @@ def test_grounding_failures_name_their_reason(tabletop_frame):
     ahead = p.ground_point("x", 500, 500, "pick", 0).reason  # a clock switched to sim time, no /clock
     assert ahead == f"{STALE_FRAME}: newest frame is stamped {NOW / 1e9:.2f} s ahead of this node's clock"
     assert p.ground_point("x", 500, 500, "push", NOW).reason.startswith("unknown_purpose")
+
+
+def test_grounding_on_an_old_frame_names_the_newer_frames_refused_and_why(tabletop_frame):
+    """Found by a hostile client: while the node skipped every newer frame (a depth image of another
+    size), GroundPoint answered a bare ``stale_frame``; the cause was only in the node's log."""
+    p = Perception(make_segmenter("sim"), PerceptionConfig(max_frame_age_s=0.5))
+    why = "ValueError: frame shapes rgb (240, 320, 3) / depth (4, 4) do not match camera"
+    p.refuse_frame(why)
+    assert (
+        p.ground_point("x", 500, 500, "pick", NOW).reason == f"{NO_FRAME}: the last frame was refused: {why}"
+    )
+    p.process(tabletop_frame)
+    for _ in range(3):
+        p.refuse_frame(why)
+    assert p.ground_point("x", 500, 500, "pick", NOW + 600_000_000).reason == (
+        f"{STALE_FRAME}: newest frame is 0.60 s old; the last 3 frames were refused: {why}"
+    )
+    p.process(tabletop_frame)  # a frame processed again: the refusals are behind it
+    assert p.ground_point("x", 500, 500, "pick", NOW + 600_000_000).reason == (
+        f"{STALE_FRAME}: newest frame is 0.60 s old"
+    )
     assert p.set_query(["red box", " "]) == "empty label in the query"
 
 

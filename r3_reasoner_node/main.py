@@ -143,8 +143,11 @@ class ReasonerNode(R3Node):
             if result.bag and not result.reason.startswith("error"):
                 try:
                     self.recording.wait_closed(episode_id, self.watch.exits.read)
-                except RecordingError as exc:
+                except RecordingError as exc:  # the recorder fell silent after END, frozen or dead
                     result.reason = f"error: {exc}"
+                    # END said otherwise: it goes again with the result, which the bag then says
+                    # (a frozen recorder closes it once it wakes; r3_recorder_node)
+                    self.topics.publish_event(EpisodeEvent.END, episode_id, goal, goal_text or "", result)
         return self.finish(handle, result, result.reason)
 
     def reset(self, goal, episode_id: str, handle) -> str | None:

@@ -9,7 +9,9 @@ at once in the order they arrived, instead of waking once per message
 are discovered from the graph, as ``ros2 bag record`` does. An episode that never sees END is
 closed as incomplete: at the next START, at the recorder's stop, or once the reasoner that started
 it has sent no heartbeat for ``reasoner_timeout_s`` (it died or was stopped); ``r3_episode.yaml``
-in the bag says so from the first message on. A message sent before the episode's START (by its
+in the bag says so from the first message on. An END sent again by the reasoner (its result changed
+after END: this recorder fell silent before closing the bag) is the outcome the bag closes with, or,
+once closed, takes (``EpisodeBagWriter.amend``). A message sent before the episode's START (by its
 DDS source stamp) belongs to the one before, however late it arrives: it is not filed into this
 episode's bag.
 
@@ -90,6 +92,7 @@ class RecorderNode(R3Node):
         self.lock = threading.Lock()
         self.closing: list[threading.Thread] = []
         self.bag: OpenBag | None = None  # the episode being recorded
+        self.last_closed: tuple[OpenBag, threading.Thread] | None = None  # the bag closed last, its closing
         self.deciding = threading.Lock()  # events are acted on one at a time, in the order they came
         self.sources = Senders(self.event_publishers, SOURCE_LOOKUP_S)
         # Made once publishers appear; no executor wakes for them: poll() takes what they received.
@@ -203,18 +206,48 @@ class RecorderNode(R3Node):
                 )
                 return
             self.write(names.EPISODE_EVENTS, EVENTS_TYPE, serialize_message(msg))
-            self.close_when_drained(msg, info["source_timestamp"])
+            self.close_when_drained(msg, info["source_timestamp"], publisher_gid(info))
 
-    def close_when_drained(self, msg: EpisodeEvent, end_sent_ns: int) -> None:
+    def close_when_drained(self, msg: EpisodeEvent, end_sent_ns: int, source: bytes) -> None:
         """Close the ended episode's bag once what was sent before END has come (``closing.Drain``,
         checked at each poll): its step records and a frame for each, and whatever else was still
-        on its way."""
+        on its way. An END that comes again (the reasoner's result changed after it: this recorder
+        fell silent before it closed the bag) is the outcome the bag closes with, or takes once
+        closed: the bag says what the episode's result said."""
         with self.lock:
             if self.bag is None or self.bag.episode_id != msg.episode_id:
-                return  # not the open episode's END: nothing to close
+                self.restate_closed(msg, source)
+                return
+            if self.bag.ended is not None:
+                self.bag.ended = msg
+                return
             delay = self.close_delay_s
             self.bag.end(msg, end_sent_ns, time.monotonic(), delay, delay + STRAGGLERS_S)
             self.poll_every(DRAIN_TICK_S)  # the next tick ends a whole one after END (``closing``)
+
+    def restate_closed(self, msg: EpisodeEvent, source: bytes) -> None:
+        """The closed bag of an ended episode takes the outcome of its END sent again by the publisher
+        of its START (called with the lock held); other ENDs close nothing."""
+        if self.last_closed is None:
+            return
+        bag, closing = self.last_closed
+        if bag.episode_id != msg.episode_id or bag.ended is None or bag.source != source:
+            return
+        bag.ended = msg
+
+        def amend() -> None:
+            closing.join()
+            complete, reason = bag.outcome(*end_outcome(msg))
+            path = bag.writer.amend(
+                success=msg.success, progress=msg.progress, steps=msg.steps, reason=reason, complete=complete
+            )
+            self.get_logger().warning(
+                f"bag {path}: its episode's result came again after the bag closed; now "
+                f"{'complete' if complete else 'incomplete'}: {reason}"
+            )
+
+        self.closing = [t for t in self.closing if t.is_alive()] + [threading.Thread(target=amend)]
+        self.closing[-1].start()
 
     def take_received(self) -> None:
         """Into the open bag (or dropped, between episodes): every message received since the last take."""
@@ -249,7 +282,7 @@ class RecorderNode(R3Node):
         the reasoner waits for no bag after an error, so its next goal starts at once.)"""
         msg, info = self.bag.ended, self.bag.writer.info
         info.goal = msg.goal or info.goal
-        complete, reason = not msg.reason.startswith("error"), msg.reason
+        complete, reason = end_outcome(msg)
         if cut_short:
             complete, reason = False, f"{reason}; {cut_short}"
         self.close_current(complete, reason, msg.success, msg.progress, msg.steps)
@@ -334,6 +367,7 @@ class RecorderNode(R3Node):
             )
 
         self.closing = [t for t in self.closing if t.is_alive()] + [threading.Thread(target=finish)]
+        self.last_closed = (bag, self.closing[-1])
         self.closing[-1].start()
 
     def shutdown(self) -> None:
@@ -341,6 +375,12 @@ class RecorderNode(R3Node):
             self.close_current(complete=False, reason="the recorder stopped before the episode ended")
         for thread in self.closing:
             thread.join()
+
+
+def end_outcome(msg: EpisodeEvent) -> tuple[bool, str]:
+    """(complete, reason) of a bag closed with END ``msg``: an episode that ended in an error is
+    incomplete."""
+    return not msg.reason.startswith("error"), msg.reason
 
 
 def main(args=None) -> None:

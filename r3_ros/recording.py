@@ -117,8 +117,9 @@ class RecorderHandshake:
     def wait_closed(self, episode_id: str, exits: Callable[[], list[str]]) -> None:
         """After END, until the recorder has closed the episode's bag. A recorder that is gone
         meanwhile (its exit among ``exits``, a process manager's lines; or its silence) is a
-        RecordingError, since the bag lacks the episode's end; one still recording after
-        ``recorder_timeout_s`` is logged and left to finish."""
+        RecordingError, since the bag lacks the episode's end (the reasoner then sends END again
+        with the error, which the bag of a recorder that was only frozen takes); one still
+        recording after ``recorder_timeout_s`` is logged and left to finish."""
         timeout = self.param["heartbeat_timeout_s"]
         deadline = time.monotonic() + self.param["recorder_timeout_s"]
         while self.monitor.state(self.recorder) == names.recording_state(episode_id):

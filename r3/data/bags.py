@@ -221,6 +221,24 @@ class EpisodeBagWriter:
         self, *, success: bool, progress: float, steps: int, reason: str, complete: bool = True
     ) -> Path:
         """Finish the bag and record the outcome; ``complete=False`` keeps it marked incomplete."""
+        self._set_outcome(success, progress, steps, reason, complete)
+        self._file.flush()
+        self._bag.finish(self.info)  # the bag whole, metadata.yaml last: only then is the stream dropped
+        (self.path / STREAM_FILE).unlink()
+        _write_yaml_atomically(self.path / EPISODE_FILE, asdict(self.info))
+        self._file.close()  # releases the lock; the stream is gone by now
+        return self.path
+
+    def amend(self, *, success: bool, progress: float, steps: int, reason: str, complete: bool) -> Path:
+        """After :meth:`close`, a later word on the outcome: metadata.yaml and r3_episode.yaml are
+        written again (each whole, in place at once); the messages are not touched."""
+        self._set_outcome(success, progress, steps, reason, complete)
+        metadata = _rosbag2_metadata(self._bag.storage.name, self._bag.topics, self.info)
+        _write_yaml_atomically(self.path / METADATA_FILE, metadata)
+        _write_yaml_atomically(self.path / EPISODE_FILE, asdict(self.info))
+        return self.path
+
+    def _set_outcome(self, success: bool, progress: float, steps: int, reason: str, complete: bool) -> None:
         self.info.success, self.info.progress, self.info.steps, self.info.reason = (
             success,
             progress,
@@ -228,12 +246,6 @@ class EpisodeBagWriter:
             reason,
         )
         self.info.status = COMPLETE if complete else INCOMPLETE
-        self._file.flush()
-        self._bag.finish(self.info)  # the bag whole, metadata.yaml last: only then is the stream dropped
-        (self.path / STREAM_FILE).unlink()
-        _write_yaml_atomically(self.path / EPISODE_FILE, asdict(self.info))
-        self._file.close()  # releases the lock; the stream is gone by now
-        return self.path
 
 
 def _convert_stream(

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 import pytest
+import yaml
 
 from r3.data.bags import BagBusyError, read_messages
 from r3.graph import names
@@ -207,6 +208,68 @@ def test_messages_sent_before_end_reach_its_bag_when_the_recorder_was_frozen_acr
     finally:
         os.kill(session.recorder.pid, signal.SIGCONT)
     assert [m[:3] for m in session.bag("A")] == [f"A{k:02d}" for k in range(30)]
+
+
+FELL_SILENT = "error: /r3_recorder_node stopped responding (no heartbeat for 2.0 s)"
+
+
+def _end(episode: str, reason: str):
+    from r3_msgs.msg import EpisodeEvent
+
+    end = EpisodeEvent(event=EpisodeEvent.END, episode_id=episode, suite="language_table", task="V")
+    end.success, end.progress, end.reason = True, 1.0, reason
+    return end
+
+
+def test_a_recorder_frozen_across_end_closes_its_bag_with_the_result_sent_again(session):
+    """Found by a hostile client: a recorder frozen (SIGSTOP) across an episode's END was reported by
+    the RunTask result as stopped responding, while the bag it closed once woken said complete,
+    success. The reasoner sends END again with the result it gave; the bag closes with that."""
+    from std_msgs.msg import String
+
+    from r3.data.bags import INCOMPLETE, read_episode_info
+
+    session.node.create_publisher(String, TOPIC, 10)  # the recorder records once its topic has one
+    session.start("A")
+    os.kill(session.recorder.pid, signal.SIGSTOP)
+    try:
+        session.events.publish(_end("A", "success"))
+        session.spin(0.2)
+        session.events.publish(_end("A", FELL_SILENT))  # the reasoner gave up waiting for the bag
+        session.spin(0.5)
+    finally:
+        os.kill(session.recorder.pid, signal.SIGCONT)
+    session.bag("A")
+    info = read_episode_info(session.bags / "A")
+    assert (info.status, info.reason, info.success) == (INCOMPLETE, FELL_SILENT, True), info
+    ends = [
+        m.reason for _, _, _, m in read_messages(session.bags / "A", {names.EPISODE_EVENTS}) if m.event == 1
+    ]
+    assert ends == ["success", FELL_SILENT]
+
+
+def test_an_end_sent_again_after_the_bag_closed_is_what_the_bag_says(session):
+    """The same when the result's END comes only after the bag closed (the recorder woke just as the
+    reasoner gave up): the closed bag's outcome is written again, its messages untouched."""
+    from std_msgs.msg import String
+
+    from r3.data.bags import COMPLETE, INCOMPLETE, METADATA_FILE, read_episode_info
+
+    chatter = session.node.create_publisher(String, TOPIC, 10)
+    session.start("A")
+    chatter.publish(String(data="a"))
+    session.spin(0.5)
+    session.events.publish(_end("A", "success"))
+    assert session.bag("A") == ["a"]
+    assert read_episode_info(session.bags / "A").status == COMPLETE
+    session.events.publish(_end("A", FELL_SILENT))
+    assert session.spin(30, lambda: read_episode_info(session.bags / "A").status == INCOMPLETE)
+    info = read_episode_info(session.bags / "A")
+    assert (info.reason, info.success) == (FELL_SILENT, True), info
+    metadata = yaml.safe_load((session.bags / "A" / METADATA_FILE).read_text())["rosbag2_bagfile_information"]
+    assert metadata["custom_data"]["r3.reason"] == FELL_SILENT
+    assert session.bag("A") == ["a"]
+    assert "its episode's result came again after the bag closed" in session.log.read_text()
 
 
 def test_messages_a_frozen_recorder_never_received_make_its_bag_incomplete(session):

@@ -161,6 +161,36 @@ def test_a_recorder_stopped_mid_episode_closes_its_bag_and_says_why(tmp_path, pr
     assert f"bag {bag} closed (incomplete: {stopped})" in log, log
 
 
+def test_a_recorder_frozen_across_end_leaves_a_bag_that_says_what_the_result_said(tmp_path, private_ros_env):
+    """Found by a hostile client: the recorder frozen (SIGSTOP) at the step of a one-step episode,
+    across its END, and woken once `r3 run` has ended. The RunTask result said the recorder stopped
+    responding (it was silent for heartbeat_timeout_s while the reasoner waited for the bag), while
+    the bag it closed once woken said complete, success. The bag now says what the result said."""
+    from r3.data.bags import INCOMPLETE, read_episode_info, read_messages
+
+    timeout_s = 5.0  # the step's motion ends, and END goes out, well before the silence is found
+    log = tmp_path / "logs" / "r3_recorder_node.log"
+    fault = _episode_with_a_fault(
+        private_ros_env(),
+        tmp_path,
+        "r3_recorder_node",
+        signal.SIGSTOP,
+        episode=("--task", "T", "--seed", "5", "--max-steps", "1"),
+        until=lambda: " closed (" in log.read_text(),
+        heartbeat_timeout_s=timeout_s,
+    )
+    text = "".join(line for _, line in fault.lines)
+    fell_silent = f"error: /r3_recorder_node stopped responding (no heartbeat for {timeout_s:.1f} s)"
+    outcome = [line for _, line in fault.lines if line.startswith("outcome:")]
+    assert fault.returncode == 1 and outcome and fell_silent in outcome[0], text
+    (bag,) = (tmp_path / "bags").iterdir()
+    ends = [m.reason for _, _, _, m in read_messages(bag, {names.EPISODE_EVENTS}) if m.event == 1]
+    assert not ends[0].startswith("error"), ends  # the first END went out before the silence was found
+    assert ends[-1] == fell_silent, ends
+    info = read_episode_info(bag)
+    assert (info.status, info.reason) == (INCOMPLETE, fell_silent), (info, log.read_text())
+
+
 def test_a_bag_whose_reasoner_died_mid_episode_is_closed_incomplete(tmp_path, private_ros_env):
     """SIGKILL to the reasoner mid-episode: no END will come. The recorder closes the bag, incomplete,
     once that reasoner has been silent for ``reasoner_timeout_s``; before, it recorded on into that

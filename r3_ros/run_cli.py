@@ -34,7 +34,7 @@ from r3.safety.goals import (
     printable,
     shown_text,
 )
-from r3.suites import DEFAULT_SUITE
+from r3.suites import DEFAULT_SUITE, get_suite, suite_names
 
 #: How long `r3 run` looks for an already running graph before starting one (DDS discovery time).
 RUNNING_GRAPH_DISCOVERY_S = 2.0
@@ -55,7 +55,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--suite", type=word, default=DEFAULT_SUITE, help="task suite (default: %(default)s)")
     p.add_argument(
-        "--task", default="V", help="task id, e.g. V, line, clear_qtr; packing: 1..12 (default: %(default)s)"
+        "--task",
+        default=None,
+        help="task id, e.g. V, line, clear_qtr; packing: 1..12 or train (default: the suite's own, "
+        f"{', '.join(f'{name} {task}' for name in suite_names() if (task := get_suite(name).run_task))})",
     )
     p.add_argument(
         "--seed", type=seed, default=3, help="scene seed; same seed, same episode (default: %(default)s)"
@@ -186,6 +189,8 @@ def graph_overrides(args) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.task is None:  # the suite's own; an unknown suite is refused with the goal's checks below
+        args.task = get_suite(args.suite).run_task if args.suite in suite_names() else ""
     try:  # before anything starts: a --set is refused at once, not after the graph came up
         overrides = graph_overrides(args)
     except ValueError as exc:

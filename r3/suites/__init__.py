@@ -58,6 +58,8 @@ class Suite:
     #: None: ``r3 collect`` does not run the suite (``r3.data.collect.CollectConfig``).
     collect_split: str | None = None
     collect_interface: str = "instruction"
+    #: The task ``r3 run`` runs when none is named ("" = one must be named).
+    run_task: str = ""
     #: The tasks ``r3 eval`` runs, and its scenes, trials and decision steps per episode when a run
     #: leaves them out (``r3.eval.runner.EvalConfig``); None: ``r3 eval`` does not run the suite.
     eval_tasks: Callable[[], tuple[str, ...]] | None = None

@@ -25,6 +25,7 @@ SUITE = Suite(
     default_history="response",
     collect_split="T_M",
     collect_interface="instruction",
+    run_task="V",
     compact_prompt=True,
     vlm_judged=True,
     outcome_simulated=True,

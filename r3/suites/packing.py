@@ -25,6 +25,7 @@ SUITE = Suite(
     default_history="instruction",
     collect_split="train",
     collect_interface="semantic",
+    run_task="4",
     # one base view plus zero, one or two wrist views
     views={1: ("base",), 2: ("base", "wrist"), 3: ("base", "left wrist", "right wrist")},
     workcell=True,

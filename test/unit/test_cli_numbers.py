@@ -106,6 +106,12 @@ def test_the_types_take_their_bounds_and_name_the_bad_text():
             ["--suite", "packing", "--task", "4", "--set", "r3_reasoner_node.interface=plan "],
             "interface 'plan ' is not served here",
         ),
+        # Found by a hostile sweep: --task defaulted to Language Table's V whatever the suite, so
+        # `r3 run --suite packing` without a task was always refused; the suite's own task is taken.
+        (
+            ["--suite", "packing", "--set", "r3_reasoner_node.interface=Plan"],
+            "interface 'Plan' is not served here",
+        ),
     ],
 )
 def test_r3_run_refuses_a_goal_the_reasoner_would_refuse_before_starting_a_graph(argv, why, tmp_path, capsys):

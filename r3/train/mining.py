@@ -141,6 +141,7 @@ def mine(
         rows.append(row)
     report.rows = len(rows)
     out = mark_output(out, MINED)
+    _drop_earlier_mining(out)
     if rows:
         Dataset.from_list(rows).cast_column("images", Sequence(Image())).save_to_disk(str(out))
     manifest = {"source": str(episode_root), "mode": mode, "history": kinds[0], "interface": interfaces[0]}
@@ -152,6 +153,17 @@ def mine(
     }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return report
+
+
+def _drop_earlier_mining(out: Path) -> None:
+    """An earlier mining's manifest first, then its rows: mined again with no rows, the folder read
+    the old rows (``datasets.load_from_disk``); stopped half way, it holds no manifest (no finished
+    work), never an old manifest over new rows."""
+    (out / MANIFEST).unlink(missing_ok=True)
+    for name in ("state.json", "dataset_info.json"):
+        (out / name).unlink(missing_ok=True)
+    for shard in out.glob("data-*.arrow"):
+        shard.unlink()
 
 
 def is_mined(path: str | Path) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from dataclasses import replace
 
 import pytest
@@ -146,6 +147,24 @@ def test_mining_writes_only_into_a_new_empty_or_earlier_mined_folder(folder, tmp
     monkeypatch.undo()
     first = mine(folder, tmp_path / "sft", mode="instruction_only")
     assert mine(folder, tmp_path / "sft", mode="instruction_only").rows == first.rows  # mined again
+
+
+def test_mining_again_with_no_rows_leaves_no_earlier_rows(folder, tmp_path):
+    """Found by an outside tester: mined again into its folder from episodes of which none succeeded,
+    the folder's manifest said 0 rows while ``load_from_disk`` still read the earlier mining's rows."""
+    from datasets import load_from_disk
+
+    sft = tmp_path / "sft"
+    assert mine(folder, sft).rows
+    failures = tmp_path / "failures"
+    failures.mkdir()
+    for episode in folder.iterdir():
+        if episode.is_dir() and episode.name.startswith(("e_", "f_")):  # the two that fail
+            shutil.copytree(episode, failures / episode.name)
+    assert mine(failures, sft).rows == 0
+    assert json.loads((sft / MANIFEST).read_text())["rows"] == 0
+    with pytest.raises(FileNotFoundError):
+        load_from_disk(str(sft))
 
 
 def _empty_first_completion(sft):

@@ -263,6 +263,14 @@ def test_realsense_without_a_device_says_so():
         RealSenseCamera.open(RealSenseConfig(serial="000000000000"))
 
 
+def frames_until_seen(send_frame, seen: list, spin, timeout_s: float = 30.0) -> None:
+    """Good frames, one every 0.1 s, until the node has published DetectedObjects (or ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not seen:
+        send_frame()
+        spin(0.1)
+
+
 @pytest.mark.slow
 @contextlib.contextmanager
 def simulated_camera(ros, ros_env, max_frame_age_s=60.0):
@@ -353,10 +361,7 @@ def test_a_first_frame_waits_for_the_instance_names_that_come_late(ros, ros_env)
             send_frame()
             spin(0.1)
         publish_names()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not seen:
-            send_frame()
-            spin(0.1)
+        frames_until_seen(send_frame, seen, spin)
         assert seen, "no DetectedObjects"
         assert {o.label for o in seen[0].objects} >= {"gelatin box", "foam brick"}, seen[0]
 
@@ -378,10 +383,7 @@ def test_malformed_simulator_frames_are_skipped_and_perception_goes_on(ros, ros_
             send_frame(too_big)
             spin(0.2)
         assert not seen, "a frame with a mask of another size was perceived"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not seen:
-            send_frame()
-            spin(0.1)
+        frames_until_seen(send_frame, seen, spin)
         assert seen, "perception stopped after the malformed frames"
         assert {o.label for o in seen[-1].objects} >= {"gelatin box", "foam brick"}, seen[-1]
 
@@ -397,10 +399,7 @@ def test_ground_point_on_an_old_frame_says_the_newer_frames_were_refused_and_why
     tiny_depth = depth_to_msg(np.ones((4, 4), np.float32), ns_to_stamp(0), "base_camera")
     with simulated_camera(ros, ros_env, max_frame_age_s=1.0) as (send_frame, publish_names, seen, spin):
         publish_names()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not seen:
-            send_frame()
-            spin(0.1)
+        frames_until_seen(send_frame, seen, spin)
         assert seen, "no DetectedObjects"
         for _ in range(15):  # 1.5 s of refused frames: the good one is older than max_frame_age_s
             send_frame(depth_image=tiny_depth)

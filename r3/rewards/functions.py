@@ -36,6 +36,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from r3.files import bounded_repr
 from r3.instructions.language_table import ParseError
 from r3.reasoning.parsing import ResponseError, answer_grammar, parse_response
 from r3.rewards.judge import RuleJudge
@@ -89,6 +90,16 @@ def _column(kwargs: dict, name: str, n: int, default=None) -> list:
     if len(values) != n:
         raise ValueError(f"column {name!r} has {len(values)} values for {n} completions")
     return list(values)
+
+
+def _action_names(reference, owner) -> list[str] | None:
+    """A row's ``reference_plan`` when it is a list of action names; otherwise None, with a warning: a
+    data bug, not a 0 (a string was scored letter by letter)."""
+    if isinstance(reference, list | tuple) and all(isinstance(a, str) for a in reference):
+        return list(reference)
+    why = f"reference_plan {bounded_repr(reference)} is no list of action names"
+    warnings.warn(f"{owner.__name__}: sample skipped, {why}", RuntimeWarning, stacklevel=4)
+    return None
 
 
 def _required_column(kwargs: dict, name: str, n: int, owner: object) -> list:
@@ -317,7 +328,12 @@ class PlanLCSReward:
 
     def __call__(self, completions, **kwargs) -> list[float | None]:
         references = _required_column(kwargs, "reference_plan", len(completions), self)
-        return [lcs_reward(plan_actions(completion_text(c)), r) for c, r in zip(completions, references)]
+        return [
+            None
+            if (ref := _action_names(r, self)) is None
+            else lcs_reward(plan_actions(completion_text(c)), ref)
+            for c, r in zip(completions, references)
+        ]
 
 
 class PackingPlanFormatReward:
@@ -354,7 +370,9 @@ class PackingPlanLCSReward:
     def __call__(self, completions, **kwargs) -> list[float | None]:
         references = _required_column(kwargs, "reference_plan", len(completions), self)
         return [
-            lcs_reward(packing_plan_answer_actions(completion_text(c)), r)
+            None
+            if (ref := _action_names(r, self)) is None
+            else lcs_reward(packing_plan_answer_actions(completion_text(c)), ref)
             for c, r in zip(completions, references)
         ]
 

@@ -8,7 +8,7 @@ import pickle
 
 import pytest
 
-from r3.rewards import PackingPlanFormatReward, PackingPlanLCSReward, plan_rewards
+from r3.rewards import PackingPlanFormatReward, PackingPlanLCSReward, PlanLCSReward, plan_rewards
 from r3.rewards.plan import (
     MAX_SCORED_CHARS,
     packing_action_dictionary,
@@ -130,6 +130,19 @@ def test_the_rewards_take_chat_completions_and_check_their_columns():
     assert composer.trl_reward_weights() == [0.2, 0.8]
     for fn in (PackingPlanFormatReward(), PackingPlanLCSReward(), composer):
         assert pickle.loads(pickle.dumps(fn)).__name__ == fn.__name__
+
+
+@pytest.mark.parametrize("reference", ["home()", [None], [1, 2], {"plan": "home()"}], ids=repr)
+@pytest.mark.parametrize("reward", [PackingPlanLCSReward(), PlanLCSReward()], ids=lambda r: type(r).__name__)
+def test_a_reference_plan_that_is_no_list_of_action_names_skips_its_sample_with_a_warning(reward, reference):
+    """Found by a hostile sweep: a reference stored as one string was scored letter by letter, and
+    ``[None]`` or ``[1, 2]`` scored 0.0 without a word; like a plan dictionary that is no dictionary,
+    it is a data bug, not a 0."""
+    completion = answer(A, H) if isinstance(reward, PackingPlanLCSReward) else '{"executable_plan": []}'
+    with pytest.warns(
+        RuntimeWarning, match=r"plan_lcs: sample skipped, reference_plan .* is no list of action"
+    ):
+        assert reward([completion, completion], reference_plan=[reference, ["home()"]])[0] is None
 
 
 def test_a_reference_plan_is_stored_as_action_names():

@@ -459,7 +459,8 @@ def _function_call_text(name, arguments) -> str:
         if key not in declared:
             takes = ", ".join(declared) or "no arguments"
             raise _Refused(K.UNKNOWN_ARGUMENT, f"{tool.value} takes no {_shown(key)} ({takes})")
-    parts = [f"{a.name}={_json_value(a, values[a.name])}" for a in ARGUMENTS[tool] if a.name in values]
+    given = {k: v for k, v in values.items() if v is not None or declared[k].required}  # null: left out
+    parts = [f"{a.name}={_json_value(a, given[a.name])}" for a in ARGUMENTS[tool] if a.name in given]
     return f"{tool.value}({', '.join(parts)})"
 
 
@@ -470,7 +471,8 @@ def function_call_text(name: str, arguments: str) -> str:
     Only a call the schema declares is written as a call: one of the tools by its exact name, and
     arguments that are one JSON object (at most :data:`MAX_ARGUMENTS_CHARS` long, no key twice) whose
     keys are that tool's parameters and whose values are plain JSON numbers (finite, no booleans) or
-    lists of texts the grammar can quote. Nothing else is re-read as a call: it becomes a
+    lists of texts the grammar can quote; an optional parameter given as null counts as left out (servers
+    that fill every parameter send null for those not used). Nothing else is re-read as a call: it becomes a
     :data:`REFUSED_CALL` line that :func:`parse` refuses with the kind and reason given here. Ranges,
     missing arguments and the tilt rule are left to :func:`parse`. Never raises.
 

@@ -333,6 +333,19 @@ def test_a_declared_function_call_reads_as_its_call(call):
     assert result.instruction == call
 
 
+def test_an_optional_parameter_given_as_null_counts_as_left_out():
+    """Found by a hostile sweep: ``{"tilt": null}``, as servers that fill every parameter send an
+    unused one, was refused as not_a_number; a required parameter given as null still is."""
+    place = {"x": 0.4, "y": 0.2, "z": 0.1, "slot_yaw": 90}
+    plain = _function_call_answer("move_to", json.dumps(place))
+    nulls = _function_call_answer("move_to", json.dumps(place | {"tilt": None, "tilt_direction": None}))
+    assert isinstance(nulls, ParsedResponse) and nulls.instruction == plain.instruction
+    leaning = _function_call_answer("move_to", json.dumps(place | {"tilt": 30, "tilt_direction": None}))
+    assert isinstance(leaning, ResponseError) and K.MISSING_ARGUMENT.value in leaning.reason
+    required = _function_call_answer("move_to", json.dumps(place | {"x": None}))
+    assert isinstance(required, ResponseError) and required.reason.startswith(f"{K.NOT_A_NUMBER.value}:")
+
+
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),

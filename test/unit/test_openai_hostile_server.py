@@ -239,6 +239,16 @@ def test_tool_calls_a_request_declared_no_tools_for_are_a_backend_error(options,
     assert "sent a malformed reply: tool calls, though the request declared no tools" in message
 
 
+def test_a_tool_name_sent_again_with_each_piece_of_its_arguments_is_one_name():
+    """Found by a hostile sweep: a server that repeats the function's name in every streamed piece (the
+    protocol sends it once) had its call joined into "set_grippersetgripper" and refused as unknown."""
+    pieces = calls((0, "set_gripper", '{"open'), (0, "set_gripper", 'ing": 1}'))
+    with hostile(answer(pieces)) as (url, _):
+        decision, exc = one_decision(url, ",function_calls=true", tools_input())
+    assert exc is None and decision.valid, (decision, exc)
+    assert decision.output.raw_text.endswith("Tool call: set_gripper(opening=1)")
+
+
 def test_a_well_formed_stream_still_reads():
     with hostile(answer(sse(chunk({"content": GOOD[:10]}), chunk({"content": GOOD[10:]}, "stop")))) as (
         url,

@@ -381,6 +381,8 @@ class _Reply:
                 if value is not None and not isinstance(value, str):
                     raise self.malformed(f"a tool call's {field} is {_kind(value)}, not a string")
             before_name, before_args = self.calls.get(index, ("", ""))
+            if name == before_name:  # some servers send the whole name with every piece, not once
+                name = None
             self.calls[index] = (before_name + (name or ""), before_args + (arguments or ""))
 
 

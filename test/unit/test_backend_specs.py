@@ -32,6 +32,13 @@ def test_a_spec_splits_into_scheme_argument_and_pairs():
     assert parse_spec("expert") == parse_spec("expert:")
 
 
+def test_spaces_around_the_scheme_are_not_part_of_it():
+    """Found by a hostile user: the space rule held for the argument and the options but not the
+    scheme, so "expert :" and "replay :FILE" named the unknown scheme 'expert '."""
+    assert parse_spec(" expert :") == parse_spec("expert")
+    assert make_backend("expert :").model_id == make_backend("expert").model_id
+
+
 def test_options_reach_the_constructor_typed():
     backend = make_backend(
         f"openai:{URL},model=m,temperature=0.25,max_new_tokens=64,thinking=true,attempts=2"

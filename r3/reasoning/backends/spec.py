@@ -83,9 +83,15 @@ class BackendSpec:
 
 
 def parse_spec(spec: str) -> BackendSpec:
-    """Split ``spec`` into scheme, argument and KEY=VALUE pairs (not yet checked against a backend)."""
+    """Split ``spec`` into scheme, argument and KEY=VALUE pairs (not yet checked against a backend);
+    spaces around each part are not part of it.
+
+    >>> parse_spec(" openai : http://h:1/v1 , model = m ")
+    BackendSpec(scheme='openai', argument='http://h:1/v1', pairs=(('model', 'm'),))
+    """
     head, *rest = spec.split(",")
-    scheme, _, argument = head.strip().partition(":")
+    scheme, _, argument = head.partition(":")
+    scheme = scheme.strip()
     if not scheme:
         raise ValueError(f"backend spec {spec!r}: expected SCHEME[:ARGUMENT][,KEY=VALUE...]")
     pairs = []

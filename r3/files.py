@@ -8,11 +8,12 @@ the input folder, a parent of it) can lose nothing. What a command wrote is know
 leaves (:data:`OUTPUT_MARK`), not by the names of its entries: a user's own ``data/`` folder has
 the name a dataset's rows have. A command that continues its own earlier output (``r3 collect``,
 ``r3 mini``) writes only into a new or empty folder or one holding that output
-(:func:`resumable_output`).
+(:func:`resumable_output`), one run at a time: the run holds its mark (:func:`mark_output`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import json
 import math
@@ -240,14 +241,45 @@ def resumable_output(
         )
 
 
-def mark_output(out: str | Path, what: str) -> Path:
+def mark_output(out: str | Path, what: str, *, hold: bool = True) -> Path:
     """Make folder ``out`` and mark it as holding ``what``, before anything else goes in, so that a run
-    stopped at any point leaves a folder :func:`resumable_output` knows as its own; ``out``."""
+    stopped at any point leaves a folder :func:`resumable_output` knows as its own; ``out``.
+
+    With ``hold``, this process holds the mark (:func:`_hold_mark`) until it exits: a second command
+    started on ``out`` while this one runs is a FileRefused, before it writes anything there."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if not _is_earlier_output(out, what, None):
         (out / OUTPUT_MARK).write_text(json.dumps({"what": what}) + "\n")
+    if hold:
+        _hold_mark(out, what)
     return out
+
+
+#: The marks this process holds, by folder: the open file whose lock says so.
+_HELD_MARKS: dict[Path, int] = {}
+
+
+def _hold_mark(out: Path, what: str) -> None:
+    """Take an exclusive ``flock`` on ``out``'s mark for the rest of this process (the kernel drops it
+    when the process ends, however it ends: a killed run leaves no lock behind); a FileRefused when
+    another process holds it (a run of the same command, working, or frozen with SIGSTOP)."""
+    mark = out / OUTPUT_MARK
+    held = _HELD_MARKS.get(out.resolve())
+    if held is not None and os.path.samestat(os.fstat(held), mark.stat()):
+        return
+    fd = os.open(mark, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise FileRefused(
+            f"{out} is in use: another running command is writing {what} there; "
+            "wait for it to end (or stop it) and run again"
+        ) from None
+    if held is not None:
+        os.close(held)
+    _HELD_MARKS[out.resolve()] = fd
 
 
 def replaceable_output(

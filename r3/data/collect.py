@@ -350,7 +350,10 @@ def claim_folder(out: Path, config: CollectConfig) -> None:
             raise FolderRefused(
                 f"{out} holds episodes collected with other settings ({what}); use another --out"
             )
-    mark_output(out, COLLECTION)  # before anything else goes in
+    try:  # before anything else goes in; held while this run lasts
+        mark_output(out, COLLECTION)
+    except FileRefused as exc:  # another r3 collect is writing there
+        raise FolderRefused(str(exc)) from None
     if not (file.is_file() and episodes):
         file.write_text(json.dumps(wanted, indent=2) + "\n")
 

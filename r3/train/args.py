@@ -17,6 +17,11 @@ def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def is_first_process() -> bool:
+    """Whether this is the run's first process (rank 0, as accelerate / torchrun export it)."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
 def accumulation(global_batch: int, per_device: int, world: int, what: str) -> int:
     """Gradient accumulation steps that make ``global_batch``; names the misfit otherwise."""
     if global_batch % (per_device * world):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from r3.cli_args import folder
 from r3.files import FileRefused, folder_problem, mark_output, resumable_output
+from r3.train.args import is_first_process
 from r3.train.config import ConfigError, ImputeConfig, RLConfig, SFTConfig, load_config
 from r3.train.rows import DatasetError
 
@@ -186,10 +187,10 @@ def train_main(argv: list[str] | None = None) -> int:
         _preflight(args.job, cfg)
         if args.check:
             return _check(args.job, cfg)
-        if args.job != "impute":
-            mark_output(cfg.output_dir, TRAINING_RUN)  # before TRL writes anything there
+        if args.job != "impute":  # before TRL writes anything there; held by the first process
+            mark_output(cfg.output_dir, TRAINING_RUN, hold=is_first_process())
         result = _run(args.job, cfg)
-    except (ConfigError, DatasetError) as err:
+    except (ConfigError, DatasetError, FileRefused) as err:
         print(f"r3 train {args.job}: {err}", file=sys.stderr)
         return 2
     print(json.dumps(result, default=str))

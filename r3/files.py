@@ -13,6 +13,8 @@ the name a dataset's rows have. A command that continues its own earlier output 
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import fcntl
 import glob
 import json
@@ -196,13 +198,6 @@ def _unmarked(out: Path) -> str:
     return f"no {OUTPUT_MARK} mark"
 
 
-def _remove(entry: Path) -> None:
-    if entry.is_dir() and not entry.is_symlink():
-        shutil.rmtree(entry)
-    else:
-        entry.unlink()
-
-
 def _output_folder(out: str | Path, what: str) -> Path:
     """``out`` as a folder for ``what``; a FileRefused for the current folder, the filesystem root or
     a file, which no command's output may go into."""
@@ -329,12 +324,11 @@ def replaced_output(
     replaced only with ``overwrite``, only when it holds an earlier ``what`` (whole or torn by a crash:
     see :func:`_is_earlier_output`) and only when each of its entries is one of those; anything else
     there is refused and left alone (:func:`replaceable_output`). The new output is written beside
-    ``out`` and moved in only once whole, so a command that fails (no readable source, a full disk,
-    Ctrl-C) leaves the earlier output as it was.
+    ``out`` and swapped in only once whole, in one step (:func:`_exchange`), so a command that fails or
+    is stopped at any moment (no readable source, a full disk, Ctrl-C, a kill) leaves the earlier
+    output as it was or the new one, never some of each.
     """
-    earlier = replaceable_output(
-        out, writes, overwrite=overwrite, what=what, made_before_marks=made_before_marks
-    )
+    replaceable_output(out, writes, overwrite=overwrite, what=what, made_before_marks=made_before_marks)
     target = Path(out).resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
     _remove_abandoned_staging(target)
@@ -343,9 +337,30 @@ def replaced_output(
         yield staging
         (staging / OUTPUT_MARK).write_text(json.dumps({"what": what}) + "\n")
         target.mkdir(exist_ok=True)
-        for entry in sorted(earlier, key=lambda entry: entry.name == OUTPUT_MARK):  # the mark last
-            _remove(entry)
-        for entry in sorted(staging.iterdir(), key=lambda entry: entry.name != OUTPUT_MARK):  # first
-            entry.rename(target / entry.name)
+        os.chmod(staging, stat.S_IMODE(target.stat().st_mode))  # mkdtemp made it private
+        _exchange(staging, target)  # staging now holds the earlier output, removed below
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+_RENAME_EXCHANGE = 2  # renameat2's flag (linux/fs.h)
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> None:
+    """Swap folders ``a`` and ``b`` in one step (Linux's ``renameat2`` with ``RENAME_EXCHANGE``), so a
+    process stopped at any moment leaves ``b`` whole, before or after; where the filesystem cannot
+    (NFS, an old kernel), ``b`` is moved aside and ``a`` in: stopped between those two renames, ``b``
+    is missing and its earlier output lies beside it in a staging folder the next run removes."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is not None:
+        if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+            return
+        if ctypes.get_errno() not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code), str(b))
+    aside = a.with_name(f"{a.name}-earlier")
+    os.rename(b, aside)
+    os.rename(a, b)
+    os.rename(aside, a)

@@ -163,6 +163,16 @@ def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict:
     return data
 
 
+def write_text_atomically(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a ``.tmp`` file beside it moved over ``path`` once whole, so a
+    run stopped while writing (a kill, Ctrl-C, a full disk) leaves the earlier file or the new one,
+    never one cut short: a file a resumed run reads to know its earlier output."""
+    path = Path(path)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def _remove_abandoned_staging(target: Path) -> None:
     """Remove the staging folders of ``target`` whose process is gone (a command killed mid-write left
     them, each as large as its output, and no later run took them away); a live one's stays."""

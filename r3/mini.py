@@ -51,6 +51,7 @@ from r3.files import (
     read_small_text,
     read_yaml_mapping,
     resumable_output,
+    write_text_atomically,
 )
 from r3.workers import check_workers
 
@@ -230,7 +231,7 @@ class MiniRun:
     def claim(self) -> None:
         """Mark the folder as this run's and record its config: the first thing a run writes."""
         mark_output(self.out, MINI_RUN)
-        self.path(RECORD).write_text(json.dumps(self.sizes(), indent=1, sort_keys=True) + "\n")
+        write_text_atomically(self.path(RECORD), json.dumps(self.sizes(), indent=1, sort_keys=True) + "\n")
 
     def path(self, *parts: str) -> Path:
         return self.out.joinpath(*parts)
@@ -660,11 +661,9 @@ def answer_states(spec: str, dataset: Path, out: Path, limit: int | None) -> Non
     )
     judge.judge.simulator.close()
     out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_suffix(".partial")
-    partial.write_text(
-        "".join(json.dumps({**line, "judge": score}) + "\n" for line, score in zip(lines, scores))
+    write_text_atomically(
+        out, "".join(json.dumps({**line, "judge": score}) + "\n" for line, score in zip(lines, scores))
     )
-    partial.replace(out)
 
 
 def table_row(name: str, records: list[dict], states: list[dict] | None) -> dict:

@@ -59,7 +59,15 @@ from mcap.writer import Writer as McapWriter
 from rosbags.rosbag2 import Reader
 
 from r3.data.bagtypes import bag_typestore, typestore
-from r3.files import FileRefused, bounded_repr, folder_problem, is_kind, read_small_text, yaml_value
+from r3.files import (
+    FileRefused,
+    bounded_repr,
+    folder_problem,
+    is_kind,
+    read_small_text,
+    write_text_atomically,
+    yaml_value,
+)
 
 EPISODE_FILE = "r3_episode.yaml"
 STREAM_FILE = "recording.mcap"
@@ -150,9 +158,7 @@ _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def _write_yaml_atomically(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(yaml.dump(data, Dumper=_DUMPER, sort_keys=False))
-    os.replace(tmp, path)
+    write_text_atomically(path, yaml.dump(data, Dumper=_DUMPER, sort_keys=False))
 
 
 @functools.cache

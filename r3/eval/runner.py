@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from r3.files import bounded_repr, json_value, read_small_text
+from r3.files import bounded_repr, json_value, read_small_text, write_text_atomically
 from r3.lowlevel import GROUNDINGS
 from r3.reasoning.backends.base import BackendError
 from r3.safety.goals import UINT32_MAX, GoalRefused, check_interface
@@ -455,7 +455,7 @@ def evaluate(
         except ValueError as exc:
             raise EvalError(f"reasoner {config.reasoner!r}: {exc}") from None
     out.mkdir(parents=True, exist_ok=True)
-    (out / CONFIG_FILE).write_text(json.dumps(asdict(config), indent=2) + "\n")
+    write_text_atomically(out / CONFIG_FILE, json.dumps(asdict(config), indent=2) + "\n")  # a resume reads it
     done = len(jobs) - len(todo)
     if on_progress:
         on_progress(done, len(jobs))

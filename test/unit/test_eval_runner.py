@@ -138,3 +138,23 @@ def test_ray_gives_the_same_episodes_as_local_workers(serial, tmp_path):
     pytest.importorskip("ray", reason="needs Ray (pip install ray) for the --ray path")
     _, records = serial
     assert without_timing(evaluate(TINY, tmp_path, workers=2, ray_address="local")) == without_timing(records)
+
+
+def test_a_run_killed_while_it_writes_its_config_is_resumed(serial, tmp_path, monkeypatch):
+    """Each run writes config.json again; stopped halfway through that write, it had left a config cut
+    short, and every later run refused the folder ("does not read as an evaluation's config")."""
+    from pathlib import Path
+
+    _, records = serial
+    evaluate(EvalConfig(tasks=("V", "mid"), scenes=1, trials=1), tmp_path)
+    real_write = Path.write_text
+
+    def killed_halfway(path, text, *args, **kwargs):
+        real_write(path, text[: len(text) // 2], *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", killed_halfway)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(TINY, tmp_path)
+    monkeypatch.undo()
+    assert without_timing(evaluate(TINY, tmp_path)) == without_timing(records)

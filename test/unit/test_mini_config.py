@@ -337,3 +337,24 @@ def test_a_record_of_the_run_that_does_not_read_is_named(tmp_path, monkeypatch, 
     err = capsys.readouterr().err
     assert f"r3 mini: {out / 'mini.json'} does not read as the config of the run in {out} (" in err, err
     assert "Traceback" not in err and sorted(out.rglob("*")) == before
+
+
+def test_a_run_killed_while_it_writes_its_record_is_resumed(tmp_path, monkeypatch):
+    """Each run writes mini.json again when it starts; stopped halfway through that write, it had left
+    the record cut short, and every later run refused the folder ("does not read as the config")."""
+    from r3.mini import RECORD, MiniRun, load_mini_config
+
+    path, out = _write(tmp_path, lambda c: None), tmp_path / "out"
+    MiniRun(out, load_mini_config(path)).claim()
+    real_write = Path.write_text
+
+    def killed_halfway(file, text, *args, **kwargs):
+        real_write(file, text[: len(text) // 2], *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", killed_halfway)
+    with pytest.raises(KeyboardInterrupt):
+        MiniRun(out, load_mini_config(path)).claim()
+    monkeypatch.undo()
+    MiniRun(out, load_mini_config(path)).claim()  # not refused: the record is the earlier one, whole
+    assert (out / RECORD).is_file()

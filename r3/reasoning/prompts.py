@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from r3.files import write_text_atomically
 from r3.instructions.plan import MAX_PLAN_STEPS, split_plan_result
 from r3.instructions.semantic import split_result
 from r3.instructions.tools import split_observation
@@ -227,7 +228,7 @@ class PromptSettings:
 
     def save(self, model_dir: str | Path) -> Path:
         path = Path(model_dir) / PROMPT_FILE
-        path.write_text(json.dumps(asdict(self)))
+        write_text_atomically(path, json.dumps(asdict(self)))  # a checkpoint's last file: whole or none
         return path
 
     @classmethod

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from r3.files import write_text_atomically
+
 #: The record this stage writes into the model folder it saves.
 RECORD = "r3_vision.json"
 #: What the image tokens are trained to say: each its cell's blocks, or one block each.
@@ -201,7 +203,7 @@ def save_pretrained_stage(model, processor, model_dir: Path, out_dir: Path, reco
     for earlier in model_dir.glob("r3_*.json"):
         if earlier.name != record_file:
             shutil.copy2(earlier, out_dir / earlier.name)
-    (out_dir / record_file).write_text(json.dumps(record, indent=1) + "\n")
+    write_text_atomically(out_dir / record_file, json.dumps(record, indent=1) + "\n")  # the stage is done
 
 
 def pretrain_vision(model_dir: str | Path, out_dir: str | Path, cfg: VisionPretrainConfig) -> dict:

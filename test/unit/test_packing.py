@@ -380,3 +380,21 @@ def test_packing_demo_writes_a_video_of_the_arm_and_a_summary(tmp_path, capsys):
     assert summary["success"] and summary["decision_steps"] <= 6
     frames = iio.imread(tmp_path / "episode.gif", index=None)
     assert len(frames) > 10 * summary["decision_steps"]  # the motion, not one frame per decision
+
+
+def test_a_layout_set_after_a_grasp_snapshots_as_in_a_fresh_simulator():
+    """A grasp measures its weld into the model; set_layout kept it, so the snapshots of every later
+    episode in that process held the earlier grasp: `r3 collect --suite packing` resumed after a kill
+    (or run on other workers) wrote other snapshot files than one uninterrupted run."""
+    import io
+
+    layout = {"coffee mug": (0.45, 0.0, 0.0)}
+    fresh = PackingEnv()
+    fresh.set_layout(layout)
+    used = PackingEnv()
+    used.set_layout(layout)
+    used._attach("coffee mug")
+    used.set_layout(layout)
+    assert used._held is None
+    snapshots = [np.load(io.BytesIO(env.snapshot()))["eq_data"] for env in (fresh, used)]
+    assert np.array_equal(*snapshots)

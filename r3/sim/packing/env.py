@@ -119,6 +119,7 @@ class PackingEnv(gym.Env):
         self._instance = None
         self.model = mujoco.MjModel.from_xml_string(scene.build_mjcf(self.width, self.height))
         self.data = mujoco.MjData(self.model)
+        self._unwelded = self.model.eq_data.copy()  # the welds' data before any grasp measured them
         m = self.model
         self.arm_qpos = np.array([m.jnt_qposadr[m.joint(j).id] for j in scene.ARM_JOINTS])
         self.arm_dof = np.array([m.jnt_dofadr[m.joint(j).id] for j in scene.ARM_JOINTS])
@@ -243,6 +244,7 @@ class PackingEnv(gym.Env):
         self.data.ctrl[7] = scene.MAX_OPENING / 2
         self.data.eq_active[:] = 0
         self.data.eq_active[0] = 1  # finger coupling
+        self.model.eq_data[:] = self._unwelded  # no earlier episode's grasp in this one's snapshots
         self._held = None
         self._active = [i for i in ITEM_SPECS if i in layout]
         mujoco.mj_forward(self.model, self.data)

@@ -10,8 +10,6 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
-
 from r3.files import OUTPUT_MARK, replaced_output
 
 WRITES = ("data", "images", "r3_dataset.json")
@@ -27,9 +25,9 @@ def _write(folder: Path, version: str) -> None:
         (folder / name).write_text(f"{version} {name}")
 
 
-@pytest.mark.parametrize("stop_at", range(1, 9))
-def test_an_overwrite_stopped_while_it_moves_in_keeps_one_whole_output(stop_at, tmp_path, monkeypatch):
-    out = tmp_path / "ds"
+def _overwrite_stopped_at(out: Path, stop_at: int, monkeypatch) -> tuple[dict, dict, int]:
+    """An earlier output at ``out``, then an --overwrite stopped by Ctrl-C at its ``stop_at``-th file
+    operation: the earlier and the new contents, and how many file operations it made."""
     with replaced_output(out, WRITES, overwrite=False, what="dataset") as staging:
         _write(staging, "old")
     old = _contents(out)
@@ -56,9 +54,21 @@ def test_an_overwrite_stopped_while_it_moves_in_keeps_one_whole_output(stop_at, 
     except KeyboardInterrupt:
         pass
     monkeypatch.undo()
-    if calls < stop_at:
-        pytest.skip(f"the move-in takes {calls} file operations")
-    assert _contents(out) in (old, new)
+    return old, new, calls
+
+
+def test_an_overwrite_stopped_at_any_file_operation_keeps_one_whole_output(tmp_path, monkeypatch):
+    """Stopped at each file operation of the move-in in turn, up to one past the last (not stopped)."""
+    stop_at = 0
+    while True:
+        stop_at += 1
+        out = tmp_path / str(stop_at) / "ds"
+        old, new, calls = _overwrite_stopped_at(out, stop_at, monkeypatch)
+        assert _contents(out) in (old, new), f"stopped at file operation {stop_at}"
+        if calls < stop_at:  # ran to its end
+            assert _contents(out) == new
+            break
+    assert stop_at > 1
 
 
 def test_an_overwrite_where_no_swap_in_one_step_is_had_moves_in_the_new_output(tmp_path, monkeypatch):

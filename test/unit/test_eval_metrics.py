@@ -90,6 +90,27 @@ def test_mean_difference_welch():
         mean_difference([1.0], [1.0, 2.0])
 
 
+@pytest.mark.parametrize(
+    "df, expected",
+    # Student's t 0.975 quantiles at fractional degrees of freedom (R: qt(0.975, df))
+    [(1.2, 8.6488), (1.5, 6.0167), (2.5, 3.5747), (3, 3.1824), (7.5, 2.3330)],
+)
+def test_t_quantile_at_fractional_degrees_of_freedom(df, expected):
+    """Found by a hostile sweep: the Cornish-Fisher expansion, used for every df other than 1 and 2,
+    is far off below 3; Welch's df of two small evaluations lands there (1.2: 8.14 for 8.65)."""
+    assert t_quantile(df) == pytest.approx(expected, rel=1e-4)
+    assert t_quantile(df, 0.025) == pytest.approx(-expected, rel=1e-4)
+
+
+def test_welch_interval_of_two_and_three_progress_values():
+    """Welch's df here is 1.009: the interval was 11 % too narrow (half-width 5.566 for 6.236)."""
+    a, b = [0.0, 1.0], [0.5, 0.5, 0.6]
+    va, vb = 0.5 / 2, (2 * (0.1 / 3) ** 2 + (0.2 / 3) ** 2) / 2 / 3
+    df = (va + vb) ** 2 / (va**2 / 1 + vb**2 / 2)
+    assert df == pytest.approx(1.0089, abs=1e-4)
+    assert mean_difference(a, b).half_width == pytest.approx(12.4444 * math.sqrt(va + vb), rel=1e-3)
+
+
 def test_err_metrics_sr_pg_npr_ssr():
     episodes = [
         {"success": True, "progress": 1.0, "penalty": 0.0},

@@ -337,6 +337,12 @@ def compare_main(argv: list[str]) -> int:
     if not tasks:
         print("error: the two evaluations share no task with finished episodes", file=sys.stderr)
         return 2
+    have = {"A": {r["task"] for r in records_a}, "B": have_b}
+    if left_out := [t for t in dict.fromkeys((*config_a.tasks, *config_b.tasks)) if t not in tasks]:
+        why = [
+            f"{t} (none in {' or '.join(k for k, held in have.items() if t not in held)})" for t in left_out
+        ]
+        print(f"note: left out, no finished episode in both: {', '.join(why)}", file=sys.stderr)
     # a config's reasoner is a file's text: its control characters shown escaped, its "|" not a column
     name_a, name_b = args.names or (_shown(config_a.reasoner), _shown(config_b.reasoner))
     rows = tables.compare_rows(records_a, records_b, tasks)

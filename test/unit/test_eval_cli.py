@@ -323,3 +323,14 @@ def test_via_ros_asks_whether_the_graph_can_run_before_the_in_process_run(tmp_pa
     assert cli.run_main(argv, via_ros) == 2
     assert capsys.readouterr().err.splitlines() == ["error: --via-ros: an r3 graph already runs"]
     assert not out.exists()
+
+
+def test_compare_names_the_tasks_it_leaves_out(tmp_path, capsys):
+    """Found by a hostile sweep: a task only one evaluation ran (or one with no finished episode on a
+    side) was left out of the comparison without a word; a note names each, and the side it lacks."""
+    a = fake_run(tmp_path / "a", "base", {"mid": 0.30, "V": 0.5})
+    b = fake_run(tmp_path / "b", "r3", {"mid": 0.60, "iL": 0.5})
+    assert cli.eval_main(["compare", str(a), str(b)]) == 0
+    captured = capsys.readouterr()
+    assert "note: left out, no finished episode in both: V (none in B), iL (none in A)" in captured.err
+    assert "| mid |" in captured.out and "| V |" not in captured.out

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from r3.cli_args import folder, integer, positive, word
 from r3.eval.runner import (
+    EPISODES_FILE,
     EvalConfig,
     EvalError,
     config_of,
@@ -331,7 +332,19 @@ def compare_main(argv: list[str]) -> int:
                 f"note: {key} differs: A {bounded_repr(value_a)}, B {bounded_repr(value_b)}", file=sys.stderr
             )
     # the episodes each evaluation's own table counts: its grid's, nothing appended beside them
-    records_a, records_b = evaluation_records(args.a, config_a), evaluation_records(args.b, config_b)
+    unread_a, unread_b = [], []
+    records_a = evaluation_records(args.a, config_a, unread_a)
+    records_b = evaluation_records(args.b, config_b, unread_b)
+    for side, evaluation, unread in (("A", args.a, unread_a), ("B", args.b, unread_b)):
+        if unread:  # torn, edited or foreign: the table counts that episode only if another line has it
+            shown = ", ".join(map(str, unread[:5])) + (
+                f" and {len(unread) - 5} more" if len(unread) > 5 else ""
+            )
+            print(
+                f"note: {side}: {len(unread)} line(s) of {evaluation / EPISODES_FILE} are no episode record, "
+                f"not counted: line(s) {shown}",
+                file=sys.stderr,
+            )
     have_b = {r["task"] for r in records_b}
     tasks = [t for t in config_a.tasks if t in have_b and any(r["task"] == t for r in records_a)]
     if not tasks:

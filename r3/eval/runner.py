@@ -342,19 +342,22 @@ def _drop_partial_line(path: Path) -> None:
             path.write_bytes(data[: data.rfind(b"\n") + 1])
 
 
-def read_records(out: Path) -> list[dict]:
-    """Every complete record in ``out/episodes.jsonl`` (later duplicates win)."""
+def read_records(out: Path, unread: list[int] | None = None) -> list[dict]:
+    """Every complete record in ``out/episodes.jsonl`` (later duplicates win); the numbers of the
+    non-blank lines that are no record are appended to ``unread`` when given."""
     path = out / EPISODES_FILE
     if not path.is_file():
         return []
     records: dict[tuple, dict] = {}
-    for line in path.read_text(errors="replace").splitlines():
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
         try:
             r = json_value(line)
         except ValueError:  # a torn line (or one nested past the parser's depth)
-            continue
+            r = None
         if _is_record(r):  # else a foreign or edited line: its episode runs again on a resume
             records[(r["task"], r["scene"], r["trial"])] = r
+        elif unread is not None and line.strip():
+            unread.append(number)
     return list(records.values())
 
 
@@ -480,10 +483,11 @@ def evaluate(
     return grid_records(config, cached.values())
 
 
-def evaluation_records(out: Path, config: EvalConfig) -> list[dict]:
+def evaluation_records(out: Path, config: EvalConfig, unread: list[int] | None = None) -> list[dict]:
     """The episodes of ``config`` that ``out`` holds, as ``r3 eval`` reads them when it resumes
-    (:func:`grid_records`); writes nothing."""
-    return grid_records(config, read_records(out))
+    (:func:`grid_records`); the lines that are no record go to ``unread`` (:func:`read_records`).
+    Writes nothing."""
+    return grid_records(config, read_records(out, unread))
 
 
 def grid_records(config: EvalConfig, records: Iterable[dict]) -> list[dict]:

@@ -198,7 +198,9 @@ def test_compare_reads_past_a_line_that_is_no_episode_record(tmp_path, capsys, l
     with open(b / EPISODES_FILE, "a") as f:
         f.write(json.dumps(line) + "\n")
     assert cli.eval_main(["compare", str(a), str(b)]) == 0
-    assert capsys.readouterr().out == clean
+    captured = capsys.readouterr()
+    assert captured.out == clean
+    assert "note: B: 1 line(s) of" in captured.err and "not counted: line(s) 101\n" in captured.err
 
 
 def test_compare_reads_past_a_line_nested_too_deeply_and_refuses_such_a_config(tmp_path, capsys):
@@ -334,3 +336,17 @@ def test_compare_names_the_tasks_it_leaves_out(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "note: left out, no finished episode in both: V (none in B), iL (none in A)" in captured.err
     assert "| mid |" in captured.out and "| V |" not in captured.out
+
+
+def test_compare_names_a_record_edited_into_no_record(tmp_path, capsys):
+    """Found by a hostile sweep: a record edited by hand into no record (success "yes", progress
+    NaN) left compare's counts one episode short without a word; the note names its line."""
+    a = fake_run(tmp_path / "a", "base", {"mid": 0.30})
+    b = fake_run(tmp_path / "b", "r3", {"mid": 0.60})
+    lines = (b / EPISODES_FILE).read_text().splitlines()
+    lines[3] = lines[3].replace('"success": true', '"success": "yes"')
+    lines[7] = lines[7].replace('"progress": 1.0', '"progress": NaN')
+    (b / EPISODES_FILE).write_text("\n".join(lines) + "\n\n")  # a blank line is no record, nor named
+    assert cli.eval_main(["compare", str(a), str(b)]) == 0
+    err = capsys.readouterr().err
+    assert "note: B: 2 line(s) of" in err and "are no episode record, not counted: line(s) 4, 8\n" in err, err

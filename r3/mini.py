@@ -46,6 +46,7 @@ import yaml
 from r3.cli_args import folder, integer
 from r3.files import (
     FileRefused,
+    bounded_repr,
     json_value,
     mark_output,
     read_small_text,
@@ -459,10 +460,19 @@ class MiniRun:
 
                 evaluate(config, self.path("eval", row), self.cfg["workers"], on_progress=progress)
 
-    def report(self) -> dict:
-        from r3.eval.runner import read_records
+    def eval_records(self, row: str) -> list[dict]:
+        """The episodes of a row's evaluation, as ``r3 eval`` counts them (its grid's); the lines that
+        are no episode record are named."""
+        from r3.eval.runner import evaluation_records, unread_note
 
-        records = {row: read_records(self.path("eval", row)) for _, row in ROWS}
+        unread: list[int] = []
+        records = evaluation_records(self.path("eval", row), self.eval_config(row), unread)
+        if unread:
+            _say(f"report: {row}: {unread_note(self.path('eval', row), unread)}")
+        return records
+
+    def report(self) -> dict:
+        records = {row: self.eval_records(row) for _, row in ROWS}
         states = {
             name: _read_jsonl(self.path("states", f"{name}.jsonl"))
             for name in (*(row for _, row in ROWS if row != "expert"), "untrained", "sft_unconstrained")
@@ -670,9 +680,17 @@ def table_row(name: str, records: list[dict], states: list[dict] | None) -> dict
     """One row of the table: valid answers over every decision step, the judge on held-out states,
     success and progress per split; each an (value, low, high) in [0, 1]."""
     from r3.eval.metrics import mean, rate
-    from r3.eval.runner import completed
+    from r3.eval.runner import completed, split_of
 
     done = completed(records)
+    for r in done:
+        invalid = r.get("invalid_steps")
+        if not (type(invalid) is int and 0 <= invalid <= r["decision_steps"]):
+            raise MiniError(
+                f"{name}: the episode of {r['task']}, scene {r['scene']}, trial {r['trial']} has"
+                f" invalid_steps {bounded_repr(invalid)}, not a count of its"
+                f" {r['decision_steps']} decision steps"
+            )
     steps = [
         flag
         for r in done
@@ -682,7 +700,7 @@ def table_row(name: str, records: list[dict], states: list[dict] | None) -> dict
     scores = [s["judge"] for s in states or () if s["judge"] is not None]
     row["judge"] = _est(mean(scores)) if scores else None
     for split in SPLITS:
-        these = [r for r in done if r["split"] == split]
+        these = [r for r in done if split_of(r["task"]) == split]  # a record's own "split" is unchecked
         row[f"{split} success"] = _est(rate(r["success"] for r in these))
         row[f"{split} progress"] = _est(mean(r["progress"] for r in these))
     return row

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from r3.cli_args import folder, integer, positive, word
 from r3.eval.runner import (
-    EPISODES_FILE,
     EvalConfig,
     EvalError,
     config_of,
@@ -26,6 +25,7 @@ from r3.eval.runner import (
     evaluate,
     evaluated_suites,
     evaluation_records,
+    unread_note,
 )
 from r3.files import FileRefused, bounded_repr, replaceable_output, replaced_output
 from r3.lowlevel import GROUNDINGS
@@ -337,14 +337,7 @@ def compare_main(argv: list[str]) -> int:
     records_b = evaluation_records(args.b, config_b, unread_b)
     for side, evaluation, unread in (("A", args.a, unread_a), ("B", args.b, unread_b)):
         if unread:  # torn, edited or foreign: the table counts that episode only if another line has it
-            shown = ", ".join(map(str, unread[:5])) + (
-                f" and {len(unread) - 5} more" if len(unread) > 5 else ""
-            )
-            print(
-                f"note: {side}: {len(unread)} line(s) of {evaluation / EPISODES_FILE} are no episode record, "
-                f"not counted: line(s) {shown}",
-                file=sys.stderr,
-            )
+            print(f"note: {side}: {unread_note(evaluation, unread)}", file=sys.stderr)
     have_b = {r["task"] for r in records_b}
     tasks = [t for t in config_a.tasks if t in have_b and any(r["task"] == t for r in records_a)]
     if not tasks:

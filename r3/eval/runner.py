@@ -490,6 +490,14 @@ def evaluation_records(out: Path, config: EvalConfig, unread: list[int] | None =
     return grid_records(config, read_records(out, unread))
 
 
+def unread_note(out: Path, unread: list[int]) -> str:
+    """What a reader says of the lines of ``out``'s episodes.jsonl that are no record (the first five)."""
+    shown = ", ".join(map(str, unread[:5])) + (f" and {len(unread) - 5} more" if len(unread) > 5 else "")
+    return (
+        f"{len(unread)} line(s) of {out / EPISODES_FILE} are no episode record, not counted: line(s) {shown}"
+    )
+
+
 def grid_records(config: EvalConfig, records: Iterable[dict]) -> list[dict]:
     """The records of ``config``'s jobs, in job order: a record of another task, scene or trial (one
     added by hand, or left by an earlier run of more scenes or trials) is none of its episodes."""

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from r3.mini import MiniError, differences_line, judge_by_split, paired_difference
+from r3.eval.runner import EPISODES_FILE
+from r3.mini import (
+    CONFIGS,
+    MiniError,
+    MiniRun,
+    differences_line,
+    judge_by_split,
+    load_mini_config,
+    paired_difference,
+    table_row,
+)
 
 
 def _states(scores, splits=None):
@@ -40,3 +52,55 @@ def test_unscored_states_are_left_out_per_split():
 def test_the_differences_line_names_each_pair():
     line = differences_line({"sft - random_valid": {"value": 0.02, "low": 0.01, "high": 0.03, "n": 500}})
     assert "sft - random_valid: 0.020 ± 0.010" in line
+
+
+def _episode(task, scene=0, **fields):
+    return {
+        "task": task,
+        "split": "T_O",
+        "scene": scene,
+        "trial": 0,
+        "success": True,
+        "progress": 1.0,
+        "decision_steps": 3,
+        "invalid_steps": 1,
+        "reasoning_words": 5.0,
+        **fields,
+    }
+
+
+def test_a_row_takes_each_episodes_split_from_its_task():
+    """Found by a hostile sweep: table_row read the record's own "split", which no reader checks: a
+    record without one ended the report in a KeyError traceback, one with another split's name
+    counted its task under that split."""
+    no_split = {k: v for k, v in _episode("group").items() if k != "split"}
+    row = table_row("r", [no_split, _episode("T", split="T_M")], None)
+    assert (row["T_M success"]["n"], row["T_R success"]["n"], row["T_O success"]["n"]) == (1, 1, 0)
+
+
+@pytest.mark.parametrize("invalid", [None, 4, -1, 1.5, True])
+def test_a_row_refuses_invalid_steps_that_are_no_count_of_the_episodes_steps(invalid):
+    """Found by a hostile sweep: invalid_steps missing or a float ended the report in a KeyError or
+    TypeError traceback, and more than the decision steps gave a valid rate of 0 over a wrong count."""
+    with pytest.raises(MiniError, match=r"scene 0, trial 0 has invalid_steps .*, not a count of its 3"):
+        table_row("r", [_episode("group", invalid_steps=invalid)], None)
+
+
+def test_the_report_counts_the_grid_of_each_evaluation_and_names_lines_that_are_no_record(tmp_path, capsys):
+    """Found by a hostile sweep: the report read every record of an evaluation folder, also those
+    outside the run's grid of scenes, which `r3 eval`'s own table leaves out, and read past a line
+    that is no record without a word."""
+    run = MiniRun(tmp_path / "run", load_mini_config(CONFIGS / "quick.yaml"))
+    folder = run.path("eval", "expert")
+    folder.mkdir(parents=True)
+    lines = [
+        _episode("group"),
+        _episode("group", scene=7),
+        {**_episode("T"), "success": "yes"},
+        _episode("T"),
+    ]
+    (folder / EPISODES_FILE).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    records = run.eval_records("expert")
+    assert [(r["task"], r["scene"]) for r in records] == [("group", 0), ("T", 0)]
+    err = capsys.readouterr().err
+    assert "report: expert: 1 line(s) of" in err and "no episode record, not counted: line(s) 3\n" in err, err

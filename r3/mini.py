@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -474,7 +475,7 @@ class MiniRun:
     def report(self) -> dict:
         records = {row: self.eval_records(row) for _, row in ROWS}
         states = {
-            name: _read_jsonl(self.path("states", f"{name}.jsonl"))
+            name: read_states(self.path("states", f"{name}.jsonl"))
             for name in (*(row for _, row in ROWS if row != "expert"), "untrained", "sft_unconstrained")
         }
         rows = [table_row(name, records[row], states.get(row)) for name, row in ROWS]
@@ -563,8 +564,36 @@ def eval_tasks(tasks: dict | None) -> tuple[str, ...] | None:
     return tuple(t for split in SPLITS for t in (tasks.get(split) or TASK_SPLITS[split]))
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+#: What the report reads of a held-out state's line (:func:`answer_states`), besides its judge score.
+STATE_FIELDS = {"episode_id": str, "split": str, "step": int, "valid": bool}
+
+
+def read_states(path: Path) -> list[dict]:
+    """The held-out states file ``path`` (:func:`answer_states`'); a MiniError naming the first line
+    that is no state's answer (a field missing or of another type, a judge score that is no finite
+    number or null), or saying that the file holds none."""
+    states = []
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            state = json_value(line)
+        except ValueError:
+            state = None
+        judge = state.get("judge") if isinstance(state, dict) else None
+        if not (
+            isinstance(state, dict)
+            and all(type(state.get(k)) is t for k, t in STATE_FIELDS.items())
+            and (judge is None or (type(judge) in (int, float) and math.isfinite(judge)))
+        ):
+            raise MiniError(
+                f"{path}, line {number}: no held-out state's answer ({', '.join(STATE_FIELDS)} and a "
+                "judge score, a finite number or null); delete the file to answer the states again"
+            )
+        states.append(state)
+    if not states:
+        raise MiniError(f"{path} holds no held-out state; delete it to answer the states again")
+    return states
 
 
 #: Pairs of reasoners whose judge rewards on the same held-out states ``summary.json`` compares.

@@ -15,6 +15,7 @@ from r3.mini import (
     judge_by_split,
     load_mini_config,
     paired_difference,
+    read_states,
     table_row,
 )
 
@@ -104,3 +105,38 @@ def test_the_report_counts_the_grid_of_each_evaluation_and_names_lines_that_are_
     assert [(r["task"], r["scene"]) for r in records] == [("group", 0), ("T", 0)]
     err = capsys.readouterr().err
     assert "report: expert: 1 line(s) of" in err and "no episode record, not counted: line(s) 3\n" in err, err
+
+
+GOOD_STATE = {"episode_id": "e0", "split": "T_M", "step": 0, "answer": "a", "valid": True, "judge": 0.5}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        json.dumps({**GOOD_STATE, "judge": float("nan")}),
+        json.dumps({**GOOD_STATE, "judge": float("inf")}),
+        json.dumps({**GOOD_STATE, "judge": "0.5"}),
+        json.dumps({**GOOD_STATE, "valid": "yes"}),
+        json.dumps({k: v for k, v in GOOD_STATE.items() if k != "step"}),
+        '{"episode_id": "e0", "spl',
+        "[1, 2]",
+    ],
+    ids=["judge_nan", "judge_inf", "judge_string", "valid_string", "no_step", "torn", "a_list"],
+)
+def test_a_states_line_that_is_no_states_answer_is_refused_with_its_line(tmp_path, line):
+    """Found by a hostile sweep: a judge score of NaN printed "nan ± nan" in Table 2, a string one
+    counted as a number, a line without its fields ended the report in a KeyError traceback."""
+    path = tmp_path / "sft.jsonl"
+    path.write_text(json.dumps(GOOD_STATE) + "\n" + line + "\n")
+    with pytest.raises(MiniError, match=r"sft.jsonl, line 2: no held-out state's answer"):
+        read_states(path)
+
+
+def test_a_states_file_with_no_state_is_refused(tmp_path):
+    """Found by a hostile sweep: an empty states file ended the report in a ZeroDivisionError."""
+    path = tmp_path / "untrained.jsonl"
+    path.write_text("\n")
+    with pytest.raises(MiniError, match="holds no held-out state"):
+        read_states(path)
+    path.write_text(json.dumps(GOOD_STATE) + "\n\n" + json.dumps({**GOOD_STATE, "judge": None}) + "\n")
+    assert [s["judge"] for s in read_states(path)] == [0.5, None]

@@ -23,6 +23,8 @@ DEMO_FILES = ("episode.gif", "episode.mp4", "summary.json")
 VIDEO_WIDTH, VIDEO_MAX_HEIGHT = 640, 720
 CAPTION_LINES = 2
 FONT_SIZE = 16
+#: Grey level of the caption band (and of the padding under a frame shorter than the video's tallest).
+BAND = 20
 
 
 def default_format() -> str:
@@ -47,7 +49,7 @@ def caption_frame(frame: np.ndarray, caption: str, width: int = VIDEO_WIDTH) -> 
     line_height = FONT_SIZE + 4
     lines = textwrap.wrap(caption, max(20, int(width / (0.55 * FONT_SIZE))))[:CAPTION_LINES] or [""]
     band = line_height * CAPTION_LINES + 8
-    canvas = Image.new("RGB", (width, height + band), (20, 20, 20))
+    canvas = Image.new("RGB", (width, height + band), (BAND,) * 3)
     canvas.paste(image, (0, 0))
     draw = ImageDraw.Draw(canvas)
     for i, line in enumerate(lines):
@@ -58,16 +60,27 @@ def caption_frame(frame: np.ndarray, caption: str, width: int = VIDEO_WIDTH) -> 
 def write_episode_video(
     frames: list[np.ndarray], captions: list[str], path: str | Path, fps: float = VIDEO_FPS
 ) -> Path:
-    """Write captioned frames to ``path``; the suffix (.gif or .mp4) picks the format."""
+    """Write captioned frames to ``path``; the suffix (.gif or .mp4) picks the format. Frames may differ
+    in size (a camera reconfigured mid-episode): each is scaled to the video's width, and the shorter
+    ones are padded at the bottom in the caption band's colour."""
     if len(frames) != len(captions):
         raise ValueError(f"{len(frames)} frames but {len(captions)} captions")
     if not frames:
         raise ValueError("an episode video needs at least one frame")
+    for i, frame in enumerate(frames):
+        shape = getattr(frame, "shape", ())
+        if len(shape) != 3 or shape[2] not in (3, 4) or 0 in shape[:2] or frame.dtype != np.uint8:
+            raise ValueError(
+                f"frame {i} is no RGB image (8-bit height x width x 3 or 4): shape {shape}, "
+                f"{getattr(frame, 'dtype', type(frame).__name__)}"
+            )
     path = Path(path)
     if path.suffix not in (".gif", ".mp4"):
         raise ValueError(f"unsupported video format {path.suffix!r}: use .gif or .mp4")
     path.parent.mkdir(parents=True, exist_ok=True)
     images = [caption_frame(f, c) for f, c in zip(frames, captions)]
+    tallest = max(im.shape[0] for im in images)
+    images = [np.pad(im, ((0, tallest - im.shape[0]), (0, 0), (0, 0)), constant_values=BAND) for im in images]
     if path.suffix == ".gif":  # made in memory: a writer that fails on a full disk leaves no open file
         path.write_bytes(iio.imwrite("<bytes>", images, extension=".gif", duration=1000.0 / fps, loop=0))
     else:

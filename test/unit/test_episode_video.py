@@ -111,6 +111,36 @@ def test_a_tall_camera_image_is_scaled_to_fit_the_video(suffix, tmp_path):
     assert VIDEO_MAX_HEIGHT < written[0].shape[0] < VIDEO_MAX_HEIGHT + 100  # the picture and its caption
 
 
+@pytest.mark.parametrize("suffix", [".mp4", ".gif"])
+def test_frames_of_different_sizes_make_one_video(suffix, tmp_path):
+    """Found by a hostile sweep: a camera that changes its size mid-episode (a bag of 320 x 240 then
+    400 x 100 frames) gave no video ("all input arrays must have the same shape"); each frame is
+    scaled to the video's width and the shorter ones padded under their caption."""
+    from r3.data.video import write_episode_video
+
+    frames = [np.full((240, 320, 3), 100, np.uint8), np.full((100, 400, 3), 200, np.uint8)]
+    path = write_episode_video(frames, ["step 0", "end"], tmp_path / f"episode{suffix}")
+    written = decoded(path)[0]
+    assert len(written) == 2 and written[0].shape == written[1].shape
+    assert written[0].shape[1] in range(VIDEO_WIDTH, VIDEO_WIDTH + 16)
+    assert abs(int(written[1][80, 320, 0]) - 200) < 10  # the second picture, scaled into the same frame
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [np.zeros((0, 0, 3), np.uint8), np.zeros((240, 320), np.uint8), np.zeros((240, 320, 3))],
+    ids=["empty", "grey", "float"],
+)
+def test_a_frame_that_is_no_rgb_image_is_refused_in_one_line(frame, tmp_path):
+    """Found by a hostile sweep: a 0 x 0 camera image (a bag's empty Image message) ended `r3 run`'s
+    video in a ZeroDivisionError traceback; a float image in a PIL TypeError."""
+    from r3.data.video import write_episode_video
+
+    good = np.zeros((240, 320, 3), np.uint8)
+    with pytest.raises(ValueError, match=r"^frame 1 is no RGB image \(8-bit height x width x 3 or 4\)"):
+        write_episode_video([good, frame], ["step 0", "end"], tmp_path / "episode.gif")
+
+
 @pytest.mark.slow
 def test_a_bag_with_a_frame_every_other_control_step_gives_a_moving_video(answers, tmp_path):
     """What `r3 run` does with the graph's bag (its simulator films every other control step)."""

@@ -88,10 +88,14 @@ def markdown(rows: Sequence[TaskRow]) -> str:
     ]
     for r in rows:
         name = f"**{r.task}**" if r.task == MEAN else r.task
-        err = f" {_pct(r.no_penalty)} | {_pct(r.strict_success)} |" if penalties and r.n else ""
+        err = (
+            (f" {_pct(r.no_penalty)} | {_pct(r.strict_success)} |" if r.n else " - | - |")
+            if penalties
+            else ""
+        )
+        means = f"{r.mean_steps:.1f} | {r.mean_reasoning_words:.1f}" if r.n else "- | -"
         lines.append(
-            f"| {name} | {r.split} | {r.n} | {_pct(r.success)} | {_pct(r.progress)} "
-            f"| {r.mean_steps:.1f} | {r.mean_reasoning_words:.1f} |" + err
+            f"| {name} | {r.split} | {r.n} | {_pct(r.success)} | {_pct(r.progress)} | {means} |" + err
         )
     skipped = sum(r.skipped for r in rows if r.task != MEAN)
     if skipped:
@@ -138,16 +142,19 @@ def to_csv(rows: Sequence[TaskRow]) -> str:
                 r.skipped,
                 *_ends(r.success),
                 *_ends(r.progress),
-                f"{r.mean_steps:.4f}",
-                f"{r.mean_reasoning_words:.4f}",
-                *(_ends(r.no_penalty) if r.no_penalty else ["", "", ""]),
-                *(_ends(r.strict_success) if r.strict_success else ["", "", ""]),
+                *([f"{r.mean_steps:.4f}", f"{r.mean_reasoning_words:.4f}"] if r.n else ["", ""]),
+                *_ends(r.no_penalty),
+                *_ends(r.strict_success),
             ]
         )
     return buf.getvalue()
 
 
-def _ends(e: metrics.Estimate) -> list[str]:
+def _ends(e: metrics.Estimate | None) -> list[str]:
+    """An estimate's value and interval ends; empty cells for none or one over no episode (whose
+    rate is NaN and whose Wilson interval, all of [0, 1], says nothing)."""
+    if e is None or not e.n:
+        return ["", "", ""]
     return [f"{e.value:.6f}", f"{e.low:.6f}", f"{e.high:.6f}"]
 
 
@@ -237,7 +244,7 @@ def compare_csv(rows: Sequence[CompareRow]) -> str:
                 f"{r.b.success.value:.6f}",
                 *_ends(r.success_delta),
                 r.success_delta.significant,
-                *(_ends(p) if p else ["", "", ""]),
+                *_ends(p),
                 "" if p is None else p.significant,
             ]
         )

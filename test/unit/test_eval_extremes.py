@@ -90,3 +90,29 @@ def test_the_wilson_interval_holds_the_rate_at_0_and_100_percent(n):
         assert 0.0 <= low <= k / n <= high <= 1.0
         estimate = rate([True] * k + [False] * (n - k))
         assert estimate.value - estimate.low >= 0 and estimate.high - estimate.value >= 0
+
+
+@pytest.mark.parametrize("penalty", [None, 0.0], ids=["language_table", "packing"])
+def test_a_task_with_no_episode_has_a_full_row_of_dashes_and_empty_csv_cells(penalty):
+    """Found by a hostile sweep: a task whose every scene was skipped printed "nan" for its mean steps
+    and words in table.md, and with packing's penalties a row two cells short of the header; its CSV
+    row held "nan" and a Wilson interval of [0, 1] over no episode."""
+    from r3.eval import tables
+
+    tasks = ["4", "5"] if penalty is not None else ["iL", "iV"]
+    done = {"scene": 0, "trial": 0, "success": True, "progress": 1.0, "decision_steps": 2}
+    records = [
+        {"task": tasks[0], **done, "reasoning_words": 3.0, "penalty": penalty},
+        {"task": tasks[1], "scene": 0, "trial": 0, "skipped": "the layout already solves the task"},
+    ]
+    rows = tables.task_rows(records, tasks)
+    lines = tables.markdown(rows).splitlines()
+    empty = next(line for line in lines if line.startswith(f"| {tasks[1]} |"))
+    assert "nan" not in empty and empty.count("|") == lines[0].count("|")
+    assert empty.endswith("| 0 | - | - | - | - |" + (" - | - |" if penalty is not None else ""))
+    csv_rows = {r["task"]: r for r in csv.DictReader(tables.to_csv(rows).splitlines())}
+    assert all(
+        value == ""
+        for key, value in csv_rows[tasks[1]].items()
+        if key not in ("task", "split", "episodes", "skipped")
+    )

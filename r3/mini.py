@@ -772,7 +772,8 @@ def to_csv(rows: list[dict]) -> str:
     for r in rows:
         cells = [r["reasoner"]]
         for c in COLUMNS:
-            e = r[c] or {"value": "", "low": "", "high": "", "n": 0}
+            # none, or over no episode (a NaN rate, a Wilson interval of all [0, 1]): empty cells
+            e = r[c] if r[c] and r[c]["n"] else {"value": "", "low": "", "high": "", "n": 0}
             cells += [e["value"], e["low"], e["high"], e["n"]]
         writer.writerow(cells)
     return buffer.getvalue()

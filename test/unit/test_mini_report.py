@@ -140,3 +140,16 @@ def test_a_states_file_with_no_state_is_refused(tmp_path):
         read_states(path)
     path.write_text(json.dumps(GOOD_STATE) + "\n\n" + json.dumps({**GOOD_STATE, "judge": None}) + "\n")
     assert [s["judge"] for s in read_states(path)] == [0.5, None]
+
+
+def test_a_split_with_no_episode_has_empty_csv_cells():
+    """Found by a hostile sweep: a split with no finished episode wrote "nan" and a Wilson interval of
+    [0, 1] over nothing into table.csv (table.md shows "—")."""
+    import csv
+
+    from r3.mini import to_csv
+
+    row = table_row("r", [_episode("group", invalid_steps=0)], None)
+    written = next(csv.DictReader(to_csv([row]).splitlines()))
+    assert [written[f"T_R success {k}"] for k in ("value", "low", "high", "n")] == ["", "", "", "0"]
+    assert [written[f"T_M success {k}"] for k in ("value", "n")] == ["1.0", "1"]

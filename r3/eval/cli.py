@@ -326,7 +326,8 @@ def compare_main(argv: list[str]) -> int:
     if config_a.suite != config_b.suite:
         print(f"error: A evaluates {config_a.suite}, B {config_b.suite}: no task in common", file=sys.stderr)
         return 2
-    for key in ("scenes", "trials", "max_steps", "interface", "grounding"):
+    # every setting but the reasoner, which the comparison is of, that changes what the two counted
+    for key in ("scenes", "trials", "budget", "max_steps", "history", "interface", "grounding"):
         if (value_a := getattr(config_a, key)) != (value_b := getattr(config_b, key)):
             print(
                 f"note: {key} differs: A {bounded_repr(value_a)}, B {bounded_repr(value_b)}", file=sys.stderr

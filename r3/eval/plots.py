@@ -9,22 +9,24 @@ from r3.eval.tables import MEAN, TaskRow
 
 #: Bar colour per split (the pooled mean in grey).
 SPLIT_COLOURS = {"T_M": "#4C72B0", "T_R": "#DD8452", "T_O": "#55A868", "": "#8C8C8C"}
+#: What marks a row with no episode where its bar would be.
+NO_EPISODES = "no episodes"
 
 
 def success_chart(rows: Sequence[TaskRow], path: Path, title: str) -> Path:
-    """Write the success rate of every row with episodes as a bar, whiskers at the Wilson interval's
-    ends (which hold the rate, so the whiskers never go negative at 0 % or 100 %)."""
+    """Write the success rate of every row as a bar, whiskers at the Wilson interval's ends (which hold
+    the rate, so the whiskers never go negative at 0 % or 100 %); a row with no episode (every scene
+    skipped) is marked "no episodes" where its bar would be, not left out nor drawn as 0 %."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    rows = [r for r in rows if r.n]
-    values = [100 * r.success.value for r in rows]
+    values = [100 * r.success.value if r.n else 0.0 for r in rows]
     errors = [
-        [100 * (r.success.value - r.success.low) for r in rows],
-        [100 * (r.success.high - r.success.value) for r in rows],
+        [100 * (r.success.value - r.success.low) if r.n else 0.0 for r in rows],
+        [100 * (r.success.high - r.success.value) if r.n else 0.0 for r in rows],
     ]
     fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(rows) + 1.5), 3.6), dpi=120)
     ax.bar(
@@ -34,6 +36,9 @@ def success_chart(rows: Sequence[TaskRow], path: Path, title: str) -> Path:
         capsize=3,
         color=[SPLIT_COLOURS.get(r.split, SPLIT_COLOURS[""]) for r in rows],
     )
+    for k, r in enumerate(rows):
+        if not r.n:
+            ax.text(k, 2, NO_EPISODES, rotation=90, ha="center", va="bottom", fontsize=7)
     ax.set_xticks(range(len(rows)), [r.task for r in rows], rotation=45, ha="right")
     ax.set_ylim(0, 120)  # headroom for the legend above 100 %
     ax.set_yticks(range(0, 101, 20))
@@ -44,10 +49,7 @@ def success_chart(rows: Sequence[TaskRow], path: Path, title: str) -> Path:
         for split, c in SPLIT_COLOURS.items()
         if any(r.split == split for r in rows)
     ]
-    if legend:
-        ax.legend(handles=legend, fontsize=7, loc="upper right", ncol=len(legend))
-    else:  # every episode was skipped: the chart says so rather than failing
-        ax.text(0.5, 0.5, "no episodes", transform=ax.transAxes, ha="center", va="center")
+    ax.legend(handles=legend, fontsize=7, loc="upper right", ncol=len(legend))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

@@ -116,3 +116,25 @@ def test_a_task_with_no_episode_has_a_full_row_of_dashes_and_empty_csv_cells(pen
         for key, value in csv_rows[tasks[1]].items()
         if key not in ("task", "split", "episodes", "skipped")
     )
+
+
+def test_the_chart_marks_a_task_with_no_episode_instead_of_leaving_it_out(tmp_path, monkeypatch):
+    """Found by a hostile sweep: the chart dropped every task with no episode (each scene skipped)
+    without a mark, while the table lists it; all skipped, it showed only "no episodes"."""
+    from matplotlib.figure import Figure
+
+    from r3.eval import tables
+    from r3.eval.plots import NO_EPISODES, success_chart
+
+    drawn = []
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: drawn.append(fig))
+    done = {"scene": 0, "trial": 0, "success": False, "progress": 0.2, "decision_steps": 2}
+    records = [
+        {"task": "iL", **done, "reasoning_words": 3.0},
+        {"task": "iV", "scene": 0, "trial": 0, "skipped": "the layout already solves the task"},
+    ]
+    success_chart(tables.task_rows(records, ["iL", "iV"]), tmp_path / "success.png", "t")
+    ax = drawn[0].axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["iL", "iV", "mean"]
+    marks = [t for t in ax.texts if t.get_text() == NO_EPISODES]
+    assert [round(t.get_position()[0]) for t in marks] == [1]  # over iV's place, not iL's 0 % bar

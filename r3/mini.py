@@ -821,21 +821,27 @@ def learning_curves(checkpoints: dict[str, Path], path: Path) -> dict[str, list]
 
 
 def success_per_task(records: dict[str, list[dict]], path: Path) -> Path:
-    """Grouped bars: success per task for every reasoner."""
+    """Grouped bars: success per task for every reasoner; a reasoner with no finished episode of a task
+    has its place marked (:data:`r3.eval.plots.NO_EPISODES`), not a bar of 0 % or none."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from r3.eval.metrics import rate
+    from r3.eval.plots import NO_EPISODES
     from r3.eval.runner import completed
 
     tasks = list(dict.fromkeys(r["task"] for rs in records.values() for r in completed(rs)))
     width = 0.8 / max(1, len(records))
     fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(tasks) + 2), 3.6), dpi=120)
     for i, (name, rs) in enumerate(records.items()):
-        values = [100 * rate(r["success"] for r in completed(rs) if r["task"] == t).value for t in tasks]
-        ax.bar([k + i * width for k in range(len(tasks))], values, width, label=name)
+        rates = [rate(r["success"] for r in completed(rs) if r["task"] == t) for t in tasks]
+        places = [k + i * width for k in range(len(tasks))]
+        ax.bar(places, [100 * e.value if e.n else 0.0 for e in rates], width, label=name)
+        for place, e in zip(places, rates):
+            if not e.n:
+                ax.text(place, 2, NO_EPISODES, rotation=90, ha="center", va="bottom", fontsize=5)
     ax.set_xticks([k + 0.4 - width / 2 for k in range(len(tasks))], tasks, rotation=45, ha="right")
     ax.set_ylabel("success %")
     ax.set_ylim(0, 110)

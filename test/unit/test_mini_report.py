@@ -153,3 +153,19 @@ def test_a_split_with_no_episode_has_empty_csv_cells():
     written = next(csv.DictReader(to_csv([row]).splitlines()))
     assert [written[f"T_R success {k}"] for k in ("value", "low", "high", "n")] == ["", "", "", "0"]
     assert [written[f"T_M success {k}"] for k in ("value", "n")] == ["1.0", "1"]
+
+
+def test_success_per_task_marks_a_reasoner_with_no_episode_of_a_task(tmp_path, monkeypatch):
+    """Found by a hostile sweep: a reasoner with no finished episode of a task got a NaN bar, which
+    matplotlib draws as nothing, the same as 0 %, without a word."""
+    from matplotlib.figure import Figure
+
+    from r3.eval.plots import NO_EPISODES
+    from r3.mini import success_per_task
+
+    drawn = []
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: drawn.append(fig))
+    records = {"a": [_episode("group"), _episode("T")], "b": [_episode("group", success=False)]}
+    success_per_task(records, tmp_path / "success_per_task.png")
+    marks = [t for t in drawn[0].axes[0].texts if t.get_text() == NO_EPISODES]
+    assert [round(t.get_position()[0], 1) for t in marks] == [1.4]  # b's place at T, not b's 0 % at group

@@ -161,12 +161,17 @@ class EvalConfig:
         if named_twice := sorted({t for t in self.tasks if self.tasks.count(t) > 1}):
             raise EvalError(f"tasks {named_twice} named more than once")
         # max_steps: RunTask's (a uint32), as --via-ros runs the episodes through the graph
+        # whole numbers: a config.json's 1.5 scenes (or true) counted scenes 0 and 1 as its grid
         for name, most in (("scenes", MAX_SCENES), ("trials", MAX_TRIALS), ("max_steps", UINT32_MAX)):
             value = getattr(self, name)
+            if type(value) is not int:
+                raise EvalError(f"{name} must be a whole number, got {bounded_repr(value)}")
             if not 1 <= value <= most:
                 raise EvalError(f"{name} must be in 1..{most}, got {value}")
-        if self.budget is not None and self.budget < 0:
-            raise EvalError(f"budget must be None (full) or >= 0, got {self.budget}")
+        if self.budget is not None and (type(self.budget) is not int or self.budget < 0):
+            raise EvalError(
+                f"budget must be None (full) or a whole number >= 0, got {bounded_repr(self.budget)}"
+            )
         if self.history not in ("response", "instruction", "none"):
             raise EvalError(f"history must be response, instruction or none, got {self.history!r}")
 

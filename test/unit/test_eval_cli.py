@@ -364,3 +364,18 @@ def test_compare_notes_a_reasoning_budget_or_history_that_differs(tmp_path, caps
     assert cli.eval_main(["compare", str(a), str(b)]) == 0
     err = capsys.readouterr().err
     assert f"note: {key} differs: A {config[key]!r}, B {value!r}" in err, err
+
+
+@pytest.mark.parametrize("key, value", [("scenes", 1.5), ("scenes", True), ("trials", 1.0), ("budget", 2.5)])
+def test_compare_refuses_a_config_whose_counts_are_no_whole_numbers(tmp_path, capsys, key, value):
+    """Found by a hostile sweep: a config.json of 1.5 scenes was taken, and its grid counted scenes 0
+    and 1 (scene < 1.5); true read as 1 scene, a budget of 2.5 tokens as one."""
+    a = fake_run(tmp_path / "a", "base", {"mid": 0.30})
+    b = fake_run(tmp_path / "b", "r3", {"mid": 0.60})
+    config = json.loads((b / CONFIG_FILE).read_text())
+    (b / CONFIG_FILE).write_text(json.dumps({**config, key: value}))
+    assert cli.eval_main(["compare", str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert "is not an evaluation's config" in err and "whole number" in err and len(err.splitlines()) == 1, (
+        err
+    )

@@ -779,18 +779,53 @@ def to_csv(rows: list[dict]) -> str:
     return buffer.getvalue()
 
 
+def training_log(checkpoint: Path) -> list[dict]:
+    """The ``log_history`` of a checkpoint's ``r3_train.json``: a MiniError naming the file when it
+    does not read as one (a list of objects)."""
+    path = checkpoint / "r3_train.json"
+    try:
+        log = json_value(read_small_text(path)).get("log_history")
+    except (OSError, ValueError, AttributeError) as exc:  # AttributeError: JSON that is no object
+        raise MiniError(f"{path} does not read as a training record ({exc})") from None
+    if not isinstance(log, list) or not all(isinstance(e, dict) for e in log):
+        raise MiniError(f"{path} has no log_history (a list of objects)")
+    return log
+
+
+def logged_points(log: list[dict], key: str) -> tuple[list, int]:
+    """The [step, value] points of ``key`` in a training log, and how many entries of it were left out
+    for a value (or step) that is no finite number.
+
+    >>> logged_points([{"step": 1, "loss": 2.0}, {"step": 2, "loss": float("nan")}, {"loss": "x"}], "loss")
+    ([[1, 2.0]], 2)
+    """
+
+    def finite(v) -> bool:
+        return type(v) in (int, float) and math.isfinite(v)
+
+    entries = [e for e in log if key in e]
+    points = [[e.get("step", 0), e[key]] for e in entries if finite(e[key]) and finite(e.get("step", 0))]
+    return points, len(entries) - len(points)
+
+
 def learning_curves(checkpoints: dict[str, Path], path: Path) -> dict[str, list]:
     """Training loss and held-out loss of the SFT stages, reward of the RL stage, from each checkpoint's
-    ``r3_train.json``; returns the held-out loss as [step, loss] points per SFT stage."""
+    ``r3_train.json``; returns the held-out loss as [step, loss] points per SFT stage. Logged values
+    that are no finite number are left out and counted (said, and written on the plot); a panel with
+    no curve says so."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    logs = {s: json.loads((c / "r3_train.json").read_text())["log_history"] for s, c in checkpoints.items()}
+    logs = {s: training_log(c) for s, c in checkpoints.items()}
+    left_out = {}
 
     def series(stage: str, key: str) -> list:
-        return [[e.get("step", 0), e[key]] for e in logs[stage] if key in e]
+        points, dropped = logged_points(logs[stage], key)
+        if dropped:
+            left_out[f"{stage} {key}"] = dropped
+        return points
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.4), dpi=120)
     held_out = {}
@@ -802,18 +837,22 @@ def learning_curves(checkpoints: dict[str, Path], path: Path) -> dict[str, list]
                     *zip(*points), style, label=f"{stage} {'held-out' if key == 'eval_loss' else 'train'}"
                 )
         held_out[stage] = series(stage, "eval_loss")
-    ax1.set_xlabel("step")
-    ax1.set_ylabel("loss")
-    ax1.set_title("Stage I", fontsize=9)
-    ax1.legend(fontsize=7)
     for key in ("rewards/judge/mean", "reward"):
         points = series("rl", key)
         if points:
             ax2.plot(*zip(*points), label=key)
-    ax2.set_xlabel("step")
-    ax2.set_ylabel("reward")
-    ax2.set_title("Stage II (Dr. GRPO)", fontsize=9)
-    ax2.legend(fontsize=7)
+    for ax, title, what in ((ax1, "Stage I", "loss"), (ax2, "Stage II (Dr. GRPO)", "reward")):
+        ax.set_xlabel("step")
+        ax.set_ylabel(what)
+        ax.set_title(title, fontsize=9)
+        if ax.lines:
+            ax.legend(fontsize=7)
+        else:
+            ax.text(0.5, 0.5, f"no {what} logged", transform=ax.transAxes, ha="center", va="center")
+    if left_out:
+        note = "left out, no finite number: " + ", ".join(f"{n} {k}" for k, n in left_out.items())
+        _say(f"report: learning curves: {note}")
+        fig.text(0.01, 0.01, note, fontsize=6)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -169,3 +169,48 @@ def test_success_per_task_marks_a_reasoner_with_no_episode_of_a_task(tmp_path, m
     success_per_task(records, tmp_path / "success_per_task.png")
     marks = [t for t in drawn[0].axes[0].texts if t.get_text() == NO_EPISODES]
     assert [round(t.get_position()[0], 1) for t in marks] == [1.4]  # b's place at T, not b's 0 % at group
+
+
+def _checkpoint(folder, log):
+    folder.mkdir()
+    (folder / "r3_train.json").write_text(json.dumps({"log_history": log}))
+    return folder
+
+
+def test_learning_curves_leave_out_and_name_values_that_are_no_finite_number(tmp_path, monkeypatch, capsys):
+    """Found by a hostile sweep: a NaN loss went into summary.json's held-out losses (NaN, no JSON)
+    and drew nothing on the plot without a word; a stage with nothing logged gave an empty panel
+    and matplotlib's "No artists with labels" warning."""
+    from matplotlib.figure import Figure
+
+    from r3.mini import learning_curves
+
+    drawn = []
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: drawn.append(fig))
+    good = [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.0, "eval_loss": 1.5}]
+    sft = [{"step": 1, "loss": 2.0}, {"step": 2, "eval_loss": float("nan")}, {"step": 3, "eval_loss": 0.5}]
+    checkpoints = {
+        "sft": _checkpoint(tmp_path / "sft", sft),
+        "il": _checkpoint(tmp_path / "il", good),
+        "rl": _checkpoint(tmp_path / "rl", []),
+    }
+    held_out = learning_curves(checkpoints, tmp_path / "curves.png")
+    assert held_out == {"sft": [[3, 0.5]], "il": [[2, 1.5]]}
+    err = capsys.readouterr().err
+    assert "left out, no finite number: 1 sft eval_loss" in err and "No artists" not in err, err
+    texts = [t.get_text() for ax in drawn[0].axes for t in ax.texts] + [t.get_text() for t in drawn[0].texts]
+    assert "no reward logged" in texts and any("1 sft eval_loss" in t for t in texts)
+
+
+@pytest.mark.parametrize(
+    "log", [None, {"log_history": "x"}, [1, 2]], ids=["no_log", "log_a_string", "a_list"]
+)
+def test_a_training_record_without_its_log_is_refused_naming_the_file(tmp_path, log):
+    """Found by a hostile sweep: an r3_train.json without log_history ended the report in a KeyError."""
+    from r3.mini import training_log
+
+    folder = tmp_path / "sft"
+    folder.mkdir()
+    (folder / "r3_train.json").write_text(json.dumps(log))
+    with pytest.raises(MiniError, match=r"sft/r3_train.json (has no log_history|does not read)"):
+        training_log(folder)

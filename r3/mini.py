@@ -736,7 +736,10 @@ def table_row(name: str, records: list[dict], states: list[dict] | None) -> dict
 
 
 def _est(e) -> dict:
-    return {"value": e.value, "low": e.low, "high": e.high, "n": e.n}
+    """An estimate for summary.json: null value and ends over no sample (a NaN, which JSON lacks, and
+    a Wilson interval of all [0, 1] that says nothing)."""
+    ends = {"value": e.value, "low": e.low, "high": e.high}
+    return {k: v if e.n and math.isfinite(v) else None for k, v in ends.items()} | {"n": e.n}
 
 
 COLUMNS = ("valid", "judge", *(f"{s} {m}" for s in SPLITS for m in ("success", "progress")))

@@ -214,3 +214,12 @@ def test_a_training_record_without_its_log_is_refused_naming_the_file(tmp_path, 
     (folder / "r3_train.json").write_text(json.dumps(log))
     with pytest.raises(MiniError, match=r"sft/r3_train.json (has no log_history|does not read)"):
         training_log(folder)
+
+
+def test_a_split_with_no_episode_is_null_in_summary_json():
+    """Found by a hostile sweep: summary.json held NaN (no JSON: strict readers refuse the file) for a
+    split with no finished episode, and a Wilson interval of [0, 1] over nothing."""
+    row = table_row("r", [_episode("group", invalid_steps=0)], None)
+    written = json.loads(json.dumps(row, allow_nan=False))
+    assert written["T_R success"] == {"value": None, "low": None, "high": None, "n": 0}
+    assert written["T_M success"]["value"] == 1.0 and written["T_M success"]["n"] == 1

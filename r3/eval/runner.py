@@ -370,6 +370,8 @@ def read_records(out: Path, unread: list[int] | None = None) -> list[dict]:
 _RECORD_FIELDS = {"task": str, "scene": int, "trial": int}
 #: Mean reasoning words per decision step at most (a record's bound, far above any answer's length).
 MAX_REASONING_WORDS = 1e9
+#: An episode's penalty at most (a bound that keeps out infinity; ERR's penalties are small counts).
+MAX_PENALTY = 1e9
 _OUTCOME_FIELDS = {
     "success": bool,
     "progress": (int, float),
@@ -391,8 +393,10 @@ def _is_record(r) -> bool:
     if isinstance(r.get("skipped"), str):
         return True
     # bounded: a count past them (10**400 by hand) is no episode's, and overflows a table's mean
+    penalty = r.get("penalty")  # ERR's, on packing (NPR and SSR count penalty == 0); None elsewhere
     return (
         typed(_OUTCOME_FIELDS)
+        and (penalty is None or (type(penalty) in (int, float) and 0.0 <= penalty <= MAX_PENALTY))
         and 0.0 <= r["progress"] <= 1.0
         and 0 <= r["decision_steps"] <= UINT32_MAX
         and 0.0 <= r["reasoning_words"] <= MAX_REASONING_WORDS

@@ -174,6 +174,19 @@ def test_every_option_has_help(make):
             "decision_steps": 1,
             "reasoning_words": 10**400,
         },
+        *(
+            {
+                "task": "mid",
+                "scene": 0,
+                "trial": 0,
+                "success": True,
+                "progress": 1.0,
+                "decision_steps": 1,
+                "reasoning_words": 1.0,
+                "penalty": penalty,
+            }
+            for penalty in ("0", float("nan"), -1.0, True)
+        ),
     ],
     ids=[
         "no_success",
@@ -184,6 +197,10 @@ def test_every_option_has_help(make):
         "a_list",
         "huge_steps",
         "huge_words",
+        "penalty_string",
+        "penalty_nan",
+        "penalty_negative",
+        "penalty_true",
     ],
 )
 def test_compare_reads_past_a_line_that_is_no_episode_record(tmp_path, capsys, line):

@@ -149,7 +149,7 @@ class EvalConfig:
         unknown = [t for t in self.tasks if t not in known]
         if unknown or not self.tasks:
             raise EvalError(
-                f"tasks {list(unknown)} unknown or none given for suite {self.suite}; "
+                f"tasks {bounded_repr(list(unknown), 120)} unknown or none given for suite {self.suite}; "
                 f"known: {', '.join(known)}"
             )
         only_sim = not get_suite(self.suite).grounding_choice

@@ -396,3 +396,13 @@ def test_compare_refuses_a_config_whose_counts_are_no_whole_numbers(tmp_path, ca
     assert "is not an evaluation's config" in err and "whole number" in err and len(err.splitlines()) == 1, (
         err
     )
+
+
+def test_a_run_refuses_a_10000_character_task_name_in_a_short_line(tmp_path, capsys):
+    """Found by a hostile sweep: `--tasks` of a 10,000-character name was refused in a line of 10,850
+    characters quoting all of it."""
+    with pytest.raises(SystemExit):
+        r3_main(["eval", "--tasks", "x" * 10_000 + ",a|b", "--scenes", "1", "--out", str(tmp_path / "o")])
+    line = capsys.readouterr().err.splitlines()[-1]
+    assert "unknown or none given for suite language_table" in line and len(line) < 400, len(line)
+    assert not (tmp_path / "o").exists()

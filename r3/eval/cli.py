@@ -357,6 +357,8 @@ def compare_main(argv: list[str]) -> int:
         f"B = {name_b} minus A = {name_a}, in percentage points with 95% intervals; "
         "bold with ▲/▼: the interval excludes 0."
     )
+    if any(r.progress_delta is None for r in rows):  # Welch's interval needs two values a side
+        header += " Δ progress -: fewer than two episodes on a side."
     text = f"{header}\n\n{tables.compare_markdown(rows, name_a, name_b)}\n"
     print(text)
     if args.out is not None:

@@ -406,3 +406,16 @@ def test_a_run_refuses_a_10000_character_task_name_in_a_short_line(tmp_path, cap
     line = capsys.readouterr().err.splitlines()[-1]
     assert "unknown or none given for suite language_table" in line and len(line) < 400, len(line)
     assert not (tmp_path / "o").exists()
+
+
+def test_compare_says_why_a_progress_delta_is_missing(tmp_path, capsys):
+    """Found by a hostile sweep: with one episode on a side the Δ progress cell read "-" without a
+    word of why (Welch's interval needs two values on each side)."""
+    a = fake_run(tmp_path / "a", "base", {"mid": 0.30})
+    b = fake_run(tmp_path / "b", "r3", {"mid": 0.60})
+    lines = (b / EPISODES_FILE).read_text().splitlines()
+    (b / EPISODES_FILE).write_text(lines[0] + "\n")
+    assert cli.eval_main(["compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert out.strip().splitlines()[-1].endswith("| - |")
+    assert "Δ progress -: fewer than two episodes on a side." in out

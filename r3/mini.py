@@ -749,6 +749,8 @@ def _cell(e: dict | None, points: bool) -> str:
     if e is None or e["n"] == 0:
         return "—"
     scale, digits = (100, 1) if points else (1, 3)
+    if e["low"] is None:  # a mean of one value: no interval
+        return f"{scale * e['value']:.{digits}f} (n=1)"
     return f"{scale * e['value']:.{digits}f} ± {scale * (e['high'] - e['low']) / 2:.{digits}f}"
 
 

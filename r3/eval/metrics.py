@@ -5,7 +5,8 @@ Interval methods (chosen so that 0 % and 100 % rates and small samples behave):
 - success-type rates: the **Wilson score interval** (never leaves [0, 1], keeps its coverage at 0 %
   and 100 % where the normal interval collapses to zero width). Tables print it R^3-style as
   ``rate ± h`` with h its half-width, in percentage points; CSVs carry both ends.
-- means of bounded scores (progress): the **Student t interval**, mean ± t(0.975, n-1) s/sqrt(n).
+- means of bounded scores (progress): the **Student t interval**, mean ± t(0.975, n-1) s/sqrt(n)
+  (none from one value: tables show it as ``(n=1)``).
 - differences of rates (``r3 eval compare``): **Newcombe's hybrid score interval** (method 10),
   built from the two Wilson intervals; a difference is significant when the interval excludes 0,
   which for R^3's symmetric ``Δ ± CI`` is the rule |Δ| > CI.
@@ -171,7 +172,8 @@ def rate(flags: Iterable[bool]) -> Estimate:
 
 
 def mean(values: Iterable[float]) -> Estimate:
-    """Mean with its t interval (zero width for one value, NaN for none).
+    """Mean with its t interval; NaN ends for one value (one value gives no interval: a zero-width one
+    would read as certainty), all NaN for none.
 
     >>> m = mean([0.0, 1.0]); (m.value, round(m.high, 3))
     (0.5, 6.853)
@@ -182,7 +184,7 @@ def mean(values: Iterable[float]) -> Estimate:
         return Estimate(float("nan"), float("nan"), float("nan"), 0)
     m = sum(x) / n
     if n == 1:
-        return Estimate(m, m, m, 1)
+        return Estimate(m, float("nan"), float("nan"), 1)
     half = t_quantile(n - 1) * math.sqrt(_variance(x, m) / n)
     return Estimate(m, m - half, m + half, n)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -75,7 +76,12 @@ def task_rows(records: Sequence[dict], tasks: Sequence[str]) -> list[TaskRow]:
 
 
 def _pct(e: metrics.Estimate) -> str:
-    return f"{100 * e.value:.1f} ± {100 * e.half_width:.1f}" if e.n else "-"
+    """``rate ± h`` in percent; ``-`` over no episode, ``(n=1)`` for a mean of one (no interval)."""
+    if not e.n:
+        return "-"
+    if math.isnan(e.half_width):
+        return f"{100 * e.value:.1f} (n=1)"
+    return f"{100 * e.value:.1f} ± {100 * e.half_width:.1f}"
 
 
 def markdown(rows: Sequence[TaskRow]) -> str:
@@ -155,7 +161,7 @@ def _ends(e: metrics.Estimate | None) -> list[str]:
     rate is NaN and whose Wilson interval, all of [0, 1], says nothing)."""
     if e is None or not e.n:
         return ["", "", ""]
-    return [f"{e.value:.6f}", f"{e.low:.6f}", f"{e.high:.6f}"]
+    return [f"{v:.6f}" if math.isfinite(v) else "" for v in (e.value, e.low, e.high)]
 
 
 # ------------------------------------------------------------------------------------ compare

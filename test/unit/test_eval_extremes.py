@@ -138,3 +138,14 @@ def test_the_chart_marks_a_task_with_no_episode_instead_of_leaving_it_out(tmp_pa
     assert [t.get_text() for t in ax.get_xticklabels()] == ["iL", "iV", "mean"]
     marks = [t for t in ax.texts if t.get_text() == NO_EPISODES]
     assert [round(t.get_position()[0]) for t in marks] == [1]  # over iV's place, not iL's 0 % bar
+
+
+def test_one_episodes_progress_has_no_interval_rather_than_one_of_zero_width(tmp_path, capsys):
+    """Found by a hostile sweep: a task with one episode printed its progress as "20.0 ± 0.0", an
+    interval of zero width read as certainty from one sample (its success beside it: ± 39.7)."""
+    out = tmp_path / "one"
+    assert r3_main(finished_run(out, {"iL": [False]})) == 0
+    table = (out / "table.md").read_text()
+    assert "| iL | T_O | 1 | 0.0 ± 39.7 | 20.0 (n=1) |" in table, table
+    row = next(csv.DictReader((out / "table.csv").open()))
+    assert (row["progress"], row["progress_low"], row["progress_high"]) == ("0.200000", "", "")

@@ -66,7 +66,9 @@ def test_mean_interval_is_the_t_interval():
     half = 2.7764 * math.sqrt(2.5 / 5)
     assert (m.value, m.n) == (3.0, 5)
     assert (m.low, m.high) == pytest.approx((3 - half, 3 + half), abs=1e-3)
-    assert mean([0.7]).half_width == 0 and math.isnan(mean([]).value)
+    one = mean([0.7])  # one value gives no interval (a zero-width one read as certainty)
+    assert one.value == 0.7 and math.isnan(one.low) and math.isnan(one.high) and not one.significant
+    assert math.isnan(mean([]).value)
 
 
 def test_rate_difference_newcombe_example():

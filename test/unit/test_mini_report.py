@@ -223,3 +223,11 @@ def test_a_split_with_no_episode_is_null_in_summary_json():
     written = json.loads(json.dumps(row, allow_nan=False))
     assert written["T_R success"] == {"value": None, "low": None, "high": None, "n": 0}
     assert written["T_M success"]["value"] == 1.0 and written["T_M success"]["n"] == 1
+
+
+def test_a_judge_mean_of_one_state_shows_no_interval():
+    """Found by a hostile sweep: the judge reward of one held-out state printed as "0.500 ± 0.000"."""
+    from r3.mini import markdown
+
+    row = table_row("r", [_episode("group", invalid_steps=0)], _states([0.5]))
+    assert "| 0.500 (n=1) |" in markdown([row])

@@ -235,10 +235,11 @@ class PromptSettings:
     def load(cls, model_dir: str | Path) -> PromptSettings | None:
         """The settings a model folder declares; None when it has no :data:`PROMPT_FILE`.
 
-        Raises ValueError naming the file when it is not valid settings.
+        Raises ValueError naming the file when it is not valid settings, or is there but no regular
+        file (a folder, a FIFO, a broken link): the model would be prompted as an untrained one.
         """
         path = Path(model_dir) / PROMPT_FILE
-        if not path.is_file():
+        if not path.exists() and not path.is_symlink():
             return None
         from r3.files import json_value, read_small_text
 

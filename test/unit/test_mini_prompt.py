@@ -4,6 +4,7 @@ its prompt holds no privileged simulator state; and R^3's random baselines draw 
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import numpy as np
@@ -213,3 +214,19 @@ def test_a_folders_prompt_settings_are_refused_unless_each_value_is_what_it_must
     with pytest.raises(ValueError, match="not valid prompt settings") as err:
         PromptSettings.load(tmp_path)
     assert says in str(err.value) and str(tmp_path / PROMPT_FILE) in str(err.value)
+
+
+@pytest.mark.parametrize("kind", ["a folder", "a FIFO", "a broken link"])
+def test_prompt_settings_that_are_no_regular_file_are_refused_not_ignored(tmp_path, kind):
+    """Found by a hostile user: an r3_prompt.json that was a folder, a FIFO or a broken link was
+    taken for no settings at all, and the reasoner prompted a trained checkpoint as an untrained one
+    (reasoning mode, no constraint, temperature 1)."""
+    path = tmp_path / PROMPT_FILE
+    if kind == "a folder":
+        path.mkdir()
+    elif kind == "a FIFO":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(tmp_path / "gone.json")
+    with pytest.raises(ValueError, match=re.escape(str(path))):
+        PromptSettings.load(tmp_path)

@@ -138,11 +138,14 @@ def json_value(text: str | bytes, **options) -> object:
 
 def yaml_value(text: str, loader: type = yaml.SafeLoader) -> object:
     """The YAML document ``text`` holds, read with ``loader``, where YAML nested past Python's recursion
-    limit is a yaml.YAMLError like any other malformed YAML (PyYAML raises RecursionError for it)."""
+    limit, a date that is none (2001-13-45) or an integer past Python's 4,300 digits is a
+    yaml.YAMLError like any other malformed YAML (PyYAML raises RecursionError or ValueError)."""
     try:
         return yaml.load(text, Loader=loader)  # a safe loader: SafeLoader or libyaml's CSafeLoader
     except RecursionError:
         raise yaml.YAMLError("YAML nested too deeply") from None
+    except ValueError as exc:
+        raise yaml.YAMLError(f"a value YAML cannot make: {bounded_repr(str(exc), 120)}") from None
 
 
 def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict:

@@ -387,6 +387,10 @@ def _build(cls, values: dict, where: str):
                 value = math.inf
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{where}.{key}={value!r}: expected a finite number")
+        if type(value) is int and not -(2**63) <= value < 2**63:  # the libraries' int64
+            raise ConfigError(
+                f"{where}.{key}={bounded_repr(value)}: expected a whole number in [-2**63, 2**63)"
+            )
     try:
         return cls(**values)
     except ConfigError as err:

@@ -97,6 +97,25 @@ def test_text_only_model_is_refused(tmp_path, tiny_dir):
         make_backend(f"transformers:{text_only}").load()
 
 
+def test_a_folder_asking_for_beam_search_is_refused_at_load(tmp_path, tiny_dir):
+    """Found by a hostile user: a generation_config.json with num_beams 100000 loaded, and the first
+    decision asked for 100,000 copies of the prompt (a DefaultCPUAllocator failure, or the OOM killer)."""
+    import json
+    import shutil
+
+    folder = tmp_path / "beams"
+    shutil.copytree(tiny_dir, folder)
+    path = folder / "generation_config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "num_beams": 100_000}))
+    with pytest.raises(
+        BackendError, match="generation_config.json: num_beams=100000: the reasoner decodes one"
+    ):
+        make_backend(f"transformers:{folder},device=cpu").load()
+    for beams in (None, 1):  # unset or one: loads
+        path.write_text(json.dumps({**json.loads(path.read_text()), "num_beams": beams}))
+        make_backend(f"transformers:{folder},device=cpu").load()
+
+
 @pytest.mark.parametrize("arch", sorted(NEEDS_TORCHVISION))
 def test_qwen_tiny_models_build_and_generate(tmp_path, arch):
     """The Qwen archs build anywhere; their processor needs torchvision, so without it only

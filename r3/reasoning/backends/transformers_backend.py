@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
+from r3.files import bounded_repr
 from r3.reasoning.backends.base import BackendError, Generation, OnText, ReasonerBackend, error_line
 from r3.reasoning.backends.spec import SAMPLING_OPTIONS, Option
 from r3.reasoning.constrained import InstructionConstraint
@@ -176,6 +177,12 @@ class TransformersBackend(ReasonerBackend):
             )
         except Exception as exc:
             raise BackendError(f"cannot load the model in {self.model_dir}: {error_line(exc)}") from exc
+        beams = model.generation_config.num_beams  # None: not set, one
+        if beams not in (None, 1):  # generate() would keep that many copies of every prompt, images and all
+            raise BackendError(
+                f"{self.model_dir / 'generation_config.json'}: num_beams={bounded_repr(beams)}: the "
+                "reasoner decodes one answer by sampling or greedily, not by beam search; set it to 1"
+            )
         self.processor, self.model, self.prompt = processor, model.to(device).eval(), prompt
 
     def close(self) -> None:

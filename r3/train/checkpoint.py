@@ -17,7 +17,7 @@ from pathlib import Path
 
 from r3.files import json_value, read_small_text
 from r3.reasoning.backends.base import BackendError, error_line
-from r3.reasoning.backends.transformers_backend import PROBE_MESSAGES, chat_text
+from r3.reasoning.backends.transformers_backend import PROBE_MESSAGES, chat_text, load_weights
 from r3.reasoning.prompts import PROMPT_FILE, PromptSettings
 from r3.train.config import ConfigError
 
@@ -40,16 +40,14 @@ def load_model(model_dir: str | Path, dtype: str = "float32"):
     so pure-bf16 weights would barely move. ``dtype="auto"`` keeps the checkpoint's own dtype.
     """
     import torch
-    from transformers import AutoModelForImageTextToText, AutoProcessor
+    from transformers import AutoProcessor
 
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"not a model directory (no config.json): {model_dir}")
     try:
         processor = AutoProcessor.from_pretrained(model_dir, local_files_only=True)
-        model = AutoModelForImageTextToText.from_pretrained(
-            model_dir, local_files_only=True, dtype=dtype if dtype == "auto" else getattr(torch, dtype)
-        )
+        model = load_weights(model_dir, dtype if dtype == "auto" else getattr(torch, dtype))
     except Exception as exc:  # a missing tokenizer, a garbage config, torn weights: each its own kind
         raise ConfigError(f"model: cannot load {model_dir}: {error_line(exc)}") from exc
     try:  # every row goes through the chat template: a broken one fails here, not in the first step

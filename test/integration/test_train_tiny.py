@@ -10,6 +10,7 @@ reward rises), never quality.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -285,6 +286,10 @@ def _broken(model: Path, folder: Path, how: str) -> Path:
         (folder / "config.json").write_text("garbage")
     elif how == "torn weights":
         (folder / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes()[:1000])
+    elif how == "more layers than its weights":
+        config = json.loads((folder / "config.json").read_text())
+        config["text_config"]["num_hidden_layers"] = 40
+        (folder / "config.json").write_text(json.dumps(config))
     return folder
 
 
@@ -297,6 +302,7 @@ def _broken(model: Path, folder: Path, how: str) -> Path:
         ("no tokenizer", "ValueError: Couldn't instantiate the backend tokenizer"),
         ("a config that is no JSON", "JSONDecodeError"),
         ("torn weights", "SafetensorError"),
+        ("more layers than its weights", "config.json declares 342 weight(s) that the checkpoint lacks"),
     ],
 )
 def test_a_broken_model_folder_is_refused_in_one_line_by_training_and_by_the_reasoner(
@@ -304,7 +310,8 @@ def test_a_broken_model_folder_is_refused_in_one_line_by_training_and_by_the_rea
 ):
     """Found by a hostile user: ``r3 train sft`` with such a folder as ``model`` ended in a traceback
     (the chat template's only in the first training step, after the output folder was made), and
-    the reasoner loaded a folder without a working chat template and failed at its first decision."""
+    the reasoner loaded a folder without a working chat template and failed at its first decision.
+    A config.json of more layers than the weights hold trained and reasoned with the rest random."""
     from r3.reasoning.backends.base import BackendError
 
     folder = _broken(data["model"], data["root"] / f"broken {how}", how)
@@ -316,6 +323,9 @@ def test_a_broken_model_folder_is_refused_in_one_line_by_training_and_by_the_rea
     assert not (out / "final").exists()
     if how in ("no chat template", "a template that does not compile", "a template that raises"):
         with pytest.raises(BackendError, match=f"the chat template of .* fails: .*{says}"):
+            make_backend(f"transformers:{folder},device=cpu").load()
+    if how == "more layers than its weights":  # loaded as a model of 38 random layers
+        with pytest.raises(BackendError, match=re.escape(says)):
             make_backend(f"transformers:{folder},device=cpu").load()
 
 

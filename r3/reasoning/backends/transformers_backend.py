@@ -36,6 +36,23 @@ def model_dir_problem(model_dir: Path) -> str | None:
     return None
 
 
+def load_weights(model_dir: Path, dtype):
+    """The vision-language model in ``model_dir`` in ``dtype`` (never downloaded); a ValueError when its
+    weights lack some that its config.json declares, which transformers would start at random (a
+    config of 3,000 layers over a checkpoint of 2 loaded as a mostly random model)."""
+    from transformers import AutoModelForImageTextToText
+
+    model, info = AutoModelForImageTextToText.from_pretrained(
+        model_dir, local_files_only=True, dtype=dtype, output_loading_info=True
+    )
+    if missing := info["missing_keys"]:
+        raise ValueError(
+            f"config.json declares {len(missing)} weight(s) that the checkpoint lacks, "
+            f"{bounded_repr(min(missing), 80)} first"
+        )
+    return model
+
+
 def resolve_device(device: str) -> str:
     """ "auto" -> "cuda" when torch sees a GPU, else "cpu"; a CUDA device this machine does not
     have is refused here, when the backend is built, so `r3 run` says so before the graph starts."""
@@ -150,7 +167,7 @@ class TransformersBackend(ReasonerBackend):
 
     def load(self) -> None:
         import torch
-        from transformers import AutoModelForImageTextToText, AutoProcessor
+        from transformers import AutoProcessor
 
         if problem := model_dir_problem(self.model_dir):
             raise BackendError(problem)
@@ -172,9 +189,7 @@ class TransformersBackend(ReasonerBackend):
             )
         chat_text(processor, PROBE_MESSAGES, where=self.model_dir)  # a broken template fails here, not later
         try:
-            model = AutoModelForImageTextToText.from_pretrained(
-                self.model_dir, local_files_only=True, dtype=getattr(torch, dtype)
-            )
+            model = load_weights(self.model_dir, getattr(torch, dtype))
         except Exception as exc:
             raise BackendError(f"cannot load the model in {self.model_dir}: {error_line(exc)}") from exc
         beams = model.generation_config.num_beams  # None: not set, one

@@ -184,10 +184,12 @@ def load_for_pretraining(model_dir: Path, stage: str, seed: int):
     """(processor, model) of the idefics3 model in ``model_dir`` for pretraining ``stage``, with torch
     seeded; another architecture is refused."""
     import torch
-    from transformers import AutoModelForImageTextToText, AutoProcessor
+    from transformers import AutoProcessor
 
-    processor = AutoProcessor.from_pretrained(model_dir)
-    model = AutoModelForImageTextToText.from_pretrained(model_dir, local_files_only=True)
+    from r3.reasoning.backends.transformers_backend import load_weights
+
+    processor = AutoProcessor.from_pretrained(model_dir, local_files_only=True)  # never downloaded
+    model = load_weights(model_dir, torch.float32)
     if model.config.model_type != "idefics3":
         raise ValueError(f"{model_dir}: {stage} pretraining takes idefics3, not {model.config.model_type}")
     torch.manual_seed(seed)

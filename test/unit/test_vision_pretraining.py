@@ -103,3 +103,18 @@ def test_the_schedule_runs_for_any_number_of_steps(steps):
         schedule.step()
         rates.append(optimizer.param_groups[0]["lr"])
     assert all(0 < r <= 1e-3 for r in rates)
+
+
+def test_a_model_whose_config_declares_weights_it_lacks_is_refused_before_pretraining(tmp_path):
+    """Found in review of a hostile sweep: the pretraining stages loaded a model folder without the
+    reasoner's check, so a config.json of more layers than its weights pretrained a model whose extra
+    layers were random (and the processor could be looked up online)."""
+    from r3.reasoning.tiny import build_tiny_model
+    from r3.train.vision import load_for_pretraining
+
+    model = build_tiny_model("idefics3", tmp_path / "model", hidden=64, image_size=64)
+    config = json.loads((model / "config.json").read_text())
+    config["text_config"]["num_hidden_layers"] += 1
+    (model / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="declares .* weight"):
+        load_for_pretraining(model, "vision", seed=0)

@@ -354,13 +354,14 @@ def _allowed(tp) -> tuple[type, ...]:
 
 
 #: A number in exponent form without a dot (``5e-3``), which PyYAML (YAML 1.1) reads as a string.
-_EXPONENT_ONLY = re.compile(r"[-+]?[0-9]+[eE][-+]?[0-9]+")
+_EXPONENT_FORM = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+")
 
 
 def _number(text: str):
     """A float field's value that PyYAML left as text: the number it spells when it is in exponent
-    form without a dot, else the text itself (a quoted "0.2" is refused by the type check)."""
-    return float(text) if _EXPONENT_ONLY.fullmatch(text) else text
+    form (YAML 1.1 reads 5e-3, no dot, and 5.0e3, no sign, as text), else the text itself (a quoted
+    "0.2" is refused by the type check)."""
+    return float(text) if _EXPONENT_FORM.fullmatch(text) else text
 
 
 def _build(cls, values: dict, where: str):

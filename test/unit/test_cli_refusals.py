@@ -578,12 +578,14 @@ def test_train_refuses_a_bad_config_in_one_line(text, says, tmp_path, capsys):
     refused(train_main, ["rl", "--config", str(config), "--check"], capsys, says)
 
 
-def test_train_reads_a_float_yaml_leaves_as_text_and_checks_the_model_folder(tmp_path, capsys):
-    """PyYAML reads ``5e-3`` (no dot) as a string; it is the number it spells. A missing model folder
-    is refused by ``--check`` too, not found only once training starts."""
+@pytest.mark.parametrize("rate", ["5e-3", "5.0e-3", "1.5E4", ".5e1"])
+def test_train_reads_a_float_yaml_leaves_as_text_and_checks_the_model_folder(rate, tmp_path, capsys):
+    """PyYAML reads ``5e-3`` (no dot) and ``5.0e3`` (no sign) as strings; each is the number it spells
+    (a hostile sweep found ``1.0e300`` refused as no number). A missing model folder is refused by
+    ``--check`` too, not found only once training starts."""
     config = tmp_path / "sft.yaml"
     config.write_text(
-        f"model: {tmp_path / 'none'}\ndataset: {tmp_path}\noutput_dir: o\nlearning_rate: 5e-3\n"
+        f"model: {tmp_path / 'none'}\ndataset: {tmp_path}\noutput_dir: o\nlearning_rate: {rate}\n"
     )
     refused(
         train_main, ["sft", "--config", str(config), "--check"], capsys, "model: model directory not found"

@@ -147,6 +147,18 @@ def test_every_option_has_help(make):
             assert action.help, action.dest
 
 
+#: A finished episode's record, each of whose fields the cases below spoil one at a time.
+_FINISHED = {
+    "task": "mid",
+    "scene": 0,
+    "trial": 0,
+    "success": True,
+    "progress": 1.0,
+    "decision_steps": 1,
+    "reasoning_words": 1.0,
+}
+
+
 @pytest.mark.parametrize(
     "line",
     [
@@ -156,37 +168,9 @@ def test_every_option_has_help(make):
         {"task": ["mid"], "scene": 0, "trial": 0},
         {"task": "bogus", "scene": 0, "trial": 0, "skipped": "x"},
         ["not", "a", "record"],
-        {
-            "task": "mid",
-            "scene": 0,
-            "trial": 0,
-            "success": True,
-            "progress": 1.0,
-            "decision_steps": 10**400,
-            "reasoning_words": 1.0,
-        },
-        {
-            "task": "mid",
-            "scene": 0,
-            "trial": 0,
-            "success": True,
-            "progress": 1.0,
-            "decision_steps": 1,
-            "reasoning_words": 10**400,
-        },
-        *(
-            {
-                "task": "mid",
-                "scene": 0,
-                "trial": 0,
-                "success": True,
-                "progress": 1.0,
-                "decision_steps": 1,
-                "reasoning_words": 1.0,
-                "penalty": penalty,
-            }
-            for penalty in ("0", float("nan"), -1.0, True)
-        ),
+        {**_FINISHED, "decision_steps": 10**400},
+        {**_FINISHED, "reasoning_words": 10**400},
+        *({**_FINISHED, "penalty": penalty} for penalty in ("0", float("nan"), -1.0, True)),
     ],
     ids=[
         "no_success",

@@ -253,30 +253,30 @@ def mark_output(out: str | Path, what: str, *, hold: bool = True) -> Path:
     """Make folder ``out`` and mark it as holding ``what``, before anything else goes in, so that a run
     stopped at any point leaves a folder :func:`resumable_output` knows as its own; ``out``.
 
-    With ``hold``, this process holds the mark (:func:`_hold_mark`) until it exits: a second command
+    With ``hold``, this process holds the folder (:func:`hold_output`) until it exits: a second command
     started on ``out`` while this one runs is a FileRefused, before it writes anything there."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if not _is_earlier_output(out, what, None):
         (out / OUTPUT_MARK).write_text(json.dumps({"what": what}) + "\n")
     if hold:
-        _hold_mark(out, what)
+        hold_output(out, what)
     return out
 
 
-#: The marks this process holds, by folder: the open file whose lock says so.
-_HELD_MARKS: dict[Path, int] = {}
+#: The output folders this process holds: the open folder whose lock says so.
+_HELD_OUTPUTS: dict[Path, int] = {}
 
 
-def _hold_mark(out: Path, what: str) -> None:
-    """Take an exclusive ``flock`` on ``out``'s mark for the rest of this process (the kernel drops it
-    when the process ends, however it ends: a killed run leaves no lock behind); a FileRefused when
-    another process holds it (a run of the same command, working, or frozen with SIGSTOP)."""
-    mark = out / OUTPUT_MARK
-    held = _HELD_MARKS.get(out.resolve())
-    if held is not None and os.path.samestat(os.fstat(held), mark.stat()):
+def hold_output(out: Path, what: str) -> None:
+    """Take an exclusive ``flock`` on folder ``out`` itself for the rest of this process (the kernel
+    drops it when the process ends, however it ends: a killed run leaves no lock behind); a FileRefused
+    when another process holds it (a run of a command writing ``what`` there, working, or frozen with
+    SIGSTOP). Holding it again from this process is a no-op."""
+    held = _HELD_OUTPUTS.get(out.resolve())
+    if held is not None and os.path.samestat(os.fstat(held), out.stat()):
         return
-    fd = os.open(mark, os.O_RDONLY | os.O_CLOEXEC)
+    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -287,7 +287,7 @@ def _hold_mark(out: Path, what: str) -> None:
         ) from None
     if held is not None:
         os.close(held)
-    _HELD_MARKS[out.resolve()] = fd
+    _HELD_OUTPUTS[out.resolve()] = fd
 
 
 def replaceable_output(

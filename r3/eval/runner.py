@@ -29,7 +29,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from r3.files import bounded_repr, json_value, read_small_text, write_text_atomically
+from r3.files import (
+    FileRefused,
+    bounded_repr,
+    hold_output,
+    json_value,
+    read_small_text,
+    write_text_atomically,
+)
 from r3.lowlevel import GROUNDINGS
 from r3.reasoning.backends.base import BackendError
 from r3.safety.goals import UINT32_MAX, GoalRefused, check_interface
@@ -456,6 +463,8 @@ def evaluate(
         check_workers(workers, ray_address)
     except ValueError as exc:
         raise EvalError(str(exc)) from None
+    if out.is_dir():  # before reading it: a resume mends a torn last line another run may be writing
+        _hold(out)
     cached = cached_records(out, config)
     jobs = config.jobs()
     todo = [j for j in jobs if j.key not in cached]
@@ -467,6 +476,7 @@ def evaluate(
         except ValueError as exc:
             raise EvalError(f"reasoner {config.reasoner!r}: {exc}") from None
     out.mkdir(parents=True, exist_ok=True)
+    _hold(out)
     write_text_atomically(out / CONFIG_FILE, json.dumps(asdict(config), indent=2) + "\n")  # a resume reads it
     done = len(jobs) - len(todo)
     if on_progress:
@@ -490,6 +500,14 @@ def evaluate(
             "run again with the same --out to resume)"
         ) from None
     return grid_records(config, cached.values())
+
+
+def _hold(out: Path) -> None:
+    """One run at a time in ``out`` (two wrote every episode twice into one episodes.jsonl)."""
+    try:
+        hold_output(out, "an evaluation")
+    except FileRefused as exc:
+        raise EvalError(str(exc)) from None
 
 
 def evaluation_records(out: Path, config: EvalConfig, unread: list[int] | None = None) -> list[dict]:

@@ -29,12 +29,18 @@ def running(tmp_path):
     stops itself, as a run frozen with SIGSTOP; killed at the end."""
     started = []
 
-    def start(out: Path, what: str) -> subprocess.Popen:
+    def start(out: Path, what: str, mark: bool = True) -> subprocess.Popen:
+        """``mark`` False: the folder is held without a mark, as an evaluation holds its folder."""
         code = (
             "import os, signal, sys\n"
-            "from r3.files import mark_output\n"
-            "mark_output(sys.argv[1], sys.argv[2])\n"
-            "os.kill(os.getpid(), signal.SIGSTOP)\n"
+            "from pathlib import Path\n"
+            "from r3.files import hold_output, mark_output\n"
+            + (
+                "mark_output(sys.argv[1], sys.argv[2])\n"
+                if mark
+                else "Path(sys.argv[1]).mkdir(parents=True); hold_output(Path(sys.argv[1]), sys.argv[2])\n"
+            )
+            + "os.kill(os.getpid(), signal.SIGSTOP)\n"
         )
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
         run = subprocess.Popen([sys.executable, "-c", code, str(out), what], env=env)
@@ -91,3 +97,22 @@ def test_the_same_process_marks_its_folder_again_and_a_mark_is_held_once(tmp_pat
     with pytest.raises(FileRefused, match="is in use"):
         mark_output(other, COLLECTION)
     assert mark_output(other, COLLECTION, hold=False) == other  # a training run's second process
+
+
+def test_a_second_evaluation_on_a_folder_in_use_is_refused(tmp_path, running, capsys):
+    """Found by the crash sweep: two `r3 eval run` on one --out each ran every episode and wrote it into
+    one episodes.jsonl (safe, but twice the work, and a resume mended the other run's last line)."""
+    from r3.cli import main as r3_main
+    from r3.eval.runner import EPISODES_FILE
+
+    out = tmp_path / "eval"
+    argv = ["eval", "--tasks", "V", "--scenes", "1", "--trials", "1", "--max-steps", "1", "--out", str(out)]
+    first = running(out, "an evaluation", mark=False)
+    assert r3_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "is in use: another running command is writing an evaluation there" in err
+    assert "Traceback" not in err and list(out.iterdir()) == []
+    first.send_signal(signal.SIGKILL)  # killed while frozen: its lock goes with it
+    first.wait()
+    assert r3_main(argv) == 0
+    assert len((out / EPISODES_FILE).read_text().splitlines()) == 1

@@ -632,8 +632,8 @@ def repair_bag(bag: str | Path) -> RepairReport:
             fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise BagBusyError(
-                f"{bag} is still being recorded by a live process (it holds {STREAM_FILE}); "
-                "read it once the episode is closed"
+                f"{bag} is in use by a live process that holds its {STREAM_FILE} (a recorder still "
+                "recording the episode, or another repair of the bag); read it once that one is done"
             ) from None
         if not stream.exists():  # another process finished it between our open and our lock
             return RepairReport(bag, False, reason="closed or repaired by another process: nothing to repair")

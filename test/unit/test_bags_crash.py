@@ -233,10 +233,22 @@ def test_cli_repairs_once(tmp_path, capsys):
     assert len(bag_contents(bag)) == returned
 
 
+def test_a_bag_another_repair_holds_is_refused_naming_that_it_may_be_a_repair(tmp_path):
+    """Found by the crash sweep: of two `r3 bag repair` on one torn bag, the second was told the bag
+    "is still being recorded by a live process" while the first was repairing it."""
+    import fcntl
+
+    bag, _ = run_child(tmp_path, "inside", 10.5)
+    with open(bag / STREAM_FILE, "rb") as repairing:  # as the first repair holds it
+        fcntl.flock(repairing.fileno(), fcntl.LOCK_EX)
+        with pytest.raises(BagBusyError, match="or another repair of the bag"):
+            repair_bag(bag)
+
+
 def test_a_bag_being_recorded_is_not_repaired_under_its_writer(tmp_path):
     writer = EpisodeBagWriter(tmp_path, EpisodeInfo(episode_id="live"))
     writer.write(*messages(1)[0])
-    with pytest.raises(BagBusyError, match="still being recorded"):
+    with pytest.raises(BagBusyError, match="in use by a live process .*a recorder still recording"):
         repair_bag(writer.path)
     with pytest.raises(BagBusyError):
         next(read_messages(writer.path))

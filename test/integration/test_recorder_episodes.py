@@ -224,7 +224,8 @@ def _end(episode: str, reason: str):
 def test_a_recorder_frozen_across_end_closes_its_bag_with_the_result_sent_again(session):
     """Found by a hostile client: a recorder frozen (SIGSTOP) across an episode's END was reported by
     the RunTask result as stopped responding, while the bag it closed once woken said complete,
-    success. The reasoner sends END again with the result it gave; the bag closes with that."""
+    success. The reasoner sends END again with the result it gave; the bag ends with that, whether the
+    second END came while it drained or after it closed."""
     from std_msgs.msg import String
 
     from r3.data.bags import INCOMPLETE, read_episode_info
@@ -239,13 +240,17 @@ def test_a_recorder_frozen_across_end_closes_its_bag_with_the_result_sent_again(
         session.spin(0.5)
     finally:
         os.kill(session.recorder.pid, signal.SIGCONT)
-    session.bag("A")
+    session.bag("A")  # closed; its outcome may be written again just after (below)
+    assert session.spin(30, lambda: read_episode_info(session.bags / "A").status == INCOMPLETE)
     info = read_episode_info(session.bags / "A")
-    assert (info.status, info.reason, info.success) == (INCOMPLETE, FELL_SILENT, True), info
+    assert (info.reason, info.success) == (FELL_SILENT, True), info
     ends = [
         m.reason for _, _, _, m in read_messages(session.bags / "A", {names.EPISODE_EVENTS}) if m.event == 1
     ]
-    assert ends == ["success", FELL_SILENT]
+    # Taken while the bag drained, the second END is in it; taken once the bag had closed (on waking the
+    # recorder may close it before a sample DDS sends again comes), it rewrote the closed bag's outcome
+    # (test_an_end_sent_again_after_the_bag_closed_is_what_the_bag_says): the outcome is the same.
+    assert ends in (["success", FELL_SILENT], ["success"]), ends
 
 
 def test_an_end_sent_again_after_the_bag_closed_is_what_the_bag_says(session):

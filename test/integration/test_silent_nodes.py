@@ -176,7 +176,7 @@ def test_a_recorder_frozen_across_end_leaves_a_bag_that_says_what_the_result_sai
         "r3_recorder_node",
         signal.SIGSTOP,
         episode=("--task", "T", "--seed", "5", "--max-steps", "1"),
-        until=lambda: " closed (" in log.read_text(),
+        until=lambda: any(said in log.read_text() for said in (" closed (incomplete", "; now incomplete")),
         heartbeat_timeout_s=timeout_s,
     )
     text = "".join(line for _, line in fault.lines)
@@ -186,7 +186,10 @@ def test_a_recorder_frozen_across_end_leaves_a_bag_that_says_what_the_result_sai
     (bag,) = (tmp_path / "bags").iterdir()
     ends = [m.reason for _, _, _, m in read_messages(bag, {names.EPISODE_EVENTS}) if m.event == 1]
     assert not ends[0].startswith("error"), ends  # the first END went out before the silence was found
-    assert ends[-1] == fell_silent, ends
+    # The second END is in the bag when it came while the bag drained; when it came once the bag had
+    # closed (on waking the recorder may close it before a sample DDS sends again comes), it rewrote
+    # the closed bag's outcome instead: either way the bag says what the result said.
+    assert ends[1:] in ([fell_silent], []), ends
     info = read_episode_info(bag)
     assert (info.status, info.reason) == (INCOMPLETE, fell_silent), (info, log.read_text())
 

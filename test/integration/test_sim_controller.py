@@ -29,7 +29,8 @@ class Probe:
     """This test process as the reasoner: a heartbeat, the FollowInstruction client, ResetScene, and
     what the simulator publishes."""
 
-    def __init__(self, node):
+    def __init__(self, node, lowlevel_node: bool = False):
+        """``lowlevel_node``: the graph has r3_lowlevel_node, which a reset must leave holding a state."""
         from geometry_msgs.msg import Vector3Stamped
         from rclpy.action import ActionClient
 
@@ -52,6 +53,11 @@ class Probe:
         self.reset_client = node.create_client(ResetScene, names.RESET_SCENE)
         self.follow = ActionClient(node, FollowInstruction, names.FOLLOW_INSTRUCTION)
         self.last_beat = 0.0
+        self.beats: dict[str, str] = {}  # each node's latest heartbeat state
+        node.create_subscription(
+            Heartbeat, names.HEARTBEAT, lambda m: self.beats.update({m.node: m.state}), HEARTBEAT
+        )
+        self.lowlevel_node = lowlevel_node
 
     def spin(self, seconds: float, until=lambda: False) -> None:
         import rclpy
@@ -74,6 +80,11 @@ class Probe:
         )
         self.spin(30, done.done)
         assert done.done() and done.result().ok, done.result()
+        if self.lowlevel_node:  # as the reasoner waits (EpisodeWatch.wait_until_graph_up): once the
+            # low-level node has heard a state; before, a goal waits state_timeout_s for one and ends
+            # "no state from the simulator" (a clean-clone run's burst test, discovery slow on busy cores)
+            self.spin(30, lambda: self.beats.get("/r3_lowlevel_node") not in (None, "waiting_for_state"))
+            assert self.beats.get("/r3_lowlevel_node") == "idle", self.beats
         self.spin(0.5)  # its state, and this probe's heartbeat heard there
 
     def send(self, instruction: str, max_steps: int, seed: int = 0, suite: str = "language_table"):
@@ -116,7 +127,7 @@ def controller_sim(env: dict[str, str], log: Path, lowlevel_node: bool = False):
     rclpy.init(domain_id=int(env["ROS_DOMAIN_ID"]))
     node = rclpy.create_node(PROBE)
     try:
-        yield procs[0], Probe(node)
+        yield procs[0], Probe(node, lowlevel_node)
     finally:
         node.destroy_node()
         rclpy.shutdown()

@@ -8,7 +8,7 @@ the input folder, a parent of it) can lose nothing. What a command wrote is know
 leaves (:data:`OUTPUT_MARK`), not by the names of its entries: a user's own ``data/`` folder has
 the name a dataset's rows have. A command that continues its own earlier output (``r3 collect``,
 ``r3 mini``) writes only into a new or empty folder or one holding that output
-(:func:`resumable_output`), one run at a time: the run holds its mark (:func:`mark_output`).
+(:func:`resumable_output`), one run at a time: the run holds its folder (:func:`hold_output`).
 """
 
 from __future__ import annotations

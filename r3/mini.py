@@ -48,6 +48,7 @@ from r3.cli_args import folder, integer
 from r3.files import (
     FileRefused,
     bounded_repr,
+    is_kind,
     json_value,
     mark_output,
     read_small_text,
@@ -583,8 +584,8 @@ def read_states(path: Path) -> list[dict]:
         judge = state.get("judge") if isinstance(state, dict) else None
         if not (
             isinstance(state, dict)
-            and all(type(state.get(k)) is t for k, t in STATE_FIELDS.items())
-            and (judge is None or (type(judge) in (int, float) and math.isfinite(judge)))
+            and all(is_kind(state.get(k), t) for k, t in STATE_FIELDS.items())
+            and (judge is None or is_kind(judge, float))
         ):
             raise MiniError(
                 f"{path}, line {number}: no held-out state's answer ({', '.join(STATE_FIELDS)} and a "
@@ -714,7 +715,7 @@ def table_row(name: str, records: list[dict], states: list[dict] | None) -> dict
     done = completed(records)
     for r in done:
         invalid = r.get("invalid_steps")
-        if not (type(invalid) is int and 0 <= invalid <= r["decision_steps"]):
+        if not (is_kind(invalid, int) and 0 <= invalid <= r["decision_steps"]):
             raise MiniError(
                 f"{name}: the episode of {r['task']}, scene {r['scene']}, trial {r['trial']} has"
                 f" invalid_steps {bounded_repr(invalid)}, not a count of its"
@@ -804,12 +805,12 @@ def logged_points(log: list[dict], key: str) -> tuple[list, int]:
     >>> logged_points([{"step": 1, "loss": 2.0}, {"step": 2, "loss": float("nan")}, {"loss": "x"}], "loss")
     ([[1, 2.0]], 2)
     """
-
-    def finite(v) -> bool:
-        return type(v) in (int, float) and math.isfinite(v)
-
     entries = [e for e in log if key in e]
-    points = [[e.get("step", 0), e[key]] for e in entries if finite(e[key]) and finite(e.get("step", 0))]
+    points = [
+        [e.get("step", 0), e[key]]
+        for e in entries
+        if all(is_kind(v, float) for v in (e[key], e.get("step", 0)))
+    ]
     return points, len(entries) - len(points)
 
 

@@ -33,6 +33,7 @@ from r3.files import (
     FileRefused,
     bounded_repr,
     hold_output,
+    is_kind,
     json_value,
     read_small_text,
     write_text_atomically,
@@ -171,11 +172,11 @@ class EvalConfig:
         # whole numbers: a config.json's 1.5 scenes (or true) counted scenes 0 and 1 as its grid
         for name, most in (("scenes", MAX_SCENES), ("trials", MAX_TRIALS), ("max_steps", UINT32_MAX)):
             value = getattr(self, name)
-            if type(value) is not int:
+            if not is_kind(value, int):
                 raise EvalError(f"{name} must be a whole number, got {bounded_repr(value)}")
             if not 1 <= value <= most:
                 raise EvalError(f"{name} must be in 1..{most}, got {value}")
-        if self.budget is not None and (type(self.budget) is not int or self.budget < 0):
+        if self.budget is not None and (not is_kind(self.budget, int) or self.budget < 0):
             raise EvalError(
                 f"budget must be None (full) or a whole number >= 0, got {bounded_repr(self.budget)}"
             )
@@ -403,7 +404,7 @@ def _is_record(r) -> bool:
     penalty = r.get("penalty")  # ERR's, on packing (NPR and SSR count penalty == 0); None elsewhere
     return (
         typed(_OUTCOME_FIELDS)
-        and (penalty is None or (type(penalty) in (int, float) and 0.0 <= penalty <= MAX_PENALTY))
+        and (penalty is None or (is_kind(penalty, float) and 0.0 <= penalty <= MAX_PENALTY))
         and 0.0 <= r["progress"] <= 1.0
         and 0 <= r["decision_steps"] <= UINT32_MAX
         and 0.0 <= r["reasoning_words"] <= MAX_REASONING_WORDS

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from r3.files import write_text_atomically
+from r3.files import json_value, read_small_text, write_text_atomically
 from r3.instructions.plan import MAX_PLAN_STEPS, split_plan_result
 from r3.instructions.semantic import split_result
 from r3.instructions.tools import split_observation
@@ -241,7 +241,6 @@ class PromptSettings:
         path = Path(model_dir) / PROMPT_FILE
         if not path.exists() and not path.is_symlink():
             return None
-        from r3.files import json_value, read_small_text
 
         try:
             return cls(**json_value(read_small_text(path)))

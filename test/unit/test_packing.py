@@ -270,6 +270,16 @@ def test_env_follows_gymnasium_and_restores_exactly():
     env.close()
 
 
+def test_the_cameras_are_placed_before_the_first_reset():
+    # A perception grounder built on a new env read the camera pose before any reset: MuJoCo had
+    # not computed it yet (all zeros), and the grounder refused it as "not a rigid transform".
+    env = PackingEnv("1")
+    before = env.camera_model("base").base_from_camera
+    env.reset(seed=0)
+    assert np.allclose(before, env.camera_model("base").base_from_camera)
+    env.close()
+
+
 def test_joint_states_report_the_arm_joints_and_half_the_opening_per_finger():
     env = PackingEnv("1")
     env.reset(seed=3)

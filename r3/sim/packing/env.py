@@ -119,6 +119,7 @@ class PackingEnv(gym.Env):
         self._instance = None
         self.model = mujoco.MjModel.from_xml_string(scene.build_mjcf(self.width, self.height))
         self.data = mujoco.MjData(self.model)
+        mujoco.mj_forward(self.model, self.data)  # camera and body poses valid before the first reset
         self._unwelded = self.model.eq_data.copy()  # the welds' data before any grasp measured them
         m = self.model
         self.arm_qpos = np.array([m.jnt_qposadr[m.joint(j).id] for j in scene.ARM_JOINTS])

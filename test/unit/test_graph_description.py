@@ -204,6 +204,17 @@ def test_r3_launch_check(capsys):
     assert "profile isaac: wired" in out
 
 
+def test_r3_launch_check_of_a_vendor_profile_needs_no_vendor_executable(monkeypatch, capsys):
+    """README: `r3 launch gazebo --check` prints the wiring check on a machine without ros_gz; it was
+    refused with "executable 'parameter_bridge' (ros_gz_bridge) is not on PATH", as a start would be."""
+    monkeypatch.setattr("r3.graph.supervisor.shutil.which", lambda name: None)
+    monkeypatch.setattr("r3.graph.cli.Supervisor", lambda *a: pytest.fail("started a graph"))
+    assert launch_main(["gazebo", "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "expects: scene_adapter (not started by r3) must publish /sim/privileged/state" in out
+    assert "[r3 launch] profile gazebo: wired" in out
+
+
 def test_r3_launch_check_fails_on_an_unwired_profile(tmp_path, capsys):
     path = _graph_with(tmp_path, "isaac", lambda ms: [m for m in ms if m["name"] != "isaac_sim"])
     assert launch_main(["isaac", "--check", "--graph", str(path)]) == 1

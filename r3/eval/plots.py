@@ -9,6 +9,8 @@ from r3.eval.tables import MEAN, TaskRow
 
 #: Bar colour per split (the pooled mean in grey).
 SPLIT_COLOURS = {"T_M": "#4C72B0", "T_R": "#DD8452", "T_O": "#55A868", "": "#8C8C8C"}
+#: Bar colour of any other split (packing's held-out goals).
+OTHER_SPLIT_COLOUR = "#8172B3"
 #: What marks a row with no episode where its bar would be.
 NO_EPISODES = "no episodes"
 
@@ -34,7 +36,7 @@ def success_chart(rows: Sequence[TaskRow], path: Path, title: str) -> Path:
         values,
         yerr=errors,
         capsize=3,
-        color=[SPLIT_COLOURS.get(r.split, SPLIT_COLOURS[""]) for r in rows],
+        color=[SPLIT_COLOURS.get(r.split, OTHER_SPLIT_COLOUR) for r in rows],
     )
     for k, r in enumerate(rows):
         if not r.n:
@@ -44,11 +46,8 @@ def success_chart(rows: Sequence[TaskRow], path: Path, title: str) -> Path:
     ax.set_yticks(range(0, 101, 20))
     ax.set_ylabel("success % (95% CI)")
     ax.set_title(title, fontsize=9)
-    legend = [
-        Patch(color=c, label=split or MEAN)
-        for split, c in SPLIT_COLOURS.items()
-        if any(r.split == split for r in rows)
-    ]
+    splits = list(dict.fromkeys(r.split for r in rows))  # every split drawn, packing's "held-out" too
+    legend = [Patch(color=SPLIT_COLOURS.get(s, OTHER_SPLIT_COLOUR), label=s or MEAN) for s in splits]
     ax.legend(handles=legend, fontsize=7, loc="upper right", ncol=len(legend))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

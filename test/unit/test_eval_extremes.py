@@ -140,6 +140,24 @@ def test_the_chart_marks_a_task_with_no_episode_instead_of_leaving_it_out(tmp_pa
     assert [round(t.get_position()[0]) for t in marks] == [1]  # over iV's place, not iL's 0 % bar
 
 
+@pytest.mark.parametrize("tasks", [["1"], ["1", "2"]])
+def test_the_chart_of_packing_goals_has_their_split_in_its_legend(tasks, tmp_path, monkeypatch):
+    """`r3 eval --suite packing --tasks 1` ended in a matplotlib traceback after its table: the
+    legend knew only Language Table's splits, so one held-out goal left it no entry (ncol=0)."""
+    from matplotlib.figure import Figure
+
+    from r3.eval import tables
+    from r3.eval.plots import success_chart
+
+    drawn = []
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: drawn.append(fig))
+    done = {"scene": 0, "trial": 0, "success": True, "progress": 1.0, "decision_steps": 2}
+    records = [{"task": t, **done, "reasoning_words": 3.0, "penalty": 0.0} for t in tasks]
+    success_chart(tables.task_rows(records, tasks), tmp_path / "success.png", "t")
+    labels = [t.get_text() for t in drawn[0].axes[0].get_legend().get_texts()]
+    assert labels == (["held-out"] if len(tasks) == 1 else ["held-out", "mean"])
+
+
 def test_one_episodes_progress_has_no_interval_rather_than_one_of_zero_width(tmp_path, capsys):
     """Found by a hostile sweep: a task with one episode printed its progress as "20.0 ± 0.0", an
     interval of zero width read as certainty from one sample (its success beside it: ± 39.7)."""

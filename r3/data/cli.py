@@ -79,7 +79,11 @@ def collect_main(argv: list[str]) -> int:
         help="what the reasoner is given of its previous step (default: response; packing: instruction)",
     )
     p.add_argument(
-        "--max-steps", type=int, default=20, help="decision steps per episode (default: %(default)s)"
+        "--max-steps",
+        type=int,
+        default=None,
+        help="decision steps per episode (default: 20; packing: the interface's own budget, 45 semantic "
+        "actions, 150 tool calls, 15 plans, as r3 eval and r3 packing demo take)",
     )
     p.add_argument(
         "--steps-per-instruction",

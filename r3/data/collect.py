@@ -60,6 +60,17 @@ def collected_suites() -> tuple[str, ...]:
     return tuple(name for name in suite_names() if get_suite(name).collect_split is not None)
 
 
+def default_max_steps(suite: str, interface: str) -> int:
+    """Decision steps of a collected episode when none are given: 20 for Language Table; a packing turn
+    interface's own budget (``r3.packing_episode``: the semantic interface needs three actions for an
+    instruction's work, the tools interface about ten calls)."""
+    if not get_suite(suite).workcell:
+        return 20
+    from r3.packing_episode import SUITE_ADAPTERS
+
+    return SUITE_ADAPTERS[interface].default_steps
+
+
 @dataclass(frozen=True)
 class CollectConfig:
     """What to collect and how; every value is checked on construction."""
@@ -73,7 +84,9 @@ class CollectConfig:
     ray_address: str | None = None
     backend: str = "expert"
     history: str = "response"
-    max_steps: int = 20
+    #: None: 20 decisions on Language Table; on packing, the interface's own budget (45 semantic actions,
+    #: 150 tool calls, 15 plans), as `r3 eval` and `r3 packing demo` take
+    max_steps: int | None = None
     steps_per_instruction: int = 20
     width: int = 320
     height: int = 240
@@ -114,6 +127,8 @@ class CollectConfig:
             raise ValueError(
                 f"CollectConfig.history must be response, instruction or none, got {self.history!r}"
             )
+        if self.max_steps is None:
+            object.__setattr__(self, "max_steps", default_max_steps(self.suite, self.interface))
         for name in ("max_steps", "steps_per_instruction"):  # RunTask's and FollowInstruction's max_steps
             if not 1 <= getattr(self, name) <= UINT32_MAX:
                 raise ValueError(

@@ -269,3 +269,33 @@ def test_resume_records_a_broken_stored_episode_again(damage, collected, tmp_pat
     (episode,) = load_episodes(out)
     assert [t.step for t in episode.turns] == [0, 1]
     assert collect(config, progress=False).skipped == 1
+
+
+@pytest.mark.parametrize(
+    "suite, interface, steps",
+    [
+        ("language_table", None, 20),
+        ("packing", "semantic", 45),
+        ("packing", "tools", 150),
+        ("packing", "plan", 15),
+    ],
+)
+def test_r3_collect_gives_a_packing_interface_its_own_step_budget(
+    suite, interface, steps, tmp_path, monkeypatch
+):
+    """`r3 collect --suite packing --interface tools` (docs/training.md's expert episodes to start from)
+    cut every episode at 20 decision steps, where the expert needs about 32 tool calls for one goal:
+    none succeeded. The budget is now the interface's, as `r3 eval` and `r3 packing demo` take it."""
+    from r3.data.cli import collect_main
+    from r3.packing_episode import MAX_ACTIONS, MAX_PLANS, MAX_TOOL_CALLS
+
+    assert (MAX_ACTIONS, MAX_TOOL_CALLS, MAX_PLANS) == (45, 150, 15)  # the numbers --help gives
+    seen = []
+    monkeypatch.setattr("r3.data.collect.collect", lambda config, progress: seen.append(config) or 1 / 0)
+    argv = ["--suite", suite, "--scenes", "1", "--trials", "1", "--out", str(tmp_path / "out")]
+    with pytest.raises(ZeroDivisionError):
+        collect_main(argv + (["--interface", interface] if interface else []))
+    assert seen[0].max_steps == steps
+    with pytest.raises(ZeroDivisionError):  # an explicit budget wins
+        collect_main(argv + (["--interface", interface] if interface else []) + ["--max-steps", "7"])
+    assert seen[1].max_steps == 7

@@ -101,11 +101,15 @@ class CollectConfig:
         if suite.name not in known:
             raise ValueError(f"CollectConfig: r3 collect runs {', '.join(known)}, not {self.suite!r}")
         if suite.workcell:  # its training task (the held-out goals are evaluation's), as turn folders
-            if self.interface not in TURN_INTERFACES or self.split != suite.collect_split:
+            if self.split != suite.collect_split:
                 raise ValueError(
-                    f"CollectConfig: {suite.name} collects split {suite.collect_split!r} with a turn "
-                    f"interface ({', '.join(TURN_INTERFACES)}), got split {self.split!r}, "
-                    f"interface {self.interface!r}"
+                    f"CollectConfig: {suite.name} collects split {suite.collect_split!r} (its held-out "
+                    f"goals are evaluation's), got split {self.split!r}"
+                )
+            if self.interface not in TURN_INTERFACES:
+                raise ValueError(
+                    f"CollectConfig: {suite.name} collects with a turn interface "
+                    f"({', '.join(TURN_INTERFACES)}), got interface {self.interface!r}"
                 )
         elif self.interface != "instruction":
             raise ValueError(

@@ -181,8 +181,12 @@ def test_refused_resets_wait_for_events_at_most_once_a_second(monkeypatch):
     """A flood of resets during an episode cannot stall the simulator: one looks for its START until
     CATCH_UP_S has passed, the next ones within CATCH_UP_EVERY_S are refused after one look."""
     clock = [1000.0]
-    monkeypatch.setattr(services.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(services.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    # The fake clock replaces the time module in services only: patched on the time module itself, a
+    # thread an earlier test left sleeping moved it too (886 s between two looks of one call).
+    fake_time = SimpleNamespace(
+        monotonic=lambda: clock[0], sleep=lambda s: clock.__setitem__(0, clock[0] + s)
+    )
+    monkeypatch.setattr(services, "time", fake_time)
     looks = []
     record, answer, _ = _guarded()
     record._take_events = lambda: looks.append(clock[0])

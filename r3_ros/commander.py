@@ -20,12 +20,12 @@ from collections.abc import Callable
 
 import rclpy
 from action_msgs.msg import GoalStatus
-from rclpy.action import ActionClient
 from rclpy.node import Node
 
 from r3.graph import names
 from r3_msgs.action import RunTask
 from r3_msgs.msg import ReasonerStep
+from r3_ros.action_client import ActionClient
 from r3_ros.goals import ANSWER_GRACE_S, GoalStatuses, ResultRequests, accepted_handle
 from r3_ros.stop import StopPublisher, goal_key, new_goal_id
 

@@ -17,11 +17,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from rclpy.action import ActionClient, CancelResponse
+from rclpy.action import CancelResponse
 from rclpy.node import Node
 
 from r3.graph import names
 from r3_msgs.action import FollowInstruction
+from r3_ros.action_client import ActionClient
 from r3_ros.episode_watch import EpisodeError, EpisodeWatch, wait_future
 from r3_ros.executor import InlineCallbackGroup
 from r3_ros.goals import ANSWER_GRACE_S, GoalStatuses, ResultRequests

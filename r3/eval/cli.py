@@ -185,8 +185,10 @@ def _compare_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="r3 eval compare",
         description="Per-task difference B - A of two evaluation folders: success and progress deltas in "
-        "percentage points with 95% intervals (Newcombe score interval for success, Welch t for progress); "
-        "bold with a triangle where the interval excludes 0 (|delta| > CI, as R^3's delta column).",
+        "percentage points with 95% intervals (Newcombe score interval for success, Welch t for progress), "
+        "as 'delta ± half-width' or, where the interval is lopsided, 'delta [low, high]'; bold with a "
+        "triangle where the interval excludes 0 (as R^3's delta column); progress without spread on either "
+        "side has no interval ('no spread') and is never marked.",
     )
     p.add_argument("a", type=Path, help="evaluation folder A (the baseline)")
     p.add_argument("b", type=Path, help="evaluation folder B")
@@ -354,8 +356,8 @@ def compare_main(argv: list[str]) -> int:
     name_a, name_b = args.names or (_shown(config_a.reasoner), _shown(config_b.reasoner))
     rows = tables.compare_rows(records_a, records_b, tasks)
     header = (
-        f"B = {name_b} minus A = {name_a}, in percentage points with 95% intervals; "
-        "bold with ▲/▼: the interval excludes 0."
+        f"B = {name_b} minus A = {name_a}, in percentage points with 95% intervals (Δ ± half-width, or "
+        "Δ [low, high] where lopsided); bold with ▲/▼: the interval excludes 0."
     )
     if any(r.progress_delta is None for r in rows):  # Welch's interval needs two values a side
         header += " Δ progress -: fewer than two episodes on a side."

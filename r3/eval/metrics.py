@@ -8,9 +8,12 @@ Interval methods (chosen so that 0 % and 100 % rates and small samples behave):
 - means of bounded scores (progress): the **Student t interval**, mean ± t(0.975, n-1) s/sqrt(n)
   (none from one value: tables show it as ``(n=1)``).
 - differences of rates (``r3 eval compare``): **Newcombe's hybrid score interval** (method 10),
-  built from the two Wilson intervals; a difference is significant when the interval excludes 0,
+  built from the two Wilson intervals (lopsided near 0 % and 100 %: tables print its two ends where
+  they are not equally far from Δ); a difference is significant when the interval excludes 0,
   which for R^3's symmetric ``Δ ± CI`` is the rule |Δ| > CI.
-- differences of means: Welch's t interval (Welch-Satterthwaite degrees of freedom).
+- differences of means: Welch's t interval (Welch-Satterthwaite degrees of freedom); with no spread
+  on either side it has no width, and such a difference is never significant (values all equal
+  on each side say nothing of the spread Welch's interval needs).
 
 Episodes are treated as independent draws, also the trials of one scene (as R^3's 64 x 16 counts).
 
@@ -54,8 +57,9 @@ class Estimate:
 
     @property
     def significant(self) -> bool:
-        """The interval excludes 0 (meaningful for differences)."""
-        return self.low > 0 or self.high < 0
+        """The interval excludes 0 and has a width (meaningful for differences): one of no width comes
+        only from values without spread, where 0.3 - (0.1 + 0.2), a float's last bit, would count."""
+        return (self.low > 0 or self.high < 0) and self.low < self.high
 
 
 def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:

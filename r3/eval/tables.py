@@ -201,14 +201,21 @@ def compare_rows(
 def _delta(e: metrics.Estimate | None) -> str:
     if e is None:
         return "-"
-    text = f"{100 * e.value:+.1f} ± {100 * e.half_width:.1f}"
+    below, above = (f"{100 * v:.1f}" for v in (e.value - e.low, e.high - e.value))
+    if e.low == e.high:  # no spread on either side: no interval (and never significant)
+        text = f"{100 * e.value:+.1f} (no spread)"
+    elif below == above:
+        text = f"{100 * e.value:+.1f} ± {above}"
+    else:  # a lopsided interval (Newcombe's near 0 % or 100 %): its two ends, not a half-width
+        text = f"{100 * e.value:+.1f} [{100 * e.low:+.1f}, {100 * e.high:+.1f}]"
     if not e.significant:
         return text
     return f"**{text}** {'▲' if e.value > 0 else '▼'}"
 
 
 def compare_markdown(rows: Sequence[CompareRow], name_a: str, name_b: str) -> str:
-    """R^3's Δ column: B - A in percentage points; bold with ▲/▼ where the 95% interval excludes 0."""
+    """R^3's Δ column: B - A in percentage points, "Δ ± h" or, where the 95% interval is lopsided, "Δ [low,
+    high]"; bold with ▲/▼ where the interval excludes 0 (:attr:`r3.eval.metrics.Estimate.significant`)."""
     lines = [
         f"| task | {name_a} success % | {name_b} success % | Δ success | Δ progress |",
         "| --- | ---: | ---: | ---: | ---: |",

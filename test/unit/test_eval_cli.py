@@ -9,7 +9,7 @@ import json
 import pytest
 
 from r3.cli import main as r3_main
-from r3.eval import cli, tables
+from r3.eval import cli, metrics, tables
 from r3.eval.runner import CONFIG_FILE, EPISODES_FILE, EvalConfig
 
 
@@ -111,8 +111,8 @@ def test_compare_marks_significant_deltas(tmp_path, capsys):
     b = fake_run(tmp_path / "b", "r3", {"mid": 0.60, "rect": 0.55, "iL": 0.9})
     assert cli.eval_main(["compare", str(a), str(b), "--out", str(tmp_path / "d")]) == 0
     text = capsys.readouterr().out
-    assert "| mid | 30.0 ± 8.8 | 60.0 ± 9.4 | **+30.0 ± 12.9** ▲ |" in text
-    assert "| rect | 50.0 ± 9.6 | 55.0 ± 9.6 | +5.0 ± 13.6 |" in text
+    assert "| mid | 30.0 ± 8.8 | 60.0 ± 9.4 | **+30.0 [+16.3, +42.2]** ▲ |" in text
+    assert "| rect | 50.0 ± 9.6 | 55.0 ± 9.6 | +5.0 [-8.7, +18.4] |" in text
     assert "iL" not in text  # only tasks both runs have
     rows = {r["task"]: r for r in csv.DictReader((tmp_path / "d" / "compare.csv").open())}
     assert rows["mid"]["success_significant"] == "True" and rows["rect"]["success_significant"] == "False"
@@ -125,7 +125,7 @@ def test_compare_works_on_packing_evaluations(tmp_path, capsys):
     assert cli.eval_main(["compare", str(a), str(b)]) == 0
     text = capsys.readouterr().out
     rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
-    assert rows["4"].startswith("| 4 | 50.0 ± ") and "| 80.0 ± " in rows["4"] and "**+30.0 ± " in rows["4"]
+    assert rows["4"].startswith("| 4 | 50.0 ± ") and "| 80.0 ± " in rows["4"] and "**+30.0 [" in rows["4"]
     assert "▲" in rows["4"] and "▲" not in rows["7"] and "+0.0 ± " in rows["7"]
 
 
@@ -403,3 +403,19 @@ def test_compare_says_why_a_progress_delta_is_missing(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.strip().splitlines()[-1].endswith("| - |")
     assert "Δ progress -: fewer than two episodes on a side." in out
+
+
+def test_compare_prints_lopsided_intervals_by_their_ends_and_no_spread_as_such(tmp_path, capsys):
+    """Found by a review: "Δ ± h" printed half the width of a lopsided Newcombe interval (its ends
+    are not equally far from Δ near 100 %), and progress without spread on either side (every episode
+    a success: all 1.0) printed as "± 0.0", a certainty no sample gives."""
+    a = fake_run(tmp_path / "a", "base", {"mid": 0.90, "rect": 1.0})
+    b = fake_run(tmp_path / "b", "r3", {"mid": 1.0, "rect": 1.0})
+    assert cli.eval_main(["compare", str(a), str(b), "--out", str(tmp_path / "d")]) == 0
+    rows = {line.split(" | ")[0].strip("| "): line for line in capsys.readouterr().out.splitlines()}
+    d = metrics.rate_difference([True] * 90 + [False] * 10, [True] * 100)
+    assert f"**+10.0 [{100 * d.low:+.1f}, {100 * d.high:+.1f}]** ▲" in rows["mid"], rows["mid"]
+    assert round(d.value - d.low, 3) != round(d.high - d.value, 3)
+    assert rows["rect"].endswith("| +0.0 ± 3.7 | +0.0 (no spread) |"), rows["rect"]
+    csv_rows = {r["task"]: r for r in csv.DictReader((tmp_path / "d" / "compare.csv").open())}
+    assert csv_rows["rect"]["progress_significant"] == "False"

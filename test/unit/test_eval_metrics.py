@@ -130,3 +130,13 @@ def test_estimate_significance_excludes_zero():
     assert metrics.Estimate(0.1, 0.01, 0.2, 10).significant
     assert metrics.Estimate(-0.1, -0.2, -0.01, 10).significant
     assert not metrics.Estimate(0.1, -0.01, 0.2, 10).significant
+
+
+def test_a_difference_without_spread_is_never_significant():
+    """Found by a review: values without spread on both sides gave Welch's interval no width, and a
+    zero-width interval off 0 was marked significant, even 0.3 against 0.1 + 0.2 (a float's last bit)."""
+    noise = metrics.mean_difference([0.3, 0.3], [0.1 + 0.2, 0.1 + 0.2])
+    assert noise.value != 0 and noise.low == noise.high and not noise.significant
+    assert not metrics.mean_difference([1.0, 1.0], [0.5, 0.5]).significant
+    assert not metrics.mean_difference([0.5, 0.5], [0.5, 0.5]).significant
+    assert metrics.mean_difference([1.0, 0.9], [0.5, 0.4]).significant  # with spread: as before

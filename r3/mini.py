@@ -480,9 +480,7 @@ class MiniRun:
             for name in (*(row for _, row in ROWS if row != "expert"), "untrained", "sft_unconstrained")
         }
         rows = [table_row(name, records[row], states.get(row)) for name, row in ROWS]
-        differences = {
-            f"{a} - {b}": _est(paired_difference(states[a], states[b])) for a, b in JUDGE_COMPARISONS
-        }
+        differences = judge_differences(states)
         self.path("table.md").write_text(
             f"{self._header(len(states['sft']))}\n\n{markdown(rows)}\n\n{differences_line(differences)}\n"
         )
@@ -620,9 +618,33 @@ def paired_difference(a: list[dict], b: list[dict]):
     )
 
 
+#: Why a pair of answers to one held-out state can be left out of a paired difference.
+UNSCORED_WHY = "the judge gave no score to one answer or both (a judge failure, skipped)"
+
+
+def unscored_pairs(a: list[dict], b: list[dict]) -> dict:
+    """How many pairs :func:`paired_difference` leaves out (``left_out``) and why (``left_out_why``,
+    present when some are): a pair counts only when both answers have a judge score."""
+    left_out = sum(x["judge"] is None or y["judge"] is None for x, y in zip(a, b))
+    return {"left_out": left_out} | ({"left_out_why": UNSCORED_WHY} if left_out else {})
+
+
+def judge_differences(states: dict[str, list[dict]]) -> dict[str, dict]:
+    """summary.json's ``judge_paired_differences``: per pair of :data:`JUDGE_COMPARISONS`, the paired
+    difference and the pairs it left out (:func:`unscored_pairs`)."""
+    return {
+        f"{a} - {b}": _est(paired_difference(states[a], states[b])) | unscored_pairs(states[a], states[b])
+        for a, b in JUDGE_COMPARISONS
+    }
+
+
 def differences_line(differences: dict[str, dict]) -> str:
-    """The paired judge differences as one sentence under the table."""
-    cells = "; ".join(f"{pair}: {_cell(e, False)}" for pair, e in differences.items())
+    """The paired judge differences as one sentence under the table; each names the pairs it left out."""
+    cells = "; ".join(
+        f"{pair}: {_cell(e, False)}"
+        + (f" ({e['left_out']} pair(s) left out: {UNSCORED_WHY})" if e.get("left_out") else "")
+        for pair, e in differences.items()
+    )
     return f"Judge reward, paired differences on the same held-out states (95 % t intervals): {cells}."
 
 

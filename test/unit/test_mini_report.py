@@ -231,3 +231,24 @@ def test_a_judge_mean_of_one_state_shows_no_interval():
 
     row = table_row("r", [_episode("group", invalid_steps=0)], _states([0.5]))
     assert "| 0.500 (n=1) |" in markdown([row])
+
+
+def test_pairs_without_a_judge_score_are_counted_and_named_as_left_out():
+    """Found by a review: a pair with a null judge score on either side was silently left out of the
+    paired difference, seen only as a smaller n in summary.json and not at all in the note."""
+    from r3.mini import JUDGE_COMPARISONS, judge_differences, unscored_pairs
+
+    names = {name for pair in JUDGE_COMPARISONS for name in pair}
+    states = {name: _states([1.0, 0.5, 0.0, 0.25]) for name in names}
+    states["rl"] = _states([1.0, None, 0.0, None])
+    states["sft"] = _states([None, 0.5, 0.0, 0.25])
+    differences = json.loads(json.dumps(judge_differences(states), allow_nan=False))
+    assert differences["rl - sft"]["n"] == 1 and differences["rl - sft"]["left_out"] == 3
+    assert "the judge gave no score" in differences["rl - sft"]["left_out_why"]
+    assert differences["sft - il"]["left_out"] == 1 and differences["sft - il"]["n"] == 3
+    assert differences["rl - il"]["left_out"] == 2
+    assert differences["sft - random_valid"]["left_out"] == 1
+    assert unscored_pairs(states["il"], states["il"]) == {"left_out": 0}  # none: no reason given
+    line = differences_line(differences)
+    assert "rl - sft: 0.000 (n=1) (3 pair(s) left out: the judge gave no score" in line, line
+    assert "sft - il: " in line and "(1 pair(s) left out" in line

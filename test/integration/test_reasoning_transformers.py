@@ -158,3 +158,49 @@ def test_a_constrained_spec_makes_the_random_model_answer_validly(tiny_dir, suit
         ]
         b.close()
     assert answers == {"true": [True] * 3, "false": [False] * 3}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("repetition_penalty", 0),
+        ("repetition_penalty", -1.5),
+        ("repetition_penalty", "high"),
+        ("temperature", -0.5),
+        ("top_p", 1.5),
+        ("top_p", 0),
+        ("top_k", -1),
+        ("top_k", 2.5),
+        ("min_p", 2),
+        ("no_repeat_ngram_size", True),
+    ],
+)
+def test_a_sampling_setting_generate_refuses_is_refused_at_load(tmp_path, tiny_dir, field, value):
+    """Found by a review: a generation_config.json with repetition_penalty 0 (or negative, or no
+    number) loaded, and the first decision failed in transformers' logits processors."""
+    import json
+    import shutil
+
+    folder = tmp_path / "sampling"
+    shutil.copytree(tiny_dir, folder)
+    path = folder / "generation_config.json"
+    saved = json.loads(path.read_text())
+    path.write_text(json.dumps({**saved, field: value}))
+    backend = make_backend(f"transformers:{folder},device=cpu")
+    with pytest.raises(BackendError, match=f"generation_config.json: {field}=") as caught:
+        backend.load()
+    assert "\n" not in str(caught.value) and backend.model is None
+
+
+def test_a_folder_with_ordinary_sampling_settings_loads(tmp_path, tiny_dir):
+    import json
+    import shutil
+
+    folder = tmp_path / "ordinary"
+    shutil.copytree(tiny_dir, folder)
+    path = folder / "generation_config.json"
+    ordinary = {"repetition_penalty": 1.05, "temperature": 0.7, "top_p": 0.8, "top_k": 20, "min_p": None}
+    path.write_text(json.dumps({**json.loads(path.read_text()), **ordinary}))
+    backend = make_backend(f"transformers:{folder},device=cpu")
+    backend.load()
+    backend.close()

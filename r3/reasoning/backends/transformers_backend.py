@@ -18,11 +18,11 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
-from r3.files import bounded_repr
+from r3.files import bounded_repr, is_kind, json_value, read_small_text
 from r3.reasoning.backends.base import BackendError, Generation, OnText, ReasonerBackend, error_line
 from r3.reasoning.backends.spec import SAMPLING_OPTIONS, Option
 from r3.reasoning.constrained import InstructionConstraint
-from r3.reasoning.prompts import PromptSettings, ReasonerInput
+from r3.reasoning.prompts import PromptSettings, ReasonerInput, temperature_problem
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
@@ -33,6 +33,56 @@ def model_dir_problem(model_dir: Path) -> str | None:
         return f"model directory not found: {model_dir}"
     if not (model_dir / "config.json").is_file():
         return f"not a model directory (no config.json): {model_dir}"
+    return None
+
+
+#: The file of a model folder's decoding defaults, which generate() reads for every decision.
+GENERATION_CONFIG = "generation_config.json"
+
+
+def _number(value) -> bool:
+    """A finite number (no bool), as a JSON file held it; an integer too large for a float is none."""
+    try:
+        return is_kind(value, float)
+    except OverflowError:
+        return False
+
+
+#: generation_config.json's sampling fields that transformers takes at load and refuses only at the
+#: first decision (its logits processors check them there), each with the values it takes; null
+#: leaves one unset. Temperature is ranged as r3_prompt.json's (r3.reasoning.prompts).
+GENERATION_FIELDS = {
+    "temperature": (lambda v: _number(v) and temperature_problem(v) is None, "a number in [0, 10]"),
+    "top_p": (lambda v: _number(v) and 0 < v <= 1, "a number in (0, 1]"),
+    "top_k": (lambda v: is_kind(v, int) and v >= 0, "a whole number >= 0 (0: off)"),
+    "min_p": (lambda v: _number(v) and 0 <= v <= 1, "a number in [0, 1]"),
+    "typical_p": (lambda v: _number(v) and 0 < v <= 1, "a number in (0, 1]"),
+    "repetition_penalty": (lambda v: _number(v) and v > 0, "a number > 0 (1: none)"),
+    "encoder_repetition_penalty": (lambda v: _number(v) and v > 0, "a number > 0 (1: none)"),
+    "no_repeat_ngram_size": (lambda v: is_kind(v, int) and v >= 0, "a whole number >= 0 (0: off)"),
+}
+
+
+def generation_config_problem(model_dir: Path) -> str | None:
+    """Why ``model_dir``'s :data:`GENERATION_CONFIG` would fail a decision, or None (no file: the
+    model's defaults): it is no JSON object, or a field of :data:`GENERATION_FIELDS` is out of range.
+    Checked when the backend loads, before any weight: transformers loads ``repetition_penalty: 0``
+    and refuses it at the first decision."""
+    path = model_dir / GENERATION_CONFIG
+    if not path.exists() and not path.is_symlink():
+        return None
+    try:
+        config = json_value(read_small_text(path))
+    except OSError as exc:
+        return f"{path}: not readable ({exc.strerror or exc})"
+    except ValueError as exc:
+        return f"{path}: not JSON ({exc})"
+    if not isinstance(config, dict):
+        return f"{path}: not a JSON object"
+    for name, (ok, expected) in GENERATION_FIELDS.items():
+        value = config.get(name)
+        if value is not None and not ok(value):
+            return f"{path}: {name}={bounded_repr(value)}: expected {expected}"
     return None
 
 
@@ -175,6 +225,8 @@ class TransformersBackend(ReasonerBackend):
             prompt = PromptSettings.load(self.model_dir)
         except ValueError as exc:
             raise BackendError(str(exc)) from exc
+        if problem := generation_config_problem(self.model_dir):  # else the first decision fails
+            raise BackendError(problem)
         device = self.device
         dtype = self.dtype
         if dtype == "auto":

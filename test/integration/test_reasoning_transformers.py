@@ -204,3 +204,80 @@ def test_a_folder_with_ordinary_sampling_settings_loads(tmp_path, tiny_dir):
     backend = make_backend(f"transformers:{folder},device=cpu")
     backend.load()
     backend.close()
+
+
+@pytest.mark.parametrize(
+    ("tower", "field", "value", "said"),
+    [
+        ("text_config", "num_hidden_layers", 1_000_000, "text_config.num_hidden_layers=1000000: more than"),
+        ("text_config", "hidden_size", 10**6, "text_config.hidden_size=1000000: more than"),
+        ("text_config", "intermediate_size", 10**12, "billion parameters"),
+        ("vision_config", "num_hidden_layers", 1000, "billion parameters"),
+    ],
+)
+def test_a_config_of_an_absurd_size_is_refused_before_anything_is_built(
+    tmp_path, tiny_dir, monkeypatch, tower, field, value, said
+):
+    """Found by a review: config.json asking for a million layers (or a million-wide model) went to
+    from_pretrained, which builds every module and allocates its weights before it finds the
+    checkpoint has none of them: the backend and `r3 train` ran out of memory instead of refusing."""
+    import json
+    import shutil
+
+    import transformers
+
+    from r3.train.checkpoint import load_model
+    from r3.train.config import ConfigError
+
+    folder = tmp_path / "absurd"
+    shutil.copytree(tiny_dir, folder)
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    config[tower][field] = value
+    if field == "num_hidden_layers" and value == 1000:  # 1,000 layers, each 65,536 wide: ~17 trillion
+        config[tower]["hidden_size"] = 65536
+    path.write_text(json.dumps(config))
+
+    def never(*args, **kwargs):
+        raise AssertionError("from_pretrained was called")
+
+    monkeypatch.setattr(transformers.AutoModelForImageTextToText, "from_pretrained", never)
+    backend = make_backend(f"transformers:{folder},device=cpu")
+    assert said in backend.load_problem() and "\n" not in backend.load_problem()
+    with pytest.raises(BackendError, match=said):
+        backend.load()
+    with pytest.raises(ConfigError, match=said):
+        load_model(folder)
+
+
+def test_real_vlm_configs_are_not_refused_for_their_size():
+    """The size check passes the 2-4B VLMs R^3 trains (their config.json's size fields)."""
+    from r3.reasoning.backends import transformers_backend as tb
+
+    qwen25_vl_3b = {
+        "hidden_size": 2048,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 36,
+        "vocab_size": 151936,
+        "vision_config": {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420},
+    }
+    smolvlm = {
+        "text_config": {
+            "hidden_size": 2048,
+            "intermediate_size": 8192,
+            "num_hidden_layers": 24,
+            "vocab_size": 49155,
+        },
+        "vision_config": {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27},
+    }
+    qwen3_vl_4b = {
+        "text_config": {
+            "hidden_size": 2560,
+            "intermediate_size": 9728,
+            "num_hidden_layers": 36,
+            "vocab_size": 151936,
+        },
+        "vision_config": {"depth": 24, "hidden_size": 1024, "intermediate_size": 4096},
+    }
+    for config, billions in ((qwen25_vl_3b, (3, 5)), (smolvlm, (1.5, 3)), (qwen3_vl_4b, (4, 6))):
+        assert billions[0] < tb.estimated_parameters(config) / 1e9 < billions[1], config

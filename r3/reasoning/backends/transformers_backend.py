@@ -13,6 +13,7 @@ the reasoner node, ``r3 eval`` and ``r3 collect`` prompt a checkpoint as it was 
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -33,6 +34,75 @@ def model_dir_problem(model_dir: Path) -> str | None:
         return f"model directory not found: {model_dir}"
     if not (model_dir / "config.json").is_file():
         return f"not a model directory (no config.json): {model_dir}"
+    return config_size_problem(model_dir)
+
+
+#: The config.json fields that count a tower's layers and give its width, as the architectures spell
+#: them, and the most of each a real model has by far (Llama 3.1 405B: 126 layers, 16,384 wide).
+LAYER_FIELDS = ("num_hidden_layers", "depth", "num_layers", "n_layer")
+WIDTH_FIELDS = ("hidden_size", "embed_dim", "d_model", "n_embd")
+MAX_LAYERS, MAX_WIDTH = 1024, 65536
+
+
+def _towers(config: dict, where: str = "", depth: int = 0):
+    """(where, sub-config) for ``config`` and each sub-config in it (text_config, vision_config, ...)."""
+    yield where, config
+    if depth < 4:
+        for key, value in config.items():
+            if isinstance(value, dict):
+                yield from _towers(value, f"{where}{key}.", depth + 1)
+
+
+def estimated_parameters(config: dict) -> int:
+    """About how many parameters a model of ``config`` has: per tower with a layer count and a width
+    h, layers x (4 h^2 attention + 3 h x intermediate MLP) plus 2 x vocabulary x h embeddings. A
+    rough figure (Qwen2.5-VL-3B: about 4.3 billion), meant to tell a model that fits from an absurd one."""
+    total = 0
+    for _, tower in _towers(config):
+        layers = next((tower[k] for k in LAYER_FIELDS if is_kind(tower.get(k), int)), 0)
+        width = next((tower[k] for k in WIDTH_FIELDS if is_kind(tower.get(k), int)), 0)
+        inner = tower.get("intermediate_size")
+        inner = inner if is_kind(inner, int) and inner > 0 else 4 * width
+        vocab = tower.get("vocab_size")
+        vocab = vocab if is_kind(vocab, int) and vocab > 0 else 0
+        if layers > 0 and width > 0:
+            total += layers * (4 * width * width + 3 * width * inner) + 2 * vocab * width
+    return total
+
+
+def memory_bytes() -> int | None:
+    """This machine's physical memory, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def config_size_problem(model_dir: Path) -> str | None:
+    """Why the model ``model_dir``'s config.json declares cannot fit, or None: a layer count or width
+    past any real model's (:data:`MAX_LAYERS`, :data:`MAX_WIDTH`), or more parameters than this
+    machine's memory holds at 2 bytes each. Checked before from_pretrained, which builds every
+    module, and allocates its weights, before it looks at the checkpoint."""
+    path = model_dir / "config.json"
+    try:
+        config = json_value(read_small_text(path))
+    except (OSError, ValueError):
+        return None  # transformers says what is wrong with it, without allocating
+    if not isinstance(config, dict):
+        return None
+    for where, tower in _towers(config):
+        for fields, most in ((LAYER_FIELDS, MAX_LAYERS), (WIDTH_FIELDS, MAX_WIDTH)):
+            for name in fields:
+                value = tower.get(name)
+                if is_kind(value, int) and value > most:
+                    shown = f"{where}{name}={bounded_repr(value)}"
+                    return f"{path}: {shown}: more than any model that fits ({most} at most)"
+    need, have = 2 * estimated_parameters(config), memory_bytes()
+    if have and need > have:
+        return (
+            f"{path}: declares about {need / 2e9:.3g} billion parameters, {need / 1e9:.3g} GB at 2 bytes "
+            f"each, more than this machine's {have / 1e9:.3g} GB of memory"
+        )
     return None
 
 
@@ -92,6 +162,8 @@ def load_weights(model_dir: Path, dtype):
     config of 3,000 layers over a checkpoint of 2 loaded as a mostly random model)."""
     from transformers import AutoModelForImageTextToText
 
+    if problem := config_size_problem(model_dir):  # from_pretrained would allocate it first
+        raise ValueError(problem)
     model, info = AutoModelForImageTextToText.from_pretrained(
         model_dir, local_files_only=True, dtype=dtype, output_loading_info=True
     )

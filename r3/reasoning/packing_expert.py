@@ -34,9 +34,11 @@ at step 0 or with another goal or seed.
 The semantic interface (ERR; :meth:`PackingExpert.act`). The same plan, spoken as actions: each move
 becomes ``pick`` (a base-view point on the item's top face, from the base camera's model in the view)
 and ``place`` (a point on the floor of the spot the packing policy would choose), then ``home()``;
-``done()`` when every goal object is in place. It reads the previous action's result line from the
-history: a failed place refused for a touch tries the next free spot, any other failure counts the
-move as refused in that scene, as for instructions.
+``done()`` when every goal object is in place, and also when nothing is left to try (the reasoning
+says it is stuck and why; the episode ends there, unsolved, as the plan and tools interfaces end it
+too, where an answer of nothing would end it three answers later as an error). It reads the
+previous action's result line from the history: a failed place refused for a touch tries the next
+free spot, any other failure counts the move as refused in that scene, as for instructions.
 
 The tools interface (ZAP; :meth:`PackingExpert.call`). The same plan, spoken as pose-tool calls: the
 goal written into the todo list first; then per move: ``change_query`` for the item, ``set_gripper`` to
@@ -415,6 +417,16 @@ def _detours(state: PackingState, task: PackingTaskInstance, refused: frozenset[
     return out
 
 
+def gave_up(why: str) -> str:
+    """Why the expert of an interface with ``done()`` (semantic, plan, tools) ends an episode it is stuck
+    in: ending it is a clean outcome, not successful, where answering nothing would end it three
+    answers later as an error (and its bag, valid steps included, out of every dataset)."""
+    return (
+        f"I am stuck: {why}; no action I could take changes that, so I end the episode here with the goal "
+        "not reached"
+    )
+
+
 def _stuck(state: PackingState, task: PackingTaskInstance) -> str:
     """Why no move is left to try (the reason the episode cannot go on usefully)."""
     for item in task.targets:
@@ -632,8 +644,8 @@ class PackingExpert:
         self, view: PackingExpertView, previous: str, seed: int, step: int, with_reasoning: bool
     ) -> tuple[str, str]:
         """The semantic interface's answer: (action call text, reasoning without its header); the call
-        is "" when nothing is left to try. The instruction a failed action served counts as refused in
-        that scene, as a refused instruction does for :meth:`answer`."""
+        is ``done()`` when nothing is left to try (:func:`gave_up`). The instruction a failed action
+        served counts as refused in that scene, as a refused instruction does for :meth:`answer`."""
         state, task = view.state, view.task
         key = (task.goal, tuple(sorted(task.layout.items())), int(seed))
         action, outcome = read_action(previous)
@@ -671,8 +683,9 @@ class PackingExpert:
     def plan(
         self, view: PackingExpertView, previous: str, seed: int, step: int, with_reasoning: bool
     ) -> tuple[str, str]:
-        """The plan interface's answer: (plan text, reasoning without its header); the plan is "" when
-        nothing is left to try. The plan is the semantic interface's actions for every remaining move,
+        """The plan interface's answer: (plan text, reasoning without its header); the plan is
+        ``1. done()`` when nothing is left to try (:func:`gave_up`). The plan is the semantic
+        interface's actions for every remaining move,
         each planned on the scene the earlier steps are predicted to leave (:func:`predict_step`). After
         a plan that stopped at a failed step it plans again from the scene it finds, the failed step's
         move refused in that scene, as :meth:`act` counts a failed action (a place refused for a touch
@@ -713,9 +726,10 @@ class PackingExpert:
     def call(
         self, view: PackingExpertView, previous: str, seed: int, step: int, with_reasoning: bool
     ) -> tuple[str, str]:
-        """The tools interface's answer: (tool call text, reasoning without its header); the call is ""
-        when nothing is left to try. A move whose call fell short counts as refused in that scene, as a
-        refused instruction does for :meth:`answer` (but see :meth:`_retry`)."""
+        """The tools interface's answer: (tool call text, reasoning without its header); the call is
+        ``done()`` when nothing is left to try (:func:`gave_up`). A move whose call fell short counts
+        as refused in that scene, as a refused instruction does for :meth:`answer` (but see
+        :meth:`_retry`)."""
         state, task = view.state, view.task
         key = (task.goal, tuple(sorted(task.layout.items())), int(seed))
         said, outcome = read_tool_call(previous)
@@ -745,7 +759,7 @@ class PackingExpert:
             elif plan.role == "done":
                 made, why = tools.Done(), "every goal object is where it should be, so the episode can end"
             else:
-                made, why = None, f"I am stuck: {plan.why}"
+                made, why = tools.Done(), gave_up(plan.why)
         self._moving = moving
         text = "" if made is None else tools.format_instruction(made)
         if not with_reasoning:
@@ -878,7 +892,7 @@ def next_step(
     if plan.instruction is None:
         if plan.role == "done":
             return Step(SemanticAction(ActionType.DONE), "every goal object is where it should be"), None
-        return Step(None, f"I am stuck: {plan.why}"), None
+        return Step(SemanticAction(ActionType.DONE), gave_up(plan.why)), None
     item, dest = plan.instruction.item, _dest(plan.instruction)
     if held is not None and held != item:
         point = floor_point(held, None, state, camera, rng)

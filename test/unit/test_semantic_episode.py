@@ -180,3 +180,23 @@ def test_the_cell_carries_out_a_hostile_text_as_a_refusal_that_moves_nothing(cel
     assert done.outcome.startswith("Result: refused (") and cell.env.snapshot() == before
     with pytest.raises(ValueError, match="no 'telepathy' answers"):
         cell.carry_out("telepathy", "home()", np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("interface", ["semantic", "plan", "tools"])
+def test_a_stuck_expert_ends_the_episode_with_done_not_three_invalid_answers(cell, monkeypatch, interface):
+    """Found by a review: with an item no hand can grasp the expert answered nothing three times and
+    the episode ended "error: 3 consecutive invalid reasoner outputs" (its bag incomplete, and dataset
+    builds skipped it, valid steps included). It now answers done(): a clean end, not successful, its
+    reasoning saying why."""
+    from r3.reasoning import packing_expert
+
+    monkeypatch.setattr(packing_expert, "graspable", lambda item, state: False)
+    t = run_packing_episode(
+        "4", 0, make_backend("expert:packing"), cell=cell, render=False, interface=interface
+    )
+    assert not t.aborted and t.agent_ended and not t.success, (t.aborted, [s.instruction for s in t.steps])
+    assert all(s.valid for s in t.steps)
+    last = t.steps[-1]
+    assert last.instruction.rsplit("\n", 1)[-1].endswith(DONE_ANSWER), last.instruction
+    assert "I am stuck: the " in last.raw_response and "cannot be grasped" in last.raw_response
+    assert "goal not reached" in last.raw_response

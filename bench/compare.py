@@ -56,8 +56,10 @@ def verdict(a: dict, b: dict) -> str:
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("a", type=Path)
-    p.add_argument("b", type=Path)
+    p.add_argument(
+        "a", type=Path, help="the baseline run: a JSON file run_all.py wrote (runs/bench/<timestamp>.json)"
+    )
+    p.add_argument("b", type=Path, help="the run to compare with it; each ratio is B / A")
     args = p.parse_args(argv)
     try:
         fa, load_a = figures(args.a)

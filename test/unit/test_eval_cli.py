@@ -1,8 +1,8 @@
-"""`r3 eval`: the files a run writes, the comparison's delta column, and help on every option."""
+"""`r3 eval`: the files a run writes and the comparison's delta column (help on every option:
+test_cli_help.py)."""
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 
@@ -138,13 +138,6 @@ def test_bad_budget_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli.eval_main(["--reasoning-budget", "lots", "--out", str(tmp_path)])
     assert "'full' or a token count" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize("make", [cli._run_parser, cli._compare_parser])
-def test_every_option_has_help(make):
-    for action in make()._actions:
-        if not isinstance(action, argparse._HelpAction):
-            assert action.help, action.dest
 
 
 #: A finished episode's record, each of whose fields the cases below spoil one at a time.

@@ -583,6 +583,10 @@ def test_r3_run_on_the_running_graph_prints_the_bags_absolute_path_from_any_dire
 
 
 def test_every_bag_of_this_graph_holds_every_decision_frame(graph, client):
+    """Every bag the module's episodes left (hostile ones included, in whatever order they ran: run
+    first, this test once found no bag at all), and two of its own."""
+    for seed in (4, 5):
+        assert_serves_a_valid_episode(graph, client, seed)
     counts = [missing_decision_frames(bag) for bag in sorted(graph.bag_dirs())]
-    assert len(counts) >= 5 and sum(w for w, _ in counts) > 0
+    assert len(counts) >= 2 and sum(w for w, _ in counts) > 0
     assert sum(m for _, m in counts) == 0, counts

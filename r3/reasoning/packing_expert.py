@@ -351,28 +351,45 @@ def _make_room(item: str, dest: str, state: PackingState, task: PackingTaskInsta
     return None
 
 
-def next_plan(state: PackingState, task: PackingTaskInstance, refused: frozenset[str] = frozenset()) -> Plan:
-    """The expert's next move; ``refused`` holds instruction texts already refused in this very scene.
+def next_plan(
+    state: PackingState,
+    task: PackingTaskInstance,
+    refused: frozenset[str] = frozenset(),
+    hidden: frozenset[str] = frozenset(),
+) -> Plan:
+    """The expert's next move; ``refused`` holds instruction texts already refused in this very scene,
+    ``hidden`` the items no action can name (outside the base view, for the interfaces that point).
 
     A :class:`Plan` with ``instruction`` None means nothing is left that the expert can try.
     """
     ready, deferred = _wanted(state, task)
     options = (
-        _feasible(ready, state, task) + _detours(state, task, refused) + _feasible(deferred, state, task)
+        _feasible(ready, state, task, hidden)
+        + _detours(state, task, refused, hidden)
+        + _feasible(deferred, state, task, hidden)
     )
     for plan in options:
-        if plan is not None and format_instruction(plan.instruction) not in refused:
+        if (
+            plan is not None
+            and format_instruction(plan.instruction) not in refused
+            and (plan.instruction.item not in hidden or state.held == plan.instruction.item)
+        ):
             return plan
     if any(not task.packed(state, i) for i in task.targets) or not task.clutter_cleared(state):
-        return Plan(None, "stuck", _stuck(state, task))
+        return Plan(None, "stuck", _stuck(state, task, hidden))
     return Plan(None, "done", "every goal object is where it should be")
 
 
-def _feasible(plans: list[Plan], state: PackingState, task: PackingTaskInstance) -> list[Plan | None]:
-    """Each wanted move, or what has to happen before it (room made, an obstacle cleared; None: nothing)."""
+def _feasible(
+    plans: list[Plan], state: PackingState, task: PackingTaskInstance, hidden: frozenset[str]
+) -> list[Plan | None]:
+    """Each wanted move, or what has to happen before it (room made, an obstacle cleared; None: nothing);
+    none for an item in ``hidden``, which no action can pick."""
     out: list[Plan | None] = []
     for plan in plans:
         item, dest = plan.instruction.item, _dest(plan.instruction)
+        if item in hidden and state.held != item:
+            continue
         if dest is not None and not has_room(item, dest, state):
             out.append(_make_room(item, dest, state, task))
             continue
@@ -387,13 +404,16 @@ def _feasible(plans: list[Plan], state: PackingState, task: PackingTaskInstance)
     return out
 
 
-def _detours(state: PackingState, task: PackingTaskInstance, refused: frozenset[str]) -> list[Plan]:
+def _detours(
+    state: PackingState, task: PackingTaskInstance, refused: frozenset[str], hidden: frozenset[str]
+) -> list[Plan]:
     """Other ways for a goal object whose own move was refused here: by way of another tray or the table."""
     out = []
     for item, dest in task.targets.items():
         where = state.tray_of(item)
         if (
             where == dest
+            or item in hidden
             or format_instruction(_move(item, dest, state)) not in refused
             or not graspable(item, state)
         ):
@@ -427,11 +447,13 @@ def gave_up(why: str) -> str:
     )
 
 
-def _stuck(state: PackingState, task: PackingTaskInstance) -> str:
+def _stuck(state: PackingState, task: PackingTaskInstance, hidden: frozenset[str] = frozenset()) -> str:
     """Why no move is left to try (the reason the episode cannot go on usefully)."""
     for item in task.targets:
         if task.packed(state, item):
             continue
+        if item in hidden and state.held != item:
+            return f"the {item} is outside the base camera's view, so no point can name it to pick it up"
         if not graspable(item, state) and state.held != item:
             return f"the {item} lies with every face wider than the open hand, so it cannot be grasped"
         dest = task.targets[item]
@@ -884,10 +906,13 @@ def next_step(
             SemanticAction(ActionType.HOME), "the item is down, so the arm goes back to its rest pose"
         ), None
     held = state.held
+    # Items no point of the base view names cannot be picked; the plan leaves them (and makes no room
+    # for them), else it would pick one with no point to give, an answer of nothing.
+    hidden = frozenset(i for i in state.items if i != held and item_point(i, state, camera) is None)
     plan = (
         carrying
         if carrying is not None and held == carrying.instruction.item
-        else next_plan(state, task, refused)
+        else next_plan(state, task, refused, hidden)
     )
     if plan.instruction is None:
         if plan.role == "done":

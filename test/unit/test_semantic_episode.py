@@ -200,3 +200,29 @@ def test_a_stuck_expert_ends_the_episode_with_done_not_three_invalid_answers(cel
     assert last.instruction.rsplit("\n", 1)[-1].endswith(DONE_ANSWER), last.instruction
     assert "I am stuck: the " in last.raw_response and "cannot be grasped" in last.raw_response
     assert "goal not reached" in last.raw_response
+
+
+@pytest.mark.parametrize("interface", ["semantic", "plan"])
+def test_an_item_outside_the_base_view_is_left_and_named_not_answered_with_nothing(
+    cell, monkeypatch, interface
+):
+    """Found by a review: when no base-view point named the item of the expert's next move (an item
+    off the image), the expert answered nothing, and three such answers ended the episode in error.
+    Its plan now leaves such an item (and makes no room for it), and it ends with done() saying why."""
+    from r3.reasoning import packing_expert
+
+    cell.reset(0, "4")
+    hidden = next(iter(cell.env.task_instance.targets))  # the goal's first item: no point names it
+    seen = packing_expert.item_point
+    monkeypatch.setattr(
+        packing_expert,
+        "item_point",
+        lambda item, state, camera: None if item == hidden else seen(item, state, camera),
+    )
+    t = run_packing_episode(
+        "4", 0, make_backend("expert:packing"), cell=cell, render=False, interface=interface
+    )
+    assert not t.aborted and all(s.valid for s in t.steps), [(s.instruction, s.error) for s in t.steps]
+    assert t.agent_ended and not t.success and 0 < t.progress < 1
+    assert not any(f"pick({hidden}," in s.instruction for s in t.steps)
+    assert f"the {hidden} is outside the base camera's view" in t.steps[-1].raw_response

@@ -20,6 +20,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from r3.files import is_kind
+
 _BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 #: Numbers as people type them, ASCII digits only: ``int()`` and ``float()`` also take "1_000",
 #: full-width digits, "nan" and "inf", none of which a spec should mean.
@@ -55,13 +57,27 @@ class Option:
         value = self.kind(text)
         if number and not math.isfinite(value):
             raise ValueError(f"{key}={text!r}: expected a finite number")
-        if (
+        if self._outside(value):
+            raise ValueError(f"{key}={text!r}: expected {self.range()}")
+        return value
+
+    def value_problem(self, value) -> str | None:
+        """Why ``value``, as a JSON file held it, is no value of this option (a bool is no number, an
+        integer no float can hold is none), or None."""
+        try:
+            if is_kind(value, self.kind) and (self.kind is str or not self._outside(value)):
+                return None
+        except OverflowError:
+            pass
+        what = {bool: "true or false", str: "a string", int: "a whole number", float: "a number"}[self.kind]
+        return f"expected {what}" + ("" if self.kind in (bool, str) else f", {self.range()}")
+
+    def _outside(self, value) -> bool:
+        return (
             (self.low is not None and value < self.low)
             or (self.high is not None and value > self.high)
             or (self.above is not None and value <= self.above)
-        ):
-            raise ValueError(f"{key}={text!r}: expected {self.range()}")
-        return value
+        )
 
     def range(self) -> str:
         """The allowed range in words, e.g. "a value in (0, 1]"."""

@@ -23,7 +23,7 @@ from r3.files import bounded_repr, is_kind, json_value, read_small_text
 from r3.reasoning.backends.base import BackendError, Generation, OnText, ReasonerBackend, error_line
 from r3.reasoning.backends.spec import SAMPLING_OPTIONS, Option
 from r3.reasoning.constrained import InstructionConstraint
-from r3.reasoning.prompts import PromptSettings, ReasonerInput, temperature_problem
+from r3.reasoning.prompts import PromptSettings, ReasonerInput
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
@@ -110,26 +110,18 @@ def config_size_problem(model_dir: Path) -> str | None:
 GENERATION_CONFIG = "generation_config.json"
 
 
-def _number(value) -> bool:
-    """A finite number (no bool), as a JSON file held it; an integer too large for a float is none."""
-    try:
-        return is_kind(value, float)
-    except OverflowError:
-        return False
-
-
 #: generation_config.json's sampling fields that transformers takes at load and refuses only at the
 #: first decision (its logits processors check them there), each with the values it takes; null
-#: leaves one unset. Temperature is ranged as r3_prompt.json's (r3.reasoning.prompts).
+#: leaves one unset. Temperature and top_p are ranged as a backend spec's (and r3_prompt.json's).
 GENERATION_FIELDS = {
-    "temperature": (lambda v: _number(v) and temperature_problem(v) is None, "a number in [0, 10]"),
-    "top_p": (lambda v: _number(v) and 0 < v <= 1, "a number in (0, 1]"),
-    "top_k": (lambda v: is_kind(v, int) and v >= 0, "a whole number >= 0 (0: off)"),
-    "min_p": (lambda v: _number(v) and 0 <= v <= 1, "a number in [0, 1]"),
-    "typical_p": (lambda v: _number(v) and 0 < v <= 1, "a number in (0, 1]"),
-    "repetition_penalty": (lambda v: _number(v) and v > 0, "a number > 0 (1: none)"),
-    "encoder_repetition_penalty": (lambda v: _number(v) and v > 0, "a number > 0 (1: none)"),
-    "no_repeat_ngram_size": (lambda v: is_kind(v, int) and v >= 0, "a whole number >= 0 (0: off)"),
+    "temperature": SAMPLING_OPTIONS["temperature"],
+    "top_p": SAMPLING_OPTIONS["top_p"],
+    "top_k": Option(int, "tokens sampling keeps (0: off)", low=0),
+    "min_p": Option(float, "least probability kept, relative to the top token's", low=0, high=1),
+    "typical_p": Option(float, "typical sampling mass", above=0, high=1),
+    "repetition_penalty": Option(float, "repetition penalty (1: none)", above=0),
+    "encoder_repetition_penalty": Option(float, "prompt repetition penalty (1: none)", above=0),
+    "no_repeat_ngram_size": Option(int, "n-gram size never repeated (0: off)", low=0),
 }
 
 
@@ -149,10 +141,10 @@ def generation_config_problem(model_dir: Path) -> str | None:
         return f"{path}: not JSON ({exc})"
     if not isinstance(config, dict):
         return f"{path}: not a JSON object"
-    for name, (ok, expected) in GENERATION_FIELDS.items():
+    for name, option in GENERATION_FIELDS.items():
         value = config.get(name)
-        if value is not None and not ok(value):
-            return f"{path}: {name}={bounded_repr(value)}: expected {expected}"
+        if value is not None and (problem := option.value_problem(value)):
+            return f"{path}: {name}={bounded_repr(value)}: {problem}"
     return None
 
 

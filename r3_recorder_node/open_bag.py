@@ -14,6 +14,7 @@ remade subscription takes a publisher's kept samples once more) is filed once.
 
 from __future__ import annotations
 
+import math
 import shutil
 import time
 from collections import Counter
@@ -40,6 +41,7 @@ class OpenBag:
         self.sequences: dict[tuple[str, bytes], int] = {}  # last sequence number, by topic and publisher
         self.full = ""  # why the bag takes no more messages but its episode events ("" while it does)
         self.drain: Drain | None = None  # once END has come
+        self.dropped_s = -math.inf  # when the kernel was last seen dropping datagrams to this process
         self.ended = None  # the END event, once it has come
 
     @property
@@ -96,12 +98,17 @@ class OpenBag:
         self.drain = Drain(end_sent_ns, now_s, min_wait_s, max_wait_s)
         self.ended = event
 
+    def saw_drops(self, now_s: float) -> None:
+        """The kernel has dropped datagrams addressed to this process since the last poll: a sample
+        of the episode may be lost until its writer repairs it (``closing``)."""
+        self.dropped_s = now_s
+
     def may_close(self, now_s: float, steps_recorded: bool) -> bool:
         """After END, at each poll: the episode's step records (where ``steps_recorded``) and a frame
         for each have come, and the drain's rule holds."""
         if self.ended is None:
             return False
-        return self.drain.tick(now_s, self.records_arrived(steps_recorded))
+        return self.drain.tick(now_s, self.records_arrived(steps_recorded), self.dropped_s)
 
     def records_arrived(self, steps_recorded: bool) -> bool:
         """After END: a frame for each of its steps, and its step records (where ``steps_recorded``)."""

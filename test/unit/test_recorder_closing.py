@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from r3_recorder_node.closing import DRAIN_TICK_S, Drain
+import socket
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from r3_recorder_node.closing import DRAIN_TICK_S, REPAIR_S, WRITER_HEARTBEAT_S, Drain, udp_drops
+from r3_ros import DDS_PROFILES, DDS_PROFILES_UDP_ONLY, DDS_PROFILES_UDP_ONLY_LOCALHOST
 
 END_NS = 1_000_000_000  # END's source stamp
 
@@ -61,3 +67,34 @@ def test_the_shortest_wait_holds_even_when_quiet():
     d = drain(min_wait_s=4.5 * DRAIN_TICK_S)
     closed = ticks(d, 10.0 + DRAIN_TICK_S, 6)
     assert closed.index(True) == 4  # the first tick at or after 4.5 ticks
+
+
+def test_after_the_kernel_dropped_datagrams_a_quiet_bag_waits_for_their_repair():
+    """A lost tail leaves no gap and no straggler until its writer's next heartbeat: a recorder frozen
+    across END closed its bag 40 ms after it woke, without the last 7 of 30 large messages."""
+    woke = 10.0 + DRAIN_TICK_S / 2
+    d = drain()
+    closed = [d.tick(10.0 + k * DRAIN_TICK_S, True, dropped_s=woke) for k in range(1, 100)]
+    first = 10.0 + (closed.index(True) + 1) * DRAIN_TICK_S
+    assert woke + REPAIR_S <= first < woke + REPAIR_S + DRAIN_TICK_S
+    assert ticks(drain(), 10.0 + DRAIN_TICK_S, 1) == [True]  # without drops, at the first whole tick
+
+
+def test_the_drops_counted_are_those_of_this_processs_sockets():
+    """Linux counts, per socket, the datagrams it dropped because the receive buffer was full."""
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    with receiver, sender:
+        receiver.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the kernel's least
+        receiver.bind(("127.0.0.1", 0))
+        before = udp_drops()
+        for _ in range(50):
+            sender.sendto(b"x" * 1000, receiver.getsockname())
+        assert udp_drops() - before >= 40  # the buffer holds a few of the 50
+
+
+@pytest.mark.parametrize("profile", [DDS_PROFILES, DDS_PROFILES_UDP_ONLY, DDS_PROFILES_UDP_ONLY_LOCALHOST])
+def test_the_repair_wait_counts_the_heartbeats_of_r3s_writers(profile):
+    period = ET.parse(profile).find(".//{*}data_writer/{*}times/{*}heartbeat_period")
+    seconds = int(period.find("{*}sec").text) + int(period.find("{*}nanosec").text) / 1e9
+    assert seconds == WRITER_HEARTBEAT_S

@@ -29,6 +29,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 PROFILE_DIR_ENV = "R3_PROFILE_DIR"
@@ -165,16 +166,25 @@ def _write(path: Path, text: str) -> None:
 
 def record_while_flagged(
     folder: str | os.PathLike, name: str, rate: float = 200.0, wakes: WakeLedger | None = None
-) -> threading.Thread:
+) -> Callable[[], None]:
     """Sample while ``folder/RECORDING`` exists; write ``folder/<name>-<pid>.txt`` (and, with a
     ``wakes`` ledger the node's executor fills, ``<name>-<pid>.wakes.tsv``) whenever it goes away.
-    Runs in a daemon thread for the life of the process (a node under ``R3_PROFILE_DIR``)."""
+    Runs in a daemon thread (a node under ``R3_PROFILE_DIR``) until the function returned is called,
+    which writes what it sampled so far (a node that stops while the flag exists)."""
     folder = Path(folder)
     flag, out = folder / RECORDING_FLAG, folder / f"{name}-{os.getpid()}.txt"
+    stopped = threading.Event()
+
+    def write(sampler: StackSampler) -> None:
+        sampler.stop()
+        _write(out, sampler.collapsed())
+        if wakes is not None:
+            wakes.stop()
+            _write(out.with_name(out.stem + WAKES_SUFFIX), wakes.tsv())
 
     def watch() -> None:
         sampler = None
-        while True:
+        while not stopped.is_set():
             flagged = flag.exists()
             if flagged and sampler is None:
                 sampler = StackSampler(rate)
@@ -182,14 +192,17 @@ def record_while_flagged(
                 if wakes is not None:
                     wakes.start()
             elif not flagged and sampler is not None:
-                sampler.stop()
-                _write(out, sampler.collapsed())
-                if wakes is not None:
-                    wakes.stop()
-                    _write(out.with_name(out.stem + WAKES_SUFFIX), wakes.tsv())
+                write(sampler)
                 sampler = None
-            time.sleep(0.05)
+            stopped.wait(0.05)
+        if sampler is not None:
+            write(sampler)
 
     thread = threading.Thread(target=watch, name="r3-profile-watch", daemon=True)
     thread.start()
-    return thread
+
+    def stop() -> None:
+        stopped.set()
+        thread.join()
+
+    return stop

@@ -114,6 +114,9 @@ class PackingSimNode(R3Node):
         self.publish_settled()
         self.get_logger().info(f"packing workcell at {width}x{height}")
 
+    def shutdown(self) -> None:
+        self.freezes.close()
+
     # -- callbacks -----------------------------------------------------------------------------
     def goal_refusal(self, goal) -> str:
         """Why a FollowInstruction or MoveToPose goal will be refused before anything moves ("" = it

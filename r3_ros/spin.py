@@ -51,7 +51,7 @@ def run_node(node_class, args=None, threads: int | Callable[[Node], int] = 8) ->
     signal.signal(signal.SIGINT, on_sigint)  # before rclpy.init, whose handler calls it
     speed_up_rclpy_logging()
     rclpy.init(args=args)
-    node = None
+    node, stop_profiling = None, None
     try:
         node = node_class()
         # With a pool, long action callbacks never starve the rest.
@@ -60,7 +60,7 @@ def run_node(node_class, args=None, threads: int | Callable[[Node], int] = 8) ->
         if os.environ.get(PROFILE_DIR_ENV):  # bench/profile_graph.py: where a node's CPU time goes
             wakes = WakeLedger()
             count_wakes(executor, wakes)
-            record_while_flagged(os.environ[PROFILE_DIR_ENV], node.get_name(), wakes=wakes)
+            stop_profiling = record_while_flagged(os.environ[PROFILE_DIR_ENV], node.get_name(), wakes=wakes)
         executor.add_node(node)
         spinning = True
         executor.spin()
@@ -81,6 +81,8 @@ def run_node(node_class, args=None, threads: int | Callable[[Node], int] = 8) ->
         if isinstance(executor, QueueAwareExecutor) and not executor.wind_down(WIND_DOWN_S):
             late = f"a callback still ran {WIND_DOWN_S:.0f} s after the spin ended"
             print(f"{node.get_name()}: {late}", file=sys.stderr)
+        if stop_profiling is not None:
+            stop_profiling()
         if node is not None:
             if hasattr(node, "shutdown"):
                 node.shutdown()

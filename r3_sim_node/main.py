@@ -143,6 +143,8 @@ class SimNode(R3Node):
             self.command_or_close.notify()
         if self.settler.is_alive():
             self.settler.join(timeout=5)
+        if self.controller:
+            self.freezes.close()
 
     # -- callbacks -----------------------------------------------------------------------------
     def on_reset(self, request: ResetScene.Request, response: ResetScene.Response) -> ResetScene.Response:

@@ -22,16 +22,22 @@ class FreezeWatch:
         self.deadline_s, self.period_s = deadline_s, period_s
         self._last_wake = time.monotonic()
         self._last_freeze_end, self._last_freeze_s = float("-inf"), 0.0
-        threading.Thread(target=self._run, daemon=True, name="freeze-watch").start()
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="freeze-watch")
+        self._thread.start()
 
     def _run(self) -> None:
-        while True:
-            time.sleep(self.period_s)
+        while not self._closed.wait(self.period_s):
             now = time.monotonic()
             gap = now - self._last_wake
             if gap > self.deadline_s:
                 self._last_freeze_end, self._last_freeze_s = now, gap
             self._last_wake = now
+
+    def close(self) -> None:
+        """Stop the thread (a node's shutdown; a test's end): it would otherwise outlive its owner."""
+        self._closed.set()
+        self._thread.join()
 
     def frozen_since(self, t: float) -> float:
         """Seconds the process was frozen after monotonic time ``t`` (0.0 when it was not): a freeze

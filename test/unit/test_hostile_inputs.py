@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from types import SimpleNamespace
 
@@ -278,6 +279,8 @@ def test_the_freeze_watch_sees_a_sigstop_of_this_process():
     assert watch.frozen_since(before) > 0.5  # right after the wake-up, before or after the thread saw it
     time.sleep(0.1)
     assert watch.frozen_since(before) > 0.5 and watch.frozen_since(time.monotonic()) == 0.0
+    watch.close()
+    assert "freeze-watch" not in {t.name for t in threading.enumerate()}  # it outlived its owners before
 
 
 class _Freezes:

@@ -55,7 +55,7 @@ def test_a_bad_rate_is_refused():
 
 
 def test_a_node_records_while_the_flag_exists_and_writes_when_it_goes(tmp_path):
-    record_while_flagged(tmp_path, "probe")
+    stop = record_while_flagged(tmp_path, "probe")
     (tmp_path / RECORDING_FLAG).touch()
     time.sleep(0.2)  # the watcher has seen the flag
     run_threads(0.4)
@@ -65,12 +65,24 @@ def test_a_node_records_while_the_flag_exists_and_writes_when_it_goes(tmp_path):
         time.sleep(0.05)
     (written,) = tmp_path.glob("probe-*.txt")
     assert cpu_by_function(written.read_text()).get("busy_loop", 0.0) > 0.05
+    stop()
+    assert "r3-profile-watch" not in {t.name for t in threading.enumerate()}
+
+
+def test_a_node_stopped_while_the_flag_exists_writes_what_it_sampled(tmp_path):
+    stop = record_while_flagged(tmp_path, "probe")
+    (tmp_path / RECORDING_FLAG).touch()
+    time.sleep(0.2)  # the watcher has seen the flag
+    run_threads(0.4)
+    stop()
+    (written,) = tmp_path.glob("probe-*.txt")
+    assert cpu_by_function(written.read_text()).get("busy_loop", 0.0) > 0.05
 
 
 def test_wake_ups_are_counted_only_while_recording_and_written_beside_the_stacks(tmp_path):
     ledger = WakeLedger()
     ledger.record("/before", 0.001)  # not recording yet: left out
-    record_while_flagged(tmp_path, "probe", wakes=ledger)
+    stop = record_while_flagged(tmp_path, "probe", wakes=ledger)
     (tmp_path / RECORDING_FLAG).touch()
     deadline = time.monotonic() + 5
     while not ledger.recording and time.monotonic() < deadline:
@@ -85,3 +97,4 @@ def test_wake_ups_are_counted_only_while_recording_and_written_beside_the_stacks
     assert read_wakes(written) == [("/pusher/command", 3, 0.0015), ("timer 0.25 s", 1, 0.002)]
     ledger.record("/after", 0.001)  # stopped: left out
     assert "/after" not in ledger.wakes
+    stop()

@@ -839,31 +839,46 @@ def item_point(item: str, state: PackingState, camera: CameraModel) -> tuple[int
 
 
 def floor_spot(
-    item: str, dest: str | None, state: PackingState, rng, choice: int = 0
+    item: str, dest: str | None, state: PackingState, rng, choice: int = 0, camera: CameraModel | None = None
 ) -> tuple[float, float, float] | None:
     """The point of the floor (x, y, z in the base frame) where ``item`` goes in ``dest`` (None: the
     table), at the spot the packing policy would choose (corner first in a tray: the ``choice``-th free
-    one, the last when fewer are free; a random free spot on the table)."""
+    one, the last when fewer are free; a random free spot on the table); with ``camera``, only among
+    the free spots its image shows (a place names its spot by an image point)."""
     others = [placement.footprint(n, i.pos[0], i.pos[1], i.yaw) for n, i in state.items.items() if n != item]
     yaws = (state.items[item].yaw,)
+    z = TRAY_SPECS[dest].floor if dest else 0.0
+    keep = None if camera is None else (lambda x, y: camera.normalised_point((x, y, z)) is not None)
     if dest is None:
-        spot = placement.random_spot(item, DROP_REGION, others, rng, yaws)
+        spot = placement.random_spot(item, DROP_REGION, others, rng, yaws, keep)
         spots = [] if spot is None else [spot]
     else:
-        spots = placement.corner_spots(item, tray_rect(dest), others, yaws, count=choice + 1)
+        spots = placement.corner_spots(item, tray_rect(dest), others, yaws, count=choice + 1, keep=keep)
     if not spots:
         return None
     x, y, _ = spots[min(choice, len(spots) - 1)]
-    return x, y, TRAY_SPECS[dest].floor if dest else 0.0
+    return x, y, z
 
 
 def floor_point(
     item: str, dest: str | None, state: PackingState, camera: CameraModel, rng, choice: int = 0
 ) -> tuple[int, int] | None:
-    """The base-view point of :func:`floor_spot`."""
-    spot = floor_spot(item, dest, state, rng, choice)
+    """The base-view point of :func:`floor_spot` among the spots the base view shows (None: none is
+    free and shown)."""
+    spot = floor_spot(item, dest, state, rng, choice, camera)
     point = None if spot is None else camera.normalised_point(spot)
     return None if point is None else (round(point[0]), round(point[1]))
+
+
+def no_floor_point(item: str, dest: str | None, state: PackingState) -> str:
+    """Why no base-view point names a spot to set ``item`` down in ``dest`` (None: the table)."""
+    rect = DROP_REGION if dest is None else tray_rect(dest)
+    others = [placement.footprint(n, i.pos[0], i.pos[1], i.yaw) for n, i in state.items.items() if n != item]
+    if placement.candidates(item, rect, others, yaws=(state.items[item].yaw,)):
+        why = "none of the free spots there is in the base camera's view, so no point can name one"
+    else:
+        why = "no spot there is free"
+    return f"the {item} cannot be set down {_where_to(dest)}: {why}"
 
 
 def read_action(previous: str) -> tuple[SemanticAction | None, str]:
@@ -899,7 +914,8 @@ def next_step(
     it (a point on the floor of the free spot); ``carrying`` is the move whose pick put the item held
     in the gripper, and its place comes next (at the ``spot``-th free spot). An item held for no move
     goes down on the table first; after each successful place the arm goes home, as the packing policy
-    does; ``done()`` when every goal object is in place.
+    does; ``done()`` when every goal object is in place, or when no free spot the base view shows is
+    left to set the held item down (:func:`no_floor_point` says why).
     """
     if after_place:
         return Step(
@@ -921,15 +937,19 @@ def next_step(
     item, dest = plan.instruction.item, _dest(plan.instruction)
     if held is not None and held != item:
         point = floor_point(held, None, state, camera, rng)
+        if point is None:
+            return Step(SemanticAction(ActionType.DONE), gave_up(no_floor_point(held, None, state))), None
         why = f"the gripper holds the {held}, which no planned move needs now, so it goes down on the table"
-        return Step(None if point is None else SemanticAction(ActionType.PLACE, held, point), why), None
+        return Step(SemanticAction(ActionType.PLACE, held, point), why), None
     if held != item:
         point = item_point(item, state, camera)
         why = f"{plan.why}, so the hand picks up the {item} at the middle of its top face"
         return Step(None if point is None else SemanticAction(ActionType.PICK, item, point), why), plan
     point = floor_point(item, dest, state, camera, rng, spot)
+    if point is None:
+        return Step(SemanticAction(ActionType.DONE), gave_up(no_floor_point(item, dest, state))), None
     why = f"the gripper holds the {item} and {plan.why}, so it goes down on a free spot {_where_to(dest)}"
-    return Step(None if point is None else SemanticAction(ActionType.PLACE, item, point), why), plan
+    return Step(SemanticAction(ActionType.PLACE, item, point), why), plan
 
 
 def write_semantic_reasoning(
@@ -1025,9 +1045,7 @@ def plan_steps(
             dest = None if serving is None else _dest(serving.instruction)
             again = np.random.default_rng()
             again.bit_generator.state = drawn
-            where = floor_spot(action.label, dest, state, again, spot)
-            if where is None or camera.normalised_point(where) is None:
-                break  # no spot to predict from: plan again once this place is done
+            where = floor_spot(action.label, dest, state, again, spot, camera)
         state = predict_step(state, action, where)
         after_place, spot = action.type is ActionType.PLACE, 0
         carrying = serving if action.type is ActionType.PICK else None

@@ -226,3 +226,57 @@ def test_an_item_outside_the_base_view_is_left_and_named_not_answered_with_nothi
     assert t.agent_ended and not t.success and 0 < t.progress < 1
     assert not any(f"pick({hidden}," in s.instruction for s in t.steps)
     assert f"the {hidden} is outside the base camera's view" in t.steps[-1].raw_response
+
+
+def _hide_tray_floor(monkeypatch, tray: str, share: float) -> None:
+    """A base camera whose image leaves out the ``share`` of ``tray``'s floor nearest its low x side:
+    no point names a spot there (the base views of the held-out tasks show every floor whole)."""
+    from r3.perception.camera import CameraModel
+    from r3.tasks.packing.tasks import tray_rect
+    from r3.tasks.packing.workcell import TRAY_SPECS
+
+    (x0, x1), (y0, y1) = tray_rect(tray)
+    shown = CameraModel.normalised_point
+
+    def normalised_point(camera, xyz):
+        x, y, z = xyz
+        on_floor = abs(z - TRAY_SPECS[tray].floor) < 1e-6 and x0 <= x <= x1 and y0 <= y <= y1
+        return None if on_floor and x < x0 + share * (x1 - x0) else shown(camera, xyz)
+
+    monkeypatch.setattr(CameraModel, "normalised_point", normalised_point)
+
+
+@pytest.mark.parametrize("interface", ["semantic", "plan"])
+def test_a_free_spot_outside_the_base_view_is_passed_over_for_one_the_view_shows(
+    cell, monkeypatch, interface
+):
+    """Found by a review: when the free spot the expert chose for a place lay outside the base image,
+    no point could name it and the expert answered nothing, three times, and the episode ended in
+    error. It now sets the item down at a free spot the image shows."""
+    _hide_tray_floor(monkeypatch, "small", 0.4)  # task 4 seed 0 packs two items into the small tray
+    t = run_packing_episode(
+        "4", 0, make_backend("expert:packing"), cell=cell, render=False, interface=interface
+    )
+    assert not t.aborted and all(s.valid for s in t.steps), [(s.instruction, s.error) for s in t.steps]
+    assert [i for i, tray in cell.env.task_instance.targets.items() if tray == "small"] == [
+        "gelatin box",
+        "foam brick",
+    ]
+    assert cell.env.state().tray_of("gelatin box") == cell.env.state().tray_of("foam brick") == "small"
+
+
+@pytest.mark.parametrize("interface", ["semantic", "plan"])
+def test_an_item_with_no_free_spot_in_the_base_view_ends_the_episode_with_done_naming_it(
+    cell, monkeypatch, interface
+):
+    """Found by a review, as above: where the image shows no free spot of the tray at all, the expert
+    ends with done(), its reasoning naming the item it could not set down and why."""
+    _hide_tray_floor(monkeypatch, "small", 1.0)
+    t = run_packing_episode(
+        "4", 0, make_backend("expert:packing"), cell=cell, render=False, interface=interface
+    )
+    assert not t.aborted and all(s.valid for s in t.steps), [(s.instruction, s.error) for s in t.steps]
+    assert t.agent_ended and not t.success
+    assert t.steps[-1].instruction.rsplit("\n", 1)[-1].endswith(DONE_ANSWER), t.steps[-1].instruction
+    last = t.steps[-1].raw_response
+    assert "cannot be set down in the small tray: none of the free spots there is in the base" in last

@@ -9,6 +9,7 @@ layout sampler (random spots) and by the packing policy (deterministic corner-fi
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -47,10 +48,15 @@ def overlaps(a: Box, b: Box, gap: float = PLACE_GAP) -> bool:
 YAWS = (0.0, math.pi / 2)
 
 
+#: A test of a spot's centre (x, y): whether a spot may be chosen (None: every spot may).
+Keep = Callable[[float, float], bool] | None
+
+
 def candidates(
-    item: str, rect: Rect, occupied: list[Box], margin: float = 0.006, yaws=YAWS
+    item: str, rect: Rect, occupied: list[Box], margin: float = 0.006, yaws=YAWS, keep: Keep = None
 ) -> list[tuple[float, float, float]]:
-    """Every grid spot ``(x, y, yaw)`` in ``rect`` where the item fits without touching ``occupied``."""
+    """Every grid spot ``(x, y, yaw)`` in ``rect`` where the item fits without touching ``occupied``
+    (and that ``keep`` keeps: a place named by an image point keeps the spots the camera shows)."""
     out = []
     (x0, x1), (y0, y1) = rect
     for yaw in yaws:
@@ -60,13 +66,15 @@ def candidates(
         for x in xs:
             for y in ys:
                 box = (float(x), float(y), hx, hy)
-                if not any(overlaps(box, o) for o in occupied):
+                if not any(overlaps(box, o) for o in occupied) and (keep is None or keep(box[0], box[1])):
                     out.append((float(x), float(y), yaw))
     return out
 
 
-def random_spot(item: str, rect: Rect, occupied: list[Box], rng: np.random.Generator, yaws=YAWS):
-    found = candidates(item, rect, occupied, yaws=yaws)
+def random_spot(
+    item: str, rect: Rect, occupied: list[Box], rng: np.random.Generator, yaws=YAWS, keep: Keep = None
+):
+    found = candidates(item, rect, occupied, yaws=yaws, keep=keep)
     return None if not found else found[int(rng.integers(len(found)))]
 
 
@@ -77,14 +85,19 @@ def corner_spot(item: str, rect: Rect, occupied: list[Box], yaws=YAWS):
 
 
 def corner_spots(
-    item: str, rect: Rect, occupied: list[Box], yaws=YAWS, count: int = 1, spacing: float = 0.04
+    item: str,
+    rect: Rect,
+    occupied: list[Box],
+    yaws=YAWS,
+    count: int = 1,
+    spacing: float = 0.04,
+    keep: Keep = None,
 ) -> list[tuple[float, float, float]]:
     """Up to ``count`` free spots, nearest the low corner first, each ``spacing`` from the others
     (alternatives for when the hand cannot reach the first one without touching a neighbour)."""
     (x0, _), (y0, _) = rect
-    found = sorted(
-        candidates(item, rect, occupied, yaws=yaws), key=lambda c: (round(c[0] - x0 + c[1] - y0, 4), c[2])
-    )
+    free = candidates(item, rect, occupied, yaws=yaws, keep=keep)
+    found = sorted(free, key=lambda c: (round(c[0] - x0 + c[1] - y0, 4), c[2]))
     chosen: list[tuple[float, float, float]] = []
     for spot in found:
         if len(chosen) == count:

@@ -442,9 +442,14 @@ def gave_up(why: str) -> str:
     in: ending it is a clean outcome, not successful, where answering nothing would end it three
     answers later as an error (and its bag, valid steps included, out of every dataset)."""
     return (
-        f"I am stuck: {why}; no action I could take changes that, so I end the episode here with the goal "
-        "not reached"
+        f"I am stuck because {why}. No action I could take changes that, so I end the episode here with "
+        "the goal not reached"
     )
+
+
+def _sentence(why: str) -> str:
+    """``why`` (a clause, or sentences without the last full stop) as the sentence a reasoning says."""
+    return f"{why[0].upper()}{why[1:]}."
 
 
 def _stuck(state: PackingState, task: PackingTaskInstance, hidden: frozenset[str] = frozenset()) -> str:
@@ -972,7 +977,7 @@ def write_semantic_reasoning(
         parts.append(f"Already packed where the goal wants them: the {_names(done)}.")
     if todo:
         parts.append(f"Still to do: {'; '.join(todo)}.")
-    why = f"{step.why[0].upper()}{step.why[1:]}."
+    why = _sentence(step.why)
     parts.append(
         why if step.action is not None else f"{why} No call I could make changes that, so I make none."
     )
@@ -1078,7 +1083,9 @@ def write_plan_reasoning(
         parts.append(f"Still to do: {'; '.join(todo)}.")
     reasons = [s.why for s, _ in chosen if s.action.type is not ActionType.HOME]
     if not chosen:
-        parts.append(f"{stuck[0].upper()}{stuck[1:]}. No plan I could make changes that, so I give none.")
+        parts.append(f"{_sentence(stuck)} No plan I could make changes that, so I give none.")
+    elif chosen[0][0].action.type is ActionType.DONE:  # a plan of its own: its reason, not a list of steps
+        parts.append(_sentence(chosen[0][0].why))
     else:
         parts.append("Step by step: " + "; then ".join(reasons) + ".")
         if chosen[-1][0].action.type is not ActionType.DONE:
@@ -1286,6 +1293,6 @@ def write_tool_reasoning(
         parts.append(f"Already packed where the goal wants them: the {_names(done)}.")
     if todo:
         parts.append(f"Still to do: {'; '.join(todo)}.")
-    sentence = f"{why[0].upper()}{why[1:]}."
+    sentence = _sentence(why)
     parts.append(sentence if calls else f"{sentence} No call I could make changes that, so I make none.")
     return " ".join(parts)

@@ -198,8 +198,31 @@ def test_a_stuck_expert_ends_the_episode_with_done_not_three_invalid_answers(cel
     assert all(s.valid for s in t.steps)
     last = t.steps[-1]
     assert last.instruction.rsplit("\n", 1)[-1].endswith(DONE_ANSWER), last.instruction
-    assert "I am stuck: the " in last.raw_response and "cannot be grasped" in last.raw_response
+    assert "I am stuck because the " in last.raw_response and "cannot be grasped" in last.raw_response
     assert "goal not reached" in last.raw_response
+
+
+@pytest.mark.parametrize("interface", ["semantic", "plan", "tools"])
+def test_a_stuck_expert_says_why_in_sentences_a_person_would_write(cell, monkeypatch, interface):
+    """Found by a review: the plan interface's stuck reasoning read "Step by step: I am stuck: ...",
+    a one-step list of a reason. Each interface's now says it in whole sentences."""
+    import re
+
+    from r3.reasoning import packing_expert
+
+    monkeypatch.setattr(packing_expert, "graspable", lambda item, state: False)
+    t = run_packing_episode(
+        "4", 0, make_backend("expert:packing"), cell=cell, render=False, interface=interface
+    )
+    reasoning = t.steps[-1].raw_response.split("Reasoning:", 1)[1].strip().splitlines()[0]
+    assert re.search(
+        r"\. I am stuck because the [a-z ]+ lies with every face wider than the open hand, so it cannot be "
+        r"grasped\. No action I could take changes that, so I end the episode here with the goal not "
+        r"reached\.$",
+        reasoning,
+    ), reasoning
+    assert all(s[0].isupper() for s in re.split(r"(?<=\.) ", reasoning)), reasoning
+    assert "Step by step" not in reasoning and ": I am" not in reasoning, reasoning
 
 
 @pytest.mark.parametrize("interface", ["semantic", "plan"])

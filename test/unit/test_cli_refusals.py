@@ -812,6 +812,47 @@ def test_impute_refuses_an_output_it_cannot_write_or_that_is_its_input(where, tm
     assert (dataset / "r3_dataset.json").read_text() == '{"kind": "rl"}'
 
 
+@pytest.mark.parametrize(
+    "field, value, why",
+    [
+        ("top_p", 2, "top_p=2: "),
+        ("repetition_penalty", 0, "repetition_penalty=0: "),
+        ("top_k", -1, "top_k=-1: "),
+        ("temperature", "hot", "temperature='hot': "),
+    ],
+)
+@pytest.mark.parametrize("job", ["rl", "export"])
+def test_train_refuses_a_generation_config_that_sampling_would_refuse(
+    job, field, value, why, tmp_path, capsys
+):
+    """Found by a review: the reasoner refused a generation_config.json with top_p 2 when it loaded the
+    model, but `r3 train rl` trained from such a checkpoint (and failed at its first sample) and
+    `r3 train export` copied one into the merged folder. Both refuse it first, in one line, by the
+    reasoner's own check."""
+    from r3.reasoning.backends.transformers_backend import GENERATION_FIELDS
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "generation_config.json").write_text(json.dumps({"do_sample": True, field: value}))
+    problem = GENERATION_FIELDS[field].value_problem(value)
+    assert problem
+    said = f"{model / 'generation_config.json'}: {why}{problem}"
+    if job == "rl":
+        out = tmp_path / "run"
+        config = tmp_path / "rl.yaml"
+        config.write_text(f"model: {model}\ndataset: {tmp_path / 'data'}\noutput_dir: {out}\n")
+        err = refused(train_main, ["rl", "--config", str(config)], capsys, f"r3 train rl: model: {said}")
+    else:
+        adapter, out = tmp_path / "adapter", tmp_path / "merged"
+        adapter.mkdir()
+        (adapter / "adapter_config.json").write_text('{"r": 8}')
+        (adapter / "adapter_model.safetensors").write_bytes(b"")
+        argv = ["export", "--adapter", str(adapter), "--base", str(model), "--out", str(out)]
+        err = refused(train_main, argv, capsys, f"r3 train export: --base: {said}")
+    assert err.count("\n") == 1 and not out.exists(), err
+
+
 @pytest.mark.parametrize("job", ["sft", "rl"])
 def test_train_refuses_an_output_dir_that_holds_a_finished_run(job, tmp_path, capsys):
     """Found by a hostile user: a second `r3 train sft` into the output_dir of a finished run deleted

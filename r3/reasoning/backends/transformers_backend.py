@@ -29,12 +29,13 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 def model_dir_problem(model_dir: Path) -> str | None:
-    """Why ``model_dir`` is no model folder to load, or None (checked before anything loads)."""
+    """Why ``model_dir`` is no model folder to load, or None (checked before anything loads: by the
+    backend, and by ``r3 train`` before it trains from the folder or exports it)."""
     if not model_dir.is_dir():
         return f"model directory not found: {model_dir}"
     if not (model_dir / "config.json").is_file():
         return f"not a model directory (no config.json): {model_dir}"
-    return config_size_problem(model_dir)
+    return config_size_problem(model_dir) or generation_config_problem(model_dir)
 
 
 #: The config.json fields that count a tower's layers and give its width, as the architectures spell
@@ -128,8 +129,9 @@ GENERATION_FIELDS = {
 def generation_config_problem(model_dir: Path) -> str | None:
     """Why ``model_dir``'s :data:`GENERATION_CONFIG` would fail a decision, or None (no file: the
     model's defaults): it is no JSON object, or a field of :data:`GENERATION_FIELDS` is out of range.
-    Checked when the backend loads, before any weight: transformers loads ``repetition_penalty: 0``
-    and refuses it at the first decision."""
+    Checked with the folder (:func:`model_dir_problem`), before any weight: transformers loads
+    ``repetition_penalty: 0`` and refuses it at the first decision (of the reasoner, or of an RL run
+    sampling from the checkpoint; an export would copy it into the merged folder)."""
     path = model_dir / GENERATION_CONFIG
     if not path.exists() and not path.is_symlink():
         return None
@@ -289,8 +291,6 @@ class TransformersBackend(ReasonerBackend):
             prompt = PromptSettings.load(self.model_dir)
         except ValueError as exc:
             raise BackendError(str(exc)) from exc
-        if problem := generation_config_problem(self.model_dir):  # else the first decision fails
-            raise BackendError(problem)
         device = self.device
         dtype = self.dtype
         if dtype == "auto":

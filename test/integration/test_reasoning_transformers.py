@@ -281,3 +281,56 @@ def test_real_vlm_configs_are_not_refused_for_their_size():
     }
     for config, billions in ((qwen25_vl_3b, (3, 5)), (smolvlm, (1.5, 3)), (qwen3_vl_4b, (4, 6))):
         assert billions[0] < tb.estimated_parameters(config) / 1e9 < billions[1], config
+
+
+#: Text-tower config.json size fields of published mixture-of-experts models, with their total
+#: parameter counts (billions) as published.
+MOE_CONFIGS = {
+    "Qwen3-30B-A3B": (
+        {"hidden_size": 2048, "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128}
+        | {"num_experts_per_tok": 8, "num_hidden_layers": 48, "vocab_size": 151936},
+        30.5,
+    ),
+    "Mixtral-8x7B": (
+        {"hidden_size": 4096, "intermediate_size": 14336, "num_local_experts": 8, "num_experts_per_tok": 2}
+        | {"num_hidden_layers": 32, "vocab_size": 32000},
+        46.7,
+    ),
+    "Qwen1.5-MoE-A2.7B": (
+        {"hidden_size": 2048, "intermediate_size": 5632, "moe_intermediate_size": 1408, "num_experts": 60}
+        | {"shared_expert_intermediate_size": 5632, "num_hidden_layers": 24, "vocab_size": 151936},
+        14.3,
+    ),
+    "DeepSeek-V3": (
+        {"hidden_size": 7168, "intermediate_size": 18432, "moe_intermediate_size": 2048}
+        | {"n_routed_experts": 256, "n_shared_experts": 1, "first_k_dense_replace": 3}
+        | {"num_hidden_layers": 61, "vocab_size": 129280},
+        671,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", MOE_CONFIGS)
+def test_a_mixture_of_experts_config_counts_every_expert(name):
+    """Found by a review: the size estimate counted one MLP per layer, so an MoE model came out at a
+    fraction of its size (Qwen3-30B-A3B at about 3 billion). Every expert counts (the total, not the
+    parameters a token uses), within 15 % of the published totals."""
+    from r3.reasoning.backends import transformers_backend as tb
+
+    config, billions = MOE_CONFIGS[name]
+    assert abs(tb.estimated_parameters(config) / 1e9 / billions - 1) < 0.15, tb.estimated_parameters(config)
+    assert abs(tb.estimated_parameters({"text_config": config}) / 1e9 / billions - 1) < 0.15
+
+
+def test_a_mixture_of_experts_config_of_an_absurd_size_is_refused(tmp_path):
+    """Found by a review, as above: Qwen3-30B-A3B's config with 100,000 experts (about 23 million
+    billion parameters) passed the size check and went to from_pretrained."""
+    import json
+
+    from r3.reasoning.backends import transformers_backend as tb
+
+    config, _ = MOE_CONFIGS["Qwen3-30B-A3B"]
+    (tmp_path / "config.json").write_text(json.dumps({"text_config": {**config, "num_experts": 10**5}}))
+    problem = tb.model_dir_problem(tmp_path)
+    assert problem is not None and "config.json: declares about" in problem, problem
+    assert "billion parameters" in problem and "\n" not in problem

@@ -54,20 +54,48 @@ def _towers(config: dict, where: str = "", depth: int = 0):
                 yield from _towers(value, f"{where}{key}.", depth + 1)
 
 
+#: config.json fields that count a mixture-of-experts tower's routed experts (Qwen2/3-MoE, Mixtral,
+#: DeepSeek-V2/V3), one of which an MoE config sets.
+EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts")
+
+
+def _positive(tower: dict, name: str) -> int:
+    value = tower.get(name)
+    return value if is_kind(value, int) and value > 0 else 0
+
+
+def _mlp_widths(tower: dict, inner: int) -> tuple[int, int]:
+    """The summed intermediate width of every MLP of one layer of ``tower`` (every expert's, routed
+    and shared: the parameters a model holds, not the ones a token uses), and how many first layers
+    are dense ones of width ``inner`` instead (DeepSeek's first_k_dense_replace)."""
+    experts = next((_positive(tower, k) for k in EXPERT_FIELDS if _positive(tower, k)), 0)
+    if not experts:
+        return inner, 0
+    expert = _positive(tower, "moe_intermediate_size") or inner  # Mixtral: intermediate_size per expert
+    shared = (
+        _positive(tower, "shared_expert_intermediate_size") or _positive(tower, "n_shared_experts") * expert
+    )
+    return experts * expert + shared, _positive(tower, "first_k_dense_replace")
+
+
 def estimated_parameters(config: dict) -> int:
     """About how many parameters a model of ``config`` has: per tower with a layer count and a width
-    h, layers x (4 h^2 attention + 3 h x intermediate MLP) plus 2 x vocabulary x h embeddings. A
-    rough figure (Qwen2.5-VL-3B: about 4.3 billion), meant to tell a model that fits from an absurd one."""
+    h, layers x (4 h^2 attention + 3 h x intermediate MLP) plus 2 x vocabulary x h embeddings, the
+    MLP of a mixture-of-experts layer every expert's (:func:`_mlp_widths`). A rough figure
+    (Qwen2.5-VL-3B: about 4.3 billion; Mixtral-8x7B: about 47.5 against its 46.7), meant to tell a
+    model that fits from an absurd one."""
     total = 0
     for _, tower in _towers(config):
         layers = next((tower[k] for k in LAYER_FIELDS if is_kind(tower.get(k), int)), 0)
         width = next((tower[k] for k in WIDTH_FIELDS if is_kind(tower.get(k), int)), 0)
-        inner = tower.get("intermediate_size")
-        inner = inner if is_kind(inner, int) and inner > 0 else 4 * width
-        vocab = tower.get("vocab_size")
-        vocab = vocab if is_kind(vocab, int) and vocab > 0 else 0
+        inner = _positive(tower, "intermediate_size") or 4 * width
         if layers > 0 and width > 0:
-            total += layers * (4 * width * width + 3 * width * inner) + 2 * vocab * width
+            mlp, dense = _mlp_widths(tower, inner)
+            dense = min(dense, layers)
+            mlps = dense * inner + (layers - dense) * mlp
+            total += (
+                layers * 4 * width * width + 3 * width * mlps + 2 * _positive(tower, "vocab_size") * width
+            )
     return total
 
 

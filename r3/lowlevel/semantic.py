@@ -13,7 +13,9 @@ Failure reasons:
   table), ``no_room_at_point`` (the item would overlap others or a tray wall there),
   ``item_not_visible`` (no estimate of the item after a failed attempt), ``held_item_not_visible``
   (no estimate of the held item's size), ``motion_failed: <executor reason>`` (refused or not
-  reached), ``grasp_failed`` (not held after the last attempt), ``place_failed: <where it ended>``.
+  reached; a place whose path the executor's checks refuse, a point beyond the workspace box, is
+  refused before the hand lifts), ``grasp_failed`` (not held after the last attempt),
+  ``place_failed: <where it ended>``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from r3.execution.base import PoseTarget, top_down_quat
+from r3.execution.base import PoseTarget, check_target, top_down_quat
 from r3.instructions.semantic import RESULT_HEADER
 from r3.lowlevel.grounding import Grounder
 from r3.sim.packing import scene
@@ -236,13 +238,18 @@ class SemanticActions:
         tx, ty = x + s.tcp[0] - held.pos[0], y + s.tcp[1] - held.pos[1]
         carry = (tx, ty, self.config.carry_bottom + h / 2 + offset)
         release = (tx, ty, support + h / 2 + self.config.release_gap + offset)
-        steps = 0
         lift = (s.tcp[0], s.tcp[1], carry[2])
-        for target in (
+        path = (
             PoseTarget(lift, quat),
             PoseTarget(carry, quat),
             PoseTarget(release, quat, None, self.config.approach_speed, approach=carry[2] - release[2]),
-        ):
+        )
+        # A point the cell's limits refuse is refused before the hand lifts, not after.
+        why = next(filter(None, (check_target(t, self.executor.box, scene.MAX_OPENING) for t in path)), None)
+        if why:
+            return ActionResult(False, f"motion_failed: refused: {why}")
+        steps = 0
+        for target in path:
             r = self.executor.move_to_pose(target)
             steps += r.control_steps
             if not r.reached:

@@ -114,12 +114,14 @@ def _is_filler(text: str) -> bool:
 
 
 def _clean_instruction(line: str) -> str:
-    s = line.strip()
-    previous = None
-    while s != previous:
-        previous = s
-        s = s.strip(_WRAPPERS).rstrip(".").strip()
-    return s
+    """``line`` without the whitespace and wrappers around it and its final periods, in one pass from
+    each end (stripping them in turn copied the line once per ". ": a line of 500,000 took 20 s)."""
+    start, end = 0, len(line)
+    while start < end and _is_filler(line[start]):
+        start += 1
+    while end > start and (line[end - 1] == "." or _is_filler(line[end - 1])):
+        end -= 1
+    return line[start:end]
 
 
 def answer_grammar(interface: str, suite: str):

@@ -245,3 +245,24 @@ def test_empty_reasoning_is_reported_in_reason_mode_only():
     assert isinstance(
         parse_response("**Instruction:** touch the red moon", LT, mode="instruction_only"), ParsedResponse
     )
+
+
+@pytest.mark.parametrize(
+    "interface, header, answer",
+    [
+        ("instruction", "Instruction:", "Pack the soup can into the small tray."),
+        ("semantic", "Action:", "home()"),
+    ],
+)
+def test_an_answer_line_of_half_a_million_periods_is_read_at_once(interface, header, answer):
+    """Found by a hostile test: a 1 MB instruction line of ". . . ." kept the parser 20 s (each round of
+    stripping wrappers and final periods copied the line again), a reasoner stalled on one answer."""
+    import time
+
+    start = time.monotonic()
+    result = parse_response(f"Reasoning: r.\n{header} {'. ' * 500_000}", "packing", interface=interface)
+    assert result.kind is ErrorKind.NO_INSTRUCTION and time.monotonic() - start < 3
+    result = parse_response(
+        f"Reasoning: r.\n{header} {answer} {'. ' * 500_000}", "packing", interface=interface
+    )
+    assert result.instruction_text == answer and time.monotonic() - start < 3

@@ -214,7 +214,7 @@ class PackingCell:
             return _refused(action.reason)
         before = self.actions.state()
         result = self._act(action, rng)
-        steps = result.control_steps + self.policy.settle()
+        steps = result.control_steps + (self.policy.settle() if result.control_steps else 0)
         outcome = describe_result(result, before, self.actions.state())
         return Execution(steps, "" if result.ok else result.reason, outcome=outcome)
 

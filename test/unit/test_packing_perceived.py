@@ -278,3 +278,14 @@ def test_points_off_the_table_ground_to_no_container(cell):
     assert scene.at_point((500.0, 500.0), containers_only=True).label == "table"  # the optical axis
     for point in ((500.0, 0.0), (0.0, 0.0), (500.0, 1000.0)):  # beyond the table's far and near edges
         assert scene.at_point(point, containers_only=True) is None
+
+
+def test_a_semantic_action_refused_before_any_motion_steps_no_time(cell):
+    """Found by a hostile test: on perception, the first answer of an episode, refused before any
+    motion (no_object_at_point), still held the arm 5 control steps "waiting for the items to settle"
+    (the stillness window had not yet passed): a refused answer advanced the world."""
+    cell.reset(0, "4")
+    before = cell.env.snapshot()
+    done = cell.carry_out("semantic", "pick(soup can, [0, 0])", np.random.default_rng(0))
+    assert done.error == "no_object_at_point" and done.control_steps == 0
+    assert cell.env.snapshot() == before

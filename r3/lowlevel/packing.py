@@ -11,7 +11,8 @@ parser's reason. Steps for "Pack / Remove / Transfer the X ...":
    ``no_room_in_<size>_tray`` when none) and turn it into a base-camera point; when the place is
    refused because the hand would touch a neighbour there, the next of up to three spots;
 3. ``pick(X, locate(X))``, ``place(X, point)``, ``home()``, then wait (arm still) until the items
-   stop moving or :data:`SETTLE_LIMIT` steps pass, so the next decision sees a settled scene.
+   stop moving or :data:`SETTLE_LIMIT` steps pass, so the next decision sees a settled scene. An
+   instruction refused before any motion (at step 1 or 2) ends there: no home, no step of the world.
 
 Deliberately imperfect (:class:`PackingPolicyConfig`): Gaussian grasp-point noise, and with a small
 probability the item slips out of the hand on the way (the gripper opens mid-transport), so the
@@ -85,11 +86,11 @@ class PackingPolicy:
         parsed = parse(text)
         if isinstance(parsed, ParseError):
             return PolicyResult(False, f"rejected: {parsed.reason}", 0)
-        steps = 0
         result = self._execute(parsed, rng)
-        steps += result.control_steps
+        if not result.ok and not result.control_steps:  # refused before any motion: nothing to undo
+            return PolicyResult(False, result.reason, 0)
         home = self.actions.home()
-        steps += home.control_steps + self.settle()
+        steps = result.control_steps + home.control_steps + self.settle()
         reason = result.reason if not result.ok else ("done" if home.ok else home.reason)
         return PolicyResult(result.ok and home.ok, reason, steps)
 

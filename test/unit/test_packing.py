@@ -193,6 +193,25 @@ def test_policy_accepts_only_packing_instructions(cell):
     )
 
 
+def test_an_instruction_refused_before_any_motion_steps_no_time(cell):
+    """Found by a hostile test: an instruction naming an item not in the scene, or a source tray the item
+    is not in, was refused before any motion, then the arm went "home" from home and the world stepped
+    12 times: a refused instruction advanced the world."""
+    from r3.instructions.packing import ITEMS
+
+    cell.reset(0, "4")
+    state = cell.env.state()
+    absent = next(item for item in ITEMS if item not in state.items)
+    on_table = next(item for item in state.items if state.tray_of(item) is None)
+    for text, reason in [
+        (f"Pack the {absent} into the small tray.", "no_such_item_in_scene"),
+        (f"Remove the {on_table} from the small tray.", "item_not_in_source_tray: it is on the table"),
+    ]:
+        before = cell.env.snapshot()
+        done = cell.carry_out("instruction", text, np.random.default_rng(0))
+        assert (done.error, done.control_steps) == (reason, 0) and cell.env.snapshot() == before
+
+
 # --------------------------------------------------------------------------- checkers
 def _state(items: dict[str, tuple], held=None) -> PackingState:
     return PackingState({k: ItemState(*v) for k, v in items.items()}, held=held)

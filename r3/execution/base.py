@@ -71,10 +71,18 @@ class WorkspaceBox:
         """Why ``p`` is outside (naming the axis and bound), or None when inside."""
         for axis, v, lo, hi in zip("xyz", p, self.low, self.high):
             if v < lo:
-                return f"{axis}={v:.3f} m is below the workspace bound {lo:.3f} m"
+                return f"{axis}={told_apart(v, lo, 3)} m is below the workspace bound {lo:.3f} m"
             if v > hi:
-                return f"{axis}={v:.3f} m is above the workspace bound {hi:.3f} m"
+                return f"{axis}={told_apart(v, hi, 3)} m is above the workspace bound {hi:.3f} m"
         return None
+
+
+def told_apart(value: float, bound: float, decimals: int) -> str:
+    """``value`` with ``decimals`` decimals, or as many more as tell it from the ``bound`` it breaks: a
+    refusal never reads "x=0.150 m is below the workspace bound 0.150 m" (x = 0.1499999)."""
+    while decimals < 17 and f"{value:.{decimals}f}" == f"{bound:.{decimals}f}":
+        decimals += 1
+    return f"{value:.{decimals}f}"
 
 
 #: Slowest speed scaling a motion may ask for: its duration grows as one over the scaling, and at

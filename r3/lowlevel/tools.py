@@ -28,7 +28,15 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from r3.execution.base import MoveResult, PoseTarget, WorkspaceBox, quat_to_mat, rotation_error, top_down_quat
+from r3.execution.base import (
+    MoveResult,
+    PoseTarget,
+    WorkspaceBox,
+    quat_to_mat,
+    rotation_error,
+    told_apart,
+    top_down_quat,
+)
 from r3.instructions.semantic import RESULT_HEADER
 from r3.instructions.tools import ChangeQuery, Done, MoveTo, SetGripper, Tool, ToolCall, UpdateTodo
 from r3.lowlevel.perceived import arm_reading
@@ -185,7 +193,8 @@ class ToolLimits:
         if why:
             return f"outside the workspace: {why}"
         if call.tilt > self.max_tilt:
-            return f"tilt {call.tilt:g} deg is above this cell's limit of {self.max_tilt:g} deg"
+            tilt = told_apart(call.tilt, self.max_tilt, 0)
+            return f"tilt {tilt} deg is above this cell's limit of {self.max_tilt:g} deg"
         return None
 
 

@@ -498,6 +498,18 @@ def test_limits_name_what_a_pose_breaks():
         ToolLimits(max_tilt=200)
 
 
+def test_a_pose_just_past_a_limit_is_refused_with_a_reason_that_tells_it_from_the_limit():
+    """Found by a hostile test: tilt=90.0000000001 was refused as "tilt 90 deg is above this cell's limit
+    of 90 deg", x=0.1499999999 as "x=0.150 m is below the workspace bound 0.150 m"."""
+    limits = ToolLimits(WorkspaceBox(), max_tilt=90)
+    why = limits.violation(MoveTo(0.4, 0, 0.2, 0, 90.0000000001, 0))
+    assert why == "tilt 90.0000000001 deg is above this cell's limit of 90 deg"
+    why = limits.violation(MoveTo(0.1499999999, 0, 0.2, 0))
+    assert why == "outside the workspace: x=0.1499999999 m is below the workspace bound 0.150 m"
+    assert limits.violation(MoveTo(0.4, 0, 0.2, 0, 95, 0)).startswith("tilt 95 deg is above")
+    assert WorkspaceBox().violation((0.877, 0, 0.2)) == "x=0.877 m is above the workspace bound 0.850 m"
+
+
 # --- refused calls move nothing (the simulated cell) ------------------------------------------
 
 

@@ -149,7 +149,10 @@ def top_down_quat(closing_yaw: float) -> tuple[float, float, float, float]:
 
 class Executor(Protocol):
     """A motion backend. ``move_to_pose`` refuses or moves; ``move_to_joints`` goes to a named or
-    given joint configuration (home)."""
+    given joint configuration (home); ``box`` is the cell's workspace, which the tools' limits and a
+    semantic place check before anything moves."""
+
+    box: WorkspaceBox
 
     def move_to_pose(self, target: PoseTarget) -> MoveResult: ...
     def move_to_joints(self, q, gripper: float | None = None) -> MoveResult: ...

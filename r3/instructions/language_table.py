@@ -59,6 +59,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from r3.instructions.text import hidden_character
 from r3.tasks.language_table.board import BLOCKS, COLOURS, DIRECTIONS, LOCATIONS, SHAPES
 
 
@@ -248,6 +249,8 @@ def parse(text: str) -> Instruction | ParseError:
     """
     if not isinstance(text, str):
         return ParseError(repr(text), f"expected a str, got {type(text).__name__}")
+    if hidden := hidden_character(text, allowed="\t\n"):  # split() would read U+001F as a space
+        return ParseError(text, hidden)
     result = _parse(_normalise(text))
     if isinstance(result, str):
         return ParseError(text, result)

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from r3.instructions.language_table import ParseError
+from r3.instructions.text import hidden_character
 from r3.tasks.packing.workcell import ITEMS, TRAYS
 
 
@@ -85,6 +86,8 @@ def parse(text: str) -> PackingInstruction | ParseError:
     """Parse one packing instruction; failures are returned as ParseError naming the culprit."""
     if not isinstance(text, str):
         return ParseError(repr(text), f"expected a str, got {type(text).__name__}")
+    if hidden := hidden_character(text, allowed="\t\n"):  # split() would read U+001F as a space
+        return ParseError(text, hidden)
     s = normalise_text(text)
     if not s:
         return ParseError(text, "empty instruction")

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import enum
 import re
-import unicodedata
 from dataclasses import dataclass
 
 from r3.instructions.language_table import ParseError
 from r3.instructions.packing import ITEMS
+from r3.instructions.text import hidden_character
 
 #: The largest image coordinate (the right / bottom edge).
 POINT_MAX = 1000
@@ -105,12 +105,6 @@ def _form(kind: ActionType) -> str:
     return f"{kind.value}(<item>, [x, y])" if kind in POINTED else f"{kind.value}()"
 
 
-def holds_hidden_characters(text: str) -> bool:
-    """Whether ``text`` holds a control, format (zero-width, direction) or unassigned character: a
-    name with one is not the name it shows, so no grammar takes it."""
-    return any(unicodedata.category(c)[0] == "C" for c in text)
-
-
 def _coordinate(text: str) -> int | None:
     s = text.strip()
     return int(s) if _INTEGER_RE.fullmatch(s) and int(s) <= POINT_MAX else None
@@ -164,12 +158,8 @@ def parse(text) -> SemanticAction | ActionError:
     parts = _POINTED_ARGS_RE.fullmatch(args)
     if parts is None:
         return ActionError(s, f"{kind.value} reads '{_form(kind)}'", ActionErrorKind.BAD_ARGUMENTS)
-    if holds_hidden_characters(parts["label"]):  # split() would fold U+001F into a space
-        return ActionError(
-            s,
-            f"item {parts['label'][:40]!r} holds a control or invisible character",
-            ActionErrorKind.UNKNOWN_LABEL,
-        )
+    if hidden := hidden_character(parts["label"]):  # a name with one is not the name it shows
+        return ActionError(s, f"item {parts['label'][:40]!r} {hidden}", ActionErrorKind.UNKNOWN_LABEL)
     label = " ".join(parts["label"].strip("\"'").lower().split())
     if label not in ITEMS:
         return ActionError(s, f"unknown item '{label[:40]}'", ActionErrorKind.UNKNOWN_LABEL)

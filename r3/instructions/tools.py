@@ -41,7 +41,8 @@ import unicodedata
 from dataclasses import dataclass
 
 from r3.instructions.language_table import ParseError
-from r3.instructions.semantic import RESULT_HEADER, holds_hidden_characters
+from r3.instructions.semantic import RESULT_HEADER
+from r3.instructions.text import hidden_character
 
 #: Longer texts are refused before any pattern sees them (the response parser's limit for a line).
 MAX_CALL_CHARS = 300
@@ -240,8 +241,8 @@ def text_refusal(text: str, chars: int) -> str:
         return f"a text of {len(text)} characters (at most {chars})"
     if text != text.strip():
         return f"{text[:20]!r} has spaces around it"
-    if holds_hidden_characters(text):
-        return f"{text[:20]!r} holds a control or invisible character"
+    if hidden := hidden_character(text):
+        return f"{text[:20]!r} {hidden}"
     return ""
 
 

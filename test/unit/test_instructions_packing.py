@@ -5,7 +5,7 @@ import itertools
 
 import pytest
 
-from r3.instructions import packing
+from r3.instructions import language_table, packing
 from r3.instructions.language_table import ParseError
 from r3.instructions.packing import (
     ITEMS,
@@ -108,3 +108,17 @@ def test_normalise_text_for_exact_match():
 
 def test_docstring_examples():
     assert doctest.testmod(packing).failed == 0
+
+
+@pytest.mark.parametrize("hidden", ["\x1f", "\x1c", "\x85", "\u2028", "\u200b", "\u202e", "\x00"])
+def test_an_instruction_with_a_hidden_character_is_refused_naming_it(hidden):
+    """Found by a hostile test: "soup\\x1fcan" was carried out as "soup can" (split() reads U+001F
+    as a space) in process, where the ROS goal check refuses it."""
+    for grammar, text in (
+        (packing, f"Pack the soup{hidden}can into the small tray."),
+        (language_table, f"push the red moon{hidden}left"),
+    ):
+        got = grammar.parse(text)
+        assert isinstance(got, ParseError) and got.reason == f"holds the hidden character U+{ord(hidden):04X}"
+    tab = packing.parse("Pack the soup\tcan into the small tray.")  # a tab is a space
+    assert not isinstance(tab, ParseError) and tab.item == "soup can"

@@ -88,7 +88,7 @@ def test_a_bad_step_names_the_semantic_error_kind():
     got = parse(f"1. {PICK}\n2. place(soup can, [5, nan])")
     assert got.reason.startswith("step 2: invalid_point:"), got.reason
     got = parse(f"1. {PICK}\n2. pick(gelatin\x1fbox, [470, 516])")  # was carried out as "gelatin box"
-    assert got.reason.startswith("step 2: unknown_label:") and "control or invisible" in got.reason, (
+    assert got.reason.startswith("step 2: unknown_label:") and "hidden character U+001F" in got.reason, (
         got.reason
     )
 

@@ -14,11 +14,11 @@ current query. ``ANY_LABEL`` asks for whichever object is there (the mask id the
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from r3.instructions.text import hidden_character
 from r3.perception.camera import RGBDFrame
 from r3.perception.geometry import valid_depth
 from r3.perception.grounding import PURPOSES, Detection, GroundingConfig, ground, measure, unknown_purpose
@@ -32,9 +32,6 @@ LABEL_MISMATCH = "label_mismatch"
 ANY_LABEL = "*"
 #: Longest label grounding considers; a longer one names nothing.
 MAX_LABEL_CHARS = 200
-#: The Unicode categories no label may hold: controls, format characters (bidirectional overrides,
-#: zero-width ones) and the line and paragraph separators, which break a log line unseen.
-HIDDEN = ("Cc", "Cf", "Zl", "Zp")
 #: Most names one query may hold: a text-prompted segmenter looks for each in every frame.
 MAX_QUERY_LABELS = 64
 #: Overlap (intersection over union) at which a found object is the one at the point.
@@ -82,9 +79,8 @@ class Perception:
             return f"a query of {len(labels):,} names; at most {MAX_QUERY_LABELS}"
         if (longest := max((len(label) for label in labels), default=0)) > MAX_LABEL_CHARS:
             return f"a label of {longest:,} characters in the query; at most {MAX_LABEL_CHARS}"
-        hidden = next((c for label in labels for c in label if unicodedata.category(c) in HIDDEN), None)
-        if hidden is not None:  # a bidirectional override or zero-width character shows one name, is another
-            return f"a label holds the control, format or line-break character U+{ord(hidden):04X}"
+        if hidden := next(filter(None, map(hidden_character, labels)), ""):  # shows one name, is another
+            return f"a label {hidden}"
         reason = self.segmenter.refuse_labels(labels)
         if not reason:
             self.query = list(dict.fromkeys(labels))

@@ -251,9 +251,7 @@ def test_a_query_label_that_shows_one_name_and_is_another_is_refused(label):
     one with a Unicode line or paragraph separator, which breaks a log line unseen)."""
     p = Perception(_PointOnly())
     assert p.set_query(["mug"]) == ""
-    assert p.set_query(["bowl", label]).startswith(
-        "a label holds the control, format or line-break character U+"
-    )
+    assert p.set_query(["bowl", label]).startswith("a label holds the hidden character U+")
     assert p.query == ["mug"]
 
 

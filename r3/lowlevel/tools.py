@@ -230,7 +230,7 @@ class ToolActions:
             why = self.perception.set_query(list(call.queries))
             if why:
                 return ToolResult(Tool.CHANGE_QUERY, Outcome.FAILED, why)
-            looks = "perception looks for " + ", ".join(call.queries)
+            looks = "perception looks for " + ", ".join(self.perception.query)  # each name once
             return ToolResult(Tool.CHANGE_QUERY, Outcome.OK, detail=looks)
         if isinstance(call, UpdateTodo):
             self.todo = call.items

@@ -550,7 +550,7 @@ def test_change_query_sets_what_the_readouts_measure(cell):
     actions = ToolActions(cell.executor, cell.env)
     assert actions.readouts() == ["Objects: none queried (change_query names what to look for)."]
     item = next(iter(cell.env.task_instance.targets))
-    result = actions.run(ChangeQuery((item, "unicorn")))
+    result = actions.run(ChangeQuery((item, "unicorn", item)))  # a name given twice is looked for once
     assert result.ok and result.line == f"Result: change_query ok; perception looks for {item}, unicorn."
     lines = actions.readouts()
     assert lines[0] == f"Objects (query: {item}, unicorn):"

@@ -79,7 +79,10 @@ class WorkspaceBox:
 
 def told_apart(value: float, bound: float, decimals: int) -> str:
     """``value`` with ``decimals`` decimals, or as many more as tell it from the ``bound`` it breaks: a
-    refusal never reads "x=0.150 m is below the workspace bound 0.150 m" (x = 0.1499999)."""
+    refusal never reads "x=0.150 m is below the workspace bound 0.150 m" (x = 0.1499999); a value a
+    thousand times past any bound in four significant digits (1e300 had 301)."""
+    if abs(value) >= 1000 * max(abs(bound), 1.0):
+        return f"{value:.4g}"
     while decimals < 17 and f"{value:.{decimals}f}" == f"{bound:.{decimals}f}":
         decimals += 1
     return f"{value:.{decimals}f}"

@@ -508,6 +508,8 @@ def test_a_pose_just_past_a_limit_is_refused_with_a_reason_that_tells_it_from_th
     assert why == "outside the workspace: x=0.1499999999 m is below the workspace bound 0.150 m"
     assert limits.violation(MoveTo(0.4, 0, 0.2, 0, 95, 0)).startswith("tilt 95 deg is above")
     assert WorkspaceBox().violation((0.877, 0, 0.2)) == "x=0.877 m is above the workspace bound 0.850 m"
+    # a huge value sent straight to an executor: four digits, not 301
+    assert WorkspaceBox().violation((-1e300, 0, 0.2)) == "x=-1e+300 m is below the workspace bound 0.150 m"
 
 
 # --- refused calls move nothing (the simulated cell) ------------------------------------------

@@ -21,9 +21,11 @@ stood still, frozen or starved, while a burst came). A reliable writer sends it 
 heartbeat is answered, but a lost tail (the writer's last samples) leaves no gap among the samples
 that did come, so nothing says it is missing until that heartbeat. So once the kernel has dropped
 datagrams addressed to this process (``udp_drops``), the bag closes no sooner than ``REPAIR_S``
-after the drop was seen: three heartbeats of r3's writers. (Found when a recorder frozen across END
-closed its bag 40 ms after it woke, complete, without the last 7 of 30 messages of 200 kB.) A writer
-outside r3 with Fast DDS's default heartbeat, 3 s, repairs a tail later than this waits.
+after the drop was seen: three heartbeats of r3's writers (found when a recorder frozen across END
+closed its bag 40 ms after it woke, complete, without the last 7 of 30 messages of 200 kB). Drops
+seen only after END was taken are of samples sent after END (a camera flooding the recorder) and
+hold nothing open (``OpenBag.saw_drops``). A writer outside r3 with Fast DDS's default heartbeat,
+3 s, repairs a tail later than this waits.
 """
 
 from __future__ import annotations

@@ -100,7 +100,8 @@ class RecorderNode(R3Node):
             self, RECORD_DEPTH, raw=True, callback_group=PolledCallbackGroup()
         )
         self.taking = threading.Lock()  # one taker at a time; no subscription is remade while taken from
-        self.drops = udp_drops()  # datagrams to this process the kernel dropped, as of the last poll
+        # Datagrams to this process the kernel dropped, as of the last poll, and that poll's time.
+        self.drops, self.polled_s = udp_drops(), time.monotonic()
         for topic in self.topics:  # r3's own topics with the type r3 publishes them with
             self.subscribed.add(
                 topic, lambda msgtype, topic=topic: self.record_to(topic, msgtype), PUBLISHED_TYPES.get(topic)
@@ -266,13 +267,13 @@ class RecorderNode(R3Node):
         if self.sources.pending:
             self.take_decided()
         self.take_received()
-        drops, dropped = udp_drops(), self.drops
-        self.drops = drops
+        (drops, now), (dropped, since) = (udp_drops(), time.monotonic()), (self.drops, self.polled_s)
+        self.drops, self.polled_s = drops, now
         with self.lock:
             if self.bag is None:
                 return
             if drops > dropped:
-                self.bag.saw_drops(time.monotonic())
+                self.bag.saw_drops(now, since)
             self.say_full(self.bag.check_room())
             if self.bag.ended is None and (gone := self.starter_gone()):
                 self.close_current(complete=False, reason=gone)

@@ -98,10 +98,13 @@ class OpenBag:
         self.drain = Drain(end_sent_ns, now_s, min_wait_s, max_wait_s)
         self.ended = event
 
-    def saw_drops(self, now_s: float) -> None:
-        """The kernel has dropped datagrams addressed to this process since the last poll: a sample
-        of the episode may be lost until its writer repairs it (``closing``)."""
-        self.dropped_s = now_s
+    def saw_drops(self, now_s: float, since_s: float) -> None:
+        """The kernel dropped datagrams addressed to this process between ``since_s`` (the poll
+        before) and ``now_s``: a sample of the episode may be lost until its writer repairs it
+        (``closing``). Drops only after END was taken are of samples sent after it (a camera
+        flooding this process), which never hold the bag open."""
+        if self.drain is None or since_s < self.drain.ended_s:
+            self.dropped_s = now_s
 
     def may_close(self, now_s: float, steps_recorded: bool) -> bool:
         """After END, at each poll: the episode's step records (where ``steps_recorded``) and a frame

@@ -3,6 +3,7 @@ drops and says, and when an ended episode's bag may close."""
 
 from __future__ import annotations
 
+import math
 import time
 from types import SimpleNamespace
 
@@ -12,7 +13,7 @@ from std_msgs.msg import String
 
 from r3.data.bags import INCOMPLETE, EpisodeBagWriter, EpisodeInfo, read_episode_info, read_messages
 from r3.graph import names
-from r3_recorder_node.closing import DRAIN_TICK_S
+from r3_recorder_node.closing import DRAIN_TICK_S, REPAIR_S
 from r3_recorder_node.open_bag import MB, OpenBag
 
 STARTED_NS = 1_000
@@ -128,3 +129,17 @@ def test_an_empty_output_dir_is_refused_at_launch(tmp_path, monkeypatch, output_
     with pytest.raises(ValueError, match="^output_dir is empty"):
         bag_root(output_dir)
     assert not any(tmp_path.iterdir())
+
+
+def test_drops_before_end_hold_the_bag_for_their_repair_and_drops_only_after_it_do_not(tmp_path):
+    """A lost tail needs its writer's next heartbeat (``closing.REPAIR_S``); a camera flooding the
+    recorder after END (every poll sees new drops) must not keep the bag open to its longest wait."""
+    end_ns = STARTED_NS + 10
+    for since, held in ((-0.001, True), (0.0, False)):  # the poll before: before END was taken, or not
+        bag = open_bag(tmp_path / str(held))
+        ended = time.monotonic()
+        bag.end(SimpleNamespace(steps=0), end_ns, ended, 0.0, 5.0)
+        bag.saw_drops(ended + DRAIN_TICK_S / 2, ended + since)
+        closed = [bag.may_close(ended + k * DRAIN_TICK_S, steps_recorded=False) for k in range(1, 200)]
+        repaired = math.ceil((REPAIR_S + DRAIN_TICK_S / 2) / DRAIN_TICK_S)  # the first tick REPAIR_S after
+        assert closed.index(True) + 1 == (repaired if held else 1)

@@ -8,6 +8,7 @@ colliding. A refused target moves nothing.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -151,13 +152,15 @@ def top_down_quat(closing_yaw: float) -> tuple[float, float, float, float]:
 
 
 class Executor(Protocol):
-    """A motion backend. ``move_to_pose`` refuses or moves; ``move_to_joints`` goes to a named or
-    given joint configuration (home); ``box`` is the cell's workspace, which the tools' limits and a
-    semantic place check before anything moves."""
+    """A motion backend. ``move_to_pose`` refuses or moves; ``reach_refusal`` tells, moving nothing,
+    why ``move_to_pose`` would refuse a leg of a multi-leg motion (so that the motion is refused
+    before its first leg moves, not after); ``move_to_joints`` goes to a named or given joint
+    configuration (home); ``box`` is the cell's workspace, which the tools' limits check."""
 
     box: WorkspaceBox
 
     def move_to_pose(self, target: PoseTarget) -> MoveResult: ...
+    def reach_refusal(self, path: Sequence[PoseTarget]) -> str | None: ...
     def move_to_joints(self, q, gripper: float | None = None) -> MoveResult: ...
     def set_gripper(self, opening: float) -> MoveResult: ...
 

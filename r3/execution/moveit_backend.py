@@ -1,9 +1,11 @@
 """The ``moveit`` executor: the same contract as ``sim``, planned and executed by MoveIt 2 (moveit_py).
 
 A pose target goes through the shared checks (:func:`r3.execution.base.check_target`) before
-moveit_py is even imported, so a bad target is refused identically by both backends. Then the
-planning component plans from the current state to the pose of ``pose_link`` (a failed plan is
-refused as "unreachable: no plan"; nothing moves), the trajectory is executed, and the errors are
+moveit_py is even imported, so a bad target is refused identically by both backends. Then MoveIt's
+IK is asked for the pose of ``pose_link`` (none found: "unreachable: no IK solution for the goal";
+the same query lets a multi-leg motion be refused before its first leg, see ``reach_refusal``), the
+planning component plans from the current state to that pose (a failed plan is refused as
+"unreachable: no plan"; nothing moves), the trajectory is executed, and the errors are
 read back from the robot state MoveIt monitors. The gripper is a second planning group (``hand``
 in panda_moveit_config) whose joint target is half the opening per finger.
 
@@ -16,7 +18,7 @@ inside one (the controller's own limits and the hardware e-stop bound a move, se
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,6 +57,9 @@ class MoveItConfig:
     #: config: planning_pipeline pilz_industrial_motion_planner, planner_id LIN).
     linear_planner: str = "pilz_lin"
     max_opening: float = 0.08
+    #: Seconds MoveIt's IK may take to find each leg's goal before a motion is refused as unreachable
+    #: (it retries from random seeds until then: too short a budget would refuse reachable poses).
+    ik_timeout: float = 0.1
     position_tolerance: float = 0.01
     orientation_tolerance: float = math.radians(3.0)
 
@@ -62,8 +67,13 @@ class MoveItConfig:
         for key in ("planning_group", "pose_link", "base_frame", "node_name"):
             if not getattr(self, key):
                 raise ValueError(f"MoveItConfig.{key} must not be empty")
-        if not (self.max_opening > 0 and self.position_tolerance > 0 and self.orientation_tolerance > 0):
-            raise ValueError("MoveItConfig: max_opening and the tolerances must be > 0")
+        if not (
+            self.max_opening > 0
+            and self.ik_timeout > 0
+            and self.position_tolerance > 0
+            and self.orientation_tolerance > 0
+        ):
+            raise ValueError("MoveItConfig: max_opening, ik_timeout and the tolerances must be > 0")
 
 
 def import_moveit():
@@ -74,6 +84,11 @@ def import_moveit():
     except ImportError as exc:
         raise MoveItUnavailable(INSTALL_HINT) from exc
     return MoveItPy, PlanRequestParameters, RobotState
+
+
+def _approach_start(target: PoseTarget) -> np.ndarray:
+    """``approach`` back from the target along the tool axis."""
+    return np.asarray(target.position, float) - target.approach * quat_to_mat(target.quat)[:, 2]
 
 
 class MoveItExecutor:
@@ -110,16 +125,14 @@ class MoveItExecutor:
 
     # ------------------------------------------------------------------ the interface
     def move_to_pose(self, target: PoseTarget) -> MoveResult:
-        why = check_target(target, self.box, self.config.max_opening)
+        why = self.reach_refusal([target])
         if why:
             return refused(why)
         robot = self.connect()
-        R = quat_to_mat(target.quat)
         legs = [(target.position, self._params(target.speed))]
         if target.approach > 0:  # to the approach's start freely, then straight in (pilz LIN)
-            start = np.asarray(target.position, float) - target.approach * R[:, 2]
             legs = [
-                (start, self._params(1.0)),
+                (_approach_start(target), self._params(1.0)),
                 (target.position, self._params(target.speed, self.config.linear_planner)),
             ]
         for position, params in legs:
@@ -141,6 +154,36 @@ class MoveItExecutor:
             if not grip.reached:
                 return grip
         return self._pose_result(np.asarray(target.position, float), quat_to_mat(target.quat))
+
+    def reach_refusal(self, path: Sequence[PoseTarget]) -> str | None:
+        """Why :meth:`move_to_pose` would refuse a leg of ``path`` before planning it (the shared
+        checks, then MoveIt's IK for ``pose_link`` at an approach's start and at the leg's goal), or
+        None. Each leg's IK is seeded with the previous leg's solution, the first with the monitored
+        state; the query sets a scratch ``RobotState`` only, so nothing moves. moveit_py is imported
+        only for a leg that passes the shared checks."""
+        state, group = None, self.config.planning_group
+        for target in path:
+            why = check_target(target, self.box, self.config.max_opening)
+            if why:
+                return why
+            if state is None:
+                state = self._current_state()
+            goals = [("goal", target.position)]
+            if target.approach > 0:
+                goals.insert(0, ("approach's start", _approach_start(target)))
+            for what, position in goals:
+                pose = self._pose_msg(target, position).pose
+                if not state.set_from_ik(group, pose, self.config.pose_link, self.config.ik_timeout):
+                    return f"unreachable: no IK solution for the {what}"
+        return None
+
+    def _current_state(self):
+        """A scratch ``RobotState`` with the arm's joints as MoveIt monitors them."""
+        robot, group = self.connect(), self.config.planning_group
+        state = self._api[2](robot.get_robot_model())
+        with robot.get_planning_scene_monitor().read_only() as scene:
+            state.set_joint_group_positions(group, scene.current_state.get_joint_group_positions(group))
+        return state
 
     def _stopped(self) -> bool:
         return self.should_stop is not None and self.should_stop()

@@ -15,7 +15,7 @@ target.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,22 +95,58 @@ class SimExecutor:
 
     # ------------------------------------------------------------------ the interface
     def move_to_pose(self, target: PoseTarget) -> MoveResult:
-        why = check_target(target, self.box, scene.MAX_OPENING)
+        q_now = self.env.data.qpos[self.env.arm_qpos].copy()
+        why, q_goal = self._reach(target, q_now)
         if why:
             return refused(why)
         R = quat_to_mat(target.quat)
         p_goal = np.asarray(target.position, float)
-        q_now = self.env.data.qpos[self.env.arm_qpos].copy()
-        sol = self.solver.solve(p_goal, R, self.env.data.qpos, seeds=[q_now])
+        if target.approach > 0:
+            return self._approach(target, p_goal, R, q_goal)
+        path = self._cartesian_path(q_now, p_goal, target.quat, q_goal)
+        return self._go(path, target.gripper, target.speed, (p_goal, R))
+
+    def reach_refusal(self, path: Sequence[PoseTarget]) -> str | None:
+        """Why :meth:`move_to_pose` would refuse a leg of ``path`` (its shared checks and its IK, each
+        leg's solve seeded with the previous leg's solution as the motion would start it), or None.
+        Pure computation: the world is neither stepped nor changed."""
+        q = self.env.data.qpos[self.env.arm_qpos].copy()
+        for target in path:
+            why, q = self._reach(target, q)
+            if why:
+                return why
+        return None
+
+    def _reach(self, target: PoseTarget, q_start: np.ndarray) -> tuple[str | None, np.ndarray | None]:
+        """The refusal reason of ``target`` from joints ``q_start`` (shared checks, IK of the goal and
+        of an approach's start), or (None, the goal's joints): the one rule of :meth:`move_to_pose`
+        and :meth:`reach_refusal`."""
+        why = check_target(target, self.box, scene.MAX_OPENING)
+        if why:
+            return why, None
+        R = quat_to_mat(target.quat)
+        p_goal = np.asarray(target.position, float)
+        sol = self.solver.solve(p_goal, R, self.env.data.qpos, seeds=[q_start])
         if not sol.converged:
-            return refused(
+            return (
                 f"unreachable: best IK solution misses by {sol.position_error * 1000:.1f} mm and "
                 f"{math.degrees(sol.orientation_error):.1f} deg"
-            )
-        if target.approach > 0:
-            return self._approach(target, p_goal, R, sol.q)
-        path = self._cartesian_path(q_now, p_goal, target.quat, sol.q)
-        return self._go(path, target.gripper, target.speed, (p_goal, R))
+            ), None
+        if target.approach > 0 and not any(
+            self.solver.solve(p_pre, R, self.env.data.qpos, seeds=[q_start]).converged
+            for p_pre in self._approach_starts(target, p_goal, R)
+        ):
+            return _no_approach(target), None
+        return None, sol.q
+
+    def _approach_starts(self, target: PoseTarget, p_goal, R) -> Iterator[np.ndarray]:
+        """Where an approach may start: ``approach`` back from the goal along the tool axis, then up
+        to 20 cm further back while inside the workspace (see :meth:`_approach`)."""
+        for extra in (0.0, 0.1, 0.2):
+            p_pre = p_goal - (target.approach + extra) * R[:, 2]
+            if extra and self.box.violation(p_pre):
+                return
+            yield p_pre
 
     def _approach(self, target: PoseTarget, p_goal, R, q_goal) -> MoveResult:
         """Straight along the TCP line to the approach's start, then straight in. When the arm
@@ -120,11 +156,8 @@ class SimExecutor:
         refused if that would touch any item, tray or the table; where it would, the change is made
         higher up (a longer approach, up to 20 cm more)."""
         quat = np.asarray(target.quat, float)
-        steps, why = 0, f"unreachable: no straight {target.approach * 100:.0f} cm approach to the target"
-        for extra in (0.0, 0.1, 0.2):
-            p_pre = p_goal - (target.approach + extra) * R[:, 2]
-            if extra and self.box.violation(p_pre):
-                break
+        steps, why = 0, _no_approach(target)
+        for p_pre in self._approach_starts(target, p_goal, R):
             q_now = self.env.data.qpos[self.env.arm_qpos].copy()
             sol = self.solver.solve(p_pre, R, self.env.data.qpos, seeds=[q_now])
             if not sol.converged:
@@ -346,6 +379,10 @@ class SimExecutor:
             )
         )
         return MoveResult(ok, pos_err, rot_err, reason, steps)
+
+
+def _no_approach(target: PoseTarget) -> str:
+    return f"unreachable: no straight {target.approach * 100:.0f} cm approach to the target"
 
 
 def _slerp(q0: np.ndarray, q1: np.ndarray, t: float) -> np.ndarray:

@@ -99,8 +99,10 @@ def test_move_to_pose_goals_through_the_node(ros_env, tmp_path):
             refused = move(xyz, frame, approach=0.25 if "approach" in why else 0.0)
             assert not refused.reached and refused.reason.startswith("refused") and why in refused.reason
             assert len(plans()) == before  # refused before anything was planned
+        before = len(plans())
         far = move((0.8, 0.5, 0.7))  # inside the box, beyond the stand-in arm's reach
-        assert not far.reached and far.reason == "refused: unreachable: no plan"
+        assert not far.reached and far.reason == "refused: unreachable: no IK solution for the goal"
+        assert len(plans()) == before  # refused by IK, before planning
     finally:
         node.destroy_node()
         rclpy.try_shutdown()

@@ -47,16 +47,47 @@ def test_missing_moveit_py_names_what_to_install():
         MoveItExecutor().move_to_pose(PoseTarget((0.4, 0.0, 0.3), top_down_quat(0.0)))
 
 
+#: The fake IK's rule: a pose of the TCP is reachable when it lies within this distance (m) of the
+#: base (the Panda reaches about 0.85 m), whatever its orientation.
+FAKE_REACH = 0.8
+#: The arm's joints as the fake monitors them.
+MONITORED_Q = [0.0, -0.78, 0.0, -2.36, 0.0, 1.57, 0.79]
+
+
+class FakeRobotState:
+    """moveit_py's ``RobotState`` as far as IK goes: ``set_from_ik`` solves by :data:`FAKE_REACH`,
+    and a solution becomes the state's joints (the seed of the next query)."""
+
+    def __init__(self, robot_model):
+        self.robot, self.q = robot_model, None
+
+    def set_joint_group_positions(self, group, q):
+        self.q = list(q)
+
+    def set_from_ik(self, joint_model_group_name, geometry_pose, tip_name, timeout):
+        p = geometry_pose.position
+        reachable = math.dist((p.x, p.y, p.z), (0.0, 0.0, 0.0)) <= FAKE_REACH
+        self.robot.ik_queries.append((joint_model_group_name, tip_name, round(p.z, 6), self.q, timeout))
+        if reachable:
+            self.q = [round(p.x, 6), round(p.y, 6), round(p.z, 6)]  # stands for the solution's joints
+        return reachable
+
+
 class FakeMoveIt:
     """The slice of moveit_py's API the executor uses; the arm lands where it was told to go."""
 
     def __init__(self, plans: bool):
-        self.plans, self.goal, self.executed, self.planned = plans, None, [], []
+        self.plans, self.goal, self.executed, self.planned, self.ik_queries = plans, None, [], [], []
         pose = SimpleNamespace(
             position=SimpleNamespace(x=0, y=0, z=0), orientation=SimpleNamespace(w=1, x=0, y=0, z=0)
         )
-        self.state = SimpleNamespace(update=lambda: None, get_pose=lambda link: pose)
+        self.state = SimpleNamespace(
+            update=lambda: None, get_pose=lambda link: pose, get_joint_group_positions=lambda g: MONITORED_Q
+        )
         self.pose = pose
+
+    def get_robot_model(self):
+        return self
 
     def get_planning_component(self, group):
         fake = self
@@ -99,7 +130,7 @@ def _executor(monkeypatch, plans: bool):
     monkeypatch.setattr(
         moveit_backend,
         "import_moveit",
-        lambda: (None, lambda robot, namespace="": SimpleNamespace(namespace=namespace), None),
+        lambda: (None, lambda robot, namespace="": SimpleNamespace(namespace=namespace), FakeRobotState),
     )
     return MoveItExecutor(MoveItConfig(), robot=robot), robot
 
@@ -139,3 +170,32 @@ def test_a_stop_ends_the_motion_between_its_legs_and_before_the_gripper(monkeypa
     executor.should_stop = lambda: len(robot.executed) >= 3  # after both legs: the gripper is held back
     result = executor.move_to_pose(target)
     assert result.reason == "canceled" and robot.executed == ["panda_arm"] * 3
+
+
+def test_a_pose_out_of_reach_is_refused_by_ik_before_anything_is_planned(monkeypatch):
+    executor, robot = _executor(monkeypatch, plans=True)
+    result = executor.move_to_pose(PoseTarget((0.8, 0.3, 0.3), top_down_quat(0.0)))  # in the box
+    assert result.refused and result.reason == "refused: unreachable: no IK solution for the goal"
+    assert robot.planned == [] and robot.executed == []
+    assert robot.ik_queries == [("panda_arm", "panda_hand_tcp", 0.3, MONITORED_Q, 0.1)]
+
+
+def test_a_path_with_a_leg_out_of_reach_is_refused_before_its_first_leg_moves(monkeypatch):
+    """The hostile place: lift and carry, the carry out of reach. Each leg's IK is seeded with the
+    previous leg's solution, the first with the monitored joints; nothing is planned or executed."""
+    executor, robot = _executor(monkeypatch, plans=True)
+    lift, carry = (PoseTarget(p, top_down_quat(0.0)) for p in ((0.5, 0.1, 0.3), (0.8, 0.3, 0.3)))
+    why = executor.reach_refusal([lift, carry])
+    assert why == "unreachable: no IK solution for the goal"
+    seeds = [seed for _, _, _, seed, _ in robot.ik_queries]
+    assert seeds == [MONITORED_Q, [0.5, 0.1, 0.3]]
+    assert robot.planned == [] and robot.executed == []
+
+
+def test_an_approach_s_start_is_asked_before_its_goal(monkeypatch):
+    executor, robot = _executor(monkeypatch, plans=True)
+    near = PoseTarget((0.5, 0.1, 0.1), top_down_quat(0.0), speed=0.4, approach=0.12)
+    assert executor.reach_refusal([near]) is None
+    assert [z for _, _, z, _, _ in robot.ik_queries] == [0.22, 0.1] and robot.executed == []
+    high = PoseTarget((0.6, 0.4, 0.3), top_down_quat(0.0), approach=0.2)  # its start is out of reach
+    assert executor.reach_refusal([high]) == "unreachable: no IK solution for the approach's start"

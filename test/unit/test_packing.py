@@ -75,6 +75,28 @@ def test_invalid_targets_are_refused_without_motion(cell, target, reason):
     assert np.array_equal(cell.env.data.qpos, before)
 
 
+@pytest.mark.parametrize(
+    "target",
+    [
+        PoseTarget((0.84, 0.54, 0.02), top_down_quat(0.0)),  # in the box, out of reach
+        PoseTarget((0.16, 0.0, 0.05), top_down_quat(0.0)),  # in the box, against the base
+        PoseTarget((2.0, 0.0, 0.3), top_down_quat(0.0)),
+        PoseTarget((0.5, 0.0, 0.6), top_down_quat(0.0), approach=0.2),
+    ],
+)
+def test_reach_refusal_gives_move_to_pose_s_reason_and_moves_nothing(cell, target):
+    """Asked first, it refuses a multi-leg motion at the leg ``move_to_pose`` would refuse (with its
+    reason), before an earlier leg moves; asking steps nothing and changes nothing."""
+    _fresh(cell, {})
+    before = cell.env.snapshot()
+    reachable = PoseTarget((0.45, 0.0, 0.35), top_down_quat(0.0))
+    assert cell.executor.reach_refusal([reachable]) is None
+    why = cell.executor.reach_refusal([reachable, target])
+    assert why and cell.env.snapshot() == before
+    assert cell.executor.move_to_pose(target).reason == f"refused: {cell.executor.reach_refusal([target])}"
+    assert cell.env.snapshot() == before
+
+
 def test_reachable_pose_is_reached(cell):
     _fresh(cell, {})
     target = PoseTarget((0.5, -0.1, 0.2), top_down_quat(0.3), 0.05)

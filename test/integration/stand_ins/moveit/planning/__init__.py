@@ -1,10 +1,11 @@
 """Stand-in of moveit.planning: MoveItPy and PlanRequestParameters (see ../../README.md)."""
 
 import json
-import math
 import os
 from contextlib import contextmanager
 from types import SimpleNamespace
+
+from moveit.core.robot_state import within_reach
 
 
 class PlanRequestParameters:
@@ -50,9 +51,7 @@ class _Component:
         if self.goal is not None:
             p = self.goal.pose.position
             entry.update(frame=self.goal.header.frame_id, position=[p.x, p.y, p.z])
-            reachable = math.sqrt(p.x**2 + p.y**2 + p.z**2) <= float(
-                os.environ.get("R3_STANDIN_REACH_M", "0.855")
-            )
+            reachable = within_reach(p)
         entry["planned"] = reachable
         if os.environ.get("R3_STANDIN_LOG"):
             with open(os.environ["R3_STANDIN_LOG"], "a") as log:

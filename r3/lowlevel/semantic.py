@@ -13,9 +13,9 @@ Failure reasons:
   table), ``no_room_at_point`` (the item would overlap others or a tray wall there),
   ``item_not_visible`` (no estimate of the item after a failed attempt), ``held_item_not_visible``
   (no estimate of the held item's size), ``motion_failed: <executor reason>`` (refused or not
-  reached; a place whose path the executor's checks refuse, a point beyond the workspace box, is
-  refused before the hand lifts), ``grasp_failed`` (not held after the last attempt),
-  ``place_failed: <where it ended>``.
+  reached; a pick or place with a leg the executor would refuse, a point beyond the workspace box
+  or out of the arm's reach, is refused before the hand moves: ``Executor.reach_refusal``),
+  ``grasp_failed`` (not held after the last attempt), ``place_failed: <where it ended>``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from r3.execution.base import PoseTarget, check_target, top_down_quat
+from r3.execution.base import PoseTarget, refused, top_down_quat
 from r3.instructions.semantic import RESULT_HEADER
 from r3.lowlevel.grounding import Grounder
 from r3.sim.packing import scene
@@ -190,16 +190,20 @@ class SemanticActions:
             )
             for yaw, opening in tries:
                 quat = top_down_quat(wrist_friendly_yaw(yaw, cx, cy))
-                r = self.executor.move_to_pose(
-                    PoseTarget((cx, cy, z), quat, opening, self.config.approach_speed, approach=above[2] - z)
+                grasp = PoseTarget(
+                    (cx, cy, z), quat, opening, self.config.approach_speed, approach=above[2] - z
                 )
+                lift = PoseTarget(above, quat, None, self.config.approach_speed)
+                # The way down and back up are refused together, before the hand moves, or not at all.
+                why = self.executor.reach_refusal((grasp, lift))
+                r = refused(why) if why else self.executor.move_to_pose(grasp)
                 steps += r.control_steps
                 if not r.reason.startswith("refused: collision"):
                     break
             if not r.reached:
                 return ActionResult(False, f"motion_failed: {r.reason}", steps)
             steps += self.executor.set_gripper(0.0).control_steps
-            lift = self.executor.move_to_pose(PoseTarget(above, quat, None, self.config.approach_speed))
+            lift = self.executor.move_to_pose(lift)
             steps += lift.control_steps
             s = self.state()
             if s.held == label and lift.reached and s.items[label].pos[2] > cz + 0.03:
@@ -244,8 +248,10 @@ class SemanticActions:
             PoseTarget(carry, quat),
             PoseTarget(release, quat, None, self.config.approach_speed, approach=carry[2] - release[2]),
         )
-        # A point the cell's limits refuse is refused before the hand lifts, not after.
-        why = next(filter(None, (check_target(t, self.executor.box, scene.MAX_OPENING) for t in path)), None)
+        retreat = PoseTarget((tx, ty, release[2] + self.config.approach), quat)
+        # A path the executor would refuse a leg of (beyond the workspace box, out of the arm's
+        # reach) is refused before the hand lifts, not after.
+        why = self.executor.reach_refusal((*path, retreat))
         if why:
             return ActionResult(False, f"motion_failed: refused: {why}")
         steps = 0
@@ -258,7 +264,7 @@ class SemanticActions:
         steps += self.executor.set_gripper(
             min(scene.MAX_OPENING, max(width, s.gripper_opening) + 0.02)
         ).control_steps
-        r = self.executor.move_to_pose(PoseTarget((tx, ty, release[2] + self.config.approach), quat))
+        r = self.executor.move_to_pose(retreat)
         steps += r.control_steps
         after = self.state()
         if label not in after.items:

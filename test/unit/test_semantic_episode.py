@@ -322,3 +322,23 @@ def test_a_place_on_the_table_outside_the_workspace_is_refused_before_the_hand_l
     assert done.error.startswith("motion_failed: refused: outside the workspace: x="), done.error
     assert done.control_steps == 0 and cell.env.snapshot() == before
     assert done.outcome.endswith("No item changed place.") and cell.env.state().held == item
+
+
+@pytest.mark.parametrize("point", [[500, 342], [844, 631]])
+def test_a_place_out_of_the_arm_s_reach_is_refused_before_the_hand_lifts(cell, point):
+    """Found by a hostile test: these table points lie inside the workspace box but out of the arm's
+    reach with the held item (next to the base; the far corner); the hand lifted the item 7.5 cm,
+    then the carry was refused as unreachable."""
+    import numpy as np
+
+    cell.reset(0, "4")
+    item = "soup can"
+    grasp = item_point(item, cell.env.state(), cell.env.camera_model("base"))
+    rng = np.random.default_rng(0)
+    assert cell.carry_out("semantic", f"pick({item}, [{grasp[0]}, {grasp[1]}])", rng).error == ""
+    assert cell.grounder.at_point(point, containers_only=True).label == "table"
+    before = cell.env.snapshot()
+    done = cell.carry_out("semantic", f"place({item}, {point})", rng)
+    assert done.error.startswith("motion_failed: refused: unreachable: "), done.error
+    assert done.control_steps == 0 and cell.env.snapshot() == before
+    assert done.outcome.endswith("No item changed place.") and cell.env.state().held == item

@@ -305,30 +305,19 @@ def test_an_item_with_no_free_spot_in_the_base_view_ends_the_episode_with_done_n
     assert "cannot be set down in the small tray: none of the free spots there is in the base" in last
 
 
-def test_a_place_on_the_table_outside_the_workspace_is_refused_before_the_hand_lifts(cell):
-    """Found by a hostile test: a place point on the table beyond the workspace box (its far edge)
-    lifted the held item 7.5 cm, then the carry was refused: the answer moved the arm and failed."""
-    import numpy as np
-
-    cell.reset(0, "4")
-    item = "soup can"
-    point = item_point(item, cell.env.state(), cell.env.camera_model("base"))
-    rng = np.random.default_rng(0)
-    assert cell.carry_out("semantic", f"pick({item}, [{point[0]}, {point[1]}])", rng).error == ""
-    far = [round(c) for c in cell.grounder.project((0.89, 0.0, 0.0))]  # the table, beyond x = 0.85
-    assert cell.grounder.at_point(far, containers_only=True).label == "table"
-    before = cell.env.snapshot()
-    done = cell.carry_out("semantic", f"place({item}, [{far[0]}, {far[1]}])", rng)
-    assert done.error.startswith("motion_failed: refused: outside the workspace: x="), done.error
-    assert done.control_steps == 0 and cell.env.snapshot() == before
-    assert done.outcome.endswith("No item changed place.") and cell.env.state().held == item
-
-
-@pytest.mark.parametrize("point", [[500, 342], [844, 631]])
-def test_a_place_out_of_the_arm_s_reach_is_refused_before_the_hand_lifts(cell, point):
-    """Found by a hostile test: these table points lie inside the workspace box but out of the arm's
-    reach with the held item (next to the base; the far corner); the hand lifted the item 7.5 cm,
-    then the carry was refused as unreachable."""
+@pytest.mark.parametrize(
+    ("point", "refused"),
+    [
+        ("beyond the box", "outside the workspace: x="),
+        ([500, 342], "unreachable: "),
+        ([844, 631], "unreachable: "),
+    ],
+    ids=["beyond_the_workspace", "next_to_the_base", "far_corner"],
+)
+def test_a_place_the_executor_would_refuse_is_refused_before_the_hand_lifts(cell, point, refused):
+    """Found by a hostile test: a place point on the table beyond the workspace box (its far edge), or
+    inside it but out of the arm's reach with the held item (next to the base; the far corner), lifted
+    the held item 7.5 cm, then the carry was refused: the answer moved the arm and failed."""
     import numpy as np
 
     cell.reset(0, "4")
@@ -336,9 +325,11 @@ def test_a_place_out_of_the_arm_s_reach_is_refused_before_the_hand_lifts(cell, p
     grasp = item_point(item, cell.env.state(), cell.env.camera_model("base"))
     rng = np.random.default_rng(0)
     assert cell.carry_out("semantic", f"pick({item}, [{grasp[0]}, {grasp[1]}])", rng).error == ""
+    if point == "beyond the box":  # the table, beyond x = 0.85
+        point = [round(c) for c in cell.grounder.project((0.89, 0.0, 0.0))]
     assert cell.grounder.at_point(point, containers_only=True).label == "table"
     before = cell.env.snapshot()
-    done = cell.carry_out("semantic", f"place({item}, {point})", rng)
-    assert done.error.startswith("motion_failed: refused: unreachable: "), done.error
+    done = cell.carry_out("semantic", f"place({item}, [{point[0]}, {point[1]}])", rng)
+    assert done.error.startswith(f"motion_failed: refused: {refused}"), done.error
     assert done.control_steps == 0 and cell.env.snapshot() == before
     assert done.outcome.endswith("No item changed place.") and cell.env.state().held == item

@@ -875,15 +875,17 @@ def floor_point(
     return None if point is None else (round(point[0]), round(point[1]))
 
 
-def no_floor_point(item: str, dest: str | None, state: PackingState) -> str:
-    """Why no base-view point names a spot to set ``item`` down in ``dest`` (None: the table)."""
+def no_floor_point(item: str, dest: str | None, state: PackingState, camera: CameraModel) -> str:
+    """Why no base-view point names a free spot to set ``item`` down in ``dest`` (None: the table);
+    "" when one does (the spots :func:`floor_point` chooses among)."""
     rect = DROP_REGION if dest is None else tray_rect(dest)
     others = [placement.footprint(n, i.pos[0], i.pos[1], i.yaw) for n, i in state.items.items() if n != item]
-    if placement.candidates(item, rect, others, yaws=(state.items[item].yaw,)):
-        why = "none of the free spots there is in the base camera's view, so no point can name one"
-    else:
-        why = "no spot there is free"
-    return f"the {item} cannot be set down {_where_to(dest)}: {why}"
+    z = TRAY_SPECS[dest].floor if dest else 0.0
+    free = placement.candidates(item, rect, others, yaws=(state.items[item].yaw,))
+    if any(camera.normalised_point((x, y, z)) is not None for x, y, _ in free):
+        return ""
+    why = "no spot there is free" if not free else "none of the free spots there is in the base camera's view"
+    return f"the {item} cannot be set down {_where_to(dest)}: {why}, so no point can name one"
 
 
 def read_action(previous: str) -> tuple[SemanticAction | None, str]:
@@ -920,7 +922,7 @@ def next_step(
     in the gripper, and its place comes next (at the ``spot``-th free spot). An item held for no move
     goes down on the table first; after each successful place the arm goes home, as the packing policy
     does; ``done()`` when every goal object is in place, or when no free spot the base view shows is
-    left to set the held item down (:func:`no_floor_point` says why).
+    left to set the planned item down (:func:`no_floor_point` says why), before it is picked up.
     """
     if after_place:
         return Step(
@@ -943,16 +945,20 @@ def next_step(
     if held is not None and held != item:
         point = floor_point(held, None, state, camera, rng)
         if point is None:
-            return Step(SemanticAction(ActionType.DONE), gave_up(no_floor_point(held, None, state))), None
+            return Step(
+                SemanticAction(ActionType.DONE), gave_up(no_floor_point(held, None, state, camera))
+            ), None
         why = f"the gripper holds the {held}, which no planned move needs now, so it goes down on the table"
         return Step(SemanticAction(ActionType.PLACE, held, point), why), None
     if held != item:
+        if nowhere := no_floor_point(item, dest, state, camera):  # it could only be held, not set down
+            return Step(SemanticAction(ActionType.DONE), gave_up(nowhere)), None
         point = item_point(item, state, camera)
         why = f"{plan.why}, so the hand picks up the {item} at the middle of its top face"
         return Step(None if point is None else SemanticAction(ActionType.PICK, item, point), why), plan
     point = floor_point(item, dest, state, camera, rng, spot)
     if point is None:
-        return Step(SemanticAction(ActionType.DONE), gave_up(no_floor_point(item, dest, state))), None
+        return Step(SemanticAction(ActionType.DONE), gave_up(no_floor_point(item, dest, state, camera))), None
     why = f"the gripper holds the {item} and {plan.why}, so it goes down on a free spot {_where_to(dest)}"
     return Step(SemanticAction(ActionType.PLACE, item, point), why), plan
 

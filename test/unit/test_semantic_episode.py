@@ -293,7 +293,8 @@ def test_an_item_with_no_free_spot_in_the_base_view_ends_the_episode_with_done_n
     cell, monkeypatch, interface
 ):
     """Found by a review, as above: where the image shows no free spot of the tray at all, the expert
-    ends with done(), its reasoning naming the item it could not set down and why."""
+    ends with done(), its reasoning naming the item it could not set down and why, without picking it
+    up first (it did, and ended holding it)."""
     _hide_tray_floor(monkeypatch, "small", 1.0)
     t = run_packing_episode(
         "4", 0, make_backend("expert:packing"), cell=cell, render=False, interface=interface
@@ -303,6 +304,7 @@ def test_an_item_with_no_free_spot_in_the_base_view_ends_the_episode_with_done_n
     assert t.steps[-1].instruction.rsplit("\n", 1)[-1].endswith(DONE_ANSWER), t.steps[-1].instruction
     last = t.steps[-1].raw_response
     assert "cannot be set down in the small tray: none of the free spots there is in the base" in last
+    assert cell.env.state().held is None
 
 
 @pytest.mark.parametrize(

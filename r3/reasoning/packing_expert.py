@@ -850,19 +850,30 @@ def floor_spot(
     table), at the spot the packing policy would choose (corner first in a tray: the ``choice``-th free
     one, the last when fewer are free; a random free spot on the table); with ``camera``, only among
     the free spots its image shows (a place names its spot by an image point)."""
-    others = [placement.footprint(n, i.pos[0], i.pos[1], i.yaw) for n, i in state.items.items() if n != item]
-    yaws = (state.items[item].yaw,)
-    z = TRAY_SPECS[dest].floor if dest else 0.0
-    keep = None if camera is None else (lambda x, y: camera.normalised_point((x, y, z)) is not None)
+    rect, others, yaws, z = _floor(item, dest, state)
+    keep = None if camera is None else _shown_by(camera, z)
     if dest is None:
-        spot = placement.random_spot(item, DROP_REGION, others, rng, yaws, keep)
+        spot = placement.random_spot(item, rect, others, rng, yaws, keep)
         spots = [] if spot is None else [spot]
     else:
-        spots = placement.corner_spots(item, tray_rect(dest), others, yaws, count=choice + 1, keep=keep)
+        spots = placement.corner_spots(item, rect, others, yaws, count=choice + 1, keep=keep)
     if not spots:
         return None
     x, y, _ = spots[min(choice, len(spots) - 1)]
     return x, y, z
+
+
+def _floor(item: str, dest: str | None, state: PackingState):
+    """Where ``item`` may go down in ``dest`` (None: the table): the area, the other items' footprints,
+    the item's yaw (as the only one tried) and the floor's height."""
+    rect = DROP_REGION if dest is None else tray_rect(dest)
+    others = [placement.footprint(n, i.pos[0], i.pos[1], i.yaw) for n, i in state.items.items() if n != item]
+    return rect, others, (state.items[item].yaw,), TRAY_SPECS[dest].floor if dest else 0.0
+
+
+def _shown_by(camera: CameraModel, z: float) -> placement.Keep:
+    """Whether the base view shows a spot's centre at height ``z``."""
+    return lambda x, y: camera.normalised_point((x, y, z)) is not None
 
 
 def floor_point(
@@ -878,11 +889,10 @@ def floor_point(
 def no_floor_point(item: str, dest: str | None, state: PackingState, camera: CameraModel) -> str:
     """Why no base-view point names a free spot to set ``item`` down in ``dest`` (None: the table);
     "" when one does (the spots :func:`floor_point` chooses among)."""
-    rect = DROP_REGION if dest is None else tray_rect(dest)
-    others = [placement.footprint(n, i.pos[0], i.pos[1], i.yaw) for n, i in state.items.items() if n != item]
-    z = TRAY_SPECS[dest].floor if dest else 0.0
-    free = placement.candidates(item, rect, others, yaws=(state.items[item].yaw,))
-    if any(camera.normalised_point((x, y, z)) is not None for x, y, _ in free):
+    rect, others, yaws, z = _floor(item, dest, state)
+    shown = _shown_by(camera, z)
+    free = placement.candidates(item, rect, others, yaws=yaws)
+    if any(shown(x, y) for x, y, _ in free):
         return ""
     why = "no spot there is free" if not free else "none of the free spots there is in the base camera's view"
     return f"the {item} cannot be set down {_where_to(dest)}: {why}, so no point can name one"

@@ -82,6 +82,20 @@ class Drain:
         return expected_arrived and quiet and waited >= self.min_wait_s
 
 
+class KernelDrops:
+    """This process's count of dropped datagrams (:func:`udp_drops`), read at each poll."""
+
+    def __init__(self, now_s: float):
+        self.count, self.polled_s = udp_drops(), now_s
+
+    def new_since(self, now_s: float) -> float | None:
+        """When the poll before this one was, if the kernel has dropped datagrams since (None: it has
+        not)."""
+        count, since = udp_drops(), self.polled_s
+        dropped, self.count, self.polled_s = count > self.count, count, now_s
+        return since if dropped else None
+
+
 def udp_drops() -> int:
     """How many datagrams addressed to this process's UDP sockets the kernel has dropped (their
     receive buffers were full), from /proc: Linux's count per socket. 0 where there is no /proc."""

@@ -51,7 +51,7 @@ from r3.graph import names
 from r3.graph.interfaces import PUBLISHED_TYPES
 from r3.graph.node_params import NODE_PARAMETERS
 from r3_msgs.msg import EpisodeEvent
-from r3_recorder_node.closing import DRAIN_TICK_S, TICK_S, udp_drops
+from r3_recorder_node.closing import DRAIN_TICK_S, TICK_S, KernelDrops
 from r3_recorder_node.open_bag import OpenBag
 from r3_ros import without_shared_memory
 from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
@@ -100,8 +100,7 @@ class RecorderNode(R3Node):
             self, RECORD_DEPTH, raw=True, callback_group=PolledCallbackGroup()
         )
         self.taking = threading.Lock()  # one taker at a time; no subscription is remade while taken from
-        # Datagrams to this process the kernel dropped, as of the last poll, and that poll's time.
-        self.drops, self.polled_s = udp_drops(), time.monotonic()
+        self.drops = KernelDrops(time.monotonic())  # a bag waits for the repair of what was dropped
         for topic in self.topics:  # r3's own topics with the type r3 publishes them with
             self.subscribed.add(
                 topic, lambda msgtype, topic=topic: self.record_to(topic, msgtype), PUBLISHED_TYPES.get(topic)
@@ -267,12 +266,12 @@ class RecorderNode(R3Node):
         if self.sources.pending:
             self.take_decided()
         self.take_received()
-        (drops, now), (dropped, since) = (udp_drops(), time.monotonic()), (self.drops, self.polled_s)
-        self.drops, self.polled_s = drops, now
+        now = time.monotonic()
+        since = self.drops.new_since(now)
         with self.lock:
             if self.bag is None:
                 return
-            if drops > dropped:
+            if since is not None:
                 self.bag.saw_drops(now, since)
             self.say_full(self.bag.check_room())
             if self.bag.ended is None and (gone := self.starter_gone()):

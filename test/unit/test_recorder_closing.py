@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from r3_recorder_node.closing import DRAIN_TICK_S, REPAIR_S, WRITER_HEARTBEAT_S, Drain, udp_drops
+from r3_recorder_node.closing import DRAIN_TICK_S, REPAIR_S, WRITER_HEARTBEAT_S, Drain, KernelDrops, udp_drops
 from r3_ros import DDS_PROFILES, DDS_PROFILES_UDP_ONLY, DDS_PROFILES_UDP_ONLY_LOCALHOST
 
 END_NS = 1_000_000_000  # END's source stamp
@@ -87,10 +87,12 @@ def test_the_drops_counted_are_those_of_this_processs_sockets():
     with receiver, sender:
         receiver.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the kernel's least
         receiver.bind(("127.0.0.1", 0))
-        before = udp_drops()
+        before, drops = udp_drops(), KernelDrops(now_s=1.0)
+        assert drops.new_since(2.0) is None
         for _ in range(50):
             sender.sendto(b"x" * 1000, receiver.getsockname())
         assert udp_drops() - before >= 40  # the buffer holds a few of the 50
+        assert drops.new_since(3.0) == 2.0 and drops.new_since(4.0) is None  # seen once, with the poll before
 
 
 @pytest.mark.parametrize("profile", [DDS_PROFILES, DDS_PROFILES_UDP_ONLY, DDS_PROFILES_UDP_ONLY_LOCALHOST])

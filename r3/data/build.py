@@ -25,7 +25,7 @@ import numpy as np
 from r3.data import schema as S
 from r3.data.bags import COMPLETE, EPISODE_FILE, closed_bag_reader, read_episode_info
 from r3.data.bagtypes import bag_typestore
-from r3.files import find_folders, replaced_output
+from r3.files import bounded_repr, find_folders, replaced_output
 from r3.graph import names
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
 
@@ -102,6 +102,8 @@ def read_episode(bag: str | Path) -> EpisodeRecord:
         for conn, _, raw in reader.messages(connections=states):
             instance_json = store.deserialize_cdr(raw, conn.msgtype).task_instance_json
             break
+    if why := _steps_problem(info.steps, [m.step for m in steps]):
+        raise ValueError(why)
     images.sort(key=lambda x: x[0])
     snapshots.sort(key=lambda x: x[0])
     records, previous = [], -1
@@ -127,6 +129,20 @@ def read_episode(bag: str | Path) -> EpisodeRecord:
         )
         previous = at
     return EpisodeRecord(info, _note(info.suite, info.task, instance_json), records)
+
+
+def _steps_problem(steps: int, recorded: list[int]) -> str:
+    """Why a complete episode's decision steps as recorded (the step numbers on the step topic) are
+    not the ``steps`` its sidecar says it took, 0 to steps - 1, each once; "" when they are. The
+    recorder closes a bag complete only once every step record it records came, so a topic left out
+    of the bag or its metadata.yaml, or steps edited in, would otherwise count as an episode built,
+    its steps lost unnamed, or two rows of one step write one image over the other."""
+    if sorted(recorded) == list(range(steps)):
+        return ""
+    return (
+        f"{EPISODE_FILE} says the episode took {steps} decision steps, but {names.REASONER_STEPS} "
+        f"holds steps {bounded_repr(sorted(recorded))}: a topic lost or edited"
+    )
 
 
 def _latest(stamped: list, after: int, at: int):

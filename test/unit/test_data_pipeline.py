@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from PIL import Image
 
 from r3.data import schema as S
@@ -193,6 +194,36 @@ def test_broken_bags_are_named_and_skipped(bags, tmp_path, capsys):
     assert sorted(s["bag"] for s in manifest["skipped"]) == sorted([corrupted.name, truncated.name])
     assert manifest["bags"] == [good.name]
     assert set(S.load_r3_dataset(tmp_path / "ds")[S.EPISODE_ID]) == {good.name}
+
+
+def _drop_step_topic(bag: Path) -> None:
+    meta = bag / "metadata.yaml"
+    data = yaml.safe_load(meta.read_text())
+    topics = data["rosbag2_bagfile_information"]["topics_with_message_count"]
+    topics[:] = [t for t in topics if t["topic_metadata"]["name"] != names.REASONER_STEPS]
+    meta.write_text(yaml.safe_dump(data))
+
+
+def _one_step_more(bag: Path) -> None:
+    sidecar = bag / "r3_episode.yaml"
+    fields = yaml.safe_load(sidecar.read_text())
+    sidecar.write_text(yaml.safe_dump({**fields, "steps": fields["steps"] + 1}))
+
+
+@pytest.mark.parametrize("damage", [_drop_step_topic, _one_step_more])
+def test_a_complete_bag_missing_its_step_records_is_skipped_and_named(bags, tmp_path, capsys, damage):
+    """Found by a hostile tester: a complete bag whose metadata.yaml lists no /r3/reasoner/steps (or
+    whose steps fall short of its sidecar's) counted as an episode built, "0 bags skipped", while
+    none of its steps became rows."""
+    copy = shutil.copytree(bags, tmp_path / "bags")
+    broken, *good = sorted(p for p in copy.iterdir() if p.is_dir())
+    damage(broken)
+    assert dataset_main(["build", str(copy), "--out", str(tmp_path / "ds"), "--kind", "sft"]) == 0
+    assert f"skipped bag {broken.name}" in capsys.readouterr().err
+    manifest = json.loads((tmp_path / "ds" / S.MANIFEST).read_text())
+    assert [s["bag"] for s in manifest["skipped"]] == [broken.name]
+    assert "decision steps" in manifest["skipped"][0]["reason"]
+    assert manifest["bags"] == [p.name for p in good]
 
 
 def test_a_bag_whose_episode_id_is_a_path_is_skipped_and_nothing_is_written_outside(bags, tmp_path, capsys):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from r3.files import FileRefused, bounded_repr, read_yaml_mapping
+from r3.reasoning.backends.spec import TEMPERATURES
 from r3.reasoning.prompts import MODES, VARIANTS, temperature_problem
 from r3.rewards.turn import TURN_TERMS
 from r3.workers import check_ray_address
@@ -53,6 +54,16 @@ DEFAULT_REWARD_TERMS: dict[str, tuple[str, ...]] = {
 
 def _check_seed(seed: int) -> None:
     _check(0 <= seed < 2**32, f"seed={seed}: must be in [0, 2**32) (numpy's and torch's seeds)")
+
+
+def _check_sampling_temperature(temperature: float) -> None:
+    """A temperature that rollouts and imputation sample at: the reasoner's temperatures
+    (:func:`temperature_problem`) but 0, which is greedy decoding, no sampling."""
+    high = TEMPERATURES[1]
+    _check(
+        temperature > 0 and temperature_problem(temperature) is None,
+        f"temperature={temperature}: must be a finite number in (0, {high:g}] (it samples)",
+    )
 
 
 def _check(ok: bool, message: str) -> None:
@@ -239,7 +250,7 @@ class RLConfig(_Common):
         super().__post_init__()
         _check(self.prompts_per_step >= 1, f"prompts_per_step={self.prompts_per_step}: must be >= 1")
         _check(self.num_generations >= 2, f"num_generations={self.num_generations}: GRPO needs >= 2")
-        _check(self.temperature > 0, f"temperature={self.temperature}: must be > 0")
+        _check_sampling_temperature(self.temperature)
         _check(0 < self.top_p <= 1, f"top_p={self.top_p}: must be in (0, 1]")
         _check(
             self.max_completion_length >= 1,
@@ -332,7 +343,7 @@ class ImputeConfig:
         for key in ("backend", "dataset", "output"):
             _check(bool(getattr(self, key)), f"{key}: required")
         _check(self.samples >= 1, f"samples={self.samples}: must be >= 1")
-        _check(self.temperature > 0, f"temperature={self.temperature}: must be > 0 (sampling)")
+        _check_sampling_temperature(self.temperature)
         _check(self.max_new_tokens >= 1, f"max_new_tokens={self.max_new_tokens}: must be >= 1")
         _check(self.device in DEVICES, f"device={self.device!r}: expected one of {DEVICES}")
         _check_seed(self.seed)

@@ -89,6 +89,7 @@ def _write(tmp_path, values) -> Path:
 
 
 BASE = {"model": "m", "dataset": "d", "output_dir": "o"}
+IMPUTE = {"backend": "expert", "dataset": "d", "output": "o.jsonl"}
 
 
 @pytest.mark.parametrize(
@@ -128,6 +129,17 @@ def test_bad_rl_config_names_the_problem(tmp_path, values, named):
     with pytest.raises(ConfigError, match=None) as err:
         load_config(_write(tmp_path, values), RLConfig)
     assert named in str(err.value)
+
+
+@pytest.mark.parametrize("job", [RLConfig, ImputeConfig])
+@pytest.mark.parametrize("temperature", [0, 11, 1e30])
+def test_a_sampling_job_takes_only_a_reasoners_sampling_temperature(tmp_path, job, temperature):
+    """Found by a hostile tester: RL rollouts and imputation took ``temperature: 1e30`` (any
+    number above 0), where every other sampling temperature r3 takes is in [0, 10]."""
+    values = {**(BASE if job is RLConfig else IMPUTE), "temperature": temperature}
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, values), job)
+    assert f"temperature={float(temperature)}: must be a finite number in (0, 10]" in str(err.value)
 
 
 @pytest.mark.parametrize("key", ["mode", "rewards.judge", "lora.target_modules"])

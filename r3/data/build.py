@@ -61,6 +61,8 @@ class BuildReport:
     rows: int = 0
     episodes: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (bag name, why)
+    #: (bag name, its episode id, the id its rows have): a source whose id an earlier one has
+    renamed: list[tuple[str, str, str]] = field(default_factory=list)
     dropped: dict[str, int] = field(default_factory=lambda: {"invalid": 0, "repeated": 0, "no_image": 0})
     bytes_read: int = 0
     seconds: float = 0.0
@@ -204,7 +206,7 @@ def build_dataset(
     """
     history = build_history(kind, history)
     started = time.perf_counter()
-    report, rows, used = BuildReport(), [], []
+    report, rows, used, ids = BuildReport(), [], [], set()
     read, rows_of = (_read_turns, _turn_rows) if kind == S.TURNS else (read_episode, _episode_rows)
     with replaced_output(
         out, DATASET_ENTRIES, overwrite=overwrite, what="dataset", made_before_marks=_is_dataset
@@ -219,7 +221,10 @@ def build_dataset(
                 report.skipped.append((bag.name, f"{type(exc).__name__}: {exc}".strip()))
             else:
                 report.bytes_read += sum(f.stat().st_size for f in bag.rglob("*") if f.is_file())
-                rows.extend(rows_of(episode, kind, history, folder, report))
+                episode_id = episode.episode_id if kind == S.TURNS else episode.info.episode_id
+                if (own := _free_id(episode_id, ids)) != episode_id:
+                    report.renamed.append((bag.name, episode_id, own))
+                rows.extend(rows_of(episode, kind, history, folder, report, own))
                 report.episodes += 1
                 used.append(bag.name)
             if on_bag is not None:
@@ -241,6 +246,7 @@ def build_dataset(
             "episodes": report.episodes,
             "bags": used,
             "skipped": [{"bag": b, "reason": r} for b, r in report.skipped],
+            "renamed": [{"bag": b, "episode_id": i, "rows_episode_id": own} for b, i, own in report.renamed],
             "dropped_steps": report.dropped,
         }
         (folder / S.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -264,12 +270,14 @@ def build_history(kind: str, history: str | None) -> str | None:
 
 
 def _episode_rows(
-    episode: EpisodeRecord, kind: str, history: str, out: Path, report: BuildReport
+    episode: EpisodeRecord, kind: str, history: str, out: Path, report: BuildReport, place: str
 ) -> list[dict]:
+    """The rows of one bag's steps, their images and snapshots filed under ``place``, which is
+    also the rows' episode id."""
     from PIL import Image
 
     info, rows, previous = episode.info, [], None
-    split, place = _split_of(info.suite, info.task), _free_folder(out, info.episode_id)
+    split = _split_of(info.suite, info.task)
     for s in episode.steps:
         prev, previous = previous, s
         if not s.valid or not s.instruction:
@@ -307,7 +315,7 @@ def _episode_rows(
             S.HISTORY_KIND: hist_kind,
             S.INSTRUCTION: s.instruction,
             S.STEP: s.step,
-            S.EPISODE_ID: info.episode_id,
+            S.EPISODE_ID: place,
             S.EPISODE_SUCCESS: bool(info.success),
             S.EPISODE_PROGRESS: float(info.progress),
             S.SNAPSHOT: snapshot,
@@ -328,9 +336,10 @@ def _read_turns(folder: Path):
     return load_episode(folder)
 
 
-def _turn_rows(episode, kind: str, history: None, out: Path, report: BuildReport) -> list[dict]:
-    """Every turn of a stored episode (refused answers too), its snapshot copied into ``out``."""
-    rows, place = [], _free_folder(out, episode.episode_id)
+def _turn_rows(episode, kind: str, history: None, out: Path, report: BuildReport, place: str) -> list[dict]:
+    """Every turn of a stored episode (refused answers too), its snapshot copied into ``out`` under
+    ``place``, which is also the rows' episode id."""
+    rows = []
     for t in episode.turns:
         snapshot = f"{S.SNAPSHOTS_DIR}/{place}/step_{t.step:03d}.npz"
         _write(out / snapshot, t.snapshot_bytes())
@@ -350,7 +359,7 @@ def _turn_rows(episode, kind: str, history: None, out: Path, report: BuildReport
                 S.OUTCOME: t.outcome,
                 S.TURN_PROGRESS: t.progress,
                 S.STEP: t.step,
-                S.EPISODE_ID: t.episode_id,
+                S.EPISODE_ID: place,
                 S.EPISODE_SUCCESS: episode.success,
                 S.EPISODE_PROGRESS: episode.progress,
                 S.SNAPSHOT: snapshot,
@@ -360,15 +369,17 @@ def _turn_rows(episode, kind: str, history: None, out: Path, report: BuildReport
     return rows
 
 
-def _free_folder(out: Path, name: str) -> str:
-    """``name``, or ``name-2``, ``name-3`` ... when a source built before took it for its images or
-    snapshots: two sources with one episode id (two collections name their episodes alike) keep their
-    files apart (their rows keep the id)."""
-    taken, n = name, 1
-    while any((out / files / taken).exists() for files in (S.IMAGES_DIR, S.SNAPSHOTS_DIR)):
+def _free_id(episode_id: str, ids: set[str]) -> str:
+    """``episode_id``, or ``episode_id-2``, ``-3`` ... when a source built before has it (two
+    collections name their episodes alike), added to ``ids``: each episode's rows, images and
+    snapshots stay its own (one shared id merged two episodes' rows wherever rows are keyed by
+    episode and step: history, stats)."""
+    own, n = episode_id, 1
+    while own in ids:
         n += 1
-        taken = f"{name}-{n}"
-    return taken
+        own = f"{episode_id}-{n}"
+    ids.add(own)
+    return own
 
 
 def _write(path: Path, data: bytes) -> None:

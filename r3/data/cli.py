@@ -265,6 +265,11 @@ def _build(args) -> int:
         )
     for name, reason in report.skipped:
         print(f"skipped {unit} {name}: {reason}", file=sys.stderr)
+    for name, episode_id, own in report.renamed:
+        print(
+            f"{unit} {name}: episode id {episode_id} is an earlier source's too; its rows are {own}",
+            file=sys.stderr,
+        )
     mb = report.bytes_read / 1e6
     dropped = "" if turns else f"; steps dropped: {report.dropped}"
     print(

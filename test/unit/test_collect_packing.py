@@ -184,14 +184,16 @@ def _copy_episode(collected: Path, to: Path, name: str, change=None) -> Path:
 def test_two_sources_with_one_episode_id_keep_their_own_snapshots(collected, tmp_path, capsys):
     """Found by an outside tester: two collections (the expert's, a replay backend's) both name their
     episode `train-sc0000-t0-s0`; the build copied both to snapshots/<id>/step_NNN.npz, the second
-    over the first, and the first episode's rows were scored from the other's states."""
+    over the first, and the first episode's rows were scored from the other's states. Their rows
+    shared the id too (merged wherever rows are keyed by episode and step): the second's now have
+    the id its snapshots are filed under."""
     first = _copy_episode(collected, tmp_path / "a", "train-sc0000-t0-s0")
     second = _copy_episode(collected, tmp_path / "b", "train-sc0000-t0-s0")
     (second / "step_000.npz").write_bytes((second / "step_001.npz").read_bytes())  # another state
     out = tmp_path / "ds"
     assert dataset_main(["build", str(first), str(second), "--kind", "turns", "--out", str(out)]) == 0
     rows = load_turn_dataset(out)
-    assert len(rows) == 4 and {r.episode_id for r in rows} == {"train-sc0000-t0-s0"}
+    assert len(rows) == 4 and {r.episode_id for r in rows} == {"train-sc0000-t0-s0", "train-sc0000-t0-s0-2"}
     assert len({r.snapshot for r in rows}) == 4
     stored = sorted(r.snapshot_bytes() for r in rows if r.step == 0)
     assert stored == sorted((f / "step_000.npz").read_bytes() for f in (first, second))

@@ -248,10 +248,13 @@ def test_a_bag_whose_episode_id_is_a_path_is_skipped_and_nothing_is_written_outs
 
 
 @pytest.mark.parametrize("kind", S.KINDS)
-def test_two_bags_with_one_episode_id_keep_their_own_images(bags, tmp_path, kind):
+def test_two_bags_with_one_episode_id_keep_their_own_images_and_rows(bags, tmp_path, kind, capsys):
     """Found by an outside tester: two collections whose bags name one episode id wrote both
     episodes' images to images/<id>/ (the second over the first), so the first episode's rows showed
-    the other's frames. Each source now files its images and snapshots apart (the turns build's rule)."""
+    the other's frames. Each source now files its images and snapshots apart (the turns build's rule).
+    Found by a hostile pass: the rows still shared the id, so whatever keys rows by episode and step
+    (history imputation, ``with_history``, stats) merged the two episodes and dropped one's steps;
+    the second source's rows now have the id its files have, and the build says so."""
     import yaml
 
     first, second = sorted(p for p in bags.iterdir() if p.is_dir())[:2]
@@ -265,7 +268,16 @@ def test_two_bags_with_one_episode_id_keep_their_own_images(bags, tmp_path, kind
     out = tmp_path / "ds"
     assert dataset_main(["build", str(first), str(copy), "--out", str(out), "--kind", kind]) == 0
     both = S.load_r3_dataset(out)
-    assert set(both[S.EPISODE_ID]) == {first.name} and both.num_rows == len(singles)
+    assert both.num_rows == len(singles)
+    keys = list(zip(both[S.EPISODE_ID], both[S.STEP]))
+    assert len(set(keys)) == len(keys), "two rows share an episode id and step"
+    assert set(both[S.EPISODE_ID]) == {first.name, f"{first.name}-2"}
+    assert (
+        f"episode id {first.name} is an earlier source's too; its rows are {first.name}-2"
+        in capsys.readouterr().err
+    )
+    renamed = json.loads((out / S.MANIFEST).read_text())["renamed"]
+    assert renamed == [{"bag": second.name, "episode_id": first.name, "rows_episode_id": f"{first.name}-2"}]
 
     def stored(rows) -> list[tuple]:
         """Each row's step and the digests of its images and snapshot."""

@@ -304,6 +304,11 @@ def _stats(args) -> int:
         print(
             f"trace claims verified against the recorded state: {c['verified']} of {c['claims']} "
             f"({100 * c['fraction']:.1f} %)"
+            + (
+                f"; {c['unchecked_steps']} steps unchecked: no simulator snapshot"
+                if c["unchecked_steps"]
+                else ""
+            )
         )
     print(f"plot: {plot}")
     return 0

@@ -127,7 +127,7 @@ def read_manifest(path: str | Path) -> dict:
 
 def load_r3_dataset(path: str | Path):
     """The dataset in ``path`` as a ``datasets.Dataset``, with IMAGES (where it has them) and SNAPSHOT
-    made absolute."""
+    made absolute; a step recorded without a simulator snapshot (a real arm's) keeps "" there."""
     import datasets
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -145,6 +145,7 @@ def load_r3_dataset(path: str | Path):
             images.offsets, pc.binary_join_element_wise(prefix, images.flatten(), "")
         )
         table = table.set_column(table.schema.get_field_index(IMAGES), IMAGES, resolved)
-    snapshots = pc.binary_join_element_wise(prefix, table.column(SNAPSHOT), "")
+    column = table.column(SNAPSHOT)
+    snapshots = pc.if_else(pc.equal(column, ""), column, pc.binary_join_element_wise(prefix, column, ""))
     table = table.set_column(table.schema.get_field_index(SNAPSHOT), SNAPSHOT, snapshots)
     return datasets.Dataset(table)

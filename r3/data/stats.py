@@ -89,7 +89,8 @@ def dataset_stats(path: str | Path) -> dict:
 
 def trace_claims(root: Path, rows: dict) -> dict:
     """How many of the reasoning traces' claims about the scene hold in the recorded state
-    (``r3.reasoning.claims``): claims, verified, fraction; {} for a dataset without reasoning.
+    (``r3.reasoning.claims``): claims, verified, fraction, and the steps recorded without a simulator
+    snapshot (a real arm's), which cannot be checked; {} for a dataset without reasoning.
 
     Each row's snapshot is restored in its suite's simulator; the step before in the same episode
     gives the previous instruction and state (its low-level result is not in a dataset row).
@@ -101,16 +102,19 @@ def trace_claims(root: Path, rows: dict) -> dict:
 
     envs: dict = {}
     order = sorted(range(len(rows[S.STEP])), key=lambda i: (rows[S.EPISODE_ID][i], rows[S.STEP][i]))
-    checked, previous, episode = [], None, None
+    checked, previous, episode, unchecked = [], None, None, 0
     for i in order:
+        if rows[S.EPISODE_ID][i] != episode:
+            previous, episode = None, rows[S.EPISODE_ID][i]
+        if not rows[S.SNAPSHOT][i]:
+            unchecked, previous = unchecked + 1, None
+            continue
         suite = rows[S.SUITE][i]
         if suite not in envs:
             envs[suite] = get_suite(suite).hook("make_env")(render_mode=None)
         env = envs[suite]
         env.restore((root / rows[S.SNAPSHOT][i]).read_bytes())
         state = env.state()
-        if rows[S.EPISODE_ID][i] != episode:
-            previous, episode = None, rows[S.EPISODE_ID][i]
         checked += check_step(suite, rows[S.REASONING][i], state, env.task_instance, previous)
         previous = Previous(rows[S.INSTRUCTION][i], None, state)
     verified = sum(c.verified for c in checked)
@@ -118,6 +122,7 @@ def trace_claims(root: Path, rows: dict) -> dict:
         "claims": len(checked),
         "verified": verified,
         "fraction": verified / len(checked) if checked else 1.0,
+        "unchecked_steps": unchecked,
     }
 
 

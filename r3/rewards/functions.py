@@ -92,6 +92,12 @@ def _column(kwargs: dict, name: str, n: int, default=None) -> list:
     return list(values)
 
 
+def _snapshots(kwargs: dict, n: int) -> list:
+    """The rows' ``snapshot`` column, None where a row has none (a dataset's "": a step recorded
+    without a simulator, e.g. on a real arm)."""
+    return [None if isinstance(s, str | bytes) and not s else s for s in _column(kwargs, "snapshot", n)]
+
+
 def _action_names(reference, owner) -> list[str] | None:
     """A row's ``reference_plan`` when it is a list of action names; otherwise None, with a warning: a
     data bug, not a 0 (a string was scored letter by letter)."""
@@ -145,7 +151,7 @@ class JudgeReward:
         n = len(completions)
         references = _column(kwargs, "expert_instruction", n)
         suites = [s or DEFAULT_SUITE for s in _column(kwargs, "suite", n, DEFAULT_SUITE)]
-        snapshots = _column(kwargs, "snapshot", n)
+        snapshots = _snapshots(kwargs, n)
         images = _column(kwargs, "judge_image", n)
         scores: list[float | None] = [None] * n
         batch = []  # (index, candidate, reference, suite, snapshot) for the rule judge, judged as one batch
@@ -193,7 +199,7 @@ def _simulated_answers(completions, kwargs: dict) -> list[tuple]:
     n = len(completions)
     suites = [s or DEFAULT_SUITE for s in _column(kwargs, "suite", n, DEFAULT_SUITE)]
     rows = []
-    for i, (c, suite, snap) in enumerate(zip(completions, suites, _column(kwargs, "snapshot", n))):
+    for i, (c, suite, snap) in enumerate(zip(completions, suites, _snapshots(kwargs, n))):
         if get_suite(suite).outcome_simulated and snap is not None:
             parsed = parse_response(completion_text(c), suite, mode="instruction_only")
             rows.append((i, suite, load_snapshot(snap), parsed))

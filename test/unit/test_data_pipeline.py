@@ -609,3 +609,39 @@ def test_a_collect_worker_closes_its_simulator_before_building_one_for_other_siz
     collect_module.run_one(plan(other)[0], other)
     assert seen == [True]
     assert collect_module._WORKER["env"] is not first and collect_module._WORKER["env"].width == 80
+
+
+def test_a_dataset_of_bags_without_simulator_snapshots_trains_judges_and_counts(bags, tmp_path, capsys):
+    """Found by a hostile pass: a bag recorded without /sim/snapshot (a real arm has no simulator)
+    built rows with an empty snapshot, which the loader made the dataset's own folder: training
+    refused the dataset ("snapshot files are not there"), `r3 dataset stats` failed reading a folder,
+    and the judge's reward would have read it as a snapshot. Such rows now load with no snapshot,
+    the judge scores them on its text tiers and stats says how many steps it could not check."""
+    from r3.data.stats import dataset_stats
+    from r3.rewards.functions import JudgeReward
+    from r3.train.rows import open_dataset
+
+    bag = shutil.copytree(min(p for p in bags.iterdir() if p.is_dir()), tmp_path / "bags" / "real_arm")
+    meta = bag / "metadata.yaml"
+    data = yaml.safe_load(meta.read_text())
+    topics = data["rosbag2_bagfile_information"]["topics_with_message_count"]
+    topics[:] = [t for t in topics if t["topic_metadata"]["name"] != names.SCENE_SNAPSHOT]
+    meta.write_text(yaml.safe_dump(data))
+    for kind in S.KINDS:
+        assert dataset_main(["build", str(bag), "--out", str(tmp_path / kind), "--kind", kind]) == 0
+    rl = open_dataset(tmp_path / "rl", None, (S.EXPERT_INSTRUCTION, S.SNAPSHOT))
+    assert set(rl[S.SNAPSHOT]) == {""}
+    open_dataset(tmp_path / "sft", None, (S.RESPONSE,))
+    row = rl[0]
+    reward = JudgeReward()(
+        [f"Instruction: {row[S.EXPERT_INSTRUCTION]}"],
+        expert_instruction=[row[S.EXPERT_INSTRUCTION]],
+        suite=[row[S.SUITE]],
+        snapshot=[row[S.SNAPSHOT]],
+    )
+    assert reward == [1.0]
+    stats = dataset_stats(tmp_path / "sft")
+    assert stats["trace_claims"]["unchecked_steps"] == stats["rows"]
+    assert stats["trace_claims"]["claims"] == 0
+    assert dataset_main(["stats", str(tmp_path / "sft")]) == 0
+    assert f"{stats['rows']} steps unchecked: no simulator snapshot" in capsys.readouterr().out

@@ -694,11 +694,13 @@ def _read_info_file(bag: Path) -> EpisodeInfo:
     file = bag / EPISODE_FILE
     try:
         values = yaml_value(read_small_text(file))
-        info = EpisodeInfo(**values)
     except FileRefused as exc:
         raise ValueError(f"{exc}: not an episode record") from None
-    except (yaml.YAMLError, UnicodeDecodeError, TypeError) as exc:
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ValueError(f"{file} is not an episode record: {str(exc).splitlines()[0]}") from None
+    if why := _fields_problem(values):
+        raise ValueError(f"{file} is not an episode record: {why}")
+    info = EpisodeInfo(**values)
     for name, kind in _INFO_TYPES.items():  # a hand-edited "seed: abc" would fail a reader later, unnamed
         value = getattr(info, name)
         if not is_kind(value, kind):
@@ -706,6 +708,20 @@ def _read_info_file(bag: Path) -> EpisodeInfo:
                 f"{file} is not an episode record: {name}={bounded_repr(value)} is no {kind.__name__}"
             )
     return info
+
+
+def _fields_problem(values) -> str:
+    """Why ``values`` (a sidecar as read) are not an episode record's fields, in words ("" when
+    they are): Python's own ("argument after ** must be a mapping", "unexpected keyword argument")
+    named neither the field nor what was expected."""
+    if not isinstance(values, dict):
+        return f"it holds {type(values).__name__} {bounded_repr(values)}, not a mapping of fields"
+    known = [f.name for f in fields(EpisodeInfo)]
+    if unknown := [k for k in values if k not in known]:
+        return f"unknown field {bounded_repr(unknown[0])} (an episode record has {', '.join(known)})"
+    if "episode_id" not in values:
+        return "no episode_id"
+    return ""
 
 
 #: The type of each field of an episode's sidecar but its id, which has a rule of its own

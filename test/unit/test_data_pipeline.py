@@ -319,6 +319,29 @@ def test_a_bag_whose_sidecar_holds_a_wrong_type_is_skipped_and_named(
     assert manifest["bags"] == [p.name for p in good]
 
 
+@pytest.mark.parametrize(
+    "edit, says",
+    [
+        (lambda fields: [1, 2], "it holds list [1, 2], not a mapping of fields"),
+        (lambda fields: None, "it holds NoneType None, not a mapping of fields"),
+        (
+            lambda fields: {**fields, "colour": "red"},
+            "unknown field 'colour' (an episode record has episode_id, suite,",
+        ),
+        (lambda fields: {k: v for k, v in fields.items() if k != "episode_id"}, "no episode_id"),
+    ],
+)
+def test_a_sidecar_that_is_no_episode_record_is_named_in_words(bags, tmp_path, edit, says):
+    """Found by a hostile pass: an extra field or a list in r3_episode.yaml was refused in Python's
+    words ("got an unexpected keyword argument", "argument after ** must be a mapping")."""
+    bag = shutil.copytree(min(p for p in bags.iterdir() if p.is_dir()), tmp_path / "bag")
+    sidecar = bag / "r3_episode.yaml"
+    sidecar.write_text(yaml.safe_dump(edit(yaml.safe_load(sidecar.read_text()))))
+    with pytest.raises(ValueError, match="r3_episode.yaml is not an episode record: ") as refusal:
+        read_episode_info(bag)
+    assert says in str(refusal.value)
+
+
 def test_collection_resumes_where_it_stopped(bags, tmp_path):
     out = tmp_path / "bags"
     shutil.copytree(bags, out)

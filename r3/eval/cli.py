@@ -341,12 +341,20 @@ def compare_main(argv: list[str]) -> int:
     for side, evaluation, unread in (("A", args.a, unread_a), ("B", args.b, unread_b)):
         if unread:  # torn, edited or foreign: the table counts that episode only if another line has it
             print(f"note: {side}: {unread_note(evaluation, unread)}", file=sys.stderr)
-    have_b = {r["task"] for r in records_b}
-    tasks = [t for t in config_a.tasks if t in have_b and any(r["task"] == t for r in records_a)]
+    have = {"A": {r["task"] for r in records_a}, "B": {r["task"] for r in records_b}}
+    tasks = [t for t in config_a.tasks if t in have["A"] and t in have["B"]]
     if not tasks:
-        print("error: the two evaluations share no task with finished episodes", file=sys.stderr)
+        empty = [
+            f"{side} ({printable(str(evaluation))}) has no finished episode"
+            for side, evaluation in (("A", args.a), ("B", args.b))
+            if not have[side]
+        ]
+        why = (
+            "; ".join(empty)
+            or f"A has tasks {bounded_repr(sorted(have['A']))}, B {bounded_repr(sorted(have['B']))}"
+        )
+        print(f"error: the two evaluations share no task with finished episodes: {why}", file=sys.stderr)
         return 2
-    have = {"A": {r["task"] for r in records_a}, "B": have_b}
     if left_out := [t for t in dict.fromkeys((*config_a.tasks, *config_b.tasks)) if t not in tasks]:
         why = [
             f"{t} (none in {' or '.join(k for k, held in have.items() if t not in held)})" for t in left_out

@@ -129,6 +129,24 @@ def test_compare_works_on_packing_evaluations(tmp_path, capsys):
     assert "▲" in rows["4"] and "▲" not in rows["7"] and "+0.0 ± " in rows["7"]
 
 
+@pytest.mark.parametrize("empty", ["unreadable", "other_tasks"])
+def test_compare_with_no_task_in_common_says_which_side_lacks_what(tmp_path, capsys, empty):
+    """Found by a hostile pass: "the two evaluations share no task with finished episodes" named
+    neither side, whether one held no episode (its episodes.jsonl a folder or a FIFO) or the two
+    simply finished different tasks."""
+    a = fake_run(tmp_path / "a", "base", {"mid": 0.30})
+    b = fake_run(tmp_path / "b", "r3", {"rect": 0.50} if empty == "other_tasks" else {"mid": 0.60})
+    if empty == "unreadable":
+        (b / EPISODES_FILE).unlink()
+        (b / EPISODES_FILE).mkdir()
+    assert cli.eval_main(["compare", str(a), str(b)]) == 2
+    says = {
+        "unreadable": f"B ({b}) has no finished episode",
+        "other_tasks": "A has tasks ['mid'], B ['rect']",
+    }
+    assert f"share no task with finished episodes: {says[empty]}" in capsys.readouterr().err
+
+
 def test_compare_needs_evaluation_folders(tmp_path, capsys):
     assert cli.eval_main(["compare", str(tmp_path), str(tmp_path)]) == 2
     assert "not an evaluation folder" in capsys.readouterr().err

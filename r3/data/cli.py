@@ -315,10 +315,14 @@ def _stats(args) -> int:
 
 
 def _export(args) -> int:
+    from tqdm import tqdm
+
     from r3.data.build import find_bags
     from r3.data.lerobot import export_lerobot
 
-    report = export_lerobot(find_bags(args.bags), args.out, overwrite=args.overwrite)
+    bags = find_bags(args.bags)
+    with tqdm(total=len(bags), unit="bag", desc="export-lerobot", file=sys.stderr) as bar:
+        report = export_lerobot(bags, args.out, overwrite=args.overwrite, on_bag=lambda _: bar.update(1))
     for name, reason in report.skipped:
         print(f"skipped bag {name}: {reason}", file=sys.stderr)
     print(f"r3 dataset export-lerobot: {report.episodes} episodes, {report.frames} frames -> {args.out}")

@@ -117,8 +117,10 @@ def export_lerobot(
     *,
     overwrite: bool = False,
     robot_type: str = "language_table_pusher",
+    on_bag=None,
 ) -> ExportReport:
-    """Write the complete episodes among ``bags`` as a LeRobot v3.0 dataset in ``out``."""
+    """Write the complete episodes among ``bags`` as a LeRobot v3.0 dataset in ``out``;
+    ``on_bag(path)`` after each bag, exported or skipped (the command's progress)."""
     import imageio.v2 as imageio
     import pandas as pd
     import pyarrow as pa
@@ -134,7 +136,7 @@ def export_lerobot(
         report, tasks, episodes, all_stats = ExportReport(), {}, [], []
         frames_buf: list[dict] = []
         writer, file_key, shape = None, None, None
-        for bag in map(Path, bags):
+        for bag in _each_then(map(Path, bags), on_bag):
             try:
                 rows, images = episode_frames(bag)
             except Exception as exc:  # noqa: BLE001 - an unreadable bag is reported and skipped
@@ -222,6 +224,15 @@ def export_lerobot(
         }
         (folder / "meta" / "stats.json").write_text(json.dumps(dataset_stats, indent=2))
     return report
+
+
+def _each_then(items, after):
+    """``items`` one by one, calling ``after(item)`` once the loop is done with each (a ``continue``
+    included); ``after`` None calls nothing."""
+    for item in items:
+        yield item
+        if after is not None:
+            after(item)
 
 
 def _frame_size_problem(images: list[np.ndarray], shape: tuple | None) -> str:

@@ -17,6 +17,7 @@ The result is a JSONL file of (episode_id, step, history, history_kind, imputed,
 from __future__ import annotations
 
 import json
+import sys
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -50,11 +51,16 @@ def _matches(text: str, expert: str, suite: str) -> bool:
 
 
 def impute_history(
-    rows: list[dict], sample: Sampler, samples: int, load_images: Callable[[dict], list[np.ndarray]]
+    rows: list[dict],
+    sample: Sampler,
+    samples: int,
+    load_images: Callable[[dict], list[np.ndarray]],
+    on_episode: Callable[[str], None] | None = None,
 ) -> list[dict]:
     """Imputed history records for the rows (dataset rows as dicts) that need one.
 
-    ``sample`` draws one response for a :class:`ReasonerInput`; ``load_images`` gives a row's images.
+    ``sample`` draws one response for a :class:`ReasonerInput`; ``load_images`` gives a row's images;
+    ``on_episode(episode_id)`` follows each episode's last step (the run's progress).
     """
     episodes: dict[str, dict[int, dict]] = defaultdict(dict)
     for row in rows:
@@ -88,6 +94,8 @@ def impute_history(
             }
             row.update(history=record["history"], history_kind="response")
             records.append(record)
+        if on_episode is not None:
+            on_episode(episode_id)
     return records
 
 
@@ -95,6 +103,7 @@ def run_impute(cfg: ImputeConfig) -> dict:
     """Impute over the dataset with ``cfg.backend`` and write ``cfg.output``; returns counts."""
     import torch
     from PIL import Image
+    from tqdm import tqdm
 
     from r3.reasoning.backends import make_backend
 
@@ -105,14 +114,19 @@ def run_impute(cfg: ImputeConfig) -> dict:
     backend = make_backend(cfg.backend, **options)
     backend.load()
     torch.manual_seed(cfg.seed)
+    rows = list(table)
+    episodes = len({row["episode_id"] for row in rows})
+    bar = tqdm(total=episodes, unit="episode", desc="impute", file=sys.stderr)  # hours on a real model
     try:
         records = impute_history(
-            list(table),
+            rows,
             lambda inp: backend.decide(inp).raw_text,
             cfg.samples,
             lambda row: [np.asarray(Image.open(p).convert("RGB")) for p in row["images"]],
+            on_episode=lambda _: bar.update(1),
         )
     finally:
+        bar.close()
         backend.close()
     out = Path(cfg.output)
     out.parent.mkdir(parents=True, exist_ok=True)

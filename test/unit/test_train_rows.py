@@ -172,3 +172,32 @@ def test_response_stats_judge_validity_in_the_run_s_mode():
         ["Instruction: touch the red moon"], suite=["language_table"], log_metric=logged.__setitem__
     )
     assert logged["response/valid_fraction"] == 1.0
+
+
+def test_imputation_shows_its_progress_episode_by_episode(tmp_path, monkeypatch, capsys):
+    """Found by a first-time user: `r3 train impute` sampled every row (48 samples a step, hours on a
+    real model) without a word until its closing line. It now draws a bar, one tick per episode."""
+    from types import SimpleNamespace
+
+    from r3.reasoning import backends
+    from r3.train import impute
+    from r3.train.config import ImputeConfig
+
+    rows = [_row(0, episode=e) for e in ("e0", "e1")] + [
+        _row(1, "move the blue cube up", "instruction", expert="touch the red moon", episode="e1")
+    ]
+    answer = "Reasoning: the cube is low.\nInstruction: move the blue cube up"
+
+    class Model:
+        load = close = lambda self: None
+
+        def decide(self, inp):
+            return SimpleNamespace(raw_text=answer)
+
+    monkeypatch.setattr(impute, "open_dataset", lambda *args: rows)
+    monkeypatch.setattr(backends, "make_backend", lambda spec, **options: Model())
+    monkeypatch.setattr("PIL.Image.open", lambda path: SimpleNamespace(convert=lambda mode: IMAGE))
+    cfg = ImputeConfig(backend="expert", dataset="data", output=str(tmp_path / "impute.jsonl"))
+    assert impute.run_impute(cfg) == {"rows": 3, "needed": 1, "imputed": 1, "fallback": 0}
+    err = capsys.readouterr().err
+    assert "impute: 100%" in err and "2/2" in err, err

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from r3.rewards.result import SCORE_CLASSES, JudgeResult
-from r3.rewards.vlm import JudgeFailure
+from r3.rewards.vlm import DEFAULT_URL, JudgeFailure
 from r3.suites import DEFAULT_SUITE, get_suite
 
 #: The labelled set shipped with the package.
@@ -199,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--vlm-url",
-        default=os.environ.get("R3_JUDGE_URL", "http://127.0.0.1:8000/v1"),
-        help="base URL of the VLM server (env R3_JUDGE_URL)",
+        default=os.environ.get("R3_JUDGE_URL", DEFAULT_URL),
+        help=f"base URL of the VLM server, ending in /v1 (default: env R3_JUDGE_URL, else {DEFAULT_URL})",
     )
     parser.add_argument(
         "--vlm-model",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from r3.cli_args import readable_file
 from r3.rewards.judge import RuleJudge
-from r3.rewards.vlm import JudgeFailure, VLMJudge
+from r3.rewards.vlm import DEFAULT_URL, JudgeFailure, VLMJudge
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
 
 
@@ -49,8 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--vlm-url",
-        default=os.environ.get("R3_JUDGE_URL", "http://127.0.0.1:8000/v1"),
-        help="base URL of the VLM server, ending in /v1 (env R3_JUDGE_URL)",
+        default=os.environ.get("R3_JUDGE_URL", DEFAULT_URL),
+        help=f"base URL of the VLM server, ending in /v1 (default: env R3_JUDGE_URL, else {DEFAULT_URL})",
     )
     p.add_argument(
         "--vlm-model",

@@ -136,6 +136,11 @@ def parse_verdict(text: str) -> tuple[float, str]:
     return score, str(verdict.get("analysis", "")).strip()
 
 
+#: The server `r3 judge --backend vlm` asks when neither --vlm-url nor R3_JUDGE_URL names one: a
+#: local vLLM or `transformers serve` on their usual port.
+DEFAULT_URL = "http://127.0.0.1:8000/v1"
+
+
 class VLMJudge:
     """Rubric judge backed by an OpenAI-compatible chat server.
 

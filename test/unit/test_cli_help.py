@@ -74,3 +74,26 @@ def test_every_option_of_every_bench_and_script_program_has_help(monkeypatch, pr
     monkeypatch.setattr(sys, "argv", [str(program), "--help"])
     parsers = _parsers_asked_for_help(monkeypatch, lambda: runpy.run_path(str(program), run_name="__main__"))
     assert _without_help(parsers) == []
+
+
+def _default_unsaid(parsers) -> list[str]:
+    """Options that take a value of their own when left out but whose help does not say which."""
+    return [
+        f"{p.prog}: {'/'.join(a.option_strings)} (default {a.default!r})"
+        for p in parsers
+        for a in p._actions
+        if a.option_strings
+        and not isinstance(a, argparse._HelpAction)
+        and a.default not in (None, False, [], argparse.SUPPRESS)
+        and "default" not in (a.help or "")
+    ]
+
+
+@pytest.mark.parametrize(
+    "argv", [[c, *s] for c in COMMANDS for s in ([[w] for w in SUBCOMMANDS[c]] if c in SUBCOMMANDS else [[]])]
+)
+def test_every_option_of_every_r3_command_says_its_default(monkeypatch, argv):
+    """Found by a first-time user: `r3 judge --vlm-url` went to a server on this machine's port 8000
+    when neither the option nor R3_JUDGE_URL was given, and its help did not say so."""
+    parsers = _parsers_asked_for_help(monkeypatch, lambda: r3_main([*argv, "--help"]))
+    assert _default_unsaid(parsers) == []

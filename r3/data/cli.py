@@ -293,7 +293,8 @@ def _stats(args) -> int:
     plot = plot_stats(stats, plot)
     summary = {k: v for k, v in stats.items() if k != "reasoning_words_all"}
     (Path(args.dir) / "stats.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"{stats['kind']} dataset, {stats['rows']} rows; per split: {stats['rows_per_split']}")
+    splits = ", ".join(f"{split or 'no split'} {rows}" for split, rows in stats["rows_per_split"].items())
+    print(f"{stats['kind']} dataset, {stats['rows']} rows; per split: {splits}")
     for task, rows in stats["rows_per_task"].items():
         types = ", ".join(f"{k} {v}" for k, v in stats["instruction_types"][task].items())
         print(f"  {task:<11} {rows:>6} rows {stats['episodes_per_task'][task]:>5} episodes   {types}")

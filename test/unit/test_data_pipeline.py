@@ -668,3 +668,22 @@ def test_a_dataset_of_bags_without_simulator_snapshots_trains_judges_and_counts(
     assert stats["trace_claims"]["claims"] == 0
     assert dataset_main(["stats", str(tmp_path / "sft")]) == 0
     assert f"{stats['rows']} steps unchecked: no simulator snapshot" in capsys.readouterr().out
+
+
+def test_stats_name_the_rows_outside_every_split(tmp_path, monkeypatch, capsys):
+    """Found by a first-time user: the stats of a turns dataset (packing's training task is in no
+    split) began "turns dataset, 45 rows; per split: {'': 45}", a Python dict with an empty key."""
+    stats = {
+        "kind": "turns",
+        "rows": 45,
+        "rows_per_split": {"": 45},
+        "rows_per_task": {"train": 45},
+        "episodes_per_task": {"train": 1},
+        "instruction_types": {"train": {"pick": 5, "place": 37, "home": 3}},
+        "reasoning_words": {},
+        "trace_claims": {},
+    }
+    monkeypatch.setattr("r3.data.stats.dataset_stats", lambda path: stats)
+    monkeypatch.setattr("r3.data.stats.plot_stats", lambda stats, plot: plot)
+    assert dataset_main(["stats", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "turns dataset, 45 rows; per split: no split 45"

@@ -102,6 +102,21 @@ def save_final(
     return out
 
 
+def prompt_on_every_checkpoint(prompt: PromptSettings):
+    """A trainer callback that writes ``prompt`` into every ``checkpoint-N`` the trainer saves, as
+    :func:`save_final` does into ``final``: an intermediate checkpoint, loaded by the reasoner or
+    merged by ``r3 train export``, is then prompted as it was trained, not as an untrained model."""
+    from transformers import TrainerCallback
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    class PromptOnCheckpoints(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            if state.is_world_process_zero:
+                prompt.save(Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+
+    return PromptOnCheckpoints()
+
+
 def export_problem(adapter_dir: Path, base_model: Path, out_dir: Path) -> str | None:
     """Why ``r3 train export`` cannot merge ``adapter_dir`` into ``base_model`` at ``out_dir``, or
     None. The merged checkpoint goes to a new or empty folder, so it can never overwrite the base,

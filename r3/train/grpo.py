@@ -23,7 +23,13 @@ from r3.rewards.functions import (
 )
 from r3.rewards.judge import RuleJudge
 from r3.train.args import grpo_arguments, lora_config, world_size
-from r3.train.checkpoint import freeze_vision_tower, load_model, resolve_device, save_final
+from r3.train.checkpoint import (
+    freeze_vision_tower,
+    load_model,
+    prompt_on_every_checkpoint,
+    resolve_device,
+    save_final,
+)
 from r3.train.config import RLConfig
 from r3.train.rows import RL_COLUMNS, load_history_file, open_dataset, prompt_settings, rl_rows, with_history
 
@@ -132,6 +138,7 @@ def train_grpo(cfg: RLConfig, rows, funcs, arguments: dict, prompt, **info) -> P
         processing_class=processor,
         reward_funcs=funcs,
         peft_config=lora_config(cfg.lora),
+        callbacks=[prompt_on_every_checkpoint(prompt)],
     )
     try:
         trainer.train()

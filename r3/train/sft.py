@@ -12,7 +12,13 @@ from pathlib import Path
 from r3.data import schema as S
 from r3.reasoning.backends.transformers_backend import template_kwargs
 from r3.train.args import lora_config, sft_arguments, world_size
-from r3.train.checkpoint import freeze_vision_tower, load_model, resolve_device, save_final
+from r3.train.checkpoint import (
+    freeze_vision_tower,
+    load_model,
+    prompt_on_every_checkpoint,
+    resolve_device,
+    save_final,
+)
 from r3.train.config import SFTConfig
 from r3.train.mining import is_mined, load_mined
 from r3.train.rows import (
@@ -80,6 +86,7 @@ def run_sft(cfg: SFTConfig) -> Path:
         eval_dataset=held_out,
         processing_class=processor,
         peft_config=lora_config(cfg.lora),
+        callbacks=[prompt_on_every_checkpoint(prompt)],
     )
     # The held-out loss before the first step (train() starts a fresh log, so it is kept here).
     before = [{**trainer.evaluate(), "step": 0}] if held_out is not None else []

@@ -333,7 +333,9 @@ def test_a_lora_run_exported_later_keeps_how_it_wants_to_be_prompted(data, capsy
     """Found by a hostile user: ``r3 train export`` of a ``lora.merge: false`` run wrote the merged
     weights without the run's r3_prompt.json, so the reasoner prompted an instruction-only,
     constrained, greedy checkpoint as an untrained model (reasoning mode, no constraint,
-    temperature 1). An adapter of another base was a RuntimeError traceback."""
+    temperature 1). An adapter of another base was a RuntimeError traceback. Found by a first-time
+    user: so did the export of an intermediate ``checkpoint-N``, docs/training.md's own example,
+    since only ``final`` held the run's r3_prompt.json."""
     out = data["root"] / "lora"
     argv = _train_argv(
         "sft",
@@ -341,6 +343,7 @@ def test_a_lora_run_exported_later_keeps_how_it_wants_to_be_prompted(data, capsy
         data["model"],
         out,
         "max_steps=2",
+        "save_steps=1",
         "mode=instruction_only",
         "constrained_decoding=true",
         "inference_temperature=0",
@@ -355,6 +358,10 @@ def test_a_lora_run_exported_later_keeps_how_it_wants_to_be_prompted(data, capsy
         == 0
     )
     assert PromptSettings.load(merged) == PromptSettings.load(adapter)
+    early = data["root"] / "lora checkpoint-1 merged"
+    intermediate = ["--adapter", str(out / "checkpoint-1"), "--base", str(data["model"])]
+    assert train_main(["export", *intermediate, "--out", str(early)]) == 0
+    assert PromptSettings.load(early) == PromptSettings.load(adapter)
     assert PromptSettings.load(merged) == PromptSettings(
         "instruction_only", "response", constrained=True, temperature=0.0
     )

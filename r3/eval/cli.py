@@ -209,8 +209,13 @@ def _compare_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _budget_words(budget: int | None) -> str:
+    """A reasoning budget in the words of --reasoning-budget: "full" or "N tokens"."""
+    return "full" if budget is None else f"{budget} tokens"
+
+
 def _describe(config: EvalConfig) -> str:
-    budget = "full" if config.budget is None else f"{config.budget} tokens"
+    budget = _budget_words(config.budget)
     record = get_suite(config.suite)
     suite = f"{record.title}, `{config.grounding}` grounding" if record.grounding_choice else record.title
     return (
@@ -331,9 +336,11 @@ def compare_main(argv: list[str]) -> int:
     # every setting but the reasoner, which the comparison is of, that changes what the two counted
     for key in ("scenes", "trials", "budget", "max_steps", "history", "interface", "grounding"):
         if (value_a := getattr(config_a, key)) != (value_b := getattr(config_b, key)):
-            print(
-                f"note: {key} differs: A {bounded_repr(value_a)}, B {bounded_repr(value_b)}", file=sys.stderr
-            )
+            if key == "budget":  # None is no budget: the header's and the option's "full"
+                name, shown_a, shown_b = "reasoning budget", _budget_words(value_a), _budget_words(value_b)
+            else:
+                name, shown_a, shown_b = key, bounded_repr(value_a), bounded_repr(value_b)
+            print(f"note: {name} differs: A {shown_a}, B {shown_b}", file=sys.stderr)
     # the episodes each evaluation's own table counts: its grid's, nothing appended beside them
     unread_a, unread_b = [], []
     records_a = evaluation_records(args.a, config_a, unread_a)

@@ -364,18 +364,25 @@ def test_compare_names_a_record_edited_into_no_record(tmp_path, capsys):
     assert "note: B: 2 line(s) of" in err and "are no episode record, not counted: line(s) 4, 8\n" in err, err
 
 
-@pytest.mark.parametrize("key, value", [("budget", 0), ("history", "none")])
-def test_compare_notes_a_reasoning_budget_or_history_that_differs(tmp_path, capsys, key, value):
+@pytest.mark.parametrize(
+    "key, value, said",
+    [
+        ("budget", 0, "reasoning budget differs: A full, B 0 tokens"),
+        ("history", "none", "history differs: A 'response', B 'none'"),
+    ],
+)
+def test_compare_notes_a_reasoning_budget_or_history_that_differs(tmp_path, capsys, key, value, said):
     """Found by a hostile sweep: compare noted differing scenes, trials, steps, interface and grounding,
     not a differing reasoning budget or history, which change the outcomes as much; its header names
-    only the reasoners, so the delta read as theirs."""
+    only the reasoners, so the delta read as theirs. Found by a first-time user: the budget's note
+    said "A None, B 0", Python's words; it now says "full" and "0 tokens", as the tables' header does."""
     a = fake_run(tmp_path / "a", "base", {"mid": 0.30})
     b = fake_run(tmp_path / "b", "r3", {"mid": 0.60})
     config = json.loads((b / CONFIG_FILE).read_text())
     (b / CONFIG_FILE).write_text(json.dumps({**config, key: value}))
     assert cli.eval_main(["compare", str(a), str(b)]) == 0
     err = capsys.readouterr().err
-    assert f"note: {key} differs: A {config[key]!r}, B {value!r}" in err, err
+    assert f"note: {said}\n" in err, err
 
 
 @pytest.mark.parametrize("key, value", [("scenes", 1.5), ("scenes", True), ("trials", 1.0), ("budget", 2.5)])

@@ -769,12 +769,14 @@ COLUMNS = ("valid", "judge", *(f"{s} {m}" for s in SPLITS for m in ("success", "
 
 
 def _cell(e: dict | None, points: bool) -> str:
+    from r3.eval.metrics import interval_text
+
     if e is None or e["n"] == 0:
         return "—"
     scale, digits = (100, 1) if points else (1, 3)
     if e["low"] is None:  # a mean of one value: no interval
         return f"{scale * e['value']:.{digits}f} (n=1)"
-    return f"{scale * e['value']:.{digits}f} ± {scale * (e['high'] - e['low']) / 2:.{digits}f}"
+    return interval_text(e["value"], e["low"], e["high"], scale=scale, digits=digits)
 
 
 def markdown(rows: list[dict]) -> str:

@@ -3,13 +3,14 @@
 Interval methods (chosen so that 0 % and 100 % rates and small samples behave):
 
 - success-type rates: the **Wilson score interval** (never leaves [0, 1], keeps its coverage at 0 %
-  and 100 % where the normal interval collapses to zero width). Tables print it R^3-style as
-  ``rate ± h`` with h its half-width, in percentage points; CSVs carry both ends.
+  and 100 % where the normal interval collapses to zero width). It is not centred on the rate, so
+  tables print its two ends, ``rate [low, high]``, and R^3's ``rate ± h`` only where both ends are
+  equally far from the rate at the digits shown (:func:`interval_text`); CSVs carry both ends.
 - means of bounded scores (progress): the **Student t interval**, mean ± t(0.975, n-1) s/sqrt(n)
   (none from one value: tables show it as ``(n=1)``).
 - differences of rates (``r3 eval compare``): **Newcombe's hybrid score interval** (method 10),
-  built from the two Wilson intervals (lopsided near 0 % and 100 %: tables print its two ends where
-  they are not equally far from Δ); a difference is significant when the interval excludes 0,
+  built from the two Wilson intervals (lopsided near 0 % and 100 %: tables print it by the same
+  rule); a difference is significant when the interval excludes 0,
   which for R^3's symmetric ``Δ ± CI`` is the rule |Δ| > CI.
 - differences of means: Welch's t interval (Welch-Satterthwaite degrees of freedom); with no spread
   on either side it has no width, and such a difference is never significant (values all equal
@@ -60,6 +61,27 @@ class Estimate:
         """The interval excludes 0 and has a width (meaningful for differences): one of no width comes
         only from values without spread, where 0.3 - (0.1 + 0.2), a float's last bit, would count."""
         return (self.low > 0 or self.high < 0) and self.low < self.high
+
+
+def interval_text(
+    value: float, low: float, high: float, *, scale: float = 100, digits: int = 1, signed=False
+) -> str:
+    """``value ± h`` where the interval [low, high] is as far from ``value`` on both sides at the
+    ``digits`` shown (a t interval), else ``value [low, high]``: a Wilson or Newcombe interval is not
+    centred on its estimate, and near 0 % or 100 % "100.0 ± 39.7" would claim rates above 100 % and
+    hide that the interval reaches down to 20.7. Values are multiplied by ``scale``; ``signed``
+    prints a sign on each (differences).
+
+    >>> interval_text(0.5, 0.4, 0.6), interval_text(1.0, 0.207, 1.0)
+    ('50.0 ± 10.0', '100.0 [20.7, 100.0]')
+    >>> interval_text(0.1, -0.05, 0.2, signed=True)
+    '+10.0 [-5.0, +20.0]'
+    """
+    shown = f"{{:{'+' if signed else ''}.{digits}f}}".format
+    below, above = (f"{scale * v:.{digits}f}" for v in (value - low, high - value))
+    if below == above:
+        return f"{shown(scale * value)} ± {above}"
+    return f"{shown(scale * value)} [{shown(scale * low)}, {shown(scale * high)}]"
 
 
 def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:

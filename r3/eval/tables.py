@@ -1,7 +1,9 @@
 """Per-task tables of an evaluation (Markdown, CSV) and the per-task comparison of two evaluations.
 
-Percentages with ``± h``: h is the half-width of the 95% interval in percentage points (see
-:mod:`r3.eval.metrics` for the methods). The last row pools all episodes of the table's tasks.
+Percentages with their 95% interval in percentage points: ``± h`` (its half-width) where the
+interval is as far from the estimate on both sides, else its ends ``[low, high]``
+(:func:`r3.eval.metrics.interval_text`; :mod:`r3.eval.metrics` for the methods). The last row
+pools all episodes of the table's tasks.
 Where every episode has ERR's penalty (packing), the no-penalty rate (NPR) and the strict success
 rate (SSR: success with no penalty) join success (SR) and progress (PG).
 
@@ -76,16 +78,17 @@ def task_rows(records: Sequence[dict], tasks: Sequence[str]) -> list[TaskRow]:
 
 
 def _pct(e: metrics.Estimate) -> str:
-    """``rate ± h`` in percent; ``-`` over no episode, ``(n=1)`` for a mean of one (no interval)."""
+    """The estimate in percent with its interval (:func:`r3.eval.metrics.interval_text`); ``-`` over
+    no episode, ``(n=1)`` for a mean of one (no interval)."""
     if not e.n:
         return "-"
     if math.isnan(e.half_width):
         return f"{100 * e.value:.1f} (n=1)"
-    return f"{100 * e.value:.1f} ± {100 * e.half_width:.1f}"
+    return metrics.interval_text(e.value, e.low, e.high)
 
 
 def markdown(rows: Sequence[TaskRow]) -> str:
-    """The per-task table as Markdown: success and progress in % with their ± half-widths."""
+    """The per-task table as Markdown: success and progress in % with their 95% intervals."""
     penalties = all(r.no_penalty is not None for r in rows if r.n)
     extra = " no-penalty % | strict success % |" if penalties else ""
     lines = [
@@ -201,13 +204,10 @@ def compare_rows(
 def _delta(e: metrics.Estimate | None) -> str:
     if e is None:
         return "-"
-    below, above = (f"{100 * v:.1f}" for v in (e.value - e.low, e.high - e.value))
     if e.low == e.high:  # no spread on either side: no interval (and never significant)
         text = f"{100 * e.value:+.1f} (no spread)"
-    elif below == above:
-        text = f"{100 * e.value:+.1f} ± {above}"
-    else:  # a lopsided interval (Newcombe's near 0 % or 100 %): its two ends, not a half-width
-        text = f"{100 * e.value:+.1f} [{100 * e.low:+.1f}, {100 * e.high:+.1f}]"
+    else:
+        text = metrics.interval_text(e.value, e.low, e.high, signed=True)
     if not e.significant:
         return text
     return f"**{text}** {'▲' if e.value > 0 else '▼'}"

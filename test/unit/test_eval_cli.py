@@ -111,8 +111,8 @@ def test_compare_marks_significant_deltas(tmp_path, capsys):
     b = fake_run(tmp_path / "b", "r3", {"mid": 0.60, "rect": 0.55, "iL": 0.9})
     assert cli.eval_main(["compare", str(a), str(b), "--out", str(tmp_path / "d")]) == 0
     text = capsys.readouterr().out
-    assert "| mid | 30.0 ± 8.8 | 60.0 ± 9.4 | **+30.0 [+16.3, +42.2]** ▲ |" in text
-    assert "| rect | 50.0 ± 9.6 | 55.0 ± 9.6 | +5.0 [-8.7, +18.4] |" in text
+    assert "| mid | 30.0 [21.9, 39.6] | 60.0 [50.2, 69.1] | **+30.0 [+16.3, +42.2]** ▲ |" in text
+    assert "| rect | 50.0 ± 9.6 | 55.0 [45.2, 64.4] | +5.0 [-8.7, +18.4] |" in text
     assert "iL" not in text  # only tasks both runs have
     rows = {r["task"]: r for r in csv.DictReader((tmp_path / "d" / "compare.csv").open())}
     assert rows["mid"]["success_significant"] == "True" and rows["rect"]["success_significant"] == "False"
@@ -125,7 +125,11 @@ def test_compare_works_on_packing_evaluations(tmp_path, capsys):
     assert cli.eval_main(["compare", str(a), str(b)]) == 0
     text = capsys.readouterr().out
     rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
-    assert rows["4"].startswith("| 4 | 50.0 ± ") and "| 80.0 ± " in rows["4"] and "**+30.0 [" in rows["4"]
+    assert (
+        rows["4"].startswith("| 4 | 50.0 ± ")
+        and "| 80.0 [71.1, 86.7] " in rows["4"]
+        and "**+30.0 [" in rows["4"]
+    )
     assert "▲" in rows["4"] and "▲" not in rows["7"] and "+0.0 ± " in rows["7"]
 
 
@@ -322,7 +326,7 @@ def test_compare_writes_only_into_a_new_folder_or_an_earlier_comparison(tmp_path
     delta = tmp_path / "delta"
     assert cli.eval_main(["compare", str(a), str(b), "--out", str(delta)]) == 0
     assert cli.eval_main(["compare", str(b), str(a), "--out", str(delta)]) == 0  # an earlier one: replaced
-    assert "| mid | 60.0 ± " in (delta / "compare.md").read_text()
+    assert "| mid | 60.0 [" in (delta / "compare.md").read_text()
 
 
 def test_via_ros_asks_whether_the_graph_can_run_before_the_in_process_run(tmp_path, monkeypatch, capsys):

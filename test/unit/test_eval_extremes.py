@@ -160,10 +160,12 @@ def test_the_chart_of_packing_goals_has_their_split_in_its_legend(tasks, tmp_pat
 
 def test_one_episodes_progress_has_no_interval_rather_than_one_of_zero_width(tmp_path, capsys):
     """Found by a hostile sweep: a task with one episode printed its progress as "20.0 ± 0.0", an
-    interval of zero width read as certainty from one sample (its success beside it: ± 39.7)."""
+    interval of zero width read as certainty from one sample. Found by a first-contact walk: its
+    success beside it printed "0.0 ± 39.7", a rate below 0 % and half the interval's reach; a
+    Wilson interval not centred on its rate is printed by its ends."""
     out = tmp_path / "one"
     assert r3_main(finished_run(out, {"iL": [False]})) == 0
     table = (out / "table.md").read_text()
-    assert "| iL | T_O | 1 | 0.0 ± 39.7 | 20.0 (n=1) |" in table, table
+    assert "| iL | T_O | 1 | 0.0 [0.0, 79.3] | 20.0 (n=1) |" in table, table
     row = next(csv.DictReader((out / "table.csv").open()))
     assert (row["progress"], row["progress_low"], row["progress_high"]) == ("0.200000", "", "")

@@ -25,6 +25,7 @@ from r3.eval.runner import (
     evaluate,
     evaluated_suites,
     evaluation_records,
+    read_records,
     unread_note,
 )
 from r3.files import FileRefused, bounded_repr, replaceable_output, replaced_output
@@ -298,6 +299,12 @@ def run_main(argv: list[str], via_ros: ViaRos | None = None) -> int:
     if records is None:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if beside := len(read_records(args.out)) - len(records):  # kept, and counted by a run of their grid
+        print(
+            f"note: {printable(str(args.out))} also holds {beside} episode(s) outside this run's tasks, "
+            "scenes and trials (an earlier run's, e.g. of another split): kept, not in this table",
+            file=sys.stderr,
+        )
     rows = tables.task_rows(records, config.tasks)
     header = _describe(config)
     table = tables.markdown(rows)

@@ -71,6 +71,19 @@ def test_run_writes_jsonl_tables_and_chart(tmp_path, capsys):
     assert (out / "success.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_run_into_a_folder_of_other_tasks_says_their_episodes_are_kept_beside_its_table(tmp_path, capsys):
+    """Found by a first-contact walk: evaluating another split into the same --out wrote a table of
+    the new tasks only, without a word of the episodes already there (kept, and counted again by a
+    run of their own tasks)."""
+    out = tmp_path / "run"
+    for task in ("V", "mid"):
+        argv = ["eval", "--tasks", task, "--scenes", "1", "--trials", "1", "--reasoning-budget", "0"]
+        assert r3_main([*argv, "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert f"note: {out} also holds 1 episode(s) outside this run's tasks, scenes and trials" in err
+    assert len((out / EPISODES_FILE).read_text().splitlines()) == 2
+
+
 def test_packing_suite_writes_its_table_and_chart(tmp_path, capsys):
     out = tmp_path / "packing"
     assert (

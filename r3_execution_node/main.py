@@ -53,12 +53,12 @@ class ExecutionNode(R3Node):
 
     def goal_refusal(self, goal) -> str:
         """Why ``goal`` is refused before anything moves ("" = it is not)."""
-        target = move_goal_to_target(goal, self.base_frame)
+        target = move_goal_to_target(goal, self.base_frame, self.arm)
         return target if isinstance(target, str) else ""
 
     def move(self, handle) -> MoveToPose.Result:
         result = MoveToPose.Result()
-        target = move_goal_to_target(handle.request, self.base_frame)
+        target = move_goal_to_target(handle.request, self.base_frame, self.arm)
         if isinstance(target, str):
             result.reason, result.position_error, result.orientation_error = target, math.nan, math.nan
             self.goals.end(handle, "aborted")

@@ -123,7 +123,7 @@ class PackingSimNode(R3Node):
         will not): such a goal preempts nothing (``SingleGoal``); it waits for its turn and is refused
         then, in the words its interface answers with."""
         if isinstance(goal, MoveToPose.Goal):
-            target = conv.move_goal_to_target(goal, self.base_frame)
+            target = conv.move_goal_to_target(goal, self.base_frame, self.cell.executor)
             return target if isinstance(target, str) else ""
         try:
             interface = check_instruction_goal(goal, SUITE, CELL_INTERFACES)
@@ -178,7 +178,7 @@ class PackingSimNode(R3Node):
     def move(self, handle) -> MoveToPose.Result:
         """One end-effector move; refusals come back as results, never clipped targets."""
         result = MoveToPose.Result()
-        target = conv.move_goal_to_target(handle.request, self.base_frame)
+        target = conv.move_goal_to_target(handle.request, self.base_frame, self.cell.executor)
         if isinstance(target, str):
             result.reason, result.position_error, result.orientation_error = target, math.nan, math.nan
             handle.abort()

@@ -317,15 +317,19 @@ def pose_msg_to_target(
     )
 
 
-def move_goal_to_target(goal, base_frame: str):
+def move_goal_to_target(goal, base_frame: str, executor):
     """A MoveToPose goal as a :class:`~r3.execution.base.PoseTarget`, or the refusal (a string) when
-    its target is not in the robot base frame (an empty frame_id means the base frame)."""
+    its target is not in the robot base frame (an empty frame_id means the base frame) or fails
+    ``executor``'s shared checks (``Executor.target_refusal``: NaN, outside the workspace, ...): known
+    as the goal arrives, so such a goal preempts no running one."""
     frame = goal.target.header.frame_id
     if frame not in ("", base_frame):
         return f"refused: target frame {frame[:80]!r} is not the robot base frame {base_frame!r}"
-    return pose_msg_to_target(
+    target = pose_msg_to_target(
         goal.target, goal.gripper_opening, goal.max_velocity_scaling, goal.approach_distance
     )
+    why = executor.target_refusal(target)
+    return f"refused: {why}" if why else target
 
 
 def joint_state_msg(positions: dict[str, float], stamp: Time) -> JointState:

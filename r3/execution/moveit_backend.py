@@ -155,6 +155,10 @@ class MoveItExecutor:
                 return grip
         return self._pose_result(np.asarray(target.position, float), quat_to_mat(target.quat))
 
+    def target_refusal(self, target: PoseTarget) -> str | None:
+        """The shared checks of ``target`` against this arm (``Executor.target_refusal``)."""
+        return check_target(target, self.box, self.config.max_opening)
+
     def reach_refusal(self, path: Sequence[PoseTarget]) -> str | None:
         """Why :meth:`move_to_pose` would refuse a leg of ``path`` before planning it (the shared
         checks, then MoveIt's IK for ``pose_link`` at an approach's start and at the leg's goal), or
@@ -163,7 +167,7 @@ class MoveItExecutor:
         only for a leg that passes the shared checks."""
         state, group = None, self.config.planning_group
         for target in path:
-            why = check_target(target, self.box, self.config.max_opening)
+            why = self.target_refusal(target)
             if why:
                 return why
             if state is None:

@@ -117,11 +117,15 @@ class SimExecutor:
                 return why
         return None
 
+    def target_refusal(self, target: PoseTarget) -> str | None:
+        """The shared checks of ``target`` against this cell (``Executor.target_refusal``)."""
+        return check_target(target, self.box, scene.MAX_OPENING)
+
     def _reach(self, target: PoseTarget, q_start: np.ndarray) -> tuple[str | None, np.ndarray | None]:
         """The refusal reason of ``target`` from joints ``q_start`` (shared checks, IK of the goal and
         of an approach's start), or (None, the goal's joints): the one rule of :meth:`move_to_pose`
         and :meth:`reach_refusal`."""
-        why = check_target(target, self.box, scene.MAX_OPENING)
+        why = self.target_refusal(target)
         if why:
             return why, None
         R = quat_to_mat(target.quat)

@@ -3,6 +3,7 @@ a new goal preempts the running one unless the server refuses it, and goals take
 
 from __future__ import annotations
 
+import math
 import threading
 from types import SimpleNamespace
 
@@ -87,3 +88,36 @@ def test_a_goal_preempted_while_it_waits_for_its_turn_gives_it_up():
     assert not waiter.is_alive() and turns.order == [(1, True), (2, False)]
     turns.release.set()
     runner.join(10)
+
+
+def test_a_pose_goal_the_packing_arm_would_refuse_preempts_nothing():
+    """Found by a hostile client: a MoveToPose goal with a NaN position (or one outside the
+    workspace) sent while a packing instruction ran preempted it, and only then did the executor
+    refuse it: bad input stopped good work. The packing simulator now refuses it on arrival with its
+    executor's own target checks."""
+    from r3.execution.sim import SimExecutor
+    from r3.sim.packing.env import PackingEnv
+    from r3_msgs.action import MoveToPose
+    from r3_packing_sim_node.main import PackingSimNode
+
+    arm = SimExecutor(PackingEnv(width=32, height=24))
+    server = SimpleNamespace(base_frame="panda_link0", cell=SimpleNamespace(executor=arm))
+    goals = single_goal()
+    goals.refusal = lambda goal: PackingSimNode.goal_refusal(server, goal)
+
+    def pose(x: float) -> FakeHandle:
+        goal = MoveToPose.Goal(gripper_opening=math.nan)
+        goal.target.pose.position.x, goal.target.pose.position.z = x, 0.4
+        goal.target.pose.orientation.x, goal.target.pose.orientation.w = 1.0, 0.0  # pointing down
+        return FakeHandle(goal)
+
+    running = pose(0.45)
+    goals.accept(running)
+    for x in (math.nan, math.inf, 5.0):
+        refused = pose(x)
+        goals.accept(refused)
+        assert refused.executed.is_set() and running.is_active, x  # carried out (refused) beside it
+        assert goals.refusal(refused.request).startswith("refused: "), x
+    valid = pose(0.5)
+    goals.accept(valid)
+    assert running.ended == "aborted" and valid.is_active

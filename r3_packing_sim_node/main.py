@@ -126,7 +126,7 @@ class PackingSimNode(R3Node):
             target = conv.move_goal_to_target(goal, self.base_frame, self.cell.executor)
             return target if isinstance(target, str) else ""
         try:
-            interface = check_instruction_goal(goal, SUITE, CELL_INTERFACES)
+            interface = check_instruction_goal(goal, SUITE, CELL_INTERFACES, takes_budget=False)
         except GoalRefused as exc:
             return f"error: invalid goal: {exc}"
         return answer_refusal(interface, goal.instruction)
@@ -150,7 +150,7 @@ class PackingSimNode(R3Node):
         goal, result = handle.request, FollowInstruction.Result()
         self.get_logger().info(f"{goal.interface or 'instruction'}: {goal.instruction[:120]!r}")
         try:
-            interface = check_instruction_goal(goal, SUITE, CELL_INTERFACES)
+            interface = check_instruction_goal(goal, SUITE, CELL_INTERFACES, takes_budget=False)
         except GoalRefused as exc:
             result.reason = f"error: invalid goal: {exc}"
             self.goals.end(handle, "aborted")

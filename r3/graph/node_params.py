@@ -196,7 +196,8 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "steps_per_instruction",
                     "int",
                     20,
-                    "Control-step budget of each instruction; 0 = the low-level policy's own.",
+                    "Control-step budget of each instruction; 0 = the low-level policy's own (the packing "
+                    "simulator takes 0 only).",
                     range=(0, 10000),
                     read_only=False,
                 ),

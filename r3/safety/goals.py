@@ -114,11 +114,20 @@ def check_interface(interface: str, suite: str, served: tuple[str, ...] | None =
     return interface
 
 
-def check_instruction_goal(goal, served_suite: str, served: tuple[str, ...]) -> str:
+def check_instruction_goal(
+    goal, served_suite: str, served: tuple[str, ...], takes_budget: bool = True
+) -> str:
     """The interface of a FollowInstruction ``goal`` for a node that carries out ``served`` answers
-    on ``served_suite``, or GoalRefused. An empty suite is the default suite."""
+    on ``served_suite``, or GoalRefused. An empty suite is the default suite. ``takes_budget`` False:
+    the node's instructions run to their own end, so a goal that gives ``max_steps`` is refused, not
+    ignored (a budget of one control step once ran a whole pick and place)."""
     if (goal.suite or DEFAULT_SUITE) != served_suite:
         raise GoalRefused(f"suite {goal.suite[:80]!r} is not served here ({served_suite})")
+    if goal.max_steps and not takes_budget:
+        raise GoalRefused(
+            f"max_steps {goal.max_steps} cannot be kept: {served_suite} instructions run to their own "
+            "end here (send 0)"
+        )
     check_seed(goal.seed)
     check_text(goal.instruction, "the instruction", MAX_INSTRUCTION_CHARS)
     return check_interface(goal.interface, served_suite, served=served)

@@ -478,3 +478,21 @@ def test_a_reasoner_frozen_while_it_waits_for_a_decision_point_names_its_own_fre
         scene.observe(0, stood_still)
     with pytest.raises(EpisodeError, match="^/r3_sim_node sent no state and image"):
         scene.observe(0, lambda: None)
+
+
+def test_the_packing_cell_refuses_an_instruction_budget_it_cannot_keep():
+    """Found by a hostile client: a FollowInstruction goal with ``max_steps=1`` to the packing
+    simulator was accepted and its budget ignored: the arm went through a whole pick and place. The
+    packing policy's instructions run to their own end, so a goal that gives a budget is refused."""
+    from r3_msgs.action import FollowInstruction
+    from r3_packing_sim_node.main import PackingSimNode
+
+    def refusal(max_steps: int) -> str:
+        goal = FollowInstruction.Goal(
+            instruction="home()", suite="packing", interface="semantic", max_steps=max_steps
+        )
+        return PackingSimNode.goal_refusal(SimpleNamespace(), goal)
+
+    assert refusal(0) == ""
+    for budget in (1, 2**32 - 1):
+        assert refusal(budget).startswith(f"error: invalid goal: max_steps {budget}"), refusal(budget)

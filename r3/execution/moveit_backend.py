@@ -164,7 +164,9 @@ class MoveItExecutor:
         checks, then MoveIt's IK for ``pose_link`` at an approach's start and at the leg's goal), or
         None. Each leg's IK is seeded with the previous leg's solution, the first with the monitored
         state; the query sets a scratch ``RobotState`` only, so nothing moves. moveit_py is imported
-        only for a leg that passes the shared checks."""
+        only for a leg that passes the shared checks. It does not plan the legs: one that MoveIt
+        cannot plan (a collision on the way, a straight line it cannot follow) is still refused
+        only when its turn comes, after the earlier legs moved."""
         state, group = None, self.config.planning_group
         for target in path:
             why = self.target_refusal(target)

@@ -8,8 +8,9 @@ by the Panda's joint speed limits times the speed scaling, sent to the env one c
 time, then a short settle. The path follows the straight TCP line (IK every 2 cm, finer where
 needed) so that retreat moves do not sweep sideways; a target with an ``approach`` is planned
 backwards from the goal so that the final straight stretch into a grasp or a release can be
-followed (see :meth:`SimExecutor._approach`). ``reached`` compares the measured TCP pose with the
-target.
+followed (see :meth:`SimExecutor._approach`). The whole motion is planned, and checked, before
+its first control step; the same plan answers :meth:`SimExecutor.reach_refusal` for a multi-leg
+motion. ``reached`` compares the measured TCP pose with the target.
 """
 
 from __future__ import annotations
@@ -95,39 +96,51 @@ class SimExecutor:
 
     # ------------------------------------------------------------------ the interface
     def move_to_pose(self, target: PoseTarget) -> MoveResult:
-        q_now = self.env.data.qpos[self.env.arm_qpos].copy()
-        why, q_goal = self._reach(target, q_now)
+        why, plan = self._plan(target, *self._now())
         if why:
             return refused(why)
-        R = quat_to_mat(target.quat)
-        p_goal = np.asarray(target.position, float)
-        if target.approach > 0:
-            return self._approach(target, p_goal, R, q_goal)
-        path = self._cartesian_path(q_now, p_goal, target.quat, q_goal)
-        return self._go(path, target.gripper, target.speed, (p_goal, R))
+        steps = 0
+        for stretch in plan:
+            result = self._go(stretch.path, stretch.gripper, stretch.speed, stretch.pose)
+            steps += result.control_steps
+            if not result.reached:
+                break
+        return MoveResult(
+            result.reached, result.position_error, result.orientation_error, result.reason, steps
+        )
 
     def reach_refusal(self, path: Sequence[PoseTarget]) -> str | None:
-        """Why :meth:`move_to_pose` would refuse a leg of ``path`` (its shared checks and its IK, each
-        leg's solve seeded with the previous leg's solution as the motion would start it), or None.
-        Pure computation: the world is neither stepped nor changed."""
-        q = self.env.data.qpos[self.env.arm_qpos].copy()
+        """Why :meth:`move_to_pose` would refuse a leg of ``path``, or None: each leg planned as the
+        motion would plan it (shared checks, IK, the TCP line, an approach, the collision checks),
+        from the joints and the finger opening where the previous leg's plan ends. The item held
+        now counts as carried on every leg; an item a leg grasps does not (its hold is known only
+        once the fingers close). Pure computation: the world is neither stepped nor changed."""
+        q, opening = self._now()
         for target in path:
-            why, q = self._reach(target, q)
+            why, plan = self._plan(target, q, opening)
             if why:
                 return why
+            q, opening = plan[-1].path[-1], _opening_after(target, opening)
         return None
 
     def target_refusal(self, target: PoseTarget) -> str | None:
         """The shared checks of ``target`` against this cell (``Executor.target_refusal``)."""
         return check_target(target, self.box, scene.MAX_OPENING)
 
-    def _reach(self, target: PoseTarget, q_start: np.ndarray) -> tuple[str | None, np.ndarray | None]:
-        """The refusal reason of ``target`` from joints ``q_start`` (shared checks, IK of the goal and
-        of an approach's start), or (None, the goal's joints): the one rule of :meth:`move_to_pose`
-        and :meth:`reach_refusal`."""
+    def _now(self) -> tuple[np.ndarray, float]:
+        """The arm's joints and the finger opening as they are."""
+        qpos = self.env.data.qpos
+        return qpos[self.env.arm_qpos].copy(), float(qpos[self.env.finger_qpos].sum())
+
+    def _plan(
+        self, target: PoseTarget, q_start: np.ndarray, opening: float
+    ) -> tuple[str | None, list[_Stretch]]:
+        """The refusal reason of ``target`` from joints ``q_start`` and finger ``opening``, or (None,
+        the stretches that reach it): the one rule of :meth:`move_to_pose` and :meth:`reach_refusal`.
+        A stretch that moves the fingers is checked with them at the wider of its two openings."""
         why = self.target_refusal(target)
         if why:
-            return why, None
+            return why, []
         R = quat_to_mat(target.quat)
         p_goal = np.asarray(target.position, float)
         sol = self.solver.solve(p_goal, R, self.env.data.qpos, seeds=[q_start])
@@ -135,13 +148,14 @@ class SimExecutor:
             return (
                 f"unreachable: best IK solution misses by {sol.position_error * 1000:.1f} mm and "
                 f"{math.degrees(sol.orientation_error):.1f} deg"
-            ), None
-        if target.approach > 0 and not any(
-            self.solver.solve(p_pre, R, self.env.data.qpos, seeds=[q_start]).converged
-            for p_pre in self._approach_starts(target, p_goal, R)
-        ):
-            return _no_approach(target), None
-        return None, sol.q
+            ), []
+        if target.approach > 0:
+            return self._approach(target, p_goal, R, sol.q, q_start, opening)
+        path = self._cartesian_path(q_start, p_goal, target.quat, sol.q)
+        hit = self.collision(q_start, path, opening=max(opening, _opening_after(target, opening)))
+        if hit:
+            return f"collision: {hit}", []
+        return None, [_Stretch(path, target.gripper, target.speed, (p_goal, R))]
 
     def _approach_starts(self, target: PoseTarget, p_goal, R) -> Iterator[np.ndarray]:
         """Where an approach may start: ``approach`` back from the goal along the tool axis, then up
@@ -152,47 +166,44 @@ class SimExecutor:
                 return
             yield p_pre
 
-    def _approach(self, target: PoseTarget, p_goal, R, q_goal) -> MoveResult:
+    def _approach(
+        self, target: PoseTarget, p_goal, R, q_goal, q_start, opening: float
+    ) -> tuple[str | None, list[_Stretch]]:
         """Straight along the TCP line to the approach's start, then straight in. When the arm
-        cannot follow the approach from the configuration it arrived in, the approach is planned
+        cannot follow the approach from the configuration it arrives in, the approach is planned
         backwards from the goal (MoveIt Task Constructor's way; other goal configurations from
         seeded restarts too) and the arm changes configuration at its start first, in joint space,
         refused if that would touch any item, tray or the table; where it would, the change is made
         higher up (a longer approach, up to 20 cm more)."""
         quat = np.asarray(target.quat, float)
-        steps, why = 0, _no_approach(target)
+        why = _no_approach(target)
+        opened = _opening_after(target, opening)  # from the end of the first stretch on
         for p_pre in self._approach_starts(target, p_goal, R):
-            q_now = self.env.data.qpos[self.env.arm_qpos].copy()
-            sol = self.solver.solve(p_pre, R, self.env.data.qpos, seeds=[q_now])
+            sol = self.solver.solve(p_pre, R, self.env.data.qpos, seeds=[q_start])
             if not sol.converged:
                 continue
-            to_start = self._go(
-                self._cartesian_path(q_now, p_pre, target.quat, sol.q), target.gripper, 1.0, (p_pre, R)
-            )
-            steps += to_start.control_steps
-            if not to_start.reached:
-                return MoveResult(False, math.nan, math.nan, to_start.reason, steps)
-            q_now = self.env.data.qpos[self.env.arm_qpos].copy()
-            path = self._line(q_now, self.env.tcp_pose()[0], p_goal, quat, quat)
+            to_start = self._cartesian_path(q_start, p_pre, target.quat, sol.q)
+            hit = self.collision(q_start, to_start, opening=max(opening, opened))
+            if hit:
+                return f"collision: {hit}", []
+            plan = [_Stretch(to_start, target.gripper, 1.0, (p_pre, R))]
+            q_pre = to_start[-1]
+            path = self._line(q_pre, p_pre, p_goal, quat, quat)
             if path is None:
                 back, q_end = self._backwards(p_goal, p_pre, R, quat, q_goal)
                 if back is None:
                     continue
-                turn = self._go([back[-1]], None, 1.0, None, items=set(ITEM_SPECS))
-                steps += turn.control_steps
-                if not turn.reached:
-                    why = turn.reason.removeprefix("refused: ")
+                hit = self.collision(q_pre, [back[-1]], set(ITEM_SPECS), opened)
+                if hit:
+                    why = f"collision: {hit}"
                     continue
-                path = [*back[-2::-1], q_end]
-            result = self._go(path, None, target.speed, (p_goal, R), items=self._bystanders(p_goal))
-            return MoveResult(
-                result.reached,
-                result.position_error,
-                result.orientation_error,
-                result.reason,
-                steps + result.control_steps,
-            )
-        return MoveResult(False, math.nan, math.nan, f"refused: {why}", steps)
+                plan.append(_Stretch([back[-1]], None, 1.0, None))
+                q_pre, path = back[-1], [*back[-2::-1], q_end]
+            hit = self.collision(q_pre, path, self._bystanders(p_goal), opened)
+            if hit:
+                return f"collision: {hit}", []
+            return None, [*plan, _Stretch(path, None, target.speed, (p_goal, R))]
+        return why, []
 
     def _bystanders(self, p_goal) -> set[str]:
         """Items an approach to ``p_goal`` must not touch: all but the held one and the ones under
@@ -224,16 +235,16 @@ class SimExecutor:
                 q_goal, back = alt.q, self._line(alt.q, p_goal, p_pre, quat, quat)
         return back, q_goal
 
-    def _cartesian_path(self, q_now, p_goal, quat_goal, q_goal) -> list[np.ndarray]:
-        """Joint waypoints along the straight TCP line from where the TCP is (orientation slerped); a
-        straight line in joint space to ``q_goal`` when IK cannot follow it."""
-        p0, R0 = self.env.tcp_pose()
+    def _cartesian_path(self, q_start, p_goal, quat_goal, q_goal) -> list[np.ndarray]:
+        """Joint waypoints along the straight TCP line from where joints ``q_start`` put the TCP
+        (orientation slerped); a straight line in joint space to ``q_goal`` when IK cannot follow it."""
+        p0, R0 = self.solver.forward(q_start, self.env.data.qpos)
         q0 = np.empty(4)
         mujoco.mju_mat2Quat(q0, R0.reshape(-1))
         q1 = np.asarray(quat_goal, float)
         if np.dot(q0, q1) < 0:
             q1 = -q1
-        return self._line(q_now, p0, p_goal, q0, q1) or [q_goal]
+        return self._line(q_start, p0, p_goal, q0, q1) or [q_goal]
 
     def _line(self, q_start, p_start, p_end, quat_start, quat_end) -> list[np.ndarray] | None:
         """Joint waypoints from ``q_start`` (at ``p_start``) along the straight TCP line to ``p_end``,
@@ -270,6 +281,10 @@ class SimExecutor:
             return refused(f"joint target outside the limits of joints {[int(i) + 1 for i in outside]}")
         if gripper is not None and not (math.isfinite(gripper) and 0 <= gripper <= scene.MAX_OPENING):
             return refused(f"gripper opening {gripper} is outside [0, {scene.MAX_OPENING}] m")
+        q_now = self.env.data.qpos[self.env.arm_qpos].copy()
+        hit = self.collision(q_now, [q])
+        if hit:
+            return refused(f"collision: {hit}")
         return self._go([q], gripper, speed, None)
 
     def set_gripper(self, opening: float) -> MoveResult:
@@ -288,12 +303,15 @@ class SimExecutor:
         return MoveResult(True, 0.0, 0.0, "reached", n)
 
     # ------------------------------------------------------------------ internals
-    def collision(self, path: list[np.ndarray], items: set[str] = frozenset()) -> str | None:
+    def collision(
+        self, q_start, path: list[np.ndarray], items: set[str] = frozenset(), opening: float | None = None
+    ) -> str | None:
         """The first contact of the robot (or held item) with the table, a tray or one of ``items``
-        along the joint path (current joints, then ``path``'s waypoints, straight between them),
-        described; None when clear."""
+        along the joint path (``q_start``, then ``path``'s waypoints, straight between them; the
+        fingers at ``opening``, or as they are; the world otherwise as it is now), described; None
+        when clear."""
         d, m = self._check, self.env.model
-        samples, q_prev = [], self.env.data.qpos[self.env.arm_qpos].copy()
+        samples, q_prev = [], q_start
         for q_next in path:
             k_max = max(1, math.ceil(np.max(np.abs(q_next - q_prev)) / self.config.check_resolution))
             samples += [q_prev + k / k_max * (q_next - q_prev) for k in range(1, k_max + 1)]
@@ -304,6 +322,8 @@ class SimExecutor:
         if self.env.state().held is not None:
             robot.add(m.geom(scene.body_name(self.env.state().held)).id)
         d.qpos[:] = self.env.data.qpos
+        if opening is not None:
+            d.qpos[self.env.finger_qpos] = opening / 2
         for k, q in enumerate(samples, start=1):
             d.qpos[self.env.arm_qpos] = q
             if self.env.state().held is not None:
@@ -334,12 +354,8 @@ class SimExecutor:
         d.qpos[a : a + 3] = hand_pos + pos
         d.qpos[a + 3 : a + 7] = quat
 
-    def _go(
-        self, path: list[np.ndarray], gripper: float | None, speed: float, pose, items: set[str] = frozenset()
-    ) -> MoveResult:
-        hit = self.collision(path, items)
-        if hit:
-            return refused(f"collision: {hit}")
+    def _go(self, path: list[np.ndarray], gripper: float | None, speed: float, pose) -> MoveResult:
+        """Sends the joint path (checked already) to the env, timed; reached or not at ``pose``."""
         env, cfg = self.env, self.config
         start = env.joint_targets
         knots = np.array([start[:7]] + list(path))
@@ -383,6 +399,23 @@ class SimExecutor:
             )
         )
         return MoveResult(ok, pos_err, rot_err, reason, steps)
+
+
+@dataclass(frozen=True)
+class _Stretch:
+    """One joint-space stretch of a planned motion: its waypoints (collision-checked), the gripper
+    opening to reach along it (None: unchanged), its speed scaling and the TCP pose (position,
+    rotation) it ends at (None: checked in joint space)."""
+
+    path: list[np.ndarray]
+    gripper: float | None
+    speed: float
+    pose: tuple[np.ndarray, np.ndarray] | None
+
+
+def _opening_after(target: PoseTarget, opening: float) -> float:
+    """The finger opening once a motion to ``target`` from fingers at ``opening`` has begun."""
+    return opening if target.gripper is None else target.gripper
 
 
 def _no_approach(target: PoseTarget) -> str:

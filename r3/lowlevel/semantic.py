@@ -14,7 +14,8 @@ Failure reasons:
   ``item_not_visible`` (no estimate of the item after a failed attempt), ``held_item_not_visible``
   (no estimate of the held item's size), ``motion_failed: <executor reason>`` (refused or not
   reached; a pick or place with a leg the executor would refuse, a point beyond the workspace box
-  or out of the arm's reach, is refused before the hand moves: ``Executor.reach_refusal``),
+  or out of the arm's reach, or (``sim``) a leg that would touch a tray or a neighbour, is refused
+  before the hand moves: ``Executor.reach_refusal``),
   ``grasp_failed`` (not held after the last attempt), ``place_failed: <where it ended>``.
 """
 
@@ -241,17 +242,21 @@ class SemanticActions:
         # Aim the item, not the hand: the grasp may hold it off the TCP axis.
         tx, ty = x + s.tcp[0] - held.pos[0], y + s.tcp[1] - held.pos[1]
         carry = (tx, ty, self.config.carry_bottom + h / 2 + offset)
-        release = (tx, ty, support + h / 2 + self.config.release_gap + offset)
         lift = (s.tcp[0], s.tcp[1], carry[2])
-        path = (
-            PoseTarget(lift, quat),
-            PoseTarget(carry, quat),
-            PoseTarget(release, quat, None, self.config.approach_speed, approach=carry[2] - release[2]),
-        )
-        retreat = PoseTarget((tx, ty, release[2] + self.config.approach), quat)
         # A path the executor would refuse a leg of (beyond the workspace box, out of the arm's
-        # reach) is refused before the hand lifts, not after.
-        why = self.executor.reach_refusal((*path, retreat))
+        # reach, a touch) is refused before the hand lifts, not after. Where the hand would touch a
+        # neighbour at the release, the item is let go one gap higher (trying moves nothing).
+        for gap in (self.config.release_gap, 2 * self.config.release_gap):
+            release = (tx, ty, support + h / 2 + gap + offset)
+            path = (
+                PoseTarget(lift, quat),
+                PoseTarget(carry, quat),
+                PoseTarget(release, quat, None, self.config.approach_speed, approach=carry[2] - release[2]),
+            )
+            retreat = PoseTarget((tx, ty, release[2] + self.config.approach), quat)
+            why = self.executor.reach_refusal((*path, retreat))
+            if not (why or "").startswith("collision"):
+                break
         if why:
             return ActionResult(False, f"motion_failed: refused: {why}")
         steps = 0

@@ -82,8 +82,8 @@ def test_invalid_plans_move_nothing(cell, carried_out):
     assert carried_out == []
 
 
-def test_the_expert_plans_replans_after_a_failure_and_packs_task_4(cell):
-    t = run_packing_episode("4", 1, make_backend("expert"), cell=cell, render=False, interface="plan")
+def test_the_expert_plans_replans_after_a_failure_and_packs_task_3(cell):
+    t = run_packing_episode("3", 0, make_backend("expert"), cell=cell, render=False, interface="plan")
     assert t.success and not t.aborted and 2 <= len(t.steps) < MAX_PLANS
     first, second = t.steps[0], t.steps[1]
     assert first.error.startswith("step ") and "stopped at step" in first.outcome

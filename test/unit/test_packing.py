@@ -23,6 +23,7 @@ from r3.sim.packing import scene
 from r3.sim.packing.env import PackingEnv
 from r3.tasks.packing.state import STILL_STEPS, ItemState, PackingState
 from r3.tasks.packing.tasks import HELD_OUT, PackingTaskInstance, get_task
+from r3.tasks.packing.workcell import TRAY_SPECS
 
 
 @pytest.fixture(scope="module")
@@ -149,6 +150,20 @@ def test_pick_and_place_preconditions(cell):
     assert a.place("soup can", tray).ok
     assert cell.env.state().tray_of("soup can") == "medium"
     assert a.home().ok and a.done().ok
+
+
+def test_a_place_whose_release_would_touch_a_neighbour_is_refused_before_the_hand_lifts(cell):
+    """Found by measurement: the last leg's collision check ran only after the lift and the carry had
+    moved the hand (37 control steps, then the refusal). The whole path is planned first now, and
+    where the hand would touch a neighbour only at the release, the item is let go higher."""
+    _fresh(cell, {"gelatin box": (0.49, 0.24, math.pi / 2), "foam brick": (0.5135, 0.065, math.pi / 2)})
+    a, g = cell.actions, cell.grounder
+    assert a.pick("foam brick", g.locate("foam brick")).ok
+    held = cell.env.snapshot()
+    r = a.place("foam brick", g.project((0.52, 0.29, TRAY_SPECS["small"].floor)))
+    assert r.reason.startswith("motion_failed: refused: collision: panda_leftfinger would hit the gelatin")
+    assert r.control_steps == 0 and cell.env.snapshot() == held
+    assert a.place("foam brick", g.project((0.52, 0.31, TRAY_SPECS["small"].floor))).ok
 
 
 def test_a_stopped_goal_takes_no_settling_step_and_the_hooks_come_off(cell):

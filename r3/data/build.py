@@ -6,8 +6,8 @@ truncated or incomplete bag is skipped (and named in the report and the manifest
 others still build. A decision step's images are the frames its ReasonerStep names
 (``image_stamps``, recorded reliably on ``/r3/reasoner/frames``); in bags from before those fields,
 the latest camera image stamped after the previous decision and no later than this one. Its snapshot
-is the latest one stamped from the previous decision's time to this one's (on the graph, the reasoner
-decides on the settled state; a decision after one that took no step shares its time); a step
+is the latest one in that window (on the graph, the reasoner decides on the settled state), or, for
+a decision after one that took no world step (their times are equal), the one of that time; a step
 without an image is dropped and counted. Output is a function of the bags alone:
 rows in episode-id then step order, fixed PNG settings, no times or absolute paths, so rebuilding
 from the same bags gives byte-identical Parquet files.
@@ -118,9 +118,10 @@ def read_episode(bag: str | Path) -> EpisodeRecord:
         else:
             image = _latest(images, previous, at)
             views = [] if image is None else [_rgb(image)]
-        # From the previous decision's time on: after an instruction refused without a step, the
-        # world's time has not moved and the scene is the one snapshotted then.
-        snap = _latest(snapshots, previous - 1, at)
+        # After an instruction refused without a step the world's time has not moved: the scene is
+        # the one snapshotted at the previous decision. Otherwise only a snapshot taken since counts
+        # (a lost one leaves the row without, not with the scene before the motion).
+        snap = _latest(snapshots, previous - 1 if previous == at else previous, at)
         records.append(
             StepRecord(
                 msg.step,

@@ -317,10 +317,13 @@ class SimExecutor:
             samples += [q_prev + k / k_max * (q_next - q_prev) for k in range(1, k_max + 1)]
             q_prev = q_next
         n = len(samples)
-        obstacles = set(self._static).union(*(self._item_geoms[i] for i in items))
+        held = self.env.state().held
+        # the held item moves with the hand: part of the robot, never its own obstacle (it touches
+        # the fingers, so a check that counted it refused every motion it was asked about)
+        obstacles = set(self._static).union(*(self._item_geoms[i] for i in items if i != held))
         robot = set(self._robot)
-        if self.env.state().held is not None:
-            robot.add(m.geom(scene.body_name(self.env.state().held)).id)
+        if held is not None:
+            robot.add(m.geom(scene.body_name(held)).id)
         d.qpos[:] = self.env.data.qpos
         if opening is not None:
             d.qpos[self.env.finger_qpos] = opening / 2

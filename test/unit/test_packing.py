@@ -23,7 +23,7 @@ from r3.sim.packing import scene
 from r3.sim.packing.env import PackingEnv
 from r3.tasks.packing.state import STILL_STEPS, ItemState, PackingState
 from r3.tasks.packing.tasks import HELD_OUT, PackingTaskInstance, get_task
-from r3.tasks.packing.workcell import TRAY_SPECS
+from r3.tasks.packing.workcell import ITEM_SPECS, TRAY_SPECS
 
 
 @pytest.fixture(scope="module")
@@ -164,6 +164,16 @@ def test_a_place_whose_release_would_touch_a_neighbour_is_refused_before_the_han
     assert r.reason.startswith("motion_failed: refused: collision: panda_leftfinger would hit the gelatin")
     assert r.control_steps == 0 and cell.env.snapshot() == held
     assert a.place("foam brick", g.project((0.52, 0.31, TRAY_SPECS["small"].floor))).ok
+
+
+def test_the_held_item_is_no_obstacle_of_the_hand_that_carries_it(cell):
+    """Found by a review of the whole-path check: the turn before a backwards-planned approach is
+    checked against every item, the held one included, which touches the fingers: "foam_brick would
+    hit the foam brick", so every such place was refused."""
+    _fresh(cell, {"foam brick": (0.5135, 0.065, math.pi / 2)})
+    assert cell.actions.pick("foam brick", cell.grounder.locate("foam brick")).ok
+    q = cell.env.data.qpos[cell.env.arm_qpos].copy()
+    assert cell.executor.collision(q, [q], set(ITEM_SPECS)) is None
 
 
 def test_a_stopped_goal_takes_no_settling_step_and_the_hooks_come_off(cell):

@@ -18,7 +18,7 @@ from pathlib import Path
 from r3.cli_args import folder, integer, positive, seed, word
 from r3.data.bags import COMPLETE, METADATA_FILE, read_episode_info
 from r3.data.video import default_format, episode_video_from_bag
-from r3.graph.cli import parse_overrides, start_problem
+from r3.graph.cli import another_graph, parse_overrides, start_problem
 from r3.graph.description import DEFAULT_GRAPH, load_profile
 from r3.graph.node_params import NODE_PARAMETERS
 from r3.graph.supervisor import Supervisor
@@ -239,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
                 profile = load_profile(args.profile or f"sim_{args.suite}", args.graph, overrides)
             except (ValueError, OSError, KeyError) as exc:  # a bad graph, profile or --set: nothing started
                 return _fail(exc.args[0] if exc.args else str(exc))
+            if found := [m.name for m in profile.started if monitor.silent_for(f"/{m.name}") < 1.0]:
+                return _fail(another_graph(found))  # its nodes beat, its reasoner serves no RunTask (yet)
             problem = start_problem(profile)
             if problem:
                 return _fail(problem)

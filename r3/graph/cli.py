@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -53,6 +56,30 @@ def start_problem(profile) -> str | None:
             except ValueError as exc:
                 return f"{member.name} backend {spec!r}: {exc}"
     return None
+
+
+def already_running(profile) -> list[str]:
+    """The node names of ``profile``'s members that already run on this ROS domain ([] where that
+    cannot be told), asked of ``r3_ros.graph_probe`` in a process of its own (the core imports no
+    rclpy)."""
+    names = [m.name for m in profile.started]
+    try:
+        command = [sys.executable, "-m", "r3_ros.graph_probe", *names]
+        probe = subprocess.run(command, check=False, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return probe.stdout.split() if probe.returncode == 0 else []
+
+
+def another_graph(found: list[str]) -> str:
+    """Why a graph is not started beside the nodes ``found`` (names) on its domain."""
+    domain = os.environ.get("ROS_DOMAIN_ID") or "0"
+    return (
+        f"{', '.join('/' + n for n in found)} {'is' if len(found) == 1 else 'are'} already running on ROS "
+        f"domain {domain}: a second r3 graph (on this machine or this network) would answer every goal "
+        "beside that one and refuse its resets; stop it, use it (r3 run --use-running-graph), or give "
+        "this graph a ROS_DOMAIN_ID of its own"
+    )
 
 
 def _typed(value: str):
@@ -133,6 +160,8 @@ def launch_main(argv: list[str] | None = None) -> int:
             + ("wired" if not problems else f"{len(problems)} problem(s)")
         )
         return 1 if problems else 0
+    if found := already_running(profile):
+        parser.error(another_graph(found))
     for problem in problems:
         print(f"[r3 launch] warning: {problem}")
     for line in outside_requirements(profile):

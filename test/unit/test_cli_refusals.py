@@ -1163,6 +1163,24 @@ def test_a_small_file_is_read_only_when_it_is_a_regular_file_of_bounded_size(kin
         read_small_text(path, limit=100)
 
 
+def test_launch_starts_no_second_graph_beside_nodes_of_its_names(tmp_path, capsys, monkeypatch):
+    """Found by a first-contact trial: `r3 launch` run twice on one domain started a second graph,
+    whose nodes answered every goal beside the first's (`r3 run --use-running-graph` then ended in
+    "refused the reset: episode ... is running on this scene", from the other graph's simulator). It
+    now asks the domain first (``already_running``: the probe, test_graph_probe.py) and refuses."""
+    from r3.graph import cli as graph_cli
+
+    asked = []
+    monkeypatch.setenv("ROS_DOMAIN_ID", "17")
+    monkeypatch.setattr(
+        graph_cli, "already_running", lambda profile: asked.append(profile.name) or ["r3_sim_node"]
+    )
+    monkeypatch.setattr(graph_cli, "Supervisor", None)  # started, it would fail: nothing may start
+    says = "/r3_sim_node is already running on ROS domain 17: a second r3 graph"
+    refused(launch_main, ["sim_language_table_controller", "--logs", str(tmp_path / "logs")], capsys, says)
+    assert asked == ["sim_language_table_controller"] and not (tmp_path / "logs").exists()
+
+
 @pytest.mark.parametrize("main", ["sft", "launch"])
 def test_yaml_nested_too_deeply_is_refused_in_one_line(main, tmp_path, capsys):
     """Found by a hostile user: YAML nested 5000 deep ended `r3 train sft --config`, `r3 launch

@@ -201,7 +201,9 @@ class PackingSimNode(R3Node):
     def drive(self, handle, watch_client: bool, on_step, act, *args):
         """``act(*args)`` on the cell once ``handle`` has the turn (a goal that preempted a running one
         waits for it to stop), the sim executor asking before every control step whether ``handle``
-        must stop (preempted, ``self.guard``, a freeze of this process); then a decision point.
+        must stop (preempted, ``self.guard``, a freeze of this process), and once before it begins: a
+        tools call that moves nothing (``update_todo``) ran after its goal was cancelled; then a
+        decision point.
         Returns ``act``'s value (None when the goal never had the turn), why the goal stopped (None if
         it did not) and the decision point's stamp."""
 
@@ -212,6 +214,10 @@ class PackingSimNode(R3Node):
             if not has_turn:
                 return None, why_stop() or "canceled", self.publish_settled()
             stop = GoalStop(self.freezes, self.get_fully_qualified_name(), why_stop)
+            if (
+                stop()
+            ):  # cancelled or stopped before it began: no part of it runs, one that moves nothing neither
+                return None, stop.reason, self.publish_settled()
             with self.cell.driven(on_step, stop):
                 done = act(*args)
             return done, stop.reason, self.publish_settled()

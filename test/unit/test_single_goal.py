@@ -3,6 +3,7 @@ a new goal preempts the running one unless the server refuses it, and goals take
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from types import SimpleNamespace
@@ -121,3 +122,25 @@ def test_a_pose_goal_the_packing_arm_would_refuse_preempts_nothing():
     valid = pose(0.5)
     goals.accept(valid)
     assert running.ended == "aborted" and valid.is_active
+
+
+def test_a_packing_goal_stopped_before_it_begins_carries_out_nothing():
+    """Found by a hostile client: a tools goal cancelled right after it was accepted still ran its
+    call when that call moved no joint (``update_todo``, ``change_query``), so a cancelled goal changed
+    the tools' state. The packing simulator now asks its goal's stop once before acting too."""
+    from r3_packing_sim_node.main import PackingSimNode
+
+    acted = []
+    server = SimpleNamespace(
+        goals=single_goal(),
+        lock=threading.Lock(),
+        freezes=SimpleNamespace(frozen_since=lambda started: 0.0, deadline_s=1.0),
+        guard=SimpleNamespace(stop_reason=lambda handle, watch_client: "canceled"),
+        get_fully_qualified_name=lambda: "/r3_packing_sim_node",
+        publish_settled=lambda: "stamp",
+        cell=SimpleNamespace(driven=lambda on_step, stop: contextlib.nullcontext()),
+    )
+    handle = FakeHandle(1)
+    server.goals.accept(handle)
+    done = PackingSimNode.drive(server, handle, True, lambda _: True, acted.append, "update_todo")
+    assert done == (None, "canceled", "stamp") and acted == []

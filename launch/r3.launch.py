@@ -12,7 +12,9 @@ unit: when any member exits, the exit is written to the member-exits file every 
 ``R3_MEMBER_EXITS`` (the reasoner ends its episode with an error result naming the member at once),
 and ``EXIT_GRACE_S`` later the whole launch shuts down, with the member named in the reason.
 Shared-memory segments that killed processes left in /dev/shm are removed first, as `r3 launch`
-does (``r3.graph.shared_memory``). Headless by design (no GUI members), so launch tests can include
+does (``r3.graph.shared_memory``), and, as `r3 launch` does, the launch refuses to start beside r3
+nodes of the same names that beat on its ROS domain (a second graph would answer every goal beside
+the first; the probe listens up to 3 s). Headless by design (no GUI members), so launch tests can include
 this file as it is.
 """
 
@@ -26,6 +28,7 @@ from launch_ros.actions import Node
 
 from launch import LaunchDescription
 from r3.graph import shared_memory
+from r3.graph.cli import already_running, another_graph
 from r3.graph.description import DEFAULT_GRAPH, load_profile
 from r3.graph.supervisor import MEMBER_EXITS_ENV, Exit, record_exit
 
@@ -52,6 +55,9 @@ def member_nodes(context, *args, **kwargs):
     profile = load_profile(
         LaunchConfiguration("profile").perform(context), LaunchConfiguration("graph").perform(context)
     )
+    if found := already_running(profile):
+        # As `r3 launch` refuses: the launch system prints the reason and ends with return code 1.
+        raise RuntimeError(another_graph(found))
     fd, exits_file = tempfile.mkstemp(prefix="r3-member-exits-")
     os.close(fd)
     if (swept := shared_memory.sweep()).removed:  # stderr: a launch's stdout may be a tool's data

@@ -390,8 +390,9 @@ def test_ros_arguments_carry_name_parameters_and_remappings(tmp_path):
     ]
 
 
-def load_launch_file(monkeypatch, profile_name: str):
-    """r3.launch.py with stand-ins for launch and launch_ros that record what it asks for."""
+def load_launch_file(monkeypatch, profile_name: str, running: tuple[str, ...] = ()):
+    """r3.launch.py with stand-ins for launch and launch_ros that record what it asks for, and r3
+    nodes named ``running`` beating on the domain (the probe not asked: none by default)."""
 
     class Recorder:
         def __init__(self, *args, **kwargs):
@@ -411,6 +412,7 @@ def load_launch_file(monkeypatch, profile_name: str):
     }
     for name, module in fake.items():
         monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr("r3.graph.cli.already_running", lambda profile: list(running))
     spec = importlib.util.spec_from_file_location("r3_launch", ROOT / "launch" / "r3.launch.py")
     launch_file = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(launch_file)
@@ -432,6 +434,15 @@ def test_the_launch_file_reports_its_sweep_on_stderr(monkeypatch, tmp_path, caps
     out, err = capsys.readouterr()
     assert out == "" and "removed 1 Fast DDS shared-memory segment" in err
     assert not (tmp_path / "fastdds_0badc0de").exists()
+
+
+def test_the_launch_file_refuses_to_start_beside_a_graph_of_the_same_names(monkeypatch):
+    """As `r3 launch` does: `ros2 launch r3 r3.launch.py` beside a running graph started a second one
+    on the domain, which answered every goal beside the first. The launch system prints an action's
+    exception and ends with return code 1."""
+    launch_file = load_launch_file(monkeypatch, "sim_language_table", running=("r3_sim_node",))
+    with pytest.raises(RuntimeError, match=r"/r3_sim_node is already running on ROS domain \S+: a second"):
+        launch_file.member_nodes(context=None)
 
 
 @pytest.mark.parametrize("profile_name", ["sim_language_table", "gazebo", "isaac"])

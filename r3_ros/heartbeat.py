@@ -22,7 +22,7 @@ from r3_ros.shutdown import unless_shut_down
 #: Wall seconds between beats. Each beat is a message to every watcher (a DDS receive and a take,
 #: though no executor wake-up since ``HeartbeatMonitor`` takes them when asked). The shortest
 #: watchdog, ``client_timeout_s`` (1 s), still spans four beats.
-PERIOD_S = 0.25
+PERIOD_S = names.HEARTBEAT_PERIOD_S
 
 #: Nodes a watcher remembers: anyone may publish beats under any name, and each new name held more.
 REMEMBERED_NODES = 1024

@@ -42,6 +42,8 @@ EPISODE_SOURCE = "r3_reasoner_node"
 REASONER_FRAMES = "/r3/reasoner/frames"
 RECORDER_BAGS = "/r3/recorder/bags"  # std_msgs/String, latched: absolute path of the bag being recorded
 HEARTBEAT = "/r3/heartbeat"
+#: Wall seconds between two beats of every node (``r3_ros.heartbeat``).
+HEARTBEAT_PERIOD_S = 0.25
 STOP_MOTION = "/r3/stop_motion"  # std_msgs/String: the id of a goal to stop at once (r3_ros/stop.py)
 
 DETECTED_OBJECTS = "/r3/perception/objects"

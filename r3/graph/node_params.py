@@ -40,6 +40,10 @@ IMAGE_SIZE = (
 )
 #: A fully qualified ROS node name, as heartbeats carry it.
 NODE_NAME = r"(/[A-Za-z_][A-Za-z0-9_]*)+"
+#: The shortest silence a watchdog may call death: two heartbeat periods. A node that beats on time is
+#: silent for a whole period between two beats (a reasoner given 0.1 s ended its episode naming the
+#: recorder dead).
+SILENCE_MIN_S = 2 * names.HEARTBEAT_PERIOD_S
 #: Declared by every node that moves an actuator (r3_ros.stop.MotionGuard reads them).
 MOTION_GUARD = (
     P(
@@ -48,7 +52,7 @@ MOTION_GUARD = (
         1.0,
         "Watchdog: stop the goal's motion when `reasoner_node` has been silent "
         "(no heartbeat) this long, wall seconds.",
-        range=(0.05, 60.0),
+        range=(SILENCE_MIN_S, 60.0),
     ),
     P(
         "reasoner_node",
@@ -206,7 +210,7 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "float",
                     5.0,
                     "A watched node silent this long is dead (gaps up to 3 s were seen on 2 loaded cores).",
-                    range=SECONDS,
+                    range=(SILENCE_MIN_S, SECONDS[1]),
                     read_only=False,
                 ),
                 P(
@@ -343,7 +347,7 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     10.0,
                     "An episode's bag is closed incomplete once the reasoner that started it has "
                     "sent no heartbeat for this long (it died or was stopped before its END).",
-                    range=(0.5, 3600.0),
+                    range=(SILENCE_MIN_S, SECONDS[1]),
                     read_only=False,
                 ),
             ),

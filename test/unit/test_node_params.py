@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from r3.graph import names
 from r3.graph.description import load_profile, profile_names
 from r3.graph.interfaces import NODE_INTERFACES
 from r3.graph.node_params import NODE_PARAMETERS, with_tables
@@ -104,6 +105,26 @@ def test_no_wait_or_age_bound_can_be_set_to_refuse_everything():
     assert [b for b in bounds if b[2] <= 0] == []
     reasoner = {spec.name: spec for spec in NODE_PARAMETERS["r3_reasoner_node"].parameters}
     assert "recorder_timeout_s: 0.0 is outside [0.1, 3600.0]" in reasoner["recorder_timeout_s"].check(0.0)
+
+
+def test_no_watchdog_timeout_is_shorter_than_two_heartbeats():
+    """Found by a hostile client: the reasoner took ``heartbeat_timeout_s`` 0.1 while an episode ran,
+    below the 0.25 s between two beats, and the episode ended in "/r3_recorder_node stopped
+    responding (no heartbeat for 0.1 s)"; an arm node took ``client_timeout_s`` 0.05 at launch. A node
+    that beats on time is silent for a whole period between two beats."""
+    watched = {"heartbeat_timeout_s", "client_timeout_s", "reasoner_timeout_s"}
+    watchdogs = [
+        (schema.node, spec)
+        for schema in NODE_PARAMETERS.values()
+        for spec in schema.parameters
+        if spec.name in watched
+    ]
+    assert {spec.name for _, spec in watchdogs} == watched
+    for node, spec in watchdogs:
+        assert spec.range[0] >= 2 * names.HEARTBEAT_PERIOD_S, (node, spec.name)
+        assert "is outside" in spec.check(names.HEARTBEAT_PERIOD_S), (node, spec.name)
+    reasoner = {spec.name: spec for spec in NODE_PARAMETERS["r3_reasoner_node"].parameters}
+    assert reasoner["heartbeat_timeout_s"].check(0.1) == "heartbeat_timeout_s: 0.1 is outside [0.5, 3600.0]"
 
 
 def _r3_members():

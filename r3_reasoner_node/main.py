@@ -17,6 +17,8 @@ import functools
 import time
 import traceback
 
+from rcl_interfaces.msg import SetParametersResult
+
 from r3.episode_loop import Decider, end_reason, ends_episode
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
@@ -42,11 +44,17 @@ from r3_ros.services import ServiceTimeout, call_resending
 from r3_ros.spin import run_node
 from r3_ros.stop import end_stopped
 
+#: The nodes an episode runs on: its states, instructions and bag come from them, and they are watched
+#: while it runs, so each is set between episodes (a sim_node set mid-episode refused the simulator's
+#: own states, and the episode ended "/elsewhere sent no state and image").
+EPISODE_NODES = ("lowlevel_node", "sim_node", "recorder_node")
+
 
 class ReasonerNode(R3Node):
     def __init__(self):
         super().__init__("r3_reasoner_node")
         self.param = declare_parameters(self, NODE_PARAMETERS["r3_reasoner_node"])  # read at each use
+        self.add_on_set_parameters_callback(self.episode_nodes_refusal)
         self.backend = make_backend(self.param["backend"])
         self.backend.load()
 
@@ -72,6 +80,15 @@ class ReasonerNode(R3Node):
 
     def shutdown(self) -> None:
         self.backend.close()
+
+    def episode_nodes_refusal(self, parameters) -> SetParametersResult:
+        """Refuses a change of ``EPISODE_NODES`` while an episode runs."""
+        for p in parameters:
+            if p.name in EPISODE_NODES and p.value != self.param[p.name] and self.goals.running:
+                now = self.param[p.name] or "no recorder"
+                why = f"{p.name}: an episode is running on {now}; set it between episodes"
+                return SetParametersResult(successful=False, reason=why)
+        return SetParametersResult(successful=True)
 
     def goal_refusal(self, goal) -> str:
         """Why ``goal`` is refused before anything is written, reset or moved ("" = it is not)."""

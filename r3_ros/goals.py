@@ -158,6 +158,11 @@ class SingleGoal:
         finally:
             self._running.release()
 
+    @property
+    def running(self) -> bool:
+        """A goal has the turn: its execute callback has not returned yet."""
+        return self._running.locked()
+
     def end(self, handle, outcome: str) -> None:
         """Finish ``handle`` as "succeeded", "aborted" or "canceled", unless it is already over."""
         with self._lock, unless_shut_down(self._node):  # the state is set before the status is sent

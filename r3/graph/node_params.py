@@ -282,7 +282,8 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "lowlevel_node",
                     "str",
                     "/r3_lowlevel_node",
-                    "The node that runs the instructions, watched through its heartbeat.",
+                    "The node that runs the instructions, watched through its heartbeat; set between "
+                    "episodes (refused while one runs).",
                     pattern=NODE_NAME,
                     read_only=False,
                 ),
@@ -290,7 +291,8 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "sim_node",
                     "str",
                     "/r3_sim_node",
-                    "The node that publishes the state and resets the scene, watched through its heartbeat.",
+                    "The node that publishes the state and resets the scene, watched through its "
+                    "heartbeat; set between episodes (refused while one runs).",
                     pattern=NODE_NAME,
                     read_only=False,
                 ),
@@ -299,7 +301,8 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "str",
                     "/r3_recorder_node",
                     "The graph's recorder: every episode is recorded by it or ends with an error "
-                    "naming it ('' = a graph without a recorder).",
+                    "naming it ('' = a graph without a recorder); set between episodes (refused while "
+                    "one runs).",
                     pattern=f"({NODE_NAME})?",
                     read_only=False,
                 ),

@@ -285,6 +285,43 @@ def test_bad_goals_sent_during_an_episode_are_refused_and_the_episode_goes_on(gr
     ]
 
 
+def test_the_nodes_an_episode_runs_on_are_not_changed_under_it(graph, client):
+    """A client set the reasoner's ``sim_node`` while an episode ran: the reasoner took it, refused the
+    simulator's own states from then on, and the episode ended "/elsewhere sent no state and image".
+    The nodes an episode runs on are refused with a reason while it runs, and it goes on."""
+    from rclpy.parameter import Parameter
+    from rclpy.parameter_client import AsyncParameterClient
+
+    parameters = AsyncParameterClient(client.node, "/r3_reasoner_node")
+    assert parameters.wait_for_services(timeout_sec=30)
+    elsewhere = {"sim_node": "/elsewhere", "lowlevel_node": "/elsewhere", "recorder_node": ""}
+    answers = []
+
+    def set_elsewhere(_handle) -> None:
+        if not answers and client.sent_after(started):  # the pusher moves
+            for name, value in elsewhere.items():
+                setting = parameters.set_parameters([Parameter(name, value=value)])
+                while not setting.done():
+                    client.rclpy.spin_once(client.node, timeout_sec=0.01)
+                answers.append(setting.result().results[0])
+
+    started = time.monotonic()
+    result, _ = client.run_task(goal(), during=set_elsewhere)
+    assert answers, "the episode ended before the parameters were set"
+    assert [(a.successful, a.reason.split(":")[0]) for a in answers] == [(False, name) for name in elsewhere]
+    assert "an episode is running on /r3_sim_node; set it between episodes" in answers[0].reason
+    assert result.reason == "success", result.reason
+    assert read_episode_info(closed(Path(result.bag))).status == COMPLETE
+    getting = parameters.get_parameters(list(elsewhere))
+    while not getting.done():
+        client.rclpy.spin_once(client.node, timeout_sec=0.01)
+    assert [v.string_value for v in getting.result().values] == [
+        "/r3_sim_node",
+        "/r3_lowlevel_node",
+        "/r3_recorder_node",
+    ]
+
+
 @pytest.mark.parametrize(
     "encoding, height, width, step, data",
     [("mono8", 2, 2, 2, bytes(4)), ("rgb8", 480, 640, 1920, bytes(10))],

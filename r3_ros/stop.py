@@ -89,7 +89,9 @@ class StopListener:
         try:
             stopped = family(msg.data)
         except ValueError:
-            self._logger.warning(f"ignored a stop that names no goal id: {msg.data[:80]!r}")
+            self._logger.warning(  # at most once a second: a flood of them must not flood the log
+                f"ignored a stop that names no goal id: {msg.data[:80]!r}", throttle_duration_sec=1.0
+            )
             return
         with self.lock:
             self._families[stopped] = None

@@ -186,6 +186,30 @@ def test_pusher_commands_off_the_board_are_refused_not_clipped(graph, client):
     assert_serves_a_valid_episode(graph, client)
 
 
+def test_a_flood_of_stops_that_name_no_goal_is_logged_at_most_once_a_second(graph, client):
+    """A stop that names no goal id is ignored with a log line, and a flood of them logged each one
+    (the low-level node and the reasoner, which take the stops); as a flood of bad pusher commands,
+    each kind is logged at most once a second."""
+    from std_msgs.msg import String
+
+    from r3_ros.qos import STOP
+
+    takers = ("r3_lowlevel_node", "r3_reasoner_node")
+    logs = {node: next(graph.root.glob(f"logs/*/{node}.log")) for node in takers}
+    said = "a stop that names no goal id"
+    before = {node: log.read_text().count(said) for node, log in logs.items()}
+    pub = client.node.create_publisher(String, names.STOP_MOTION, STOP)
+    deadline = time.monotonic() + 10
+    while pub.get_subscription_count() < len(logs) and time.monotonic() < deadline:
+        client.spin(0.05)
+    for i in range(2000):
+        pub.publish(String(data=f"not a goal {i}"))
+    client.spin(1.0)
+    client.node.destroy_publisher(pub)
+    logged = {node: log.read_text().count(said) - before[node] for node, log in logs.items()}
+    assert all(1 <= n <= 3 for n in logged.values()), logged
+
+
 def test_a_peer_whose_topics_cannot_match_is_named_and_neither_moves_nor_deafens_anything(graph, client):
     """A peer on the pusher command topic with another message type (publishing and subscribing)
     and a reader asking for kept refusals. r3's nodes create their topics without rclpy's QoS-event

@@ -22,7 +22,9 @@ import threading
 from rclpy._rclpy_pybind11 import InvalidHandle
 from rclpy.clock import Clock, ClockType
 from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
+from rclpy.exceptions import ParameterNotDeclaredException
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
 from rclpy.time import Time
 from rclpy.time_source import CLOCK_TOPIC
@@ -124,6 +126,15 @@ class R3Node(Node):
                     CLOCK_TAKE_S, self.take_clock, callback_group=inline, clock=steady
                 )
         return subscription
+
+    def _check_undeclared_parameters(self, parameter_list) -> None:
+        """rclpy's check, whose refusal names the parameters this node does not declare (rclpy's own
+        spends its generator of names before it lists them: "undeclared parameter(s): []")."""
+        named = [p.name for p in parameter_list if isinstance(p, Parameter)]
+        undeclared = [name for name in named if name not in self._parameters]
+        if undeclared and not self._allow_undeclared_parameters:
+            raise ParameterNotDeclaredException(undeclared)
+        super()._check_undeclared_parameters(parameter_list)
 
     def take_clock(self) -> None:
         """Set this node's time from the ``/clock`` DDS has received (nothing without sim time)."""

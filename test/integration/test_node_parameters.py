@@ -198,6 +198,28 @@ def test_a_value_that_would_break_a_rule_is_refused_while_running_and_at_launch(
         node.destroy_node()
 
 
+def test_a_parameter_no_r3_node_declares_is_refused_naming_it(ros):
+    """``ros2 param set /r3_reasoner_node nonexistent 1`` was refused with "Invalid access to
+    undeclared parameter(s): []": rclpy's check spends its generator of names in ``any()`` before it
+    lists them."""
+    from rclpy.exceptions import ParameterNotDeclaredException
+    from rclpy.parameter import Parameter
+
+    from r3_ros.node import R3Node
+
+    node = R3Node("undeclared_probe")
+    try:
+        with pytest.raises(
+            ParameterNotDeclaredException, match=r"undeclared parameter\(s\): \['nonexistent'\]"
+        ):
+            node.set_parameters_atomically(
+                [Parameter("nonexistent", value=1), Parameter("use_sim_time", value=True)]
+            )
+        assert node.get_parameter("use_sim_time").value is False  # nothing of the call was taken
+    finally:
+        node.destroy_node()
+
+
 def launch_refused(node: str, parameter: str, env: dict) -> str:
     """Starts ``node`` alone with ``parameter`` (NAME:=VALUE); asserts that it ends at launch with one
     ``fatal:`` line, and returns its stderr."""

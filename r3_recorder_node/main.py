@@ -62,17 +62,12 @@ from r3_ros.node import R3Node, named_publishers
 from r3_ros.params import declare_parameters
 from r3_ros.qos import EVENTS, LATCHED, RECORD_DEPTH
 from r3_ros.refusals import refusing_message
-from r3_ros.senders import Senders
+from r3_ros.senders import NAME_WAIT_S, Senders
 from r3_ros.spin import run_node
 
 EVENTS_TYPE = "r3_msgs/msg/EpisodeEvent"
 #: Waiting this long for a configured topic's publisher is worth a warning naming the topics.
 WAITING_WARN_S = 2.0
-#: How long an event's publisher may take to appear in this node's graph view with its node name.
-#: The name comes with ROS's own discovery messages, which can lag the DDS endpoint by seconds on a
-#: loaded machine: a recorder started after the reasoner received a START from '_NODE_NAME_UNKNOWN_'.
-#: The event waits in its publisher's queue meanwhile (``r3_ros.senders``), looked at again each poll.
-SOURCE_LOOKUP_S = 5.0
 #: After END, how much longer than ``close_delay_s`` a bag waits, at most, for the episode's last steps
 #: and frames and for what else was sent before END.
 STRAGGLERS_S = 5.0
@@ -94,7 +89,7 @@ class RecorderNode(R3Node):
         self.bag: OpenBag | None = None  # the episode being recorded
         self.last_closed: tuple[OpenBag, threading.Thread] | None = None  # the bag closed last, its closing
         self.deciding = threading.Lock()  # events are acted on one at a time, in the order they came
-        self.sources = Senders(self.event_publishers, SOURCE_LOOKUP_S)
+        self.sources = Senders(self.event_publishers, NAME_WAIT_S)  # looked at again each poll
         # Made once publishers appear; no executor wakes for them: poll() takes what they received.
         self.subscribed = AdaptiveSubscriptions(
             self, RECORD_DEPTH, raw=True, callback_group=PolledCallbackGroup()
@@ -160,7 +155,7 @@ class RecorderNode(R3Node):
         ``names.EPISODE_SOURCE``."""
         with self.deciding:
             for decided in self.sources.decided(time.monotonic()):
-                if decided.sender.rpartition("/")[2] == names.EPISODE_SOURCE:  # in any namespace
+                if names.is_episode_source(decided.sender):
                     self.act_on(decided.message, decided.info, decided.sender)
                 else:
                     self.get_logger().error(

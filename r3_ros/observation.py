@@ -11,7 +11,7 @@ cameras; the expert reads the privileged state of either.
 
 A state counts only from the simulator, the node ``sim_node`` names, looked up by its publisher's
 DDS gid (``r3_ros.senders``: a publisher the graph does not name yet waits for its name, up to
-``SENDER_LOOKUP_S``); any other publisher's is refused and logged. A forged state stamped later
+``NAME_WAIT_S``); any other publisher's is refused and logged. A forged state stamped later
 than the simulator's would otherwise be the one decided on, and one that says ``success`` ends the
 episode as a success.
 """
@@ -53,15 +53,13 @@ from r3_ros.executor import PolledCallbackGroup, deliver_pending
 from r3_ros.node import named_publishers, type_name
 from r3_ros.qos import FRAMES_HEARD_DEPTH, STATES_HEARD
 from r3_ros.refusals import refusing_message
-from r3_ros.senders import Senders
+from r3_ros.senders import NAME_WAIT_S, Senders
 
 #: While the reasoner waits for a decision's state and images, how often it looks for a new state
 #: (the wait is a few milliseconds long: the images of a decision point follow its state).
 STATE_POLL_S = 0.005
 #: How often that wait asks whether the episode should go on (``check()``).
 CHECK_S = 0.05
-#: How long a state's publisher may take to appear in the graph view with its node name.
-SENDER_LOOKUP_S = 5.0
 
 
 @dataclass
@@ -77,7 +75,7 @@ class SceneObserver:
 
     def __init__(self, node: Node, param: Mapping, callback_group=None):
         self.node, self.param = node, param
-        self.senders = Senders(self.state_publishers, SENDER_LOOKUP_S)
+        self.senders = Senders(self.state_publishers, NAME_WAIT_S)
         self.cv = threading.Condition()
         self.state: PrivilegedState | None = None
         self.image: Image | None = None

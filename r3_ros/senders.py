@@ -18,6 +18,9 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+#: How long a message waits for its publisher's name (a recorder started after the reasoner received a
+#: START from '_NODE_NAME_UNKNOWN_': discovery can lag the DDS endpoint by seconds on a loaded machine).
+NAME_WAIT_S = 5.0
 #: Messages waiting for their publisher's name, all publishers together.
 MAX_PENDING = 64
 #: Publishers whose names are remembered (a gid's name never changes); the one named longest

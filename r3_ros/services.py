@@ -142,7 +142,7 @@ class ResetRecord:
         running = [
             (episode, publisher)
             for episode, publisher in self._started.items()
-            if publisher == self._scene_publisher or (named or {}).get(publisher) == names.EPISODE_SOURCE
+            if publisher == self._scene_publisher or names.is_episode_source((named or {}).get(publisher, ""))
         ]
         if not running:
             return ""

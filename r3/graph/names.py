@@ -37,6 +37,13 @@ INSTRUCTION_OUTCOMES = "/r3/reasoner/outcomes"
 EPISODE_EVENTS = "/r3/episode_events"
 #: The node whose episode events count: the recorder and the simulators take START and END from it only.
 EPISODE_SOURCE = "r3_reasoner_node"
+
+
+def is_episode_source(node: str) -> bool:
+    """``node`` (a node name, with its namespace or without) is ``EPISODE_SOURCE``, in any namespace."""
+    return node.rpartition("/")[2] == EPISODE_SOURCE
+
+
 #: The frames each decision step was made on (sensor_msgs/Image, reliable), recorded in every bag;
 #: ReasonerStep.image_stamps names them. The camera topics stay best effort for live viewing.
 REASONER_FRAMES = "/r3/reasoner/frames"

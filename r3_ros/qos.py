@@ -11,6 +11,10 @@ LATCHED = QoSProfile(depth=1, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 #: several publishers' latest: a reader of depth 1 keeps one sample of all its writers together, so
 #: a peer publishing states of its own pushed the simulator's out of the queue before it was taken.
 STATES_HEARD = QoSProfile(depth=50, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
+#: The recorder's bag names as the reasoner takes them, latched, with room beside the recorder's for
+#: other publishers' names (refused by their sender): a node answering each START with a name of its
+#: own pushed the recorder's out of a queue of one, and the episode ended "did not start recording".
+BAGS_HEARD = QoSProfile(depth=50, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
 #: The camera frames a reasoner decides on: room for a burst of other publishers' frames, which a
 #: queue of 5 shared by every writer let push the simulator's one frame of a decision out before it
 #: was taken (a flood of forged frames ended an episode "no state and image within 5 s" in CI).

@@ -11,6 +11,7 @@ without a recorder and ran the episode unrecorded (seen under CPU load).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 
@@ -18,9 +19,11 @@ from rclpy.node import Node
 from std_msgs.msg import String
 
 from r3.graph import names
+from r3_ros.conversions import publisher_gid
 from r3_ros.heartbeat import HeartbeatMonitor
-from r3_ros.node import endpoint_node, matchable_subscribers
-from r3_ros.qos import LATCHED
+from r3_ros.node import endpoint_node, matchable_subscribers, named_publishers
+from r3_ros.qos import BAGS_HEARD
+from r3_ros.senders import NAME_WAIT_S, Senders
 
 #: How often the waits below look at the recorder's heartbeat (taken when looked at, not pushed): at
 #: each episode's start and end the reasoner waits for it, so a look every 10 ms cost 5 ms on average
@@ -44,13 +47,38 @@ class RecorderHandshake:
         self, node: Node, monitor: HeartbeatMonitor, param: Mapping, record: list, callback_group=None
     ):
         self.node, self.monitor, self.param, self.record = node, monitor, param, record
-        self.bag = ""  # the last bag the recorder said it opened
+        self._bag = ""  # the last bag the recorder said it opened
+        self._bags = Senders(self.bag_publishers, NAME_WAIT_S)  # bag names, by who sent them
+        self._bags_lock = threading.Lock()
         node.create_subscription(
-            String, names.RECORDER_BAGS, self._on_bag, LATCHED, callback_group=callback_group
+            String, names.RECORDER_BAGS, self._on_bag, BAGS_HEARD, callback_group=callback_group
         )
 
-    def _on_bag(self, msg: String) -> None:
-        self.bag = msg.data
+    def bag_publishers(self) -> dict[bytes, str]:
+        return named_publishers(self.node, names.RECORDER_BAGS, qualified=True)
+
+    def _on_bag(self, msg: String, info) -> None:
+        with self._bags_lock:
+            if gid := publisher_gid(info):
+                self._bags.add(msg.data, info, gid, time.monotonic())
+            else:  # an rmw that gives no publisher: nothing to check it by
+                self._bag = msg.data
+
+    @property
+    def bag(self) -> str:
+        """The last bag the recorder said it opened. A bag name from any other node is refused and
+        logged (one answering each START with a path of its own made the episode's result name it)."""
+        with self._bags_lock:
+            for decided in self._bags.decided(time.monotonic()) if self._bags.pending else []:
+                if decided.sender == self.recorder:
+                    self._bag = decided.message
+                else:
+                    self.node.get_logger().error(
+                        f"refused a bag name {decided.message[:80]!r} from "
+                        f"{decided.sender or 'an unknown node'!r}: only {self.recorder} names its bags",
+                        throttle_duration_sec=1.0,
+                    )
+            return self._bag
 
     @property
     def recorder(self) -> str:

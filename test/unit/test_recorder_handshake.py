@@ -3,6 +3,7 @@ each look) is asked only once the recorder's heartbeat and its bag name the epis
 
 from __future__ import annotations
 
+import inspect
 from types import SimpleNamespace
 
 import pytest
@@ -13,13 +14,35 @@ pytestmark = pytest.mark.ros
 
 
 class Node:
-    """Enough of a node for the handshake: its subscription, and the graph's answers, counted."""
+    """Enough of a node for the handshake: its subscription, and the graph's answers, counted; the
+    publisher of gid ``b"recorder"`` on the bags topic is the recorder, ``b"forger"`` another node."""
 
     def __init__(self):
         self.graph_queries = 0
+        self.callbacks = {}
+        self.logged: list[str] = []
 
-    def create_subscription(self, *args, **kwargs):
-        return None
+    def create_subscription(self, msg_type, topic, callback, *args, **kwargs):
+        self.callbacks[topic] = callback
+
+    def get_publishers_info_by_topic(self, topic):
+        return [
+            SimpleNamespace(endpoint_gid=list(gid), node_name=name, node_namespace="/")
+            for gid, name in ((b"recorder", "r3_recorder_node"), (b"forger", "r3_forger"))
+        ]
+
+    def get_logger(self):
+        return SimpleNamespace(error=lambda line, **kwargs: self.logged.append(line))
+
+    def say_bag(self, path: str, gid: bytes = b"recorder") -> None:
+        """``path`` on the bags topic from publisher ``gid``, with its message info where the callback
+        takes one (as rclpy decides)."""
+        from std_msgs.msg import String
+
+        callback = self.callbacks[names.RECORDER_BAGS]
+        info = {"publisher_gid": {"data": gid}}
+        args = (String(data=path), info)[: len(inspect.signature(callback).parameters)]
+        callback(*args)
 
     def get_subscriptions_info_by_topic(self, topic):
         self.graph_queries += 1
@@ -40,8 +63,23 @@ def test_the_graph_is_asked_only_once_the_recorder_names_the_episode():
     node = Node()
     looks = ["idle", "idle", "idle", names.recording_state("V-s0-x")]
     handshake = RecorderHandshake(node, Monitor(looks), {"recorder_node": "/r3_recorder_node"}, [])
-    handshake.bag = "/bags/V-s0-x"
+    node.say_bag("/bags/V-s0-x")
     missing = [handshake.not_yet_recording("V-s0-x") for _ in looks]
     assert [bool(m) for m in missing] == [True, True, True, False], missing
     assert "its heartbeat says 'idle'" in missing[0][0]
     assert node.graph_queries == 1  # the last look only
+
+
+def test_a_bag_named_by_another_node_than_the_recorder_is_refused():
+    """Found by a hostile client: a node that answered each START with '/elsewhere/<episode id>' on the
+    recorder's bags topic made the RunTask result name that path (the bag, complete, was elsewhere)."""
+    from r3_ros.recording import RecorderHandshake
+
+    node = Node()
+    looks = [names.recording_state("V-s0-x")] * 2
+    param = {"recorder_node": "/r3_recorder_node", "recorder_timeout_s": 1.0}
+    handshake = RecorderHandshake(node, Monitor(looks), param, [])
+    node.say_bag("/bags/V-s0-x")
+    node.say_bag("/elsewhere/V-s0-x", gid=b"forger")
+    assert handshake.wait_recording("V-s0-x", check=lambda: None) == "/bags/V-s0-x"
+    assert any("'/r3_forger'" in line for line in node.logged), node.logged

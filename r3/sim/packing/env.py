@@ -56,6 +56,17 @@ SNAPSHOT_FIELDS = frozenset(
 )
 
 
+def weld_pose(hand_pos, hand_quat, item_pos, item_quat) -> tuple[np.ndarray, np.ndarray]:
+    """The pose (position, quaternion) in the hand's frame at which a grasp welds an item: where the
+    item is relative to the hand at that moment. A plan that predicts a grasp asks it too."""
+    inv = np.empty(4)
+    mujoco.mju_negQuat(inv, np.asarray(hand_quat, float))
+    rel_pos, rel_quat = np.empty(3), np.empty(4)
+    mujoco.mju_rotVecQuat(rel_pos, np.asarray(item_pos, float) - hand_pos, inv)
+    mujoco.mju_mulQuat(rel_quat, inv, np.asarray(item_quat, float))
+    return rel_pos, rel_quat
+
+
 def read_snapshot(snapshot: bytes) -> tuple[np.ndarray, np.ndarray, dict]:
     """The physics state, equality data and meta record of a :meth:`PackingEnv.snapshot` (or a packing
     cell's, which adds an array); a ValueError in one line for bytes that are none (no npz, an array
@@ -470,13 +481,13 @@ class PackingEnv(gym.Env):
 
     def _attach(self, item: str) -> None:
         """Weld ``item`` to the hand where it is now (relative pose measured, not imposed)."""
-        hand_pos, hand_quat = self.data.xpos[self.hand_body], self.data.xquat[self.hand_body]
         body = self.item_body[item]
-        inv = np.empty(4)
-        mujoco.mju_negQuat(inv, hand_quat)
-        rel_pos, rel_quat = np.empty(3), np.empty(4)
-        mujoco.mju_rotVecQuat(rel_pos, self.data.xpos[body] - hand_pos, inv)
-        mujoco.mju_mulQuat(rel_quat, inv, self.data.xquat[body])
+        rel_pos, rel_quat = weld_pose(
+            self.data.xpos[self.hand_body],
+            self.data.xquat[self.hand_body],
+            self.data.xpos[body],
+            self.data.xquat[body],
+        )
         eq = self.weld[item]
         self.model.eq_data[eq, 0:3] = 0.0
         self.model.eq_data[eq, 3:6] = rel_pos

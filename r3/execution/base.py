@@ -154,7 +154,9 @@ def top_down_quat(closing_yaw: float) -> tuple[float, float, float, float]:
 class Executor(Protocol):
     """A motion backend. ``move_to_pose`` refuses or moves; ``reach_refusal`` tells, moving nothing,
     why ``move_to_pose`` would refuse a leg of a multi-leg motion (so that the motion is refused
-    before its first leg moves, not after); ``target_refusal`` is its first part, the shared checks
+    before its first leg moves, not after), told by ``grasped`` which item the fingers close on once
+    the first leg ends (a pick), so that a backend that checks what the hand carries checks it on
+    the later legs; ``target_refusal`` is its first part, the shared checks
     (:func:`check_target`) against this arm's workspace and gripper, with no IK and no look at the
     arm's state (an action server asks it as a goal arrives, while another goal may be moving the
     arm); ``move_to_joints`` goes to a named or given joint configuration (home); ``box`` is the
@@ -164,7 +166,7 @@ class Executor(Protocol):
 
     def move_to_pose(self, target: PoseTarget) -> MoveResult: ...
     def target_refusal(self, target: PoseTarget) -> str | None: ...
-    def reach_refusal(self, path: Sequence[PoseTarget]) -> str | None: ...
+    def reach_refusal(self, path: Sequence[PoseTarget], grasped: str | None = None) -> str | None: ...
     def move_to_joints(self, q, gripper: float | None = None) -> MoveResult: ...
     def set_gripper(self, opening: float) -> MoveResult: ...
 

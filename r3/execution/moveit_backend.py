@@ -159,14 +159,16 @@ class MoveItExecutor:
         """The shared checks of ``target`` against this arm (``Executor.target_refusal``)."""
         return check_target(target, self.box, self.config.max_opening)
 
-    def reach_refusal(self, path: Sequence[PoseTarget]) -> str | None:
+    def reach_refusal(self, path: Sequence[PoseTarget], grasped: str | None = None) -> str | None:
         """Why :meth:`move_to_pose` would refuse a leg of ``path`` before planning it (the shared
         checks, then MoveIt's IK for ``pose_link`` at an approach's start and at the leg's goal), or
         None. Each leg's IK is seeded with the previous leg's solution, the first with the monitored
         state; the query sets a scratch ``RobotState`` only, so nothing moves. moveit_py is imported
         only for a leg that passes the shared checks. It does not plan the legs: one that MoveIt
         cannot plan (a collision on the way, a straight line it cannot follow) is still refused
-        only when its turn comes, after the earlier legs moved."""
+        only when its turn comes, after the earlier legs moved. So ``grasped`` (the item a pick's
+        first leg closes on) changes nothing here: IK does not depend on what the hand carries, and
+        a collision of the carried item is one of the things this check does not see."""
         state, group = None, self.config.planning_group
         for target in path:
             why = self.target_refusal(target)

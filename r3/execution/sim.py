@@ -33,6 +33,7 @@ from r3.execution.base import (
 from r3.execution.ik import IKConfig, IKSolver
 from r3.sim.offscreen import mujoco
 from r3.sim.packing import scene
+from r3.sim.packing.env import weld_pose
 from r3.tasks.packing.workcell import ITEM_SPECS
 
 
@@ -96,7 +97,7 @@ class SimExecutor:
 
     # ------------------------------------------------------------------ the interface
     def move_to_pose(self, target: PoseTarget) -> MoveResult:
-        why, plan = self._plan(target, *self._now())
+        why, plan = self._plan(target, *self._now(), self.carried())
         if why:
             return refused(why)
         steps = 0
@@ -109,18 +110,22 @@ class SimExecutor:
             result.reached, result.position_error, result.orientation_error, result.reason, steps
         )
 
-    def reach_refusal(self, path: Sequence[PoseTarget]) -> str | None:
+    def reach_refusal(self, path: Sequence[PoseTarget], grasped: str | None = None) -> str | None:
         """Why :meth:`move_to_pose` would refuse a leg of ``path``, or None: each leg planned as the
         motion would plan it (shared checks, IK, the TCP line, an approach, the collision checks),
         from the joints and the finger opening where the previous leg's plan ends. The item held
-        now counts as carried on every leg; an item a leg grasps does not (its hold is known only
-        once the fingers close). Pure computation: the world is neither stepped nor changed."""
-        q, opening = self._now()
-        for target in path:
-            why, plan = self._plan(target, q, opening)
+        now counts as carried on every leg; ``grasped``, the item the fingers close on once the
+        first leg ends (a pick's way down), on every later leg, welded where it lies relative to the
+        hand at the first leg's planned end (as the env welds it). Pure computation: the world is
+        neither stepped nor changed."""
+        (q, opening), carried = self._now(), self.carried()
+        for k, target in enumerate(path):
+            why, plan = self._plan(target, q, opening, carried)
             if why:
                 return why
             q, opening = plan[-1].path[-1], _opening_after(target, opening)
+            if k == 0 and grasped is not None:
+                carried = self._grasp(grasped, q)
         return None
 
     def target_refusal(self, target: PoseTarget) -> str | None:
@@ -132,12 +137,36 @@ class SimExecutor:
         qpos = self.env.data.qpos
         return qpos[self.env.arm_qpos].copy(), float(qpos[self.env.finger_qpos].sum())
 
+    def carried(self) -> Carried | None:
+        """The item the hand holds now, at its weld's pose; None when it holds nothing."""
+        item = self.env.state().held
+        if item is None:
+            return None
+        eq = self.env.weld[item]
+        return Carried(item, self.env.model.eq_data[eq, 3:6].copy(), self.env.model.eq_data[eq, 6:10].copy())
+
+    def _grasp(self, item: str, q: np.ndarray) -> Carried:
+        """``item`` as a grasp with the arm at joints ``q`` would weld it (the env's rule): where it
+        lies now, but centred between the fingers, which push it there as they close (they slide
+        along the hand's y axis, coupled)."""
+        env, d = self.env, self._check
+        d.qpos[:] = env.data.qpos
+        d.qpos[env.arm_qpos] = q
+        mujoco.mj_kinematics(env.model, d)
+        body = env.item_body[item]
+        pos, quat = weld_pose(
+            d.xpos[env.hand_body], d.xquat[env.hand_body], env.data.xpos[body], env.data.xquat[body]
+        )
+        pos[1] = 0.0
+        return Carried(item, pos, quat)
+
     def _plan(
-        self, target: PoseTarget, q_start: np.ndarray, opening: float
+        self, target: PoseTarget, q_start: np.ndarray, opening: float, carried: Carried | None
     ) -> tuple[str | None, list[_Stretch]]:
-        """The refusal reason of ``target`` from joints ``q_start`` and finger ``opening``, or (None,
-        the stretches that reach it): the one rule of :meth:`move_to_pose` and :meth:`reach_refusal`.
-        A stretch that moves the fingers is checked with them at the wider of its two openings."""
+        """The refusal reason of ``target`` from joints ``q_start`` and finger ``opening`` with the
+        hand ``carried`` item, or (None, the stretches that reach it): the one rule of
+        :meth:`move_to_pose` and :meth:`reach_refusal`. A stretch that moves the fingers is checked
+        with them at the wider of its two openings."""
         why = self.target_refusal(target)
         if why:
             return why, []
@@ -150,9 +179,11 @@ class SimExecutor:
                 f"{math.degrees(sol.orientation_error):.1f} deg"
             ), []
         if target.approach > 0:
-            return self._approach(target, p_goal, R, sol.q, q_start, opening)
+            return self._approach(target, p_goal, R, sol.q, q_start, opening, carried)
         path = self._cartesian_path(q_start, p_goal, target.quat, sol.q)
-        hit = self.collision(q_start, path, opening=max(opening, _opening_after(target, opening)))
+        hit = self.collision(
+            q_start, path, opening=max(opening, _opening_after(target, opening)), carried=carried
+        )
         if hit:
             return f"collision: {hit}", []
         return None, [_Stretch(path, target.gripper, target.speed, (p_goal, R))]
@@ -167,7 +198,7 @@ class SimExecutor:
             yield p_pre
 
     def _approach(
-        self, target: PoseTarget, p_goal, R, q_goal, q_start, opening: float
+        self, target: PoseTarget, p_goal, R, q_goal, q_start, opening: float, carried: Carried | None
     ) -> tuple[str | None, list[_Stretch]]:
         """Straight along the TCP line to the approach's start, then straight in. When the arm
         cannot follow the approach from the configuration it arrives in, the approach is planned
@@ -183,7 +214,7 @@ class SimExecutor:
             if not sol.converged:
                 continue
             to_start = self._cartesian_path(q_start, p_pre, target.quat, sol.q)
-            hit = self.collision(q_start, to_start, opening=max(opening, opened))
+            hit = self.collision(q_start, to_start, opening=max(opening, opened), carried=carried)
             if hit:
                 return f"collision: {hit}", []
             plan = [_Stretch(to_start, target.gripper, 1.0, (p_pre, R))]
@@ -193,26 +224,26 @@ class SimExecutor:
                 back, q_end = self._backwards(p_goal, p_pre, R, quat, q_goal)
                 if back is None:
                     continue
-                hit = self.collision(q_pre, [back[-1]], set(ITEM_SPECS), opened)
+                hit = self.collision(q_pre, [back[-1]], set(ITEM_SPECS), opened, carried)
                 if hit:
                     why = f"collision: {hit}"
                     continue
                 plan.append(_Stretch([back[-1]], None, 1.0, None))
                 q_pre, path = back[-1], [*back[-2::-1], q_end]
-            hit = self.collision(q_pre, path, self._bystanders(p_goal), opened)
+            hit = self.collision(q_pre, path, self._bystanders(p_goal, carried), opened, carried)
             if hit:
                 return f"collision: {hit}", []
             return None, [*plan, _Stretch(path, None, target.speed, (p_goal, R))]
         return why, []
 
-    def _bystanders(self, p_goal) -> set[str]:
-        """Items an approach to ``p_goal`` must not touch: all but the held one and the ones under
-        the goal (what a grasp closes on, or what a place sets down on)."""
-        s = self.env.state()
+    def _bystanders(self, p_goal, carried: Carried | None) -> set[str]:
+        """Items an approach to ``p_goal`` must not touch: all but the ``carried`` one and the ones
+        under the goal (what a grasp closes on, or what a place sets down on)."""
+        held = None if carried is None else carried.item
         return {
             name
-            for name, item in s.items.items()
-            if name != s.held
+            for name, item in self.env.state().items.items()
+            if name != held
             and np.linalg.norm(np.asarray(item.pos[:2]) - p_goal[:2]) > ITEM_SPECS[name].footprint_radius
         }
 
@@ -282,7 +313,7 @@ class SimExecutor:
         if gripper is not None and not (math.isfinite(gripper) and 0 <= gripper <= scene.MAX_OPENING):
             return refused(f"gripper opening {gripper} is outside [0, {scene.MAX_OPENING}] m")
         q_now = self.env.data.qpos[self.env.arm_qpos].copy()
-        hit = self.collision(q_now, [q])
+        hit = self.collision(q_now, [q], carried=self.carried())
         if hit:
             return refused(f"collision: {hit}")
         return self._go([q], gripper, speed, None)
@@ -304,12 +335,17 @@ class SimExecutor:
 
     # ------------------------------------------------------------------ internals
     def collision(
-        self, q_start, path: list[np.ndarray], items: set[str] = frozenset(), opening: float | None = None
+        self,
+        q_start,
+        path: list[np.ndarray],
+        items: set[str] = frozenset(),
+        opening: float | None = None,
+        carried: Carried | None = None,
     ) -> str | None:
-        """The first contact of the robot (or held item) with the table, a tray or one of ``items``
-        along the joint path (``q_start``, then ``path``'s waypoints, straight between them; the
-        fingers at ``opening``, or as they are; the world otherwise as it is now), described; None
-        when clear."""
+        """The first contact of the robot (or the ``carried`` item, moving with the hand) with the
+        table, a tray or one of ``items`` along the joint path (``q_start``, then ``path``'s
+        waypoints, straight between them; the fingers at ``opening``, or as they are; the world
+        otherwise as it is now), described; None when clear."""
         d, m = self._check, self.env.model
         samples, q_prev = [], q_start
         for q_next in path:
@@ -317,8 +353,8 @@ class SimExecutor:
             samples += [q_prev + k / k_max * (q_next - q_prev) for k in range(1, k_max + 1)]
             q_prev = q_next
         n = len(samples)
-        held = self.env.state().held
-        # the held item moves with the hand: part of the robot, never its own obstacle (it touches
+        held = None if carried is None else carried.item
+        # the carried item moves with the hand: part of the robot, never its own obstacle (it touches
         # the fingers, so a check that counted it refused every motion it was asked about)
         obstacles = set(self._static).union(*(self._item_geoms[i] for i in items if i != held))
         robot = set(self._robot)
@@ -329,8 +365,8 @@ class SimExecutor:
             d.qpos[self.env.finger_qpos] = opening / 2
         for k, q in enumerate(samples, start=1):
             d.qpos[self.env.arm_qpos] = q
-            if self.env.state().held is not None:
-                self._carry(d)
+            if carried is not None:
+                self._carry(d, carried)
             mujoco.mj_fwdPosition(m, d)
             for c in d.contact[: d.ncon]:
                 pair = {c.geom1, c.geom2}
@@ -342,18 +378,16 @@ class SimExecutor:
                     return f"{what} would hit the {where} at {k / n:.0%} of the path"
         return None
 
-    def _carry(self, d: mujoco.MjData) -> None:
-        """Move the held item with the hand in the check data (the weld is not solved in kinematics)."""
+    def _carry(self, d: mujoco.MjData, carried: Carried) -> None:
+        """Move the ``carried`` item with the hand in the check data (the weld is not solved in
+        kinematics)."""
         env, m = self.env, self.env.model
-        item = env.state().held
-        eq = env.weld[item]
         mujoco.mj_kinematics(m, d)
         hand_pos, hand_quat = d.xpos[env.hand_body], d.xquat[env.hand_body]
-        rel_pos, rel_quat = m.eq_data[eq, 3:6], m.eq_data[eq, 6:10]
         pos, quat = np.empty(3), np.empty(4)
-        mujoco.mju_rotVecQuat(pos, rel_pos, hand_quat)
-        mujoco.mju_mulQuat(quat, hand_quat, rel_quat)
-        a = env.item_qpos[item]
+        mujoco.mju_rotVecQuat(pos, carried.pos, hand_quat)
+        mujoco.mju_mulQuat(quat, hand_quat, carried.quat)
+        a = env.item_qpos[carried.item]
         d.qpos[a : a + 3] = hand_pos + pos
         d.qpos[a + 3 : a + 7] = quat
 
@@ -402,6 +436,16 @@ class SimExecutor:
             )
         )
         return MoveResult(ok, pos_err, rot_err, reason, steps)
+
+
+@dataclass(frozen=True)
+class Carried:
+    """An item that moves with the hand in a plan: its name and its pose in the hand's frame
+    (position, quaternion), the weld's."""
+
+    item: str
+    pos: np.ndarray
+    quat: np.ndarray
 
 
 @dataclass(frozen=True)

@@ -195,8 +195,9 @@ class SemanticActions:
                     (cx, cy, z), quat, opening, self.config.approach_speed, approach=above[2] - z
                 )
                 lift = PoseTarget(above, quat, None, self.config.approach_speed)
-                # The way down and back up are refused together, before the hand moves, or not at all.
-                why = self.executor.reach_refusal((grasp, lift))
+                # The way down and back up (the item carried) are refused together, before the hand
+                # moves, or not at all.
+                why = self.executor.reach_refusal((grasp, lift), grasped=label)
                 r = refused(why) if why else self.executor.move_to_pose(grasp)
                 steps += r.control_steps
                 if not r.reason.startswith("refused: collision"):

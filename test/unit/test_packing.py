@@ -166,6 +166,20 @@ def test_a_place_whose_release_would_touch_a_neighbour_is_refused_before_the_han
     assert a.place("foam brick", g.project((0.52, 0.31, TRAY_SPECS["small"].floor))).ok
 
 
+def test_a_pick_whose_lift_would_drag_the_item_along_a_tray_wall_is_refused_before_the_hand_moves(cell):
+    """Found by measurement: the lift after the grasp was planned with the item not yet carried, so a
+    pick of an item touching a tray wall went down and grasped, twice, and only then was refused at
+    the lift (110 control steps). The whole path now carries the item from the grasp on, welded
+    as the env would weld it at the grasp's planned end (centred between the closing fingers)."""
+    tray, size = TRAY_SPECS["small"], ITEM_SPECS["gelatin box"].size
+    x = tray.centre[0] - tray.inner[0] / 2 + size[1] / 2  # its end against the near wall
+    _fresh(cell, {"gelatin box": (x, tray.centre[1], math.pi / 2)})
+    before = cell.env.snapshot()
+    r = cell.actions.pick("gelatin box", cell.grounder.locate("gelatin box"))
+    assert r.reason.startswith("motion_failed: refused: collision: gelatin_box would hit the small tray")
+    assert r.control_steps == 0 and cell.env.snapshot() == before
+
+
 def test_the_held_item_is_no_obstacle_of_the_hand_that_carries_it(cell):
     """Found by a review of the whole-path check: the turn before a backwards-planned approach is
     checked against every item, the held one included, which touches the fingers: "foam_brick would
@@ -173,7 +187,7 @@ def test_the_held_item_is_no_obstacle_of_the_hand_that_carries_it(cell):
     _fresh(cell, {"foam brick": (0.5135, 0.065, math.pi / 2)})
     assert cell.actions.pick("foam brick", cell.grounder.locate("foam brick")).ok
     q = cell.env.data.qpos[cell.env.arm_qpos].copy()
-    assert cell.executor.collision(q, [q], set(ITEM_SPECS)) is None
+    assert cell.executor.collision(q, [q], set(ITEM_SPECS), carried=cell.executor.carried()) is None
 
 
 def test_a_stopped_goal_takes_no_settling_step_and_the_hooks_come_off(cell):

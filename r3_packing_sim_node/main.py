@@ -110,7 +110,7 @@ class PackingSimNode(R3Node):
         monitor = HeartbeatMonitor(self)
         self.guard = MotionGuard(self, monitor, p["client_timeout_s"], p["reasoner_node"])
         self.freezes = FreezeWatch(COMMAND_DEADLINE_S)
-        self.resets = scene_resets(self)
+        self.resets = scene_resets(self, self.freezes)
         self.publish_settled()
         self.get_logger().info(f"packing workcell at {width}x{height}")
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from sensor_msgs.msg import Image
 
 from r3.graph import names
+from r3.safety.freeze import FreezeWatch
 from r3_msgs.msg import EpisodeEvent, InstructionOutcome, ReasonerStep
 from r3_ros.conversions import episode_event_msg, instruction_outcome_msg, publisher_gid, reasoner_step_msg
 from r3_ros.executor import PolledCallbackGroup, deliver_pending
@@ -19,10 +20,11 @@ from r3_ros.services import ResetRecord
 from r3_ros.shutdown import unless_shut_down
 
 
-def scene_resets(node: R3Node) -> ResetRecord:
+def scene_resets(node: R3Node, freezes: FreezeWatch) -> ResetRecord:
     """How a simulator node serves ResetScene (``ResetRecord.answer``): following the episode events,
     taken when a reset comes (no executor wakes for them), so that no reset moves the scene of a
-    running episode."""
+    running episode, and watching the node's ``freezes``, so that no reset that waited through one
+    moves the scene of an episode given up on meanwhile."""
 
     def on_event(msg: EpisodeEvent, info) -> None:
         record.on_event(msg.episode_id, msg.event == EpisodeEvent.START, publisher_gid(info))
@@ -36,7 +38,7 @@ def scene_resets(node: R3Node) -> ResetRecord:
     events = node.create_subscription(
         EpisodeEvent, names.EPISODE_EVENTS, on_event, EVENTS_HELD, callback_group=PolledCallbackGroup()
     )
-    record = ResetRecord(lambda: deliver_pending([events]), publishers)
+    record = ResetRecord(lambda: deliver_pending([events]), publishers, freezes)
     return record
 
 

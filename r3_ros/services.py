@@ -14,7 +14,11 @@ what it can know is whether a running episode owns its scene. :class:`ResetRecor
 episode events (``r3_ros.episode_topics.scene_resets``): while the reasoner whose episode last reset
 the scene (or any reasoner: one restarted) runs an episode, whether it reset the scene or goes on
 with it, every reset but that episode's own first one is refused, with the episode named, until its
-END or that reasoner's publisher leaving the graph. Between episodes any client may reset the scene.
+END or that reasoner's publisher leaving the graph. Between episodes any client may reset the scene,
+except for an episode that has ended. A simulator frozen (or starved) while a reset waited for it
+wakes after the reasoner may have given that episode up, often before the END it sent meanwhile has
+come: a reset that comes within :data:`RESEND_S` of such a freeze is refused as stale (the episode
+of a reasoner still waiting for it ends with that error: the simulator was frozen).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from collections.abc import Callable
 
 from r3.data.bags import check_bag_name
 from r3.graph import names
+from r3.safety.freeze import FreezeWatch
 from r3.safety.goals import canonical_task, check_seed
 from r3.suites import DEFAULT_SUITE
 from r3_ros.executor import at_once
@@ -42,6 +47,8 @@ CATCH_UP_S = 0.25
 CATCH_UP_EVERY_S = 1.0
 #: Started episodes remembered until their END (a reasoner killed mid-episode never sends one).
 MAX_OPEN_EPISODES = 64
+#: Ended episodes remembered, so that a reset still waiting for one is refused.
+MAX_ENDED_EPISODES = 64
 
 
 class Completion:
@@ -105,14 +112,19 @@ class ResetRecord:
         self,
         take_events: Callable[[], None] = lambda: None,
         publishers: Callable[[], dict[bytes, str]] | None = None,
+        freezes: FreezeWatch | None = None,
     ) -> None:
         """``take_events()`` delivers the episode events received so far to :meth:`on_event`;
         ``publishers()`` returns the node name of each publisher of episode events in the graph now,
-        by gid (None: publishers never leave and have no names)."""
+        by gid (None: publishers never leave and have no names); ``freezes`` watches the serving
+        process for freezes (None: it never freezes)."""
+        self._freezes = freezes
         self._key: tuple | None = None
         self._answer: tuple[str, str] = ("", "")
         self._take_events, self._publishers = take_events, publishers
         self._started: OrderedDict[str, bytes] = OrderedDict()  # START's publisher, in order, until END
+        # The latest episodes ENDed by the publishers of their STARTs, whose resets are refused.
+        self._ended: OrderedDict[str, None] = OrderedDict()
         self._caught_up_s = -CATCH_UP_EVERY_S
         self._scene_publisher: bytes | None = None  # the publisher of the START of the scene's episode
 
@@ -123,6 +135,9 @@ class ResetRecord:
         if not start:
             if self._started.get(episode_id) == publisher:
                 del self._started[episode_id]
+                self._ended[episode_id] = None
+                while len(self._ended) > MAX_ENDED_EPISODES:
+                    self._ended.popitem(last=False)
             return
         for earlier in [e for e, p in self._started.items() if p == publisher]:
             del self._started[earlier]
@@ -196,11 +211,26 @@ class ResetRecord:
             return None
         if self.repeat(request, response):
             return None  # the caller resent it: its first answer was lost
+        if self._freezes is not None and (
+            frozen_s := self._freezes.frozen_since(time.monotonic() - RESEND_S)
+        ):
+            response.ok = False
+            response.reason = (
+                f"this simulator was frozen or starved for {frozen_s:.1f} s just before; a reset that "
+                "waited through it is stale (its episode may have ended), send it again"
+            )
+            return None
         if owner := self._owner_after_catching_up(request):
             response.ok = False
             response.reason = (
                 f"episode {owner!r} is running on this scene; a reset would move it under that "
                 "episode (resets are served between episodes)"
+            )
+            return None
+        if request.episode_id in self._ended:
+            response.ok = False
+            response.reason = (
+                f"episode {request.episode_id[:80]!r} has ended; its reset would move the scene after it"
             )
             return None
         try:

@@ -95,7 +95,8 @@ class SimNode(R3Node):
         self.last_command_wall = 0.0
         self.idle_published = False
         self.refused_commands = 0
-        self.resets = scene_resets(self)
+        self.freezes = FreezeWatch(COMMAND_DEADLINE_S)
+        self.resets = scene_resets(self, self.freezes)
 
         self.image_pub = self.create_publisher(Image, names.CAMERA_IMAGE, recorded(5))
         self.info_pub = self.create_publisher(CameraInfo, names.CAMERA_INFO, recorded(5))
@@ -108,7 +109,6 @@ class SimNode(R3Node):
         self.heartbeat = HeartbeatPublisher(self)
         if self.controller:
             self.command_pub = self.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, recorded(10))
-            self.freezes = FreezeWatch(COMMAND_DEADLINE_S)
             self.goal_started: dict[bytes, float] = {}  # monotonic start of each running goal
             self.guard = MotionGuard(self, HeartbeatMonitor(self), p["client_timeout_s"], p["reasoner_node"])
             self.server = InstructionServer(
@@ -143,8 +143,7 @@ class SimNode(R3Node):
             self.command_or_close.notify()
         if self.settler.is_alive():
             self.settler.join(timeout=5)
-        if self.controller:
-            self.freezes.close()
+        self.freezes.close()
 
     # -- callbacks -----------------------------------------------------------------------------
     def on_reset(self, request: ResetScene.Request, response: ResetScene.Response) -> ResetScene.Response:

@@ -21,6 +21,7 @@ from sensor_msgs.msg import Image
 
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
+from r3.safety.freeze import FreezeWatch
 from r3.safety.goals import GoalRefused, check_instruction_goal
 from r3.suites import get_suite, suite_names
 from r3_msgs.action import FollowInstruction
@@ -35,6 +36,9 @@ from r3_ros.params import declare_parameters
 from r3_ros.qos import LATCHED, recorded
 from r3_ros.refusals import refusing_service
 from r3_ros.spin import run_node
+
+#: A freeze of this process longer than this makes a reset that waited through it stale (``ResetRecord``).
+FREEZE_DEADLINE_S = 1.0
 
 
 def simulated_suite(name: str):
@@ -58,7 +62,8 @@ class SuiteSimNode(R3Node):
         self.sim = self.suite.make_sim()
         self.lock = threading.Lock()  # the simulator and what is published of it
         self.episode_id, self.stamp_ns, self.task = "", 0, ""
-        self.resets = scene_resets(self)
+        self.freezes = FreezeWatch(FREEZE_DEADLINE_S)
+        self.resets = scene_resets(self, self.freezes)
         self.goals = SingleGoal(self, self.goal_refusal)
         self.image_pub = self.create_publisher(Image, names.CAMERA_IMAGE, recorded(5))
         self.state_pub = self.create_publisher(PrivilegedState, names.PRIVILEGED_STATE, LATCHED)
@@ -134,6 +139,9 @@ class SuiteSimNode(R3Node):
         self.state_pub.publish(msg)
         self.image_pub.publish(image_to_msg(self.sim.image(), stamp, self.camera_frame))
         return stamp
+
+    def shutdown(self) -> None:
+        self.freezes.close()
 
 
 def main(args=None) -> None:

@@ -4,6 +4,7 @@ ResetScene safe (r3_ros/services.py)."""
 from __future__ import annotations
 
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -219,3 +220,52 @@ def test_an_episode_that_goes_on_with_the_scene_owns_it_too(monkeypatch):
     assert answer(episode_id="by-hand", seed=8)[0] is None
     record.on_event("V-s3-go-on", False, b"reasoner")
     assert answer(episode_id="by-hand", seed=8)[0] == "V" and resets == [("V", 3), ("V", 8)]
+
+
+def test_a_reset_for_an_episode_that_has_ended_is_refused_and_moves_nothing(monkeypatch):
+    """Found by freezing a simulator (SIGSTOP) during an episode's reset: the reasoner ended the
+    episode with an error naming it, and the simulator, woken, carried out the reset still waiting
+    for it, moving the scene after the error. A reset naming an episode its reasoner has ended is
+    refused; an END forged by another publisher ends nothing."""
+    monkeypatch.setattr(services, "CATCH_UP_S", 0.0)
+    record, answer, resets = _guarded()
+    record.on_event("V-s3-x", True, b"reasoner")
+    record.on_event("V-s3-x", False, b"someone else")
+    record.on_event("V-s3-x", False, b"reasoner")
+    task, response = answer()
+    assert task is None and resets == []
+    assert (response.ok, response.reason) == (
+        False,
+        "episode 'V-s3-x' has ended; its reset would move the scene after it",
+    )
+    assert answer(episode_id="V-s4-y", seed=4)[0] == "V" and resets == [("V", 4)]  # the next episode's
+    record.on_event("V-s5-z", True, b"reasoner")
+    record.on_event("V-s5-z", False, b"someone else")  # not its END
+    assert answer(episode_id="V-s5-z", seed=5)[0] == "V" and resets == [("V", 4), ("V", 5)]
+
+
+def test_a_reset_that_waited_through_a_freeze_of_the_simulator_is_refused_and_moves_nothing():
+    """The same freeze, as the simulator woke in 4 of 7 runs: the reset came before the END the
+    reasoner sent meanwhile (before its START, or just after it), so nothing said the episode had
+    ended. A reset that comes within RESEND_S of a freeze of the simulator (``FreezeWatch``) is
+    refused as stale; the caller's next copy, if it still waits, is served."""
+    freeze_ended = [time.monotonic()]
+    freezes = SimpleNamespace(frozen_since=lambda t: 6.0 if freeze_ended[0] > t else 0.0)
+    resets: list[tuple[str, int]] = []
+    record = ResetRecord(freezes=freezes)
+    instance = SimpleNamespace(goal="make a V", to_dict=lambda: {"task": "V"})
+
+    def answer():
+        response = SimpleNamespace(ok=False, reason="", goal="", task_instance_json="")
+        task = record.answer(
+            _request(), response, "language_table", lambda t, s: resets.append((t, s)) or instance
+        )
+        return task, response
+
+    task, response = answer()
+    assert task is None and resets == [] and response.ok is False
+    assert response.reason.startswith("this simulator was frozen or starved for 6.0 s just before"), (
+        response.reason
+    )
+    freeze_ended[0] -= services.RESEND_S  # the caller's next copy, a RESEND_S later
+    assert answer()[0] == "V" and resets == [("V", 3)]

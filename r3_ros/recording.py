@@ -101,18 +101,20 @@ class RecorderHandshake:
 
     def wait_recording(self, episode_id: str, check: Callable[[], None]) -> str:
         """After START: the absolute path of the episode's bag once the recorder records every topic
-        and every publisher of ``record`` reaches it ("" when the graph has no recorder)."""
+        and every publisher of ``record`` reaches it ("" when the graph has no recorder). ``check()``
+        goes first at each look: a reasoner frozen through the deadline wakes to its own freeze's
+        verdict, not to the recorder's, whose word it has not heard yet."""
         if not self.recorder:
             return ""
         timeout = self.param["recorder_timeout_s"]
         deadline = time.monotonic() + timeout
         while missing := self.not_yet_recording(episode_id):
+            check()
             if time.monotonic() > deadline:
                 raise RecordingError(
                     f"{self.recorder} did not start recording {episode_id} within {timeout:.1f} s "
                     f"({'; '.join(missing)})"
                 )
-            check()
             time.sleep(LOOK_S)
         return self.bag
 

@@ -83,3 +83,21 @@ def test_a_bag_named_by_another_node_than_the_recorder_is_refused():
     node.say_bag("/elsewhere/V-s0-x", gid=b"forger")
     assert handshake.wait_recording("V-s0-x", check=lambda: None) == "/bags/V-s0-x"
     assert any("'/r3_forger'" in line for line in node.logged), node.logged
+
+
+def test_a_reasoner_frozen_through_the_recorders_deadline_names_its_own_freeze():
+    """Found by freezing the reasoner (SIGSTOP, 6 s) just after an episode's START: it woke past the
+    recorder's deadline before hearing the recorder's "recording" (sent at once), and ended the
+    episode blaming the recorder, in its result and in the bag. The episode's check (its own
+    stillness first) now goes before the recorder's verdict."""
+    from r3_ros.episode_watch import EpisodeError
+    from r3_ros.recording import RecorderHandshake
+
+    param = {"recorder_node": "/r3_recorder_node", "recorder_timeout_s": -1.0}  # past already
+    handshake = RecorderHandshake(Node(), Monitor(["idle"] * 3), param, [])
+
+    def check() -> None:
+        raise EpisodeError("/r3_reasoner_node stood still for 6.0 s (frozen or starved)")
+
+    with pytest.raises(EpisodeError, match="stood still"):
+        handshake.wait_recording("V-s0-x", check)

@@ -4,7 +4,7 @@ Each step mirrors ``r3.episode_loop.run_loop``: wait for the settled state and i
 (``r3_ros/observation.py``), stop on success, decide with the core's ``Decider`` (history, refusal
 note and guard live there), publish a ReasonerStep, send the instruction to the low-level policy
 (``r3_ros/follow_client.py``, which also stops it the moment the RunTask is cancelled or stopped),
-publish its outcome. Every wait is bounded and watches the low-level and simulator nodes
+publish its outcome. Every wait is bounded and watches the low-level, simulator and perception nodes
 (``r3_ros/episode_watch.py``), so a dead node ends the episode with an error naming it instead of
 a hang. The backend is a parameter (``backend``): ``expert``, ``transformers:DIR`` or
 ``openai:URL,model=NAME``; it is loaded once, at start-up. The suite comes with each goal.
@@ -47,7 +47,7 @@ from r3_ros.stop import end_stopped
 #: The nodes an episode runs on: its states, instructions and bag come from them, and they are watched
 #: while it runs, so each is set between episodes (a sim_node set mid-episode refused the simulator's
 #: own states, and the episode ended "/elsewhere sent no state and image").
-EPISODE_NODES = ("lowlevel_node", "sim_node", "recorder_node")
+EPISODE_NODES = ("lowlevel_node", "sim_node", "perception_node", "recorder_node")
 
 
 class ReasonerNode(R3Node):
@@ -85,7 +85,7 @@ class ReasonerNode(R3Node):
         """Refuses a change of ``EPISODE_NODES`` while an episode runs."""
         for p in parameters:
             if p.name in EPISODE_NODES and p.value != self.param[p.name] and self.goals.running:
-                now = self.param[p.name] or "no recorder"
+                now = self.param[p.name] or f"no {p.name.removesuffix('_node')}"  # '' = none
                 why = f"{p.name}: an episode is running on {now}; set it between episodes"
                 return SetParametersResult(successful=False, reason=why)
         return SetParametersResult(successful=True)

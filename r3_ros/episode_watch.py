@@ -1,8 +1,9 @@
 """An episode's waits, always bounded: a dead node ends the episode with an error naming it, never a hang.
 
-The low-level and simulator nodes, and the recorder once it records the episode, are watched
-through their heartbeats (``r3_ros/heartbeat.py``) and through the exits a process manager reports
-(``MemberExits``, faster than any heartbeat); the episode as a whole has a time budget.
+The low-level and simulator nodes, the perception node the low-level policy sees through (if any),
+and the recorder once it records the episode, are watched through their heartbeats
+(``r3_ros/heartbeat.py``) and through the exits a process manager reports (``MemberExits``, faster
+than any heartbeat); the episode as a whole has a time budget.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ class EpisodeError(RuntimeError):
 
 class EpisodeWatch:
     """The nodes an episode depends on, and its time budget. ``param`` is the node's live parameter
-    mapping (``lowlevel_node``, ``sim_node``, ``heartbeat_timeout_s``, ``max_episode_s``,
-    ``startup_timeout_s``), read at each use."""
+    mapping (``lowlevel_node``, ``sim_node``, ``perception_node``, ``heartbeat_timeout_s``,
+    ``max_episode_s``, ``startup_timeout_s``), read at each use."""
 
     def __init__(self, node: Node, param: Mapping, heartbeat: HeartbeatPublisher | None = None):
         self.node, self.node_name, self.param = node, node.get_fully_qualified_name(), param
@@ -46,9 +47,8 @@ class EpisodeWatch:
     def check_alive(self) -> None:
         """Raise when a watched node has gone silent or the episode has run out of time."""
         timeout = self.param["heartbeat_timeout_s"]
-        watched = [self.param["lowlevel_node"], self.param["sim_node"]] + (
-            [self.recorder] if self.recorder else []
-        )
+        optional = (self.param["perception_node"], self.recorder)  # '' = none
+        watched = [self.param["lowlevel_node"], self.param["sim_node"], *filter(None, optional)]
         if shutting_down(self.node):  # a SIGINT: this node's own beats have stopped, so no verdict would come
             raise EpisodeError(f"{self.node_name} is shutting down")
         if self.heartbeat is not None and (still_s := self.heartbeat.stood_still_s()) > RUN_CLIENT_TIMEOUT_S:

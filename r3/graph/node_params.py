@@ -297,6 +297,16 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     read_only=False,
                 ),
                 P(
+                    "perception_node",
+                    "str",
+                    "",
+                    "The node the low-level policy sees through, watched through its heartbeat while an "
+                    "episode runs ('' = none: a policy that sees the scene itself); set between episodes "
+                    "(refused while one runs).",
+                    pattern=f"({NODE_NAME})?",
+                    read_only=False,
+                ),
+                P(
                     "recorder_node",
                     "str",
                     "/r3_recorder_node",

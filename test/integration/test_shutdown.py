@@ -23,7 +23,13 @@ def test_motions_and_episode_waits_end_once_the_context_is_down(context):
 
     node = Node("winding_down", context=context)
     guard = MotionGuard(node, HeartbeatMonitor(node), 1.0, "/r3_reasoner_node")
-    param = {"heartbeat_timeout_s": 5.0, "lowlevel_node": "/l", "sim_node": "/s", "max_episode_s": 900.0}
+    param = {
+        "heartbeat_timeout_s": 5.0,
+        "lowlevel_node": "/l",
+        "sim_node": "/s",
+        "perception_node": "",
+        "max_episode_s": 900.0,
+    }
     watch = EpisodeWatch(node, param)
     stops = StopPublisher(node)
     goal = SimpleNamespace(is_cancel_requested=False, is_active=True, goal_id=new_goal_id())

@@ -29,6 +29,7 @@ R3 = [sys.executable, "-m", "r3.cli"]
 #: The reasoner's heartbeat timeout in these graphs: shorter than the default (5 s) so that the
 #: silence is found well before the episode could end by itself.
 HEARTBEAT_TIMEOUT_S = 2.0
+PACKING_EPISODE = ("--suite", "packing", "--task", "4", "--seed", "3")
 
 
 def _start_unsupervised(
@@ -251,9 +252,8 @@ def test_a_node_stopped_by_sigint_mid_motion_ends_its_goal_and_exits(victim, tmp
     motion went on publishing into destroyed publishers and logged tracebacks, and the reasoner
     waited for a result that no executor would take any more until ``max_episode_s`` (900 s): the
     process did not exit."""
-    packing_episode = ("--suite", "packing", "--task", "4", "--seed", "3")
     fault = _episode_with_a_fault(
-        private_ros_env(), tmp_path, victim, signal.SIGINT, "sim_packing", packing_episode
+        private_ros_env(), tmp_path, victim, signal.SIGINT, "sim_packing", PACKING_EPISODE
     )
     text = "".join(line for _, line in fault.lines)
     log = (tmp_path / "logs" / f"{victim}.log").read_text()
@@ -266,11 +266,16 @@ def test_a_node_stopped_by_sigint_mid_motion_ends_its_goal_and_exits(victim, tmp
     print(f"\n{victim} exited {fault.victim_exit[1]:.2f} s after the SIGINT")
 
 
-@pytest.mark.parametrize("victim", ["r3_lowlevel_node", "r3_sim_node", "r3_recorder_node"])
+@pytest.mark.parametrize(
+    "victim", ["r3_lowlevel_node", "r3_sim_node", "r3_recorder_node", "r3_perception_node"]
+)
 def test_a_dead_node_of_an_unsupervised_graph_is_named_by_its_silence(victim, tmp_path, private_ros_env):
+    """The perception node, sim_packing's (the packing policy sees through it), was named only once
+    the policy's ``perception_timeout_s`` (30 s) ran out, until the reasoner watched it too."""
     timeout_s = HEARTBEAT_TIMEOUT_S
+    graph = ("sim_packing", PACKING_EPISODE) if victim == "r3_perception_node" else ()
     returncode, lines, killed_at, _ = _episode_with_a_fault(
-        private_ros_env(), tmp_path, victim, signal.SIGKILL
+        private_ros_env(), tmp_path, victim, signal.SIGKILL, *graph
     )
     text = "".join(line for _, line in lines)
     outcome = [(t, line) for t, line in lines if line.startswith("outcome:")]

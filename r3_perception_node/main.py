@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from sensor_msgs.msg import CameraInfo, Image
@@ -47,15 +46,14 @@ from r3_ros.conversions import (
     msg_to_image,
     msg_to_instances,
     ns_to_stamp,
-    publisher_gid,
     stamp_to_ns,
 )
+from r3_ros.episode_topics import EpisodeSources
 from r3_ros.heartbeat import HeartbeatPublisher
-from r3_ros.node import R3Node, named_publishers
+from r3_ros.node import R3Node
 from r3_ros.params import declare_parameters
 from r3_ros.qos import EVENTS, LATCHED, SENSOR, recorded
 from r3_ros.refusals import refusing_message, refusing_service
-from r3_ros.senders import NAME_WAIT_S, Senders
 from r3_ros.spin import run_node
 
 #: Instance masks kept for frames still on their way.
@@ -88,7 +86,7 @@ class PerceptionNode(R3Node):
         self.instances = StampedBuffer(INSTANCE_QUEUE)  # simulator instance masks by stamp
         self.instance_names: dict[int, str] = {}
         self.names_came = threading.Condition()  # the table is latched: it comes once, maybe late
-        self.events = Senders(self.event_publishers, NAME_WAIT_S)  # by who sent them
+        self.events = EpisodeSources(self, "starts episodes")
         self.events_lock = threading.Lock()
 
         sensors = MutuallyExclusiveCallbackGroup()
@@ -261,27 +259,17 @@ class PerceptionNode(R3Node):
             )
         return response
 
-    def event_publishers(self) -> dict[bytes, str]:
-        return named_publishers(self, names.EPISODE_EVENTS, qualified=True)
-
     def on_episode_event(self, msg: EpisodeEvent, info) -> None:
         with self.events_lock:
-            self.events.add(msg, info, publisher_gid(info), time.monotonic())
+            self.events.add(msg, info)
         self.take_episode_events()
 
     def take_episode_events(self) -> None:
-        """Each START of ``names.EPISODE_SOURCE`` whose sender is settled; one from another node is
-        refused (a forged START put the configured query back in the middle of an episode)."""
+        """Each START of ``names.EPISODE_SOURCE`` whose sender is settled (``EpisodeSources``)."""
         with self.events_lock:
-            decided = self.events.decided(time.monotonic()) if self.events.pending else []
+            decided = self.events.decided()
         for event in decided:
-            if not names.is_episode_source(event.sender):
-                self.get_logger().error(
-                    f"refused an episode event for {event.message.episode_id[:80]!r} from "
-                    f"{event.sender or 'an unknown node'!r}: only {names.EPISODE_SOURCE} starts episodes",
-                    throttle_duration_sec=1.0,
-                )
-            elif event.message.event == EpisodeEvent.START:
+            if event.message.event == EpisodeEvent.START:
                 self.start_episode(event.message)
 
     def start_episode(self, msg: EpisodeEvent) -> None:

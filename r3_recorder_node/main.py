@@ -56,13 +56,13 @@ from r3_recorder_node.open_bag import OpenBag
 from r3_ros import without_shared_memory
 from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
 from r3_ros.conversions import publisher_gid
+from r3_ros.episode_topics import EpisodeSources
 from r3_ros.executor import InlineCallbackGroup, PolledCallbackGroup, deliver_pending
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
-from r3_ros.node import R3Node, named_publishers
+from r3_ros.node import R3Node
 from r3_ros.params import declare_parameters
 from r3_ros.qos import EVENTS, LATCHED, RECORD_DEPTH
 from r3_ros.refusals import refusing_message
-from r3_ros.senders import NAME_WAIT_S, Senders
 from r3_ros.spin import run_node
 
 EVENTS_TYPE = "r3_msgs/msg/EpisodeEvent"
@@ -89,7 +89,7 @@ class RecorderNode(R3Node):
         self.bag: OpenBag | None = None  # the episode being recorded
         self.last_closed: tuple[OpenBag, threading.Thread] | None = None  # the bag closed last, its closing
         self.deciding = threading.Lock()  # events are acted on one at a time, in the order they came
-        self.sources = Senders(self.event_publishers, NAME_WAIT_S)  # looked at again each poll
+        self.sources = EpisodeSources(self, "starts and ends episodes")  # looked at again each poll
         # Made once publishers appear; no executor wakes for them: poll() takes what they received.
         self.subscribed = AdaptiveSubscriptions(
             self, RECORD_DEPTH, raw=True, callback_group=PolledCallbackGroup()
@@ -140,30 +140,16 @@ class RecorderNode(R3Node):
         if why:
             self.get_logger().error(f"episode {self.bag.episode_id}: {why}; its bag takes no more messages")
 
-    def event_publishers(self) -> dict[bytes, str]:
-        """The fully qualified node name of each publisher of episode events, by gid, where the graph
-        gives one."""
-        return named_publishers(self, names.EPISODE_EVENTS, qualified=True)
-
     def on_event(self, msg: EpisodeEvent, info) -> None:
         with self.deciding:
-            self.sources.add(msg, info, publisher_gid(info), time.monotonic())
+            self.sources.add(msg, info)
         self.take_decided()
 
     def take_decided(self) -> None:
-        """Act on each event whose sender is settled, in the order they came; refuse those not from
-        ``names.EPISODE_SOURCE``."""
+        """Act on each event of ``names.EPISODE_SOURCE`` whose sender is settled, in the order they came."""
         with self.deciding:
-            for decided in self.sources.decided(time.monotonic()):
-                if names.is_episode_source(decided.sender):
-                    self.act_on(decided.message, decided.info, decided.sender)
-                else:
-                    self.get_logger().error(
-                        f"refused an episode event for {decided.message.episode_id[:80]!r} from "
-                        f"{decided.sender or 'an unknown node'!r}: "
-                        f"only {names.EPISODE_SOURCE} starts and ends episodes",
-                        throttle_duration_sec=1.0,
-                    )
+            for decided in self.sources.decided():
+                self.act_on(decided.message, decided.info, decided.sender)
 
     def act_on(self, msg: EpisodeEvent, info, sender: str) -> None:
         self.take_received()  # what came before the event goes before it, into the bag open until now

@@ -5,6 +5,7 @@ the events to keep its scene for the running episode (:func:`scene_resets`)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from sensor_msgs.msg import Image
@@ -14,10 +15,46 @@ from r3.safety.freeze import FreezeWatch
 from r3_msgs.msg import EpisodeEvent, InstructionOutcome, ReasonerStep
 from r3_ros.conversions import episode_event_msg, instruction_outcome_msg, publisher_gid, reasoner_step_msg
 from r3_ros.executor import PolledCallbackGroup, deliver_pending
-from r3_ros.node import R3Node
+from r3_ros.node import R3Node, named_publishers
 from r3_ros.qos import EVENTS, EVENTS_HELD, recorded
+from r3_ros.senders import NAME_WAIT_S, Decided, Senders
 from r3_ros.services import ResetRecord
 from r3_ros.shutdown import unless_shut_down
+
+
+class EpisodeSources:
+    """Episode events by who sent them: those of ``names.EPISODE_SOURCE`` count, in the order they
+    came, once each publisher's name is settled (``r3_ros.senders``); any other node's are refused and
+    logged, saying that only the source ``does`` (a forged START closed a running bag in the
+    recorder, and put the perception node's configured query back mid-episode). Not thread-safe: the
+    caller holds its own lock around both calls."""
+
+    def __init__(self, node: R3Node, does: str):
+        self.node, self.does = node, does
+        self._senders = Senders(
+            lambda: named_publishers(node, names.EPISODE_EVENTS, qualified=True), NAME_WAIT_S
+        )
+
+    @property
+    def pending(self) -> bool:
+        return self._senders.pending
+
+    def add(self, msg: EpisodeEvent, info) -> None:
+        self._senders.add(msg, info, publisher_gid(info), time.monotonic())
+
+    def decided(self) -> list[Decided]:
+        """The source's events whose sender is settled now; the others' are refused and logged."""
+        kept = []
+        for event in self._senders.decided(time.monotonic()) if self._senders.pending else []:
+            if names.is_episode_source(event.sender):
+                kept.append(event)
+            else:
+                self.node.get_logger().error(
+                    f"refused an episode event for {event.message.episode_id[:80]!r} from "
+                    f"{event.sender or 'an unknown node'!r}: only {names.EPISODE_SOURCE} {self.does}",
+                    throttle_duration_sec=1.0,
+                )
+        return kept
 
 
 def scene_resets(node: R3Node, freezes: FreezeWatch) -> ResetRecord:

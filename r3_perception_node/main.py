@@ -48,7 +48,6 @@ from r3_ros.conversions import (
     ns_to_stamp,
     stamp_to_ns,
 )
-from r3_ros.episode_topics import EpisodeSources
 from r3_ros.heartbeat import HeartbeatPublisher
 from r3_ros.node import R3Node
 from r3_ros.params import declare_parameters
@@ -86,8 +85,6 @@ class PerceptionNode(R3Node):
         self.instances = StampedBuffer(INSTANCE_QUEUE)  # simulator instance masks by stamp
         self.instance_names: dict[int, str] = {}
         self.names_came = threading.Condition()  # the table is latched: it comes once, maybe late
-        self.events = EpisodeSources(self, "starts episodes")
-        self.events_lock = threading.Lock()
 
         sensors = MutuallyExclusiveCallbackGroup()
         self.create_subscription(
@@ -181,7 +178,6 @@ class PerceptionNode(R3Node):
                 if not self.running:
                     return
                 (stamp_ns, colour, depth, info), self.pending = self.pending, None
-            self.take_episode_events()  # a START that waited for its sender's name
             try:
                 self.perceive(stamp_ns, colour, depth, info)
             except Exception as exc:  # noqa: BLE001 - the node's perception thread must outlive any frame
@@ -259,21 +255,10 @@ class PerceptionNode(R3Node):
             )
         return response
 
-    def on_episode_event(self, msg: EpisodeEvent, info) -> None:
-        with self.events_lock:
-            self.events.add(msg, info)
-        self.take_episode_events()
-
-    def take_episode_events(self) -> None:
-        """Each START of ``names.EPISODE_SOURCE`` whose sender is settled (``EpisodeSources``)."""
-        with self.events_lock:
-            decided = self.events.decided()
-        for event in decided:
-            if event.message.event == EpisodeEvent.START:
-                self.start_episode(event.message)
-
-    def start_episode(self, msg: EpisodeEvent) -> None:
+    def on_episode_event(self, msg: EpisodeEvent) -> None:
         """An episode starts from the configured query, whatever the one before set."""
+        if msg.event != EpisodeEvent.START:
+            return
         with self.lock:
             if self.perception.query == self.configured_query:
                 return

@@ -26,8 +26,7 @@ class EpisodeSources:
     """Episode events by who sent them: those of ``names.EPISODE_SOURCE`` count, in the order they
     came, once each publisher's name is settled (``r3_ros.senders``); any other node's are refused and
     logged, saying that only the source ``does`` (a forged START closed a running bag in the
-    recorder, and put the perception node's configured query back mid-episode). Not thread-safe: the
-    caller holds its own lock around both calls."""
+    recorder). Not thread-safe: the caller holds its own lock around both calls."""
 
     def __init__(self, node: R3Node, does: str):
         self.node, self.does = node, does

@@ -105,30 +105,6 @@ def test_a_perception_query_set_by_a_client_lasts_one_episode(graph, client, lab
     assert seen and min(seen) >= 2, seen
 
 
-def test_a_forged_episode_start_does_not_take_the_episodes_perception_query(graph, client):
-    """A query set through the service lasts for the episode it comes in. The perception node took a
-    START from any node and put its configured query back (a client's START named 'forged' undid a
-    query mid-episode); it takes STARTs from the reasoner only, as the recorder and the simulators do."""
-    from r3_msgs.msg import EpisodeEvent
-    from r3_msgs.srv import SetPerceptionQuery
-    from r3_ros.qos import EVENTS
-
-    (log,) = graph.root.glob("logs/*/r3_perception_node.log")
-    query = client.node.create_client(SetPerceptionQuery, names.SET_PERCEPTION_QUERY)
-    assert client.call(query, SetPerceptionQuery.Request(labels=["soup can"])).ok
-    pub = client.node.create_publisher(EpisodeEvent, names.EPISODE_EVENTS, EVENTS)
-    seen_before = len(log.read_text())
-    pub.publish(EpisodeEvent(episode_id="forged", event=EpisodeEvent.START, suite="packing", task="4"))
-    deadline = time.monotonic() + 20
-    while "'forged'" not in log.read_text()[seen_before:] and time.monotonic() < deadline:
-        client.spin(0.1)  # the publisher is matched by then: its START is latched (transient local)
-    said = log.read_text()[seen_before:]
-    assert "refused an episode event for 'forged'" in said and "starts: the query" not in said, said
-    client.node.destroy_publisher(pub)
-    assert_serves_a_valid_episode(client)  # whose START, the reasoner's, brings the configured query back
-    assert "(it was ['soup can'])" in log.read_text()[seen_before:]
-
-
 def test_bad_seeds_for_the_packing_simulator_and_its_arm_are_refused(graph, client):
     from rclpy.action import ActionClient
 

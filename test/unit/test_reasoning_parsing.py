@@ -256,13 +256,15 @@ def test_empty_reasoning_is_reported_in_reason_mode_only():
 )
 def test_an_answer_line_of_half_a_million_periods_is_read_at_once(interface, header, answer):
     """Found by a hostile test: a 1 MB instruction line of ". . . ." kept the parser 20 s (each round of
-    stripping wrappers and final periods copied the line again), a reasoner stalled on one answer."""
+    stripping wrappers and final periods copied the line again), a reasoner stalled on one answer.
+    The bound is on this process's CPU time (about 0.4 s a parse here): the wall clock of a machine
+    busy with other work passed 3 s with the fix in."""
     import time
 
-    start = time.monotonic()
+    start = time.process_time()
     result = parse_response(f"Reasoning: r.\n{header} {'. ' * 500_000}", "packing", interface=interface)
-    assert result.kind is ErrorKind.NO_INSTRUCTION and time.monotonic() - start < 3
+    assert result.kind is ErrorKind.NO_INSTRUCTION and time.process_time() - start < 3
     result = parse_response(
         f"Reasoning: r.\n{header} {answer} {'. ' * 500_000}", "packing", interface=interface
     )
-    assert result.instruction_text == answer and time.monotonic() - start < 3
+    assert result.instruction_text == answer and time.process_time() - start < 3

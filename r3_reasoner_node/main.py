@@ -156,8 +156,12 @@ class ReasonerNode(R3Node):
         if started:
             self.topics.publish_event(EpisodeEvent.END, episode_id, goal, goal_text or "", result)
             # A finished episode's result names a closed bag; an error's comes at once (a dead member
-            # is reported within 2 s), and the recorder closes that bag, incomplete, right after.
-            if result.bag and not result.reason.startswith("error"):
+            # is reported within 2 s), and the recorder closes that bag, incomplete, right after. One
+            # that ended before the recorder named its bag waits for the name: the bag is opened all
+            # the same, and the result is the client's only way to it.
+            if not result.bag:
+                result.bag = self.recording.wait_named(episode_id, self.watch.exits.read)
+            elif not result.reason.startswith("error"):
                 try:
                     self.recording.wait_closed(episode_id, self.watch.exits.read)
                 except RecordingError as exc:  # the recorder fell silent after END, frozen or dead

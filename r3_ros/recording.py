@@ -1,5 +1,6 @@
 """The reasoner's side of the recorder's protocol: an episode that a graph records is never run
-unrecorded, and a finished episode's result names a closed bag (an error's comes at once).
+unrecorded, and a finished episode's result names a closed bag (an error's comes at once, naming
+the bag the recorder opened for it, which it closes right after).
 
 The protocol (``r3_recorder_node``): between episodes the recorder's heartbeat says "idle" once it
 subscribes to every configured topic (``names.RECORDER_WAITING`` before); START opens a bag and the
@@ -124,9 +125,14 @@ class RecorderHandshake:
         state = self.monitor.state(self.recorder)
         if state != names.recording_state(episode_id):
             missing.append(f"its heartbeat says {state!r}")
-        if not self.bag.endswith(f"/{episode_id}"):
+        if not self.bag_of(episode_id):
             missing.append(f"its last bag is {self.bag!r}")
         return missing or self.unmatched()  # the graph's matching asked once the recorder answered
+
+    def bag_of(self, episode_id: str) -> str:
+        """The bag the recorder named for ``episode_id`` ("" while it has named none)."""
+        bag = self.bag
+        return bag if bag.endswith(f"/{episode_id}") else ""
 
     def unmatched(self) -> list[str]:
         """How the episode's record does not yet reach the recorder: the recorder must subscribe to
@@ -150,17 +156,43 @@ class RecorderHandshake:
         RecordingError, since the bag lacks the episode's end (the reasoner then sends END again
         with the error, which the bag of a recorder that was only frozen takes); one still
         recording after ``recorder_timeout_s`` is logged and left to finish."""
-        timeout = self.param["heartbeat_timeout_s"]
         deadline = time.monotonic() + self.param["recorder_timeout_s"]
         while self.monitor.state(self.recorder) == names.recording_state(episode_id):
-            for member_exit in exits():
-                if member_exit.split(" ", 1)[0] == self.recorder.rsplit("/", 1)[-1]:
-                    raise RecordingError(member_exit)
-            if self.monitor.dead([self.recorder], timeout):
-                raise RecordingError(f"{self.recorder} stopped responding (no heartbeat for {timeout:.1f} s)")
+            if gone := self.gone(exits):
+                raise RecordingError(gone)
             if time.monotonic() > deadline:
                 self.node.get_logger().warning(
                     f"{self.recorder} still records {episode_id}; not waiting longer"
                 )
                 return
             time.sleep(LOOK_S)
+
+    def wait_named(self, episode_id: str, exits: Callable[[], list[str]]) -> str:
+        """After END of an episode that ended before the recorder named its bag (an error while the
+        reasoner waited for its "recording"): the bag the recorder names for ``episode_id``, waited for
+        while it lives, at most ``recorder_timeout_s`` as :meth:`wait_closed`. The recorder took that
+        START, or will, and closes the bag incomplete with END's reason; without its name the
+        result left the client no way to its own episode's data. "" when none comes (no recorder,
+        or one gone or that never took the START), logged."""
+        if not self.recorder:
+            return ""
+        deadline = time.monotonic() + self.param["recorder_timeout_s"]
+        while not (bag := self.bag_of(episode_id)):
+            if (gone := self.gone(exits)) or time.monotonic() > deadline:
+                self.node.get_logger().warning(
+                    f"{self.recorder} named no bag for {episode_id}" + (f" ({gone})" if gone else "")
+                )
+                return ""
+            time.sleep(LOOK_S)
+        return bag
+
+    def gone(self, exits: Callable[[], list[str]]) -> str:
+        """Why the recorder is gone: its exit among ``exits`` (a process manager's lines), or its
+        silence for ``heartbeat_timeout_s`` ("" while it lives)."""
+        for member_exit in exits():
+            if member_exit.split(" ", 1)[0] == self.recorder.rsplit("/", 1)[-1]:
+                return member_exit
+        timeout = self.param["heartbeat_timeout_s"]
+        if self.monitor.dead([self.recorder], timeout):
+            return f"{self.recorder} stopped responding (no heartbeat for {timeout:.1f} s)"
+        return ""

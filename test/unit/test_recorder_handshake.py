@@ -101,3 +101,46 @@ def test_a_reasoner_frozen_through_the_recorders_deadline_names_its_own_freeze()
 
     with pytest.raises(EpisodeError, match="stood still"):
         handshake.wait_recording("V-s0-x", check)
+
+
+class LivingMonitor(Monitor):
+    """A recorder that keeps beating (``dead`` names nobody)."""
+
+    def dead(self, nodes, timeout):
+        return []
+
+
+def test_an_episode_that_ended_before_its_bag_was_named_still_names_it():
+    """Found through the graph: with the reasoner's recorder_timeout_s at 0.1 s every episode ended with
+    "did not start recording ... within 0.1 s" and a result naming no bag ('') while the recorder
+    opened that episode's bag and closed it, incomplete, with the error. After END the reasoner now
+    waits, bounded, for the recorder to name it; here the name comes during that wait."""
+    from r3_ros.recording import RecorderHandshake
+
+    node = Node()
+    param = {"recorder_node": "/r3_recorder_node", "recorder_timeout_s": 5.0, "heartbeat_timeout_s": 5.0}
+    handshake = RecorderHandshake(node, LivingMonitor(["idle"]), param, [])
+    node.say_bag("/bags/V-s0-earlier")
+    looks = []
+
+    def exits() -> list[str]:  # the recorder names the episode's bag on the second look
+        looks.append(1)
+        if len(looks) == 2:
+            node.say_bag("/bags/V-s0-x")
+        return []
+
+    assert handshake.wait_named("V-s0-x", exits) == "/bags/V-s0-x"
+
+
+def test_no_bag_is_waited_for_from_a_recorder_that_is_gone():
+    """A recorder whose exit the process manager reported names no bag: the result comes at once,
+    naming none, and the log says why."""
+    from r3_ros.recording import RecorderHandshake
+
+    node = Node()
+    node.get_logger = lambda: SimpleNamespace(warning=node.logged.append)
+    param = {"recorder_node": "/r3_recorder_node", "recorder_timeout_s": 60.0, "heartbeat_timeout_s": 5.0}
+    handshake = RecorderHandshake(node, LivingMonitor(["idle"]), param, [])
+    exit_line = "r3_recorder_node exited (signal SIGKILL)"
+    assert handshake.wait_named("V-s0-x", lambda: [exit_line]) == ""
+    assert node.logged == [f"/r3_recorder_node named no bag for V-s0-x ({exit_line})"]

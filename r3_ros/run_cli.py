@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from r3.cli_args import folder, integer, positive, seed, word
-from r3.data.bags import COMPLETE, METADATA_FILE, read_episode_info
+from r3.data.bags import COMPLETE, METADATA_FILE, read_episode_info, status_reason
 from r3.data.video import default_format, episode_video_from_bag
 from r3.graph.cli import another_graph, parse_overrides, start_problem
 from r3.graph.description import DEFAULT_GRAPH, load_profile
@@ -308,7 +308,7 @@ def _summarise(result, out: Path, video: str) -> int:
         if not (bag / METADATA_FILE).is_file():  # r3 run leaves a torn bag to `r3 bag repair`
             print("          not closed: its recorder stopped before the end (r3 bag repair keeps the rest)")
         elif (info := read_episode_info(bag)).status != COMPLETE:
-            print(f"          {info.status}: {printable(info.reason)}")
+            print(f"          {info.status}: {printable(status_reason(bag, info))}")
         if video != "none":
             try:
                 suffix = default_format() if video == "auto" else video

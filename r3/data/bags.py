@@ -80,6 +80,8 @@ HASH_KEY = "type_description_hash"  # channel metadata: the rihs01 hash rosbag2 
 QOS_KEY = "offered_qos_profiles"  # channel metadata: the publishers' QoS, as rosbag2 writes it
 ROSBAG2_VERSION = 9  # of metadata.yaml
 MCAP_MAGIC = b"\x89MCAP0\r\n"  # an MCAP file's first and last bytes
+#: Why a bag is incomplete when its recorder was killed while recording: nobody was left to say so.
+STOPPED_RECORDING = "the recorder stopped while recording: no end was written"
 #: An episode id names a folder under the bag root: one plain component, never a path.
 BAG_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
@@ -279,9 +281,7 @@ def _convert_stream(
     kept = _free_name(bag, TORN_SUFFIX) if dropped else None
     if repair:
         info.status = INCOMPLETE
-        info.reason = (
-            f"recorder stopped before the episode ended; repaired from {info.message_count} complete messages"
-        )
+        info.reason = f"{STOPPED_RECORDING}; repaired from {info.message_count} complete messages"
         if kept:
             info.reason += f"; {dropped} bytes not converted ({why}) are kept in {kept.name}"
     indexed.finish(info)
@@ -866,6 +866,43 @@ def read_episode_info(bag: str | Path) -> EpisodeInfo:
         check_bag_name(info.episode_id)
     except (ValueError, TypeError) as exc:
         raise ValueError(f"{bag / EPISODE_FILE} is not an episode record: {exc}") from None
+    return info
+
+
+def status_reason(bag: str | Path, info: EpisodeInfo) -> str:
+    """Why the episode of ``bag`` is ``info.status``: the reason its writer gave, or, for an incomplete
+    bag that gives none (its recorder was killed before it could write one), what the bag's files
+    show. Every reader that names a bag's status says it with this."""
+    if info.reason or info.status == COMPLETE:
+        return info.reason
+    bag = Path(bag)
+    if (bag / STREAM_FILE).is_file() and _locked(bag / STREAM_FILE):
+        return f"not closed yet: a live process holds its {STREAM_FILE} (its recorder, or a repair)"
+    if (bag / METADATA_FILE).is_file():  # close writes metadata.yaml, then the sidecar
+        return (
+            f"the recorder stopped while closing the bag: its messages are whole, but its outcome "
+            f"(in {METADATA_FILE}) never reached {EPISODE_FILE}"
+        )
+    return f"{STOPPED_RECORDING}; `r3 bag repair` makes it readable"
+
+
+def _locked(stream: Path) -> bool:
+    """Whether a live writer or repair holds ``stream`` (its exclusive ``flock``)."""
+    try:
+        with open(stream, "rb") as f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except FileNotFoundError:  # closed or repaired meanwhile
+        return False
+    return False
+
+
+def complete_episode_info(bag: str | Path) -> EpisodeInfo:
+    """:func:`read_episode_info` of a complete episode; a ValueError saying why otherwise."""
+    info = read_episode_info(bag)
+    if info.status != COMPLETE:
+        raise ValueError(f"episode is {info.status} ({status_reason(bag, info)})")
     return info
 
 

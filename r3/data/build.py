@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from r3.data import schema as S
-from r3.data.bags import COMPLETE, EPISODE_FILE, closed_bag_reader, read_episode_info
+from r3.data.bags import EPISODE_FILE, closed_bag_reader, complete_episode_info
 from r3.data.bagtypes import bag_typestore
 from r3.files import bounded_repr, find_folders, replaced_output
 from r3.graph import names
@@ -85,9 +85,7 @@ def _ns(header) -> int:
 
 def read_episode(bag: str | Path) -> EpisodeRecord:
     """Read one bag; raises (ValueError or the reader's error) when it is incomplete or unreadable."""
-    info = read_episode_info(bag)
-    if info.status != COMPLETE:
-        raise ValueError(f"episode is {info.status} ({info.reason or 'never closed'})")
+    info = complete_episode_info(bag)
     steps, images, snapshots, frames, instance_json = [], [], [], {}, ""
     with closed_bag_reader(bag) as reader:  # opened once: parsing metadata.yaml is most of a small bag's cost
         store = bag_typestore(reader.connections)

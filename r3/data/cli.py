@@ -213,7 +213,7 @@ def bag_main(argv: list[str]) -> int:
     )
     r.add_argument("bags", nargs="+", help="bag folders, or folders holding bag folders")
     args = p.parse_args(argv)
-    from r3.data.bags import BagBusyError, repair_bag
+    from r3.data.bags import STOPPED_RECORDING, BagBusyError, repair_bag
     from r3.data.build import find_bags
 
     try:
@@ -234,8 +234,8 @@ def bag_main(argv: list[str]) -> int:
             continue
         if report.repaired:  # the reason: what was not converted, where the stream went, any id replaced
             print(
-                f"repaired {bag}: {report.messages} complete messages kept; marked incomplete"
-                + (f"; {report.reason}" if report.reason else "")
+                f"repaired {bag}: {report.messages} complete messages kept; marked incomplete "
+                f"({STOPPED_RECORDING})" + (f"; {report.reason}" if report.reason else "")
             )
         else:
             print(f"{bag}: {report.reason}")

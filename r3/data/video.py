@@ -99,7 +99,7 @@ def episode_video_from_bag(bag: str | Path, path: str | Path, fps: float = VIDEO
     simulator publishes a frame every other control step (``camera_rate_hz`` in graph.yaml) and
     one at each decision point.
     """
-    from r3.data.bags import read_episode_info, read_messages
+    from r3.data.bags import read_episode_info, read_messages, status_reason
     from r3.graph import names
 
     frames, stamps, decisions = [], [], []
@@ -122,7 +122,8 @@ def episode_video_from_bag(bag: str | Path, path: str | Path, fps: float = VIDEO
         captions.append(current[-1] if current else "")
     info = read_episode_info(bag)
     captions[-1] = (
-        f"end: {'success' if info.success else 'no success'} ({info.reason}), progress {info.progress:.0%}"
+        f"end: {'success' if info.success else 'no success'} ({status_reason(bag, info)}), "
+        f"progress {info.progress:.0%}"
     )
     return write_episode_video(frames, captions, path, fps)
 

@@ -29,15 +29,18 @@ from r3.data.bags import (
     COMPLETE,
     EPISODE_FILE,
     INCOMPLETE,
+    STOPPED_RECORDING,
     STREAM_FILE,
     BagBusyError,
     BagRepairError,
     EpisodeBagWriter,
     EpisodeInfo,
     bag_damage,
+    complete_episode_info,
     read_episode_info,
     read_messages,
     repair_bag,
+    status_reason,
 )
 from r3.data.bagtypes import typestore
 from r3.data.cli import bag_main
@@ -166,7 +169,7 @@ def test_killed_writer_repairs_to_every_complete_message(tmp_path, mode, at):
         assert report.kept.read_bytes() == stream and bag_damage(bag) is None
     info = read_episode_info(bag)
     assert info.status == INCOMPLETE and info.task == "T" and info.message_count == returned
-    reason = f"recorder stopped before the episode ended; repaired from {returned} complete messages"
+    reason = f"{STOPPED_RECORDING}; repaired from {returned} complete messages"
     if torn:
         reason += f"; {report.dropped_bytes} bytes not converted (a torn record at byte "
     assert info.reason.startswith(reason) and (f"are kept in {STREAM_FILE}.torn" in info.reason) == torn
@@ -227,10 +230,40 @@ def test_reading_a_topic_the_bag_does_not_hold_reads_nothing(tmp_path):
 def test_cli_repairs_once(tmp_path, capsys):
     bag, returned = run_child(tmp_path, "inside", 10.5)
     assert bag_main(["repair", str(bag)]) == 0
-    assert f"{returned} complete messages kept" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"{returned} complete messages kept; marked incomplete ({STOPPED_RECORDING})" in out
     assert bag_main(["repair", str(bag)]) == 0
     assert "nothing to repair" in capsys.readouterr().out
     assert len(bag_contents(bag)) == returned
+
+
+def test_an_incomplete_bag_whose_recorder_left_no_reason_says_why(tmp_path):
+    """Found by killing a writer while it closed its bag, after metadata.yaml and before r3_episode.yaml:
+    `r3 dataset build` and `export-lerobot` skipped it as "episode is incomplete (never closed)", though
+    it was closed, and `r3 run` printed "incomplete: " with nothing after. A bag still being recorded
+    was "never closed" too. Each now says what its files show (``status_reason``)."""
+    writer = EpisodeBagWriter(tmp_path, EpisodeInfo(episode_id="live"))
+    writer.write(*messages(1)[0])
+    with pytest.raises(ValueError, match=r"incomplete \(not closed yet: a live process holds its recording"):
+        complete_episode_info(writer.path)
+    opened = (writer.path / EPISODE_FILE).read_text()  # as the writer left it at the start
+    bag = writer.close(success=True, progress=1.0, steps=3, reason="success")
+    (bag / EPISODE_FILE).write_text(opened)  # a writer killed between metadata.yaml and the sidecar
+    info = read_episode_info(bag)
+    assert (info.status, info.reason) == (INCOMPLETE, "")
+    why = status_reason(bag, info)
+    assert why.startswith("the recorder stopped while closing the bag: its messages are whole"), why
+    with pytest.raises(ValueError, match=r"incomplete \(the recorder stopped while closing the bag"):
+        complete_episode_info(bag)
+    own = EpisodeInfo(episode_id="live", reason="a new episode started before this one ended")
+    assert status_reason(bag, own) == own.reason  # the writer's own reason is never replaced
+
+
+def test_the_sidecar_a_killed_recorder_left_says_why_before_any_repair(tmp_path, killed):
+    bag = shutil.copytree(killed, tmp_path / killed.name)
+    info = EpisodeInfo(**yaml.safe_load((bag / EPISODE_FILE).read_text()))
+    assert (info.status, info.reason) == (INCOMPLETE, "")  # as the killed writer left it
+    assert status_reason(bag, info) == f"{STOPPED_RECORDING}; `r3 bag repair` makes it readable"
 
 
 def test_a_bag_another_repair_holds_is_refused_naming_that_it_may_be_a_repair(tmp_path):

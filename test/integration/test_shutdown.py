@@ -5,6 +5,7 @@ node is destroyed only once they have returned. The graph-level check is
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from types import SimpleNamespace
@@ -63,3 +64,43 @@ def test_a_node_is_destroyed_only_once_its_pool_callbacks_have_returned(context)
     threading.Timer(0.2, release.set).start()
     assert executor.wind_down(10.0) and returned == [True]
     executor.shutdown()
+
+
+def test_a_callback_that_outlived_its_publisher_is_not_reported_as_never_retrieved(context, capsys):
+    """A callback that fails because an entity it uses was destroyed under it (a node torn down while
+    its executor still ran it) is teardown: rclpy printed "The following exception was never
+    retrieved: cannot use Destroyable because destruction was requested" once the executor that held
+    the failed task was collected. A spin that goes on still raises the failure."""
+    from rclpy._rclpy_pybind11 import InvalidHandle
+    from rclpy.node import Node
+    from std_msgs.msg import Empty
+
+    from r3_ros.executor import QueueAwareExecutor, at_once
+
+    node = Node("outlived", context=context)
+    publisher = node.create_publisher(Empty, "/outlived", 1)
+    node.destroy_publisher(publisher)
+    executor = QueueAwareExecutor(num_threads=2, context=context)
+    executor.add_node(node)
+
+    def publish_in_pool(executor):
+        """A task that publishes in the pool once released (the spin has looked at it by then)."""
+        started, release = threading.Event(), threading.Event()
+        task = executor.create_task(lambda: started.set() or release.wait(5.0) and publisher.publish(Empty()))
+        deadline = time.monotonic() + 5.0
+        while not started.is_set() and time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.1)  # hands it to the pool
+        release.set()
+        assert executor.wind_down(5.0) and task.done()
+        return task
+
+    executor.create_task(at_once(lambda: publisher.publish(Empty())))  # fails at once
+    publish_in_pool(executor)
+    executor.create_task(lambda: None)
+    with pytest.raises(InvalidHandle):
+        executor.spin_once(timeout_sec=1.0)  # the next round looks at the failed task
+    failed = publish_in_pool(executor)
+    executor.shutdown()  # the spin has ended: nobody looks at the failed task again
+    del executor, failed
+    gc.collect()
+    assert "never retrieved" not in capsys.readouterr().err

@@ -64,11 +64,12 @@ def runs_at_once(callback) -> bool:
 
 
 def run_task(task: Task) -> None:
-    """Run or resume ``task``. A failure because an entity it used was destroyed under it
-    (``InvalidHandle``: a node torn down while its callback still ran in the pool, or an at-once
-    done callback that came after) is marked as seen: a spin that still runs raises it from the task
-    as before, but a task nobody looks at again (the spin had ended) is dropped without rclpy
-    printing "The following exception was never retrieved" when it is collected."""
+    """Run or resume ``task``. A failure because something it used was destroyed under it
+    (``InvalidHandle``: its node torn down while it still ran in the pool; the executor's guard
+    condition, which rclpy's ``shutdown()`` destroys before the pool has run the callbacks queued to
+    it; the entity of an at-once done callback) is marked as seen: a spin that still runs raises it
+    from the task as before, but a task nobody looks at again (the spin had ended) is dropped
+    without rclpy printing "The following exception was never retrieved" when it is collected."""
     task()
     if isinstance(task._exception, InvalidHandle):  # rclpy offers no look that leaves it unseen
         task.exception()

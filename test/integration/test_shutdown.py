@@ -104,3 +104,31 @@ def test_a_callback_that_outlived_its_publisher_is_not_reported_as_never_retriev
     del executor, failed
     gc.collect()
     assert "never retrieved" not in capsys.readouterr().err
+
+
+def test_callbacks_still_queued_for_a_worker_at_shutdown_are_not_reported_as_never_retrieved(context, capsys):
+    """rclpy's shutdown destroys the executor's guard condition, then lets the pool run the callbacks
+    still queued to it; each triggers that guard before its callback and fails: in the integration
+    suite a test's ``executor.shutdown()`` printed "The following exception was never retrieved:
+    cannot use Destroyable because destruction was requested" for them."""
+    from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+    from rclpy.node import Node
+
+    from r3_ros.executor import QueueAwareExecutor
+
+    node = Node("queued_at_shutdown", context=context)
+    release = threading.Event()
+    for _ in range(3):  # two keep both workers busy, the third waits for one
+        node.create_timer(0.001, lambda: release.wait(5.0), callback_group=MutuallyExclusiveCallbackGroup())
+    executor = QueueAwareExecutor(num_threads=2, context=context)
+    executor.add_node(node)
+    deadline = time.monotonic() + 5.0
+    while executor.submissions < 3 and time.monotonic() < deadline:
+        executor.spin_once(timeout_sec=0.1)
+    assert executor.submissions >= 3
+    threading.Timer(0.1, release.set).start()
+    executor.shutdown()  # returns once the pool has run what was queued
+    del executor
+    gc.collect()
+    node.destroy_node()
+    assert "never retrieved" not in capsys.readouterr().err

@@ -16,7 +16,9 @@ Failure reasons:
   reached; a pick or place with a leg the executor would refuse, a point beyond the workspace box
   or out of the arm's reach, or (``sim``) a leg that would touch a tray or a neighbour, is refused
   before the hand moves: ``Executor.reach_refusal``),
-  ``grasp_failed`` (not held after the last attempt), ``place_failed: <where it ended>``.
+  ``grasp_failed`` (not held after the last attempt), ``place_failed: <where it ended>``. A retry
+  refused after a first attempt that moved ends with that attempt's failure and
+  ``, then the retry was refused: <why>`` (the retry is planned from where the miss left the item).
 """
 
 from __future__ import annotations
@@ -164,7 +166,7 @@ class SemanticActions:
         est = self.grounder.estimate(label)
         if est is None or est.size[0] + 2 * self.config.min_finger_gap > scene.MAX_OPENING:
             return ActionResult(False, "not_graspable")
-        steps, reason = 0, "grasp_failed"
+        steps, reason, down = 0, "grasp_failed", None
         for _ in range(self.config.max_attempts):
             est = self.grounder.estimate(label)  # as it lies now: a failed attempt may have moved it
             if est is None:
@@ -203,17 +205,31 @@ class SemanticActions:
                 if not r.reason.startswith("refused: collision"):
                     break
             if not r.reached:
+                if r.refused and steps:
+                    return self._retry_refused(reason, r.reason, down, steps)
                 return ActionResult(False, f"motion_failed: {r.reason}", steps)
             steps += self.executor.set_gripper(0.0).control_steps
-            lift = self.executor.move_to_pose(lift)
-            steps += lift.control_steps
+            lifted = self.executor.move_to_pose(lift)
+            steps += lifted.control_steps
             s = self.state()
-            if s.held == label and lift.reached and s.items[label].pos[2] > cz + 0.03:
+            if s.held == label and lifted.reached and s.items[label].pos[2] > cz + 0.03:
                 return ActionResult(True, "ok", steps)
             steps += self.executor.set_gripper(scene.MAX_OPENING).control_steps
-            if not lift.reached:
-                reason = f"motion_failed: {lift.reason}"
+            down = None if lifted.reached else lift
+            if not lifted.reached:
+                reason = f"motion_failed: {lifted.reason}"
         return ActionResult(False, reason, steps)
+
+    def _retry_refused(self, failed: str, refusal: str, down: PoseTarget | None, steps: int) -> ActionResult:
+        """A pick whose retry is refused after an attempt that moved: that attempt's failure, not a
+        refusal (the hand did move). Where that attempt's lift did not bring the hand back up, it
+        tries again with the fingers open now, so that the hand is not left down by the item."""
+        why = f"{failed}, then the retry was {refusal}"
+        if down is not None:
+            back = self.executor.move_to_pose(down)
+            steps += back.control_steps
+            why += "; the hand went back up" if back.reached else f"; the hand stayed down ({back.reason})"
+        return ActionResult(False, why, steps)
 
     def place(self, label: str, point) -> ActionResult:
         if not _valid_point(point):

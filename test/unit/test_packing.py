@@ -180,6 +180,21 @@ def test_a_pick_whose_lift_would_drag_the_item_along_a_tray_wall_is_refused_befo
     assert r.control_steps == 0 and cell.env.snapshot() == before
 
 
+def test_a_pick_whose_retry_is_refused_after_the_first_attempt_moved_says_so_and_goes_back_up(cell):
+    """Found by measurement (random scene 33): the first attempt went down, its closing fingers
+    jammed on a tray wall, the lift was refused and the retry too, and the pick ended with the
+    retry's refusal after 69 control steps, the hand left down in the tray. The moved attempt's
+    failure is the result now, the retry's refusal named after it, and the hand goes back up."""
+    _fresh(cell, {"can opener": (0.46040779782002855, 0.0019939420663483767, -0.004893809372659768)})
+    r = cell.actions.pick("can opener", cell.grounder.locate("can opener"), np.random.default_rng(33), 0.004)
+    assert ", then the retry was " in r.reason
+    first, retry = r.reason.split(", then the retry was ")
+    assert first.startswith("motion_failed: refused: collision: panda_rightfinger would hit the medium tray")
+    assert retry.startswith("refused: collision: ") and retry.endswith("; the hand went back up")
+    s = cell.env.state()
+    assert s.held is None and r.control_steps > 0 and s.tcp[2] > 0.1
+
+
 def test_the_held_item_is_no_obstacle_of_the_hand_that_carries_it(cell):
     """Found by a review of the whole-path check: the turn before a backwards-planned approach is
     checked against every item, the held one included, which touches the fingers: "foam_brick would

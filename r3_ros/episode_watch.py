@@ -73,27 +73,38 @@ class EpisodeWatch:
         return True
 
     def wait_until_graph_up(self, recording: RecorderHandshake) -> None:
-        """The low-level node must be up and have seen the simulator before it gets an instruction,
-        and the graph's recorder (if it has one) must be up before START, which opens the bag.
+        """Wait until :meth:`graph_not_up` says nothing, or end the goal with what it says.
 
         Bounded by ``startup_timeout_s``: on a cold machine the first start of the graph's processes
         (imports, MuJoCo model compilation) can take longer than any single call should.
         """
-        node, timeout = self.param["lowlevel_node"], self.param["startup_timeout_s"]
+        timeout = self.param["startup_timeout_s"]
         deadline = time.monotonic() + timeout
-        while self.monitor.state(node) in (None, "waiting_for_state") or (why := recording.not_up()):
+        while why := self.graph_not_up(recording):
             if time.monotonic() > deadline:
-                if self.monitor.state(node) is None:
-                    raise EpisodeError(f"{node} is not running after {timeout:.1f} s")
-                if self.monitor.state(node) == "waiting_for_state":
-                    raise EpisodeError(f"{node} has no simulator state after {timeout:.1f} s")
-                raise EpisodeError(
-                    f"after {timeout:.1f} s, {why} "
-                    "(recorder_node names it; set it to '' for a graph without a recorder)"
-                )
+                raise EpisodeError(f"after {timeout:.1f} s, {why}")
             for member_exit in self.exits.read():
                 raise EpisodeError(member_exit)
             time.sleep(0.02)
+
+    def graph_not_up(self, recording: RecorderHandshake) -> str:
+        """Why no episode may start yet ("" = it may): the low-level node must be up and have seen the
+        simulator before it gets an instruction, the perception node it sees through (if any) must
+        have been heard (one never heard is not watched by :meth:`check_alive`, and the policy then
+        waited ``perception_timeout_s`` for it, holding the simulator), and the graph's recorder (if
+        it has one) must be up before START, which opens the bag. The perception node goes before the
+        recorder: the recorder waits for its topic too, and would be named instead."""
+        node, perception = self.param["lowlevel_node"], self.param["perception_node"]
+        state = self.monitor.state(node)
+        if state is None:
+            return f"{node} is not running"
+        if state == "waiting_for_state":
+            return f"{node} has no simulator state"
+        if perception and self.monitor.state(perception) is None:
+            return f"{perception} is not running (perception_node names it: the policy sees through it)"
+        if why := recording.not_up():
+            return f"{why} (recorder_node names it; set it to '' for a graph without a recorder)"
+        return ""
 
 
 def wait_future(

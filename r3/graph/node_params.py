@@ -225,7 +225,8 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "startup_timeout_s",
                     "float",
                     60.0,
-                    "Wait this long for the low-level, simulator and recorder nodes to come up (cold start).",
+                    "Wait this long for the low-level, simulator, perception and recorder nodes to come "
+                    "up (cold start).",
                     range=SECONDS,
                     read_only=False,
                 ),
@@ -300,9 +301,9 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "perception_node",
                     "str",
                     "",
-                    "The node the low-level policy sees through, watched through its heartbeat while an "
-                    "episode runs ('' = none: a policy that sees the scene itself); set between episodes "
-                    "(refused while one runs).",
+                    "The node the low-level policy sees through: a goal waits for it to be up "
+                    "(startup_timeout_s), and its heartbeat is watched while the episode runs ('' = none: "
+                    "a policy that sees the scene itself); set between episodes (refused while one runs).",
                     pattern=f"({NODE_NAME})?",
                     read_only=False,
                 ),

@@ -1,5 +1,5 @@
-"""``EpisodeWatch.check_alive``: which nodes an episode's waits watch, and the error that names one
-fallen silent."""
+"""``EpisodeWatch``: which nodes an episode's waits watch, the error that names one fallen silent, and
+the one never heard that keeps a goal from starting."""
 
 from __future__ import annotations
 
@@ -35,21 +35,25 @@ class Node:
 
 
 class Monitor:
-    """Heartbeats as the watch hears them: ``silent`` nodes have been silent past any timeout."""
+    """Heartbeats as the watch hears them: ``silent`` nodes have been silent past any timeout;
+    ``states`` the last state of each node heard (a node not in it was never heard)."""
 
-    def __init__(self, silent: set[str]):
-        self.silent, self.asked = silent, []
+    def __init__(self, silent: set[str], states: dict[str, str] | None = None):
+        self.silent, self.states, self.asked = silent, states or {}, []
+
+    def state(self, node_name: str) -> str | None:
+        return self.states.get(node_name)
 
     def dead(self, node_names: list[str], timeout_s: float) -> list[str]:
         self.asked.append(list(node_names))
         return [n for n in node_names if n in self.silent]
 
 
-def _watch(param: dict, silent: set[str]):
+def _watch(param: dict, silent: set[str], states: dict[str, str] | None = None):
     from r3_ros.episode_watch import EpisodeWatch
 
     watch = EpisodeWatch(Node(), param)
-    watch.monitor = Monitor(silent)
+    watch.monitor = Monitor(silent, states)
     watch.start()
     return watch
 
@@ -72,3 +76,25 @@ def test_a_graph_without_a_perception_node_watches_none():
     watch = _watch(dict(PARAM, **language_table), silent=set())
     watch.check_alive()
     assert watch.monitor.asked == [["/r3_lowlevel_node", "/r3_sim_node"]]
+
+
+class NoRecorder:
+    """The recorder side of a graph without one: never in the way."""
+
+    def not_up(self) -> str:
+        return ""
+
+
+def test_a_goal_on_a_graph_whose_perception_node_never_started_fails_at_its_start_naming_it():
+    """Found on an unsupervised sim_packing graph started without its perception node: the goal
+    started, and its first instruction waited the packing policy's ``perception_timeout_s`` (30 s)
+    holding the simulator (a reset and the episode's cancel were served only after it); a node never
+    heard is not one ``check_alive`` can find silent. The goal now fails within ``startup_timeout_s``
+    naming it, before START, as a missing recorder does."""
+    from r3_ros.episode_watch import EpisodeError
+
+    watch = _watch(dict(PARAM, startup_timeout_s=0.1), silent=set(), states={"/r3_packing_sim_node": "idle"})
+    with pytest.raises(EpisodeError, match=r"^after 0\.1 s, /r3_perception_node is not running \("):
+        watch.wait_until_graph_up(NoRecorder())
+    watch.monitor.states["/r3_perception_node"] = "idle"  # heard once: up, and watched from then on
+    watch.wait_until_graph_up(NoRecorder())

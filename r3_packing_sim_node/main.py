@@ -75,7 +75,9 @@ class PackingSimNode(R3Node):
         source = None
         if p["grounding"] == "perception":
             camera, timeout_s = env.camera_model("base"), p["perception_timeout_s"]
-            source = RosPerception(self, camera, self.capture, lambda: arm_reading(env), timeout_s)
+            source = RosPerception(
+                self, camera, self.capture, lambda: arm_reading(env), timeout_s, self.goal_must_stop
+            )
         self.cell = PackingCell.build(env, grounding=p["grounding"], source=source)
         self.lock = threading.Lock()  # one goal or reset acts on the env at a time
         self.episode_id, self.task = "", ""
@@ -221,6 +223,13 @@ class PackingSimNode(R3Node):
             with self.cell.driven(on_step, stop):
                 done = act(*args)
             return done, stop.reason, self.publish_settled()
+
+    def goal_must_stop(self) -> bool:
+        """Whether the running goal must stop now: the stop that ``drive`` gives the arm's executor for
+        it (``PackingCell.driven``), asked by the perception waits too (a wait for a perception node
+        that never answered held the lock ``perception_timeout_s`` past its goal's cancel)."""
+        should_stop = self.cell.executor.should_stop
+        return should_stop is not None and should_stop()
 
     def end(self, handle, stopped: str | None, success: bool) -> None:
         if stopped == PREEMPTED:

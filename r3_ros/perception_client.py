@@ -5,7 +5,9 @@ DetectedObjects and GroundPoint, for a packing policy that sees only through per
 gone out (again, with ``resend``) and returns that frame's stamp (a simulator publishes one on
 demand; a streaming camera would return the newest stamp). ``observe`` then waits for the
 DetectedObjects of exactly that stamp, so the policy never acts on a frame from before its last
-motion; ``ground`` calls GroundPoint on it.
+motion; ``ground`` calls GroundPoint on it. Both waits end once ``should_stop()`` says the goal they
+serve must stop (cancelled, preempted, its client silent), as the arm's motions do: the policy runs
+holding its simulator's lock, which a wait out to ``timeout_s`` held past the goal's end.
 """
 
 from __future__ import annotations
@@ -31,10 +33,13 @@ from r3_ros.services import ServiceTimeout, call_resending
 KEEP = 8
 #: Seconds to wait for a frame's detections before sending the frame again.
 RESEND_S = 1.0
+#: Seconds between two looks at ``should_stop`` while a wait goes on.
+STOP_LOOK_S = 0.05
 
 
 class PerceptionUnavailable(RuntimeError):
-    """The perception node did not answer in time (not running, or too slow)."""
+    """No perception to act on: the perception node did not answer in time (not running, or too
+    slow), or the goal that waited for it must stop."""
 
 
 class RosPerception:
@@ -45,8 +50,10 @@ class RosPerception:
         capture: Callable[..., int],
         arm: Callable[[], ArmReading],
         timeout_s: float = 10.0,
+        should_stop: Callable[[], bool] = lambda: False,
     ):
         self.camera, self.capture, self.arm, self.timeout_s = camera, capture, arm, timeout_s
+        self.should_stop = should_stop
         group = ReentrantCallbackGroup()
         self.client = node.create_client(GroundPoint, names.GROUND_POINT, callback_group=group)
         node.create_subscription(
@@ -68,15 +75,24 @@ class RosPerception:
         (camera streams are best effort: a large image can be lost, a streaming camera sends the
         next one)."""
         deadline = time.monotonic() + self.timeout_s
-        while (left := deadline - time.monotonic()) > 0:
-            found = self._objects.wait(stamp_ns, min(left, RESEND_S))
+        resend_at = time.monotonic() + RESEND_S
+        while self._keep_waiting() and (left := deadline - time.monotonic()) > 0:
+            found = self._objects.wait(stamp_ns, min(left, STOP_LOOK_S))
             if found is not None:
                 return found
-            self.capture(resend=True)
+            if time.monotonic() >= resend_at:
+                self.capture(resend=True)
+                resend_at = time.monotonic() + RESEND_S
         raise PerceptionUnavailable(
             f"no detections for the frame stamped {stamp_ns} ns within "
             f"{self.timeout_s} s (is r3_perception_node running?)"
         )
+
+    def _keep_waiting(self) -> bool:
+        """True while the goal may wait on; raises once it must stop, so that it ends now."""
+        if self.should_stop():
+            raise PerceptionUnavailable("the goal stopped while it waited for perception")
+        return True
 
     def observe(self) -> PerceivedFrame:
         stamp = self.capture()
@@ -98,7 +114,7 @@ class RosPerception:
         detections = self._detections(stamp)
         request = GroundPoint.Request(label=ANY_LABEL, u=float(u), v=float(v), purpose="pick")
         try:
-            r = call_resending(self.client, request, self.timeout_s)  # a read: safe to ask twice
+            r = call_resending(self.client, request, self.timeout_s, self._keep_waiting)  # a read: safe twice
         except ServiceTimeout:
             raise PerceptionUnavailable(f"GroundPoint did not answer within {self.timeout_s} s") from None
         if not r.ok:

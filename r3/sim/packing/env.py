@@ -459,13 +459,18 @@ class PackingEnv(gym.Env):
             self._max_progress = max(self._max_progress, self._progress(self.state()))
 
     def _update_grasp(self, opening_target: float) -> None:
+        """The hand holds an item while the command squeezes it: an item both pads touch is welded
+        when it starts, and let go when it stops (a let-go that waited for a command some mm wider
+        than the fingers could never come for an item near the widest opening: they creep open
+        with the command and stop at the hand's limit, the item still welded)."""
         opening = float(self.data.qpos[self.finger_qpos].sum())
+        squeezing = opening_target < opening - 0.002
         if self._held is not None:
-            if opening_target > opening + 0.004:  # opening: let go
+            if not squeezing:
                 self.data.eq_active[self.weld[self._held]] = 0
                 self._held = None
             return
-        if opening_target >= opening - 0.002:  # not squeezing
+        if not squeezing:
             return
         touching = {0: set(), 1: set()}
         for c in self.data.contact[: self.data.ncon]:

@@ -34,6 +34,23 @@ from r3_ros.fast_logging import speed_up_rclpy_logging
 WIND_DOWN_S = 5.0
 
 
+#: What CPython reports, as an unraisable OSError, for a SIGINT it took just before its handler
+#: became SIG_IGN: in a node that is a later SIGINT, ignored as meant.
+IGNORED_SIGINT = f"Signal {int(signal.SIGINT)} ignored due to race condition"
+
+
+def quiet_ignored_sigint(hook: Callable) -> Callable:
+    """``sys.unraisablehook`` that drops CPython's report of an ignored SIGINT and hands everything
+    else to ``hook``: a double SIGINT under load printed it as a traceback ("OSError: Signal 2
+    ignored due to race condition") from a node that then exited 0."""
+
+    def unraisable(info) -> None:
+        if not (isinstance(info.exc_value, OSError) and str(info.exc_value) == IGNORED_SIGINT):
+            hook(info)
+
+    return unraisable
+
+
 def run_node(node_class, args=None, threads: int | Callable[[Node], int] = 8) -> None:
     """Spin one ``node_class()``; ``threads``: the executor's, or a function of the node that says
     (its parameters choose)."""
@@ -48,6 +65,7 @@ def run_node(node_class, args=None, threads: int | Callable[[Node], int] = 8) ->
         if not spinning:
             raise KeyboardInterrupt
 
+    sys.unraisablehook = quiet_ignored_sigint(sys.unraisablehook)
     signal.signal(signal.SIGINT, on_sigint)  # before rclpy.init, whose handler calls it
     speed_up_rclpy_logging()
     rclpy.init(args=args)

@@ -156,7 +156,9 @@ class Executor(Protocol):
     why ``move_to_pose`` would refuse a leg of a multi-leg motion (so that the motion is refused
     before its first leg moves, not after), told by ``grasped`` which item the fingers close on once
     the first leg ends (a pick), so that a backend that checks what the hand carries checks it on
-    the later legs; ``target_refusal`` is its first part, the shared checks
+    the later legs (and a leg whose ``gripper`` opening is no narrower than the fingers, a place's
+    release, lets go of what the hand carries: the legs after it are checked without it);
+    ``target_refusal`` is its first part, the shared checks
     (:func:`check_target`) against this arm's workspace and gripper, with no IK and no look at the
     arm's state (an action server asks it as a goal arrives, while another goal may be moving the
     arm); ``move_to_joints`` goes to a named or given joint configuration (home); ``box`` is the

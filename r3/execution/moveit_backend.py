@@ -167,7 +167,8 @@ class MoveItExecutor:
         only for a leg that passes the shared checks. It does not plan the legs: one that MoveIt
         cannot plan (a collision on the way, a straight line it cannot follow) is still refused
         only when its turn comes, after the earlier legs moved. So ``grasped`` (the item a pick's
-        first leg closes on) changes nothing here: IK does not depend on what the hand carries, and
+        first leg closes on), or a leg that opens the fingers and lets the item go, changes nothing
+        here: IK does not depend on what the hand carries, and
         a collision of the carried item is one of the things this check does not see."""
         state, group = None, self.config.planning_group
         for target in path:

@@ -2,15 +2,17 @@
 
 A pose target goes through the shared checks (:func:`r3.execution.base.check_target`), then IK
 (:mod:`r3.execution.ik`; unreachable if it does not converge), then a collision check of the goal
-configuration and of the straight joint-space path to it against the table and the trays (the held
-item counts as part of the robot). Only then does the arm move: a smoothstep joint trajectory timed
-by the Panda's joint speed limits times the speed scaling, sent to the env one control step at a
-time, then a short settle. The path follows the straight TCP line (IK every 2 cm, finer where
-needed) so that retreat moves do not sweep sideways; a target with an ``approach`` is planned
-backwards from the goal so that the final straight stretch into a grasp or a release can be
-followed (see :meth:`SimExecutor._approach`). The whole motion is planned, and checked, before
-its first control step; the same plan answers :meth:`SimExecutor.reach_refusal` for a multi-leg
-motion. ``reached`` compares the measured TCP pose with the target.
+configuration and of the straight joint-space path to it against the table, the trays and the items
+the motion must not touch (the held item counts as part of the robot, except on a target whose
+opening is no narrower than the fingers: that lets go of it). Only then does the arm move: a
+smoothstep joint trajectory timed by the Panda's joint speed limits times the speed scaling, sent
+to the env one control step at a time, then a short settle. The path follows the straight TCP
+line (IK every 2 cm, finer where needed) so that retreat moves do not sweep sideways; a target
+with an ``approach`` is planned backwards from the goal so that the final straight stretch into a
+grasp or a release can be followed (see :meth:`SimExecutor._approach`). The whole motion is
+planned, and checked, before its first control step; the same plan answers
+:meth:`SimExecutor.reach_refusal` for a multi-leg motion. ``reached`` compares the measured TCP
+pose with the target.
 """
 
 from __future__ import annotations
@@ -114,15 +116,18 @@ class SimExecutor:
         """Why :meth:`move_to_pose` would refuse a leg of ``path``, or None: each leg planned as the
         motion would plan it (shared checks, IK, the TCP line, an approach, the collision checks),
         from the joints and the finger opening where the previous leg's plan ends. The item held
-        now counts as carried on every leg; ``grasped``, the item the fingers close on once the
-        first leg ends (a pick's way down), on every later leg, welded where it lies relative to the
-        hand at the first leg's planned end (as the env welds it). Pure computation: the world is
-        neither stepped nor changed."""
-        (q, opening), carried = self._now(), self.carried()
+        now counts as carried until a leg opens the fingers (:func:`_holding`), and then, let go,
+        as no obstacle of the later legs (it lies under the hand, not where the world shows it
+        now); ``grasped``, the item the fingers close on once the first leg ends (a pick's way
+        down), on every later leg, welded where it lies relative to the hand at the first leg's
+        planned end (as the env welds it). Pure computation: the world is neither stepped nor
+        changed."""
+        (q, opening), carried, let_go = self._now(), self.carried(), None
         for k, target in enumerate(path):
-            why, plan = self._plan(target, q, opening, carried)
+            why, plan = self._plan(target, q, opening, carried, let_go)
             if why:
                 return why
+            carried, let_go = _holding(target, opening, carried, let_go)
             q, opening = plan[-1].path[-1], _opening_after(target, opening)
             if k == 0 and grasped is not None:
                 carried = self._grasp(grasped, q)
@@ -161,15 +166,23 @@ class SimExecutor:
         return Carried(item, pos, quat)
 
     def _plan(
-        self, target: PoseTarget, q_start: np.ndarray, opening: float, carried: Carried | None
+        self,
+        target: PoseTarget,
+        q_start: np.ndarray,
+        opening: float,
+        carried: Carried | None,
+        let_go: str | None = None,
     ) -> tuple[str | None, list[_Stretch]]:
         """The refusal reason of ``target`` from joints ``q_start`` and finger ``opening`` with the
-        hand ``carried`` item, or (None, the stretches that reach it): the one rule of
-        :meth:`move_to_pose` and :meth:`reach_refusal`. A stretch that moves the fingers is checked
-        with them at the wider of its two openings."""
+        hand ``carried`` item (``let_go``: the item an earlier leg let go, under the hand), or (None,
+        the stretches that reach it): the one rule of :meth:`move_to_pose` and
+        :meth:`reach_refusal`. A stretch that moves the fingers is checked with them at the wider of
+        its two openings, against the table, the trays and the items it must not touch
+        (:meth:`_bystanders`)."""
         why = self.target_refusal(target)
         if why:
             return why, []
+        carried, let_go = _holding(target, opening, carried, let_go)
         R = quat_to_mat(target.quat)
         p_goal = np.asarray(target.position, float)
         sol = self.solver.solve(p_goal, R, self.env.data.qpos, seeds=[q_start])
@@ -179,10 +192,14 @@ class SimExecutor:
                 f"{math.degrees(sol.orientation_error):.1f} deg"
             ), []
         if target.approach > 0:
-            return self._approach(target, p_goal, R, sol.q, q_start, opening, carried)
+            return self._approach(target, p_goal, R, sol.q, q_start, opening, carried, let_go)
         path = self._cartesian_path(q_start, p_goal, target.quat, sol.q)
         hit = self.collision(
-            q_start, path, opening=max(opening, _opening_after(target, opening)), carried=carried
+            q_start,
+            path,
+            self._bystanders(p_goal, carried, let_go),
+            max(opening, _opening_after(target, opening)),
+            carried,
         )
         if hit:
             return f"collision: {hit}", []
@@ -198,7 +215,15 @@ class SimExecutor:
             yield p_pre
 
     def _approach(
-        self, target: PoseTarget, p_goal, R, q_goal, q_start, opening: float, carried: Carried | None
+        self,
+        target: PoseTarget,
+        p_goal,
+        R,
+        q_goal,
+        q_start,
+        opening: float,
+        carried: Carried | None,
+        let_go: str | None,
     ) -> tuple[str | None, list[_Stretch]]:
         """Straight along the TCP line to the approach's start, then straight in. When the arm
         cannot follow the approach from the configuration it arrives in, the approach is planned
@@ -230,20 +255,21 @@ class SimExecutor:
                     continue
                 plan.append(_Stretch([back[-1]], None, 1.0, None))
                 q_pre, path = back[-1], [*back[-2::-1], q_end]
-            hit = self.collision(q_pre, path, self._bystanders(p_goal, carried), opened, carried)
+            hit = self.collision(q_pre, path, self._bystanders(p_goal, carried, let_go), opened, carried)
             if hit:
                 return f"collision: {hit}", []
             return None, [*plan, _Stretch(path, None, target.speed, (p_goal, R))]
         return why, []
 
-    def _bystanders(self, p_goal, carried: Carried | None) -> set[str]:
-        """Items an approach to ``p_goal`` must not touch: all but the ``carried`` one and the ones
-        under the goal (what a grasp closes on, or what a place sets down on)."""
+    def _bystanders(self, p_goal, carried: Carried | None, let_go: str | None) -> set[str]:
+        """Items a motion to ``p_goal`` must not touch: all but the ``carried`` one, the one ``let_go``
+        by an earlier leg of the plan (it lies under the hand then, not where the world shows it now)
+        and the ones under the goal (what a grasp closes on, or what a place sets down on)."""
         held = None if carried is None else carried.item
         return {
             name
             for name, item in self.env.state().items.items()
-            if name != held
+            if name not in (held, let_go)
             and np.linalg.norm(np.asarray(item.pos[:2]) - p_goal[:2]) > ITEM_SPECS[name].footprint_radius
         }
 
@@ -463,6 +489,17 @@ class _Stretch:
 def _opening_after(target: PoseTarget, opening: float) -> float:
     """The finger opening once a motion to ``target`` from fingers at ``opening`` has begun."""
     return opening if target.gripper is None else target.gripper
+
+
+def _holding(
+    target: PoseTarget, opening: float, carried: Carried | None, let_go: str | None
+) -> tuple[Carried | None, str | None]:
+    """What the hand carries on a motion to ``target`` from fingers at ``opening``, and the item let
+    go: a motion that commands the fingers no narrower than they are lets go of what they hold at
+    its start (they stop squeezing: the env's rule for a release), so it carries nothing."""
+    if carried is not None and target.gripper is not None and target.gripper >= opening:
+        return None, carried.item
+    return carried, let_go
 
 
 def _no_approach(target: PoseTarget) -> str:

@@ -14,8 +14,9 @@ Failure reasons:
   ``item_not_visible`` (no estimate of the item after a failed attempt), ``held_item_not_visible``
   (no estimate of the held item's size), ``motion_failed: <executor reason>`` (refused or not
   reached; a pick or place with a leg the executor would refuse, a point beyond the workspace box
-  or out of the arm's reach, or (``sim``) a leg that would touch a tray or a neighbour, is refused
-  before the hand moves: ``Executor.reach_refusal``),
+  or out of the arm's reach, or (``sim``) a leg that would touch a tray or a neighbour, the place's
+  opening of the fingers and its retreat included, is refused before the hand moves:
+  ``Executor.reach_refusal``),
   ``grasp_failed`` (not held after the last attempt), ``place_failed: <where it ended>``. A retry
   refused after a first attempt that moved ends with that attempt's failure and
   ``, then the retry was refused: <why>`` (the retry is planned from where the miss left the item).
@@ -260,15 +261,19 @@ class SemanticActions:
         tx, ty = x + s.tcp[0] - held.pos[0], y + s.tcp[1] - held.pos[1]
         carry = (tx, ty, self.config.carry_bottom + h / 2 + offset)
         lift = (s.tcp[0], s.tcp[1], carry[2])
+        # Open only a little: wide-open fingers would strike a tray wall or a neighbour.
+        opening = min(scene.MAX_OPENING, max(width, s.gripper_opening) + 0.02)
         # A path the executor would refuse a leg of (beyond the workspace box, out of the arm's
-        # reach, a touch) is refused before the hand lifts, not after. Where the hand would touch a
-        # neighbour at the release, the item is let go one gap higher (trying moves nothing).
+        # reach, a touch, the opening's included) is refused before the hand lifts, not after.
+        # Where the hand would touch a neighbour at the release, the item is let go one gap higher
+        # (trying moves nothing).
         for gap in (self.config.release_gap, 2 * self.config.release_gap):
             release = (tx, ty, support + h / 2 + gap + offset)
             path = (
                 PoseTarget(lift, quat),
                 PoseTarget(carry, quat),
                 PoseTarget(release, quat, None, self.config.approach_speed, approach=carry[2] - release[2]),
+                PoseTarget(release, quat, opening),  # the fingers open there: the item is let go
             )
             retreat = PoseTarget((tx, ty, release[2] + self.config.approach), quat)
             why = self.executor.reach_refusal((*path, retreat))
@@ -282,10 +287,6 @@ class SemanticActions:
             steps += r.control_steps
             if not r.reached:
                 return ActionResult(False, f"motion_failed: {r.reason}", steps)
-        # Open only a little: wide-open fingers would strike a tray wall or a neighbour.
-        steps += self.executor.set_gripper(
-            min(scene.MAX_OPENING, max(width, s.gripper_opening) + 0.02)
-        ).control_steps
         r = self.executor.move_to_pose(retreat)
         steps += r.control_steps
         after = self.state()

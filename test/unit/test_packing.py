@@ -166,6 +166,22 @@ def test_a_place_whose_release_would_touch_a_neighbour_is_refused_before_the_han
     assert a.place("foam brick", g.project((0.52, 0.31, TRAY_SPECS["small"].floor))).ok
 
 
+def test_a_place_whose_opening_fingers_would_touch_a_neighbour_is_refused_before_the_hand_lifts(cell):
+    """Found by measurement (random scene 76): the fingers opening at the release were checked
+    against nothing, and the retreat with the item still carried and the fingers at the carry width;
+    a finger pressed the tuna fish can as it opened and the place moved it 9 mm. The opening is a
+    leg of the plan now, checked against the neighbours, and the item is let go on it."""
+    _fresh(cell, {"tuna fish can": (0.495, 0.0151, -0.0158), "can opener": (0.30, 0.30, 0.0)})
+    a, g = cell.actions, cell.grounder
+    assert a.pick("can opener", g.locate("can opener")).ok
+    held = cell.env.snapshot()
+    r = a.place("can opener", g.project((0.565, 0.021, TRAY_SPECS["medium"].floor)))
+    assert r.reason.startswith("motion_failed: refused: collision: panda_rightfinger would hit the tuna fish")
+    assert r.control_steps == 0 and cell.env.snapshot() == held
+    assert a.place("can opener", g.project((0.59, 0.021, TRAY_SPECS["medium"].floor))).ok
+    assert np.allclose(cell.env.state().items["tuna fish can"].pos[:2], (0.495, 0.0151), atol=0.002)
+
+
 def test_a_pick_whose_lift_would_drag_the_item_along_a_tray_wall_is_refused_before_the_hand_moves(cell):
     """Found by measurement: the lift after the grasp was planned with the item not yet carried, so a
     pick of an item touching a tray wall went down and grasped, twice, and only then was refused at

@@ -36,6 +36,7 @@ from r3.execution.ik import IKConfig, IKSolver
 from r3.sim.offscreen import mujoco
 from r3.sim.packing import scene
 from r3.sim.packing.env import weld_pose
+from r3.tasks.packing import placement
 from r3.tasks.packing.workcell import ITEM_SPECS
 
 
@@ -264,13 +265,16 @@ class SimExecutor:
     def _bystanders(self, p_goal, carried: Carried | None, let_go: str | None) -> set[str]:
         """Items a motion to ``p_goal`` must not touch: all but the ``carried`` one, the one ``let_go``
         by an earlier leg of the plan (it lies under the hand then, not where the world shows it now)
-        and the ones under the goal (what a grasp closes on, or what a place sets down on)."""
+        and the ones whose footprint holds the goal (what a grasp closes on); not an item beside the
+        goal whose footprint's circle covers it (a standing cracker box beside a release)."""
         held = None if carried is None else carried.item
         return {
             name
             for name, item in self.env.state().items.items()
             if name not in (held, let_go)
-            and np.linalg.norm(np.asarray(item.pos[:2]) - p_goal[:2]) > ITEM_SPECS[name].footprint_radius
+            and not placement.overlaps(
+                placement.footprint(name, *item.pos[:2], item.yaw), (*p_goal[:2], 0, 0), 0
+            )
         }
 
     def _backwards(self, p_goal, p_pre, R, quat, q_goal) -> tuple[list[np.ndarray] | None, np.ndarray]:

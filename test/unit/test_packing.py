@@ -182,6 +182,24 @@ def test_a_place_whose_opening_fingers_would_touch_a_neighbour_is_refused_before
     assert np.allclose(cell.env.state().items["tuna fish can"].pos[:2], (0.495, 0.0151), atol=0.002)
 
 
+def test_a_tall_item_beside_a_release_is_no_item_under_the_goal(cell):
+    """Found by measurement (random scene 99): an item counted as under a motion's goal, and so
+    unchecked, wherever the circle around its footprint covered the goal; a standing cracker box
+    beside a release was, and the hand rubbed it on the way down and up (8 mm). Only an item whose
+    footprint holds the goal is under it now."""
+    _fresh(cell, {"cracker box": (0.485, -0.004, 0.024), "sugar box": (0.30, 0.30, 0.0)})
+    a, g = cell.actions, cell.grounder
+    assert a.pick("sugar box", g.locate("sugar box")).ok
+    held = cell.env.snapshot()
+    r = a.place("sugar box", g.project((0.552, -0.0287, TRAY_SPECS["medium"].floor)))
+    assert r.reason.startswith(
+        "motion_failed: refused: collision: panda_rightfinger would hit the cracker box"
+    )
+    assert r.control_steps == 0 and cell.env.snapshot() == held
+    assert a.place("sugar box", g.project((0.60, -0.0287, TRAY_SPECS["medium"].floor))).ok
+    assert np.allclose(cell.env.state().items["cracker box"].pos[:2], (0.485, -0.004), atol=0.002)
+
+
 def test_a_pick_whose_lift_would_drag_the_item_along_a_tray_wall_is_refused_before_the_hand_moves(cell):
     """Found by measurement: the lift after the grasp was planned with the item not yet carried, so a
     pick of an item touching a tray wall went down and grasped, twice, and only then was refused at

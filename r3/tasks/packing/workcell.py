@@ -53,13 +53,6 @@ class ItemSpec:
     def grasp_width(self) -> float:
         return self.size[0]
 
-    @property
-    def footprint_radius(self) -> float:
-        """Radius of the circle that covers the item's footprint at any yaw (for free-space checks)."""
-        return (
-            0.5 * float(np.hypot(self.size[0], self.size[1])) if self.shape == "box" else 0.5 * self.size[0]
-        )
-
 
 ITEM_SPECS: dict[str, ItemSpec] = {
     s.name: s

@@ -35,7 +35,7 @@ from r3.execution.base import (
 from r3.execution.ik import IKConfig, IKSolver
 from r3.sim.offscreen import mujoco
 from r3.sim.packing import scene
-from r3.sim.packing.env import weld_pose
+from r3.sim.packing.env import squeezes, weld_pose
 from r3.tasks.packing import placement
 from r3.tasks.packing.workcell import ITEM_SPECS
 
@@ -499,9 +499,9 @@ def _holding(
     target: PoseTarget, opening: float, carried: Carried | None, let_go: str | None
 ) -> tuple[Carried | None, str | None]:
     """What the hand carries on a motion to ``target`` from fingers at ``opening``, and the item let
-    go: a motion that commands the fingers no narrower than they are lets go of what they hold at
-    its start (they stop squeezing: the env's rule for a release), so it carries nothing."""
-    if carried is not None and target.gripper is not None and target.gripper >= opening:
+    go: a motion whose finger command stops squeezing the fingers at its start lets go of what they
+    hold (the env's rule, :func:`squeezes`), so it carries nothing."""
+    if carried is not None and target.gripper is not None and not squeezes(target.gripper, opening):
         return None, carried.item
     return carried, let_go
 

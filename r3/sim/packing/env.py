@@ -56,6 +56,12 @@ SNAPSHOT_FIELDS = frozenset(
 )
 
 
+def squeezes(opening_target: float, opening: float) -> bool:
+    """Whether a finger command squeezes fingers ``opening`` apart: the hand holds an item while it
+    does and lets go once it does not (the env's grasp rule, and the planner's)."""
+    return opening_target < opening - 0.002
+
+
 def weld_pose(hand_pos, hand_quat, item_pos, item_quat) -> tuple[np.ndarray, np.ndarray]:
     """The pose (position, quaternion) in the hand's frame at which a grasp welds an item: where the
     item is relative to the hand at that moment. A plan that predicts a grasp asks it too."""
@@ -464,7 +470,7 @@ class PackingEnv(gym.Env):
         than the fingers could never come for an item near the widest opening: they creep open
         with the command and stop at the hand's limit, the item still welded)."""
         opening = float(self.data.qpos[self.finger_qpos].sum())
-        squeezing = opening_target < opening - 0.002
+        squeezing = squeezes(opening_target, opening)
         if self._held is not None:
             if not squeezing:
                 self.data.eq_active[self.weld[self._held]] = 0

@@ -222,7 +222,12 @@ def _steps(section: str) -> list[tuple[bool, SemanticAction | None]]:
     one well-formed call (numbered one more than the numbered lines before it, within
     :data:`~r3.instructions.plan.MAX_PLAN_STEPS`, not after a done(); its label possibly outside the
     scene), and the action when it parses. A line of prose costs itself only; a second plan restarting
-    at 1, or steps past the limit, cost all their steps."""
+    at 1, or steps past the limit, cost all their steps. A section the plan grammar refuses as a whole
+    (longer than it reads, a line break other than a newline) has no steps: line by line, each could
+    read as a valid step (a plan padded with blank lines, a step ending in U+001C before its newline)."""
+    plan = parse_packing_plan(section)
+    if isinstance(plan, PlanError) and plan.step == 0:
+        return []
     out, numbered, ended = [], 0, False
     lines = section.replace("\r\n", "\n").split("\n")  # as the plan grammar reads it: no other break
     for line in (ln for ln in lines if ln.strip()):
@@ -247,7 +252,8 @@ def packing_plan_format_terms(answer: str, action_dictionary: Sequence[str]) -> 
     semantic grammar's form. ``validity``: the share of those lines whose action (its name without the
     point) is in ``action_dictionary`` (:func:`packing_action_dictionary`). A line of prose, a second
     plan, a step after done() count against ``type`` and ``validity``, as RoboGPT-R1's averages over
-    every step do.
+    every step do. A plan the grammar refuses as a whole (too long, an odd line break) has no step:
+    ``type`` and ``validity`` are 0.
 
     >>> d = packing_action_dictionary(["soup can"])
     >>> answer = "Reasoning: r\\nPlan:\\n1. pick(soup can, [1, 2])\\n2. pick(sugar box, [1, 2])"

@@ -8,6 +8,7 @@ import pickle
 
 import pytest
 
+from r3.instructions.plan import MAX_PLAN_CHARS
 from r3.rewards import PackingPlanFormatReward, PackingPlanLCSReward, PlanLCSReward, plan_rewards
 from r3.rewards.plan import (
     MAX_SCORED_CHARS,
@@ -73,9 +74,15 @@ def test_format_lcs_and_total_by_hand(completion, terms, lcs, total):
         ("   \n\t", 0.0, 0.0),
         # more than the scorer reads: every term 0, whatever it holds
         (answer(A, B, H) + "x" * MAX_SCORED_CHARS, 0.0, 0.0),
-        # 999 steps (under the scored size): only the grammar's first 19 count as steps, so type and
-        # validity are 19/999; LCS 2/6 (the reference's two homes)
-        (answer(*[H] * 999), 0.3 + 0.7 * 19 / 999, 2 / 6),
+        # 25 steps: only the grammar's first 19 count as steps, so type and validity are 19/25; LCS 2/6
+        # (the reference's two homes)
+        (answer(*[H] * 25), 0.3 + 0.7 * 19 / 25, 2 / 6),
+        # 999 steps (under the scored size, over the plan grammar's): a plan refused as a whole has no
+        # step; format 0.3 (sections only), LCS 0
+        (answer(*[H] * 999), 0.3, 0.0),
+        # one valid step padded past the plan grammar's size with blank lines or spaces: no step
+        (answer(A, H).replace("\n2. ", "\n" * MAX_PLAN_CHARS + "2. "), 0.3, 0.0),
+        ("Reasoning: r.\nPlan:\n1." + " " * MAX_PLAN_CHARS + A, 0.3, 0.0),
         # steps after done() are no steps: 2 of 3 lines; LCS 1/6
         (answer(A, "done()", B), 0.3 + 0.7 * 2 / 3, 1 / 6),
         # a full-width step number is no step: format 0.3 (sections only), LCS 0
@@ -91,6 +98,9 @@ def test_format_lcs_and_total_by_hand(completion, terms, lcs, total):
         # steps apart by a vertical tab (or U+2028): one line, no step, as the plan grammar reads it
         (answer(A, H).replace("\n2. ", "\v2. "), 0.3, 0.0),
         (answer(A, H).replace("\n2. ", "\u20282. "), 0.3, 0.0),
+        # ... or ending a line before its newline, where the call alone would read as valid
+        (answer(A, H).replace("\n2. ", "\x1c\n2. "), 0.3, 0.0),
+        (answer(A, H).replace("\n2. ", "\v\n2. "), 0.3, 0.0),
         # CRLF line ends read as newlines: format 1, LCS 2/6
         (answer(A, H).replace("\n", "\r\n"), 1.0, 2 / 6),
         # an emoji plan

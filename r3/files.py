@@ -136,6 +136,22 @@ def json_value(text: str | bytes, **options) -> object:
         raise ValueError("JSON nested too deeply") from None
 
 
+def repeated_key(pairs: Iterable[tuple[str, object]]) -> str | None:
+    """The first key that comes twice in a JSON object's (key, value) pairs, None when none does (for an
+    ``object_pairs_hook``): ``json`` keeps a repeated key's last value without a word, so one text would
+    hold two answers, and a reader that keeps the first would act on the other.
+
+    >>> repeated_key([("a", 1), ("b", 2), ("a", 3)]), repeated_key([("a", 1)])
+    ('a', None)
+    """
+    seen = set()
+    for key, _ in pairs:
+        if key in seen:
+            return key
+        seen.add(key)
+    return None
+
+
 def yaml_value(text: str, loader: type = yaml.SafeLoader) -> object:
     """The YAML document ``text`` holds, read with ``loader``, where YAML nested past Python's recursion
     limit, a date that is none (2001-13-45) or an integer past Python's 4,300 digits is a

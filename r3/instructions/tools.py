@@ -39,6 +39,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from r3.files import repeated_key
 from r3.instructions.language_table import ParseError
 from r3.instructions.semantic import RESULT_HEADER
 from r3.instructions.text import hidden_character
@@ -401,8 +402,7 @@ def _no_constant(name: str):
 
 
 def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
-    keys = [k for k, _ in pairs]
-    twice = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+    twice = repeated_key(pairs)
     if twice is not None:
         raise _Refused(K.DUPLICATE_ARGUMENT, f"{_shown(twice)} is given twice")
     return dict(pairs)

@@ -27,7 +27,8 @@ Like the packing plan rewards, these read at most :data:`MAX_JSON_PLAN_CHARS` ch
 text is no plan: every term 0) and at most :data:`MAX_JSON_PLAN_STEPS` steps (the steps after them are
 not well formed, and their actions are not in :func:`plan_actions`), so a plan that repeats every action
 a million times gains nothing. A text that JSON cannot read (nesting too deep, an integer of thousands
-of digits) is no plan either.
+of digits) is no plan either, nor is one that gives a key twice in an object (two ``executable_plan``
+lists, a step with two names): json would score the last alone.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
+from r3.files import repeated_key
 from r3.instructions.plan import MAX_PLAN_CHARS, MAX_PLAN_STEPS, PlanError, action_name, numbered_step
 from r3.instructions.plan import parse as parse_packing_plan
 from r3.instructions.semantic import ActionError, ActionErrorKind, ActionType, SemanticAction
@@ -74,10 +76,18 @@ def parse_plan(plan: str) -> dict | None:
     if fenced:
         text = fenced.group(1)
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, object_pairs_hook=_one_value_per_key)
     except (ValueError, RecursionError):  # not JSON, an integer of thousands of digits, deep nesting
         return None
     return obj if isinstance(obj, dict) else None
+
+
+def _one_value_per_key(pairs: list[tuple[str, object]]) -> dict:
+    """An object of the plan; a key given twice (a second ``executable_plan``, a step's second
+    ``action_name``) makes the text no plan: json would score its last value alone."""
+    if (twice := repeated_key(pairs)) is not None:
+        raise ValueError(f"the key {twice[:40]!r} is given twice")
+    return dict(pairs)
 
 
 def _typed(value, expected: type) -> bool:

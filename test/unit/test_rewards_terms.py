@@ -204,8 +204,20 @@ _STEP = '{"action_id": 1, "action_name": "find apple"}'
         _plan("[" + ", ".join([_STEP] * 10**6) + "]"),  # a million steps: more than is read
         _plan("[" + ", ".join([_STEP] * 3000) + "]"),
         "x" * (MAX_JSON_PLAN_CHARS + 1),
+        # two answers in one: a second plan, a step's second name (json keeps the last of each)
+        _plan('[{"action_id": 9, "action_name": "fly"}], "executable_plan": ' + GOOD_STEPS),
+        _plan('[{"action_id": 3, "action_name": "fly", "action_name": "put down"}]'),
     ],
-    ids=["deep", "deep_in_object", "huge_int", "million_steps", "longer_than_read", "long_text"],
+    ids=[
+        "deep",
+        "deep_in_object",
+        "huge_int",
+        "million_steps",
+        "longer_than_read",
+        "long_text",
+        "plan_twice",
+        "name_twice",
+    ],
 )
 def test_a_json_plan_that_cannot_be_read_scores_zero_and_never_raises(plan):
     assert plan_format_terms(plan, DICT) == {"section": 0.0, "type": 0.0, "validity": 0.0}

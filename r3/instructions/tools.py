@@ -358,8 +358,8 @@ def check_call(call: ToolCall) -> None:
 
 
 def _number_text(value: float) -> str:
-    """The shortest decimal that reads back as ``value`` ("0.412", "90", "1e-05")."""
-    text = repr(float(value))
+    """The shortest decimal that reads back as ``value`` ("0.412", "90", "1e-05"); -0 is written 0."""
+    text = repr(float(value) + 0.0)  # -0.0 + 0.0 is 0.0
     return text.removesuffix(".0")
 
 

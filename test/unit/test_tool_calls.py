@@ -193,6 +193,13 @@ def test_canonical_text_round_trips(call):
     assert format_instruction(parse(text)) == text
 
 
+def test_a_signed_zero_has_the_canonical_text_of_zero():
+    """-0 is the pose or opening of 0: one value, one text (an answer's repeat is known by its text)."""
+    move = parse("move_to(x=-0, y=-0.0, z=0.1, slot_yaw=-0.00)")
+    assert format_instruction(move) == "move_to(x=0, y=0, z=0.1, slot_yaw=0)"
+    assert tools.function_call_text("set_gripper", '{"opening": -0.0}') == "set_gripper(opening=0)"
+
+
 @given(st.one_of(st.text(max_size=400), st.text(alphabet="move_to(x=0.5,y[]\"')=nan1e9 ;", max_size=120)))
 @settings(max_examples=400)
 def test_parse_never_raises(text):

@@ -23,6 +23,7 @@ from r3.files import FileRefused, bounded_repr, read_yaml_mapping
 from r3.reasoning.backends.spec import TEMPERATURES
 from r3.reasoning.prompts import MODES, VARIANTS, temperature_problem
 from r3.rewards.turn import TURN_TERMS
+from r3.safety.goals import is_control
 from r3.workers import check_ray_address
 
 
@@ -375,6 +376,14 @@ def _number(text: str):
     return float(text) if _EXPONENT_FORM.fullmatch(text) else text
 
 
+def _control_character(value) -> str | None:
+    """The first control character (:func:`r3.safety.goals.is_control`) in a config value's text: a
+    string, a list's strings, a mapping's keys. A NUL in a path ended a run in a traceback, and an
+    escape would reach the terminal through every message naming the value."""
+    texts = [value] if isinstance(value, str) else value if isinstance(value, list | dict) else []
+    return next((c for text in texts if isinstance(text, str) for c in text if is_control(c)), None)
+
+
 def _build(cls, values: dict, where: str):
     if not isinstance(values, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(values).__name__}")
@@ -402,6 +411,10 @@ def _build(cls, values: dict, where: str):
         if type(value) is int and not -(2**63) <= value < 2**63:  # the libraries' int64
             raise ConfigError(
                 f"{where}.{key}={bounded_repr(value)}: expected a whole number in [-2**63, 2**63)"
+            )
+        if control := _control_character(value):
+            raise ConfigError(
+                f"{where}.{key}={bounded_repr(value)}: holds the control character U+{ord(control):04X}"
             )
     try:
         return cls(**values)

@@ -156,6 +156,22 @@ def test_a_config_of_nested_aliases_is_refused_without_expanding_them(tmp_path, 
     assert f"{key}=[[[[...], [...]" in str(err.value) and len(str(err.value)) < 400
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "shown"),
+    [
+        ("output_dir", "out\0put", "output_dir='out\\x00put'"),
+        ("dataset", "d\x1b[2J", "dataset='d\\x1b[2J'"),
+        ("splits", ["T_M\u202e"], "splits=['T_M\\u202e']"),
+    ],
+)
+def test_a_control_character_in_a_config_text_is_refused_naming_the_key(tmp_path, key, value, shown):
+    """Found by a hostile user: ``output_dir: "out\\0put"`` passed the config's checks and ended
+    ``r3 train sft`` in a "ValueError: embedded null byte" traceback."""
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, {**BASE, key: value}), SFTConfig)
+    assert f"{shown}: holds the control character U+" in str(err.value)
+
+
 def test_a_whole_number_for_a_float_setting_is_a_float(tmp_path):
     """Found by a hostile user: ``inference_temperature: 2`` (or the rollouts' ``temperature: 2``)
     passed --check and stayed an int, which transformers' sampling refuses ("has to be a strictly

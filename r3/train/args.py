@@ -51,8 +51,31 @@ def _common(cfg: _Common, cuda: bool) -> dict:
         "save_strategy": "steps",
         "save_steps": cfg.save_steps,
         "save_total_limit": cfg.save_total_limit,
-        "report_to": list(cfg.report_to) or "none",
+        "report_to": integrations(cfg.report_to),
     }
+
+
+def integrations(names: list[str]) -> list[str] | str:
+    """``report_to`` as the trainer takes it ("none" for none), each name one transformers knows and
+    finds installed here: a misspelt or missing one passed ``--check`` and ended the run in a traceback
+    once its output folder was made."""
+    if not names:
+        return "none"
+    if names in (["all"], ["none"]):  # transformers' words for every installed one and for none
+        return list(names)
+    from transformers.integrations import get_available_reporting_integrations
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+    installed = get_available_reporting_integrations()
+    for name in names:
+        if name not in INTEGRATION_TO_CALLBACK:
+            known = ", ".join([*sorted(INTEGRATION_TO_CALLBACK), "all", "none"])
+            raise ConfigError(f"report_to: {name!r} is no integration transformers knows: {known}")
+        if name not in installed:
+            raise ConfigError(
+                f"report_to: {name!r} is not installed here (installed: {', '.join(installed) or 'none'})"
+            )
+    return list(names)
 
 
 def sft_arguments(cfg: SFTConfig, world: int, cuda: bool) -> dict:

@@ -204,3 +204,17 @@ def test_rewards_default_to_the_papers_terms_and_the_simulated_terms_are_opt_in(
     assert terms["outcome"].judge is terms["judge"].judge is terms["progress"].judge  # one simulator
     semantic = load_config(_write(tmp_path, {**BASE, "interface": "semantic", "sim_workers": 0}), RLConfig)
     assert "outcome" not in semantic.rewards  # ERR's turn terms (its own "progress": the turn's gain)
+
+
+def test_report_to_names_an_integration_that_is_installed():
+    """Found by a hostile user: ``report_to: [foo]`` (or an integration not installed, such as
+    wandb) passed ``--check`` and ended ``r3 train sft`` in a traceback from the trainer."""
+    from transformers.integrations import get_available_reporting_integrations
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+    with pytest.raises(ConfigError, match="report_to: 'foo' is no integration transformers knows: azure_ml"):
+        sft_arguments(SFTConfig(**BASE, report_to=["foo"]), world=1, cuda=False)
+    missing = min(set(INTEGRATION_TO_CALLBACK) - set(get_available_reporting_integrations()))
+    with pytest.raises(ConfigError, match=f"report_to: '{missing}' is not installed here"):
+        sft_arguments(SFTConfig(**BASE, report_to=[missing]), world=1, cuda=False)
+    assert sft_arguments(SFTConfig(**BASE, report_to=["all"]), world=1, cuda=False)["report_to"] == ["all"]

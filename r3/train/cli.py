@@ -187,9 +187,14 @@ def train_main(argv: list[str] | None = None) -> int:
         _preflight(args.job, cfg)
         if args.check:
             return _check(args.job, cfg)
-        if args.job != "impute":  # before TRL writes anything there; held by the first process
+        if args.job == "impute":
+            from r3.train.impute import run_impute
+
+            result = run_impute(cfg)
+        else:  # refused before its folder is made, which is marked before TRL writes anything there
+            prepared = _prepared(args.job, cfg)
             mark_output(cfg.output_dir, TRAINING_RUN, hold=is_first_process())
-        result = _run(args.job, cfg)
+            result = {"checkpoint": _train(args.job, cfg, prepared)}
     except (ConfigError, DatasetError, FileRefused) as err:
         print(f"r3 train {args.job}: {err}", file=sys.stderr)
         return 2
@@ -197,37 +202,45 @@ def train_main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _check(job: str, cfg) -> int:
+def _prepared(job: str, cfg) -> tuple:
+    """Everything a job reads and sets up before a model loads, each problem refused here (for
+    ``--check``, and for a run before its output folder is made): sft's (rows, TRL arguments, prompt
+    settings, held-out rows), rl's (rows, reward functions, TRL arguments, prompt settings), impute's
+    (rows, no arguments, no prompt settings)."""
     if job == "sft":
         from r3.train.sft import held_out_rows, prepare_sft
 
         rows, arguments, prompt = prepare_sft(cfg)
-        held_out_rows(cfg, prompt)  # an eval_dataset that cannot be read fails here, not after loading
-    elif job == "rl":
+        return rows, arguments, prompt, held_out_rows(cfg, prompt)
+    if job == "rl":
         from r3.train.grpo import prepare_rl
         from r3.train.multiturn import prepare_turn_rl
 
-        prepare = prepare_rl if cfg.interface == "instruction" else prepare_turn_rl
-        rows, _, arguments, prompt = prepare(cfg)
-    else:
-        from r3.train.rows import RL_COLUMNS, open_dataset
+        return (prepare_rl if cfg.interface == "instruction" else prepare_turn_rl)(cfg)
+    from r3.train.rows import RL_COLUMNS, open_dataset
 
-        rows, arguments, prompt = open_dataset(cfg.dataset, cfg.splits, RL_COLUMNS, cfg.max_rows), {}, None
+    return open_dataset(cfg.dataset, cfg.splits, RL_COLUMNS, cfg.max_rows), {}, None
+
+
+def _check(job: str, cfg) -> int:
+    prepared = _prepared(job, cfg)
+    if job == "sft":
+        rows, arguments, prompt, _ = prepared
+    elif job == "rl":
+        rows, _, arguments, prompt = prepared
+    else:
+        rows, arguments, prompt = prepared
     prompt = dataclasses.asdict(prompt) if prompt else None
     print(json.dumps({"rows": len(rows), "prompt": prompt, "arguments": arguments}, indent=1, default=str))
     return 0
 
 
-def _run(job: str, cfg):
+def _train(job: str, cfg, prepared: tuple) -> Path:
+    """Train ``job`` (sft or rl) on what :func:`_prepared` made; the final checkpoint's path."""
     if job == "sft":
-        from r3.train.sft import run_sft
+        from r3.train.sft import train_sft
 
-        return {"checkpoint": run_sft(cfg)}
-    if job == "rl":
-        from r3.train.grpo import run_rl
-        from r3.train.multiturn import run_turn_rl
+        return train_sft(cfg, *prepared)
+    from r3.train.grpo import train_grpo
 
-        return {"checkpoint": (run_rl if cfg.interface == "instruction" else run_turn_rl)(cfg)}
-    from r3.train.impute import run_impute
-
-    return run_impute(cfg)
+    return train_grpo(cfg, *prepared)

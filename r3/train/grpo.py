@@ -119,9 +119,10 @@ def constrain_rollouts(model, processor, rows) -> None:
     constrain_generate(model, InstructionConstraint(processor.tokenizer, suites[0], eos))
 
 
-def train_grpo(cfg: RLConfig, rows, funcs, arguments: dict, prompt, **info) -> Path:
+def train_grpo(cfg: RLConfig, rows, funcs, arguments: dict, prompt) -> Path:
     """TRL's GRPOTrainer on ``rows`` with the reward functions ``funcs`` (single-step or turn-level
-    rows alike); the final checkpoint, with ``info`` in its record. A reward function that holds a
+    rows alike, as :func:`prepare_rl` or :func:`r3.train.multiturn.prepare_turn_rl` made them); the
+    final checkpoint, its record naming the interface. A reward function that holds a
     simulator pool (``.simulator``) has it closed afterwards, however training ends."""
     from trl import GRPOConfig, GRPOTrainer
 
@@ -148,7 +149,7 @@ def train_grpo(cfg: RLConfig, rows, funcs, arguments: dict, prompt, **info) -> P
                 fn.simulator.close()
     record = {
         "stage": "rl",
-        **info,
+        "interface": cfg.interface,
         "base_model": cfg.model,
         "dataset": cfg.dataset,
         "rows": len(rows),

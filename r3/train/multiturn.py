@@ -131,4 +131,4 @@ def run_turn_rl(cfg: RLConfig, rewards: RewardComposer | None = None) -> Path:
     """
     from r3.train.grpo import train_grpo
 
-    return train_grpo(cfg, *prepare_turn_rl(cfg, rewards), interface=cfg.interface)
+    return train_grpo(cfg, *prepare_turn_rl(cfg, rewards))

@@ -66,11 +66,16 @@ def held_out_rows(cfg: SFTConfig, prompt):
 
 def run_sft(cfg: SFTConfig) -> Path:
     """Train and save the final checkpoint to ``cfg.output_dir``/final; returns its path."""
+    rows, arguments, prompt = prepare_sft(cfg)
+    return train_sft(cfg, rows, arguments, prompt, held_out_rows(cfg, prompt))
+
+
+def train_sft(cfg: SFTConfig, rows, arguments: dict, prompt, held_out) -> Path:
+    """TRL's SFTTrainer on ``rows`` as :func:`prepare_sft` made them, logging the loss on the
+    ``held_out`` rows (:func:`held_out_rows`); the final checkpoint at ``cfg.output_dir``/final."""
     from trl import SFTConfig as TRLSFTConfig
     from trl import SFTTrainer
 
-    rows, arguments, prompt = prepare_sft(cfg)
-    held_out = held_out_rows(cfg, prompt)
     if held_out is not None:
         arguments.update(eval_strategy="steps", eval_steps=cfg.eval_steps)
     processor, model = load_model(cfg.model)

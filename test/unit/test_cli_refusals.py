@@ -1232,3 +1232,17 @@ def test_train_rl_check_refuses_a_turns_dataset_whose_snapshot_does_not_restore(
     )
     says = f"snapshot {snapshot}"
     refused(train_main, ["rl", "--config", str(config), "--check"], capsys, says)
+
+
+@pytest.mark.parametrize("job", ["sft", "rl"])
+def test_a_training_run_refused_on_its_dataset_makes_no_output_folder(job, tmp_path, capsys):
+    """Found by a hostile user: ``r3 train sft`` marked its output_dir (making the folder) before it
+    read the dataset, so a run refused for a dataset that is none left a new folder behind."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    config = tmp_path / "c.yaml"
+    out = tmp_path / "out"
+    config.write_text(f"model: {model}\ndataset: {tmp_path / 'none'}\noutput_dir: {out}\ndevice: cpu\n")
+    refused(train_main, [job, "--config", str(config)], capsys, "has no r3_dataset.json")
+    assert not out.exists()

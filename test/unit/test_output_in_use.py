@@ -79,7 +79,8 @@ def test_a_second_training_run_on_its_output_dir_is_refused(tmp_path, running, c
     out = tmp_path / "run"
     running(out, TRAINING_RUN)
     monkeypatch.setattr(r3.train.cli, "_preflight", lambda job, cfg: None)  # no model or dataset here
-    monkeypatch.setattr(r3.train.cli, "_run", lambda job, cfg: pytest.fail("trained into a folder in use"))
+    monkeypatch.setattr(r3.train.cli, "_prepared", lambda job, cfg: ())
+    monkeypatch.setattr(r3.train.cli, "_train", lambda *_: pytest.fail("trained into a folder in use"))
     argv = ["sft", "--config", "config/train/sft_tiny_cpu.yaml", "--set", f"output_dir={out}"]
     assert train_main(argv) == 2
     err = capsys.readouterr().err

@@ -164,15 +164,38 @@ def yaml_value(text: str, loader: type = yaml.SafeLoader) -> object:
         raise yaml.YAMLError(f"a value YAML cannot make: {bounded_repr(str(exc), 120)}") from None
 
 
+class _DistinctKeysLoader(yaml.SafeLoader):
+    """A safe loader that refuses a mapping giving one key twice: PyYAML keeps the last value, and
+    the first, which its author may be editing, was dropped without a word."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # "<<: *defaults" may be overridden
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                given_twice = key in seen
+            except TypeError:  # an unhashable key, which the safe loader refuses itself
+                continue
+            if given_twice:
+                line = key_node.start_mark.line + 1
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice (line {line})"
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict:
-    """The mapping in YAML file ``path`` (an empty file is an empty mapping); ``what`` the file is,
-    for the refusal of a path that is no such file."""
+    """The mapping in YAML file ``path`` (an empty file is an empty mapping; a key given twice is
+    refused); ``what`` the file is, for the refusal of a path that is no such file."""
     path = Path(path)
     if not path.is_file():
         why = "not found" if not path.exists() else "a folder" if path.is_dir() else "not a regular file"
         raise FileRefused(f"{what} {path}: {why}; expected a YAML file")
     try:
-        data = yaml_value(read_small_text(path)) or {}
+        data = yaml_value(read_small_text(path), _DistinctKeysLoader) or {}
     except OSError as exc:
         raise FileRefused(f"{what} {path}: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, yaml.YAMLError) as exc:

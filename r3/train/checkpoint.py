@@ -117,6 +117,24 @@ def prompt_on_every_checkpoint(prompt: PromptSettings):
     return PromptOnCheckpoints()
 
 
+def last_whole_checkpoint(output_dir: str | Path) -> str | None:
+    """The latest ``checkpoint-N`` in ``output_dir`` a run saved whole (its :data:`PROMPT_FILE`, which
+    :func:`prompt_on_every_checkpoint` writes after the trainer's files, is there), or None.
+
+    A run resumes from it: started afresh, it wrote its own ``checkpoint-N`` over the earlier run's,
+    so a run stopped again while saving left a good checkpoint half overwritten (and the trainer's
+    rotation deleted the earlier ones). A torn one (stopped mid-save) is passed over.
+    """
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+    steps = {}
+    for folder in Path(output_dir).glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
+        step = folder.name.removeprefix(f"{PREFIX_CHECKPOINT_DIR}-")
+        if step.isdigit() and (folder / "trainer_state.json").is_file() and (folder / PROMPT_FILE).is_file():
+            steps[int(step)] = folder
+    return str(steps[max(steps)]) if steps else None
+
+
 def export_problem(adapter_dir: Path, base_model: Path, out_dir: Path) -> str | None:
     """Why ``r3 train export`` cannot merge ``adapter_dir`` into ``base_model`` at ``out_dir``, or
     None. The merged checkpoint goes to a new or empty folder, so it can never overwrite the base,

@@ -25,6 +25,7 @@ from r3.rewards.judge import RuleJudge
 from r3.train.args import grpo_arguments, lora_config, world_size
 from r3.train.checkpoint import (
     freeze_vision_tower,
+    last_whole_checkpoint,
     load_model,
     prompt_on_every_checkpoint,
     resolve_device,
@@ -142,7 +143,7 @@ def train_grpo(cfg: RLConfig, rows, funcs, arguments: dict, prompt) -> Path:
         callbacks=[prompt_on_every_checkpoint(prompt)],
     )
     try:
-        trainer.train()
+        trainer.train(resume_from_checkpoint=last_whole_checkpoint(cfg.output_dir))
     finally:
         for fn in funcs:
             if hasattr(fn, "simulator"):

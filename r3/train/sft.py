@@ -14,6 +14,7 @@ from r3.reasoning.backends.transformers_backend import template_kwargs
 from r3.train.args import lora_config, sft_arguments, world_size
 from r3.train.checkpoint import (
     freeze_vision_tower,
+    last_whole_checkpoint,
     load_model,
     prompt_on_every_checkpoint,
     resolve_device,
@@ -95,7 +96,7 @@ def train_sft(cfg: SFTConfig, rows, arguments: dict, prompt, held_out) -> Path:
     )
     # The held-out loss before the first step (train() starts a fresh log, so it is kept here).
     before = [{**trainer.evaluate(), "step": 0}] if held_out is not None else []
-    trainer.train()
+    trainer.train(resume_from_checkpoint=last_whole_checkpoint(cfg.output_dir))
     info = {
         "stage": "sft",
         "base_model": cfg.model,

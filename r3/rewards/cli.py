@@ -10,6 +10,7 @@ from pathlib import Path
 
 from r3.cli_args import readable_file
 from r3.rewards.judge import RuleJudge
+from r3.rewards.semantic import load_snapshot
 from r3.rewards.vlm import DEFAULT_URL, JudgeFailure, VLMJudge
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
 
@@ -61,6 +62,28 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _snapshot_problem(suite: str, path: str) -> str | None:
+    """Why ``path`` is no snapshot of ``suite`` the rule judge can simulate, or None. Checked whatever
+    the verdict: a file of random bytes was taken whenever the instructions matched as text, and
+    refused only when the judge came to simulate it."""
+    if not get_suite(suite).outcome_simulated:
+        return f"the {suite} judge compares the instructions as text and simulates no snapshot"
+    try:
+        snapshot = load_snapshot(path)
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    except ValueError as exc:
+        return str(exc)
+    env = get_suite(suite).hook("make_env")(task=None, render_mode=None)
+    try:
+        env.restore(snapshot)
+    except ValueError as exc:
+        return f"{path}: {exc}"
+    finally:
+        env.close()
+    return None
+
+
 def judge_main(argv: list[str] | None = None) -> int:
     """Entry point of ``r3 judge``; returns 0 on a verdict, 1 when the VLM gave none, 2 on bad input."""
     parser = _parser()
@@ -69,6 +92,8 @@ def judge_main(argv: list[str] | None = None) -> int:
         parser.error("--image is for --backend vlm; the rule backend simulates --snapshot instead")
     if args.backend == "vlm" and args.snapshot:
         parser.error("--snapshot is for the rule backend; --backend vlm looks at --image instead")
+    if args.snapshot and (problem := _snapshot_problem(args.suite, args.snapshot)):
+        parser.error(f"argument --snapshot: {problem}")
     try:
         if args.backend == "vlm":
             if not args.vlm_model:

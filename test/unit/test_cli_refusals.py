@@ -651,6 +651,25 @@ def test_judge_refuses_what_is_no_snapshot(content, tmp_path, capsys):
     assert "allow_pickle" not in err
 
 
+@pytest.mark.parametrize(
+    "suite, says",
+    [
+        ("language_table", "not a Language Table snapshot"),
+        ("packing", "the packing judge compares the instructions as text and simulates no snapshot"),
+    ],
+)
+def test_judge_refuses_a_snapshot_it_cannot_simulate_whatever_the_verdict(suite, says, tmp_path, capsys):
+    """Found by a hostile user: a --snapshot of random bytes scored 1.0 when the two instructions
+    matched as text (it was read only to simulate a difference), and the packing judge, which
+    simulates nothing, took any file."""
+    path = tmp_path / "snap"
+    path.write_bytes(b"\x00garbage" * 50)
+    same = {"language_table": "move the red moon left", "packing": "Pack the foam brick into the large tray."}
+    same = same[suite]
+    argv = ["--candidate", same, "--reference", same, "--suite", suite, "--snapshot", str(path)]
+    assert "argument --snapshot: " in refused(judge_main, argv, capsys, says)
+
+
 @pytest.mark.parametrize("option", ["--snapshot", "--image"])
 def test_judge_refuses_a_file_that_is_not_there_even_when_it_would_not_read_it(option, tmp_path, capsys):
     """Found by a hostile user: `--snapshot /nonexistent/file` scored 1.0 (the rule judge had no need

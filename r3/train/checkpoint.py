@@ -11,11 +11,12 @@ merged weights unless told not to (``lora.merge: false``); an adapter directory 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
 
-from r3.files import json_value, read_small_text
+from r3.files import bounded_repr, json_value, read_small_text, write_text_atomically
 from r3.reasoning.backends.base import BackendError, error_line
 from r3.reasoning.backends.transformers_backend import PROBE_MESSAGES, chat_text, load_weights
 from r3.reasoning.prompts import PROMPT_FILE, PromptSettings
@@ -117,22 +118,69 @@ def prompt_on_every_checkpoint(prompt: PromptSettings):
     return PromptOnCheckpoints()
 
 
-def last_whole_checkpoint(output_dir: str | Path) -> str | None:
-    """The latest ``checkpoint-N`` in ``output_dir`` a run saved whole (its :data:`PROMPT_FILE`, which
-    :func:`prompt_on_every_checkpoint` writes after the trainer's files, is there), or None.
+#: The config a training run was started with, in its output_dir: a rerun resumes only the same run.
+RUN_CONFIG_FILE = "r3_train_config.json"
 
-    A run resumes from it: started afresh, it wrote its own ``checkpoint-N`` over the earlier run's,
-    so a run stopped again while saving left a good checkpoint half overwritten (and the trainer's
-    rotation deleted the earlier ones). A torn one (stopped mid-save) is passed over.
-    """
+
+def _config_record(cfg) -> dict:
+    """``cfg`` as :data:`RUN_CONFIG_FILE` keeps it (JSON's types: tuples as lists)."""
+    return json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
+
+
+def resume_checkpoint(cfg) -> str | None:
+    """The latest ``checkpoint-N`` in ``cfg.output_dir`` that a run of this same config saved whole
+    (its :data:`PROMPT_FILE`, which :func:`prompt_on_every_checkpoint` writes after the trainer's
+    files, is there), to go on from; None when there is none. Writes nothing.
+
+    Started afresh, a run wrote its own ``checkpoint-N`` over the earlier run's, so a run stopped again
+    while saving left a good checkpoint half overwritten (and the trainer's rotation deleted the
+    earlier ones). A torn one (stopped mid-save) is passed over. Checkpoints of a run of another
+    config (another model, dataset, any setting), or of one whose config was not recorded, are a
+    ConfigError naming what differs: going on from them would train neither run."""
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+    out = Path(cfg.output_dir)
     steps = {}
-    for folder in Path(output_dir).glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
+    for folder in out.glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
         step = folder.name.removeprefix(f"{PREFIX_CHECKPOINT_DIR}-")
         if step.isdigit() and (folder / "trainer_state.json").is_file() and (folder / PROMPT_FILE).is_file():
             steps[int(step)] = folder
-    return str(steps[max(steps)]) if steps else None
+    if not steps:
+        return None
+    latest = steps[max(steps)]
+    record = out / RUN_CONFIG_FILE
+    try:
+        earlier = json_value(read_small_text(record)) if record.is_file() else None
+    except (OSError, ValueError):
+        earlier = None
+    if not isinstance(earlier, dict):
+        raise ConfigError(
+            f"output_dir: {out} holds {latest.name} of a run whose config r3 cannot read ({record.name}); "
+            "going on from it could train another run: choose another output_dir"
+        )
+    now = _config_record(cfg)
+    if differ := sorted(k for k in now.keys() | earlier.keys() if now.get(k) != earlier.get(k)):
+        pairs = ((k, bounded_repr(earlier.get(k), 50), bounded_repr(now.get(k), 50)) for k in differ[:3])
+        shown = "; ".join(f"{k}: {then} then, {later} now" for k, then, later in pairs)
+        raise ConfigError(
+            f"output_dir: {out} holds {latest.name} of a run of another config ({shown}); run that config "
+            "again to go on from it, or choose another output_dir"
+        )
+    return str(latest)
+
+
+def start_run(cfg) -> str | None:
+    """The checkpoint a training run of ``cfg`` goes on from (:func:`resume_checkpoint`: None for a
+    fresh run, a ConfigError for another run's checkpoints), called before the model loads; the
+    main process then keeps ``cfg`` in the output_dir (:data:`RUN_CONFIG_FILE`) for the next rerun."""
+    from r3.train.args import is_first_process
+
+    resume = resume_checkpoint(cfg)
+    if is_first_process():
+        out = Path(cfg.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        write_text_atomically(out / RUN_CONFIG_FILE, json.dumps(_config_record(cfg), indent=1) + "\n")
+    return resume
 
 
 def export_problem(adapter_dir: Path, base_model: Path, out_dir: Path) -> str | None:

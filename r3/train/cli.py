@@ -138,6 +138,9 @@ def _preflight(job: str, cfg) -> None:
         resumable_output(cfg.output_dir, TRAINING_RUN, made_before_marks=_is_earlier_run)
     except FileRefused as exc:
         raise ConfigError(f"output_dir: {exc}") from None
+    from r3.train.checkpoint import resume_checkpoint
+
+    resume_checkpoint(cfg)  # checkpoints of a run of another config: refused before anything loads
 
 
 #: What a training run's output_dir holds, in its :data:`r3.files.OUTPUT_MARK`.

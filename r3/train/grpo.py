@@ -25,11 +25,11 @@ from r3.rewards.judge import RuleJudge
 from r3.train.args import grpo_arguments, lora_config, world_size
 from r3.train.checkpoint import (
     freeze_vision_tower,
-    last_whole_checkpoint,
     load_model,
     prompt_on_every_checkpoint,
     resolve_device,
     save_final,
+    start_run,
 )
 from r3.train.config import RLConfig
 from r3.train.rows import RL_COLUMNS, load_history_file, open_dataset, prompt_settings, rl_rows, with_history
@@ -127,6 +127,7 @@ def train_grpo(cfg: RLConfig, rows, funcs, arguments: dict, prompt) -> Path:
     simulator pool (``.simulator``) has it closed afterwards, however training ends."""
     from trl import GRPOConfig, GRPOTrainer
 
+    resume = start_run(cfg)  # before the model loads: another run's checkpoints are refused
     processor, model = load_model(cfg.model)
     arguments = {**arguments, "chat_template_kwargs": template_kwargs(processor, cfg.thinking)}
     if cfg.freeze_vision:
@@ -143,7 +144,7 @@ def train_grpo(cfg: RLConfig, rows, funcs, arguments: dict, prompt) -> Path:
         callbacks=[prompt_on_every_checkpoint(prompt)],
     )
     try:
-        trainer.train(resume_from_checkpoint=last_whole_checkpoint(cfg.output_dir))
+        trainer.train(resume_from_checkpoint=resume)
     finally:
         for fn in funcs:
             if hasattr(fn, "simulator"):

@@ -14,11 +14,11 @@ from r3.reasoning.backends.transformers_backend import template_kwargs
 from r3.train.args import lora_config, sft_arguments, world_size
 from r3.train.checkpoint import (
     freeze_vision_tower,
-    last_whole_checkpoint,
     load_model,
     prompt_on_every_checkpoint,
     resolve_device,
     save_final,
+    start_run,
 )
 from r3.train.config import SFTConfig
 from r3.train.mining import is_mined, load_mined
@@ -79,6 +79,7 @@ def train_sft(cfg: SFTConfig, rows, arguments: dict, prompt, held_out) -> Path:
 
     if held_out is not None:
         arguments.update(eval_strategy="steps", eval_steps=cfg.eval_steps)
+    resume = start_run(cfg)  # before the model loads: another run's checkpoints are refused
     processor, model = load_model(cfg.model)
     if not template_kwargs(processor, prompt.thinking):  # its template reads no enable_thinking
         rows = rows.remove_columns(TEMPLATE_KWARGS)
@@ -96,7 +97,7 @@ def train_sft(cfg: SFTConfig, rows, arguments: dict, prompt, held_out) -> Path:
     )
     # The held-out loss before the first step (train() starts a fresh log, so it is kept here).
     before = [{**trainer.evaluate(), "step": 0}] if held_out is not None else []
-    trainer.train(resume_from_checkpoint=last_whole_checkpoint(cfg.output_dir))
+    trainer.train(resume_from_checkpoint=resume)
     info = {
         "stage": "sft",
         "base_model": cfg.model,

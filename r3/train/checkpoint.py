@@ -123,8 +123,11 @@ RUN_CONFIG_FILE = "r3_train_config.json"
 
 
 def _config_record(cfg) -> dict:
-    """``cfg`` as :data:`RUN_CONFIG_FILE` keeps it (JSON's types: tuples as lists)."""
-    return json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
+    """``cfg`` as :data:`RUN_CONFIG_FILE` keeps it (JSON's types: tuples as lists), but for its
+    output_dir: a run's folder moved elsewhere holds the same run."""
+    record = json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
+    record.pop("output_dir", None)
+    return record
 
 
 def resume_checkpoint(cfg) -> str | None:

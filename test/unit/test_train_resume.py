@@ -100,3 +100,12 @@ def test_checkpoints_of_another_run_are_refused_before_the_model_loads(stopped_r
         _train(sft, cfg)
     assert sft.loaded == [] and sft.resumed == []
     assert sorted(p.name for p in stopped_run.iterdir()) == before
+
+
+def test_a_stopped_run_moved_to_another_folder_goes_on_there(stopped_run, sft, tmp_path):
+    cfg = SFTConfig(model="m", dataset="d", output_dir=str(stopped_run))
+    (stopped_run / RUN_CONFIG_FILE).write_text(json.dumps(_config_record(cfg)))
+    moved = stopped_run.rename(tmp_path / "moved")
+    with pytest.raises(Stopped):
+        _train(sft, SFTConfig(model="m", dataset="d", output_dir=str(moved)))
+    assert sft.resumed == [str(moved / "checkpoint-8")]

@@ -379,7 +379,8 @@ class MiniRun:
         """The training config of ``stage`` (sft, il, rl), a bad key or value refused with the config
         file's section (il's keys go over sft's, and sft's are checked first); with ``write``, written
         to ``OUT/configs/STAGE.yaml`` and read back by :func:`r3.train.config.load_config`."""
-        from r3.train.config import RLConfig, SFTConfig, config_from, load_config
+        from r3.train.args import integrations
+        from r3.train.config import ConfigError, RLConfig, SFTConfig, config_from, load_config
 
         values = {**self.cfg["sft"], **self.cfg["il"]} if stage == "il" else dict(self.cfg[stage])
         data = self.path("datasets")
@@ -395,6 +396,10 @@ class MiniRun:
             )
         cls = RLConfig if stage == "rl" else SFTConfig
         config = config_from(values, cls, f"{self.source}: {stage}")
+        try:  # a reporter that is not installed: refused now, not when its stage starts after collection
+            integrations(config.report_to)
+        except ConfigError as exc:
+            raise ConfigError(f"{self.source}: {stage}: {exc}") from None
         if not write:
             return config
         path = self.path("configs", f"{stage}.yaml")

@@ -358,3 +358,12 @@ def test_a_run_killed_while_it_writes_its_record_is_resumed(tmp_path, monkeypatc
     monkeypatch.undo()
     MiniRun(out, load_mini_config(path)).claim()  # not refused: the record is the earlier one, whole
     assert (out / RECORD).is_file()
+
+
+def test_a_reporter_that_is_not_installed_is_refused_before_any_episode(tmp_path, capsys):
+    """Found by a hostile user: `sft.report_to: [foo]` was refused only when the sft stage began,
+    after the whole collection."""
+    path = _write(tmp_path, lambda c: c["sft"].update(report_to=["foo"]))
+    assert mini_main(["--config", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert f"{path}: sft: report_to: 'foo' is no integration transformers knows" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -88,6 +88,39 @@ def test_no_more_workers_start_than_jobs(tmp_path):
     assert 1 <= len(_marks(tmp_path, "init")) <= 2
 
 
+def _die_unless_in(state, parent):
+    """A job that kills a spawned worker: os._exit, as a crash or the OOM killer would."""
+    if os.getpid() != parent:
+        os._exit(3)
+    return parent
+
+
+#: A pool whose spawned workers die in their first job: the map must raise, not wait for good.
+DYING_WORKER = """
+import os, sys
+from concurrent.futures.process import BrokenProcessPool
+sys.path.insert(0, {here!r})
+from test_workers import _die_unless_in
+from r3.workers import WorkerPool
+with WorkerPool(2, dict) as pool:
+    try:
+        pool.map(_die_unless_in, [os.getpid()] * 20)
+    except BrokenProcessPool as exc:
+        print("broken:", exc)
+"""
+
+
+def test_a_worker_that_dies_fails_the_map_and_holds_up_nothing():
+    code = DYING_WORKER.format(here=os.path.dirname(__file__))
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "broken: A process in the process pool was terminated abruptly" in run.stdout, (
+        run.stdout + run.stderr
+    )
+
+
 def _sleep(state, seconds):
     time.sleep(seconds)
 

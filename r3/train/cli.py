@@ -7,6 +7,7 @@ Every job validates its config and dataset first and stops with one line naming 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import sys
@@ -196,13 +197,32 @@ def train_main(argv: list[str] | None = None) -> int:
             result = run_impute(cfg)
         else:  # refused before its folder is made, which is marked before TRL writes anything there
             prepared = _prepared(args.job, cfg)
+            made = not Path(cfg.output_dir).exists()
             mark_output(cfg.output_dir, TRAINING_RUN, hold=is_first_process())
-            result = {"checkpoint": _train(args.job, cfg, prepared)}
+            try:
+                result = {"checkpoint": _train(args.job, cfg, prepared)}
+            except (ConfigError, DatasetError, FileRefused):
+                if made and is_first_process():  # a model that cannot load: refused before any training
+                    _unmake(Path(cfg.output_dir))
+                raise
     except (ConfigError, DatasetError, FileRefused) as err:
         print(f"r3 train {args.job}: {err}", file=sys.stderr)
         return 2
     print(json.dumps(result, default=str))
     return 0
+
+
+def _unmake(out: Path) -> None:
+    """Remove the output folder a refused run made, if it holds only what the run writes first (its
+    mark and its config): a run refused on a model that cannot load left an empty marked folder."""
+    from r3.files import OUTPUT_MARK
+    from r3.train.checkpoint import RUN_CONFIG_FILE
+
+    with contextlib.suppress(OSError):  # a cleanup that fails leaves the folder; the refusal stands
+        if {p.name for p in out.iterdir()} <= {OUTPUT_MARK, RUN_CONFIG_FILE}:
+            for name in (OUTPUT_MARK, RUN_CONFIG_FILE):
+                (out / name).unlink(missing_ok=True)
+            out.rmdir()
 
 
 def _prepared(job: str, cfg) -> tuple:

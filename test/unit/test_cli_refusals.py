@@ -1278,3 +1278,28 @@ def test_a_training_run_refused_on_its_dataset_makes_no_output_folder(job, tmp_p
     config.write_text(f"model: {model}\ndataset: {tmp_path / 'none'}\noutput_dir: {out}\ndevice: cpu\n")
     refused(train_main, [job, "--config", str(config)], capsys, "has no r3_dataset.json")
     assert not out.exists()
+
+
+def test_a_training_run_refused_on_a_model_that_cannot_load_leaves_no_folder(tmp_path, capsys, monkeypatch):
+    """Found by a hostile user: a model folder whose weights do not load was refused in one line, but
+    after the run had made and marked its output_dir, which stayed behind empty. A folder that was
+    there before stays."""
+    from r3.train import cli
+    from r3.train.config import ConfigError
+
+    def cannot_load(job, cfg, prepared):
+        assert (Path(cfg.output_dir) / OUTPUT_MARK).is_file()  # made and marked before the model loads
+        raise ConfigError(f"model: cannot load {cfg.model}: HeaderTooLarge")
+
+    monkeypatch.setattr(cli, "_prepared", lambda job, cfg: ())
+    monkeypatch.setattr(cli, "_train", cannot_load)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    config = tmp_path / "c.yaml"
+    for out in (tmp_path / "new", tmp_path / "there"):
+        config.write_text(f"model: {model}\ndataset: {tmp_path / 'd'}\noutput_dir: {out}\ndevice: cpu\n")
+        if out.name == "there":
+            out.mkdir()
+        refused(train_main, ["sft", "--config", str(config)], capsys, "cannot load")
+        assert out.exists() == (out.name == "there")

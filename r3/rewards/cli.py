@@ -62,26 +62,25 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _snapshot_problem(suite: str, path: str) -> str | None:
-    """Why ``path`` is no snapshot of ``suite`` the rule judge can simulate, or None. Checked whatever
-    the verdict: a file of random bytes was taken whenever the instructions matched as text, and
-    refused only when the judge came to simulate it."""
+def _snapshot_of(suite: str, path: str) -> bytes:
+    """The snapshot at ``path``, read once and restored into ``suite``'s simulator, whatever the verdict
+    will be; a ValueError saying why it is none the rule judge can simulate: a file of random bytes
+    was taken whenever the instructions matched as text, and refused only when the judge came to
+    simulate it."""
     if not get_suite(suite).outcome_simulated:
-        return f"the {suite} judge compares the instructions as text and simulates no snapshot"
+        raise ValueError(f"the {suite} judge compares the instructions as text and simulates no snapshot")
     try:
         snapshot = load_snapshot(path)
     except OSError as exc:
-        return f"{path}: {exc.strerror or exc}"
-    except ValueError as exc:
-        return str(exc)
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
     env = get_suite(suite).hook("make_env")(task=None, render_mode=None)
     try:
         env.restore(snapshot)
     except ValueError as exc:
-        return f"{path}: {exc}"
+        raise ValueError(f"{path}: {exc}") from None
     finally:
         env.close()
-    return None
+    return snapshot
 
 
 def judge_main(argv: list[str] | None = None) -> int:
@@ -92,8 +91,12 @@ def judge_main(argv: list[str] | None = None) -> int:
         parser.error("--image is for --backend vlm; the rule backend simulates --snapshot instead")
     if args.backend == "vlm" and args.snapshot:
         parser.error("--snapshot is for the rule backend; --backend vlm looks at --image instead")
-    if args.snapshot and (problem := _snapshot_problem(args.suite, args.snapshot)):
-        parser.error(f"argument --snapshot: {problem}")
+    snapshot = None
+    if args.snapshot:
+        try:
+            snapshot = _snapshot_of(args.suite, args.snapshot)
+        except ValueError as exc:
+            parser.error(f"argument --snapshot: {exc}")
     try:
         if args.backend == "vlm":
             if not args.vlm_model:
@@ -105,9 +108,7 @@ def judge_main(argv: list[str] | None = None) -> int:
             vlm = VLMJudge(args.vlm_url, args.vlm_model, api_key=os.environ.get("R3_JUDGE_API_KEY"))
             result = vlm.judge(args.candidate, args.reference, image)
         else:
-            result = RuleJudge().judge(
-                args.candidate, args.reference, suite=args.suite, snapshot=args.snapshot
-            )
+            result = RuleJudge().judge(args.candidate, args.reference, suite=args.suite, snapshot=snapshot)
     except JudgeFailure as err:
         print(json.dumps({"error": err.kind, "detail": err.detail}))
         return 1

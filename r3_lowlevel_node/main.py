@@ -37,7 +37,6 @@ from geometry_msgs.msg import Vector3Stamped
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
 from r3_msgs.msg import CommandRefusal, PrivilegedState
-from r3_ros import without_shared_memory
 from r3_ros.conversions import msg_to_board_state, publisher_gid, stamp_to_ns
 from r3_ros.executor import InlineCallbackGroup
 from r3_ros.heartbeat import HeartbeatMonitor, HeartbeatPublisher
@@ -230,7 +229,6 @@ class LowLevelNode(R3Node):
 
 
 def main(args=None) -> None:
-    without_shared_memory()  # it takes no frames: see config/fastdds_udp_only.xml
     run_node(LowLevelNode, args)
 
 

@@ -53,7 +53,6 @@ from r3.graph.node_params import NODE_PARAMETERS
 from r3_msgs.msg import EpisodeEvent
 from r3_recorder_node.closing import DRAIN_TICK_S, TICK_S, KernelDrops
 from r3_recorder_node.open_bag import OpenBag
-from r3_ros import without_shared_memory
 from r3_ros.adaptive_subscriptions import AdaptiveSubscriptions
 from r3_ros.conversions import publisher_gid
 from r3_ros.episode_topics import EpisodeSources
@@ -370,7 +369,6 @@ def end_outcome(msg: EpisodeEvent) -> tuple[bool, str]:
 
 
 def main(args=None) -> None:
-    without_shared_memory()  # it takes every topic: see config/fastdds_udp_only.xml
     run_node(RecorderNode, args)
 
 

@@ -4,8 +4,9 @@ Fast DDS's shared-memory transport keeps each participant's segment in a file un
 ``fastdds_<id>``, with a companion ``fastdds_<id>_el`` on which the owning process holds an flock
 for as long as it lives. A process that is killed (kill -9, a crash, a stop that had to end in
 SIGKILL) never removes its segment; no other process reopens it (every participant draws a new id),
-so it stays, with the memory written into it, until the machine reboots: r3 gives each participant
-a 16 MiB segment (``config/fastdds.xml``), and a day of kill tests left 2,144 such files here.
+so it stays, with the memory written into it, until the machine reboots: a day of kill tests left
+2,144 such files here, when r3's processes still took shared memory (16 MiB segments; since
+2026-12-07 they take UDP only, ``config/fastdds.xml``, but other ROS processes on the machine do).
 Fast DDS's own ``fastdds shm clean`` removes them, but the pip wheels do not ship it, so r3 sweeps
 them itself before it starts a graph (``r3.graph.supervisor``) and ``r3 doctor`` counts them.
 

@@ -43,7 +43,9 @@ def locks_of(pid: int) -> set[Path]:
 
 
 def test_a_killed_nodes_segment_is_swept_and_a_live_ones_is_kept(private_ros_env, tmp_path):
-    env = private_ros_env()
+    env = private_ros_env()  # the nodes are not r3's: Fast DDS's own profile, shared memory included
+    env.pop("FASTDDS_DEFAULT_PROFILES_FILE", None)
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     nodes = [
         subprocess.Popen([sys.executable, "-c", NODE, name], env=env, stdout=subprocess.PIPE, text=True)
         for name in ("shm_victim", "shm_survivor")

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from r3_recorder_node.closing import DRAIN_TICK_S, REPAIR_S, WRITER_HEARTBEAT_S, Drain, KernelDrops, udp_drops
-from r3_ros import DDS_PROFILES, DDS_PROFILES_UDP_ONLY, DDS_PROFILES_UDP_ONLY_LOCALHOST
+from r3_ros import DDS_PROFILES, DDS_PROFILES_LOCALHOST
 
 END_NS = 1_000_000_000  # END's source stamp
 
@@ -95,7 +95,7 @@ def test_the_drops_counted_are_those_of_this_processs_sockets():
         assert drops.new_since(3.0) == 2.0 and drops.new_since(4.0) is None  # seen once, with the poll before
 
 
-@pytest.mark.parametrize("profile", [DDS_PROFILES, DDS_PROFILES_UDP_ONLY, DDS_PROFILES_UDP_ONLY_LOCALHOST])
+@pytest.mark.parametrize("profile", [DDS_PROFILES, DDS_PROFILES_LOCALHOST])
 def test_the_repair_wait_counts_the_heartbeats_of_r3s_writers(profile):
     period = ET.parse(profile).find(".//{*}data_writer/{*}times/{*}heartbeat_period")
     seconds = int(period.find("{*}sec").text) + int(period.find("{*}nanosec").text) / 1e9

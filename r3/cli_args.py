@@ -14,21 +14,30 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from r3.files import folder_problem
+from r3.files import bounded_repr, folder_problem
+from r3.numerals import DECIMAL, INTEGER
 from r3.safety.goals import MAX_SEED
 
 
-def integer(lo: int, hi: int | None = None) -> Callable[[str], int]:
-    """An argparse type: an integer in ``lo..hi`` (no upper bound for None)."""
-    allowed = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+def integer(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in ``lo..hi`` written in ASCII digits (:mod:`r3.numerals`); no
+    bound where None (a config that checks its own range takes ``integer()``)."""
+    if lo is None:
+        allowed = "" if hi is None else f" <= {hi}"
+    else:
+        allowed = f" {lo}..{hi}" if hi is not None else f" >= {lo}"
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
+        try:  # int() also refuses more digits than sys.get_int_max_str_digits()
+            value = int(text) if INTEGER.fullmatch(text.strip()) else None
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer {allowed}, got {text!r}") from None
-        if value < lo or (hi is not None and value > hi):
-            raise argparse.ArgumentTypeError(f"expected an integer {allowed}, got {value}")
+            value = None
+        if value is None:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer{allowed}, got {bounded_repr(text, 80)} (digits 0-9 only)"
+            )
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            raise argparse.ArgumentTypeError(f"expected an integer{allowed}, got {value}")
         return value
 
     return parse
@@ -81,11 +90,13 @@ def frame_rate(text: str) -> float:
 
 
 def positive(text: str) -> float:
-    """An argparse type: a finite number above 0 (seconds, frames per second)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    """An argparse type: a finite number above 0 (seconds, frames per second) in ASCII digits
+    (:mod:`r3.numerals`)."""
+    if not DECIMAL.fullmatch(text.strip()):
+        raise argparse.ArgumentTypeError(
+            f"expected a finite number > 0, got {bounded_repr(text, 80)} (digits 0-9 only)"
+        )
+    value = float(text)
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
     return value

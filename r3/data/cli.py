@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from r3.cli_args import folder, word
+from r3.cli_args import folder, integer, word
 from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
 from r3.suites import DEFAULT_SUITE, get_suite
 
@@ -45,9 +45,12 @@ def collect_main(argv: list[str]) -> int:
         "episodes as bags, packing semantic, tools or plan episodes as turn folders "
         "(default: instruction; packing: semantic)",
     )
-    p.add_argument("--scenes", type=int, default=64, help="scenes per task (default: %(default)s)")
+    p.add_argument("--scenes", type=integer(), default=64, help="scenes per task (default: %(default)s)")
     p.add_argument(
-        "--trials", type=int, default=4, help="trials per scene, each its own seed (default: %(default)s)"
+        "--trials",
+        type=integer(),
+        default=4,
+        help="trials per scene, each its own seed (default: %(default)s)",
     )
     p.add_argument(
         "--out",
@@ -58,7 +61,7 @@ def collect_main(argv: list[str]) -> int:
     )
     p.add_argument(
         "--workers",
-        type=int,
+        type=integer(),
         default=1,
         help="worker processes, or Ray actors of one CPU each with --ray (default: %(default)s)",
     )
@@ -80,22 +83,22 @@ def collect_main(argv: list[str]) -> int:
     )
     p.add_argument(
         "--max-steps",
-        type=int,
+        type=integer(),
         default=None,
         help="decision steps per episode (default: 20; packing: the interface's own budget, 45 semantic "
         "actions, 150 tool calls, 15 plans, as r3 eval and r3 packing demo take)",
     )
     p.add_argument(
         "--steps-per-instruction",
-        type=int,
+        type=integer(),
         default=20,
         help="control steps per instruction (default: %(default)s)",
     )
-    p.add_argument("--width", type=int, default=320, help="camera image width (default: %(default)s)")
-    p.add_argument("--height", type=int, default=240, help="camera image height (default: %(default)s)")
+    p.add_argument("--width", type=integer(), default=320, help="camera image width (default: %(default)s)")
+    p.add_argument("--height", type=integer(), default=240, help="camera image height (default: %(default)s)")
     p.add_argument(
         "--frame-every",
-        type=int,
+        type=integer(),
         default=0,
         help="also record a camera image every N control steps (0: only at decision points; 1 for "
         "per-step video, e.g. for the LeRobot export) (default: %(default)s)",

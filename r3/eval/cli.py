@@ -41,12 +41,9 @@ def _budget(text: str) -> int | None:
     if text == "full":
         return None
     try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 'full' or a token count >= 0, got {text!r}")
-    return value
+        return integer(0)(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected 'full' or a token count >= 0, got {text!r}") from None
 
 
 def _defaults(name: str) -> str:
@@ -90,13 +87,13 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--scenes",
-        type=int,
+        type=integer(),
         default=None,
         help=f"held-out scenes (environment seeds) per task (default: {_defaults('scenes')})",
     )
     p.add_argument(
         "--trials",
-        type=int,
+        type=integer(),
         default=None,
         help="trials (packing: rollouts) per scene: same scene, fresh policy noise "
         f"(default: {_defaults('trials')})",
@@ -117,7 +114,7 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--workers",
-        type=int,
+        type=integer(),
         default=1,
         help="parallel workers, each with its own simulator and reasoner (default: 1)",
     )
@@ -130,7 +127,7 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-steps",
-        type=int,
+        type=integer(),
         default=None,
         help=f"decision steps per episode (default: {_defaults('max_steps')})",
     )

@@ -20,6 +20,7 @@ from r3.graph.description import (
     unmatched_subscriptions,
 )
 from r3.graph.supervisor import Supervisor, resolve_executable
+from r3.numerals import DECIMAL, INTEGER
 
 
 def parse_overrides(items: list[str]) -> dict[str, dict]:
@@ -84,7 +85,8 @@ def another_graph(found: list[str]) -> str:
 
 def _typed(value: str):
     """A command line's value as a parameter's: a list written as YAML's ``[a, b]`` (as ``ros2 run
-    ... -p`` takes one) for an array parameter; else an int, a float, true or false, or the text."""
+    ... -p`` takes one) for an array parameter; else an int, a float (in digits 0-9, :mod:`r3.numerals`),
+    true or false, or the text."""
     if value.lstrip().startswith("["):
         try:
             items = yaml.safe_load(value)
@@ -93,11 +95,10 @@ def _typed(value: str):
         if not isinstance(items, list):
             raise ValueError("a list is written [a, b], with nothing after the closing bracket")
         return items
-    for cast in (int, float):
-        try:
-            return cast(value)
-        except ValueError:
-            pass
+    if INTEGER.fullmatch(value.strip()):
+        return int(value)
+    if DECIMAL.fullmatch(value.strip()):
+        return float(value)
     return {"true": True, "false": False}.get(value.lower(), value)
 
 

@@ -113,7 +113,11 @@ def test_compare_refuses_what_is_not_a_run_in_one_line(tmp_path, name, text, say
             ["--packing-episodes", "-1"],
             "argument --packing-episodes: expected an integer >= 0",
         ),
-        ("bench_judge.py", ["--seconds", "nan"], "argument --seconds: expected a finite number > 0, got nan"),
+        (
+            "bench_judge.py",
+            ["--seconds", "nan"],
+            "argument --seconds: expected a finite number > 0, got 'nan'",
+        ),
         ("bench_bags.py", ["--json", "{tmp}"], "argument --json: expected a file to write"),
         ("profile_graph.py", ["--out", "{file}/x"], "argument --out: {file}/x: no folder can be made under"),
     ],

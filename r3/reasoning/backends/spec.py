@@ -16,17 +16,13 @@ valid ones.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from r3.files import is_kind
+from r3.numerals import DECIMAL, INTEGER
 
 _BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
-#: Numbers as people type them, ASCII digits only: ``int()`` and ``float()`` also take "1_000",
-#: full-width digits, "nan" and "inf", none of which a spec should mean.
-_INT = re.compile(r"[+-]?[0-9]+")
-_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 @dataclass(frozen=True)
@@ -52,7 +48,7 @@ class Option:
                 raise ValueError(f"{key}= is empty: expected a value")
             return text
         number = self.kind is float
-        if not (_FLOAT if number else _INT).fullmatch(text):
+        if not (DECIMAL if number else INTEGER).fullmatch(text):
             raise ValueError(f"{key}={text!r}: expected {'a number' if number else 'an integer'}")
         value = self.kind(text)
         if number and not math.isfinite(value):

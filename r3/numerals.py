@@ -1,0 +1,19 @@
+"""What text r3 reads as a number, wherever a person types one: a command's option, a backend spec's
+KEY=VALUE, a ``--set`` value. ASCII digits only, as they are printed back: Python's ``int()`` and
+``float()`` also take "1_000", Arabic-Indic or full-width digits, "nan" and "inf", which one command
+took and another refused, and which reached messages and folder names in another form than typed.
+
+>>> [bool(INTEGER.fullmatch(t)) for t in ("-3", "1_000", "\\u0663", "0x10")]
+[True, False, False, False]
+>>> [bool(DECIMAL.fullmatch(t)) for t in ("2.5e-3", ".5", "nan", "1e309")]
+[True, True, False, True]
+"""
+
+from __future__ import annotations
+
+import re
+
+INTEGER = re.compile(r"[+-]?[0-9]+")
+#: A decimal number, maybe with an exponent; one too large for a float (1e309) still matches and
+#: reads as inf, so a reader that needs a finite number checks that too.
+DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")

@@ -40,7 +40,7 @@ from r3.files import (
 )
 from r3.lowlevel import GROUNDINGS
 from r3.reasoning.backends.base import BackendError
-from r3.safety.goals import UINT32_MAX, GoalRefused, check_interface
+from r3.safety.goals import INT32_MAX, UINT32_MAX, GoalRefused, check_interface
 from r3.seeds import scene_seed
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
 from r3.tasks.language_table.tasks import SPLITS
@@ -176,10 +176,10 @@ class EvalConfig:
                 raise EvalError(f"{name} must be a whole number, got {bounded_repr(value)}")
             if not 1 <= value <= most:
                 raise EvalError(f"{name} must be in 1..{most}, got {value}")
-        if self.budget is not None and (not is_kind(self.budget, int) or self.budget < 0):
-            raise EvalError(
-                f"budget must be None (full) or a whole number >= 0, got {bounded_repr(self.budget)}"
-            )
+        # budget: RunTask's reasoning_budget (an int32, which --via-ros wrapped to a negative budget)
+        if self.budget is not None and (not is_kind(self.budget, int) or not 0 <= self.budget <= INT32_MAX):
+            shown = bounded_repr(self.budget)
+            raise EvalError(f"budget must be None (full) or a whole number in 0..{INT32_MAX}, got {shown}")
         if self.history not in ("response", "instruction", "none"):
             raise EvalError(f"history must be response, instruction or none, got {self.history!r}")
 

@@ -40,6 +40,13 @@ from r3_ros.run_cli import main as run_main
         (tiny_model_main, ["--hidden", "48"], "argument --hidden: expected a multiple of 32, got 48"),
         (eval_run_main, ["--via-ros-timeout", "-1"], "argument --via-ros-timeout: expected a finite number"),
         (eval_run_main, ["--via-ros-scenes", "0"], "argument --via-ros-scenes: expected an integer >= 1"),
+        # Found by a hostile sweep: --via-ros sent 2^31 as RunTask's int32 reasoning_budget, wrapped
+        # to -2^31, which the reasoner refuses, once the in-process evaluation had run.
+        (
+            eval_run_main,
+            ["--reasoning-budget", str(2**31), "--tasks", "V", "--scenes", "1", "--trials", "1"],
+            "error: budget must be None (full) or a whole number in 0..2147483647, got 2147483648",
+        ),
     ],
 )
 def test_an_out_of_range_number_is_refused_before_anything_starts(command, argv, why, tmp_path, capsys):

@@ -6,6 +6,7 @@ from gymnasium, a zero width as a ZeroDivisionError, a negative hidden size from
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,7 @@ from r3.graph.cli import parse_overrides
 from r3.reasoning.cli import tiny_model_main
 from r3.sim.cli import demo_main as sim_demo_main
 from r3.sim.packing.cli import demo_main as packing_demo_main
+from r3.train.cli import train_main
 from r3_ros.run_cli import main as run_main
 
 
@@ -225,3 +227,14 @@ def test_r3_eval_refuses_bad_workers_or_reasoner_with_its_reason_alone(argv, why
     err = capsys.readouterr().err
     assert code == 2 and why in err and "episode" not in err.replace(why, "")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("typed", ["010", "1:30", "0x10", "1_000", "\u0663"])
+def test_a_train_set_number_is_the_number_its_digits_say(typed, tmp_path, capsys):
+    """Found by a hostile sweep: `r3 train --set seed=010` trained with seed 8 (YAML 1.1 octal),
+    `seed=1:30` with 90 and `seed=1_000` with 1000; they stay text and the config names them."""
+    config = Path(__file__).parents[2] / "config" / "train" / "sft_tiny_cpu.yaml"
+    argv = ["sft", "--config", str(config), "--check", "--set", f"output_dir={tmp_path / 'out'}"]
+    assert train_main([*argv, "--set", f"seed={typed}"]) == 2
+    assert f"seed={typed!r}: expected int" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

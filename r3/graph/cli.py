@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from r3.files import bounded_repr
 from r3.graph.description import (
     DEFAULT_GRAPH,
     load_profile,
@@ -30,11 +31,11 @@ def parse_overrides(items: list[str]) -> dict[str, dict]:
         target, sep, value = item.partition("=")
         member, dot, key = target.partition(".")
         if not sep or not dot or not member or not key:
-            raise ValueError(f"--set {item!r}: expected MEMBER.PARAMETER=VALUE")
+            raise ValueError(f"--set {bounded_repr(item, 120)}: expected MEMBER.PARAMETER=VALUE")
         try:
             overrides.setdefault(member, {})[key] = _typed(value)
         except ValueError as exc:
-            raise ValueError(f"--set {item!r}: {exc}") from None
+            raise ValueError(f"--set {bounded_repr(item, 120)}: {exc}") from None
     return overrides
 
 
@@ -96,7 +97,11 @@ def _typed(value: str):
             raise ValueError("a list is written [a, b], with nothing after the closing bracket")
         return items
     if INTEGER.fullmatch(value.strip()):
-        return int(value)
+        try:
+            return int(value)
+        except ValueError:  # more digits than sys.get_int_max_str_digits()
+            digits = len(value.strip())
+            raise ValueError(f"a whole number of {digits} digits: too long for any parameter") from None
     if DECIMAL.fullmatch(value.strip()):
         return float(value)
     return {"true": True, "false": False}.get(value.lower(), value)

@@ -124,6 +124,15 @@ def test_a_set_value_is_a_number_only_in_digits_0_9():
     assert list(node.values()) == [3, 3, -2.5, 0.001, *NOT_DIGITS_0_9, "nan", "inf", "0x10", True]
 
 
+def test_a_set_number_too_long_for_python_is_refused_in_a_short_message():
+    """A 5,000-digit --set value ended the command with Python's own digit-limit message, and the
+    message quoted all 5,000 digits."""
+    with pytest.raises(ValueError) as refused:
+        parse_overrides(["r3_sim_node.max_steps=" + "1" * 5000])
+    assert "a whole number of 5000 digits: too long for any parameter" in str(refused.value)
+    assert len(str(refused.value)) < 300
+
+
 @pytest.mark.parametrize(
     "argv, why",
     [

@@ -24,6 +24,7 @@ import reprlib
 import shutil
 import stat
 import tempfile
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,6 +47,16 @@ def bounded_repr(value: object, width: int = 60) -> str:
     except ValueError:  # an int past Python's digit limit for str (a YAML hex number can make one)
         text = f"<a {type(value).__name__} too long to show>"
     return text if len(text) <= width else f"{text[: width - 3]}..."
+
+
+#: Bidirectional-text controls and marks: they make text display in another order than it is read.
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+
+
+def is_control(char: str) -> bool:
+    """A character that changes how a terminal or a line shows text, other than tab and newline (the
+    line and paragraph separators break a line as a newline does, unseen in a log)."""
+    return char not in "\t\n" and (unicodedata.category(char) in ("Cc", "Zl", "Zp") or char in BIDI_CONTROLS)
 
 
 def folder_problem(path: str | Path) -> str | None:

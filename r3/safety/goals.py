@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 import time
-import unicodedata
 import uuid
 
+from r3.files import is_control
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
 
 #: How a reasoner's answers can act (each suite says which act on it, ``r3.suites.Suite.interfaces``):
@@ -43,8 +43,6 @@ INT32_MAX = 2**31 - 1
 MAX_GOAL_CHARS = 2_000
 #: One answer to carry out: an instruction, or one semantic or tool call with its arguments.
 MAX_INSTRUCTION_CHARS = 4_096
-#: Bidirectional-text controls and marks: they make text display in another order than it is read.
-BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
 
 
 class GoalRefused(ValueError):
@@ -67,12 +65,6 @@ def check_text(text: str, what: str, limit: int) -> str:
         if is_control(char):
             raise GoalRefused(f"{what} holds the control character U+{ord(char):04X} at {i}")
     return text
-
-
-def is_control(char: str) -> bool:
-    """A character that changes how a terminal or a line shows text, other than tab and newline (the
-    line and paragraph separators break a line as a newline does, unseen in a log)."""
-    return char not in "\t\n" and (unicodedata.category(char) in ("Cc", "Zl", "Zp") or char in BIDI_CONTROLS)
 
 
 def printable(text: str) -> str:

@@ -19,11 +19,10 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from r3.files import FileRefused, bounded_repr, read_yaml_mapping
+from r3.files import FileRefused, bounded_repr, is_control, read_yaml_mapping
 from r3.reasoning.backends.spec import TEMPERATURES
 from r3.reasoning.prompts import MODES, VARIANTS, temperature_problem
 from r3.rewards.turn import TURN_TERMS
-from r3.safety.goals import is_control
 from r3.workers import check_ray_address
 
 
@@ -377,7 +376,7 @@ def _number(text: str):
 
 
 def _control_character(value) -> str | None:
-    """The first control character (:func:`r3.safety.goals.is_control`) in a config value's text: a
+    """The first control character (:func:`r3.files.is_control`) in a config value's text: a
     string, a list's strings, a mapping's keys. A NUL in a path ended a run in a traceback, and an
     escape would reach the terminal through every message naming the value."""
     texts = [value] if isinstance(value, str) else value if isinstance(value, list | dict) else []

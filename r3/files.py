@@ -1,14 +1,16 @@
 """Files r3's commands are handed: the YAML they read, the folders they write.
 
-A config or graph file that is not a YAML mapping is refused with its path and the parser's first
-line, never a traceback. ``--overwrite`` means "replace my earlier output", never "empty this
-folder": a folder holding anything the command does not write (its input bags, the current folder's
-files, another dataset's parent) is refused with a reason, so a mistyped ``--out`` (empty, ``.``,
-the input folder, a parent of it) can lose nothing. What a command wrote is known by the mark it
-leaves (:data:`OUTPUT_MARK`), not by the names of its entries: a user's own ``data/`` folder has
-the name a dataset's rows have. A command that continues its own earlier output (``r3 collect``,
-``r3 mini``) writes only into a new or empty folder or one holding that output
-(:func:`resumable_output`), one run at a time: the run holds its folder (:func:`hold_output`).
+A path holding a control character, or longer than Linux takes, is refused before anything is made
+(:func:`path_problem`, the one rule for every command's paths). A config or graph file that is not a
+YAML mapping is refused with its path and the parser's first line, never a traceback.
+``--overwrite`` means "replace my earlier output", never "empty this folder": a folder holding
+anything the command does not write (its input bags, the current folder's files, another dataset's
+parent) is refused with a reason, so a mistyped ``--out`` (empty, ``.``, the input folder, a parent
+of it) can lose nothing. What a command wrote is known by the mark it leaves (:data:`OUTPUT_MARK`),
+not by the names of its entries: a user's own ``data/`` folder has the name a dataset's rows have. A
+command that continues its own earlier output (``r3 collect``, ``r3 mini``) writes only into a new
+or empty folder or one holding that output (:func:`resumable_output`), one run at a time: the run
+holds its folder (:func:`hold_output`).
 """
 
 from __future__ import annotations
@@ -59,10 +61,48 @@ def is_control(char: str) -> bool:
     return char not in "\t\n" and (unicodedata.category(char) in ("Cc", "Zl", "Zp") or char in BIDI_CONTROLS)
 
 
+#: The longest name of one file or folder Linux's filesystems take (NAME_MAX), in bytes.
+NAME_MAX_BYTES = 255
+#: The longest path a Linux system call takes (PATH_MAX less its closing NUL), in bytes.
+PATH_MAX_BYTES = 4095
+#: Bytes an output folder leaves of those for what r3 makes beside it (its staging folder is named
+#: ``.NAME.partial-PID-XXXXXXXX``, and that with ``-earlier``: :func:`replaced_output`) and under it
+#: (a run's episode folders, checkpoints and their files).
+OUTPUT_NAME_ROOM = 40
+OUTPUT_PATH_ROOM = 1024
+
+
+def path_problem(path: str | Path, *, name_room: int = 0, path_room: int = 0) -> str | None:
+    """Why ``path`` cannot name a file or folder r3 reads or writes; None when it can.
+
+    A path is one line of every record, log and message that names it, so it may hold no control
+    character (:func:`is_control`, tab and newline too), no invisible format character (Unicode Cf)
+    and no byte that is not UTF-8 (a lone surrogate, which no JSON or manifest can hold). Its names
+    and the whole of it, made absolute, must fit what Linux takes less ``name_room`` (its last name)
+    and ``path_room`` bytes that r3 adds, so that it is refused here, not by an OSError mid-run."""
+    text = os.fspath(path)
+    for i, char in enumerate(text):
+        if unicodedata.category(char) == "Cs":
+            return f"{bounded_repr(text)} holds a byte that is not UTF-8 (U+{ord(char):04X}) at {i}"
+        if char in "\t\n" or is_control(char) or unicodedata.category(char) == "Cf":
+            return f"{bounded_repr(text)} holds the control character U+{ord(char):04X} at {i}"
+    names = [name for name in Path(text).parts if name != os.sep]
+    for n, name in enumerate(names, 1):
+        size, most = len(os.fsencode(name)), NAME_MAX_BYTES - (name_room if n == len(names) else 0)
+        if size > most:
+            return f"{bounded_repr(text)}: the name {bounded_repr(name)} is {size} bytes long; at most {most}"
+    size, most = len(os.fsencode(os.path.abspath(text))), PATH_MAX_BYTES - path_room
+    if size > most:
+        return f"{bounded_repr(text)} is {size:,} bytes long (made absolute); at most {most:,}"
+    return None
+
+
 def folder_problem(path: str | Path) -> str | None:
-    """Why ``path`` cannot be a folder to write: a file, a broken link, beneath a file, beneath a
-    folder this user may not write, or on a filesystem that takes no files (read-only, /proc);
-    None when it is one or can be made one."""
+    """Why ``path`` cannot be a folder to write: a path no output may have (:func:`path_problem`), a
+    file, a broken link, beneath a file, beneath a folder this user may not write, or on a filesystem
+    that takes no files (read-only, /proc); None when it is one or can be made one."""
+    if problem := _output_path_problem(path):
+        return problem
     path = Path(path)
     try:
         if path.exists() and not path.is_dir():
@@ -261,9 +301,17 @@ def _unmarked(out: Path) -> str:
     return f"no {OUTPUT_MARK} mark"
 
 
+def _output_path_problem(out: str | Path) -> str | None:
+    """Why ``out`` cannot be the path of an output folder (:func:`path_problem`, with room for what a
+    command makes beside and under it)."""
+    return path_problem(out, name_room=OUTPUT_NAME_ROOM, path_room=OUTPUT_PATH_ROOM)
+
+
 def _output_folder(out: str | Path, what: str) -> Path:
-    """``out`` as a folder for ``what``; a FileRefused for the current folder, the filesystem root or
-    a file, which no command's output may go into."""
+    """``out`` as a folder for ``what``; a FileRefused for a path no output may have, the current
+    folder, the filesystem root or a file, which no command's output may go into."""
+    if problem := _output_path_problem(out):
+        raise FileRefused(problem)
     out = Path(out)
     if str(out).strip() in ("", "."):
         raise FileRefused(f"refusing to write {what} into the current folder; name a folder for it")

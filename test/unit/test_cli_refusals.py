@@ -19,7 +19,7 @@ import pytest
 from r3.data.build import DATASET_ENTRIES, build_dataset, find_bags
 from r3.data.cli import collect_main, dataset_main
 from r3.eval.cli import eval_main
-from r3.files import OUTPUT_MARK, FileRefused, folder_problem, replaced_output
+from r3.files import OUTPUT_MARK, FileRefused, bounded_repr, folder_problem, path_problem, replaced_output
 from r3.graph.cli import launch_main
 from r3.mini import mini_main
 from r3.reasoning.cli import tiny_model_main
@@ -28,6 +28,7 @@ from r3.sim.cli import demo_main as sim_demo_main
 from r3.sim.packing.cli import demo_main as packing_demo_main
 from r3.train.cli import train_main
 from r3.workers import LOCAL_WORKERS_PER_CPU
+from r3_ros.run_cli import main as run_main
 
 TOO_MANY_WORKERS = str(LOCAL_WORKERS_PER_CPU * (os.cpu_count() or 1) + 1)
 
@@ -440,6 +441,72 @@ def test_a_folder_to_write_is_one_or_can_be_made_one(tmp_path):
         folder_problem(tmp_path / "link")
         == f"{tmp_path / 'link'} is a link to {tmp_path / 'gone'}, which does not exist"
     )
+
+
+#: Paths no command may be handed, with what the refusal says of each: control characters (newline,
+#: tab, carriage return, ESC, NEL, the line separator), an invisible format character, a byte that is
+#: not UTF-8 (Python hands it over as a lone surrogate), and names and paths longer than Linux takes.
+BAD_PATHS = {
+    "newline": ("runs/a\nb", "holds the control character U+000A at 6"),
+    "tab": ("runs/a\tb", "holds the control character U+0009 at 6"),
+    "carriage return": ("runs/a\rb", "holds the control character U+000D at 6"),
+    "escape": ("runs/a\x1b[31mb", "holds the control character U+001B at 6"),
+    "next line": ("runs/a\x85b", "holds the control character U+0085 at 6"),
+    "line separator": ("runs/a\u2028b", "holds the control character U+2028 at 6"),
+    "zero-width space": ("runs/a\u200bb", "holds the control character U+200B at 6"),
+    "not UTF-8": ("runs/a\udcffb", "holds a byte that is not UTF-8 (U+DCFF) at 6"),
+    "a 300-byte name": ("runs/" + "x" * 300, "is 300 bytes long; at most"),
+    "a 5,000-byte path": ("/".join(["y" * 200] * 25), "bytes long (made absolute); at most"),
+}
+
+
+@pytest.mark.parametrize("bad", BAD_PATHS)
+def test_a_path_with_a_control_character_or_too_long_for_linux_is_no_path(bad):
+    """The rule every command's paths share (``r3.files.path_problem``), the first offender named as
+    U+XXXX with its position; an output folder's own name leaves room for its staging folder's."""
+    path, says = BAD_PATHS[bad]
+    assert says in path_problem(path) and says in folder_problem(path)
+    assert "\x1b" not in path_problem(path) and "\n" not in path_problem(path)  # shown escaped
+    assert path_problem("runs/a b/é") is None and path_problem("n" * 255) is None
+    assert "is 230 bytes long; at most 215" in folder_problem("n" * 230)
+
+
+#: Every command with an output folder and the other options it needs, ``r3 run`` among them.
+OUT_COMMANDS = [*OUTPUT_COMMANDS, (run_main, [])]
+
+
+@pytest.mark.parametrize(
+    "main, argv", OUT_COMMANDS, ids=[f"{m.__module__}.{m.__name__} {' '.join(a)}" for m, a in OUT_COMMANDS]
+)
+@pytest.mark.parametrize("bad", [*BAD_PATHS, "a 230-byte name"])
+def test_an_output_path_with_a_control_character_or_too_long_is_refused_before_any_work(
+    main, argv, bad, tmp_path, monkeypatch, capsys
+):
+    """Found by trying each command's --out: a newline, tab, carriage return, ESC, NEL or line
+    separator was taken, the folder made and written, and the last line (r3 collect's "-> OUT", r3
+    eval's "written: OUT/table.md") printed split in two or obeyed as a terminal escape; a byte that is
+    not UTF-8 ended r3 model tiny in a traceback; a 230-byte name ended r3 model tiny and r3 sim demo
+    in OSError "File name too long" (their staging folder's name is longer), after the episode ran."""
+    out, says = BAD_PATHS.get(bad, ("n" * 230, "is 230 bytes long; at most 215"))
+    monkeypatch.chdir(tmp_path)
+    err = refused(main, [*argv, "--out", out], capsys, f"argument --out: {bounded_repr(out)}")
+    assert says in err.splitlines()[-1], err  # one line, the path in it escaped
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_train_refuses_an_output_dir_with_a_control_character_as_the_command_line_does(tmp_path, capsys):
+    """``output_dir`` is checked by the rule ``--out`` is (a config's text values already refused ESC,
+    but a newline or tab in a path was taken)."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    config = tmp_path / "sft.yaml"
+    config.write_text(f'model: {model}\ndataset: {tmp_path / "data"}\noutput_dir: "{tmp_path}/run\\tx"\n')
+    refused(train_main, ["sft", "--config", str(config), "--check"], capsys, "output_dir: ")
+    assert "holds the control character U+0009" in refused(
+        train_main, ["sft", "--config", str(config)], capsys, "output_dir: "
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "sft.yaml"]
 
 
 def test_collect_refuses_a_file_for_its_folder(tmp_path, capsys):

@@ -1,10 +1,11 @@
-"""Types for the options of r3's commands (numbers in range, folders, non-empty names) and the
+"""Types for the options of r3's commands (numbers in range, paths, folders, non-empty names) and the
 reasoner backend a command loads.
 
-A number out of range, an empty folder path or an empty name is refused by argparse, naming the
-option and the reason (exit status 2), before anything starts: never a traceback from the simulator,
-the model builder or a message field deep inside, and never a graph started only to refuse the goal
-it was given.
+A number out of range, an empty folder path, a path holding a control character or too long for
+Linux (:func:`r3.files.path_problem`) or an empty name is refused by argparse, naming the option and
+the reason (exit status 2), before anything starts: never a traceback from the simulator, the model
+builder or a message field deep inside, and never a graph started only to refuse the goal it was
+given.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from r3.files import bounded_repr, folder_problem
+from r3.files import bounded_repr, folder_problem, path_problem
 from r3.numerals import DECIMAL, INTEGER
 from r3.safety.goals import MAX_SEED
 
@@ -54,10 +55,18 @@ def folder(text: str) -> Path:
     return Path(text)
 
 
+def checked_path(text: str) -> str:
+    """An argparse type: the path of a file or folder to read (or of a log folder or a plot to write),
+    refused when no path r3 is handed may be it (:func:`path_problem`) before it is looked for."""
+    if problem := path_problem(text):
+        raise argparse.ArgumentTypeError(problem)
+    return text
+
+
 def readable_file(text: str) -> str:
-    """An argparse type: the path of a regular file to read (refused when missing, a folder or a
-    device, even by a command that would not have opened it this time)."""
-    path = Path(text)
+    """An argparse type: the path of a regular file to read (refused when it is no :func:`checked_path`, is
+    missing, a folder or a device, even by a command that would not have opened it this time)."""
+    path = Path(checked_path(text))
     if not path.exists():
         raise argparse.ArgumentTypeError(f"{text}: not found; expected a file to read")
     if not path.is_file():

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import yaml
 
-from r3.cli_args import folder, integer
+from r3.cli_args import checked_path, folder, integer
 from r3.files import (
     FileRefused,
     bounded_repr,
@@ -946,7 +946,7 @@ def mini_main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--config",
-        type=Path,
+        type=checked_path,
         default=None,
         help="stage sizes (default: config/mini/full.yaml, with --quick config/mini/quick.yaml)",
     )
@@ -963,7 +963,7 @@ def mini_main(argv: list[str] | None = None) -> int:
     from r3.train.config import ConfigError
     from r3.train.rows import DatasetError
 
-    config = args.config or CONFIGS / ("quick.yaml" if args.quick else "full.yaml")
+    config = Path(args.config) if args.config else CONFIGS / ("quick.yaml" if args.quick else "full.yaml")
     out = args.out or Path("runs") / ("mini_quick" if args.quick else "mini")
     try:
         cfg = load_mini_config(config)

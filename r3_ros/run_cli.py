@@ -15,7 +15,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from r3.cli_args import folder, integer, positive, seed, word
+from r3.cli_args import checked_path, folder, integer, positive, seed, word
 from r3.data.bags import COMPLETE, METADATA_FILE, read_episode_info, status_reason
 from r3.data.video import default_format, episode_video_from_bag
 from r3.graph.cli import another_graph, parse_overrides, start_problem
@@ -101,7 +101,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--profile", default=None, help="graph profile to start (default: sim_SUITE)")
     p.add_argument(
-        "--graph", default=str(DEFAULT_GRAPH), help="graph description YAML (default: %(default)s)"
+        "--graph",
+        type=checked_path,
+        default=str(DEFAULT_GRAPH),
+        help="graph description YAML (default: %(default)s)",
     )
     p.add_argument(
         "--out", type=folder, default="runs", help="folder for bags, logs and videos (default: %(default)s)"

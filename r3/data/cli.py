@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from r3.cli_args import folder, integer, word
+from r3.cli_args import checked_path, folder, integer, word
 from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
 from r3.suites import DEFAULT_SUITE, get_suite
 
@@ -153,6 +153,7 @@ def dataset_main(argv: list[str]) -> int:
     b.add_argument(
         "bags",
         nargs="+",
+        type=checked_path,
         help="bag folders, or folders holding bag folders (--kind turns: episode folders, or folders "
         "holding them)",
     )
@@ -178,9 +179,10 @@ def dataset_main(argv: list[str]) -> int:
         help="counts, instruction types (R^3 Figure 6) and reasoning lengths, with a plot",
         description="Print a dataset's statistics, write them to DIR/stats.json and plot them.",
     )
-    s.add_argument("dir", help="dataset folder")
+    s.add_argument("dir", type=checked_path, help="dataset folder")
     s.add_argument(
         "--plot",
+        type=checked_path,
         default=None,
         help="PNG to write, a new file (default: DIR/stats.png, replaced on each run)",
     )
@@ -190,7 +192,7 @@ def dataset_main(argv: list[str]) -> int:
         description="Write episode bags as a LeRobot dataset (format v3.0): one frame per control "
         "step, the instruction in force as the frame's task.",
     )
-    e.add_argument("bags", nargs="+", help="bag folders, or folders holding bag folders")
+    e.add_argument("bags", nargs="+", type=checked_path, help="bag folders, or folders holding bag folders")
     e.add_argument("--out", type=folder, required=True, help="LeRobot dataset folder to write")
     e.add_argument("--overwrite", action="store_true", help="replace --out if it is not empty")
     args = p.parse_args(argv)
@@ -214,7 +216,7 @@ def bag_main(argv: list[str]) -> int:
         "harmless; a recording.mcap found beside a closed bag is set aside as recording.mcap.stray, "
         "never rebuilt from. The data readers do this on first read too.",
     )
-    r.add_argument("bags", nargs="+", help="bag folders, or folders holding bag folders")
+    r.add_argument("bags", nargs="+", type=checked_path, help="bag folders, or folders holding bag folders")
     args = p.parse_args(argv)
     from r3.data.bags import STOPPED_RECORDING, BagBusyError, repair_bag
     from r3.data.build import find_bags

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from r3.cli_args import folder, integer, positive, word
+from r3.cli_args import checked_path, folder, integer, positive, word
 from r3.eval.runner import (
     EvalConfig,
     EvalError,
@@ -179,6 +179,11 @@ def _two_names(text: str) -> tuple[str, str]:
     return names[0], names[1]
 
 
+def _evaluation_folder(text: str) -> Path:
+    """``r3 eval compare``'s A or B: a :func:`~r3.cli_args.checked_path`, as the Path its readers take."""
+    return Path(checked_path(text))
+
+
 def _compare_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="r3 eval compare",
@@ -188,8 +193,8 @@ def _compare_parser() -> argparse.ArgumentParser:
         "triangle where the interval excludes 0 (as R^3's delta column); progress without spread on either "
         "side has no interval ('no spread') and is never marked.",
     )
-    p.add_argument("a", type=Path, help="evaluation folder A (the baseline)")
-    p.add_argument("b", type=Path, help="evaluation folder B")
+    p.add_argument("a", type=_evaluation_folder, help="evaluation folder A (the baseline)")
+    p.add_argument("b", type=_evaluation_folder, help="evaluation folder B")
     p.add_argument(
         "--names",
         type=_two_names,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from r3.cli_args import checked_path
 from r3.files import bounded_repr
 from r3.graph.description import (
     DEFAULT_GRAPH,
@@ -121,7 +122,10 @@ def launch_main(argv: list[str] | None = None) -> int:
         help="profile of the graph description (default: sim_language_table)",
     )
     parser.add_argument(
-        "--graph", default=str(DEFAULT_GRAPH), help="graph description YAML (default: %(default)s)"
+        "--graph",
+        type=checked_path,
+        default=str(DEFAULT_GRAPH),
+        help="graph description YAML (default: %(default)s)",
     )
     parser.add_argument(
         "--set",
@@ -132,7 +136,10 @@ def launch_main(argv: list[str] | None = None) -> int:
         "array one as a list, r3_recorder_node.topics='[/joint_states, /pusher/command]'; repeatable",
     )
     parser.add_argument(
-        "--logs", default="runs/logs", help="folder for one log file per member (default: %(default)s)"
+        "--logs",
+        type=checked_path,
+        default="runs/logs",
+        help="folder for one log file per member (default: %(default)s)",
     )
     parser.add_argument("--list", action="store_true", help="list the profiles and exit")
     parser.add_argument(

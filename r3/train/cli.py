@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from r3.cli_args import folder
+from r3.cli_args import checked_path, folder
 from r3.files import FileRefused, folder_problem, mark_output, resumable_output
 from r3.numerals import DECIMAL, INTEGER
 from r3.train.args import is_first_process
@@ -39,7 +39,10 @@ def _parser() -> argparse.ArgumentParser:
     for job, help_text in helps.items():
         j = sub.add_parser(job, help=help_text, description=help_text)
         j.add_argument(
-            "--config", required=True, help=f"YAML file, e.g. config/train/{job}_language_table.yaml"
+            "--config",
+            type=checked_path,
+            required=True,
+            help=f"YAML file, e.g. config/train/{job}_language_table.yaml",
         )
         j.add_argument(
             "--set",
@@ -60,8 +63,15 @@ def _parser() -> argparse.ArgumentParser:
         description=f"{export_help[0].upper()}{export_help[1:]}: a plain checkpoint in a new folder, with "
         "the run's prompt settings and record, for `r3 run --reasoner transformers:OUT` or vLLM.",
     )
-    e.add_argument("--adapter", required=True, help="adapter directory (e.g. OUTPUT_DIR/checkpoint-500)")
-    e.add_argument("--base", required=True, help="the base model directory the run started from")
+    e.add_argument(
+        "--adapter",
+        type=checked_path,
+        required=True,
+        help="adapter directory (e.g. OUTPUT_DIR/checkpoint-500)",
+    )
+    e.add_argument(
+        "--base", type=checked_path, required=True, help="the base model directory the run started from"
+    )
     e.add_argument("--out", type=folder, required=True, help="new folder for the merged checkpoint")
     return p
 

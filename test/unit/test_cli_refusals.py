@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from r3.data.build import DATASET_ENTRIES, build_dataset, find_bags
-from r3.data.cli import collect_main, dataset_main
+from r3.data.cli import bag_main, collect_main, dataset_main
 from r3.eval.cli import eval_main
 from r3.files import OUTPUT_MARK, FileRefused, bounded_repr, folder_problem, path_problem, replaced_output
 from r3.graph.cli import launch_main
@@ -491,6 +491,45 @@ def test_an_output_path_with_a_control_character_or_too_long_is_refused_before_a
     monkeypatch.chdir(tmp_path)
     err = refused(main, [*argv, "--out", out], capsys, f"argument --out: {bounded_repr(out)}")
     assert says in err.splitlines()[-1], err  # one line, the path in it escaped
+    assert list(tmp_path.iterdir()) == []
+
+
+#: Every command's paths to read (and ``r3 launch``'s log folder, ``r3 dataset stats``'s plot), each
+#: given ``{path}``, with the name its refusal gives the option.
+INPUT_PATHS = [
+    (dataset_main, ["build", "{path}", "--kind", "sft", "--out", "o"], "argument bags"),
+    (dataset_main, ["export-lerobot", "{path}", "--out", "o"], "argument bags"),
+    (dataset_main, ["stats", "{path}"], "argument dir"),
+    (dataset_main, ["stats", "d", "--plot", "{path}"], "argument --plot"),
+    (bag_main, ["repair", "{path}"], "argument bags"),
+    (eval_main, ["compare", "{path}", "b"], "argument a"),
+    (mini_main, ["--config", "{path}", "--out", "o"], "argument --config"),
+    (train_main, ["sft", "--config", "{path}"], "argument --config"),
+    (train_main, ["export", "--adapter", "{path}", "--base", "b", "--out", "o"], "argument --adapter"),
+    (train_main, ["export", "--adapter", "a", "--base", "{path}", "--out", "o"], "argument --base"),
+    (judge_main, ["--candidate", "x", "--reference", "x", "--snapshot", "{path}"], "argument --snapshot"),
+    (launch_main, ["--check", "--graph", "{path}"], "argument --graph"),
+    (launch_main, ["--check", "--logs", "{path}"], "argument --logs"),
+    (run_main, ["--graph", "{path}"], "argument --graph"),
+]
+
+
+@pytest.mark.parametrize(
+    "main, argv, option",
+    INPUT_PATHS,
+    ids=[f"{m.__module__}.{m.__name__} {' '.join(a)}" for m, a, _ in INPUT_PATHS],
+)
+@pytest.mark.parametrize("bad", ["escape", "newline", "not UTF-8", "a 300-byte name", "a 5,000-byte path"])
+def test_a_path_to_read_with_a_control_character_or_too_long_is_refused(
+    main, argv, option, bad, tmp_path, monkeypatch, capsys
+):
+    """Found by trying each command's input paths: one holding ESC was printed raw in the command's
+    "not found" line, a newline split it, and a name past 255 bytes ended r3 judge --snapshot in an
+    OSError traceback ("File name too long") from argparse."""
+    path, says = BAD_PATHS[bad]
+    monkeypatch.chdir(tmp_path)
+    err = refused(main, [a.replace("{path}", path) for a in argv], capsys, f"{option}: ")
+    assert says in err.splitlines()[-1], err
     assert list(tmp_path.iterdir()) == []
 
 

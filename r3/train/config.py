@@ -19,7 +19,7 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from r3.files import FileRefused, bounded_repr, is_control, read_yaml_mapping
+from r3.files import FileRefused, bounded_repr, is_control, path_problem, read_yaml_mapping
 from r3.reasoning.backends.spec import TEMPERATURES
 from r3.reasoning.prompts import MODES, VARIANTS, temperature_problem
 from r3.rewards.turn import TURN_TERMS
@@ -383,6 +383,12 @@ def _control_character(value) -> str | None:
     return next((c for text in texts if isinstance(text, str) for c in text if is_control(c)), None)
 
 
+#: The keys whose value is a path (a folder or file to read or write), checked as every command's
+#: paths are (:func:`r3.files.path_problem`): a tab or newline in them is no text, a 300-byte name none
+#: Linux takes.
+_PATH_KEYS = frozenset({"model", "dataset", "output_dir", "eval_dataset", "history_file", "output"})
+
+
 def _build(cls, values: dict, where: str):
     if not isinstance(values, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(values).__name__}")
@@ -415,6 +421,8 @@ def _build(cls, values: dict, where: str):
             raise ConfigError(
                 f"{where}.{key}={bounded_repr(value)}: holds the control character U+{ord(control):04X}"
             )
+        if key in _PATH_KEYS and isinstance(value, str) and (problem := path_problem(value)):
+            raise ConfigError(f"{where}.{key}: {problem}")
     try:
         return cls(**values)
     except ConfigError as err:

@@ -172,6 +172,28 @@ def test_a_control_character_in_a_config_text_is_refused_naming_the_key(tmp_path
     assert f"{shown}: holds the control character U+" in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("model", "m\tx", "model: 'm\\tx' holds the control character U+0009 at 1"),
+        ("dataset", "d\nx", "dataset: 'd\\nx' holds the control character U+000A at 1"),
+        (
+            "output_dir",
+            "runs/a\u200bb",
+            "output_dir: 'runs/a\\u200bb' holds the control character U+200B at 6",
+        ),
+        ("output_dir", "o" * 300, "is 300 bytes long; at most 255"),
+    ],
+)
+def test_a_path_in_a_config_is_refused_as_a_commands_path_is(tmp_path, key, value, says):
+    """Found by trying the training configs' paths: a tab, newline or zero-width space passed (a text
+    may hold the first two), and a model folder named with a newline was refused later by a "not found"
+    line split in two."""
+    with pytest.raises(ConfigError) as err:
+        load_config(_write(tmp_path, {**BASE, key: value}), SFTConfig)
+    assert says in str(err.value)
+
+
 def test_a_whole_number_for_a_float_setting_is_a_float(tmp_path):
     """Found by a hostile user: ``inference_temperature: 2`` (or the rollouts' ``temperature: 2``)
     passed --check and stayed an int, which transformers' sampling refuses ("has to be a strictly

@@ -340,6 +340,11 @@ def test_export_never_writes_over_the_base_or_the_adapter(tmp_path, capsys):
         (["--max-steps", str(10**12)], "max_steps must be in 1..4294967295"),  # RunTask's, for --via-ros
         (["--reasoner", ""], "argument --reasoner: expected a value, got an empty one"),
         (["--reasoner", "transformers:/nonexistent/model"], "model directory not found"),
+        (
+            ["--reasoner", "transformers:m\x1b[2Jx"],
+            "model directory 'm\\x1b[2Jx' holds the control character",
+        ),
+        (["--reasoner", "transformers:" + "y/" * 2500], "bytes long (made absolute); at most 4,095"),
         (["--workers", TOO_MANY_WORKERS], "local worker processes"),
         (["--ray", "bogus", "--workers", "2"], "Ray address 'bogus'"),
     ],
@@ -378,6 +383,11 @@ def test_eval_compare_refuses_foreign_folders(tmp_path, capsys):
         (["--split", ""], "argument --split: expected a value"),
         (["--backend", ""], "argument --backend: expected a value"),
         (["--backend", "transformers:/nonexistent/model"], "model directory not found"),
+        (
+            ["--backend", "transformers:m\nx"],
+            "model directory 'm\\nx' holds the control character U+000A at 1",
+        ),
+        (["--backend", "transformers:" + "y" * 300], "the name 'yyy"),
         (["--workers", TOO_MANY_WORKERS], "local worker processes"),
         (["--ray", "bogus"], "Ray address 'bogus'"),
         (["--height", "100000"], "CollectConfig.height must be in [16, 4096]"),

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import ClassVar
 
-from r3.files import bounded_repr, is_kind, json_value, read_small_text
+from r3.files import bounded_repr, is_kind, json_value, path_problem, read_small_text
 from r3.reasoning.backends.base import BackendError, Generation, OnText, ReasonerBackend, error_line
 from r3.reasoning.backends.spec import SAMPLING_OPTIONS, Option
 from r3.reasoning.constrained import InstructionConstraint
@@ -31,6 +31,8 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 def model_dir_problem(model_dir: Path) -> str | None:
     """Why ``model_dir`` is no model folder to load, or None (checked before anything loads: by the
     backend, and by ``r3 train`` before it trains from the folder or exports it)."""
+    if problem := path_problem(model_dir):  # a spec's DIR is a path as --out is: no OSError, no escape
+        return f"model directory {problem}"
     if not model_dir.is_dir():
         return f"model directory not found: {model_dir}"
     if not (model_dir / "config.json").is_file():

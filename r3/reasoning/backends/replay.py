@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from r3.files import bounded_repr, is_kind, json_value
+from r3.files import bounded_repr, is_kind, json_value, path_problem
 from r3.reasoning.backends.base import (
     FULL_REASONING,
     BackendError,
@@ -82,7 +82,16 @@ class ReplayBackend(ReasonerBackend):
             raise ValueError("replay spec needs a source: replay:BAG_DIR or replay:FILE.jsonl")
         return cls(rest)
 
+    def load_problem(self) -> str | None:
+        """A source that is no path (:func:`~r3.files.path_problem`) or is not there: a command says so
+        before it makes its output or starts a graph, not once an episode asks for an answer."""
+        if problem := path_problem(self.path):
+            return f"replay source {problem}"
+        return None if self.path.exists() else f"replay source not found: {self.path}"
+
     def load(self) -> None:
+        if problem := self.load_problem():
+            raise BackendError(problem)
         self.answers = load_answers(self.path)
 
     def _generate(self, messages, prefix, max_tokens, stop, on_text):

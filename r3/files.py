@@ -72,20 +72,28 @@ OUTPUT_NAME_ROOM = 40
 OUTPUT_PATH_ROOM = 1024
 
 
-def path_problem(path: str | Path, *, name_room: int = 0, path_room: int = 0) -> str | None:
-    """Why ``path`` cannot name a file or folder r3 reads or writes; None when it can.
-
-    A path is one line of every record, log and message that names it, so it may hold no control
-    character (:func:`is_control`, tab and newline too), no invisible format character (Unicode Cf)
-    and no byte that is not UTF-8 (a lone surrogate, which no JSON or manifest can hold). Its names
-    and the whole of it, made absolute, must fit what Linux takes less ``name_room`` (its last name)
-    and ``path_room`` bytes that r3 adds, so that it is refused here, not by an OSError mid-run."""
-    text = os.fspath(path)
+def one_line_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a name that shows as one line in every record, log and message (a path,
+    a frame id, a topic): it holds a control character (:func:`is_control`, tab and newline too), an
+    invisible format character (Unicode Cf) or a byte that is not UTF-8 (a lone surrogate, which no
+    JSON or manifest can hold); None when it holds none."""
     for i, char in enumerate(text):
         if unicodedata.category(char) == "Cs":
             return f"{bounded_repr(text)} holds a byte that is not UTF-8 (U+{ord(char):04X}) at {i}"
         if char in "\t\n" or is_control(char) or unicodedata.category(char) == "Cf":
             return f"{bounded_repr(text)} holds the control character U+{ord(char):04X} at {i}"
+    return None
+
+
+def path_problem(path: str | Path, *, name_room: int = 0, path_room: int = 0) -> str | None:
+    """Why ``path`` cannot name a file or folder r3 reads or writes; None when it can.
+
+    A path is one line of every record, log and message that names it (:func:`one_line_problem`). Its names
+    and the whole of it, made absolute, must fit what Linux takes less ``name_room`` (its last name)
+    and ``path_room`` bytes that r3 adds, so that it is refused here, not by an OSError mid-run."""
+    text = os.fspath(path)
+    if problem := one_line_problem(text):
+        return problem
     names = [name for name in Path(text).parts if name != os.sep]
     for n, name in enumerate(names, 1):
         size, most = len(os.fsencode(name)), NAME_MAX_BYTES - (name_room if n == len(names) else 0)

@@ -323,7 +323,7 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
             "r3_recorder_node",
             (
                 USE_SIM_TIME,
-                P("output_dir", "str", "runs/bags", "Folder of the bags, one per episode."),
+                P("output_dir", "str", "runs/bags", "Folder of the bags, one per episode.", path=True),
                 P(
                     "topics",
                     "str[]",
@@ -419,9 +419,16 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "str",
                     "",
                     "SAM 2 checkpoint file; empty = random weights (tests only).",
+                    path=True,
                 ),
                 P("sam2_image_size", "int", 1024, "SAM 2 input size, pixels.", range=(64, 4096)),
-                P("detector", "str", "", "owlv2+sam2: local folder with the OWLv2 model and processor."),
+                P(
+                    "detector",
+                    "str",
+                    "",
+                    "owlv2+sam2: local folder with the OWLv2 model and processor.",
+                    path=True,
+                ),
                 P("device", "str", "cpu", "torch device of the models (cpu, cuda, cuda:0, ...)."),
                 P(
                     "camera_name",

@@ -1,8 +1,9 @@
 """Node parameters as data: one declared schema per node, in the spirit of generate_parameter_library.
 
 A :class:`ParameterSpec` says what a parameter is (name, type, default, description), which values
-are valid (a closed range for numbers, choices or a pattern for strings, a length for arrays) and
-whether it can change while the node runs; a :class:`ParameterRule` says what must hold between
+are valid (a closed range for numbers, choices or a pattern for strings, a length for arrays; no
+string holds a control character, and one that names a file or folder follows every command's rule
+for paths) and whether it can change while the node runs; a :class:`ParameterRule` says what must hold between
 parameters of one node (a minimum below its maximum), checked on the values they would have
 together. From them come the ROS ParameterDescriptor a node declares (``r3_ros.params``), the refusal
 of an invalid value with a reason, the check of the graph description's overrides, and the README's
@@ -25,11 +26,19 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from r3.files import one_line_problem, path_problem
+
 #: The parameter types r3 nodes use (ROS bool, integer, double, string, double and string arrays).
 TYPES = ("bool", "int", "float", "str", "float[]", "str[]")
 _SCALAR = {"bool": (bool,), "int": (int,), "float": (float,), "str": (str,)}
 #: The longest value of a patterned (name) parameter: a ROS name has at most 255 characters.
 MAX_NAME_CHARS = 255
+
+
+def _hidden(value) -> str | None:
+    """Why a string value cannot be a parameter's (a name, a frame id, a topic or a path is one line of
+    every log and message that shows it: :func:`r3.files.one_line_problem`); None for any other value."""
+    return one_line_problem(value) if isinstance(value, str) else None
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,7 @@ class ParameterSpec:
     pattern: str = ""  # strings: a regular expression every valid value matches whole (a name)
     length: int | None = None  # arrays: the number of items
     read_only: bool = True
+    path: bool = False  # strings: a file or folder ('' for none), checked as every command's paths are
 
     def __post_init__(self):
         if self.type not in TYPES:
@@ -54,8 +64,8 @@ class ParameterSpec:
             raise ValueError(f"{self.name}: no description")
         if (self.range is not None) != (self.type in ("int", "float")):
             raise ValueError(f"{self.name}: a number needs a range, and only a number has one")
-        if (self.choices or self.pattern) and self.type != "str":
-            raise ValueError(f"{self.name}: only a string parameter has choices or a pattern")
+        if (self.choices or self.pattern or self.path) and self.type != "str":
+            raise ValueError(f"{self.name}: only a string parameter has choices, a pattern or a path")
         if self.length is not None and not self.type.endswith("[]"):
             raise ValueError(f"{self.name}: only an array parameter has a length")
         reason = self.check(self.default)
@@ -82,9 +92,15 @@ class ParameterSpec:
                 return f"{self.name}: every item must be a {self.type[:-2]}, got {list(value)!r}"
             if self.length is not None and len(value) != self.length:
                 return f"{self.name}: expected {self.length} items, got {len(value)}"
-            return None
+            return next(
+                (f"{self.name}[{i}]: {why}" for i, v in enumerate(value) if (why := _hidden(v))), None
+            )
         if not isinstance(value, _SCALAR[self.type]) or (self.type != "bool" and isinstance(value, bool)):
             return f"{self.name}: expected a {self.type}, got {value!r} ({type(value).__name__})"
+        if why := _hidden(value):
+            return f"{self.name}: {why}"
+        if self.path and value and (why := path_problem(value)):
+            return f"{self.name}: {why}"
         if self.range is not None and not self.range[0] <= value <= self.range[1]:
             return f"{self.name}: {value!r} is outside [{self.range[0]}, {self.range[1]}]"
         if self.choices and value not in self.choices:
@@ -106,6 +122,8 @@ class ParameterSpec:
             return f"matches {self.pattern}, at most {MAX_NAME_CHARS} characters"
         if self.length is not None:
             return f"{self.length} items"
+        if self.path:
+            return "a path (or ''): no control character, at most 255 bytes a name"
         return ""
 
 

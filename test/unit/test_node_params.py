@@ -187,6 +187,54 @@ def test_a_watched_node_name_is_at_most_255_characters(parameter):
     ]
 
 
+@pytest.mark.parametrize(
+    ("node", "overrides", "problem"),
+    [
+        (
+            "r3_sim_node",
+            {"camera_frame": "camera\nevil"},
+            "camera_frame: 'camera\\nevil' holds the control character U+000A at 6",
+        ),
+        (
+            "r3_realsense_node",
+            {"frame_id": "cam\x1b[31m"},
+            "frame_id: 'cam\\x1b[31m' holds the control character U+001B at 3",
+        ),
+        (
+            "r3_perception_node",
+            {"query": ["red block", "blue\u200bcube"]},
+            "query[1]: 'blue\\u200bcube' holds the control character U+200B at 4",
+        ),
+        (
+            "r3_recorder_node",
+            {"topics": ["/camera\t/image"]},
+            "topics[0]: '/camera\\t/image' holds the control character U+0009 at 7",
+        ),
+        (
+            "r3_recorder_node",
+            {"output_dir": "runs/\u2028bags"},
+            "output_dir: 'runs/\\u2028bags' holds the control character U+2028 at 5",
+        ),
+        ("r3_recorder_node", {"output_dir": "runs/" + "b" * 256}, "is 256 bytes long; at most 255"),
+        ("r3_perception_node", {"sam2_checkpoint": "x" * 300 + ".pt"}, "is 303 bytes long; at most 255"),
+    ],
+)
+def test_a_string_parameter_holds_no_control_character_and_a_path_follows_the_path_rule(
+    node, overrides, problem
+):
+    """A frame id, topic, query or path with a newline, ESC or an invisible character was a valid value
+    at launch and while running, though the commands' own options refuse it (r3.files.path_problem):
+    every log line, record and message that shows it would break or hide it."""
+    problems = NODE_PARAMETERS[node].problems(overrides)
+    assert len(problems) == 1 and problem in problems[0], problems
+
+
+def test_an_empty_path_parameter_means_none_and_an_ordinary_one_is_taken():
+    perception = NODE_PARAMETERS["r3_perception_node"]
+    assert perception.problems({"sam2_checkpoint": "", "detector": "models/owlv2 large"}) == []
+    assert NODE_PARAMETERS["r3_recorder_node"].problems({"output_dir": "/data/bags/é"}) == []
+
+
 def test_the_recorder_may_be_none_or_a_node_name():
     reasoner = NODE_PARAMETERS["r3_reasoner_node"]
     assert reasoner.problems({"recorder_node": ""}) == []

@@ -6,7 +6,9 @@ is cancelled, once a stop of its family arrives on ``/r3/stop_motion`` (the fast
 stop of the RunTask it runs for, or the reasoner's, sent before the action cancel reaches this node),
 or once the reasoner that sent the goal falls silent (watchdog: no heartbeat for ``client_timeout_s``).
 Parse failures, unknown policies, a refused command (the simulator's answer on ``/pusher/refusals``)
-and a silent simulator end as ordinary results with a reason. An instruction's first command waits
+and a silent simulator end as ordinary results with a reason; a wait for the state that timed out
+while this process itself was frozen or starved names this node's freeze, not the simulator (which
+was not heard meanwhile). An instruction's first command waits
 until the graph shows a command subscriber in the participant whose state this node acts on, and
 every subscriber the graph shows on the command topic has matched this node's publisher: DDS
 discovers and matches each endpoint on its own, so on a loaded machine the simulator's state can
@@ -36,6 +38,7 @@ from geometry_msgs.msg import Vector3Stamped
 
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
+from r3.safety.freeze import FreezeWatch, stale_goal
 from r3_msgs.msg import CommandRefusal, PrivilegedState
 from r3_ros.conversions import msg_to_board_state, publisher_gid, stamp_to_ns
 from r3_ros.executor import InlineCallbackGroup
@@ -56,6 +59,9 @@ GUID_PREFIX_BYTES = 12
 REASON_CHARS = 300
 #: The latest state of this many publishing participants is kept, the simulator's always.
 STATE_SOURCES = 8
+#: A wake-up of this process this late means it stood still (SIGSTOP, starvation): a state timeout
+#: that ran out across such a freeze is the freeze's, not the simulator's.
+FREEZE_DEADLINE_S = 0.5
 
 
 def choose_simulator(
@@ -91,6 +97,7 @@ class LowLevelNode(R3Node):
         super().__init__("r3_lowlevel_node")
         p = declare_parameters(self, NODE_PARAMETERS["r3_lowlevel_node"])
         self.state_timeout_s = p["state_timeout_s"]
+        self.freezes = FreezeWatch(FREEZE_DEADLINE_S)
 
         self.state_cv = threading.Condition()
         #: The latest state of each participant that publishes states (by GUID prefix; b"" where the
@@ -163,18 +170,24 @@ class LowLevelNode(R3Node):
             raise Ended(stop, stopped=True)
         with self.state_cv:
             self.sent = (stamp_to_ns(stamp), self.simulator)
+        sent_at = time.monotonic()
         try:
             state_msg = self.wait_for_state_after(stamp_to_ns(stamp), handle)
         except CommandRefused as refused:
             raise Ended(f"error: the simulator {refused}") from None
         if state_msg is None:
             check_going(handle, self.guard)
+            if frozen_s := self.freezes.frozen_since(sent_at):
+                raise Ended(stale_goal(self.get_fully_qualified_name(), frozen_s, FREEZE_DEADLINE_S))
             self.get_logger().error(self._silence(stamp))
             raise Ended("error: the simulator stopped publishing state")
         return msg_to_board_state(state_msg), state_msg.header.stamp
 
     def end(self, handle) -> None:
         """Nothing to do: the simulator marks the decision point when the goal's status ends."""
+
+    def shutdown(self) -> None:
+        self.freezes.close()
 
     def wait_for_state_after(self, stamp_ns: int, handle=None) -> PrivilegedState | None:
         """The simulator's first state stamped after ``stamp_ns`` (-1: any), or None after the timeout

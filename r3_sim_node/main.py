@@ -46,7 +46,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 
 from r3.graph import names
 from r3.graph.node_params import NODE_PARAMETERS
-from r3.safety.freeze import FreezeWatch
+from r3.safety.freeze import FreezeWatch, stale_goal
 from r3.sim.language_table.env import LanguageTableEnv
 from r3.sim.language_table.scene import CONTROL_DT
 from r3_msgs.msg import CommandRefusal, PrivilegedState, SceneSnapshot
@@ -234,9 +234,7 @@ class SimNode(R3Node):
         with self.lock:
             if frozen_s := self.freezes.frozen_since(self.goal_started[bytes(handle.goal_id.uuid)]):
                 raise Ended(
-                    f"error: {self.get_fully_qualified_name()} was frozen or starved for {frozen_s:.1f} s "
-                    f"(deadline {COMMAND_DEADLINE_S} s); its goal is stale, motion stopped",
-                    stopped=True,
+                    stale_goal(self.get_fully_qualified_name(), frozen_s, COMMAND_DEADLINE_S), stopped=True
                 )
             if (stop := self.guard.command(handle, send)) is not None:
                 raise Ended(stop, stopped=True)

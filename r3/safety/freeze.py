@@ -48,6 +48,15 @@ class FreezeWatch:
         return self._last_freeze_s if self._last_freeze_end > t else 0.0
 
 
+def stale_goal(who: str, frozen_s: float, deadline_s: float) -> str:
+    """The error that ends a goal ``who`` ran while it was frozen: the node that stood still is named,
+    not the peer it could not hear meanwhile."""
+    return (
+        f"error: {who} was frozen or starved for {frozen_s:.1f} s "
+        f"(deadline {deadline_s} s); its goal is stale, motion stopped"
+    )
+
+
 class GoalStop:
     """Why one goal's motion stopped; ``reason`` is None while it may move. Called before every control
     step (a ``should_stop``), it asks, in order, whether this process was frozen or starved for longer
@@ -63,10 +72,7 @@ class GoalStop:
 
     def __call__(self) -> bool:
         if self.reason is None and (frozen_s := self._freezes.frozen_since(self._started)):
-            self.reason = (
-                f"error: {self._who} was frozen or starved for {frozen_s:.1f} s "
-                f"(deadline {self._freezes.deadline_s} s); its goal is stale, motion stopped"
-            )
+            self.reason = stale_goal(self._who, frozen_s, self._freezes.deadline_s)
         if self.reason is None:
             self.reason = self._other()
         return self.reason is not None

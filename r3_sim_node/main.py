@@ -169,9 +169,17 @@ class SimNode(R3Node):
             self.get_logger().warning(f"pusher command arrived {age_s:.2f} s after it was sent")
         with self.lock:
             if age_s > COMMAND_DEADLINE_S:
-                self.refuse(msg, f"refused: stale, sent {age_s:.2f} s ago (deadline {COMMAND_DEADLINE_S} s)")
+                stale = f"stale, sent {age_s:.2f} s ago (deadline {COMMAND_DEADLINE_S} s)"
+                self.refuse(msg, f"refused: {stale}{self.why_late(age_s)}")
             else:
                 self.apply(msg)
+
+    def why_late(self, age_s: float) -> str:
+        """What a stale command's refusal adds when this process stood still since the command was sent:
+        its sender reports the refusal, and must not look like the one that was late."""
+        if frozen_s := self.freezes.frozen_since(time.monotonic() - age_s):
+            return f"; {self.get_fully_qualified_name()} was frozen or starved for {frozen_s:.1f} s meanwhile"
+        return ""
 
     def apply(self, msg: Vector3Stamped) -> str:
         """One control step (called with the lock held), or the reason it was refused."""

@@ -137,3 +137,62 @@ def test_the_lowlevel_node_ends_the_instruction_on_the_simulators_refusal(
     assert reason == "error: the simulator refused: off the reachable board area (probe)", reason
     assert len(commands) == 1, "the low-level node sent a command after the refusal"
     assert np.isfinite([commands[0].vector.x, commands[0].vector.y]).all()
+
+
+def test_a_command_gone_stale_while_the_simulator_was_frozen_is_refused_naming_its_freeze(private_ros_env):
+    """A command that waited out the deadline at a frozen (SIGSTOPped) simulator is refused as stale,
+    and the refusal says the simulator stood still: its sender, which reports the refusal, was on time.
+    Before, a simulator frozen 1.2 s mid-episode ended it with "/r3_lowlevel_node: the simulator
+    refused: stale, sent 1.19 s ago", which reads as the low-level node's lateness."""
+    import os
+    import signal
+
+    import rclpy
+    from geometry_msgs.msg import Vector3Stamped
+
+    from r3_msgs.msg import CommandRefusal
+    from r3_ros.qos import REFUSALS
+
+    env = private_ros_env(in_process=True)
+    sim = subprocess.Popen(
+        [sys.executable, "-m", "r3_sim_node.main"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    rclpy.init(domain_id=int(env["ROS_DOMAIN_ID"]))
+    node = rclpy.create_node("r3_stale_probe")
+    refusals: list[str] = []
+    node.create_subscription(
+        CommandRefusal, names.PUSHER_REFUSALS, lambda m: refusals.append(m.reason), REFUSALS
+    )
+    command_pub = node.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
+
+    def spin(seconds: float, until=lambda: False) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not until():
+            rclpy.spin_once(node, timeout_sec=0.01)
+
+    try:
+        spin(
+            60, lambda: command_pub.get_subscription_count() and node.count_publishers(names.PUSHER_REFUSALS)
+        )
+        spin(1.0)  # both ends matched
+        os.kill(sim.pid, signal.SIGSTOP)
+        try:
+            command = Vector3Stamped()
+            command.header.frame_id, command.vector.x = "board", 0.01
+            command_pub.publish(command)
+            spin(1.5)  # past the simulator's 1 s command deadline
+        finally:
+            os.kill(sim.pid, signal.SIGCONT)
+        spin(10, lambda: refusals)
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+        sim.terminate()
+        sim.wait(timeout=20)
+    assert len(refusals) == 1, refusals
+    print(f"\nrefusal: {refusals[0]!r}")
+    assert refusals[0].startswith("refused: stale, sent 1."), refusals[0]
+    assert "/r3_sim_node was frozen or starved for 1." in refusals[0], refusals[0]

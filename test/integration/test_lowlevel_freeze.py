@@ -41,7 +41,8 @@ def test_a_lowlevel_node_frozen_through_its_state_timeout_names_its_own_freeze(p
     env = private_ros_env(in_process=True)
     lowlevel = subprocess.Popen(
         [sys.executable, "-m", "r3_lowlevel_node.main", "--ros-args"]
-        + ["-p", "reasoner_node:=/r3_freeze_probe", "-p", f"state_timeout_s:={STATE_TIMEOUT_S}"],
+        + ["-p", "reasoner_node:=/r3_freeze_probe", "-p", f"state_timeout_s:={STATE_TIMEOUT_S}"]
+        + ["-p", "client_timeout_s:=5.0"],  # the watchdog on this probe is not what is checked here
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -4,6 +4,7 @@ server, or an invalid answer), nothing hangs, nothing is recorded as an outcome 
 
 from __future__ import annotations
 
+import gzip
 import json
 import threading
 import time
@@ -154,6 +155,53 @@ def test_a_reply_that_never_ends_is_cut_off_at_timeout_s(piece):
         message = backend_error(url, ",timeout_s=1.5")
     assert "did not finish its reply within timeout_s=1.5 s" in message
     assert time.monotonic() - start < NO_HANG_S
+
+
+# --------------------------------------------------------- error pages and model lists: bounded
+def error_page(h: Hostile) -> None:
+    """A 500 whose HTML page is 2 MiB."""
+    h.send(500, b"<html>" + b"x" * (2 << 20), "text/html")
+
+
+def compressed_page(h: Hostile) -> None:
+    """A 500 whose 20 MB of JSON come gzip-compressed in 20 KB (a small bomb)."""
+    h.send(500, gzip.compress(b" " * 20_000_000), headers=[("Content-Encoding", "gzip")])
+
+
+def trickled_page(h: Hostile) -> None:
+    """A 500 whose page comes one byte every 0.25 s for 3 s (each read far inside the read timeout)."""
+    h.send_response(500)
+    h.send_header("Content-Type", "text/html")
+    h.send_header("Content-Length", "12")
+    h.end_headers()
+    try:
+        for _ in range(12):
+            h.wfile.write(b"x")
+            h.wfile.flush()
+            time.sleep(0.25)
+    except BrokenPipeError:  # the backend stopped reading: as it should
+        pass
+
+
+BODIES = {
+    "huge": (error_page, "sent more than 1048576 bytes for one reply"),
+    "gzip_bomb": (compressed_page, "HTTP 500 with Content-Encoding 'gzip'"),
+    "trickled": (trickled_page, "did not finish its reply within timeout_s=1 s"),
+}
+
+
+@pytest.mark.parametrize("where", ["chat", "models"])
+@pytest.mark.parametrize("body", BODIES.values(), ids=BODIES.keys())
+def test_bodies_the_sdk_reads_whole_are_bounded_too(body, where):
+    """The SDK reads a model list and an error page whole (inflating a compressed one) with only a
+    per-read timeout: each is refused at 1 MiB, compressed or past timeout_s."""
+    server, expected = body
+    chat, models = (server, None) if where == "chat" else (answer(b""), server)
+    with hostile(chat, models) as (url, _):
+        start = time.monotonic()
+        message = backend_error(url, ",timeout_s=1")
+    assert expected in message
+    assert time.monotonic() - start < 2.5
 
 
 # ------------------------------------------------------------------------------------ F4: shapes

@@ -32,8 +32,10 @@ take at most :func:`reply_bytes` bytes on the wire (generous per token, with an 
 in linear time; an event that is no JSON object, or a field of the wrong type (content, choices,
 delta, usage, finish_reason, a tool call's index, name or arguments), is a BackendError naming the
 malformed reply; a redirect is never followed (the prompt and images would go to another host),
-it is a BackendError naming where it pointed; the stream must not be compressed (we ask for
-identity encoding).
+it is a BackendError naming where it pointed; no response may be compressed (we ask for
+identity encoding). The deadline, the encoding and a cap of :data:`REPLY_BYTES_MIN` bytes hold for
+the bodies the SDK reads whole too (the model list, an error page): the client's transport
+enforces them (:func:`_guarded_transport`).
 """
 
 from __future__ import annotations
@@ -137,7 +139,9 @@ class OpenAIBackend(ReasonerBackend):
             api_key=os.environ.get(self.key_env) or "not-needed",
             timeout=self.timeout_s,
             max_retries=0,
-            http_client=openai.DefaultHttpxClient(timeout=self.timeout_s, follow_redirects=False),
+            http_client=openai.DefaultHttpxClient(
+                timeout=self.timeout_s, follow_redirects=False, transport=_guarded_transport(self)
+            ),
         )
         try:
             self._with_retries(lambda: self.client.models.list())
@@ -205,10 +209,8 @@ class OpenAIBackend(ReasonerBackend):
         if self._tools:
             request.update(tools=self._tools, tool_choice="auto")
         start = time.perf_counter()
-        deadline = [0.0]
 
         def send():
-            deadline[0] = time.monotonic() + self.timeout_s  # the whole reply, per attempt
             manager = self.client.chat.completions.with_streaming_response.create(
                 **request, extra_headers={"Accept-Encoding": "identity"}
             )
@@ -224,7 +226,7 @@ class OpenAIBackend(ReasonerBackend):
         except openai.APIStatusError as exc:
             raise BackendError(f"{self.base_url} refused the request: {_status(exc)}") from exc
         view = _StopView(stop, on_text)
-        reply = _Reply(self.base_url, reply_bytes(request["max_tokens"]), deadline[0], self.timeout_s)
+        reply = _Reply(self.base_url, reply_bytes(request["max_tokens"]))
         try:
             reply.read(response.http_response, view)
         except _ServerError as exc:
@@ -256,16 +258,74 @@ class OpenAIBackend(ReasonerBackend):
             ) from None
 
 
+def _guarded_transport(backend: OpenAIBackend):
+    """The HTTP transport of ``backend``'s client: every response, the SDK's model list and error
+    pages included (the SDK reads those whole, inflating what the server compressed), must come
+    uncompressed, at most :data:`REPLY_BYTES_MAX` bytes for an event stream and
+    :data:`REPLY_BYTES_MIN` for anything else, its body whole within ``timeout_s`` of the request;
+    else a BackendError, which the SDK passes on as it is."""
+    import httpx2
+
+    url = backend.base_url
+
+    class Body(httpx2.SyncByteStream):
+        def __init__(self, stream, limit: int, deadline: float) -> None:
+            self.stream, self.limit, self.deadline = stream, limit, deadline
+
+        def __iter__(self):
+            size = 0
+            for chunk in self.stream:
+                size += len(chunk)
+                if size > self.limit:
+                    raise BackendError(
+                        f"{url} sent more than {self.limit} bytes for one reply; stopped reading"
+                    )
+                if time.monotonic() > self.deadline:
+                    raise BackendError(
+                        f"{url} did not finish its reply within timeout_s={backend.timeout_s:g} s "
+                        f"({size} bytes so far); stopped reading"
+                    )
+                yield chunk
+
+        def close(self) -> None:
+            self.stream.close()
+
+    class Guarded(httpx2.BaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx2.HTTPTransport()
+
+        def handle_request(self, request):
+            deadline = time.monotonic() + backend.timeout_s
+            response = self.inner.handle_request(request)
+            encoding = response.headers.get("content-encoding", "identity").strip().lower()
+            if encoding not in ("", "identity"):
+                response.close()
+                raise BackendError(
+                    f"{url} sent a malformed reply: HTTP {response.status_code} with "
+                    f"Content-Encoding {encoding[:40]!r} (identity was asked for)"
+                )
+            stream = response.headers.get("content-type", "").startswith("text/event-stream")
+            body = Body(response.stream, REPLY_BYTES_MAX if stream else REPLY_BYTES_MIN, deadline)
+            return httpx2.Response(
+                response.status_code, headers=response.headers, stream=body, extensions=response.extensions
+            )
+
+        def close(self) -> None:
+            self.inner.close()
+
+    return Guarded()
+
+
 class _ServerError(Exception):
     """The server reported an error inside the stream (an event with an "error" member)."""
 
 
 class _Reply:
     """One streamed reply read off the wire: server-sent events, each a JSON object checked field by
-    field; at most ``limit`` bytes, all read before ``deadline`` (time.monotonic)."""
+    field; at most ``limit`` bytes (the transport holds the deadline)."""
 
-    def __init__(self, url: str, limit: int, deadline: float, timeout_s: float) -> None:
-        self.url, self.limit, self.deadline, self.timeout_s = url, limit, deadline, timeout_s
+    def __init__(self, url: str, limit: int) -> None:
+        self.url, self.limit = url, limit
         self.finish, self.prompt_tokens, self.completion_tokens = "stop", None, None
         self.calls: dict[int, tuple[str, str]] = {}
         self.size = 0
@@ -274,13 +334,12 @@ class _Reply:
         return BackendError(f"{self.url} sent a malformed reply: {what}")
 
     def read(self, response, view: _StopView) -> None:
-        encoding = response.headers.get("content-encoding", "identity").strip().lower()
-        if encoding not in ("", "identity"):
-            raise self.malformed(f"a stream with Content-Encoding {encoding[:40]!r} (identity was asked for)")
         buffer, data, chunks = bytearray(), [], response.iter_raw()
         while True:
             try:
                 chunk = next(chunks, None)
+            except BackendError:  # the transport's deadline
+                raise
             except Exception as exc:  # noqa: BLE001 - httpx's read errors and timeouts, whatever module they come from
                 raise BackendError(f"stream from {self.url} broke off: {_describe(exc)}") from None
             if chunk is None:
@@ -289,11 +348,6 @@ class _Reply:
             if self.size > self.limit:
                 raise BackendError(
                     f"{self.url} sent more than {self.limit} bytes for one reply; stopped reading"
-                )
-            if time.monotonic() > self.deadline:
-                raise BackendError(
-                    f"{self.url} did not finish its reply within timeout_s={self.timeout_s:g} s "
-                    f"({self.size} bytes so far); stopped reading"
                 )
             searched = len(buffer)
             buffer.extend(chunk)

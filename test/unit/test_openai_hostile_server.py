@@ -204,6 +204,29 @@ def test_bodies_the_sdk_reads_whole_are_bounded_too(body, where):
     assert time.monotonic() - start < 2.5
 
 
+ESCAPED = "boom \x1b[2J\x1b]0;title\x07 " + "y" * 5000
+
+
+def escaped_error_page(h: Hostile) -> None:
+    h.send(500, json.dumps({"error": {"message": ESCAPED}}).encode())
+
+
+@pytest.mark.parametrize(
+    "chat, models",
+    [
+        (escaped_error_page, None),
+        (answer(b""), escaped_error_page),
+        (answer(sse({"error": {"message": ESCAPED}})), None),
+    ],
+    ids=["error_page", "model_list_error_page", "error_event"],
+)
+def test_a_servers_error_message_is_shown_short_and_its_escapes_not_obeyed(chat, models):
+    with hostile(chat, models) as (url, _):
+        message = backend_error(url)
+    assert "boom \\x1b[2J" in message and len(message) < 600
+    assert all(c.isprintable() for c in message), message
+
+
 # ------------------------------------------------------------------------------------ F4: shapes
 CONTENT = chunk({"content": GOOD})
 MALFORMED = {

@@ -58,6 +58,7 @@ from r3.reasoning.backends.base import (
 )
 from r3.reasoning.backends.spec import SAMPLING_OPTIONS, Option
 from r3.reasoning.prompts import ANSWER_HEADERS, to_openai_content
+from r3.safety.goals import shown_text
 from r3.urls import url_problem
 
 #: Bytes one reply may take on the wire: per token asked for (an SSE event of one token is about 200
@@ -389,7 +390,7 @@ class _Reply:
         if event.get("error") is not None:
             error = event["error"]
             message = error.get("message") if isinstance(error, dict) else error
-            raise _ServerError(" ".join(str(message).split())[:200])
+            raise _ServerError(_one_line(str(message), 200))
         usage = event.get("usage")
         if usage is not None:
             if not isinstance(usage, dict):
@@ -457,9 +458,9 @@ def _status(exc) -> str:
     """One line for an HTTP error status; a redirect names where it pointed (it is not followed)."""
     code = exc.status_code
     if 300 <= code < 400:
-        location = " ".join(str(exc.response.headers.get("location", "")).split())[:200]
+        location = _one_line(str(exc.response.headers.get("location", "")), 200)
         return f"HTTP {code}: a redirect to {location!r} (redirects are not followed)"
-    return f"HTTP {code}: {' '.join(str(exc.message).split())[:300]}"
+    return f"HTTP {code}: {_one_line(str(exc.message), 300)}"
 
 
 class _StopView:
@@ -521,4 +522,10 @@ def _describe(exc: Exception | None) -> str:
     text = f"{type(exc).__name__}: {exc}"
     if cause is not None and str(cause) and str(cause) not in text:
         text += f" ({type(cause).__name__}: {cause})"
-    return " ".join(text.split())
+    return _one_line(text, 400)
+
+
+def _one_line(text: str, limit: int) -> str:
+    """What the server sent, for a message: one line, control characters written as escapes (a
+    terminal escape is shown, not obeyed), cut after ``limit`` characters."""
+    return shown_text(" ".join(text.split()), limit)

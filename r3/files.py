@@ -33,6 +33,8 @@ from pathlib import Path
 
 import yaml
 
+from r3.numerals import says_its_digits
+
 OUTPUT_MARK = ".r3_output"
 
 
@@ -223,9 +225,16 @@ def yaml_value(text: str, loader: type = yaml.SafeLoader) -> object:
         raise yaml.YAMLError(f"a value YAML cannot make: {bounded_repr(str(exc), 120)}") from None
 
 
-class _DistinctKeysLoader(yaml.SafeLoader):
-    """A safe loader that refuses a mapping giving one key twice: PyYAML keeps the last value, and
-    the first, which its author may be editing, was dropped without a word."""
+class _ConfigLoader(yaml.SafeLoader):
+    """A safe loader for the files people write: a mapping giving one key twice is refused (PyYAML
+    keeps the last value, and the first, which its author may be editing, was dropped without a
+    word), and a number is the number its digits 0-9 say or stays text (``seed: 010`` was seed 8,
+    YAML 1.1's octal; :func:`r3.numerals.says_its_digits`), for the reader's type check to name."""
+
+    def construct_number(self, node):
+        read = self.construct_yaml_int if node.tag == "tag:yaml.org,2002:int" else self.construct_yaml_float
+        number = read(node)
+        return number if says_its_digits(number, node.value) else node.value
 
     def construct_mapping(self, node, deep=False):
         seen = set()
@@ -246,6 +255,10 @@ class _DistinctKeysLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+_ConfigLoader.add_constructor("tag:yaml.org,2002:int", _ConfigLoader.construct_number)
+_ConfigLoader.add_constructor("tag:yaml.org,2002:float", _ConfigLoader.construct_number)
+
+
 def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict:
     """The mapping in YAML file ``path`` (an empty file is an empty mapping; a key given twice is
     refused); ``what`` the file is, for the refusal of a path that is no such file."""
@@ -254,7 +267,7 @@ def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict:
         why = "not found" if not path.exists() else "a folder" if path.is_dir() else "not a regular file"
         raise FileRefused(f"{what} {path}: {why}; expected a YAML file")
     try:
-        data = yaml_value(read_small_text(path), _DistinctKeysLoader) or {}
+        data = yaml_value(read_small_text(path), _ConfigLoader) or {}
     except OSError as exc:
         raise FileRefused(f"{what} {path}: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, yaml.YAMLError) as exc:

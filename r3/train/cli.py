@@ -15,7 +15,7 @@ from pathlib import Path
 
 from r3.cli_args import checked_path, folder
 from r3.files import FileRefused, folder_problem, mark_output, resumable_output
-from r3.numerals import DECIMAL, INTEGER
+from r3.numerals import says_its_digits
 from r3.train.args import is_first_process
 from r3.train.config import ConfigError, ImputeConfig, RLConfig, SFTConfig, load_config
 from r3.train.rows import DatasetError
@@ -88,13 +88,8 @@ def _overrides(pairs: list[str]) -> dict:
             out[key] = yaml.safe_load(value)
         except yaml.YAMLError as exc:
             raise ConfigError(f"--set {pair!r}: VALUE is not YAML: {str(exc).splitlines()[0]}") from None
-        # YAML 1.1 reads 010 as 8, 1:30 as 90, 0x10 as 16 and 1_000 as 1000: a number YAML reads
-        # other than its digits 0-9 say (r3.numerals) stays text, for the config's type check to name.
-        number, text = out[key], value.strip()
-        if isinstance(number, int | float) and not isinstance(number, bool):
-            form = INTEGER if isinstance(number, int) else DECIMAL
-            if not (form.fullmatch(text) and type(number)(text) == number):
-                out[key] = value
+        if not says_its_digits(out[key], value):  # 010 stays text, for the config's type check to name
+            out[key] = value
     return out
 
 

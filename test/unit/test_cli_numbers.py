@@ -6,6 +6,7 @@ from gymnasium, a zero width as a ZeroDivisionError, a negative hidden size from
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -14,11 +15,14 @@ from r3.cli_args import integer, positive, seed
 from r3.data.cli import collect_main
 from r3.eval.cli import run_main as eval_run_main
 from r3.graph.cli import parse_overrides
+from r3.mini import MiniError, load_mini_config
 from r3.reasoning.cli import tiny_model_main
 from r3.sim.cli import demo_main as sim_demo_main
 from r3.sim.packing.cli import demo_main as packing_demo_main
 from r3.train.cli import train_main
 from r3_ros.run_cli import main as run_main
+
+CONFIG = Path(__file__).parents[2] / "config"
 
 
 @pytest.mark.parametrize(
@@ -242,8 +246,30 @@ def test_r3_eval_refuses_bad_workers_or_reasoner_with_its_reason_alone(argv, why
 def test_a_train_set_number_is_the_number_its_digits_say(typed, tmp_path, capsys):
     """Found by a hostile sweep: `r3 train --set seed=010` trained with seed 8 (YAML 1.1 octal),
     `seed=1:30` with 90 and `seed=1_000` with 1000; they stay text and the config names them."""
-    config = Path(__file__).parents[2] / "config" / "train" / "sft_tiny_cpu.yaml"
+    config = CONFIG / "train" / "sft_tiny_cpu.yaml"
     argv = ["sft", "--config", str(config), "--check", "--set", f"output_dir={tmp_path / 'out'}"]
     assert train_main([*argv, "--set", f"seed={typed}"]) == 2
     assert f"seed={typed!r}: expected int" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("typed", ["010", "1:30", "0x10", "1_000", ".nan"])
+def test_a_config_file_number_is_the_number_its_digits_say(typed, tmp_path, capsys):
+    """Found by a hostile sweep: `seed: 010` in a training config trained with seed 8 (YAML 1.1
+    octal), as `--set seed=010` did; a config file keeps such a number as its text, and the config's
+    type check names what was written, as for --set."""
+    config = tmp_path / "sft.yaml"
+    config.write_text((CONFIG / "train" / "sft_tiny_cpu.yaml").read_text() + f"seed: {typed}\n")
+    argv = ["sft", "--config", str(config), "--check", "--set", f"output_dir={tmp_path / 'out'}"]
+    assert train_main(argv) == 2
+    assert f"seed={typed!r}: expected int" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_mini_config_size_is_the_number_its_digits_say(tmp_path):
+    """The same rule for every file read with read_yaml_mapping: r3 mini's `scenes: 010` was 8 scenes."""
+    text = (CONFIG / "mini" / "quick.yaml").read_text()
+    config = tmp_path / "mini.yaml"
+    config.write_text(re.sub(r"^  scenes: \d+$", "  scenes: 010", text, count=1, flags=re.MULTILINE))
+    with pytest.raises(MiniError, match="collect.scenes: expected a whole number >= 1, got '010'"):
+        load_mini_config(config)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from r3.cli_args import checked_path
+from r3.cli_args import checked_path, folder
 from r3.files import bounded_repr
 from r3.graph.description import (
     DEFAULT_GRAPH,
@@ -137,7 +137,7 @@ def launch_main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--logs",
-        type=checked_path,
+        type=folder,
         default="runs/logs",
         help="folder for one log file per member (default: %(default)s)",
     )

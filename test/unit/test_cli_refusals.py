@@ -1332,6 +1332,24 @@ def test_launch_starts_no_second_graph_beside_nodes_of_its_names(tmp_path, capsy
     assert asked == ["sim_language_table_controller"] and not (tmp_path / "logs").exists()
 
 
+@pytest.mark.parametrize(
+    "logs, says", [("file", "is a file, not a folder"), ("file/x", "no folder can be made")]
+)
+def test_launch_refuses_a_log_folder_it_cannot_make_before_anything_starts(
+    logs, says, tmp_path, capsys, monkeypatch
+):
+    """Found by a hostile sweep: `r3 launch --logs FILE` checked only the path's characters, asked the
+    domain for a running graph, then ended in a FileExistsError traceback making the folder; --logs
+    is now checked as every output folder is, before anything else."""
+    from r3.graph import cli as graph_cli
+
+    (tmp_path / "file").write_text("kept")
+    monkeypatch.setattr(graph_cli, "already_running", lambda profile: pytest.fail("asked the domain"))
+    monkeypatch.setattr(graph_cli, "Supervisor", None)  # started, it would fail: nothing may start
+    refused(launch_main, ["sim_language_table_controller", "--logs", str(tmp_path / logs)], capsys, says)
+    assert (tmp_path / "file").read_text() == "kept" and sorted(tmp_path.iterdir()) == [tmp_path / "file"]
+
+
 @pytest.mark.parametrize("main", ["sft", "launch"])
 def test_yaml_nested_too_deeply_is_refused_in_one_line(main, tmp_path, capsys):
     """Found by a hostile user: YAML nested 5000 deep ended `r3 train sft --config`, `r3 launch

@@ -11,6 +11,13 @@ import contextlib
 import os
 import signal
 
+# One compute thread per test process and each process it starts, set before numpy or torch loads:
+# `make test` runs three workers on two cores, and torch's and OpenBLAS's default of a thread per
+# core had their threads spin-waiting for each other (a vision-pretraining test took 362 s beside
+# other workers, 7 s alone).
+for _threads in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")
+
 import pytest
 from hypothesis import settings
 from ros_domains import DomainClaim, claim_for_this_process

@@ -12,7 +12,7 @@ run: setup
 # (a file's module fixtures, e.g. a served model, start once): 14 min 42 s to 22 min 31 s on 2 idle
 # cores (2,510-2,994 tests; the slowest in an hour when MuJoCo ran at half its usual speed); 27 min 20 s in one process (a smaller suite).
 test: setup
-	.venv/bin/python -m pytest -n 3 --dist loadfile
+	.venv/bin/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder
 
 bench: setup
 	.venv/bin/python bench/run_all.py

@@ -277,14 +277,24 @@ def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict:
     return data
 
 
-def write_text_atomically(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a ``.tmp`` file beside it moved over ``path`` once whole, so a
-    run stopped while writing (a kill, Ctrl-C, a full disk) leaves the earlier file or the new one,
-    never one cut short: a file a resumed run reads to know its earlier output."""
+def write_atomically(path: str | Path, write: Callable[[Path], object]) -> None:
+    """Have ``write`` make ``path``'s new content in a ``.tmp`` file beside it, moved over ``path`` once
+    whole, so a run stopped while writing (a kill, Ctrl-C, a full disk) leaves the earlier file or the
+    new one, never one cut short; a ``write`` that fails takes its ``.tmp`` file with it."""
     path = Path(path)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    tmp = path.with_name(f"{path.name}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomically(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (:func:`write_atomically`): a file a resumed run
+    reads to know its earlier output, or a table a reader takes as whole."""
+    write_atomically(path, lambda tmp: tmp.write_text(text))
 
 
 def _remove_abandoned_staging(target: Path) -> None:

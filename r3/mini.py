@@ -486,10 +486,11 @@ class MiniRun:
         }
         rows = [table_row(name, records[row], states.get(row)) for name, row in ROWS]
         differences = judge_differences(states)
-        self.path("table.md").write_text(
-            f"{self._header(len(states['sft']))}\n\n{markdown(rows)}\n\n{differences_line(differences)}\n"
+        write_text_atomically(
+            self.path("table.md"),
+            f"{self._header(len(states['sft']))}\n\n{markdown(rows)}\n\n{differences_line(differences)}\n",
         )
-        self.path("table.csv").write_text(to_csv(rows))
+        write_text_atomically(self.path("table.csv"), to_csv(rows))
         curves = learning_curves(
             {s: self.checkpoint(s) for s in MODEL_STAGES}, self.path("learning_curves.png")
         )
@@ -513,7 +514,7 @@ class MiniRun:
                 **record["held_out_blocks_read"],
                 "after_with_another_image": record["held_out_blocks_read_with_another_image"],
             }
-        self.path("summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        write_text_atomically(self.path("summary.json"), json.dumps(summary, indent=1) + "\n")
         return summary
 
     def _header(self, judged: int) -> str:
@@ -853,6 +854,8 @@ def learning_curves(checkpoints: dict[str, Path], path: Path) -> dict[str, list]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from r3.eval.plots import save_figure
+
     logs = {s: training_log(c) for s, c in checkpoints.items()}
     left_out = {}
 
@@ -889,8 +892,7 @@ def learning_curves(checkpoints: dict[str, Path], path: Path) -> dict[str, list]
         _say(f"report: learning curves: {note}")
         fig.text(0.01, 0.01, note, fontsize=6)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
     return held_out
 
 
@@ -903,7 +905,7 @@ def success_per_task(records: dict[str, list[dict]], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     from r3.eval.metrics import rate
-    from r3.eval.plots import NO_EPISODES
+    from r3.eval.plots import NO_EPISODES, save_figure
     from r3.eval.runner import completed
 
     tasks = list(dict.fromkeys(r["task"] for rs in records.values() for r in completed(rs)))
@@ -921,8 +923,7 @@ def success_per_task(records: dict[str, list[dict]], path: Path) -> Path:
     ax.set_ylim(0, 110)
     ax.legend(fontsize=6, ncol=3)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
     return path
 
 

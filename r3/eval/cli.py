@@ -28,7 +28,7 @@ from r3.eval.runner import (
     read_records,
     unread_note,
 )
-from r3.files import FileRefused, bounded_repr, replaceable_output, replaced_output
+from r3.files import FileRefused, bounded_repr, replaceable_output, replaced_output, write_text_atomically
 from r3.lowlevel import GROUNDINGS
 from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help, printable
 from r3.seeds import scene_seed
@@ -310,8 +310,8 @@ def run_main(argv: list[str], via_ros: ViaRos | None = None) -> int:
     rows = tables.task_rows(records, config.tasks)
     header = _describe(config)
     table = tables.markdown(rows)
-    (args.out / "table.md").write_text(f"{header}\n\n{table}\n")
-    (args.out / "table.csv").write_text(tables.to_csv(rows))
+    write_text_atomically(args.out / "table.md", f"{header}\n\n{table}\n")  # a rerun's: never torn
+    write_text_atomically(args.out / "table.csv", tables.to_csv(rows))
     chart = success_chart(rows, args.out / "success.png", f"{config.reasoner}: success per task")
     print(f"{header}\n\n{table}\n\nwritten: {args.out / 'table.md'}, {args.out / 'table.csv'}, {chart}")
     if args.via_ros:

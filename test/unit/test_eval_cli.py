@@ -4,9 +4,13 @@ test_cli_help.py)."""
 from __future__ import annotations
 
 import csv
+import errno
+import io
 import json
+from pathlib import Path
 
 import pytest
+from matplotlib.figure import Figure
 
 from r3.cli import main as r3_main
 from r3.eval import cli, metrics, tables
@@ -82,6 +86,48 @@ def test_a_run_into_a_folder_of_other_tasks_says_their_episodes_are_kept_beside_
     err = capsys.readouterr().err
     assert f"note: {out} also holds 1 episode(s) outside this run's tasks, scenes and trials" in err
     assert len((out / EPISODES_FILE).read_text().splitlines()) == 2
+
+
+def _disk_full_while_writing(name: str, write):
+    """``write`` (Path.write_text or Figure.savefig) that puts half of a file whose name starts with
+    ``name`` on disk and then fails as a full disk does."""
+
+    def writes(self, target, *args, **kwargs):
+        path = Path(target if isinstance(self, Figure) else self)
+        if not path.name.startswith(name):
+            return write(self, target, *args, **kwargs)
+        if isinstance(self, Figure):
+            whole = io.BytesIO()
+            write(self, whole, format="png")
+            data = whole.getvalue()
+        else:
+            data = target.encode()
+        path.write_bytes(data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    return writes
+
+
+@pytest.mark.parametrize("name", ["config.", "table.md", "table.csv", "success.png"])  # config.json's .tmp
+def test_a_rerun_stopped_by_a_full_disk_keeps_the_earlier_files_whole(tmp_path, capsys, monkeypatch, name):
+    """Found by filling the disk under a rerun of a finished `r3 eval`: success.png was left cut short
+    where the earlier run's whole chart had been (table.md and table.csv likewise), and a config.json
+    that could not be written left a config.tmp behind. Each is now written beside its place and moved
+    in once whole; the command ends in one line."""
+    out = fake_run(tmp_path / "run", "expert", {"V": 0.5, "mid": 1.0})
+    argv = ["eval", "--tasks", "V,mid", "--scenes", "100", "--trials", "1", "--out", str(out)]
+    assert r3_main(argv) == 0
+    earlier = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    if name == "success.png":
+        monkeypatch.setattr(Figure, "savefig", _disk_full_while_writing(name, Figure.savefig))
+    else:
+        monkeypatch.setattr(Path, "write_text", _disk_full_while_writing(name, Path.write_text))
+    assert r3_main(argv) == 1
+    err = capsys.readouterr().err
+    last = err.splitlines()[-1]
+    assert last.startswith("r3 eval: error: No space left on device") and "Traceback" not in err, err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == earlier
 
 
 def test_packing_suite_writes_its_table_and_chart(tmp_path, capsys):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
@@ -127,7 +128,7 @@ def test_the_chart_marks_a_task_with_no_episode_instead_of_leaving_it_out(tmp_pa
     from r3.eval.plots import NO_EPISODES, success_chart
 
     drawn = []
-    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: drawn.append(fig))
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: drawn.append(fig) or Path(path).touch())
     done = {"scene": 0, "trial": 0, "success": False, "progress": 0.2, "decision_steps": 2}
     records = [
         {"task": "iL", **done, "reasoning_words": 3.0},
@@ -150,7 +151,7 @@ def test_the_chart_of_packing_goals_has_their_split_in_its_legend(tasks, tmp_pat
     from r3.eval.plots import success_chart
 
     drawn = []
-    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: drawn.append(fig))
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: drawn.append(fig) or Path(path).touch())
     done = {"scene": 0, "trial": 0, "success": True, "progress": 1.0, "decision_steps": 2}
     records = [{"task": t, **done, "reasoning_words": 3.0, "penalty": 0.0} for t in tasks]
     success_chart(tables.task_rows(records, tasks), tmp_path / "success.png", "t")

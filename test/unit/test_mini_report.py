@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -164,7 +165,7 @@ def test_success_per_task_marks_a_reasoner_with_no_episode_of_a_task(tmp_path, m
     from r3.mini import success_per_task
 
     drawn = []
-    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: drawn.append(fig))
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: drawn.append(fig) or Path(path).touch())
     records = {"a": [_episode("group"), _episode("T")], "b": [_episode("group", success=False)]}
     success_per_task(records, tmp_path / "success_per_task.png")
     marks = [t for t in drawn[0].axes[0].texts if t.get_text() == NO_EPISODES]
@@ -186,7 +187,7 @@ def test_learning_curves_leave_out_and_name_values_that_are_no_finite_number(tmp
     from r3.mini import learning_curves
 
     drawn = []
-    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: drawn.append(fig))
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: drawn.append(fig) or Path(path).touch())
     good = [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.0, "eval_loss": 1.5}]
     sft = [{"step": 1, "loss": 2.0}, {"step": 2, "eval_loss": float("nan")}, {"step": 3, "eval_loss": 0.5}]
     checkpoints = {

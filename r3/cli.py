@@ -13,8 +13,9 @@ import importlib
 import sys
 from concurrent.futures.process import BrokenProcessPool
 
-#: What the machine, not the command, got wrong: each ends a command in one line, not a traceback.
-MACHINE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
+#: What the machine, not the command, got wrong: each ends a command in one line, not a traceback
+#: (EFBIG: a file past ``ulimit -f`` or the filesystem's largest, FAT32's 4 GiB).
+MACHINE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)
 
 #: sub-command -> (module, function, one-line help). The function takes argv (list[str]).
 COMMANDS: dict[str, tuple[str, str, str]] = {

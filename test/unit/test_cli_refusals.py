@@ -1224,17 +1224,19 @@ def test_a_run_whose_reasoner_never_started_leaves_a_folder_the_next_run_can_use
             "No space left on device (out/episode.mp4)",
         ),
         (OSError(30, "Read-only file system", "out"), "Read-only file system (out)"),
+        (OSError(27, "File too large", "out/success.png"), "File too large (out/success.png)"),
         (
             BrokenProcessPool("A child process terminated abruptly"),
             "a worker process died; what finished is kept",
         ),
     ],
-    ids=["disk full", "read-only", "worker killed"],
+    ids=["disk full", "read-only", "file too large", "worker killed"],
 )
 def test_what_the_machine_gets_wrong_ends_a_command_in_one_line(raised, says, monkeypatch, capsys):
     """Found by a hostile user: a full disk or a folder made read-only mid-run ended `r3 sim demo`,
     `r3 packing demo` and `r3 collect` in an OSError traceback, and a collect worker killed by hand in a
-    BrokenProcessPool one (the collection itself resumes)."""
+    BrokenProcessPool one (the collection itself resumes). Found by the interruption sweep: a file
+    past `ulimit -f` (or a filesystem's largest file) ended `r3 eval` in an EFBIG traceback."""
     from r3.cli import main
 
     def fails(argv):

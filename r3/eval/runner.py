@@ -24,6 +24,7 @@ the code's version: after a change to the simulator, tasks or reasoner, use a fr
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields
@@ -348,11 +349,13 @@ def cached_records(out: Path, config: EvalConfig) -> dict[tuple[str, int, int], 
 
 
 def _drop_partial_line(path: Path) -> None:
-    """Cut a last line that a crash left without its newline, so appends start on a fresh line."""
+    """Cut a last line that a crash left without its newline, so appends start on a fresh line: in
+    place, in one step, so a run stopped while it cuts keeps every whole line (rewriting the file lost
+    them all)."""
     if path.is_file():
         data = path.read_bytes()
         if data and not data.endswith(b"\n"):
-            path.write_bytes(data[: data.rfind(b"\n") + 1])
+            os.truncate(path, data.rfind(b"\n") + 1)
 
 
 def read_records(out: Path, unread: list[int] | None = None) -> list[dict]:

@@ -127,6 +127,34 @@ def test_resume_runs_only_missing_episodes(serial, tmp_path, monkeypatch):
     assert len(read_records(tmp_path)) == 4
 
 
+def test_a_run_stopped_while_it_mends_a_torn_last_line_keeps_every_whole_record(
+    serial, tmp_path, monkeypatch
+):
+    """Found by the interruption sweep: a resume mended a last line cut short by a crash by writing the
+    whole episodes.jsonl again, so a run stopped in that write (Ctrl-C, a kill, a full disk) lost every
+    episode already recorded. Now the torn line is cut off in place."""
+    import contextlib
+    import shutil
+    from pathlib import Path
+
+    out, _ = serial
+    for name in (runner.CONFIG_FILE, runner.EPISODES_FILE):
+        shutil.copy(out / name, tmp_path / name)
+    path = tmp_path / runner.EPISODES_FILE
+    path.write_bytes(path.read_bytes() + b'{"task": "V", "sce')  # a crash mid-record
+    real_write = Path.write_bytes
+
+    def killed_as_it_starts(self, data):
+        real_write(self, b"")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_bytes", killed_as_it_starts)
+    with contextlib.suppress(KeyboardInterrupt):
+        runner.cached_records(tmp_path, TINY)
+    monkeypatch.undo()
+    assert len(read_records(tmp_path)) == 4 and path.read_bytes().endswith(b"}\n")
+
+
 def test_resume_refuses_another_configuration(serial):
     out, _ = serial
     with pytest.raises(EvalError, match="budget: cached None, now 0"):

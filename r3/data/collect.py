@@ -402,14 +402,16 @@ def collect(config: CollectConfig, progress: bool = True) -> CollectReport:
         disable=not progress,
     )
     # On Ray, every node must see config.out at the same path (a shared file system) and have r3.
-    with WorkerPool(config.workers, _worker_config, (config,), config.ray_address) as pool:
-        for _, (_, success) in pool.imap_unordered(_run_spec, todo):
-            report.succeeded += success
-            report.failed += not success
-            bar.update(1)
-            bar.set_postfix(success=f"{report.succeeded}/{report.succeeded + report.failed}")
-    bar.close()
-    shutil.rmtree(out / PARTIAL, ignore_errors=True)
+    try:
+        with WorkerPool(config.workers, _worker_config, (config,), config.ray_address) as pool:
+            for _, (_, success) in pool.imap_unordered(_run_spec, todo):
+                report.succeeded += success
+                report.failed += not success
+                bar.update(1)
+                bar.set_postfix(success=f"{report.succeeded}/{report.succeeded + report.failed}")
+    finally:  # torn episodes too: a run stopped by a full disk leaves the room they took
+        bar.close()
+        shutil.rmtree(out / PARTIAL, ignore_errors=True)
     return report
 
 

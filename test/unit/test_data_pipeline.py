@@ -358,6 +358,33 @@ def test_collection_resumes_where_it_stopped(bags, tmp_path):
     assert not (out / ".partial").exists()
 
 
+def test_a_collection_stopped_by_a_full_disk_leaves_no_torn_episode_taking_room(bags, tmp_path, monkeypatch):
+    """Found by collecting onto a small full tmpfs: `r3 collect` ended in one line but left its torn
+    episode in .partial (3 MB of a 3 MB disk), so the disk it had filled stayed full until a later run
+    into the same folder. A run that fails or is stopped now removes it; the finished episodes stay."""
+    import errno
+
+    import r3.data.episode_bag
+
+    out = tmp_path / "bags"
+    shutil.copytree(bags, out)
+    gone = min(p for p in out.iterdir() if p.is_dir())
+    shutil.rmtree(gone)
+
+    def disk_full(task, seed, backend, env, episode_id, partial, **kwargs):
+        (partial / episode_id).mkdir(parents=True)
+        (partial / episode_id / "recording.mcap").write_bytes(b"\0" * 1000)
+        raise OSError(errno.ENOSPC, "No space left on device", str(partial / episode_id / "recording.mcap"))
+
+    monkeypatch.setattr(r3.data.episode_bag, "record_episode", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        collect(CollectConfig(out=str(out), **CONFIG), progress=False)
+    assert not (out / ".partial").exists()
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == sorted(
+        p.name for p in bags.iterdir() if p.is_dir() and p.name != gone.name
+    )
+
+
 @pytest.mark.parametrize(
     "holds, says",
     [

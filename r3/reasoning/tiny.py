@@ -21,6 +21,8 @@ import itertools
 import json
 from pathlib import Path
 
+from r3.files import write_text_atomically
+
 ARCHS: tuple[str, ...] = ("qwen2_5_vl", "qwen3_5", "idefics3")
 #: Archs whose transformers processor insists on a video processor, which needs torchvision
 #: (transformers 5.x). Without torchvision they still build, but their processor cannot load.
@@ -339,7 +341,7 @@ def build_tiny_model(
     ``layers`` and ``image_size`` (the idefics3 tile, a multiple of 32) size the language model and
     the image, ``vision_*`` the idefics3 image tower; ``r3 mini`` trains such a model from scratch.
     ``vocab_size`` bounds the tokenizer's vocabulary (:func:`check_vocab_size`); ``r3_tiny.json``
-    records the size built.
+    records the size built, written last (``r3 mini`` takes it to mean the model is whole).
 
     The result loads with ``AutoProcessor`` / ``AutoModelForImageTextToText.from_pretrained(out_dir,
     local_files_only=True)`` and ``transformers serve`` serves it (Qwen archs: where torchvision is
@@ -374,7 +376,7 @@ def build_tiny_model(
             "vision_layers": vision_layers,
             "vision_heads": vision_heads,
         }
-    (out / "r3_tiny.json").write_text(json.dumps(record, indent=1))
+    write_text_atomically(out / "r3_tiny.json", json.dumps(record, indent=1))  # the last file: whole or none
     return out
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from r3.reasoning.prompts import PROMPT_FILE, PromptSettings
+from r3.reasoning.tiny import build_tiny_model
 from r3.train.vision import save_pretrained_stage
 
 
@@ -61,3 +62,21 @@ def test_a_pretraining_stage_stopped_while_its_record_is_written_is_not_done(tmp
         _Saved("model.bin"), _Saved("processor.json"), model_dir, out, "r3_vision.json", {"a": 1}
     )
     assert json.loads((out / "r3_vision.json").read_text()) == {"a": 1}
+
+
+def test_a_tiny_model_stopped_while_its_record_is_written_is_not_done(tmp_path, monkeypatch):
+    """Found by the interruption sweep: r3_tiny.json, written last and taken by `r3 mini` to mean its
+    model stage is done, was written in place, so a full disk or a kill in that write left the
+    stage done with a record that is no JSON."""
+    real_write = Path.write_text
+
+    def halfway_at_the_record(path, text, *args, **kwargs):
+        if not path.name.startswith("r3_tiny.json"):
+            return real_write(path, text, *args, **kwargs)
+        real_write(path, text[: len(text) // 2], *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", halfway_at_the_record)
+    with pytest.raises(KeyboardInterrupt):
+        build_tiny_model("idefics3", tmp_path, hidden=32, vocab_size=300, layers=1)
+    assert not (tmp_path / "r3_tiny.json").exists()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
+import signal
 import sys
 from concurrent.futures.process import BrokenProcessPool
 
@@ -59,6 +60,17 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+class Terminated(BaseException):
+    """SIGTERM (``kill``, a job scheduler, ``docker stop``), raised where the command is so that it ends
+    as on Ctrl-C: its staging folders and torn episodes removed, what it finished kept, one line. A
+    BaseException, as KeyboardInterrupt, so that no command's ``except Exception`` takes it for an
+    error of its own."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(
@@ -73,11 +85,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.parse_args(argv or ["--help"])
         return 2
     module, function, _ = COMMANDS[argv[0]]
+    earlier = signal.signal(signal.SIGTERM, _terminate)  # a command may set its own (r3 launch, rclpy)
     try:
         return int(getattr(importlib.import_module(module), function)(argv[1:]) or 0)
     except KeyboardInterrupt:  # Ctrl-C: what a resumable command finished is kept, nothing to trace
         print(f"\nr3 {argv[0]}: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print(f"\nr3 {argv[0]}: terminated (SIGTERM)", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except BrokenProcessPool:  # a worker killed (by hand, by the kernel for memory) mid-run
         print(
             f"r3 {argv[0]}: error: a worker process died; what finished is kept (run the same command "
@@ -99,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"r3 {argv[0]}: error: reasoner backend: {exc}", file=sys.stderr)
         return 1
+    finally:
+        signal.signal(signal.SIGTERM, earlier)
 
 
 if __name__ == "__main__":

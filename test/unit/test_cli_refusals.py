@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import time
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
@@ -1174,6 +1175,40 @@ def test_ctrl_c_ends_a_command_with_one_line_and_status_130(tmp_path, capsys, mo
     status = main(["collect", "--scenes", "1", "--quiet", "--out", str(tmp_path / "bags")])
     err = capsys.readouterr().err
     assert status == 130 and err.strip() == "r3 collect: interrupted", err
+
+
+def test_sigterm_ends_a_command_as_ctrl_c_does_with_status_143(tmp_path, capsys, monkeypatch):
+    """Found by the interruption sweep: `kill` (SIGTERM, as a job scheduler or `docker stop` sends it) on
+    `r3 collect` or `r3 dataset build` ended it without a word, its torn episode left in .partial and
+    its dataset's staging folder beside --out until a later run. SIGTERM now ends a command as Ctrl-C
+    does (its cleanup runs, one line), with the status a shell gives a SIGTERM."""
+    import signal
+
+    import r3.data.collect
+    from r3.cli import main
+
+    cleaned = []
+
+    def terminated(*args, **kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(2)  # main()'s handler raises before this ends
+            raise AssertionError("SIGTERM did not stop the command")
+        finally:
+            cleaned.append(True)
+
+    def survived(signum, frame):  # this test process's own, should main() not take SIGTERM
+        pass
+
+    monkeypatch.setattr(r3.data.collect, "collect", terminated)
+    before = signal.signal(signal.SIGTERM, survived)
+    try:
+        status = main(["collect", "--scenes", "1", "--quiet", "--out", str(tmp_path / "bags")])
+        assert signal.getsignal(signal.SIGTERM) is survived  # given back
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    err = capsys.readouterr().err
+    assert status == 143 and err.strip() == "r3 collect: terminated (SIGTERM)" and cleaned, err
 
 
 def test_a_run_whose_reasoner_never_started_leaves_a_folder_the_next_run_can_use(tmp_path, capsys):

@@ -277,12 +277,19 @@ def read_yaml_mapping(path: str | Path, what: str = "config file") -> dict:
     return data
 
 
+def unfinished_copy(path: str | Path) -> Path:
+    """Where :func:`write_atomically` writes ``path``'s new content before it moves it in: what a run
+    killed in that write (SIGKILL, power) leaves beside ``path``, and nothing else."""
+    path = Path(path)
+    return path.with_name(f"{path.name}.tmp")
+
+
 def write_atomically(path: str | Path, write: Callable[[Path], object]) -> None:
     """Have ``write`` make ``path``'s new content in a ``.tmp`` file beside it, moved over ``path`` once
     whole, so a run stopped while writing (a kill, Ctrl-C, a full disk) leaves the earlier file or the
     new one, never one cut short; a ``write`` that fails takes its ``.tmp`` file with it."""
     path = Path(path)
-    tmp = path.with_name(f"{path.name}.tmp")
+    tmp = unfinished_copy(path)
     try:
         write(tmp)
         os.replace(tmp, path)

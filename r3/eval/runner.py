@@ -37,6 +37,7 @@ from r3.files import (
     is_kind,
     json_value,
     read_small_text,
+    unfinished_copy,
     write_text_atomically,
 )
 from r3.lowlevel import GROUNDINGS
@@ -330,7 +331,9 @@ def cached_records(out: Path, config: EvalConfig) -> dict[tuple[str, int, int], 
     line cut short by a crash (that episode runs again)."""
     if out.exists() and not out.is_dir():
         raise EvalError(f"{out} is a file, not a folder for an evaluation")
-    if not (out / CONFIG_FILE).is_file() and out.is_dir() and (held := sorted(p.name for p in out.iterdir())):
+    unfinished = unfinished_copy(out / CONFIG_FILE).name  # a run killed as it wrote its first config.json
+    held = sorted(p.name for p in out.iterdir() if p.name != unfinished) if out.is_dir() else []
+    if not (out / CONFIG_FILE).is_file() and held:
         shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
         raise EvalError(  # its table.md would be written over
             f"{out} holds {shown} and is no evaluation (no {CONFIG_FILE}); choose a new or empty --out"

@@ -155,6 +155,18 @@ def test_a_run_stopped_while_it_mends_a_torn_last_line_keeps_every_whole_record(
     assert len(read_records(tmp_path)) == 4 and path.read_bytes().endswith(b"}\n")
 
 
+def test_a_run_killed_as_it_wrote_its_first_config_leaves_a_folder_the_next_run_takes(tmp_path):
+    """Found by the interruption sweep: `r3 eval` killed (SIGKILL) while it wrote a new folder's first
+    config.json left only config.json.tmp there, and every later run refused the folder as "no
+    evaluation (no config.json)"."""
+    (tmp_path / "config.json.tmp").write_text('{"reasoner": "exp')
+    records = evaluate(EvalConfig(tasks=("V",), scenes=1, trials=1), tmp_path)
+    assert len(records) == 1 and sorted(p.name for p in tmp_path.iterdir()) == [
+        runner.CONFIG_FILE,
+        runner.EPISODES_FILE,
+    ]
+
+
 def test_resume_refuses_another_configuration(serial):
     out, _ = serial
     with pytest.raises(EvalError, match="budget: cached None, now 0"):

@@ -679,12 +679,15 @@ def test_export_of_an_adapter_or_base_that_does_not_load_is_one_line(broken, tmp
     "text, says",
     [
         ("model: [unclosed\n  : :", "is not a YAML file"),
-        ("learning_rate: .inf\n", "expected a finite number"),
+        ("learning_rate: .inf\n", "learning_rate='.inf': expected int or float"),
         ("epsilon: 0.3\nepsilon_high: 0.2\n", "epsilon_high=0.2: must be >= epsilon=0.3"),
         ("seed: 2001-13-45\n", "is not a YAML file: a value YAML cannot make: 'month must be in 1..12'"),
         (f"max_steps: 1{'0' * 5000}\n", "is not a YAML file: a value YAML cannot make"),
-        (f"max_steps: 0x{'f' * 4000}\n", "max_steps=<a int too long to show>: expected a whole number in"),
-        ("lora: {r: 0x8000000000000000}\n", "lora.r=9223372036854775808: expected a whole number in"),
+        (
+            f"max_steps: 0x{'f' * 4000}\n",
+            "max_steps='0xfffffffffffffffffffffffff...ffffffffffffffffffffffffffff': expected int",
+        ),
+        ("lora: {r: 0x8000000000000000}\n", "lora.r='0x8000000000000000': expected int"),
         ("output_dir: elsewhere\n", "the key 'output_dir' is given twice (line 4)"),
         ("lora: {r: 8, alpha: 16, r: 4}\n", "the key 'r' is given twice (line 4)"),
     ],
@@ -703,8 +706,9 @@ def test_export_of_an_adapter_or_base_that_does_not_load_is_one_line(broken, tmp
 def test_train_refuses_a_bad_config_in_one_line(text, says, tmp_path, capsys):
     """Found by a hostile user: a date that is none and an integer of more digits than Python turns
     into a number ended `r3 train --check` in a ValueError traceback, and so did a hexadecimal one (which
-    YAML reads without the limit) in the first refusal quoting it. A key given twice was read as its
-    last value, the first dropped without a word."""
+    YAML reads without the limit) in the first refusal quoting it; a number in YAML 1.1's other forms
+    (hexadecimal, .inf) now stays the text written, shortened in the refusal. A key given twice was
+    read as its last value, the first dropped without a word."""
     config = tmp_path / "rl.yaml"
     body = f"model: {tmp_path}\ndataset: {tmp_path}\noutput_dir: {tmp_path / 'o'}\n"
     config.write_text(body + text)

@@ -114,7 +114,7 @@ IMPUTE = {"backend": "expert", "dataset": "d", "output": "o.jsonl"}
             "inference_temperature=11.0: must be a finite number in [0, 10]",
         ),
         ({**BASE, "inference_temperature": 10**400}, "inference_temperature=inf: expected a finite number"),
-        ({**BASE, "rewards": {"judge": float("nan")}}, "rewards.judge=nan: must be a finite number"),
+        ({**BASE, "rewards": {"judge": float("nan")}}, "rewards.judge='.nan': must be a finite number"),
         ({**BASE, "lora": {"target_modules": [1, 2]}}, "lora.target_modules=[1, 2]: must name modules"),
         # Found by a hostile user: each passed --check, and failed in TRL or trained on nothing.
         ({**BASE, "save_total_limit": 0}, "save_total_limit=0: must be >= 1"),

@@ -66,7 +66,10 @@ class Hostile(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.models is not None:
-            return type(self).models(self)
+            try:
+                return type(self).models(self)
+            except (BrokenPipeError, ConnectionResetError):  # the backend stopped reading: as it should
+                return None
         model = {"id": "m", "object": "model", "created": 0, "owned_by": "test"}
         self.send(200, json.dumps({"object": "list", "data": [model]}).encode())
 
@@ -201,6 +204,35 @@ def test_bodies_the_sdk_reads_whole_are_bounded_too(body, where):
         start = time.monotonic()
         message = backend_error(url, ",timeout_s=1")
     assert expected in message
+    assert time.monotonic() - start < 2.5
+
+
+# ------------------------------------------------- status line and headers: within timeout_s too
+def slow_headers(h: Hostile) -> None:
+    """A status line and headers one byte every 0.25 s (each read far inside the read timeout)."""
+    for byte in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}":
+        h.wfile.write(bytes([byte]))
+        h.wfile.flush()
+        time.sleep(0.25)
+
+
+def endless_continue(h: Hostile) -> None:
+    """Interim "100 Continue" replies, one every 0.25 s, never a final one."""
+    while True:
+        h.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        h.wfile.flush()
+        time.sleep(0.25)
+
+
+@pytest.mark.parametrize("where", ["chat", "models"])
+@pytest.mark.parametrize("server", [slow_headers, endless_continue], ids=["slow_headers", "endless_continue"])
+def test_a_reply_whose_headers_never_end_is_cut_off_at_timeout_s(server, where):
+    """httpx2's timeout holds each read alone: the deadline covers the status line and headers too."""
+    chat, models = (server, None) if where == "chat" else (answer(b""), server)
+    with hostile(chat, models) as (url, _):
+        start = time.monotonic()
+        message = backend_error(url, ",timeout_s=1")
+    assert "did not finish its reply within timeout_s=1 s (its status line and headers" in message
     assert time.monotonic() - start < 2.5
 
 

@@ -25,9 +25,10 @@ that declared no tools (another interface, or the option off) are a malformed re
 part of the answer.
 
 A server is not trusted: the chat stream is read and checked here (the SDK's parsed chunks keep
-whatever types the server sent). Each reply must come whole within ``timeout_s`` (one deadline per
-attempt, besides httpx's per-read timeout of the same length, so a server that keeps the stream
-open with keep-alive comments or a token now and then ends in a BackendError, not a hang); it may
+whatever types the server sent). Each reply, status line and headers included, must come whole
+within ``timeout_s`` (one deadline per attempt, besides httpx's per-read timeout of the same length,
+so a server that keeps the stream open with keep-alive comments or a token now and then, or sends
+its headers a byte at a time or "100 Continue" without end, ends in a BackendError, not a hang); it may
 take at most :func:`reply_bytes` bytes on the wire (generous per token, with an absolute cap), read
 in linear time; an event that is no JSON object, or a field of the wrong type (content, choices,
 delta, usage, finish_reason, a tool call's index, name or arguments), is a BackendError naming the
@@ -42,6 +43,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import threading
 import time
 from typing import ClassVar
 
@@ -263,43 +266,56 @@ def _guarded_transport(backend: OpenAIBackend):
     """The HTTP transport of ``backend``'s client: every response, the SDK's model list and error
     pages included (the SDK reads those whole, inflating what the server compressed), must come
     uncompressed, at most :data:`REPLY_BYTES_MAX` bytes for an event stream and
-    :data:`REPLY_BYTES_MIN` for anything else, its body whole within ``timeout_s`` of the request;
-    else a BackendError, which the SDK passes on as it is."""
+    :data:`REPLY_BYTES_MIN` for anything else, the whole exchange (status line, headers, body)
+    within ``timeout_s`` of the request (:class:`_Deadline`); else a BackendError, which the SDK
+    passes on as it is. Connections are not kept alive: the deadline cuts the one its request
+    opened."""
     import httpx2
 
     url = backend.base_url
 
     class Body(httpx2.SyncByteStream):
-        def __init__(self, stream, limit: int, deadline: float) -> None:
+        def __init__(self, stream, limit: int, deadline: _Deadline) -> None:
             self.stream, self.limit, self.deadline = stream, limit, deadline
 
         def __iter__(self):
             size = 0
-            for chunk in self.stream:
-                size += len(chunk)
-                if size > self.limit:
-                    raise BackendError(
-                        f"{url} sent more than {self.limit} bytes for one reply; stopped reading"
-                    )
-                if time.monotonic() > self.deadline:
-                    raise BackendError(
-                        f"{url} did not finish its reply within timeout_s={backend.timeout_s:g} s "
-                        f"({size} bytes so far); stopped reading"
-                    )
-                yield chunk
+            try:
+                for chunk in self.stream:
+                    size += len(chunk)
+                    if size > self.limit:
+                        raise BackendError(
+                            f"{url} sent more than {self.limit} bytes for one reply; stopped reading"
+                        )
+                    yield chunk
+            except Exception:
+                if self.deadline.cut:
+                    raise self.deadline.error(f"{size} bytes of its body so far") from None
+                raise
+            if self.deadline.cut:  # a body that ends with the connection ends when it is cut
+                raise self.deadline.error(f"{size} bytes of its body so far")
 
         def close(self) -> None:
+            self.deadline.end()
             self.stream.close()
 
     class Guarded(httpx2.BaseTransport):
         def __init__(self) -> None:
-            self.inner = httpx2.HTTPTransport()
+            self.inner = httpx2.HTTPTransport(limits=httpx2.Limits(max_keepalive_connections=0))
 
         def handle_request(self, request):
-            deadline = time.monotonic() + backend.timeout_s
-            response = self.inner.handle_request(request)
+            deadline = _Deadline(url, backend.timeout_s)
+            request.extensions["trace"] = deadline.trace
+            try:
+                response = self.inner.handle_request(request)
+            except Exception:
+                deadline.end()
+                if deadline.cut:
+                    raise deadline.error("its status line and headers not yet whole") from None
+                raise
             encoding = response.headers.get("content-encoding", "identity").strip().lower()
             if encoding not in ("", "identity"):
+                deadline.end()
                 response.close()
                 raise BackendError(
                     f"{url} sent a malformed reply: HTTP {response.status_code} with "
@@ -315,6 +331,58 @@ def _guarded_transport(backend: OpenAIBackend):
             self.inner.close()
 
     return Guarded()
+
+
+class _Deadline:
+    """The end of one HTTP exchange, ``timeout_s`` after its request: then a watchdog thread shuts
+    the connection's socket, so whatever read waits on it ends at once. httpx2's timeout holds each
+    read alone, so a status line sent a byte a second, endless "100 Continue" replies or a trickled
+    body would each run on far past ``timeout_s``. The sockets come from httpx2's ``trace`` request
+    extension as they are opened (the TLS one too)."""
+
+    OPENED = ("connection.connect_tcp.complete", "connection.start_tls.complete")
+
+    def __init__(self, url: str, timeout_s: float) -> None:
+        self.url, self.timeout_s = url, timeout_s
+        self.sockets: list = []
+        self.expired, self.cut = False, False  # cut: a socket of this exchange was shut
+        self.lock = threading.Lock()
+        self.watchdog = threading.Timer(timeout_s, self.expire)
+        self.watchdog.daemon = True
+        self.watchdog.start()
+
+    def trace(self, event: str, info: dict) -> None:
+        if event in self.OPENED:
+            sock = info["return_value"].get_extra_info("socket")
+            with self.lock:
+                self.sockets.append(sock)
+                if self.expired:  # opened after the deadline, by a connect as slow as timeout_s
+                    self.cut = True
+                    _shut(sock)
+
+    def expire(self) -> None:
+        with self.lock:
+            self.expired, self.cut = True, bool(self.sockets)  # none yet: connect's own timeout holds
+            for sock in self.sockets:
+                _shut(sock)
+
+    def end(self) -> None:
+        self.watchdog.cancel()
+
+    def error(self, so_far: str) -> BackendError:
+        return BackendError(
+            f"{self.url} did not finish its reply within timeout_s={self.timeout_s:g} s ({so_far}); "
+            "stopped reading"
+        )
+
+
+def _shut(sock) -> None:
+    """Shut ``sock`` for reading and writing, whichever thread waits on it. The plain socket's
+    shutdown even for a TLS socket: ssl's own drops the TLS state under the thread reading it."""
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:  # closed already
+        pass
 
 
 class _ServerError(Exception):

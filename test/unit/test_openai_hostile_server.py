@@ -259,6 +259,38 @@ def test_a_servers_error_message_is_shown_short_and_its_escapes_not_obeyed(chat,
     assert all(c.isprintable() for c in message), message
 
 
+# ------------------------------------------------------------- a 200 that is no event stream
+COMPLETION = {
+    "id": "c",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "m",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": GOOD}, "finish_reason": "stop"}],
+}
+
+
+@pytest.mark.parametrize(
+    "body, content_type",
+    [
+        (b"<html><body>It works!</body></html>", "text/html"),
+        (json.dumps(COMPLETION).encode(), "application/json"),
+    ],
+    ids=["html_page", "whole_json_completion"],
+)
+def test_a_reply_that_is_no_event_stream_is_a_malformed_reply_naming_its_content_type(body, content_type):
+    """Not an empty answer refused for its missing "Instruction:" section, which hid the cause."""
+
+    def chat(h: Hostile) -> None:
+        h.send(200, body, content_type)
+
+    with hostile(chat) as (url, _):
+        message = backend_error(url)
+    assert (
+        f"sent a malformed reply: HTTP 200 with Content-Type '{content_type}', not the event stream"
+        in message
+    )
+
+
 # ------------------------------------------------------------------------------------ F4: shapes
 CONTENT = chunk({"content": GOOD})
 MALFORMED = {

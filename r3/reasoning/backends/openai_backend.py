@@ -28,11 +28,12 @@ A server is not trusted: the chat stream is read and checked here (the SDK's par
 whatever types the server sent). Each reply, status line and headers included, must come whole
 within ``timeout_s`` (one deadline per attempt, besides httpx's per-read timeout of the same length,
 so a server that keeps the stream open with keep-alive comments or a token now and then, or sends
-its headers a byte at a time or "100 Continue" without end, ends in a BackendError, not a hang); it may
-take at most :func:`reply_bytes` bytes on the wire (generous per token, with an absolute cap), read
-in linear time; an event that is no JSON object, or a field of the wrong type (content, choices,
-delta, usage, finish_reason, a tool call's index, name or arguments), is a BackendError naming the
-malformed reply; a redirect is never followed (the prompt and images would go to another host),
+its headers a byte at a time or "100 Continue" without end, ends in a BackendError, not a hang); it
+may take at most :func:`reply_bytes` bytes on the wire (generous per token, with an absolute cap),
+read in linear time; a reply that is no event stream (an HTML page, a whole JSON completion: its
+Content-Type is named), an event that is no JSON object, or a field of the wrong type (content,
+choices, delta, usage, finish_reason, a tool call's index, name or arguments), is a BackendError
+naming the malformed reply; a redirect is never followed (the prompt and images would go to another host),
 it is a BackendError naming where it pointed; no response may be compressed (we ask for
 identity encoding). The deadline, the encoding and a cap of :data:`REPLY_BYTES_MIN` bytes hold for
 the bodies the SDK reads whole too (the model list, an error page): the client's transport
@@ -321,8 +322,8 @@ def _guarded_transport(backend: OpenAIBackend):
                     f"{url} sent a malformed reply: HTTP {response.status_code} with "
                     f"Content-Encoding {encoding[:40]!r} (identity was asked for)"
                 )
-            stream = response.headers.get("content-type", "").startswith("text/event-stream")
-            body = Body(response.stream, REPLY_BYTES_MAX if stream else REPLY_BYTES_MIN, deadline)
+            limit = REPLY_BYTES_MAX if _event_stream(response) else REPLY_BYTES_MIN
+            body = Body(response.stream, limit, deadline)
             return httpx2.Response(
                 response.status_code, headers=response.headers, stream=body, extensions=response.extensions
             )
@@ -403,6 +404,12 @@ class _Reply:
         return BackendError(f"{self.url} sent a malformed reply: {what}")
 
     def read(self, response, view: _StopView) -> None:
+        if not _event_stream(response):  # an HTML page, a whole JSON completion: no answer in it
+            content_type = _one_line(response.headers.get("content-type", ""), 80)
+            raise self.malformed(
+                f"HTTP {response.status_code} with Content-Type {content_type!r}, not the event stream "
+                "(text/event-stream) that was asked for"
+            )
         buffer, data, chunks = bytearray(), [], response.iter_raw()
         while True:
             try:
@@ -507,6 +514,11 @@ class _Reply:
             if name == before_name:  # some servers send the whole name with every piece, not once
                 name = None
             self.calls[index] = (before_name + (name or ""), before_args + (arguments or ""))
+
+
+def _event_stream(response) -> bool:
+    """Whether ``response`` says it is a stream of server-sent events."""
+    return response.headers.get("content-type", "").strip().lower().startswith("text/event-stream")
 
 
 def _kind(value) -> str:

@@ -17,7 +17,7 @@ import pytest
 
 from r3.eval.cli import eval_main
 from r3.eval.runner import EvalConfig, EvalError, evaluate
-from r3.reasoning import BackendError, ReasonerInput, decide, make_backend
+from r3.reasoning import BackendError, ReasonerInput, ReasoningBudget, decide, make_backend
 
 IMAGE = np.zeros((48, 64, 3), np.uint8)
 GOOD = "Reasoning: the red moon is left.\nInstruction: touch the red moon"
@@ -391,6 +391,54 @@ def test_a_well_formed_stream_still_reads():
     ):
         decision, exc = one_decision(url)
     assert exc is None and decision.valid, (decision, exc)
+
+
+# ------------------------------------------------------------------ token counts a record can hold
+def step_msg(decision, inp: ReasonerInput):
+    """The decision as the reasoner node publishes it: a ReasonerStep, serialized and read back (its
+    counts are uint32: a larger one failed to serialize, or came back wrapped around)."""
+    from builtin_interfaces.msg import Time
+    from rclpy.serialization import deserialize_message, serialize_message
+
+    from r3.episode_loop import StepDecision
+    from r3_ros.conversions import ReasonerStep, reasoner_step_msg
+
+    record = StepDecision(0, inp, decision, "", "", "", "")
+    msg = reasoner_step_msg("e", "V", record, (0, 0, 0), [], Time())
+    return deserialize_message(serialize_message(msg), ReasonerStep)
+
+
+def test_a_token_count_no_record_can_hold_is_no_count():
+    """A count past uint32 reached the node's conversion to a ReasonerStep, which failed on it."""
+    usage = {"prompt_tokens": 12, "completion_tokens": 99999999999999999999999999}
+    inp = ReasonerInput("language_table", "make a line", [IMAGE])
+    with hostile(answer(sse(CONTENT, chunk({}, "stop", usage=usage)))) as (url, _):
+        decision, exc = one_decision(url, inp=inp)
+    assert exc is None and decision.valid, (decision, exc)
+    assert (decision.output.prompt_tokens, decision.output.completion_tokens) == (12, None)
+    msg = step_msg(decision, inp)
+    assert (msg.prompt_tokens, msg.completion_tokens) == (12, 0)
+
+
+def test_two_stages_counts_whose_sum_no_record_can_hold_are_no_count():
+    """Under a reasoning budget a step's counts are two generations' sums: each fits, the sum not."""
+    most = 2**32 - 1
+    usage = {"prompt_tokens": most, "completion_tokens": most}
+    inp = ReasonerInput("language_table", "make a line", [IMAGE])
+    with hostile(answer(sse(CONTENT, chunk({}, "stop", usage=usage)))) as (url, _):
+        backend = make_backend(f"openai:{url},model=m,attempts=1")
+        backend.load()
+        decision = decide(backend, inp, ReasoningBudget(max_reasoning_tokens=8))
+        backend.close()
+    out = decision.output
+    assert (out.stages, out.reasoning_tokens, out.prompt_tokens, out.completion_tokens) == (
+        2,
+        most,
+        None,
+        None,
+    )
+    msg = step_msg(decision, inp)
+    assert (msg.prompt_tokens, msg.completion_tokens) == (0, 0)
 
 
 # ------------------------------------------------------------------------------------ F5: size

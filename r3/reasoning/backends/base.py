@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from r3.reasoning.prompts import ANSWER_CALLS, ANSWER_HEADERS, ReasonerInput, build_messages
+from r3.safety.goals import UINT32_MAX
 
 OnText = Callable[[str], None]
 
@@ -56,7 +57,7 @@ FULL_REASONING = ReasoningBudget()
 
 @dataclass(frozen=True)
 class Generation:
-    """One call to the model. Token counts are None when the server does not report them."""
+    """One call to the model. Token counts are None when the server reports none (:func:`token_count`)."""
 
     text: str
     finish_reason: str
@@ -86,8 +87,25 @@ class BackendOutput:
     reasoning_truncated: bool
 
 
+#: The most a token count may be: a recorded ReasonerStep holds a step's counts as uint32.
+MAX_TOKEN_COUNT = UINT32_MAX
+
+
+def token_count(value) -> int | None:
+    """``value`` as a token count, or None ("no count") where it is none: not an int (a bool is
+    none), negative, or more than a ReasonerStep holds (:data:`MAX_TOKEN_COUNT`). A server reports
+    its counts as it likes; one no record can hold is dropped, not the step's answer with it.
+
+    >>> token_count(12), token_count(-1), token_count(True), token_count(99999999999999999999)
+    (12, None, None, None)
+    """
+    fits = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKEN_COUNT
+    return value if fits else None
+
+
 def _add(a: int | None, b: int | None) -> int | None:
-    return None if a is None or b is None else a + b
+    """Two stages' counts as one step's: no count where either has none or the sum is none."""
+    return None if a is None or b is None else token_count(a + b)
 
 
 class ReasonerBackend(ABC):

@@ -59,6 +59,7 @@ from r3.reasoning.backends.base import (
     ReasonerBackend,
     ReasonerInput,
     ReasoningBudget,
+    token_count,
 )
 from r3.reasoning.backends.spec import SAMPLING_OPTIONS, Option
 from r3.reasoning.prompts import ANSWER_HEADERS, to_openai_content
@@ -470,8 +471,8 @@ class _Reply:
         if usage is not None:
             if not isinstance(usage, dict):
                 raise self.malformed(f"usage is a {type(usage).__name__}, not an object")
-            self.prompt_tokens = _count(usage.get("prompt_tokens"))
-            self.completion_tokens = _count(usage.get("completion_tokens"))
+            self.prompt_tokens = token_count(usage.get("prompt_tokens"))
+            self.completion_tokens = token_count(usage.get("completion_tokens"))
         choices = event.get("choices")
         choices = [] if choices is None else choices
         if not isinstance(choices, list):
@@ -527,11 +528,6 @@ def _kind(value) -> str:
         return "null"
     shown = repr(value)
     return f"a {type(value).__name__} {shown[:40]}{'...' if len(shown) > 40 else ''}"
-
-
-def _count(value) -> int | None:
-    """A token count as the server reported it, or None when it is no count."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _status(exc) -> str:

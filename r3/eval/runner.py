@@ -47,6 +47,7 @@ from r3.seeds import scene_seed
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
 from r3.tasks.language_table.tasks import SPLITS
 from r3.tasks.packing.tasks import HELD_OUT
+from r3.urls import shown_url
 from r3.workers import WorkerPool, check_workers
 
 CONFIG_FILE = "config.json"
@@ -481,7 +482,7 @@ def evaluate(
         try:
             check_backend(config.reasoner)
         except ValueError as exc:
-            raise EvalError(f"reasoner {config.reasoner!r}: {exc}") from None
+            raise EvalError(f"reasoner {shown_url(config.reasoner)}: {exc}") from None
     out.mkdir(parents=True, exist_ok=True)
     _hold(out)
     write_text_atomically(out / CONFIG_FILE, json.dumps(asdict(config), indent=2) + "\n")  # a resume reads it

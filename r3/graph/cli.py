@@ -23,6 +23,7 @@ from r3.graph.description import (
 )
 from r3.graph.supervisor import Supervisor, resolve_executable
 from r3.numerals import DECIMAL, INTEGER
+from r3.urls import shown_url
 
 
 def parse_overrides(items: list[str]) -> dict[str, dict]:
@@ -57,7 +58,7 @@ def start_problem(profile) -> str | None:
             try:
                 check_backend(spec)
             except ValueError as exc:
-                return f"{member.name} backend {spec!r}: {exc}"
+                return f"{member.name} backend {shown_url(spec)}: {exc}"
     return None
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from r3.rewards.result import SCORE_CLASSES, JudgeResult
-from r3.rewards.vlm import DEFAULT_URL, JudgeFailure
+from r3.rewards.vlm import DEFAULT_URL, KEY_ENV, JudgeFailure
 from r3.suites import DEFAULT_SUITE, get_suite
 
 #: The labelled set shipped with the package.
@@ -175,7 +175,7 @@ def vlm_backend(base_url: str, model: str) -> Callable[[Case], JudgeResult]:
     from r3.rewards.judge import RuleJudge
     from r3.rewards.vlm import VLMJudge
 
-    vlm, rules = VLMJudge(base_url, model, api_key=os.environ.get("R3_JUDGE_API_KEY")), RuleJudge()
+    vlm, rules = VLMJudge(base_url, model, api_key=os.environ.get(KEY_ENV)), RuleJudge()
     return lambda c: (
         vlm.judge(c.candidate, c.reference)
         if get_suite(c.suite).vlm_judged

@@ -11,7 +11,7 @@ from pathlib import Path
 from r3.cli_args import readable_file
 from r3.rewards.judge import RuleJudge
 from r3.rewards.semantic import load_snapshot
-from r3.rewards.vlm import DEFAULT_URL, JudgeFailure, VLMJudge
+from r3.rewards.vlm import DEFAULT_URL, KEY_ENV, JudgeFailure, VLMJudge
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
 
 
@@ -57,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
         "--vlm-model",
         default=os.environ.get("R3_JUDGE_MODEL"),
         help="served model name for the VLM backend (env R3_JUDGE_MODEL); the API key, if "
-        "any, comes from env R3_JUDGE_API_KEY",
+        f"any, comes from env {KEY_ENV}",
     )
     return p
 
@@ -105,7 +105,7 @@ def judge_main(argv: list[str] | None = None) -> int:
                 vlm_suites = ", ".join(name for name in suite_names() if get_suite(name).vlm_judged)
                 parser.error(f"the VLM backend grades the {vlm_suites} suite only")
             image = Path(args.image).read_bytes() if args.image else None
-            vlm = VLMJudge(args.vlm_url, args.vlm_model, api_key=os.environ.get("R3_JUDGE_API_KEY"))
+            vlm = VLMJudge(args.vlm_url, args.vlm_model, api_key=os.environ.get(KEY_ENV))
             result = vlm.judge(args.candidate, args.reference, image)
         else:
             result = RuleJudge().judge(args.candidate, args.reference, suite=args.suite, snapshot=snapshot)

@@ -22,7 +22,7 @@ import urllib.request
 from r3.instructions import language_table
 from r3.rewards.result import SCORE_CLASSES, JudgeResult, Tier, parse_pair
 from r3.tasks.language_table.board import BLOCKS
-from r3.urls import url_problem
+from r3.urls import shown_url, url_problem
 
 _SCORE_TIERS = {1.0: Tier.LINGUISTIC, 0.5: Tier.ADVERB_MISMATCH, 0.25: Tier.SEMANTIC, 0.0: Tier.NO_MATCH}
 
@@ -139,6 +139,8 @@ def parse_verdict(text: str) -> tuple[float, str]:
 #: The server `r3 judge --backend vlm` asks when neither --vlm-url nor R3_JUDGE_URL names one: a
 #: local vLLM or `transformers serve` on their usual port.
 DEFAULT_URL = "http://127.0.0.1:8000/v1"
+#: The environment variable holding the judge server's API key, if it needs one.
+KEY_ENV = "R3_JUDGE_API_KEY"
 
 
 class VLMJudge:
@@ -155,8 +157,8 @@ class VLMJudge:
         timeout_s: float = 120.0,
         max_tokens: int = 1024,
     ):
-        if problem := url_problem(base_url):
-            raise ValueError(f"base_url={base_url!r}: {problem}")
+        if problem := url_problem(base_url, KEY_ENV):
+            raise ValueError(f"base_url={shown_url(base_url)}: {problem}")
         if not model:
             raise ValueError("model must name the served model")
         self.base_url = base_url.rstrip("/")

@@ -19,6 +19,7 @@ from r3.numerals import says_its_digits
 from r3.train.args import is_first_process
 from r3.train.config import ConfigError, ImputeConfig, RLConfig, SFTConfig, load_config
 from r3.train.rows import DatasetError
+from r3.urls import shown_url
 
 JOBS = {"sft": SFTConfig, "rl": RLConfig, "impute": ImputeConfig}
 
@@ -122,7 +123,7 @@ def _preflight(job: str, cfg) -> None:
         try:
             check_backend(cfg.backend)
         except ValueError as exc:
-            raise ConfigError(f"backend {cfg.backend!r}: {exc}") from None
+            raise ConfigError(f"backend {shown_url(cfg.backend)}: {exc}") from None
         output = Path(cfg.output)
         if output.is_dir():
             raise ConfigError(f"output {cfg.output}: a folder, expected a JSONL file to write")

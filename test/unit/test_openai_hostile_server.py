@@ -535,6 +535,47 @@ def test_a_backend_failure_mid_episode_is_an_error_of_r3_eval_and_a_resume_runs_
     assert "skipped" not in record and "success" in record
 
 
+# -------------------------------------------------------------------- F9: credentials in the URL
+SECRET = "s3cr3t-pa55"
+CREDENTIALS = {
+    "in_the_url": "openai:http://me:{}@127.0.0.1:9/v1,model=m",
+    "and_a_bad_port": "openai:http://me:{}@127.0.0.1:abc/v1,model=m",
+    "with_a_slash": "openai:http://me:pa/{}@127.0.0.1:9/v1,model=m",
+    "without_a_scheme": "openai:me:{}@127.0.0.1:9/v1,model=m",
+    "in_a_spec_that_is_no_spec": "openai:http://me:{}@127.0.0.1:9/v1,model",
+    "under_an_unknown_scheme": "opnai:http://me:{}@127.0.0.1:9/v1,model=m",
+}
+
+
+@pytest.mark.parametrize("spec", [s.format(SECRET) for s in CREDENTIALS.values()], ids=CREDENTIALS.keys())
+def test_a_url_with_a_password_is_refused_and_the_password_shown_nowhere(spec, tmp_path, capsys, caplog):
+    """A password in the URL would be printed in the model id (results, bags), every error message
+    and the HTTP library's errors: refused, the refusal saying where the key goes, naming no part of it."""
+    with pytest.raises(ValueError) as info:
+        make_backend(spec)
+    assert SECRET not in str(info.value) and "pa/" not in str(info.value)
+    if spec.startswith("openai:http") and spec.endswith("model=m"):
+        assert "holds '@'" in str(info.value) and "$OPENAI_API_KEY" in str(info.value)
+    with pytest.raises(EvalError) as info:
+        evaluate(EvalConfig(spec, tasks=("V",), scenes=1, trials=1), tmp_path / "eval")
+    assert SECRET not in str(info.value)
+    rc = eval_main(["--reasoner", spec, "--tasks", "V", "--scenes", "1", "--out", str(tmp_path / "cli")])
+    shown = capsys.readouterr()
+    assert rc != 0 and SECRET not in shown.out + shown.err + caplog.text
+    assert not (tmp_path / "eval").exists() and not (tmp_path / "cli").exists()
+
+
+def test_the_key_goes_in_key_env_and_the_judge_refuses_a_password_too():
+    from r3.rewards.vlm import VLMJudge
+
+    with pytest.raises(ValueError, match=r"\$MY_KEY instead") as info:
+        make_backend(f"openai:https://me:{SECRET}@example.org/v1,model=m,key_env=MY_KEY")
+    assert SECRET not in str(info.value)
+    with pytest.raises(ValueError, match=r"\$R3_JUDGE_API_KEY instead") as info:
+        VLMJudge(f"http://me:{SECRET}@127.0.0.1:9/v1", "m")
+    assert SECRET not in str(info.value)
+
+
 # ------------------------------------------------------------------------------------ F6: options
 @pytest.mark.parametrize(
     "option",

@@ -28,6 +28,7 @@ from r3.reasoning.backends.base import (
     ReasoningBudget,
 )
 from r3.reasoning.backends.spec import parse_spec, spec_options
+from r3.urls import shown_url
 
 #: scheme -> "module:Class"; the class has ``from_spec(argument: str, **options)`` and ``SPEC_OPTIONS``.
 BACKENDS = Registry(
@@ -54,7 +55,9 @@ def make_backend(spec: str, **options) -> ReasonerBackend:
     parsed = parse_spec(spec)
     schemes = BACKENDS.names()
     if parsed.scheme not in schemes:
-        raise ValueError(f"backend spec {spec!r}: expected SCHEME:..., SCHEME one of {list(schemes)}")
+        raise ValueError(
+            f"backend spec {shown_url(spec)}: expected SCHEME:..., SCHEME one of {list(schemes)}"
+        )
     cls = BACKENDS.get(parsed.scheme)
     return cls.from_spec(parsed.argument, **{**options, **spec_options(parsed, cls.SPEC_OPTIONS)})
 

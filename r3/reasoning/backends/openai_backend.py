@@ -64,7 +64,7 @@ from r3.reasoning.backends.base import (
 from r3.reasoning.backends.spec import SAMPLING_OPTIONS, Option
 from r3.reasoning.prompts import ANSWER_HEADERS, to_openai_content
 from r3.safety.goals import shown_text
-from r3.urls import url_problem
+from r3.urls import shown_url, url_problem
 
 #: Bytes one reply may take on the wire: per token asked for (an SSE event of one token is about 200
 #: bytes), never fewer than the minimum nor more than the absolute cap.
@@ -113,8 +113,8 @@ class OpenAIBackend(ReasonerBackend):
         attempts: int = 3,
         function_calls: bool = False,
     ) -> None:
-        if problem := url_problem(base_url):
-            raise ValueError(f"base_url={base_url!r}: {problem}")
+        if problem := url_problem(base_url, key_env):
+            raise ValueError(f"base_url={shown_url(base_url)}: {problem}")
         if attempts < 1 or not 0 < timeout_s <= MAX_TIMEOUT_S:  # also refuses NaN
             raise ValueError(f"attempts={attempts}, timeout_s={timeout_s}: both must be positive, finite")
         self.base_url, self.model, self.key_env = base_url.rstrip("/"), model, key_env

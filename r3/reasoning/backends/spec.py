@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from r3.files import is_kind
 from r3.numerals import DECIMAL, INTEGER
+from r3.urls import shown_url
 
 _BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
@@ -105,12 +106,12 @@ def parse_spec(spec: str) -> BackendSpec:
     scheme, _, argument = head.partition(":")
     scheme = scheme.strip()
     if not scheme:
-        raise ValueError(f"backend spec {spec!r}: expected SCHEME[:ARGUMENT][,KEY=VALUE...]")
+        raise ValueError(f"backend spec {shown_url(spec)}: expected SCHEME[:ARGUMENT][,KEY=VALUE...]")
     pairs = []
     for item in rest:
         key, sep, value = item.strip().partition("=")
         if not sep or not key:
-            raise ValueError(f"backend spec {spec!r}: {item.strip()!r} is not KEY=VALUE")
+            raise ValueError(f"backend spec {shown_url(spec)}: {shown_url(item.strip())} is not KEY=VALUE")
         pairs.append((key.strip(), value.strip()))
     return BackendSpec(scheme, argument.strip(), tuple(pairs))
 

@@ -43,13 +43,14 @@ def url_problem(url: str, key_env: str) -> str | None:
     return None
 
 
-def shown_url(text: str) -> str:
-    """``text`` (a URL, or a backend spec holding one) quoted for a message, or not shown at all
-    where it holds "@": a password may stand before it, and messages are kept (logs, results).
+def shown_url(text) -> str:
+    """``text`` (a URL, a backend spec holding one, or whatever was given in its place) as repr
+    shows it, or not at all where it holds "@": a password may stand before it, and messages are
+    kept (logs, results).
 
     >>> shown_url("openai:http://127.0.0.1:8000/v1,model=m")
     "'openai:http://127.0.0.1:8000/v1,model=m'"
     >>> shown_url("openai:http://me:secret@host/v1,model=m")
     "(not shown: it holds '@', a password may stand before it)"
     """
-    return "(not shown: it holds '@', a password may stand before it)" if "@" in text else repr(text)
+    return "(not shown: it holds '@', a password may stand before it)" if "@" in str(text) else repr(text)

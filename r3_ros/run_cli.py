@@ -35,6 +35,7 @@ from r3.safety.goals import (
     shown_text,
 )
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
+from r3.urls import shown_url
 
 #: How long `r3 run` looks for an already running graph before starting one (DDS discovery time).
 RUNNING_GRAPH_DISCOVERY_S = 2.0
@@ -183,7 +184,9 @@ def graph_overrides(args) -> dict:
             continue  # the option left at its default: the --set value stands
         same = given == value or (name == "backend" and isinstance(given, str) and same_spec(given, value))
         if given is not None and not same:
-            raise ValueError(f"--set r3_reasoner_node.{name}={given!r} contradicts {option} {value}")
+            raise ValueError(
+                f"--set r3_reasoner_node.{name}={shown_url(given)} contradicts {option} {shown_url(value)}"
+            )
         if name == "backend" or value != "instruction":
             overrides.setdefault("r3_reasoner_node", {})[name] = value
     overrides.setdefault("r3_recorder_node", {})["output_dir"] = str((args.out / "bags").resolve())

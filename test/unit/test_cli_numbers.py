@@ -156,7 +156,7 @@ def test_a_set_number_too_long_for_python_is_refused_in_a_short_message():
         (["--set", "r3_recorder_node.output_dir=/tmp/elsewhere"], "r3 run's bags go under --out"),
         (
             ["--reasoner", "expert", "--set", "r3_reasoner_node.backend=replay:/x"],
-            "--set r3_reasoner_node.backend='replay:/x' contradicts --reasoner expert",
+            "--set r3_reasoner_node.backend='replay:/x' contradicts --reasoner 'expert'",
         ),
         (
             [
@@ -169,7 +169,7 @@ def test_a_set_number_too_long_for_python_is_refused_in_a_short_message():
                 "--set",
                 "r3_reasoner_node.interface=plan",
             ],
-            "--set r3_reasoner_node.interface='plan' contradicts --interface tools",
+            "--set r3_reasoner_node.interface='plan' contradicts --interface 'tools'",
         ),
         # Found by a hostile sweep: an interface --set to no interface, on packing, ended r3 run in a
         # KeyError traceback (the step budget was looked up before the interface was checked).
@@ -223,6 +223,25 @@ def test_r3_run_refuses_a_set_backend_that_is_no_spec_with_the_parsers_reason(tm
         run_main(["--reasoner", "expert", "--set", spec, "--out", str(tmp_path / "out")])
     assert exited.value.code == 2 and not (tmp_path / "out").exists()
     assert "backend spec 'expert,': '' is not KEY=VALUE" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--reasoner", "openai:http://me:s3cr3t@127.0.0.1:9/v1,model=m"],
+        ["--reasoner", "expert", "--set", "r3_reasoner_node.backend=openai:http://me:s3cr3t@h:1/v1,model=m"],
+    ],
+    ids=["reasoner", "set_backend"],
+)
+def test_r3_run_refuses_a_password_in_a_url_and_shows_it_nowhere(argv, tmp_path, capsys):
+    """Refused before any graph starts (a usage error, or r3 run's check of the graph's backend)."""
+    try:
+        code = run_main([*argv, "--out", str(tmp_path / "out")])
+    except SystemExit as exited:
+        code = exited.code
+    shown = capsys.readouterr()
+    assert code != 0 and not (tmp_path / "out").exists()
+    assert "s3cr3t" not in shown.out + shown.err and "holds '@'" in shown.err
 
 
 @pytest.mark.parametrize(

@@ -463,6 +463,33 @@ def test_one_long_line_is_cut_off_too():
 
 
 # ------------------------------------------------------------------------------------ F8: redirect
+PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
+
+
+@pytest.mark.parametrize("variable", ["http_proxy", "HTTP_PROXY", "all_proxy"])
+def test_the_environments_proxy_carries_the_requests_as_the_sdks_own_client_did(variable, monkeypatch):
+    """The guarded transport (a transport of r3's own, which httpx gives no proxy from the
+    environment) dropped the proxy a user's shell names: a server reached only through it was
+    unreachable. Here the server behind the proxy is an address nothing answers on (TEST-NET-1)."""
+    for name in (*PROXY_VARIABLES, "no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    with hostile(answer(sse(chunk({"content": GOOD}, "stop")))) as (proxy, posts):
+        monkeypatch.setenv(variable, proxy.removesuffix("/v1"))
+        decision, exc = one_decision("http://192.0.2.1:9/v1", ",timeout_s=2")
+    assert exc is None and decision.valid, (decision, exc)
+    assert len(posts) == 1
+
+
+def test_no_proxy_names_the_servers_reached_directly(monkeypatch):
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", "http://192.0.2.1:9")  # a proxy nothing answers on
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    with hostile(answer(sse(chunk({"content": GOOD}, "stop")))) as (url, posts):
+        decision, exc = one_decision(url, ",timeout_s=2")
+    assert exc is None and decision.valid and len(posts) == 1, (decision, exc)
+
+
 def test_a_redirect_is_not_followed_and_names_where_it_pointed():
     with hostile(answer(sse(CONTENT, chunk({}, "stop")))) as (elsewhere, received):
         target = elsewhere + "/chat/completions"

@@ -303,7 +303,9 @@ def _guarded_transport(backend: OpenAIBackend):
 
     class Guarded(httpx2.BaseTransport):
         def __init__(self) -> None:
-            self.inner = httpx2.HTTPTransport(limits=httpx2.Limits(max_keepalive_connections=0))
+            self.inner = httpx2.HTTPTransport(
+                limits=httpx2.Limits(max_keepalive_connections=0), proxy=environment_proxy(url)
+            )
 
         def handle_request(self, request):
             deadline = _Deadline(url, backend.timeout_s)
@@ -333,6 +335,19 @@ def _guarded_transport(backend: OpenAIBackend):
             self.inner.close()
 
     return Guarded()
+
+
+def environment_proxy(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (``http_proxy``, ``https_proxy``, ``all_proxy``,
+    less ``no_proxy``), which the SDK's own client would take: httpx takes none from the environment
+    for a client given a transport of its own."""
+    from urllib.parse import urlsplit
+    from urllib.request import getproxies_environment, proxy_bypass_environment
+
+    parts, proxies = urlsplit(url), getproxies_environment()
+    if proxy_bypass_environment(parts.hostname or "", proxies):
+        return None
+    return proxies.get(parts.scheme) or proxies.get("all")
 
 
 class _Deadline:

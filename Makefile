@@ -8,9 +8,10 @@ setup:
 run: setup
 	.venv/bin/r3 run --task V --seed 3
 
-# Three test processes, each with its own ROS domain (test/ros_domains.py), a test file each at a time
-# (a file's module fixtures, e.g. a served model, start once): 14 min 42 s to 22 min 31 s on 2 idle
-# cores (2,510-2,994 tests; the slowest in an hour when MuJoCo ran at half its usual speed); 27 min 20 s in one process (a smaller suite).
+# Three test processes, each with its own ROS domain (test/ros_domains.py) and one compute thread, a
+# test file each at a time (a file's module fixtures, e.g. a served model, start once), the longest
+# files first (test/conftest.py, LONGEST_FILES): 15 min 27 s for 3,045 tests on 2 idle cores (22 min
+# 31 s for 2,994 before the longest went first); 27 min 20 s in one process (a smaller suite).
 test: setup
 	.venv/bin/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder
 

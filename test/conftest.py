@@ -47,26 +47,26 @@ except ImportError:
     pass
 
 
-#: The files that take longest, by the minutes each took in a whole run (a served model trained
-#: first, the whole mini chain, training, graphs started by their module fixtures), in that order.
-#: `make test` starts them first (with ``--no-loadscope-reorder``): xdist otherwise hands out the
-#: files with the most tests first, which left the two one-test files of several minutes each
-#: running alone at the end of the run.
+#: The files that take longest, by their time in a clean-clone run of `make test` on 2 idle cores
+#: (a served model trained first, graphs started by their module fixtures, the whole mini chain,
+#: training), in that order. `make test` starts them first (with ``--no-loadscope-reorder``): xdist
+#: otherwise hands out the files with the most tests first, which left the one-test files of
+#: several minutes each running alone at the end of the run.
 LONGEST_FILES = (
     "test_tools_served_model.py",
-    "test_mini_quick.py",
-    "test_train_tiny.py",
-    "test_vision_pretraining.py",
     "test_safety_graph.py",
-    "test_bench_smoke.py",
     "test_headline_figures.py",
     "test_sim_controller.py",
     "test_colcon_workspace.py",
-    "test_multiturn_tiny.py",
-    "test_eval_runner.py",
     "test_silent_nodes.py",
+    "test_bench_smoke.py",
     "test_graph_backends.py",
-    "test_grounding_pretraining.py",
+    "test_mini_quick.py",
+    "test_train_tiny.py",
+    "test_hostile_graph.py",
+    "test_eval_runner.py",
+    "test_interfaces_graph.py",
+    "test_multiturn_tiny.py",
 )
 
 

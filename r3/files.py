@@ -304,6 +304,18 @@ def write_text_atomically(path: str | Path, text: str) -> None:
     write_atomically(path, lambda tmp: tmp.write_text(text))
 
 
+def save_figure(fig, path: Path, **options) -> None:
+    """Save matplotlib figure ``fig`` to ``path`` in the format its suffix names (``options`` go to
+    ``savefig``) and close it; a run stopped while saving leaves the earlier chart or the new one,
+    never one cut short (:func:`write_atomically`)."""
+    import matplotlib.pyplot as plt
+
+    try:
+        write_atomically(path, lambda tmp: fig.savefig(tmp, format=path.suffix.lstrip("."), **options))
+    finally:
+        plt.close(fig)
+
+
 def _remove_abandoned_staging(target: Path) -> None:
     """Remove the staging folders of ``target`` whose process is gone (a command killed mid-write left
     them, each as large as its output, and no later run took them away); a live one's stays."""

@@ -854,7 +854,7 @@ def learning_curves(checkpoints: dict[str, Path], path: Path) -> dict[str, list]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from r3.eval.plots import save_figure
+    from r3.files import save_figure
 
     logs = {s: training_log(c) for s, c in checkpoints.items()}
     left_out = {}
@@ -905,8 +905,9 @@ def success_per_task(records: dict[str, list[dict]], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     from r3.eval.metrics import rate
-    from r3.eval.plots import NO_EPISODES, save_figure
+    from r3.eval.plots import NO_EPISODES
     from r3.eval.runner import completed
+    from r3.files import save_figure
 
     tasks = list(dict.fromkeys(r["task"] for rs in records.values() for r in completed(rs)))
     width = 0.8 / max(1, len(records))

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from r3.cli_args import checked_path, folder, integer, word
+from r3.files import write_text_atomically
 from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
 from r3.suites import DEFAULT_SUITE, get_suite
 
@@ -297,7 +298,7 @@ def _stats(args) -> int:
     stats = dataset_stats(args.dir)
     plot = plot_stats(stats, plot)
     summary = {k: v for k, v in stats.items() if k != "reasoning_words_all"}
-    (Path(args.dir) / "stats.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_text_atomically(Path(args.dir) / "stats.json", json.dumps(summary, indent=2) + "\n")
     splits = ", ".join(f"{split or 'no split'} {rows}" for split, rows in stats["rows_per_split"].items())
     print(f"{stats['kind']} dataset, {stats['rows']} rows; per split: {splits}")
     for task, rows in stats["rows_per_task"].items():

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from r3.data import schema as S
+from r3.files import save_figure
 
 #: Instruction types in the order and with the short names of R^3 Figure 6.
 TYPE_NAMES = {
@@ -175,6 +176,5 @@ def plot_stats(stats: dict, path: str | Path) -> Path:
         path = path / S.STATS_PLOT
     elif not path.suffix:
         path = path.with_suffix(".png")  # what matplotlib would write for it
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
     return path

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from r3.eval.tables import MEAN, TaskRow
-from r3.files import write_atomically
+from r3.files import save_figure
 
 #: Bar colour per split (the pooled mean in grey).
 SPLIT_COLOURS = {"T_M": "#4C72B0", "T_R": "#DD8452", "T_O": "#55A868", "": "#8C8C8C"}
@@ -14,17 +14,6 @@ SPLIT_COLOURS = {"T_M": "#4C72B0", "T_R": "#DD8452", "T_O": "#55A868", "": "#8C8
 OTHER_SPLIT_COLOUR = "#8172B3"
 #: What marks a row with no episode where its bar would be.
 NO_EPISODES = "no episodes"
-
-
-def save_figure(fig, path: Path) -> None:
-    """Save ``fig`` to ``path`` in the format its suffix names and close it; a run stopped while saving
-    leaves the earlier chart or the new one, never one cut short (:func:`r3.files.write_atomically`)."""
-    import matplotlib.pyplot as plt
-
-    try:
-        write_atomically(path, lambda tmp: fig.savefig(tmp, format=path.suffix.lstrip(".")))
-    finally:
-        plt.close(fig)
 
 
 def success_chart(rows: Sequence[TaskRow], path: Path, title: str) -> Path:

@@ -143,10 +143,8 @@ def test_repeated_refusals_counts_repeats_in_an_unchanged_scene_only(board):
     assert np.isclose(verified_fraction([]), 1.0)
 
 
-@pytest.mark.slow
-def test_dataset_stats_report_the_verified_fraction(tmp_path, capsys):
-    import json
-
+def _small_sft_dataset(tmp_path):
+    """An SFT dataset of one T_M scene per task, 4 decision steps each."""
     from r3.data.cli import collect_main, dataset_main
 
     bags, root = tmp_path / "bags", tmp_path / "sft"
@@ -169,7 +167,56 @@ def test_dataset_stats_report_the_verified_fraction(tmp_path, capsys):
         == 0
     )
     assert dataset_main(["build", str(bags), "--out", str(root), "--kind", "sft"]) == 0
+    return root
+
+
+@pytest.mark.slow
+def test_dataset_stats_report_the_verified_fraction(tmp_path, capsys):
+    import json
+
+    from r3.data.cli import dataset_main
+
+    root = _small_sft_dataset(tmp_path)
     assert dataset_main(["stats", str(root)]) == 0
     claims = json.loads((root / "stats.json").read_text())["trace_claims"]
     assert claims["claims"] > 20 and claims["fraction"] >= 0.99
     assert "trace claims verified against the recorded state" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["stats.json", "stats.png"])
+def test_dataset_stats_stopped_by_a_full_disk_keeps_the_earlier_files_whole(
+    name, tmp_path, monkeypatch, capsys
+):
+    """Found by a sweep of stopped commands: `r3 dataset stats` wrote stats.json and stats.png in place,
+    so a full disk (or a kill) during a rerun left them cut short where the earlier whole ones were."""
+    import errno
+    from pathlib import Path
+
+    from matplotlib.figure import Figure
+
+    from r3.cli import main as r3_main
+
+    root = _small_sft_dataset(tmp_path)
+    assert r3_main(["dataset", "stats", str(root)]) == 0
+    earlier = {p.name: p.read_bytes() for p in root.iterdir() if p.is_file()}
+    capsys.readouterr()
+
+    def half_then_full(write):
+        def writes(self, target, *args, **kwargs):
+            path = Path(target if isinstance(self, Figure) else self)
+            if not path.name.startswith(name):
+                return write(self, target, *args, **kwargs)
+            path.write_bytes(b"half")
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+        return writes
+
+    if name == "stats.png":
+        monkeypatch.setattr(Figure, "savefig", half_then_full(Figure.savefig))
+    else:
+        monkeypatch.setattr(Path, "write_text", half_then_full(Path.write_text))
+    assert r3_main(["dataset", "stats", str(root)]) == 2  # r3 dataset's status for an OSError
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "Traceback" not in err, err
+    assert {p.name: p.read_bytes() for p in root.iterdir() if p.is_file()} == earlier

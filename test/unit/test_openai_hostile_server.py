@@ -520,6 +520,22 @@ def models_status(status: int, body: bytes = b'{"error": "nope"}') -> Callable[[
     return models
 
 
+@pytest.mark.parametrize("content_type", ["text/html", ""])
+def test_a_model_list_that_is_no_json_is_a_malformed_reply_naming_its_content_type(content_type):
+    """An HTML page for the model list was "a malformed reply: AttributeError: ...", the SDK's own
+    words, which hide what came."""
+
+    def html(h: Hostile) -> None:
+        h.send(200, b"<html><body>a proxy's login page</body></html>", content_type)
+
+    with hostile(answer(sse(chunk({"content": GOOD}, "stop"))), models=html) as (url, _):
+        message = backend_error(url)
+    assert (
+        f"answered the model list with a malformed reply: HTTP 200 with Content-Type {content_type!r}"
+        in message
+    )
+
+
 @pytest.mark.parametrize(
     "models",
     [models_status(401), models_status(404), models_status(200, b"{not json"), models_status(200, b"[1, 2]")],

@@ -150,7 +150,14 @@ class OpenAIBackend(ReasonerBackend):
             ),
         )
         try:
-            self._with_retries(lambda: self.client.models.list())
+            listed = self._with_retries(lambda: self.client.models.with_raw_response.list())
+            kind = listed.headers.get("content-type", "")
+            if "json" not in kind.lower():  # an HTML page: the SDK's own parse would say only AttributeError
+                raise BackendError(
+                    f"{self.base_url} answered the model list with a malformed reply: HTTP "
+                    f"{listed.status_code} with Content-Type {_one_line(kind, 60)!r}, not JSON"
+                )
+            listed.parse()
         except openai.APIStatusError as exc:
             raise BackendError(f"{self.base_url} refused the model list: {_status(exc)}") from None
         except openai.APIError as exc:  # a reply that does not read as a model list, a timeout

@@ -12,6 +12,7 @@ import errno
 import importlib
 import signal
 import sys
+import threading
 from concurrent.futures.process import BrokenProcessPool
 
 #: What the machine, not the command, got wrong: each ends a command in one line, not a traceback
@@ -85,7 +86,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.parse_args(argv or ["--help"])
         return 2
     module, function, _ = COMMANDS[argv[0]]
-    earlier = signal.signal(signal.SIGTERM, _terminate)  # a command may set its own (r3 launch, rclpy)
+    # A command may set its own (r3 launch, rclpy); only the main thread may set one, and a caller
+    # that runs r3 in another thread keeps its process's handling.
+    in_main = threading.current_thread() is threading.main_thread()
+    earlier = signal.getsignal(signal.SIGTERM)
+    if in_main:
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         return int(getattr(importlib.import_module(module), function)(argv[1:]) or 0)
     except KeyboardInterrupt:  # Ctrl-C: what a resumable command finished is kept, nothing to trace
@@ -116,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"r3 {argv[0]}: error: reasoner backend: {exc}", file=sys.stderr)
         return 1
     finally:
-        signal.signal(signal.SIGTERM, earlier)
+        if in_main:  # None: a handler set outside Python, which Python cannot put back
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if earlier is None else earlier)
 
 
 if __name__ == "__main__":

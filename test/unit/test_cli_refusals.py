@@ -1215,6 +1215,30 @@ def test_sigterm_ends_a_command_as_ctrl_c_does_with_status_143(tmp_path, capsys,
     assert status == 143 and err.strip() == "r3 collect: terminated (SIGTERM)" and cleaned, err
 
 
+def test_a_command_run_in_another_thread_leaves_the_processs_sigterm_alone(tmp_path):
+    """main() takes SIGTERM for the command it runs; only the main thread may set a handler, so a
+    caller running r3 in a thread of its own got a ValueError from signal.signal before the command."""
+    import signal
+    import threading
+
+    from r3.cli import main
+
+    before, outcome = signal.getsignal(signal.SIGTERM), []
+
+    def run() -> None:
+        try:
+            outcome.append(main(["eval", "--workers", "-2", "--out", str(tmp_path / "e")]))
+        except SystemExit as exited:  # argparse's refusal of the option: the command ran
+            outcome.append(exited.code)
+        except Exception as exc:  # noqa: BLE001 - handed to the test
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(60)
+    assert outcome == [2] and signal.getsignal(signal.SIGTERM) is before
+
+
 def test_a_run_whose_reasoner_never_started_leaves_a_folder_the_next_run_can_use(tmp_path, capsys):
     """Found by a hostile user: an `r3 eval` or `r3 collect` whose reasoner failed to load had
     written its settings already, so every later run into the folder was refused as "episodes of

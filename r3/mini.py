@@ -54,6 +54,7 @@ from r3.files import (
     read_small_text,
     read_yaml_mapping,
     resumable_output,
+    save_figure,
     write_text_atomically,
 )
 from r3.workers import check_workers
@@ -854,8 +855,6 @@ def learning_curves(checkpoints: dict[str, Path], path: Path) -> dict[str, list]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from r3.files import save_figure
-
     logs = {s: training_log(c) for s, c in checkpoints.items()}
     left_out = {}
 
@@ -907,7 +906,6 @@ def success_per_task(records: dict[str, list[dict]], path: Path) -> Path:
     from r3.eval.metrics import rate
     from r3.eval.plots import NO_EPISODES
     from r3.eval.runner import completed
-    from r3.files import save_figure
 
     tasks = list(dict.fromkeys(r["task"] for rs in records.values() for r in completed(rs)))
     width = 0.8 / max(1, len(records))

@@ -65,6 +65,13 @@ class EpisodeWatch:
         if time.monotonic() > self.deadline:
             raise EpisodeError(f"the episode ran past its time budget of {self.param['max_episode_s']:.0f} s")
 
+    def gone(self, node: str) -> bool:
+        """``node`` (fully qualified) exited, as the process manager reports, or fell silent."""
+        name = node.rsplit("/", 1)[-1]
+        if any(line.split(" ", 1)[0] == name for line in self.exits.read()):
+            return True
+        return bool(self.monitor.dead([node], self.param["heartbeat_timeout_s"]))
+
     def waiting(self, stopping: bool) -> bool:
         """False once the goal is ``stopping``; raises when a watched node is gone."""
         if stopping:

@@ -7,6 +7,10 @@ later instruction is sent. An instruction whose acceptance never came back (a lo
 ``r3_ros.goals.GoalStatuses``) counts as accepted once the action's status topic lists it, and one
 the status lists as ended whose result did not come back is asked for it again
 (``r3_ros.goals.ResultRequests``).
+
+A stopped instruction is waited for until its goal has ended (:meth:`FollowClient.stop_sent`): the
+server ends it only after its last control step, so the RunTask's result, sent after that, comes
+after every motion of the episode; a client that sees it can trust nothing moves any more.
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ from r3_msgs.action import FollowInstruction
 from r3_ros.action_client import ActionClient
 from r3_ros.episode_watch import EpisodeError, EpisodeWatch, wait_future
 from r3_ros.executor import InlineCallbackGroup
-from r3_ros.goals import ANSWER_GRACE_S, GoalStatuses, ResultRequests
-from r3_ros.shutdown import unless_shut_down
+from r3_ros.goals import ANSWER_GRACE_S, ENDED, GoalStatuses, ResultRequests
+from r3_ros.services import Completion
+from r3_ros.shutdown import shutting_down, unless_shut_down
 from r3_ros.stop import StopListener, StopPublisher, goal_key, new_goal_id
 
 
@@ -172,23 +177,36 @@ class FollowClient:
                 since=sent_at,
                 instead=results.answer,
             )
-        except EpisodeError:
-            self.stop_sent(follow_key, sent)
+        except EpisodeError as exc:
+            if unconfirmed := self.stop_sent(follow_key, sent, results):
+                raise EpisodeError(f"{exc}; {unconfirmed}") from None
             raise
         if done is None:  # RunTask canceled, stopped or preempted: stop the motion too
-            self.stop_sent(follow_key, sent)
+            if unconfirmed := self.stop_sent(follow_key, sent, results):
+                self.node.get_logger().warning(unconfirmed)
             return None
         if done.result.reason.startswith("error"):
             raise EpisodeError(f"{self.param['lowlevel_node']}: {done.result.reason[len('error: ') :]}")
         return done.result
 
-    def stop_sent(self, follow_key: str, sent) -> None:
-        """Stop an accepted FollowInstruction goal: the stop first (the fast path), then the cancel.
-        Neither goes out once this node is shutting down; the low-level node's watchdog then stops
-        the motion when this node's heartbeat ends."""
+    def stop_sent(self, follow_key: str, sent, results: ResultRequests) -> str:
+        """Stop an accepted FollowInstruction goal: the stop first (the fast path), then the cancel;
+        then wait until the goal has ended, its motion with it. Neither goes out once this node is
+        shutting down; the low-level node's watchdog then stops the motion when this node's heartbeat
+        ends. Returns why the stop is unconfirmed ("" once the goal has ended)."""
         self.stop_pub.stop(follow_key)
         with unless_shut_down(self.node):
             sent.cancel_goal_async()
+        lowlevel, timeout_s = self.param["lowlevel_node"], self.param["service_timeout_s"]
+        deadline = time.monotonic() + timeout_s
+        completion = Completion(results.futures[0])
+        while results.answer() is None and self.statuses.of(sent.goal_id) not in ENDED:
+            if shutting_down(self.node) or self.watch.gone(lowlevel):
+                return ""  # nothing to wait for: a node frozen or gone stops its goal itself (SAFETY.md)
+            if time.monotonic() > deadline:
+                return f"{lowlevel} did not end its stopped instruction within {timeout_s:.1f} s"
+            completion.wait()
+        return ""
 
     def stop_unanswered(self, follow_key: str, sending) -> None:
         """Stop a FollowInstruction goal that has not been accepted yet, and cancel it once it is."""

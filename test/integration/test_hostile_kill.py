@@ -52,3 +52,45 @@ def test_killing_a_node_of_a_launched_graph_gives_the_client_an_error_naming_it_
     finally:
         client.close()
         graph.stop()
+
+
+@pytest.mark.parametrize("victim", ["r3_perception_node", "r3_recorder_node"])
+def test_killing_a_node_of_a_packing_graph_leaves_the_arm_stopped_before_the_error_result(victim, tmp_path):
+    """Found by a kill campaign: the error result came while the arm still moved (its joint states
+    changed for about 10 ms after it). The reasoner now has the instruction's goal end (the arm's
+    server ends it only after its last control step) before it sends the result, so no joint state
+    sent after the result arrived differs from the last one before."""
+    from r3_msgs.action import RunTask
+
+    graph = Graph("sim_packing", tmp_path, own_domain())
+    client = Client("r3_hostile_kill_client", graph.domain)
+    try:
+        assert client.wait_until_ready(120), "the graph did not come up:\n" + "".join(graph.lines)
+        killed = []
+
+        def kill(_handle) -> None:
+            if not killed and len(client.moved_after(started)) >= 5:  # the arm is moving
+                os.kill(graph.pids[victim], signal.SIGKILL)
+                killed.append(time.monotonic())
+
+        started = time.monotonic()
+        result, ended = client.run_task(
+            RunTask.Goal(suite="packing", task="4", seed=0, reset_scene=True), during=kill, timeout_s=400
+        )
+        assert killed, f"the episode ended before the kill: {result.reason}"
+        assert result.reason.startswith("error: ") and victim in result.reason, result.reason
+        # Until the supervisor has stopped the graph: every joint state there will be has been sent.
+        while graph.proc.poll() is None:
+            client.spin(0.1)
+        client.spin(0.5)  # and taken from this client's queue
+    finally:
+        client.close()
+        graph.stop()
+    moved = client.moved_after(ended)
+    print(
+        f"\nkill -9 {victim} of a packing graph mid-instruction: "
+        f"{len(moved)} joint states moved after the error"
+    )
+    assert moved == [], (
+        f"{len(moved)} joint states sent after the error result arrived differ from the last before"
+    )

@@ -13,11 +13,11 @@ between them every ``names.CLOCK_PERIOD_NS`` of simulated time.
 The pusher driver refuses, never clips: a command in another frame than the board's, with a z, that
 is non-finite, over the per-step limit, off the reachable board area (``LanguageTableEnv.off_board``),
 or older than ``COMMAND_DEADLINE_S`` by its DDS source stamp (a command that waited in a queue while
-this process was frozen, MoveIt Servo's incoming-command timeout), moves nothing, is logged and
-counted, and is answered on
-``/pusher/refusals`` with the reason, so its sender ends the instruction at once. The deadline is below
-the low-level node's ``state_timeout_s`` (2 s), so a command whose FollowInstruction has already
-ended is always refused.
+this process was frozen, MoveIt Servo's incoming-command timeout; checked between the step's physics
+substeps too, so a step this process was frozen in the middle of is undone, not finished), moves
+nothing, is logged and counted, and is answered on ``/pusher/refusals`` with the reason, so its
+sender ends the instruction at once. The deadline is below the low-level node's ``state_timeout_s``
+(2 s), so a command whose FollowInstruction has already ended is always refused.
 
 With a ``controller`` (a low-level policy's name) the node serves FollowInstruction itself
 (``r3_ros.instruction_server``): the policy acts on the simulation in this process, as ros2_control
@@ -164,15 +164,20 @@ class SimNode(R3Node):
 
     def on_command(self, msg: Vector3Stamped, info) -> None:
         """One control step, unless the command is stale or out of range (refused, never clipped)."""
-        age_s = (time.time_ns() - info["source_timestamp"]) / 1e9
+        sent_ns = info["source_timestamp"]
+        age_s = (time.time_ns() - sent_ns) / 1e9
         if age_s > COMMAND_DEADLINE_S / 2:  # on time still, but late: a loaded or starved graph
             self.get_logger().warning(f"pusher command arrived {age_s:.2f} s after it was sent")
         with self.lock:
-            if age_s > COMMAND_DEADLINE_S:
-                stale = f"stale, sent {age_s:.2f} s ago (deadline {COMMAND_DEADLINE_S} s)"
-                self.refuse(msg, f"refused: {stale}{self.why_late(age_s)}")
-            else:
-                self.apply(msg)
+            self.apply(msg, cut_off=lambda: self.staleness(sent_ns))
+
+    def staleness(self, sent_ns: int) -> str:
+        """Why a command sent at ``sent_ns`` (wall clock) is stale now ("" while it is not): asked as it
+        arrives and between its step's substeps (a freeze can come in the middle of a step)."""
+        age_s = (time.time_ns() - sent_ns) / 1e9
+        if age_s <= COMMAND_DEADLINE_S:
+            return ""
+        return f"stale, sent {age_s:.2f} s ago (deadline {COMMAND_DEADLINE_S} s){self.why_late(age_s)}"
 
     def why_late(self, age_s: float) -> str:
         """What a stale command's refusal adds when this process stood still since the command was sent:
@@ -181,8 +186,11 @@ class SimNode(R3Node):
             return f"; {self.get_fully_qualified_name()} was frozen or starved for {frozen_s:.1f} s meanwhile"
         return ""
 
-    def apply(self, msg: Vector3Stamped) -> str:
-        """One control step (called with the lock held), or the reason it was refused."""
+    def apply(self, msg: Vector3Stamped, cut_off=None) -> str:
+        """One control step (called with the lock held), or the reason it was refused; ``cut_off`` is
+        the step's ``LanguageTableEnv.step`` check."""
+        if cut_off is not None and (why := cut_off()):
+            return self.refuse(msg, f"refused: {why}")
         if (frame := msg.header.frame_id) not in COMMAND_FRAMES:
             return self.refuse(msg, f"refused: frame {frame[:40]!r}: commands move in the board frame")
         if msg.vector.z != 0.0:  # NaN too: it is not 0
@@ -191,7 +199,7 @@ class SimNode(R3Node):
         if off_board := self.env.off_board(action):  # a driver refuses what the board's rim would stop
             return self.refuse(msg, f"refused: {off_board}")
         try:
-            *_, self.env_info = self.env.step(action)
+            *_, self.env_info = self.env.step(action, cut_off=cut_off)
         except ValueError as exc:
             return self.refuse(msg, str(exc))
         self.clock_ns += STEP_NS

@@ -196,3 +196,42 @@ def test_a_command_gone_stale_while_the_simulator_was_frozen_is_refused_naming_i
     print(f"\nrefusal: {refusals[0]!r}")
     assert refusals[0].startswith("refused: stale, sent 1."), refusals[0]
     assert "/r3_sim_node was frozen or starved for 1." in refusals[0], refusals[0]
+
+
+def test_a_step_the_simulator_was_frozen_in_the_middle_of_is_undone_not_finished(
+    private_ros_env, monkeypatch
+):
+    """Found by a freeze campaign: the simulator frozen (SIGSTOP) for 4 s in the middle of a step, then
+    woken, finished that step, and the pusher moved after the client had its error result for it. The
+    freeze is played in this process, deterministically: the command's tenth physics substep stalls
+    past ``COMMAND_DEADLINE_S``. The step is undone and refused as stale; no state goes out."""
+    import rclpy
+    from geometry_msgs.msg import Vector3Stamped
+
+    from r3.sim.offscreen import mujoco
+    from r3_sim_node.main import COMMAND_DEADLINE_S, SimNode
+
+    rclpy.init(domain_id=int(private_ros_env(in_process=True)["ROS_DOMAIN_ID"]))
+    sim = SimNode()
+    try:
+        board, steps, published = sim.env.state(), sim.env.elapsed_steps, sim.published
+        substeps, mj_step = [], mujoco.mj_step
+
+        def stalling(model, data) -> None:
+            substeps.append(None)
+            if len(substeps) == 10:
+                time.sleep(COMMAND_DEADLINE_S + 0.2)  # the process stands still here (the fault, not a wait)
+            mj_step(model, data)
+
+        monkeypatch.setattr(mujoco, "mj_step", stalling)
+        command = Vector3Stamped()
+        command.vector.x = 0.02
+        sim.on_command(command, {"source_timestamp": time.time_ns()})
+    finally:
+        sim.shutdown()
+        sim.destroy_node()
+        rclpy.try_shutdown()
+    assert len(substeps) == 10, "the step went on after the stall"
+    assert sim.refused_commands == 1
+    assert sim.env.state() == board and sim.env.elapsed_steps == steps
+    assert sim.published is published  # no joint state of a moved pusher went out

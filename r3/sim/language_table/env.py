@@ -10,8 +10,11 @@ the env untouched (``refused_actions`` counts them). Every action in the Box is 
 contract): one whose commanded point leaves the reachable board area stops the pusher at the edge,
 as the board's rim would, and says so (``info["stopped_at_edge"]``, counted in ``edge_stops``); a
 robot driver refuses such a command instead, asking :meth:`LanguageTableEnv.off_board` first
-(``r3_sim_node`` does). The displacement is taken from the pusher's *measured* position, so a pusher
-blocked by a pinned block does not wind up a large target behind it.
+(``r3_sim_node`` does). A driver may also give ``step`` a ``cut_off`` check, asked between physics
+substeps: a reason from it undoes the step's substeps and refuses the action, so a step whose caller
+gave up while it ran (the process frozen mid-step) moves nothing. The displacement is taken from
+the pusher's *measured* position, so a pusher blocked by a pinned block does not wind up a large
+target behind it.
 
 Snapshots (``snapshot`` / ``restore``) capture the full MuJoCo integration state (qpos, qvel, act,
 ctrl, warm start, time, ...), the step counter, the task instance and the ``np_random`` state, so a
@@ -24,6 +27,7 @@ import io
 import json
 import math
 import weakref
+from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 from zipfile import BadZipFile
 
@@ -177,7 +181,9 @@ class LanguageTableEnv(gym.Env):
             )
         return self._obs(), self._info(state)
 
-    def step(self, action):
+    def step(self, action, *, cut_off: Callable[[], str] | None = None):
+        """Gymnasium's step; ``cut_off()`` (a driver's, not Gymnasium's) says before every physics
+        substep why the step must not go on ("" while it may)."""
         action = np.asarray(action, dtype=np.float64)
         if action.shape != (2,):
             raise ValueError(f"action must have shape (2,), got {action.shape}")
@@ -186,14 +192,24 @@ class LanguageTableEnv(gym.Env):
         if np.any(np.abs(action) > self.action_limit):
             self._refuse(f"action {action.tolist()} exceeds +-{self.action_limit} m per step on an axis")
         stopped_at_edge = bool(self.off_board(action))
-        self.edge_stops += stopped_at_edge
         start = self.data.qpos[self._pusher_qpos].copy()
         lo, hi = self.model.actuator_ctrlrange[:, 0], self.model.actuator_ctrlrange[:, 1]
         target = np.clip(start + action, lo, hi)
+        before = None if cut_off is None else self._physics_state()
+
+        def unless_cut_off() -> None:
+            if cut_off is not None and (why := cut_off()):
+                mujoco.mj_setState(self.model, self.data, before, _STATE_SPEC)
+                mujoco.mj_forward(self.model, self.data)
+                self._refuse(why)
+
         for k in range(scene.SUBSTEPS):
+            unless_cut_off()
             frac = min(1.0, (k + 1) / scene.RAMP_SUBSTEPS)
             self.data.ctrl[:] = start + frac * (target - start)
             mujoco.mj_step(self.model, self.data)
+        unless_cut_off()  # once more after the last substep: a step ends unseen until it is published
+        self.edge_stops += stopped_at_edge
         self._steps += 1
         state = self.state()
         info = self._info(state)
@@ -288,10 +304,15 @@ class LanguageTableEnv(gym.Env):
         self.data.qacc_warmstart[:] = 0.0
         mujoco.mj_forward(self.model, self.data)
 
-    def snapshot(self) -> bytes:
-        """Everything needed to continue this episode bit-identically, as versioned npz bytes."""
+    def _physics_state(self) -> np.ndarray:
+        """The MuJoCo integration state (what ``mj_setState`` puts back)."""
         physics = np.empty(mujoco.mj_stateSize(self.model, _STATE_SPEC))
         mujoco.mj_getState(self.model, self.data, physics, _STATE_SPEC)
+        return physics
+
+    def snapshot(self) -> bytes:
+        """Everything needed to continue this episode bit-identically, as versioned npz bytes."""
+        physics = self._physics_state()
         meta = {
             "version": SNAPSHOT_VERSION,
             "steps": self._steps,

@@ -11,6 +11,12 @@ installed entry points are read once per process, at the first registry's first 
     [project.entry-points."r3.backends"]
     mine = "my_package.backend:MyBackend"
 
+An installed package is someone else's code, so what is wrong with one of its entry points breaks
+only the choice of that part: an entry point that cannot be a choice (a malformed name or target, a
+name r3's own part has, a name two packages give) is left out of the names with its reason logged
+once, and choosing it, or one whose part cannot be imported or is not of its kind, is a ValueError
+that names the package and says why.
+
 >>> tools = Registry("tool", {"join": "os.path:join"})
 >>> tools.get("join")("a", "b")
 'a/b'
@@ -24,78 +30,211 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-from collections.abc import Mapping
+import logging
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+
+from r3.files import bounded_repr, is_control
+
+log = logging.getLogger(__name__)
+
+#: What a name may be: it is typed on command lines, in node parameters and backend specs (no ':', ','
+#: or '='), and shown in every message that names the part.
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
+#: "module:attr", dotted names each side (an entry point's optional "[extras]" aside).
+TARGET = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\s*:\s*[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(\s*\[[^\]]*\])?")
+
+#: Why a loaded part is not one of the registry's kind (``(name, part)``), or None when it is.
+PartCheck = Callable[[str, object], "str | None"]
 
 
 class Registry:
     """The parts of one kind: built-in entries, then the entry points' (group ``r3.<kind>s``), then those
     :meth:`register` adds while r3 runs. Names are how users choose parts, so each names one part."""
 
-    def __init__(self, kind: str, built_in: Mapping[str, str], group: str | None = None):
+    def __init__(
+        self, kind: str, built_in: Mapping[str, str], group: str | None = None, check: PartCheck | None = None
+    ):
         #: The kind of part, singular ("backend"); it names the refusals and, unless ``group`` is given
         #: (a plural other than "-s": ``r3.policies``), the entry-point group.
         self.kind = kind
         self.group = group or f"r3.{kind}s"
+        #: What every part of this kind must be (:func:`having`), checked when it is chosen.
+        self._check = check
         self._built_in = dict(built_in)
-        for target in self._built_in.values():
-            _check_target(target)
-        self._targets: dict[str, importlib.metadata.EntryPoint | _Given] = {}
+        for name, target in self._built_in.items():
+            if problem := _name_problem(name) or _target_problem(target):
+                raise ValueError(f"{kind} {bounded_repr(name, 80)}: {problem}")
+        self._targets: dict[str, importlib.metadata.EntryPoint | _Given] | None = None
+        #: name -> why choosing it is refused: an entry point left out of the names, or one whose part
+        #: failed to load.
+        self._refused: dict[str, str] = {}
 
     def names(self) -> tuple[str, ...]:
         """Every name a part of this kind can be chosen by, built-in ones first."""
         return tuple(self._entries())
 
+    def loaded_names(self) -> tuple[str, ...]:
+        """:meth:`names` less those whose part fails to load or is not of this kind, each imported now;
+        each of those is logged once with its reason (for callers that read every part's record)."""
+        loaded = []
+        for name in self.names():
+            told = name in self._refused
+            try:
+                self.get(name)
+            except ValueError as exc:
+                if not told:
+                    log.warning("r3: skipped %s", exc)
+            else:
+                loaded.append(name)
+        return tuple(loaded)
+
     def get(self, name: str):
         """The object ``name`` stands for (a class or a factory), imported now; an unknown name is
-        refused with the known ones."""
+        refused with the known ones, an entry point's part that cannot be imported or is not of this
+        kind with why (the same reason at each later choice, its module not run again)."""
         entries = self._entries()
+        if name in self._refused:
+            raise ValueError(self._refused[name])
         if name not in entries:
-            raise ValueError(f"unknown {self.kind} {str(name)[:80]!r} (known: {', '.join(entries)})")
-        return entries[name].load()
+            raise ValueError(
+                f"unknown {self.kind} {bounded_repr(str(name), 80)} (known: {', '.join(entries)})"
+            )
+        entry = entries[name]
+        try:
+            part = entry.load()
+        except Exception as exc:
+            if name in self._built_in:  # r3's own part: its failure is r3's, with its traceback
+                raise
+            problem = f"cannot be imported: {type(exc).__name__}: {exc}"
+        else:
+            problem = self._check and self._check(name, part)
+            if not problem:
+                return part
+        self._refused[name] = _one_line(f"{self.kind} {name!r} ({_origin(entry)}): {problem}")
+        raise ValueError(self._refused[name])
 
     def register(self, name: str, target: str | None = None, *, part: object = None) -> None:
         """Add ``name`` for ``target`` ("module:attr"), or for a ``part`` made at run time (a record
         with no import path); a name already taken is refused, since it would change what a user's
         choice means."""
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"a {self.kind} name must be a non-empty string, got {name!r}")
+        if problem := _name_problem(name):
+            raise ValueError(f"{self.kind} name {bounded_repr(name, 80)}: {problem}")
         if (target is None) == (part is None):
             raise ValueError(f"{self.kind} {name!r}: give a target or a part, not {target!r} and {part!r}")
-        if target is not None:
-            _check_target(target)
+        if target is not None and (problem := _target_problem(target)):
+            raise ValueError(f"{self.kind} {name!r}: {problem}")
         entries = self._entries()
         if name in entries:
             raise ValueError(f"{self.kind} {name!r} is already registered (as {entries[name].value})")
         given = importlib.metadata.EntryPoint(name, target, self.group) if target else _Given(part)
         entries[name] = given
+        self._refused.pop(name, None)
 
     def reload(self) -> None:
         """Forget what :meth:`register` added and read the entry points again (after installing a
         package into a running process)."""
         _installed_entry_points.cache_clear()
-        self._targets.clear()
+        self._targets = None
+        self._refused = {}
 
     def _entries(self) -> dict[str, importlib.metadata.EntryPoint | _Given]:
-        """The entries, filled on first use: the built-in ones, then each entry point's."""
-        if not self._targets:
-            for name, target in self._built_in.items():
-                self._targets[name] = importlib.metadata.EntryPoint(name, target, self.group)
+        """The entries, filled on first use: the built-in ones, then each entry point that can be a
+        choice; the others are refused (their reason logged once) and the built-in ones keep theirs."""
+        if self._targets is None:
+            targets = {
+                name: importlib.metadata.EntryPoint(name, target, self.group)
+                for name, target in self._built_in.items()
+            }
+            given: dict[str, list[importlib.metadata.EntryPoint]] = {}
             for entry in _installed_entry_points().select(group=self.group):
-                if entry.name in self._targets:
-                    raise ValueError(
-                        f"entry point {entry.name!r} of group {self.group!r} ({entry.value}) takes the name "
-                        f"of {self.kind} {entry.name!r} ({self._targets[entry.name].value})"
-                    )
-                self._targets[entry.name] = entry
+                given.setdefault(entry.name, []).append(entry)
+            refused = {}
+            for name, entries in given.items():
+                if problem := self._entry_problem(name, entries, targets):
+                    message = _one_line(f"{self.kind} {bounded_repr(name, 80)} {problem}")
+                    log.warning("r3: %s", message)
+                    if name not in targets:  # r3's own part keeps its name
+                        refused[name] = message
+                else:
+                    targets[name] = entries[0]
+            self._targets, self._refused = targets, refused
         return self._targets
+
+    def _entry_problem(self, name: str, entries: list, taken: Mapping) -> str | None:
+        """Why the entry points ``entries``, all of ``name``, cannot make it a choice; None if they can."""
+        origins = "; ".join(_origin(entry) for entry in entries[:3])
+        if len(entries) > 1:
+            return f"is given by {len(entries)} packages ({origins}): uninstall all but one"
+        problem = _name_problem(name) or _target_problem(entries[0].value)
+        if not problem and name in taken:
+            problem = f"the name of r3's own {self.kind} ({taken[name].value})"
+        return f"({origins}) is refused: {problem}" if problem else None
+
+
+def having(*attributes: str) -> PartCheck:
+    """A check that a part has ``attributes`` ("__call__": that it is called), for a registry of parts
+    used through them."""
+
+    def problem(name: str, part: object) -> str | None:
+        if missing := [a for a in attributes if not hasattr(part, a)]:
+            lacks = ", ".join("is not callable" if a == "__call__" else f"has no {a}" for a in missing)
+            return f"loads {bounded_repr(part, 60)}, which {lacks}"
+        return None
+
+    return problem
 
 
 @functools.cache
 def _installed_entry_points() -> importlib.metadata.EntryPoints:
     """Every installed package's entry points, read once for all registries: each read scans every
-    installed distribution (20-25 ms on this project's machines, at every process's start)."""
-    return importlib.metadata.entry_points()
+    installed distribution (20-25 ms on this project's machines, at every process's start). One
+    package whose entry points cannot be read (a malformed or non-UTF-8 entry_points.txt) fails the
+    whole read; they are then read package by package, that one skipped with its reason logged."""
+    try:
+        return importlib.metadata.entry_points()
+    except Exception:  # noqa: BLE001 - whatever one package's file makes the parser raise
+        return importlib.metadata.EntryPoints(_each_packages_entry_points())
+
+
+def _each_packages_entry_points() -> list[importlib.metadata.EntryPoint]:
+    """The entry points of every installed package whose own can be read (of packages found under
+    one name, the first, as ``importlib.metadata.entry_points`` takes); slower, since each package's
+    metadata is read for its name."""
+    entries, seen = [], set()
+    for dist in importlib.metadata.distributions():
+        name = "whose name cannot be read"
+        try:
+            name = bounded_repr(dist.name, 80)
+            if (key := re.sub(r"[-_.]+", "-", dist.name).lower()) in seen:
+                continue
+            seen.add(key)
+            entries.extend(dist.entry_points)
+        except Exception as exc:  # noqa: BLE001 - whatever one package's file makes the parser raise
+            log.warning(
+                "r3: skipped the installed package %s: %s", name, _one_line(f"{type(exc).__name__}: {exc}")
+            )
+    return entries
+
+
+def _origin(entry: importlib.metadata.EntryPoint | _Given) -> str:
+    """Where an entry comes from, for a refusal: the package and the entry point, or run time."""
+    if isinstance(entry, _Given):
+        return entry.value
+    dist = getattr(entry, "dist", None)
+    if dist is None:
+        return f"{bounded_repr(entry.value, 120)}, registered at run time"
+    return (
+        f"{entry.group} entry point {bounded_repr(entry.value, 120)} of package {bounded_repr(dist.name, 80)}"
+    )
+
+
+def _one_line(text: str) -> str:
+    """``text`` as one line of at most 400 characters, control characters shown as '?' (an
+    exception's message, a package's own text, may hold any)."""
+    text = "".join("?" if is_control(char) else char for char in " ".join(text.split()))
+    return text if len(text) <= 400 else f"{text[:397]}..."
 
 
 @dataclass(frozen=True)
@@ -112,7 +251,13 @@ class _Given:
         return self.part
 
 
-def _check_target(target: str) -> None:
-    module, colon, attr = target.partition(":") if isinstance(target, str) else ("", "", "")
-    if not (module and colon and attr):
-        raise ValueError(f"target {target!r}: expected 'module:attr'")
+def _name_problem(name: object) -> str | None:
+    if isinstance(name, str) and NAME.fullmatch(name):
+        return None
+    return "a name is 1-64 ASCII letters, digits, '_', '.', '+' or '-', starting with a letter or digit"
+
+
+def _target_problem(target: object) -> str | None:
+    if isinstance(target, str) and TARGET.fullmatch(target.strip()):
+        return None
+    return f"target {bounded_repr(target, 120)}: expected 'module:attr'"

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from r3.plugins import Registry
+from r3.plugins import Registry, having
 
 
 @dataclass(frozen=True)
@@ -178,6 +178,7 @@ class Executor(Protocol):
 EXECUTORS = Registry(
     "executor",
     {"sim": "r3.execution.sim:SimExecutor", "moveit": "r3.execution.moveit_backend:MoveItExecutor"},
+    check=having("__call__"),
 )
 
 

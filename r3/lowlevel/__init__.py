@@ -6,7 +6,7 @@ contract is small: ``reset(instruction, state, rng)`` then ``act(state)`` until 
 r3_lowlevel_node runs the one its ``policy`` parameter names (:data:`POLICIES`).
 """
 
-from r3.plugins import Registry
+from r3.plugins import Registry, having
 
 #: How the packing skills see the scene, name -> "module:factory" with ``factory(env, source)`` ->
 #: ``(grounder, state)``: ``sim`` reads item poses and the held item from the simulator (ray casts,
@@ -18,12 +18,18 @@ GROUNDINGS = Registry(
         "sim": "r3.lowlevel.grounding:ground_in_sim",
         "perception": "r3.lowlevel.perceived:ground_by_perception",
     },
+    check=having("__call__"),
 )
 
 #: The Language Table policies r3_lowlevel_node can run, name -> "module:factory" with ``factory()`` ->
 #: a policy (``reset``/``act``), imported only when chosen: ``scripted`` is the scripted pushing policy
 #: (:mod:`r3.lowlevel.pushing`), which reads the privileged simulator state. More: ``r3.policies``.
-POLICIES = Registry("policy", {"scripted": "r3.lowlevel.pushing:ScriptedPushingPolicy"}, group="r3.policies")
+POLICIES = Registry(
+    "policy",
+    {"scripted": "r3.lowlevel.pushing:ScriptedPushingPolicy"},
+    group="r3.policies",
+    check=having("__call__"),
+)
 
 
 def make_policy(name: str):

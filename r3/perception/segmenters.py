@@ -21,7 +21,7 @@ import numpy as np
 
 from r3.perception.camera import RGBDFrame
 from r3.perception.geometry import mask_box
-from r3.plugins import Registry
+from r3.plugins import Registry, having
 
 #: name -> "module:factory"; ``factory(options)`` builds the segmenter (imported only when chosen), where
 #: ``options`` are named as the perception node's parameters (``device``, ``sam2_checkpoint``, ...,
@@ -33,6 +33,7 @@ SEGMENTERS = Registry(
         "sam2": "r3.perception.sam2_backend:Sam2Segmenter.from_options",
         "owlv2+sam2": "r3.perception.owlv2:Owlv2Sam2Segmenter.from_options",
     },
+    check=having("__call__"),
 )
 
 

@@ -29,7 +29,7 @@ from r3.instructions.language_table import ParseError
 from r3.instructions.plan import PlanError
 from r3.instructions.semantic import ActionError
 from r3.instructions.tools import ToolCallError
-from r3.plugins import Registry
+from r3.plugins import Registry, having
 from r3.reasoning.prompts import ANSWER_HEADERS
 from r3.suites import get_suite, suite_names
 
@@ -45,6 +45,7 @@ GRAMMARS = Registry(
         "tools": "r3.instructions:tools",
         "plan": "r3.instructions:plan",
     },
+    check=having("parse", "format_instruction"),
 )
 #: The interfaces whose answer section runs to the end of the answer (a plan's numbered steps, one a
 #: line) rather than being its first line; their grammar judges every line and the length.

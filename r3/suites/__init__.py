@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 
+from r3.files import bounded_repr
 from r3.plugins import Registry
 
 #: The suite a goal or a row means when it names none ("").
@@ -130,10 +131,18 @@ def lazy(target: str) -> Callable:
     return hook
 
 
+def _suite_problem(name: str, part: object) -> str | None:
+    """Why an entry point's ``part`` is not the suite it is named for."""
+    if isinstance(part, Suite) and part.name == name:
+        return None
+    return f"must load a Suite named {name!r}, got {bounded_repr(part, 80)}"
+
+
 #: suite name -> "module:SUITE"; the records are read when first asked for. More: ``r3.suites``.
 SUITES = Registry(
     "suite",
     {"language_table": "r3.suites.language_table:SUITE", "packing": "r3.suites.packing:SUITE"},
+    check=_suite_problem,
 )
 
 
@@ -147,21 +156,14 @@ def register_suite(suite: Suite) -> Suite:
 
 def get_suite(name: str) -> Suite:
     """The record of suite ``name``; an unknown name is refused with the known ones, and an entry
-    point that loads no Suite of its own name is refused when first asked for."""
-    suite = SUITES.get(name)
-    if not isinstance(suite, Suite) or suite.name != name:
-        raise ValueError(
-            f"entry point {name!r} of group {SUITES.group!r} must load a Suite named {name!r}, got {suite!r}"
-        )
-    return suite
+    point that loads no Suite of its own name is refused when asked for."""
+    return SUITES.get(name)
 
 
 def suite_names() -> tuple[str, ...]:
-    """Every registered suite's name, built-in ones first (each record checked)."""
-    names = SUITES.names()
-    for name in names:
-        get_suite(name)
-    return names
+    """Every registered suite's name whose record loads, built-in ones first (an installed package's
+    broken suite is left out with its reason logged, so the commands that list suites still run)."""
+    return SUITES.loaded_names()
 
 
 def reload_suites() -> None:

@@ -99,10 +99,20 @@ def test_a_taken_name_is_refused_and_keeps_its_part(kind, name, fresh_registries
 
 
 @pytest.mark.parametrize(
-    ("name", "target"), [("", "os.path:join"), ("x", "os.path"), ("x", ":join"), ("x", 3), ("x", None)]
+    ("name", "target"),
+    [
+        ("", "os.path:join"),
+        ("--x", "os.path:join"),
+        ("x", "os.path"),
+        ("x", ":join"),
+        ("x", "a:b:c"),
+        ("x", 3),
+    ],
 )
 def test_a_malformed_registration_is_refused(name, target):
-    with pytest.raises(ValueError, match="non-empty string|expected 'module:attr'|give a target or a part"):
+    with pytest.raises(
+        ValueError, match="a name is 1-64 ASCII|expected 'module:attr'|give a target or a part"
+    ):
         Registry("tool", {}).register(name, target)
 
 
@@ -115,10 +125,10 @@ def test_a_part_made_at_run_time_registers_as_itself():
 
 
 def test_register_backend_adds_a_scheme_until_reload(fresh_registries):
-    register_backend("joiner", "os.path:join")
-    assert BACKENDS.names()[-1] == "joiner" and BACKENDS.get("joiner") is __import__("os").path.join
+    register_backend("again", "r3.reasoning.backends.replay:ReplayBackend")
+    assert BACKENDS.names()[-1] == "again" and BACKENDS.get("again") is BACKENDS.get("replay")
     BACKENDS.reload()
-    assert "joiner" not in BACKENDS.names()
+    assert "again" not in BACKENDS.names()
 
 
 def test_an_entry_point_adds_a_segmenter_built_from_the_perception_nodes_options(
@@ -246,12 +256,125 @@ def test_an_entry_point_adds_a_backend_with_a_spec(tmp_path, monkeypatch, fresh_
     assert (type(backend).__name__, backend.argument, backend.loud) == ("EchoBackend", "hello", True)
 
 
-def test_an_entry_point_that_takes_a_built_in_name_is_refused(tmp_path, monkeypatch, fresh_registries):
-    fake_distribution(tmp_path, "r3.executors", "sim = os.path:join", "unused", "")
+def test_an_entry_point_that_takes_a_built_in_name_is_left_out_and_the_registry_stays_whole(
+    tmp_path, monkeypatch, caplog, fresh_registries
+):
+    """r3's own part keeps its name, the package's other parts stay choices, and every read of the
+    registry is the same (it once raised, and the next read returned the part read before the raise)."""
+    fake_distribution(tmp_path, "r3.executors", "sim = os.path:join\nmine = os.path:join", name="takes_sim")
     monkeypatch.syspath_prepend(str(tmp_path))
     EXECUTORS.reload()
-    with pytest.raises(ValueError, match=r"entry point 'sim' of group 'r3.executors' \(os.path:join\) takes"):
-        EXECUTORS.names()
+    assert EXECUTORS.names() == ("sim", "moveit", "mine")
+    assert EXECUTORS.names() == ("sim", "moveit", "mine")
+    assert EXECUTORS.get("sim").__name__ == "SimExecutor"
+    said = "r3: executor 'sim' (r3.executors entry point 'os.path:join' of package 'takes_sim') is refused: "
+    assert caplog.messages == [said + "the name of r3's own executor (r3.execution.sim:SimExecutor)"]
+
+
+BROKEN_MODULES = {
+    "ModuleNotFoundError: No module named 'no_such_module'": "import no_such_module\n",
+    "SyntaxError: invalid syntax": "def (:\n",
+    "RuntimeError: no GPU here": "raise RuntimeError('no GPU here')\n",
+    "AttributeError: module 'broken' has no attribute 'Backend'": "",
+    "loads 3, which has no from_spec, has no SPEC_OPTIONS": "Backend = 3\n",
+    "loads <function Backend at 0x[0-9a-f]+>, which has no from_spec": "def Backend(argument):\n    pass\n",
+}
+
+
+@pytest.mark.parametrize("reason", sorted(BROKEN_MODULES))
+def test_a_part_that_cannot_be_loaded_is_refused_when_chosen(reason, tmp_path, monkeypatch, fresh_registries):
+    fake_distribution(
+        tmp_path, "r3.backends", "bad = broken:Backend", "broken", BROKEN_MODULES[reason], "shaky"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "broken", raising=False)
+    BACKENDS.reload()
+    assert BACKENDS.names()[-1] == "bad"  # listed: its module is imported only when chosen
+    said = r"backend 'bad' \(r3.backends entry point 'broken:Backend' of package 'shaky'\): "
+    for _ in range(2):  # the same refusal at each choice
+        with pytest.raises(
+            ValueError, match=said + (reason if reason[0] == "l" else "cannot be imported: " + reason)
+        ):
+            make_backend("bad:x")
+    assert type(make_backend("expert")).__name__ == "LanguageTableExpert"  # the other parts are untouched
+
+
+@pytest.mark.parametrize(
+    ("line", "name", "reason"),
+    [
+        ("--x = os.path:join", "--x", "a name is 1-64 ASCII letters"),
+        ("../etc = os.path:join", "../etc", "a name is 1-64 ASCII letters"),
+        ("sp ace = os.path:join", "sp ace", "a name is 1-64 ASCII letters"),
+        ("café = os.path:join", "café", "a name is 1-64 ASCII letters"),
+        ("esc\x1b[31m = os.path:join", "esc\x1b[31m", "a name is 1-64 ASCII letters"),
+        ("x" * 10_000 + " = os.path:join", "x" * 10_000, "a name is 1-64 ASCII letters"),
+        (" = os.path:join", "", "a name is 1-64 ASCII letters"),
+        ("bad = os", "bad", "target 'os': expected 'module:attr'"),
+        ("bad = a:b:c", "bad", "target 'a:b:c': expected 'module:attr'"),
+        ("bad =", "bad", "target '': expected 'module:attr'"),
+    ],
+)
+def test_an_entry_point_that_cannot_be_a_choice_is_left_out_with_its_reason(
+    line, name, reason, tmp_path, monkeypatch, caplog, fresh_registries
+):
+    fake_distribution(tmp_path, "r3.policies", f"{line}\ngood = os.path:join", name="hostile")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    POLICIES.reload()
+    assert POLICIES.names() == ("scripted", "good")
+    assert NODE_PARAMETERS["r3_lowlevel_node"]["policy"].check(name) is not None
+    with pytest.raises(ValueError, match=re.escape(reason)) as refusal:
+        POLICIES.get(name)
+    assert len(str(refusal.value)) < 500 and str(refusal.value).isprintable()
+    (message,) = caplog.messages  # named once, on one line that shows what the name holds
+    assert message.startswith("r3: policy ") and "of package 'hostile'" in message and message.isprintable()
+
+
+def test_a_name_two_packages_give_is_refused_naming_both(tmp_path, monkeypatch, fresh_registries):
+    fake_distribution(tmp_path, "r3.segmenters", "mine = os.path:join", name="first")
+    fake_distribution(tmp_path, "r3.segmenters", "mine = os.path:split", name="second")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    SEGMENTERS.reload()
+    assert "mine" not in SEGMENTERS.names()
+    with pytest.raises(ValueError, match=r"segmenter 'mine' is given by 2 packages .*'first'.*'second'"):
+        make_segmenter("mine")
+
+
+def test_a_package_whose_entry_points_cannot_be_read_is_skipped(
+    tmp_path, monkeypatch, caplog, fresh_registries
+):
+    """A malformed entry_points.txt of any installed package made every registry raise."""
+    fake_distribution(tmp_path, "r3.policies", "mine = os.path:join", name="fine")
+    fake_distribution(tmp_path, "console_scripts", "no equals sign here", name="malformed")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    POLICIES.reload()
+    assert POLICIES.names() == ("scripted", "mine")
+    (message,) = caplog.messages
+    assert message.startswith("r3: skipped the installed package 'malformed': TypeError: ")
+
+
+def test_r3_commands_run_beside_broken_packages(tmp_path):
+    """Every command that lists parts (help, node parameter choices) runs; each refusal is one line."""
+    fake_distribution(tmp_path / "a", "r3.groundings", "perception = os.path:join", name="takes_perception")
+    fake_distribution(tmp_path / "b", "r3.suites", "broken = no_such_module:SUITE", name="broken_suite")
+    fake_distribution(tmp_path / "c", "r3.segmenters", "sp ace = os.path:join", name="hostile")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            [*(str(tmp_path / d) for d in "abc"), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
+    for command in (["eval", "run", "--help"], ["judge", "--help"], ["launch", "--check"], ["run", "--help"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "r3.cli", *command],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (command, done.stderr)
+        for line in done.stderr.splitlines():
+            assert line.startswith("r3: ") and done.stderr.count(line) == 1, (command, done.stderr)
 
 
 def test_listing_the_names_imports_no_part():

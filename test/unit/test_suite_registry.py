@@ -118,7 +118,8 @@ def test_an_entry_point_adds_a_suite(tmp_path, monkeypatch, fresh_registry):
     assert suite_names() == ("language_table", "packing", "toy")
 
 
-def test_an_entry_point_that_loads_no_suite_is_refused(tmp_path, monkeypatch, fresh_registry):
+def test_an_entry_point_that_loads_no_suite_is_refused(tmp_path, monkeypatch, caplog, fresh_registry):
+    """Refused when chosen; the commands that list the suites run on without it (they once raised)."""
     dist = tmp_path / "bad_suite-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: bad-suite\nVersion: 0.1\n")
@@ -126,8 +127,13 @@ def test_an_entry_point_that_loads_no_suite_is_refused(tmp_path, monkeypatch, fr
     (tmp_path / "bad_suite.py").write_text("SUITE = 'not a suite'\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     reload_suites()
-    with pytest.raises(ValueError, match="entry point 'bad' of group 'r3.suites' must load a Suite"):
-        suite_names()
+    refusal = (
+        "suite 'bad' (r3.suites entry point 'bad_suite:SUITE' of package 'bad-suite'): must load a Suite"
+    )
+    assert suite_names() == suite_names() == ("language_table", "packing")
+    assert caplog.messages == [f"r3: skipped {refusal} named 'bad', got 'not a suite'"]  # once
+    with pytest.raises(ValueError, match=re.escape(refusal)):
+        get_suite("bad")
 
 
 def test_the_registry_loads_no_simulator():

@@ -18,7 +18,7 @@ ValueError: backend spec for 'expert': unknown key 'device'; expert takes no opt
 
 from __future__ import annotations
 
-from r3.plugins import Registry
+from r3.plugins import Registry, having
 from r3.reasoning.backends.base import (
     BackendError,
     BackendOutput,
@@ -41,6 +41,7 @@ BACKENDS = Registry(
         "random_valid": "r3.reasoning.backends.baselines:RandomValidBackend",
         "random_goal_block": "r3.reasoning.backends.baselines:RandomGoalBlockBackend",
     },
+    check=having("from_spec", "SPEC_OPTIONS"),
 )
 #: Make ``make_backend("SCHEME:...")`` build a "module:Class" with ``from_spec``.
 register_backend = BACKENDS.register

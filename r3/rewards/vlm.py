@@ -7,18 +7,24 @@ with a ``kind``; a failure is never turned into a score of 0, because a silent 0
 policy that a correct instruction was wrong.
 
 It speaks HTTP through the standard library so that ``r3.rewards`` stays importable with the core
-requirements only (the ``openai`` client is an ML extra).
+requirements only (the ``openai`` client is an ML extra). The server is not trusted, as the
+reasoner's is not (:mod:`r3.http_guard`): the whole exchange, status line and headers included,
+must end within ``timeout_s``, the reply may take at most :func:`~r3.http_guard.reply_bytes` bytes
+and come uncompressed, and a redirect is not followed (it would carry the prompt and the key to
+another host); each is a :class:`JudgeFailure` of one line naming the server.
 """
 
 from __future__ import annotations
 
 import base64
+import http.client
 import io
 import json
 import re
 import urllib.error
 import urllib.request
 
+from r3.http_guard import Deadline, encoding_problem, reply_bytes, too_long
 from r3.instructions import language_table
 from r3.rewards.result import SCORE_CLASSES, JudgeResult, Tier, parse_pair
 from r3.tasks.language_table.board import BLOCKS
@@ -177,19 +183,13 @@ class VLMJudge:
             "temperature": 0.0,
             "max_tokens": self.max_tokens,
         }
-        headers = {"Content-Type": "application/json"}
+        headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         request = urllib.request.Request(
             f"{self.base_url}/chat/completions", json.dumps(body).encode(), headers, method="POST"
         )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                payload = response.read()
-        except urllib.error.HTTPError as err:
-            raise JudgeFailure("http", f"status {err.code}: {err.read()[:200]!r}") from err
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as err:
-            raise JudgeFailure("transport", str(err)) from err
+        payload = self._exchange(request)
         try:
             message = json.loads(payload)["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError) as err:
@@ -197,6 +197,41 @@ class VLMJudge:
         if not isinstance(message, str):
             raise JudgeFailure("protocol", f"message content is not text: {message!r}")
         return message
+
+    def _exchange(self, request: urllib.request.Request) -> bytes:
+        """The body of the server's reply to ``request``, read within one :class:`Deadline`."""
+        url, limit = self.base_url, reply_bytes(self.max_tokens)
+        deadline, so_far = Deadline(url, self.timeout_s), "its status line and headers not yet whole"
+        try:
+            with _opener(deadline).open(request, timeout=self.timeout_s) as response:
+                so_far = "its body not yet whole"
+                if problem := encoding_problem(response.headers.get("Content-Encoding")):
+                    raise JudgeFailure("protocol", f"{url} sent HTTP {response.status} with {problem}")
+                payload = response.read(limit + 1)
+        except urllib.error.HTTPError as err:
+            if 300 <= err.code < 400:
+                where = shown_url(err.headers.get("Location", ""))
+                raise JudgeFailure(
+                    "http",
+                    f"{url} answered HTTP {err.code}: a redirect to {where[:200]} "
+                    "(redirects are not followed)",
+                ) from None
+            try:
+                page = _shown(err.read(200).decode("utf-8", errors="replace"))
+            except (OSError, http.client.HTTPException):
+                page = "(its page broke off)"
+            raise JudgeFailure("http", f"{url} answered HTTP {err.code}: {page}") from None
+        except (OSError, http.client.HTTPException) as err:  # URLError, timeouts, resets, bad status lines
+            if deadline.cut:
+                raise JudgeFailure("transport", deadline.reason(so_far)) from None
+            raise JudgeFailure("transport", f"{url} gave no reply: {_shown(str(err))}") from None
+        finally:
+            deadline.end()
+        if deadline.cut:  # a body that ends with the connection ends when it is cut
+            raise JudgeFailure("transport", deadline.reason(f"{len(payload)} bytes of its body so far"))
+        if len(payload) > limit:
+            raise JudgeFailure("protocol", too_long(url, limit))
+        return payload
 
     def judge(self, candidate: str, reference: str, image: bytes | None = None) -> JudgeResult:
         """Score ``candidate`` against ``reference`` (Language Table); raises :class:`JudgeFailure`.
@@ -208,3 +243,42 @@ class VLMJudge:
             return parsed
         score, analysis = parse_verdict(self._complete(build_judge_prompt(candidate, reference), image))
         return JudgeResult(_SCORE_TIERS[score], f"VLM judge: {analysis}" if analysis else "VLM judge")
+
+
+def _opener(deadline: Deadline) -> urllib.request.OpenerDirector:
+    """urllib's opener (the environment's proxies included) whose connections give ``deadline``
+    their sockets as they are opened (the TCP one, then the TLS one over it), and which follows no
+    redirect."""
+
+    def watched(connection_class):
+        class Watched(connection_class):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                create = self._create_connection
+                self._create_connection = lambda *a, **k: deadline.opened(create(*a, **k))
+
+            def connect(self):
+                super().connect()
+                deadline.opened(self.sock)
+
+        return Watched
+
+    class Http(urllib.request.HTTPHandler):
+        def do_open(self, http_class, req, **kwargs):
+            return super().do_open(watched(http_class), req, **kwargs)
+
+    class Https(urllib.request.HTTPSHandler):
+        def do_open(self, http_class, req, **kwargs):
+            return super().do_open(watched(http_class), req, **kwargs)
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    return urllib.request.build_opener(Http, Https, NoRedirect)
+
+
+def _shown(text: str) -> str:
+    """What the server sent, for a message: one line, its escapes shown (not obeyed), at most 200
+    characters."""
+    return repr(" ".join(text.split())[:200])

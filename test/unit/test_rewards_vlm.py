@@ -162,3 +162,96 @@ def test_cli_vlm_backend(server, capsys):
     assert judge_main(argv) == 0 and json.loads(capsys.readouterr().out)["tier"] == "linguistic_match"
     server.reply = (503, "{}")
     assert judge_main(argv) == 1 and json.loads(capsys.readouterr().out)["error"] == "http"
+
+
+# ------------------------------------------------ a hostile server: bounded in time and bytes
+def judge_failure(url: str) -> JudgeFailure:
+    """The failure of one judgment with timeout_s=1, run in a thread so that a hang fails the test."""
+    from test_openai_hostile_server import NO_HANG_S
+
+    result: list = []
+
+    def run() -> None:
+        try:
+            judge = VLMJudge(url, "judge", timeout_s=1)
+            result.append(judge.judge("touch the red moon", "touch the blue cube"))
+        except Exception as exc:  # noqa: BLE001 - handed to the test, which says what it expected
+            result.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(NO_HANG_S)
+    assert not thread.is_alive(), f"the judgment still runs after {NO_HANG_S} s: it hangs"
+    assert isinstance(result[0], JudgeFailure), result
+    assert "\n" not in str(result[0]) and url in str(result[0])
+    return result[0]
+
+
+def trickled_body(h) -> None:
+    """A 200 whose 12-byte body comes one byte every 0.25 s (each read far inside the read timeout)."""
+    import time
+
+    h.send_response(200)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", "12")
+    h.end_headers()
+    for _ in range(12):
+        h.wfile.write(b" ")
+        h.wfile.flush()
+        time.sleep(0.25)
+
+
+def endless_body(h) -> None:
+    """A 200 whose body never ends (a server gone wrong, or a memory bomb)."""
+    h.send_response(200)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Connection", "close")
+    h.end_headers()
+    while True:
+        h.wfile.write(b" " * 65536)
+
+
+def gzip_body(h) -> None:
+    import gzip
+
+    h.send(200, gzip.compress(b" " * 20_000_000), headers=[("Content-Encoding", "gzip")])
+
+
+def redirect(h) -> None:
+    h.send(307, b"", headers=[("Location", "http://me:hunter2@elsewhere.example/v1/chat/completions")])
+
+
+def escaped_error_page(h) -> None:
+    h.send(500, b"boom \x1b[2J\x1b]0;title\x07 " + b"y" * 5000, "text/plain")
+
+
+def _hostile_cases():
+    from test_openai_hostile_server import endless_continue, slow_headers
+
+    timeout = ("transport", "did not finish its reply within timeout_s=1 s")
+    return {
+        "slow_headers": (slow_headers, *timeout),
+        "endless_continue": (endless_continue, *timeout),
+        "trickled_body": (trickled_body, *timeout),
+        "endless_body": (endless_body, "protocol", "sent more than 4194304 bytes for one reply"),
+        "gzip_body": (gzip_body, "protocol", "HTTP 200 with Content-Encoding 'gzip' (identity was asked"),
+        "redirect": (redirect, "http", "HTTP 307: a redirect to (not shown"),
+        "escaped_error_page": (escaped_error_page, "http", "HTTP 500: 'boom \\x1b[2J"),
+    }
+
+
+@pytest.mark.parametrize("case", _hostile_cases().keys())
+def test_a_hostile_server_fails_the_judgment_within_timeout_s_in_one_line(case):
+    """urllib's timeout holds each read alone: a judgment with timeout_s=1 took 18 s against headers
+    sent a byte at a time and never ended against endless "100 Continue", and read a reply whole."""
+    import time
+
+    from test_openai_hostile_server import hostile
+
+    server, kind, expected = _hostile_cases()[case]
+    with hostile(server) as (url, _):
+        start = time.monotonic()
+        failure = judge_failure(url)
+    assert failure.kind == kind and expected in str(failure), str(failure)
+    assert time.monotonic() - start < 2.5
+    assert "hunter2" not in str(failure) and all(c.isprintable() for c in str(failure))

@@ -44,11 +44,10 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import threading
 import time
 from typing import ClassVar
 
+from r3.http_guard import REPLY_BYTES_MAX, REPLY_BYTES_MIN, Deadline, encoding_problem, reply_bytes, too_long
 from r3.instructions.tools import TOOL_SCHEMAS, function_call_text
 from r3.reasoning.backends.base import (
     FULL_REASONING,
@@ -66,16 +65,8 @@ from r3.reasoning.prompts import ANSWER_HEADERS, to_openai_content
 from r3.safety.goals import shown_text
 from r3.urls import shown_url, url_problem
 
-#: Bytes one reply may take on the wire: per token asked for (an SSE event of one token is about 200
-#: bytes), never fewer than the minimum nor more than the absolute cap.
-REPLY_BYTES_PER_TOKEN, REPLY_BYTES_MIN, REPLY_BYTES_MAX = 4096, 1 << 20, 64 << 20
 #: Most seconds ``timeout_s`` may be.
 MAX_TIMEOUT_S = 86_400.0
-
-
-def reply_bytes(max_tokens: int) -> int:
-    """The most bytes :class:`OpenAIBackend` reads of one reply of at most ``max_tokens`` tokens."""
-    return min(REPLY_BYTES_MAX, max(REPLY_BYTES_MIN, REPLY_BYTES_PER_TOKEN * max(0, max_tokens)))
 
 
 class OpenAIBackend(ReasonerBackend):
@@ -276,7 +267,7 @@ def _guarded_transport(backend: OpenAIBackend):
     pages included (the SDK reads those whole, inflating what the server compressed), must come
     uncompressed, at most :data:`REPLY_BYTES_MAX` bytes for an event stream and
     :data:`REPLY_BYTES_MIN` for anything else, the whole exchange (status line, headers, body)
-    within ``timeout_s`` of the request (:class:`_Deadline`); else a BackendError, which the SDK
+    within ``timeout_s`` of the request (:class:`~r3.http_guard.Deadline`); else a BackendError, which the SDK
     passes on as it is. Connections are not kept alive: the deadline cuts the one its request
     opened."""
     import httpx2
@@ -284,7 +275,7 @@ def _guarded_transport(backend: OpenAIBackend):
     url = backend.base_url
 
     class Body(httpx2.SyncByteStream):
-        def __init__(self, stream, limit: int, deadline: _Deadline) -> None:
+        def __init__(self, stream, limit: int, deadline: Deadline) -> None:
             self.stream, self.limit, self.deadline = stream, limit, deadline
 
         def __iter__(self):
@@ -293,16 +284,14 @@ def _guarded_transport(backend: OpenAIBackend):
                 for chunk in self.stream:
                     size += len(chunk)
                     if size > self.limit:
-                        raise BackendError(
-                            f"{url} sent more than {self.limit} bytes for one reply; stopped reading"
-                        )
+                        raise BackendError(too_long(url, self.limit))
                     yield chunk
             except Exception:
                 if self.deadline.cut:
-                    raise self.deadline.error(f"{size} bytes of its body so far") from None
+                    raise BackendError(self.deadline.reason(f"{size} bytes of its body so far")) from None
                 raise
             if self.deadline.cut:  # a body that ends with the connection ends when it is cut
-                raise self.deadline.error(f"{size} bytes of its body so far")
+                raise BackendError(self.deadline.reason(f"{size} bytes of its body so far"))
 
         def close(self) -> None:
             self.deadline.end()
@@ -315,22 +304,20 @@ def _guarded_transport(backend: OpenAIBackend):
             )
 
         def handle_request(self, request):
-            deadline = _Deadline(url, backend.timeout_s)
-            request.extensions["trace"] = deadline.trace
+            deadline = Deadline(url, backend.timeout_s)
+            request.extensions["trace"] = _watch(deadline)
             try:
                 response = self.inner.handle_request(request)
             except Exception:
                 deadline.end()
                 if deadline.cut:
-                    raise deadline.error("its status line and headers not yet whole") from None
+                    raise BackendError(deadline.reason("its status line and headers not yet whole")) from None
                 raise
-            encoding = response.headers.get("content-encoding", "identity").strip().lower()
-            if encoding not in ("", "identity"):
+            if problem := encoding_problem(response.headers.get("content-encoding")):
                 deadline.end()
                 response.close()
                 raise BackendError(
-                    f"{url} sent a malformed reply: HTTP {response.status_code} with "
-                    f"Content-Encoding {encoding[:40]!r} (identity was asked for)"
+                    f"{url} sent a malformed reply: HTTP {response.status_code} with {problem}"
                 )
             limit = REPLY_BYTES_MAX if _event_stream(response) else REPLY_BYTES_MIN
             body = Body(response.stream, limit, deadline)
@@ -357,56 +344,19 @@ def environment_proxy(url: str) -> str | None:
     return proxies.get(parts.scheme) or proxies.get("all")
 
 
-class _Deadline:
-    """The end of one HTTP exchange, ``timeout_s`` after its request: then a watchdog thread shuts
-    the connection's socket, so whatever read waits on it ends at once. httpx2's timeout holds each
-    read alone, so a status line sent a byte a second, endless "100 Continue" replies or a trickled
-    body would each run on far past ``timeout_s``. The sockets come from httpx2's ``trace`` request
-    extension as they are opened (the TLS one too)."""
-
-    OPENED = ("connection.connect_tcp.complete", "connection.start_tls.complete")
-
-    def __init__(self, url: str, timeout_s: float) -> None:
-        self.url, self.timeout_s = url, timeout_s
-        self.sockets: list = []
-        self.expired, self.cut = False, False  # cut: a socket of this exchange was shut
-        self.lock = threading.Lock()
-        self.watchdog = threading.Timer(timeout_s, self.expire)
-        self.watchdog.daemon = True
-        self.watchdog.start()
-
-    def trace(self, event: str, info: dict) -> None:
-        if event in self.OPENED:
-            sock = info["return_value"].get_extra_info("socket")
-            with self.lock:
-                self.sockets.append(sock)
-                if self.expired:  # opened after the deadline, by a connect as slow as timeout_s
-                    self.cut = True
-                    _shut(sock)
-
-    def expire(self) -> None:
-        with self.lock:
-            self.expired, self.cut = True, bool(self.sockets)  # none yet: connect's own timeout holds
-            for sock in self.sockets:
-                _shut(sock)
-
-    def end(self) -> None:
-        self.watchdog.cancel()
-
-    def error(self, so_far: str) -> BackendError:
-        return BackendError(
-            f"{self.url} did not finish its reply within timeout_s={self.timeout_s:g} s ({so_far}); "
-            "stopped reading"
-        )
+#: The events of httpx2's ``trace`` request extension that hand over a socket the exchange opened.
+_OPENED = ("connection.connect_tcp.complete", "connection.start_tls.complete")
 
 
-def _shut(sock) -> None:
-    """Shut ``sock`` for reading and writing, whichever thread waits on it. The plain socket's
-    shutdown even for a TLS socket: ssl's own drops the TLS state under the thread reading it."""
-    try:
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
-    except OSError:  # closed already
-        pass
+def _watch(deadline: Deadline):
+    """An httpx2 ``trace`` callback giving :class:`Deadline` the sockets as they are opened (the TLS
+    one too)."""
+
+    def trace(event: str, info: dict) -> None:
+        if event in _OPENED:
+            deadline.opened(info["return_value"].get_extra_info("socket"))
+
+    return trace
 
 
 class _ServerError(Exception):
@@ -445,9 +395,7 @@ class _Reply:
                 break
             self.size += len(chunk)
             if self.size > self.limit:
-                raise BackendError(
-                    f"{self.url} sent more than {self.limit} bytes for one reply; stopped reading"
-                )
+                raise BackendError(too_long(self.url, self.limit))
             searched = len(buffer)
             buffer.extend(chunk)
             begin = 0

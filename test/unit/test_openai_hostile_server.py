@@ -619,6 +619,21 @@ def test_the_key_goes_in_key_env_and_the_judge_refuses_a_password_too():
     assert SECRET not in str(info.value)
 
 
+def server_error(h: Hostile) -> None:
+    h.send(503, b'{"error": "overloaded"}')
+
+
+@pytest.mark.parametrize("where", ["chat", "models"])
+def test_a_server_error_after_every_attempt_names_the_server_once_and_its_status(where):
+    """A 5xx, retried to the last attempt, said "cannot reach URL ... (HTTPStatusError: ... for url
+    'URL/models' ...)": the server named twice, and as unreachable though it answered."""
+    chat, models = (server_error, None) if where == "chat" else (answer(b""), server_error)
+    with hostile(chat, models) as (url, _):
+        message = backend_error(url)
+    assert message.count(url) == 1, message
+    assert f"{url} answered with an error after 1 attempts: HTTP 503: Error code: 503" in message, message
+
+
 # ------------------------------------------------------------------------------------ F6: options
 @pytest.mark.parametrize(
     "option",

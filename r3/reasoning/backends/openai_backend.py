@@ -181,6 +181,12 @@ class OpenAIBackend(ReasonerBackend):
                 last = exc
                 if attempt + 1 < self.attempts:
                     time.sleep(0.2 * (attempt + 1))
+        if isinstance(
+            last, openai.APIStatusError
+        ):  # it answered: its status, not httpx's error naming it again
+            raise BackendError(
+                f"{self.base_url} answered with an error after {self.attempts} attempts: {_status(last)}"
+            ) from last
         raise BackendError(
             f"cannot reach {self.base_url} after {self.attempts} attempts: {_describe(last)}"
         ) from last

@@ -15,7 +15,7 @@ from r3.cli_args import folder, frame_rate, integer, loaded_backend, seed, word
 from r3.data.video import DEMO_FILES, VIDEO_FPS, default_format, write_cut_short_demo, write_episode_video
 from r3.files import FileRefused, replaceable_output, replaced_output
 from r3.reasoning.backends.base import BackendError
-from r3.safety.goals import shown_text
+from r3.safety.goals import INT32_MAX, shown_text
 from r3.sim import IMAGE_SIDES
 
 WRAP = 100
@@ -88,9 +88,10 @@ def demo_main(argv: list[str]) -> int:
     )
     parser.add_argument(
         "--budget",
-        type=integer(0),
+        type=integer(0, INT32_MAX),
         default=None,
-        help="cap the reasoning at N words/tokens (0 = instruction only; default: no cap)",
+        help=f"cap the reasoning at N words/tokens, 0..{INT32_MAX} as for r3 run and r3 eval "
+        "(0 = instruction only; default: no cap)",
     )
     parser.add_argument(
         "--history",

@@ -40,6 +40,12 @@ CONFIG = Path(__file__).parents[2] / "config"
         (sim_demo_main, ["--fps", "1e-9"], "argument --fps: expected frames per second in [0.1, 240]"),
         (packing_demo_main, ["--fps", "0.001"], "argument --fps: expected frames per second in [0.1, 240]"),
         (sim_demo_main, ["--max-steps", "-1"], "argument --max-steps: expected an integer >= 1, got -1"),
+        # No upper bound took --budget 10^22, which no other command (r3 run, r3 eval) takes.
+        (
+            sim_demo_main,
+            ["--budget", str(2**31)],
+            "argument --budget: expected an integer 0..2147483647, got",
+        ),
         (packing_demo_main, ["--seed", "-4"], "argument --seed: expected an integer 0.."),
         (packing_demo_main, ["--frame-every", "0"], "argument --frame-every: expected an integer >= 1"),
         (tiny_model_main, ["--hidden", "-1"], "argument --hidden: expected an integer 32..2048, got -1"),
@@ -62,6 +68,12 @@ def test_an_out_of_range_number_is_refused_before_anything_starts(command, argv,
     assert exited.value.code == 2
     assert why in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_sim_demo_help_names_the_budgets_bound(capsys):
+    with pytest.raises(SystemExit):
+        sim_demo_main(["--help"])
+    assert "0..2147483647" in " ".join(capsys.readouterr().out.split())
 
 
 def test_the_types_take_their_bounds_and_name_the_bad_text():

@@ -287,12 +287,21 @@ def unfinished_copy(path: str | Path) -> Path:
 def write_atomically(path: str | Path, write: Callable[[Path], object]) -> None:
     """Have ``write`` make ``path``'s new content in a ``.tmp`` file beside it, moved over ``path`` once
     whole, so a run stopped while writing (a kill, Ctrl-C, a full disk) leaves the earlier file or the
-    new one, never one cut short; a ``write`` that fails takes its ``.tmp`` file with it."""
+    new one, never one cut short; a ``write`` that fails takes its ``.tmp`` file with it, and its
+    OSError (a full disk) names ``path``, not the ``.tmp`` file that is gone."""
     path = Path(path)
     tmp = unfinished_copy(path)
     try:
         write(tmp)
         os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        named = exc.filename  # None from a write(), which names no file
+        if named is None or (
+            isinstance(named, str | bytes | os.PathLike) and Path(os.fsdecode(named)) == tmp
+        ):
+            exc.filename = str(path)
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

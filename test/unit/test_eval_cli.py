@@ -113,7 +113,7 @@ def test_a_rerun_stopped_by_a_full_disk_keeps_the_earlier_files_whole(tmp_path, 
     """Found by filling the disk under a rerun of a finished `r3 eval`: success.png was left cut short
     where the earlier run's whole chart had been (table.md and table.csv likewise), and a config.json
     that could not be written left a config.tmp behind. Each is now written beside its place and moved
-    in once whole; the command ends in one line."""
+    in once whole; the command ends in one line naming the file, not its removed .tmp."""
     out = fake_run(tmp_path / "run", "expert", {"V": 0.5, "mid": 1.0})
     argv = ["eval", "--tasks", "V,mid", "--scenes", "100", "--trials", "1", "--out", str(out)]
     assert r3_main(argv) == 0
@@ -128,6 +128,23 @@ def test_a_rerun_stopped_by_a_full_disk_keeps_the_earlier_files_whole(tmp_path, 
     last = err.splitlines()[-1]
     assert last.startswith("r3 eval: error: No space left on device") and "Traceback" not in err, err
     assert {p.name: p.read_bytes() for p in out.iterdir()} == earlier
+    # It named the .tmp file it had already removed; it names the file the user asked for.
+    named = Path(last[last.rindex("(") + 1 : -1])
+    assert named.parent == out and named.name.startswith(name) and named.suffix != ".tmp", last
+
+
+def test_a_full_disk_in_a_write_that_names_no_file_names_the_file_asked_for(tmp_path):
+    """A full disk under file.write() raises an OSError naming no file: `r3 eval` said only "No space
+    left on device". write_atomically names the file it was writing (and leaves no .tmp)."""
+    from r3.files import write_atomically
+
+    def half_then_full(tmp: Path) -> None:
+        tmp.write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError) as info:
+        write_atomically(tmp_path / "table.md", half_then_full)
+    assert info.value.filename == str(tmp_path / "table.md") and not list(tmp_path.iterdir())
 
 
 def test_packing_suite_writes_its_table_and_chart(tmp_path, capsys):

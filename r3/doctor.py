@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from r3.safety.goals import printable
+from r3.files import printable
 
 
 @dataclass

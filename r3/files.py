@@ -63,6 +63,31 @@ def is_control(char: str) -> bool:
     return char not in "\t\n" and (unicodedata.category(char) in ("Cc", "Zl", "Zp") or char in BIDI_CONTROLS)
 
 
+def printable(text: str) -> str:
+    """``text`` with each control character written as its escape (a model's answer may hold a
+    terminal escape: the live views show it, they do not obey it)."""
+    return "".join(ascii(c)[1:-1] if is_control(c) else c for c in text)
+
+
+#: The most characters of one answer (its reasoning, its instruction) a live view shows.
+SHOWN_CHARACTERS = 4000
+
+
+def shown_text(text: str, limit: int = SHOWN_CHARACTERS) -> str:
+    """``text`` as a live view shows it: :func:`printable`, and cut after ``limit`` characters with
+    "... (N characters)" saying how long it was (a 20 MB answer is not printed whole)."""
+    if len(text) <= limit:
+        return printable(text)
+    return f"{printable(text[:limit])}... ({len(text)} characters)"
+
+
+def one_line(text: str, limit: int) -> str:
+    """What another program wrote (a server's error page, an installed package's exception), for one
+    line of a message: its whitespace runs one space, then :func:`shown_text` (escapes written out,
+    cut after ``limit`` characters)."""
+    return shown_text(" ".join(text.split()), limit)
+
+
 #: The longest name of one file or folder Linux's filesystems take (NAME_MAX), in bytes.
 NAME_MAX_BYTES = 255
 #: The longest path a Linux system call takes (PATH_MAX less its closing NUL), in bytes.

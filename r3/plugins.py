@@ -35,7 +35,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from r3.files import bounded_repr, is_control
+from r3.files import bounded_repr, one_line
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ class Registry:
             problem = self._check and self._check(name, part)
             if not problem:
                 return part
-        self._refused[name] = _one_line(f"{self.kind} {name!r} ({_origin(entry)}): {problem}")
+        self._refused[name] = one_line(f"{self.kind} {name!r} ({_origin(entry)}): {problem}", 400)
         raise ValueError(self._refused[name])
 
     def register(self, name: str, target: str | None = None, *, part: object = None) -> None:
@@ -153,7 +153,7 @@ class Registry:
             refused = {}
             for name, entries in given.items():
                 if problem := self._entry_problem(name, entries, targets):
-                    message = _one_line(f"{self.kind} {bounded_repr(name, 80)} {problem}")
+                    message = one_line(f"{self.kind} {bounded_repr(name, 80)} {problem}", 400)
                     log.warning("r3: %s", message)
                     if name not in targets:  # r3's own part keeps its name
                         refused[name] = message
@@ -213,7 +213,9 @@ def _each_packages_entry_points() -> list[importlib.metadata.EntryPoint]:
             entries.extend(dist.entry_points)
         except Exception as exc:  # noqa: BLE001 - whatever one package's file makes the parser raise
             log.warning(
-                "r3: skipped the installed package %s: %s", name, _one_line(f"{type(exc).__name__}: {exc}")
+                "r3: skipped the installed package %s: %s",
+                name,
+                one_line(f"{type(exc).__name__}: {exc}", 400),
             )
     return entries
 
@@ -228,13 +230,6 @@ def _origin(entry: importlib.metadata.EntryPoint | _Given) -> str:
     return (
         f"{entry.group} entry point {bounded_repr(entry.value, 120)} of package {bounded_repr(dist.name, 80)}"
     )
-
-
-def _one_line(text: str) -> str:
-    """``text`` as one line of at most 400 characters, control characters shown as '?' (an
-    exception's message, a package's own text, may hold any)."""
-    text = "".join("?" if is_control(char) else char for char in " ".join(text.split()))
-    return text if len(text) <= 400 else f"{text[:397]}..."
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 from r3.cli_args import checked_path, folder, integer, positive, seed, word
 from r3.data.bags import COMPLETE, METADATA_FILE, read_episode_info, status_reason
 from r3.data.video import default_format, episode_video_from_bag
+from r3.files import printable, shown_text
 from r3.graph.cli import another_graph, parse_overrides, start_problem
 from r3.graph.description import DEFAULT_GRAPH, load_profile
 from r3.graph.node_params import NODE_PARAMETERS
@@ -31,8 +32,6 @@ from r3.safety.goals import (
     check_interface,
     check_run_task,
     interfaces_help,
-    printable,
-    shown_text,
 )
 from r3.suites import DEFAULT_SUITE, get_suite, suite_names
 from r3.urls import shown_url

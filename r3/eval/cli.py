@@ -28,9 +28,16 @@ from r3.eval.runner import (
     read_records,
     unread_note,
 )
-from r3.files import FileRefused, bounded_repr, replaceable_output, replaced_output, write_text_atomically
+from r3.files import (
+    FileRefused,
+    bounded_repr,
+    printable,
+    replaceable_output,
+    replaced_output,
+    write_text_atomically,
+)
 from r3.lowlevel import GROUNDINGS
-from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help, printable
+from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
 from r3.seeds import scene_seed
 from r3.suites import DEFAULT_SUITE, get_suite
 

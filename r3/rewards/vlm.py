@@ -24,6 +24,7 @@ import re
 import urllib.error
 import urllib.request
 
+from r3.files import one_line
 from r3.http_guard import Deadline, encoding_problem, reply_bytes, too_long
 from r3.instructions import language_table
 from r3.rewards.result import SCORE_CLASSES, JudgeResult, Tier, parse_pair
@@ -217,14 +218,14 @@ class VLMJudge:
                     "(redirects are not followed)",
                 ) from None
             try:
-                page = _shown(err.read(200).decode("utf-8", errors="replace"))
+                page = one_line(err.read(200).decode("utf-8", errors="replace"), 200)
             except (OSError, http.client.HTTPException):
                 page = "(its page broke off)"
             raise JudgeFailure("http", f"{url} answered HTTP {err.code}: {page}") from None
         except (OSError, http.client.HTTPException) as err:  # URLError, timeouts, resets, bad status lines
             if deadline.cut:
                 raise JudgeFailure("transport", deadline.reason(so_far)) from None
-            raise JudgeFailure("transport", f"{url} gave no reply: {_shown(str(err))}") from None
+            raise JudgeFailure("transport", f"{url} gave no reply: {one_line(str(err), 200)}") from None
         finally:
             deadline.end()
         if deadline.cut:  # a body that ends with the connection ends when it is cut
@@ -276,9 +277,3 @@ def _opener(deadline: Deadline) -> urllib.request.OpenerDirector:
             return None
 
     return urllib.request.build_opener(Http, Https, NoRedirect)
-
-
-def _shown(text: str) -> str:
-    """What the server sent, for a message: one line, its escapes shown (not obeyed), at most 200
-    characters."""
-    return repr(" ".join(text.split())[:200])

@@ -67,24 +67,6 @@ def check_text(text: str, what: str, limit: int) -> str:
     return text
 
 
-def printable(text: str) -> str:
-    """``text`` with each control character written as its escape (a model's answer may hold a
-    terminal escape: the live views show it, they do not obey it)."""
-    return "".join(ascii(c)[1:-1] if is_control(c) else c for c in text)
-
-
-#: The most characters of one answer (its reasoning, its instruction) a live view shows.
-SHOWN_CHARACTERS = 4000
-
-
-def shown_text(text: str, limit: int = SHOWN_CHARACTERS) -> str:
-    """``text`` as a live view shows it: :func:`printable`, and cut after ``limit`` characters with
-    "... (N characters)" saying how long it was (a 20 MB answer is not printed whole)."""
-    if len(text) <= limit:
-        return printable(text)
-    return f"{printable(text[:limit])}... ({len(text)} characters)"
-
-
 def check_suite(suite: str) -> str:
     """The suite ("" means the default suite, ``r3.suites.DEFAULT_SUITE``)."""
     try:

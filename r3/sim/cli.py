@@ -13,9 +13,9 @@ import textwrap
 
 from r3.cli_args import folder, frame_rate, integer, loaded_backend, seed, word
 from r3.data.video import DEMO_FILES, VIDEO_FPS, default_format, write_cut_short_demo, write_episode_video
-from r3.files import FileRefused, replaceable_output, replaced_output
+from r3.files import FileRefused, replaceable_output, replaced_output, shown_text
 from r3.reasoning.backends.base import BackendError
-from r3.safety.goals import INT32_MAX, shown_text
+from r3.safety.goals import INT32_MAX
 from r3.sim import IMAGE_SIDES
 
 WRAP = 100

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from r3.safety.goals import printable
+from r3.files import printable
 from r3.sim.cli import _print_step as print_sim_step
 from r3.sim.packing.cli import _print_step as print_packing_step
 from r3_ros.run_cli import LiveView
@@ -85,7 +85,7 @@ def test_a_live_view_shows_a_bounded_length_of_one_answer(capsys):
     """Found by a hostile user: a replayed 20 MB answer line was printed to stdout whole. `r3 run`'s
     live view printed it whole too, after the demos' views had been cut (``shown_text``): each of
     the three views shows at most ``SHOWN_CHARACTERS`` of each field of one answer."""
-    from r3.safety.goals import SHOWN_CHARACTERS
+    from r3.files import SHOWN_CHARACTERS
 
     huge = "x" * (20 * 2**20)
     step = SimpleNamespace(

@@ -236,7 +236,7 @@ def _hostile_cases():
         "endless_body": (endless_body, "protocol", "sent more than 4194304 bytes for one reply"),
         "gzip_body": (gzip_body, "protocol", "HTTP 200 with Content-Encoding 'gzip' (identity was asked"),
         "redirect": (redirect, "http", "HTTP 307: a redirect to (not shown"),
-        "escaped_error_page": (escaped_error_page, "http", "HTTP 500: 'boom \\x1b[2J"),
+        "escaped_error_page": (escaped_error_page, "http", "HTTP 500: boom \\x1b[2J"),
     }
 
 

@@ -47,6 +47,7 @@ import os
 import time
 from typing import ClassVar
 
+from r3.files import one_line
 from r3.http_guard import REPLY_BYTES_MAX, REPLY_BYTES_MIN, Deadline, encoding_problem, reply_bytes, too_long
 from r3.instructions.tools import TOOL_SCHEMAS, function_call_text
 from r3.reasoning.backends.base import (
@@ -62,7 +63,6 @@ from r3.reasoning.backends.base import (
 )
 from r3.reasoning.backends.spec import SAMPLING_OPTIONS, Option
 from r3.reasoning.prompts import ANSWER_HEADERS, to_openai_content
-from r3.safety.goals import shown_text
 from r3.urls import shown_url, url_problem
 
 #: Most seconds ``timeout_s`` may be.
@@ -146,7 +146,7 @@ class OpenAIBackend(ReasonerBackend):
             if "json" not in kind.lower():  # an HTML page: the SDK's own parse would say only AttributeError
                 raise BackendError(
                     f"{self.base_url} answered the model list with a malformed reply: HTTP "
-                    f"{listed.status_code} with Content-Type {_one_line(kind, 60)!r}, not JSON"
+                    f"{listed.status_code} with Content-Type {one_line(kind, 60)!r}, not JSON"
                 )
             listed.parse()
         except openai.APIStatusError as exc:
@@ -384,7 +384,7 @@ class _Reply:
 
     def read(self, response, view: _StopView) -> None:
         if not _event_stream(response):  # an HTML page, a whole JSON completion: no answer in it
-            content_type = _one_line(response.headers.get("content-type", ""), 80)
+            content_type = one_line(response.headers.get("content-type", ""), 80)
             raise self.malformed(
                 f"HTTP {response.status_code} with Content-Type {content_type!r}, not the event stream "
                 "(text/event-stream) that was asked for"
@@ -442,7 +442,7 @@ class _Reply:
         if event.get("error") is not None:
             error = event["error"]
             message = error.get("message") if isinstance(error, dict) else error
-            raise _ServerError(_one_line(str(message), 200))
+            raise _ServerError(one_line(str(message), 200))
         usage = event.get("usage")
         if usage is not None:
             if not isinstance(usage, dict):
@@ -510,9 +510,9 @@ def _status(exc) -> str:
     """One line for an HTTP error status; a redirect names where it pointed (it is not followed)."""
     code = exc.status_code
     if 300 <= code < 400:
-        location = _one_line(str(exc.response.headers.get("location", "")), 200)
+        location = one_line(str(exc.response.headers.get("location", "")), 200)
         return f"HTTP {code}: a redirect to {location!r} (redirects are not followed)"
-    return f"HTTP {code}: {_one_line(str(exc.message), 300)}"
+    return f"HTTP {code}: {one_line(str(exc.message), 300)}"
 
 
 class _StopView:
@@ -574,10 +574,4 @@ def _describe(exc: Exception | None) -> str:
     text = f"{type(exc).__name__}: {exc}"
     if cause is not None and str(cause) and str(cause) not in text:
         text += f" ({type(cause).__name__}: {cause})"
-    return _one_line(text, 400)
-
-
-def _one_line(text: str, limit: int) -> str:
-    """What the server sent, for a message: one line, control characters written as escapes (a
-    terminal escape is shown, not obeyed), cut after ``limit`` characters."""
-    return shown_text(" ".join(text.split()), limit)
+    return one_line(text, 400)

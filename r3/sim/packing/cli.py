@@ -17,7 +17,7 @@ import textwrap
 
 from r3.cli_args import folder, frame_rate, integer, loaded_backend, seed, word
 from r3.data.video import DEMO_FILES, write_cut_short_demo
-from r3.files import FileRefused, replaceable_output, replaced_output
+from r3.files import FileRefused, replaceable_output, replaced_output, shown_text
 from r3.lowlevel import GROUNDINGS
 from r3.packing_episode import (
     MAX_ACTIONS,
@@ -28,7 +28,6 @@ from r3.packing_episode import (
 )
 from r3.reasoning.backends.base import BackendError
 from r3.reasoning.prompts import ANSWER_HEADERS
-from r3.safety.goals import shown_text
 
 WRAP = 100
 #: What the episode's steps are called in the last line, per interface.

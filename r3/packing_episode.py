@@ -127,7 +127,7 @@ class PackingCell:
             # The grasp-point noise stands in for perception error; with perception the error is real.
             policy_config = PackingPolicyConfig(grasp_noise=0.0)
         executor = SimExecutor(env)
-        grounder, state = ground(env, source)
+        grounder, state = GROUNDINGS.call(grounding, ground, env, source)
         actions = SemanticActions(executor, grounder, state)
 
         def hold_still() -> bool:

@@ -15,7 +15,8 @@ An installed package is someone else's code, so what is wrong with one of its en
 only the choice of that part: an entry point that cannot be a choice (a malformed name or target, a
 name r3's own part has, a name two packages give) is left out of the names with its reason logged
 once, and choosing it, or one whose part cannot be imported or is not of its kind, is a ValueError
-that names the package and says why.
+that names the package and says why; so is calling a package's part with arguments its signature
+does not take (:meth:`Registry.call`).
 
 >>> tools = Registry("tool", {"join": "os.path:join"})
 >>> tools.get("join")("a", "b")
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import inspect
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -115,6 +117,21 @@ class Registry:
         self._refused[name] = one_line(f"{self.kind} {name!r} ({_origin(entry)}): {problem}", 400)
         raise ValueError(self._refused[name])
 
+    def build(self, name: str, /, *args, **kwargs):
+        """The part ``name`` stands for (a class or a factory), called with ``args`` and ``kwargs``
+        (:meth:`get`, then :meth:`call`)."""
+        return self.call(name, self.get(name), *args, **kwargs)
+
+    def call(self, name: str, factory: Callable, /, *args, **kwargs):
+        """``factory(*args, **kwargs)``, ``factory`` being the part ``name`` stands for or one of its
+        methods (a backend's ``from_spec``). A package's part whose signature does not take these
+        arguments is refused with why, before it is called; a TypeError raised inside the call is the
+        part's own and passes on, as one raised by r3's own parts does."""
+        if name not in self._built_in and (problem := _binding_problem(factory, args, kwargs)):
+            origin = _origin(self._entries()[name])
+            raise ValueError(one_line(f"{self.kind} {name!r} ({origin}): {problem}", 400))
+        return factory(*args, **kwargs)
+
     def register(self, name: str, target: str | None = None, *, part: object = None) -> None:
         """Add ``name`` for ``target`` ("module:attr"), or for a ``part`` made at run time (a record
         with no import path); a name already taken is refused, since it would change what a user's
@@ -184,6 +201,21 @@ def having(*attributes: str) -> PartCheck:
         return None
 
     return problem
+
+
+def _binding_problem(factory: Callable, args: tuple, kwargs: dict) -> str | None:
+    """Why ``factory`` cannot be called with ``args`` and ``kwargs``, from its signature; None when it
+    can, or when it has no signature to read (some built-in callables: the call itself then says)."""
+    try:
+        inspect.signature(factory).bind(*args, **kwargs)
+    except TypeError as exc:
+        given = [f"{len(args)} positional argument" + "s" * (len(args) != 1)] if args else []
+        given += [f"{key}=" for key in kwargs]
+        called = bounded_repr(getattr(factory, "__qualname__", factory), 80)
+        return f"{called} cannot be called with {', '.join(given) or 'no arguments'}: {exc}"
+    except ValueError:
+        pass
+    return None
 
 
 @functools.cache

@@ -184,4 +184,4 @@ EXECUTORS = Registry(
 
 def make_executor(name: str, *args, **kwargs) -> Executor:
     """The executor ``name``, built with the arguments its class takes."""
-    return EXECUTORS.get(name)(*args, **kwargs)
+    return EXECUTORS.build(name, *args, **kwargs)

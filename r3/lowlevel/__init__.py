@@ -39,4 +39,4 @@ def make_policy(name: str):
     >>> type(make_policy("scripted")).__name__
     'ScriptedPushingPolicy'
     """
-    return POLICIES.get(name)()
+    return POLICIES.build(name)

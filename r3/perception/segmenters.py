@@ -127,4 +127,4 @@ def make_segmenter(backend: str, options: Mapping[str, object] = MappingProxyTyp
     >>> type(make_segmenter("sim", {"device": "cpu"})).__name__
     'SimSegmenter'
     """
-    return SEGMENTERS.get(backend)(options)
+    return SEGMENTERS.build(backend, options)

@@ -73,7 +73,7 @@ def test_the_builders_refuse_unknown_names():
         make_executor("ur5")
     with pytest.raises(ValueError, match=r"unknown segmenter 'sam3' \(known: sim, sam2, owlv2\+sam2"):
         make_segmenter("sam3")
-    with pytest.raises(ValueError, match=r"SCHEME one of \['transformers', 'openai'"):
+    with pytest.raises(ValueError, match=r"'nope:x': unknown backend 'nope' \(known: transformers, openai"):
         make_backend("nope:x")
     with pytest.raises(ValueError, match=r"unknown policy 'learned' \(known: scripted"):
         make_policy("learned")
@@ -337,6 +337,77 @@ def test_a_name_two_packages_give_is_refused_naming_both(tmp_path, monkeypatch, 
     assert "mine" not in SEGMENTERS.names()
     with pytest.raises(ValueError, match=r"segmenter 'mine' is given by 2 packages .*'first'.*'second'"):
         make_segmenter("mine")
+
+
+def test_a_backend_left_out_is_refused_with_the_registrys_reason(tmp_path, monkeypatch, fresh_registries):
+    """`--reasoner mine` got the generic "SCHEME one of [...]"; the reason was only in a log line."""
+    fake_distribution(tmp_path, "r3.backends", "mine = os.path:join", name="first")
+    fake_distribution(tmp_path, "r3.backends", "mine = os.path:split", name="second")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    BACKENDS.reload()
+    with pytest.raises(
+        ValueError, match=r"backend spec 'mine:x': backend 'mine' is given by 2 packages .*'first'.*'second'"
+    ):
+        make_backend("mine:x")
+
+
+#: A part of the right kind whose call does not bind (what it takes -> how r3 calls it): the builder
+#: that calls it, the part's entry point and code, and the refusal.
+UNBINDABLE = {
+    "policy": (
+        lambda: make_policy("mine"),
+        "r3.policies",
+        "Policy",
+        "class Policy:\n    def __init__(self, arm):\n        pass\n",
+        r"'Policy' cannot be called with no arguments: missing a required argument: 'arm'",
+    ),
+    "backend": (
+        lambda: make_backend("mine:x"),
+        "r3.backends",
+        "Backend",
+        "class Backend:\n    SPEC_OPTIONS = {}\n    @classmethod\n    def from_spec(cls, url, model): ...\n",
+        r"'Backend.from_spec' cannot be called with 1 positional argument: missing a required .* 'model'",
+    ),
+    "segmenter": (
+        lambda: make_segmenter("mine", {"device": "cpu"}),
+        "r3.segmenters",
+        "segmenter",
+        "def segmenter():\n    pass\n",
+        r"'segmenter' cannot be called with 1 positional argument: too many positional arguments",
+    ),
+    "executor": (
+        lambda: make_executor("mine", box=None),
+        "r3.executors",
+        "Executor",
+        "class Executor:\n    def __init__(self, env):\n        pass\n",
+        r"'Executor' cannot be called with box=: missing a required argument: 'env'",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(UNBINDABLE))
+def test_a_part_that_cannot_be_called_so_is_refused_naming_its_package(
+    kind, tmp_path, monkeypatch, fresh_registries
+):
+    """It ended in the TypeError's traceback, which named neither the part nor its package."""
+    build, group, attr, code, reason = UNBINDABLE[kind]
+    fake_distribution(tmp_path, group, f"mine = unbindable:{attr}", "unbindable", code, "odd")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "unbindable", raising=False)
+    REGISTRIES[kind].reload()
+    said = rf"{kind} 'mine' \({group} entry point 'unbindable:{attr}' of package 'odd'\): "
+    with pytest.raises(ValueError, match=said + reason):
+        build()
+
+
+def test_a_type_error_inside_a_part_that_binds_is_its_own(tmp_path, monkeypatch, fresh_registries):
+    """Only a call that does not bind is refused: the part's own TypeError is not renamed."""
+    code = "class Policy:\n    def __init__(self):\n        len(3)\n"
+    fake_distribution(tmp_path, "r3.policies", "mine = inner_type_error:Policy", "inner_type_error", code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    POLICIES.reload()
+    with pytest.raises(TypeError, match="object of type 'int' has no len"):
+        make_policy("mine")
 
 
 def test_a_package_whose_entry_points_cannot_be_read_is_skipped(

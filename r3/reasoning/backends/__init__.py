@@ -54,13 +54,12 @@ def make_backend(spec: str, **options) -> ReasonerBackend:
     A bare scheme ("expert") passes an empty argument; the backend decides whether that is enough.
     """
     parsed = parse_spec(spec)
-    schemes = BACKENDS.names()
-    if parsed.scheme not in schemes:
-        raise ValueError(
-            f"backend spec {shown_url(spec)}: expected SCHEME:..., SCHEME one of {list(schemes)}"
-        )
-    cls = BACKENDS.get(parsed.scheme)
-    return cls.from_spec(parsed.argument, **{**options, **spec_options(parsed, cls.SPEC_OPTIONS)})
+    try:  # the registry says why: an unknown scheme, or a package's backend left out or broken
+        cls = BACKENDS.get(parsed.scheme)
+    except ValueError as exc:
+        raise ValueError(f"backend spec {shown_url(spec)}: {exc}") from None
+    options = {**options, **spec_options(parsed, cls.SPEC_OPTIONS)}
+    return BACKENDS.call(parsed.scheme, cls.from_spec, parsed.argument, **options)
 
 
 def check_backend(spec: str) -> ReasonerBackend:

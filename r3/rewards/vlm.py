@@ -27,6 +27,8 @@ import urllib.request
 from r3.files import one_line
 from r3.http_guard import Deadline, encoding_problem, reply_bytes, too_long
 from r3.instructions import language_table
+from r3.reasoning.backends.openai_backend import OpenAIBackend
+from r3.reasoning.backends.spec import SAMPLING_OPTIONS
 from r3.rewards.result import SCORE_CLASSES, JudgeResult, Tier, parse_pair
 from r3.tasks.language_table.board import BLOCKS
 from r3.urls import shown_url, url_problem
@@ -150,6 +152,14 @@ DEFAULT_URL = "http://127.0.0.1:8000/v1"
 KEY_ENV = "R3_JUDGE_API_KEY"
 
 
+#: The judge's numbers, checked by the rules of the reasoner's openai backend, which asks the same kind of
+#: server: seconds in (0, 86400], tokens in [1, 1000000].
+NUMBERS = {
+    "timeout_s": OpenAIBackend.SPEC_OPTIONS["timeout_s"],
+    "max_tokens": SAMPLING_OPTIONS["max_new_tokens"],
+}
+
+
 class VLMJudge:
     """Rubric judge backed by an OpenAI-compatible chat server.
 
@@ -168,6 +178,9 @@ class VLMJudge:
             raise ValueError(f"base_url={shown_url(base_url)}: {problem}")
         if not model:
             raise ValueError("model must name the served model")
+        for key, value in (("timeout_s", timeout_s), ("max_tokens", max_tokens)):
+            if problem := NUMBERS[key].value_problem(value):
+                raise ValueError(f"{key}={value!r}: {problem}")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key = api_key

@@ -131,6 +131,28 @@ def test_settings_are_validated(kwargs):
         VLMJudge(**kwargs)
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        ("timeout_s", float("nan"), r"timeout_s=nan: expected a number, a value in \(0, 86400\]"),
+        ("timeout_s", float("inf"), r"timeout_s=inf: expected a number"),
+        ("timeout_s", 0, r"timeout_s=0: expected a number"),
+        ("timeout_s", -5.0, r"timeout_s=-5.0: expected a number"),
+        ("timeout_s", "30", r"timeout_s='30': expected a number"),
+        ("max_tokens", 0, r"max_tokens=0: expected a whole number, a value in \[1, 1000000\]"),
+        ("max_tokens", -1, r"max_tokens=-1: expected a whole number"),
+        ("max_tokens", 10**9, r"max_tokens=1000000000: expected a whole number"),
+        ("max_tokens", 1.5, r"max_tokens=1.5: expected a whole number"),
+        ("max_tokens", True, r"max_tokens=True: expected a whole number"),
+    ],
+)
+def test_a_number_out_of_its_range_is_refused_at_construction(key, value, reason):
+    """NaN, infinity, 0 and negatives were taken and failed only at the first judgment (or never)."""
+    with pytest.raises(ValueError, match=reason):
+        VLMJudge("http://127.0.0.1:1/v1", "judge", **{key: value})
+    assert VLMJudge("http://127.0.0.1:1/v1", "judge", timeout_s=1, max_tokens=1).timeout_s == 1
+
+
 def test_reward_function_skips_or_raises_on_failure(server):
     server.reply = (500, "{}")
     completions = ["Reasoning: it is low.\nInstruction: push the red moon up"]

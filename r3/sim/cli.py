@@ -15,7 +15,7 @@ from r3.cli_args import folder, frame_rate, integer, loaded_backend, seed, word
 from r3.data.video import DEMO_FILES, VIDEO_FPS, default_format, write_cut_short_demo, write_episode_video
 from r3.files import FileRefused, replaceable_output, replaced_output, shown_text
 from r3.reasoning.backends.base import BackendError
-from r3.safety.goals import INT32_MAX
+from r3.safety.goals import INT32_MAX, UINT32_MAX
 from r3.sim import IMAGE_SIDES
 
 WRAP = 100
@@ -100,7 +100,10 @@ def demo_main(argv: list[str]) -> int:
         help="what the reasoner sees of its previous step (default: response)",
     )
     parser.add_argument(
-        "--max-steps", type=integer(1), default=20, help="decision steps at most (default: 20)"
+        "--max-steps",
+        type=integer(1, UINT32_MAX),
+        default=20,
+        help=f"decision steps at most, 1..{UINT32_MAX} as for r3 eval (default: 20)",
     )
     parser.add_argument(
         "--video",
@@ -111,9 +114,10 @@ def demo_main(argv: list[str]) -> int:
     )
     parser.add_argument(
         "--frame-every",
-        type=integer(0),
+        type=integer(0, UINT32_MAX),
         default=1,
-        help="film every N control steps, 0 = decision frames only (default: 1, every step)",
+        help=f"film every N control steps, 0..{UINT32_MAX}; 0 = decision frames only "
+        "(default: 1, every step)",
     )
     parser.add_argument(
         "--fps",

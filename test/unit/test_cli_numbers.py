@@ -39,7 +39,11 @@ CONFIG = Path(__file__).parents[2] / "config"
         # Found by a hostile user: an OverflowError after the episode had run, a torn video left.
         (sim_demo_main, ["--fps", "1e-9"], "argument --fps: expected frames per second in [0.1, 240]"),
         (packing_demo_main, ["--fps", "0.001"], "argument --fps: expected frames per second in [0.1, 240]"),
-        (sim_demo_main, ["--max-steps", "-1"], "argument --max-steps: expected an integer >= 1, got -1"),
+        (
+            sim_demo_main,
+            ["--max-steps", "-1"],
+            "argument --max-steps: expected an integer 1..4294967295, got -1",
+        ),
         # No upper bound took --budget 10^22, which no other command (r3 run, r3 eval) takes.
         (
             sim_demo_main,
@@ -47,7 +51,32 @@ CONFIG = Path(__file__).parents[2] / "config"
             "argument --budget: expected an integer 0..2147483647, got",
         ),
         (packing_demo_main, ["--seed", "-4"], "argument --seed: expected an integer 0.."),
-        (packing_demo_main, ["--frame-every", "0"], "argument --frame-every: expected an integer >= 1"),
+        (
+            packing_demo_main,
+            ["--frame-every", "0"],
+            "argument --frame-every: expected an integer 1..4294967295",
+        ),
+        # No upper bound took --max-steps and --frame-every 10^22, which r3 eval and r3 collect refuse.
+        (
+            sim_demo_main,
+            ["--max-steps", str(2**32)],
+            "argument --max-steps: expected an integer 1..4294967295",
+        ),
+        (
+            sim_demo_main,
+            ["--frame-every", str(2**32)],
+            "argument --frame-every: expected an integer 0..4294967295",
+        ),
+        (
+            packing_demo_main,
+            ["--max-steps", str(10**22)],
+            "argument --max-steps: expected an integer 1..4294967295",
+        ),
+        (
+            packing_demo_main,
+            ["--frame-every", str(2**32)],
+            "argument --frame-every: expected an integer 1..4294967295",
+        ),
         (tiny_model_main, ["--hidden", "-1"], "argument --hidden: expected an integer 32..2048, got -1"),
         (tiny_model_main, ["--hidden", "48"], "argument --hidden: expected a multiple of 32, got 48"),
         (eval_run_main, ["--via-ros-timeout", "-1"], "argument --via-ros-timeout: expected a finite number"),

@@ -28,6 +28,7 @@ from r3.packing_episode import (
 )
 from r3.reasoning.backends.base import BackendError
 from r3.reasoning.prompts import ANSWER_HEADERS
+from r3.safety.goals import UINT32_MAX
 
 WRAP = 100
 #: What the episode's steps are called in the last line, per interface.
@@ -88,19 +89,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-steps",
-        type=integer(1),
+        type=integer(1, UINT32_MAX),
         default=None,
-        help=f"decision steps at most (default: {MAX_DECISIONS}; {MAX_ACTIONS} with --interface semantic, "
-        f"{MAX_TOOL_CALLS} with --interface tools, {MAX_PLANS} plans with --interface plan)",
+        help=f"decision steps at most, 1..{UINT32_MAX} as for r3 eval (default: {MAX_DECISIONS}; "
+        f"{MAX_ACTIONS} with --interface semantic, {MAX_TOOL_CALLS} with --interface tools, "
+        f"{MAX_PLANS} plans with --interface plan)",
     )
     p.add_argument(
         "--video", default="gif", choices=("gif", "mp4", "none"), help="episode video format (default: gif)"
     )
     p.add_argument(
         "--frame-every",
-        type=integer(1),
+        type=integer(1, UINT32_MAX),
         default=8,
-        help="film the base camera every N control steps of the arm's motion (default: 8)",
+        help=f"film the base camera every N control steps of the arm's motion, 1..{UINT32_MAX} (default: 8)",
     )
     p.add_argument("--fps", type=frame_rate, default=10.0, help="video frames per second (default: 10)")
     return p

@@ -357,15 +357,7 @@ def _startup_failure(supervisor: Supervisor, timeout_s: float) -> str:
     exit_ = supervisor.poll()
     if exit_ is None:
         return f"the graph did not offer /r3/run_task within {timeout_s:.0f} s (logs in {supervisor.log_dir})"
-    log = supervisor.log_dir / f"{exit_.member}.log"
-    lines = (
-        [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
-        if log.is_file()
-        else []
-    )
-    fatal = [line for line in lines if line.startswith("fatal: ")]
-    cause = fatal[-1][len("fatal: ") :] if fatal else (lines[-1] if lines else "no output")
-    return f"{exit_}: {cause.strip()}"
+    return f"{exit_}: {supervisor.said_last(exit_.member)}"
 
 
 def _fail(message: str) -> int:

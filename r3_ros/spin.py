@@ -25,6 +25,7 @@ from rclpy._rclpy_pybind11 import RCLError
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 
+from r3.graph.supervisor import FATAL
 from r3.profiling import PROFILE_DIR_ENV, WakeLedger, record_while_flagged
 from r3_ros.executor import QueueAwareExecutor, count_wakes
 from r3_ros.fast_logging import speed_up_rclpy_logging
@@ -92,7 +93,7 @@ def run_node(node_class, args=None, threads: int | Callable[[Node], int] = 8) ->
     except Exception as exc:  # configuration failed: one line, then a non-zero exit
         if node is not None:
             raise
-        print(f"fatal: {exc}", file=sys.stderr, flush=True)
+        print(f"{FATAL}{exc}", file=sys.stderr, flush=True)
         rclpy.try_shutdown()
         sys.exit(1)
     finally:

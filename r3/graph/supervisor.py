@@ -1,10 +1,11 @@
 """Start a profile's nodes as processes, watch them, and bring them all down together.
 
 This is what ``r3 launch`` runs on machines without launch_ros. Policy, as with a lifecycle
-manager: the graph is one unit. When a member exits on its own, the supervisor reports which one
-and how (exit code or signal), gives the others ``grace_s`` to finish what they were doing (the
-reasoner ends its episode with an error naming the member), then stops them: SIGINT, then SIGTERM,
-then SIGKILL. Children die with the supervisor even if it is killed (PR_SET_PDEATHSIG).
+manager: the graph is one unit. When a member exits on its own, the supervisor reports which one,
+how (exit code or signal) and why in its own words (:meth:`Supervisor.said_last`), gives the others
+``grace_s`` to finish what they were doing (the reasoner ends its episode with an error naming the
+member), then stops them: SIGINT, then SIGTERM, then SIGKILL. Children die with the supervisor even
+if it is killed (PR_SET_PDEATHSIG).
 
 The first exit is also written, at once, to the file named by ``R3_MEMBER_EXITS`` in every member's
 environment (:class:`MemberExits`): the reasoner reads it while it waits and ends its episode with
@@ -37,6 +38,8 @@ from r3.workers import die_with_parent
 
 #: Environment variable naming the file where a process manager writes the members that exited.
 MEMBER_EXITS_ENV = "R3_MEMBER_EXITS"
+#: How a node's one line begins that says why it could not configure itself (``r3_ros.spin``).
+FATAL = "fatal: "
 
 
 def describe_exit(code: int) -> str:
@@ -172,7 +175,8 @@ class Supervisor:
                 if code is not None:
                     self.first_exit = Exit(name, code)
                     record_exit(self.exits_file, self.first_exit)
-                    self.echo(f"[r3 launch] {self.first_exit}; see {self.log_dir / (name + '.log')}")
+                    said = self.said_last(name)
+                    self.echo(f"[r3 launch] {self.first_exit}: {said}; see {self.log_dir / (name + '.log')}")
                     break
         return self.first_exit
 
@@ -204,6 +208,18 @@ class Supervisor:
             while time.monotonic() < deadline and any(p.poll() is None for p in running):
                 time.sleep(0.05)
         self._params_dir.cleanup()
+
+    def said_last(self, member: str) -> str:
+        """Why ``member`` exited, in its own words: the ``fatal:`` line of a node that could not configure
+        itself (a part its parameter chose that cannot be loaded), else the last line of its log."""
+        log = self.log_dir / f"{member}.log"
+        lines = (
+            [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+            if log.is_file()
+            else []
+        )
+        fatal = [line for line in lines if line.startswith(FATAL)]
+        return (fatal[-1].removeprefix(FATAL) if fatal else (lines[-1] if lines else "no output")).strip()
 
     def running(self) -> list[str]:
         return [name for name, p in self.processes.items() if p.poll() is None]

@@ -241,6 +241,128 @@ def test_an_invalid_value_at_launch_ends_the_node_with_its_reason(ros_env):
     )
 
 
+#: A package whose parts are each chosen by a node's parameter and each wrong: ``broken`` fails to
+#: import, ``three`` loads no part of its kind (3), ``unbound`` does not take the arguments r3 calls it with.
+WRONG_PARTS = """
+THREE = 3
+
+
+class NeedsAnArm:
+    def __init__(self, arm):
+        pass
+
+
+def takes_nothing():
+    pass
+"""
+
+
+def install_wrong_parts(folder: Path, env: dict) -> dict:
+    """``env`` with a package ``wrong_parts`` installed that gives a wrong policy, segmenter, backend
+    and grounding under the names ``broken``, ``three`` and ``unbound``."""
+    lines = {
+        "r3.policies": "unbound = wrong_parts:NeedsAnArm",
+        "r3.segmenters": "unbound = wrong_parts:takes_nothing",
+        "r3.backends": "unbound = wrong_parts:NeedsAnArm",
+        "r3.groundings": "unbound = wrong_parts:takes_nothing",
+    }
+    for group, line in lines.items():
+        plural = group.removeprefix("r3.")
+        entries = f"broken = no_such_module:Part\nthree = wrong_parts:THREE\n{line}"
+        fake_distribution(folder / plural, group, entries, "wrong_parts", WRONG_PARTS, f"wrong_{plural}")
+    paths = [str(folder / group.removeprefix("r3.")) for group in lines]
+    return {**env, "PYTHONPATH": os.pathsep.join([*paths, env.get("PYTHONPATH", "")])}
+
+
+#: plural of a part's kind -> its kind's name in a refusal.
+KINDS = {"policies": "policy", "segmenters": "segmenter", "backends": "backend", "groundings": "grounding"}
+
+
+@pytest.mark.parametrize(
+    ("node", "parameter", "plural", "target", "why"),
+    [
+        (
+            "r3_lowlevel_node",
+            "policy:=broken",
+            "policies",
+            "no_such_module:Part",
+            "cannot be imported: ModuleNotFoundError: No module named 'no_such_module'",
+        ),
+        (
+            "r3_lowlevel_node",
+            "policy:=unbound",
+            "policies",
+            "wrong_parts:NeedsAnArm",
+            "'NeedsAnArm' cannot be called with no arguments: missing a required argument: 'arm'",
+        ),
+        (
+            "r3_sim_node",
+            "controller:=three",
+            "policies",
+            "wrong_parts:THREE",
+            "loads 3, which is not callable",
+        ),
+        (
+            "r3_perception_node",
+            "backend:=unbound",
+            "segmenters",
+            "wrong_parts:takes_nothing",
+            "'takes_nothing' cannot be called with 1 positional argument: too many positional arguments",
+        ),
+        (
+            "r3_reasoner_node",
+            "backend:=three",
+            "backends",
+            "wrong_parts:THREE",
+            "loads 3, which has no from_spec, has no SPEC_OPTIONS",
+        ),
+        (
+            "r3_packing_sim_node",
+            "grounding:=unbound",
+            "groundings",
+            "wrong_parts:takes_nothing",
+            "'takes_nothing' cannot be called with 2 positional arguments: too many positional arguments",
+        ),
+        ("r3_execution_node", "executor:=broken", "", "", "executor: 'broken' is not one of moveit"),
+    ],
+)
+def test_a_node_refuses_a_wrong_part_of_an_installed_package_at_launch_in_one_line(
+    node, parameter, plural, target, why, ros_env, tmp_path
+):
+    """A part its parameter chose that fails to import, is of the wrong kind or cannot be called so
+    ends the node at start-up with one line naming the part, its package and why (a part that could
+    not be called so ended in a TypeError naming neither). r3_execution_node takes no package's
+    executor: its parameter's choices are r3's own."""
+    err = launch_refused(node, parameter, install_wrong_parts(tmp_path, ros_env))
+    (fatal,) = [line for line in err.splitlines() if line.startswith("fatal: ")]
+    if plural:
+        name = parameter.partition(":=")[2]
+        origin = f"r3.{plural} entry point {target!r} of package 'wrong_{plural}'"
+        why = f"{KINDS[plural]} {name!r} ({origin}): {why}"
+    assert why in fatal and "Traceback" not in err, err
+
+
+def test_r3_launch_says_why_a_node_refused_its_part(private_ros_env, tmp_path):
+    """`r3 launch` said only "r3_lowlevel_node exited with code 1; see LOG"; the reason was in the log."""
+    env = install_wrong_parts(tmp_path / "site", private_ros_env())
+    done = subprocess.run(
+        [sys.executable, "-m", "r3.cli", "launch", "--set", "r3_lowlevel_node.policy=unbound"]
+        + ["--logs", str(tmp_path / "logs")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    out = done.stdout + done.stderr
+    said = (
+        "[r3 launch] r3_lowlevel_node exited with code 1: policy 'unbound' (r3.policies entry point "
+        "'wrong_parts:NeedsAnArm' of package 'wrong_policies'): 'NeedsAnArm' cannot be called with no "
+        "arguments: missing a required argument: 'arm'; see "
+    )
+    assert done.returncode == 1 and said in out and "Traceback" not in out, out
+
+
 @pytest.mark.parametrize("where", ["a file", "beneath a file", "a name too long"])
 def test_a_recorder_that_cannot_write_its_bag_folder_ends_at_launch_with_the_reason(where, ros_env, tmp_path):
     """Found by a hostile user: with output_dir a file, the recorder started, said it was idle, and

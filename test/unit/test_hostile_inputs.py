@@ -267,6 +267,29 @@ def test_the_supervisor_writes_the_first_member_exit_where_members_read_it(tmp_p
     sup.stop()
 
 
+@pytest.mark.parametrize(
+    ("output", "said"),
+    [
+        ("starting\nfatal: policy 'x' (of package 'p'): no\nbye\n", "policy 'x' (of package 'p'): no"),
+        ("starting\nValueError: bad\n\n", "ValueError: bad"),
+        ("", "no output"),
+    ],
+)
+def test_the_supervisor_says_why_a_member_exited_in_its_own_words(output, said, tmp_path):
+    """`r3 launch` said "r3_lowlevel_node exited with code 1; see LOG": why was only in the log."""
+    echoed = []
+    sup = Supervisor(SimpleNamespace(started=[]), tmp_path, echo=echoed.append)
+    sup.start()
+    (tmp_path / "r3_lowlevel_node.log").write_text(output)
+    sup.processes["r3_lowlevel_node"] = subprocess.Popen([sys.executable, "-c", "raise SystemExit(1)"])
+    sup.processes["r3_lowlevel_node"].wait()
+    sup.poll()
+    sup.stop()
+    assert echoed == [
+        f"[r3 launch] r3_lowlevel_node exited with code 1: {said}; see {tmp_path}/r3_lowlevel_node.log"
+    ]
+
+
 def test_the_freeze_watch_sees_a_sigstop_of_this_process():
     watch = FreezeWatch(deadline_s=0.3, period_s=0.02)
     time.sleep(0.1)

@@ -171,8 +171,8 @@ class LowLevelNode(R3Node):
         with self.state_cv:
             self.sent = (stamp_to_ns(stamp), self.simulator)
         sent_at = time.monotonic()
-        try:
-            state_msg = self.wait_for_state_after(stamp_to_ns(stamp), handle)
+        try:  # a stop does not cut this wait short: the goal ends once nothing it sent can still move
+            state_msg = self.wait_for_state_after(stamp_to_ns(stamp))
         except CommandRefused as refused:
             raise Ended(f"error: the simulator {refused}") from None
         if state_msg is None:
@@ -193,7 +193,9 @@ class LowLevelNode(R3Node):
         """The simulator's first state stamped after ``stamp_ns`` (-1: any), or None after the timeout
         or when ``handle`` is canceled, stopped or preempted; :class:`CommandRefused` when the command
         stamped ``stamp_ns`` was refused. Stamps never go back (not even across resets), so a state
-        from another episode can never be taken for the answer to this one's command."""
+        from another episode can never be taken for the answer to this one's command. Without a
+        ``handle`` only the answer or the timeout ends the wait: ``state_timeout_s`` is above the
+        simulator's command deadline, so a command unanswered that long can no longer be carried out."""
         deadline = time.monotonic() + self.state_timeout_s
         with self.state_cv:
             while (latest := self.states.get(self.simulator)) is None or stamp_to_ns(

@@ -193,15 +193,17 @@ class FollowClient:
         """Stop an accepted FollowInstruction goal: the stop first (the fast path), then the cancel;
         then wait until the goal has ended, its motion with it. Neither goes out once this node is
         shutting down; the low-level node's watchdog then stops the motion when this node's heartbeat
-        ends. Returns why the stop is unconfirmed ("" once the goal has ended)."""
+        ends. The low-level node ends it once its last command has been answered, so a simulator
+        gone or silent ends the wait too (it moves nothing more: a command it did not step before its
+        deadline, it refuses). Returns why the stop is unconfirmed ("" once the goal has ended)."""
         self.stop_pub.stop(follow_key)
         with unless_shut_down(self.node):
             sent.cancel_goal_async()
-        lowlevel, timeout_s = self.param["lowlevel_node"], self.param["service_timeout_s"]
+        lowlevel, sim, timeout_s = (self.param[k] for k in ("lowlevel_node", "sim_node", "service_timeout_s"))
         deadline = time.monotonic() + timeout_s
         completion = Completion(results.futures[0])
         while results.answer() is None and self.statuses.of(sent.goal_id) not in ENDED:
-            if shutting_down(self.node) or self.watch.gone(lowlevel):
+            if shutting_down(self.node) or self.watch.gone(lowlevel) or self.watch.gone(sim):
                 return ""  # nothing to wait for: a node frozen or gone stops its goal itself (SAFETY.md)
             if time.monotonic() > deadline:
                 return f"{lowlevel} did not end its stopped instruction within {timeout_s:.1f} s"

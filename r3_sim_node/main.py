@@ -29,7 +29,7 @@ pusher). The decision point is the instruction's end, published before its goal 
 then: no idle time counts as one (``settle_s`` is for others' commands, which it does not take). Besides the
 goal's stops (``r3_ros.stop.MotionGuard``), a goal stops when this process was frozen or starved
 for longer than ``COMMAND_DEADLINE_S`` while it ran (``r3.safety.freeze``), as a stale command is
-refused.
+refused, and a step frozen in its middle past that deadline is undone, as a received command's is.
 """
 
 from __future__ import annotations
@@ -236,7 +236,12 @@ class SimNode(R3Node):
             return self.env.state(), ns_to_stamp(self.clock_ns)
 
     def step(self, handle, action, stamp):
-        """The command a low-level node would send, published for the record and carried out."""
+        """The command a low-level node would send, published for the record and carried out. The
+        controller sends it as the step begins, so the caller has given up on a step still running
+        ``COMMAND_DEADLINE_S`` later, as on a received command (``staleness``, one rule for both;
+        the freeze check between steps has the same deadline): a step this process was frozen in
+        the middle of is undone, not finished after the goal's client had its error."""
+        began_ns = time.time_ns()
         command = Vector3Stamped()
         command.header.stamp, command.header.frame_id = stamp, "board"
         command.vector.x, command.vector.y = float(action[0]), float(action[1])
@@ -245,7 +250,7 @@ class SimNode(R3Node):
         def send() -> None:
             nonlocal refusal
             self.command_pub.publish(command)
-            refusal = self.apply(command)
+            refusal = self.apply(command, cut_off=lambda: self.staleness(began_ns))
 
         with self.lock:
             if frozen_s := self.freezes.frozen_since(self.goal_started[bytes(handle.goal_id.uuid)]):

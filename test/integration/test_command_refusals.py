@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -198,6 +199,24 @@ def test_a_command_gone_stale_while_the_simulator_was_frozen_is_refused_naming_i
     assert "/r3_sim_node was frozen or starved for 1." in refusals[0], refusals[0]
 
 
+def stall_at_the_tenth_substep(monkeypatch) -> list[None]:
+    """Stall the process in the tenth physics substep from now past ``COMMAND_DEADLINE_S`` (a freeze
+    played in this process, deterministically); one item per substep taken."""
+    from r3.sim.offscreen import mujoco
+    from r3_sim_node.main import COMMAND_DEADLINE_S
+
+    substeps, mj_step = [], mujoco.mj_step
+
+    def stalling(model, data) -> None:
+        substeps.append(None)
+        if len(substeps) == 10:
+            time.sleep(COMMAND_DEADLINE_S + 0.2)  # the process stands still here (the fault, not a wait)
+        mj_step(model, data)
+
+    monkeypatch.setattr(mujoco, "mj_step", stalling)
+    return substeps
+
+
 def test_a_step_the_simulator_was_frozen_in_the_middle_of_is_undone_not_finished(
     private_ros_env, monkeypatch
 ):
@@ -208,22 +227,13 @@ def test_a_step_the_simulator_was_frozen_in_the_middle_of_is_undone_not_finished
     import rclpy
     from geometry_msgs.msg import Vector3Stamped
 
-    from r3.sim.offscreen import mujoco
-    from r3_sim_node.main import COMMAND_DEADLINE_S, SimNode
+    from r3_sim_node.main import SimNode
 
     rclpy.init(domain_id=int(private_ros_env(in_process=True)["ROS_DOMAIN_ID"]))
     sim = SimNode()
     try:
         board, steps, published = sim.env.state(), sim.env.elapsed_steps, sim.published
-        substeps, mj_step = [], mujoco.mj_step
-
-        def stalling(model, data) -> None:
-            substeps.append(None)
-            if len(substeps) == 10:
-                time.sleep(COMMAND_DEADLINE_S + 0.2)  # the process stands still here (the fault, not a wait)
-            mj_step(model, data)
-
-        monkeypatch.setattr(mujoco, "mj_step", stalling)
+        substeps = stall_at_the_tenth_substep(monkeypatch)
         command = Vector3Stamped()
         command.vector.x = 0.02
         sim.on_command(command, {"source_timestamp": time.time_ns()})
@@ -231,6 +241,39 @@ def test_a_step_the_simulator_was_frozen_in_the_middle_of_is_undone_not_finished
         sim.shutdown()
         sim.destroy_node()
         rclpy.try_shutdown()
+    assert len(substeps) == 10, "the step went on after the stall"
+    assert sim.refused_commands == 1
+    assert sim.env.state() == board and sim.env.elapsed_steps == steps
+    assert sim.published is published  # no joint state of a moved pusher went out
+
+
+def test_a_controller_step_the_simulator_was_frozen_in_the_middle_of_is_undone_not_finished(
+    private_ros_env, monkeypatch
+):
+    """As above, for a simulator whose controller serves FollowInstruction (``controller``): its step
+    took no deadline, and a step frozen in its middle was finished once the process ran again, after
+    the goal's client had its error. The step is undone and refused as stale; no state goes out."""
+    import rclpy
+
+    from r3_ros.instruction_server import Ended
+    from r3_sim_node.main import SimNode
+
+    domain = int(private_ros_env(in_process=True)["ROS_DOMAIN_ID"])
+    rclpy.init(args=["--ros-args", "-p", "controller:=scripted"], domain_id=domain)
+    sim = SimNode()
+    try:
+        board, steps, published = sim.env.state(), sim.env.elapsed_steps, sim.published
+        handle = SimpleNamespace(goal_id=SimpleNamespace(uuid=bytes(16)))
+        sim.guard = SimpleNamespace(command=lambda _handle, send: send())  # no stop
+        _, stamp = sim.begin(handle)
+        substeps = stall_at_the_tenth_substep(monkeypatch)
+        with pytest.raises(Ended) as ended:
+            sim.step(handle, np.array([0.02, 0.0]), stamp)
+    finally:
+        sim.shutdown()
+        sim.destroy_node()
+        rclpy.try_shutdown()
+    assert ended.value.reason.startswith("error: the simulator refused: stale, sent 1."), ended.value.reason
     assert len(substeps) == 10, "the step went on after the stall"
     assert sim.refused_commands == 1
     assert sim.env.state() == board and sim.env.elapsed_steps == steps

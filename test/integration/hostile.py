@@ -221,6 +221,46 @@ class Client:
         return [p for p in self.sent_after(t) if p != last]
 
 
+def freeze_the_simulator_mid_episode(graph: Graph, client: Client, goal) -> None:
+    """SIGSTOP the simulator mid-instruction of ``goal``'s episode, until 2 s after its error result
+    (a command is sent to it meanwhile); then no joint state it sends after the result arrived may
+    show motion (judged by the states' DDS source stamps)."""
+    from geometry_msgs.msg import Vector3Stamped
+
+    sim = graph.pids["r3_sim_node"]
+    pub = client.node.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
+    frozen = []
+
+    def freeze(_handle) -> None:
+        if not frozen and len(client.moved_after(started)) >= 3:  # mid-instruction
+            os.kill(sim, signal.SIGSTOP)
+            frozen.append(time.monotonic())
+
+    started = time.monotonic()
+    try:
+        result, ended = client.run_task(goal, during=freeze, timeout_s=60)
+        assert frozen, "the episode ended before the simulator was frozen"
+        # The low-level node's state timeout (2 s), or the reasoner's heartbeat timeout (5 s) when the
+        # freeze came between two instructions or the simulator serves them: either names it.
+        assert result.reason.startswith("error: ") and (
+            "simulator" in result.reason or "r3_sim_node" in result.reason
+        ), result.reason
+        late = Vector3Stamped()
+        late.vector.y = 0.01
+        pub.publish(late)  # a command after the error, queued at the frozen simulator
+        client.spin(max(0.0, ended + 2.0 - time.monotonic()))  # the late command is 2 s old at the wake-up
+    finally:
+        os.kill(sim, signal.SIGCONT)
+    client.spin(2.0)
+    client.node.destroy_publisher(pub)
+    moved = client.moved_after(ended)
+    print(
+        f"\nsimulator frozen {time.monotonic() - 2.0 - frozen[0]:.1f} s mid-episode: episode error after "
+        f"{ended - frozen[0]:.2f} s; {len(moved)} joint states sent after it show motion"
+    )
+    assert moved == [], f"{len(moved)} joint states sent after the error result arrived show motion"
+
+
 def closed(bag: Path, timeout_s: float = 10.0) -> Path:
     """``bag`` once the recorder has closed it (it closes a bag shortly after the episode's END)."""
     deadline = time.monotonic() + timeout_s

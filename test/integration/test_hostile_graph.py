@@ -6,7 +6,6 @@ once by `r3 launch`, serves every case of this module."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,14 +14,21 @@ from pathlib import Path
 
 import pytest
 from action_msgs.msg import GoalStatus
-from hostile import R3, Client, Graph, bag_topics, closed, missing_decision_frames, own_domain
+from hostile import (
+    R3,
+    Client,
+    Graph,
+    bag_topics,
+    closed,
+    freeze_the_simulator_mid_episode,
+    missing_decision_frames,
+    own_domain,
+)
 
 from r3.data.bags import COMPLETE, read_episode_info
 from r3.graph import names
-from r3.sim.language_table.scene import CONTROL_DT
 from r3_ros.commander import TaskStatus
 
-STEP_NS = round(CONTROL_DT * 1e9)
 PEERS = Path(__file__).parent / "peers"
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -581,44 +587,12 @@ def test_a_reset_scene_call_during_an_episode_is_refused_and_moves_nothing(graph
 
 
 def test_a_frozen_simulator_executes_no_stale_command_after_the_episode_error(graph, client):
-    """The low-level node's command queued while the simulator was frozen, and one more sent after the
-    episode's error, are stale when it wakes: at most the one control step in flight at the freeze
-    completes (without the deadline both stale commands step)."""
-    from geometry_msgs.msg import Vector3Stamped
-
-    sim = graph.pids["r3_sim_node"]
-    pub = client.node.create_publisher(Vector3Stamped, names.PUSHER_COMMAND, 10)
-    frozen = []
-
-    def freeze(_handle) -> None:
-        if not frozen and len(client.moved_after(started)) >= 3:  # mid-instruction
-            os.kill(sim, signal.SIGSTOP)
-            frozen.append(time.monotonic())
-
-    started = time.monotonic()
-    try:
-        result, ended = client.run_task(goal(task="T", seed=11), during=freeze, timeout_s=60)
-        assert frozen, "the episode ended before the simulator was frozen"
-        # The low-level node's state timeout (2 s), or the reasoner's heartbeat timeout (5 s) when the
-        # freeze came between two instructions: either names the simulator.
-        assert result.reason.startswith("error: ") and (
-            "simulator" in result.reason or "r3_sim_node" in result.reason
-        )
-        late = Vector3Stamped()
-        late.vector.y = 0.01
-        pub.publish(late)  # a command after the error, queued at the frozen simulator
-        client.spin(max(0.0, ended + 2.0 - time.monotonic()))  # the late command is 2 s old at the wake-up
-    finally:
-        os.kill(sim, signal.SIGCONT)
-    client.spin(2.0)
-    client.node.destroy_publisher(pub)
-    in_flight, begun = client.steps_after(ended, STEP_NS)
-    print(
-        f"\nsimulator frozen {time.monotonic() - 2.0 - frozen[0]:.1f} s mid-episode: episode error after "
-        f"{ended - frozen[0]:.2f} s; after it {in_flight} "
-        f"control step in flight at the freeze completed, {begun} began"
-    )
-    assert begun == 0 and in_flight <= 1
+    """The low-level node's command queued while the simulator was frozen, one more sent after the
+    episode's error, and the control step in flight at the freeze are stale when it wakes: no joint
+    state sent after the error result arrived shows the pusher moved (before, the low-level node ended
+    its stopped goal without waiting for its last command's answer, and one step in flight was
+    allowed; without the deadline both stale commands step)."""
+    freeze_the_simulator_mid_episode(graph, client, goal(task="T", seed=11))
     assert_serves_a_valid_episode(graph, client)
 
 

@@ -62,21 +62,49 @@ def test_killing_a_node_of_a_packing_graph_leaves_the_arm_stopped_before_the_err
     sent after the result arrived differs from the last one before."""
     from r3_msgs.action import RunTask
 
-    graph = Graph("sim_packing", tmp_path, own_domain())
+    goal = RunTask.Goal(suite="packing", task="4", seed=0, reset_scene=True)
+    moved = moved_after_a_kill_mid_instruction("sim_packing", goal, victim, tmp_path, moves=5, timeout_s=400)
+    assert moved == [], (
+        f"{len(moved)} joint states sent after the error result arrived differ from the last before"
+    )
+
+
+@pytest.mark.parametrize("victim", ["r3_lowlevel_node", "r3_recorder_node"])
+def test_killing_a_node_of_a_language_table_graph_leaves_the_pusher_stopped_before_the_error_result(
+    victim, tmp_path
+):
+    """As for the packing graph. A killed low-level node's last command, in flight, is stepped by the
+    simulator at once (it is on time), and the error result comes after the supervisor's report of
+    the exit; a recorder's kill stops the instruction, whose goal ends once its last command is
+    answered."""
+    from r3_msgs.action import RunTask
+
+    goal = RunTask.Goal(suite="language_table", task="T", seed=5, reset_scene=True)
+    moved = moved_after_a_kill_mid_instruction("sim_language_table", goal, victim, tmp_path, moves=3)
+    assert moved == [], (
+        f"{len(moved)} joint states sent after the error result arrived differ from the last before"
+    )
+
+
+def moved_after_a_kill_mid_instruction(
+    profile: str, goal, victim: str, tmp_path: Path, moves: int, timeout_s: float = 60
+) -> list[tuple[float, ...]]:
+    """SIGKILL ``victim`` of a ``profile`` graph once its actuator has moved ``moves`` times in
+    ``goal``'s episode; the joint states sent after the error result (naming it) arrived that differ
+    from the last before (judged by their DDS source stamps), every one there will be."""
+    graph = Graph(profile, tmp_path, own_domain())
     client = Client("r3_hostile_kill_client", graph.domain)
     try:
         assert client.wait_until_ready(120), "the graph did not come up:\n" + "".join(graph.lines)
         killed = []
 
         def kill(_handle) -> None:
-            if not killed and len(client.moved_after(started)) >= 5:  # the arm is moving
+            if not killed and len(client.moved_after(started)) >= moves:  # the actuator is moving
                 os.kill(graph.pids[victim], signal.SIGKILL)
                 killed.append(time.monotonic())
 
         started = time.monotonic()
-        result, ended = client.run_task(
-            RunTask.Goal(suite="packing", task="4", seed=0, reset_scene=True), during=kill, timeout_s=400
-        )
+        result, ended = client.run_task(goal, during=kill, timeout_s=timeout_s)
         assert killed, f"the episode ended before the kill: {result.reason}"
         assert result.reason.startswith("error: ") and victim in result.reason, result.reason
         # Until the supervisor has stopped the graph: every joint state there will be has been sent.
@@ -88,9 +116,7 @@ def test_killing_a_node_of_a_packing_graph_leaves_the_arm_stopped_before_the_err
         graph.stop()
     moved = client.moved_after(ended)
     print(
-        f"\nkill -9 {victim} of a packing graph mid-instruction: "
-        f"{len(moved)} joint states moved after the error"
+        f"\nkill -9 {victim} of a {profile} graph mid-instruction: error result after "
+        f"{ended - killed[0]:.3f} s; {len(moved)} joint states moved after it"
     )
-    assert moved == [], (
-        f"{len(moved)} joint states sent after the error result arrived differ from the last before"
-    )
+    return moved

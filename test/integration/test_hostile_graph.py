@@ -589,9 +589,10 @@ def test_a_reset_scene_call_during_an_episode_is_refused_and_moves_nothing(graph
 def test_a_frozen_simulator_executes_no_stale_command_after_the_episode_error(graph, client):
     """The low-level node's command queued while the simulator was frozen, one more sent after the
     episode's error, and the control step in flight at the freeze are stale when it wakes: no joint
-    state sent after the error result arrived shows the pusher moved (before, the low-level node ended
-    its stopped goal without waiting for its last command's answer, and one step in flight was
-    allowed; without the deadline both stale commands step)."""
+    state sent after the error result arrived shows the pusher moved but the report of a step that
+    ended before the freeze (``freeze_the_simulator_mid_episode``; before, the low-level node ended its
+    stopped goal without waiting for its last command's answer; without the deadline both stale
+    commands step)."""
     freeze_the_simulator_mid_episode(graph, client, goal(task="T", seed=11))
     assert_serves_a_valid_episode(graph, client)
 

@@ -16,7 +16,8 @@ only the choice of that part: an entry point that cannot be a choice (a malforme
 name r3's own part has, a name two packages give) is left out of the names with its reason logged
 once, and choosing it, or one whose part cannot be imported or is not of its kind, is a ValueError
 that names the package and says why; so is calling a package's part with arguments its signature
-does not take (:meth:`Registry.call`).
+does not take (:meth:`Registry.call`), or a call that builds what is not of its kind (``built=``:
+a policy without ``act``), refused when the part is built, at a node's start, not in its first callback.
 
 >>> tools = Registry("tool", {"join": "os.path:join"})
 >>> tools.get("join")("a", "b")
@@ -47,7 +48,8 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
 #: "module:attr", dotted names each side (an entry point's optional "[extras]" aside).
 TARGET = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\s*:\s*[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(\s*\[[^\]]*\])?")
 
-#: Why a loaded part is not one of the registry's kind (``(name, part)``), or None when it is.
+#: Why a loaded part, or what it built, is not one of the registry's kind (``(name, part)``), or None
+#: when it is.
 PartCheck = Callable[[str, object], "str | None"]
 
 
@@ -56,7 +58,12 @@ class Registry:
     :meth:`register` adds while r3 runs. Names are how users choose parts, so each names one part."""
 
     def __init__(
-        self, kind: str, built_in: Mapping[str, str], group: str | None = None, check: PartCheck | None = None
+        self,
+        kind: str,
+        built_in: Mapping[str, str],
+        group: str | None = None,
+        check: PartCheck | None = None,
+        built: PartCheck | None = None,
     ):
         #: The kind of part, singular ("backend"); it names the refusals and, unless ``group`` is given
         #: (a plural other than "-s": ``r3.policies``), the entry-point group.
@@ -64,6 +71,8 @@ class Registry:
         self.group = group or f"r3.{kind}s"
         #: What every part of this kind must be (:func:`having`), checked when it is chosen.
         self._check = check
+        #: What every object a part of this kind builds must be (:func:`built_as`), checked when built.
+        self._built = built
         self._built_in = dict(built_in)
         for name, target in self._built_in.items():
             if problem := _name_problem(name) or _target_problem(target):
@@ -125,12 +134,18 @@ class Registry:
     def call(self, name: str, factory: Callable, /, *args, **kwargs):
         """``factory(*args, **kwargs)``, ``factory`` being the part ``name`` stands for or one of its
         methods (a backend's ``from_spec``). A package's part whose signature does not take these
-        arguments is refused with why, before it is called; a TypeError raised inside the call is the
-        part's own and passes on, as one raised by r3's own parts does."""
-        if name not in self._built_in and (problem := _binding_problem(factory, args, kwargs)):
-            origin = _origin(self._entries()[name])
-            raise ValueError(one_line(f"{self.kind} {name!r} ({origin}): {problem}", 400))
-        return factory(*args, **kwargs)
+        arguments is refused with why, before it is called, and so is what it returns when it is not
+        what this kind's parts build (``built``); a TypeError raised inside the call is the part's own
+        and passes on, as one raised by r3's own parts does."""
+        if name in self._built_in:
+            return factory(*args, **kwargs)
+        problem = _binding_problem(factory, args, kwargs)
+        if not problem:
+            made = factory(*args, **kwargs)
+            if not (problem := self._built and self._built(name, made)):
+                return made
+        origin = _origin(self._entries()[name])
+        raise ValueError(one_line(f"{self.kind} {name!r} ({origin}): {problem}", 400))
 
     def register(self, name: str, target: str | None = None, *, part: object = None) -> None:
         """Add ``name`` for ``target`` ("module:attr"), or for a ``part`` made at run time (a record
@@ -190,17 +205,37 @@ class Registry:
         return f"({origins}) is refused: {problem}" if problem else None
 
 
-def having(*attributes: str) -> PartCheck:
+def having(*attributes: str, verb: str = "loads") -> PartCheck:
     """A check that a part has ``attributes`` ("__call__": that it is called), for a registry of parts
-    used through them."""
+    used through them; ``verb`` says how the part came ("builds": made by a part's call)."""
 
     def problem(name: str, part: object) -> str | None:
         if missing := [a for a in attributes if not hasattr(part, a)]:
             lacks = ", ".join("is not callable" if a == "__call__" else f"has no {a}" for a in missing)
-            return f"loads {bounded_repr(part, 60)}, which {lacks}"
+            return f"{verb} {bounded_repr(part, 60)}, which {lacks}"
         return None
 
     return problem
+
+
+def built_as(contract: type) -> PartCheck:
+    """A check that what a part builds has every public member of the instances of ``contract`` (a
+    Protocol or an ABC: its methods and annotated attributes, not its classmethods, which build), so
+    that the contract is the one list of what its users call.
+
+    >>> from typing import Protocol
+    >>> class Shape(Protocol):
+    ...     sides: int
+    ...     def area(self) -> float: ...
+    >>> built_as(Shape)("square", 3)
+    'builds 3, which has no sides, has no area'
+    """
+    members = [
+        name
+        for name, member in {**inspect.get_annotations(contract), **vars(contract)}.items()
+        if not name.startswith("_") and not isinstance(member, (classmethod, staticmethod))
+    ]
+    return having(*members, verb="builds")
 
 
 def _binding_problem(factory: Callable, args: tuple, kwargs: dict) -> str | None:

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from r3.plugins import Registry, having
+from r3.plugins import Registry, built_as, having
 
 
 @dataclass(frozen=True)
@@ -174,11 +174,13 @@ class Executor(Protocol):
 
 
 #: executor name -> "module:Class"; classes are imported only when chosen (moveit_py is imported
-#: by the ``moveit`` backend at its first motion or ``connect()``); more through ``r3.executors``.
+#: by the ``moveit`` backend at its first motion or ``connect()``); more through ``r3.executors``. What
+#: a class builds has every member of :class:`Executor`.
 EXECUTORS = Registry(
     "executor",
     {"sim": "r3.execution.sim:SimExecutor", "moveit": "r3.execution.moveit_backend:MoveItExecutor"},
     check=having("__call__"),
+    built=built_as(Executor),
 )
 
 

@@ -6,7 +6,20 @@ contract is small: ``reset(instruction, state, rng)`` then ``act(state)`` until 
 r3_lowlevel_node runs the one its ``policy`` parameter names (:data:`POLICIES`).
 """
 
-from r3.plugins import Registry, having
+from typing import Protocol
+
+from r3.plugins import Registry, built_as, having
+
+
+class Policy(Protocol):
+    """A low-level policy, as the episode loops and r3_lowlevel_node's instruction server call it."""
+
+    def reset(self, instruction, state, rng) -> None:
+        """Start following ``instruction`` (parsed) from the board ``state``, drawing noise from ``rng``."""
+
+    def act(self, state):
+        """The next action for the board ``state``, or None once the instruction is done."""
+
 
 #: How the packing skills see the scene, name -> "module:factory" with ``factory(env, source)`` ->
 #: ``(grounder, state)``: ``sim`` reads item poses and the held item from the simulator (ray casts,
@@ -29,10 +42,11 @@ POLICIES = Registry(
     {"scripted": "r3.lowlevel.pushing:ScriptedPushingPolicy"},
     group="r3.policies",
     check=having("__call__"),
+    built=built_as(Policy),
 )
 
 
-def make_policy(name: str):
+def make_policy(name: str) -> Policy:
     """A new policy of the kind ``name`` stands for, with its defaults; an unknown name is refused with
     the known ones.
 

@@ -21,20 +21,7 @@ import numpy as np
 
 from r3.perception.camera import RGBDFrame
 from r3.perception.geometry import mask_box
-from r3.plugins import Registry, having
-
-#: name -> "module:factory"; ``factory(options)`` builds the segmenter (imported only when chosen), where
-#: ``options`` are named as the perception node's parameters (``device``, ``sam2_checkpoint``, ...,
-#: :mod:`r3.graph.node_params`): each factory reads those it needs, its defaults standing for missing ones.
-SEGMENTERS = Registry(
-    "segmenter",
-    {
-        "sim": "r3.perception.segmenters:SimSegmenter.from_options",
-        "sam2": "r3.perception.sam2_backend:Sam2Segmenter.from_options",
-        "owlv2+sam2": "r3.perception.owlv2:Owlv2Sam2Segmenter.from_options",
-    },
-    check=having("__call__"),
-)
+from r3.plugins import Registry, built_as, having
 
 
 @dataclass
@@ -82,6 +69,22 @@ class Segmenter(ABC):
     def segment_labels(self, labels: list[str]) -> list[Segment]:
         """All objects matching ``labels`` (only backends with ``text_queries``)."""
         raise NotImplementedError(f"{type(self).__name__} cannot find objects by name")
+
+
+#: name -> "module:factory"; ``factory(options)`` builds the segmenter (imported only when chosen), where
+#: ``options`` are named as the perception node's parameters (``device``, ``sam2_checkpoint``, ...,
+#: :mod:`r3.graph.node_params`): each factory reads those it needs, its defaults standing for missing ones.
+#: What a factory builds has every member of a :class:`Segmenter` (the perception pipeline calls them).
+SEGMENTERS = Registry(
+    "segmenter",
+    {
+        "sim": "r3.perception.segmenters:SimSegmenter.from_options",
+        "sam2": "r3.perception.sam2_backend:Sam2Segmenter.from_options",
+        "owlv2+sam2": "r3.perception.owlv2:Owlv2Sam2Segmenter.from_options",
+    },
+    check=having("__call__"),
+    built=built_as(Segmenter),
+)
 
 
 class SimSegmenter(Segmenter):

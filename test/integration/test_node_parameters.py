@@ -242,7 +242,8 @@ def test_an_invalid_value_at_launch_ends_the_node_with_its_reason(ros_env):
 
 
 #: A package whose parts are each chosen by a node's parameter and each wrong: ``broken`` fails to
-#: import, ``three`` loads no part of its kind (3), ``unbound`` does not take the arguments r3 calls it with.
+#: import, ``three`` loads no part of its kind (3), ``unbound`` does not take the arguments r3 calls it with,
+#: ``half`` builds what is not of its kind (a policy without ``act``, a segmenter that is 3).
 WRONG_PARTS = """
 THREE = 3
 
@@ -254,15 +255,25 @@ class NeedsAnArm:
 
 def takes_nothing():
     pass
+
+
+class NoAct:
+    def reset(self, instruction, state, rng):
+        pass
+
+
+def three(options):
+    return 3
 """
 
 
 def install_wrong_parts(folder: Path, env: dict) -> dict:
     """``env`` with a package ``wrong_parts`` installed that gives a wrong policy, segmenter, backend
-    and grounding under the names ``broken``, ``three`` and ``unbound``."""
+    and grounding under the names ``broken``, ``three`` and ``unbound``, and a policy and segmenter
+    under ``half``."""
     lines = {
-        "r3.policies": "unbound = wrong_parts:NeedsAnArm",
-        "r3.segmenters": "unbound = wrong_parts:takes_nothing",
+        "r3.policies": "unbound = wrong_parts:NeedsAnArm\nhalf = wrong_parts:NoAct",
+        "r3.segmenters": "unbound = wrong_parts:takes_nothing\nhalf = wrong_parts:three",
         "r3.backends": "unbound = wrong_parts:NeedsAnArm",
         "r3.groundings": "unbound = wrong_parts:takes_nothing",
     }
@@ -296,6 +307,13 @@ KINDS = {"policies": "policy", "segmenters": "segmenter", "backends": "backend",
             "'NeedsAnArm' cannot be called with no arguments: missing a required argument: 'arm'",
         ),
         (
+            "r3_lowlevel_node",
+            "policy:=half",
+            "policies",
+            "wrong_parts:NoAct",
+            "builds <wrong_parts.NoAct object at 0x",
+        ),
+        (
             "r3_sim_node",
             "controller:=three",
             "policies",
@@ -308,6 +326,13 @@ KINDS = {"policies": "policy", "segmenters": "segmenter", "backends": "backend",
             "segmenters",
             "wrong_parts:takes_nothing",
             "'takes_nothing' cannot be called with 1 positional argument: too many positional arguments",
+        ),
+        (
+            "r3_perception_node",
+            "backend:=half",
+            "segmenters",
+            "wrong_parts:three",
+            "builds 3, which has no text_queries, has no reads_sim_instances, has no refuse_labels",
         ),
         (
             "r3_reasoner_node",

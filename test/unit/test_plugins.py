@@ -400,6 +400,89 @@ def test_a_part_that_cannot_be_called_so_is_refused_naming_its_package(
         build()
 
 
+#: A part that binds its call but builds what is not of its kind: the builder that calls it, the
+#: part's entry point and code, and the refusal.
+WRONGLY_BUILT = {
+    "policy": (
+        lambda: make_policy("mine"),
+        "r3.policies",
+        "Policy",
+        "class Policy:\n    def reset(self, instruction, state, rng):\n        pass\n",
+        r"builds <wrongly_built.Policy object at 0x[0-9a-f]+>, which has no act$",
+    ),
+    "segmenter": (
+        lambda: make_segmenter("mine", {"device": "cpu"}),
+        "r3.segmenters",
+        "segmenter",
+        "def segmenter(options):\n    return 3\n",
+        r"builds 3, which has no text_queries, .* has no set_frame, has no segment_point, .*segment_labels$",
+    ),
+    "executor": (
+        lambda: make_executor("mine", box=None),
+        "r3.executors",
+        "Executor",
+        "class Executor:\n    def __init__(self, box):\n        self.box = box\n    set_gripper = print\n",
+        r"builds <wrongly_built.Executor object at .*>, which has no move_to_pose, has no target_refusal, "
+        + "has no reach_refusal, has no move_to_joints$",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(WRONGLY_BUILT))
+def test_a_part_that_builds_what_is_not_of_its_kind_is_refused_naming_its_package(
+    kind, tmp_path, monkeypatch, fresh_registries
+):
+    """It was built, and the node it started failed later, in a callback, with an AttributeError."""
+    build, group, attr, code, reason = WRONGLY_BUILT[kind]
+    fake_distribution(tmp_path, group, f"mine = wrongly_built:{attr}", "wrongly_built", code, "odd")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "wrongly_built", raising=False)
+    REGISTRIES[kind].reload()
+    said = rf"^{kind} 'mine' \({group} entry point 'wrongly_built:{attr}' of package 'odd'\): "
+    with pytest.raises(ValueError, match=said + reason):
+        build()
+
+
+def test_r3s_own_parts_build_what_their_kind_needs():
+    from r3.execution.sim import SimExecutor
+    from r3.sim.packing.env import PackingEnv
+
+    built = {
+        "policy": make_policy("scripted"),
+        "segmenter": make_segmenter("sim"),
+        "executor": SimExecutor(PackingEnv(width=32, height=24)),
+    }
+    for kind, part in built.items():
+        assert REGISTRIES[kind]._built(kind, part) is None
+
+
+@pytest.mark.parametrize(
+    ("spec_options", "shown"),
+    [("3", "3"), ("{'loud': bool}", "{'loud': <class 'bool'>}"), ("{1: None}", "{1: None}")],
+)
+@pytest.mark.parametrize("spec", ["mine:x", "mine:x,loud=true"])
+def test_a_backend_whose_spec_options_are_no_options_is_refused_when_chosen(
+    spec_options, shown, spec, tmp_path, monkeypatch, fresh_registries
+):
+    """Its spec ended in a TypeError or AttributeError inside spec parsing, naming neither backend nor
+    package."""
+    code = (
+        f"class Backend:\n    SPEC_OPTIONS = {spec_options}\n"
+        "    @classmethod\n    def from_spec(cls, argument, **options):\n        return cls()\n"
+    )
+    fake_distribution(tmp_path, "r3.backends", "mine = odd_options:Backend", "odd_options", code, "odd")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "odd_options", raising=False)
+    BACKENDS.reload()
+    said = (
+        f"backend spec {spec!r}: backend 'mine' (r3.backends entry point 'odd_options:Backend' of package "
+        f"'odd'): loads <class 'odd_options.Backend'>, whose SPEC_OPTIONS {shown} is no mapping of key to "
+        "Option"
+    )
+    with pytest.raises(ValueError, match=re.escape(said)):
+        make_backend(spec)
+
+
 def test_a_type_error_inside_a_part_that_binds_is_its_own(tmp_path, monkeypatch, fresh_registries):
     """Only a call that does not bind is refused: the part's own TypeError is not renamed."""
     code = "class Policy:\n    def __init__(self):\n        len(3)\n"

@@ -18,6 +18,9 @@ ValueError: backend spec for 'expert': unknown key 'device'; expert takes no opt
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from r3.files import bounded_repr
 from r3.plugins import Registry, having
 from r3.reasoning.backends.base import (
     BackendError,
@@ -27,8 +30,23 @@ from r3.reasoning.backends.base import (
     ReasonerBackend,
     ReasoningBudget,
 )
-from r3.reasoning.backends.spec import parse_spec, spec_options
+from r3.reasoning.backends.spec import Option, parse_spec, spec_options
 from r3.urls import shown_url
+
+
+def _backend_problem(name: str, part: object) -> str | None:
+    """Why ``part`` is no backend class: it lacks ``from_spec`` or ``SPEC_OPTIONS``, or its
+    ``SPEC_OPTIONS`` is no mapping of key to :class:`Option` (a spec's options are parsed with it)."""
+    if problem := having("from_spec", "SPEC_OPTIONS")(name, part):
+        return problem
+    options = part.SPEC_OPTIONS
+    if isinstance(options, Mapping) and all(
+        isinstance(key, str) and isinstance(option, Option) for key, option in options.items()
+    ):
+        return None
+    shown = bounded_repr(options, 60)
+    return f"loads {bounded_repr(part, 60)}, whose SPEC_OPTIONS {shown} is no mapping of key to Option"
+
 
 #: scheme -> "module:Class"; the class has ``from_spec(argument: str, **options)`` and ``SPEC_OPTIONS``.
 BACKENDS = Registry(
@@ -41,7 +59,7 @@ BACKENDS = Registry(
         "random_valid": "r3.reasoning.backends.baselines:RandomValidBackend",
         "random_goal_block": "r3.reasoning.backends.baselines:RandomGoalBlockBackend",
     },
-    check=having("from_spec", "SPEC_OPTIONS"),
+    check=_backend_problem,
 )
 #: Make ``make_backend("SCHEME:...")`` build a "module:Class" with ``from_spec``.
 register_backend = BACKENDS.register

@@ -12,12 +12,12 @@ between them every ``names.CLOCK_PERIOD_NS`` of simulated time.
 
 The pusher driver refuses, never clips: a command in another frame than the board's, with a z, that
 is non-finite, over the per-step limit, off the reachable board area (``LanguageTableEnv.off_board``),
-or older than ``COMMAND_DEADLINE_S`` by its DDS source stamp (a command that waited in a queue while
+or older than ``PUSHER_COMMAND_DEADLINE_S`` by its DDS source stamp (a command that waited in a queue while
 this process was frozen, MoveIt Servo's incoming-command timeout; checked between the step's physics
 substeps too, so a step this process was frozen in the middle of is undone, not finished), moves
 nothing, is logged and counted, and is answered on ``/pusher/refusals`` with the reason, so its
 sender ends the instruction at once. The deadline is below the low-level node's ``state_timeout_s``
-(2 s), so a command whose FollowInstruction has already ended is always refused.
+(its range's lower bound), so a command whose FollowInstruction has already ended is always refused.
 
 With a ``controller`` (a low-level policy's name) the node serves FollowInstruction itself
 (``r3_ros.instruction_server``): the policy acts on the simulation in this process, as ros2_control
@@ -28,7 +28,7 @@ episode holds); commands on that topic from anyone else are not taken (the contr
 pusher). The decision point is the instruction's end, published before its goal ends, and only
 then: no idle time counts as one (``settle_s`` is for others' commands, which it does not take). Besides the
 goal's stops (``r3_ros.stop.MotionGuard``), a goal stops when this process was frozen or starved
-for longer than ``COMMAND_DEADLINE_S`` while it ran (``r3.safety.freeze``), as a stale command is
+for longer than ``PUSHER_COMMAND_DEADLINE_S`` while it ran (``r3.safety.freeze``), as a stale command is
 refused, and a step frozen in its middle past that deadline is undone, as a received command's is.
 """
 
@@ -45,6 +45,7 @@ from rclpy.qos import qos_profile_action_status_default
 from sensor_msgs.msg import CameraInfo, Image, JointState
 
 from r3.graph import names
+from r3.graph.names import PUSHER_COMMAND_DEADLINE_S
 from r3.graph.node_params import NODE_PARAMETERS
 from r3.safety.freeze import FreezeWatch, stale_goal
 from r3.sim.language_table.env import LanguageTableEnv
@@ -68,8 +69,6 @@ SNAPSHOT_FORMAT = "r3-language-table-snapshot/1"
 STEP_NS = round(CONTROL_DT * 1e9)
 #: The frames a pusher command may name: the board's ("" is read as it, as a teleoperator sends).
 COMMAND_FRAMES = ("board", "")
-#: A pusher command older than this (wall clock, from its DDS source stamp) is stale and refused.
-COMMAND_DEADLINE_S = 1.0
 
 
 class SimNode(R3Node):
@@ -95,7 +94,7 @@ class SimNode(R3Node):
         self.last_command_wall = 0.0
         self.idle_published = False
         self.refused_commands = 0
-        self.freezes = FreezeWatch(COMMAND_DEADLINE_S)
+        self.freezes = FreezeWatch(PUSHER_COMMAND_DEADLINE_S)
         self.resets = scene_resets(self, self.freezes)
 
         self.image_pub = self.create_publisher(Image, names.CAMERA_IMAGE, recorded(5))
@@ -166,7 +165,7 @@ class SimNode(R3Node):
         """One control step, unless the command is stale or out of range (refused, never clipped)."""
         sent_ns = info["source_timestamp"]
         age_s = (time.time_ns() - sent_ns) / 1e9
-        if age_s > COMMAND_DEADLINE_S / 2:  # on time still, but late: a loaded or starved graph
+        if age_s > PUSHER_COMMAND_DEADLINE_S / 2:  # on time still, but late: a loaded or starved graph
             self.get_logger().warning(f"pusher command arrived {age_s:.2f} s after it was sent")
         with self.lock:
             self.apply(msg, cut_off=lambda: self.staleness(sent_ns))
@@ -175,9 +174,9 @@ class SimNode(R3Node):
         """Why a command sent at ``sent_ns`` (wall clock) is stale now ("" while it is not): asked as it
         arrives and between its step's substeps (a freeze can come in the middle of a step)."""
         age_s = (time.time_ns() - sent_ns) / 1e9
-        if age_s <= COMMAND_DEADLINE_S:
+        if age_s <= PUSHER_COMMAND_DEADLINE_S:
             return ""
-        return f"stale, sent {age_s:.2f} s ago (deadline {COMMAND_DEADLINE_S} s){self.why_late(age_s)}"
+        return f"stale, sent {age_s:.2f} s ago (deadline {PUSHER_COMMAND_DEADLINE_S} s){self.why_late(age_s)}"
 
     def why_late(self, age_s: float) -> str:
         """What a stale command's refusal adds when this process stood still since the command was sent:
@@ -238,7 +237,7 @@ class SimNode(R3Node):
     def step(self, handle, action, stamp):
         """The command a low-level node would send, published for the record and carried out. The
         controller sends it as the step begins, so the caller has given up on a step still running
-        ``COMMAND_DEADLINE_S`` later, as on a received command (``staleness``, one rule for both;
+        ``PUSHER_COMMAND_DEADLINE_S`` later, as on a received command (``staleness``, one rule for both;
         the freeze check between steps has the same deadline): a step this process was frozen in
         the middle of is undone, not finished after the goal's client had its error."""
         began_ns = time.time_ns()
@@ -255,7 +254,8 @@ class SimNode(R3Node):
         with self.lock:
             if frozen_s := self.freezes.frozen_since(self.goal_started[bytes(handle.goal_id.uuid)]):
                 raise Ended(
-                    stale_goal(self.get_fully_qualified_name(), frozen_s, COMMAND_DEADLINE_S), stopped=True
+                    stale_goal(self.get_fully_qualified_name(), frozen_s, PUSHER_COMMAND_DEADLINE_S),
+                    stopped=True,
                 )
             if (stop := self.guard.command(handle, send)) is not None:
                 raise Ended(stop, stopped=True)

@@ -18,6 +18,9 @@ CLOCK = "/clock"
 #: time (rclpy's executor, about 0.7 ms of CPU a wake), and a control step is 0.05-0.1 s.
 CLOCK_PERIOD_NS = 250_000_000
 PUSHER_COMMAND = "/pusher/command"
+#: A pusher command older than this (wall clock, from its DDS source stamp) is stale: the pusher driver
+#: (r3_sim_node) refuses it, and undoes a step it was running when the command went stale.
+PUSHER_COMMAND_DEADLINE_S = 1.0
 #: The pusher driver's answer to each command it refused (r3_msgs/CommandRefusal).
 PUSHER_REFUSALS = "/pusher/refusals"
 

@@ -63,6 +63,11 @@ MOTION_GUARD = (
     ),
 )
 SECONDS = (0.1, 3600.0)  # the range of a wall-clock timeout
+#: The shortest wait of r3_lowlevel_node for the answer to a command: above the pusher driver's
+#: command deadline, so that a stopped instruction ends only once its last command can move nothing
+#: (the driver refuses it, or undoes its step, once it is stale), with half that deadline again for
+#: the answer's way back (what the driver counts as late on a command's way there).
+STATE_TIMEOUT_MIN_S = 1.5 * names.PUSHER_COMMAND_DEADLINE_S
 #: Declared by every node that serves FollowInstruction with a Language Table policy.
 DEFAULT_MAX_STEPS = P(
     "default_max_steps",
@@ -155,8 +160,11 @@ NODE_PARAMETERS: dict[str, NodeParameters] = {
                     "state_timeout_s",
                     "float",
                     2.0,
-                    "A simulator or robot state must follow each command within this, wall seconds.",
-                    range=(0.01, 600.0),
+                    "A simulator or robot state must follow each command within this, wall seconds; "
+                    "above the simulator's command deadline "
+                    f"({names.PUSHER_COMMAND_DEADLINE_S} s), so that an instruction ends only once its "
+                    "last command can no longer move the pusher.",
+                    range=(STATE_TIMEOUT_MIN_S, 600.0),
                 ),
                 *MOTION_GUARD,
             ),

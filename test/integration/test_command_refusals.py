@@ -200,17 +200,19 @@ def test_a_command_gone_stale_while_the_simulator_was_frozen_is_refused_naming_i
 
 
 def stall_at_the_tenth_substep(monkeypatch) -> list[None]:
-    """Stall the process in the tenth physics substep from now past ``COMMAND_DEADLINE_S`` (a freeze
+    """Stall the process in the tenth physics substep from now past ``PUSHER_COMMAND_DEADLINE_S`` (a freeze
     played in this process, deterministically); one item per substep taken."""
+    from r3.graph.names import PUSHER_COMMAND_DEADLINE_S
     from r3.sim.offscreen import mujoco
-    from r3_sim_node.main import COMMAND_DEADLINE_S
 
     substeps, mj_step = [], mujoco.mj_step
 
     def stalling(model, data) -> None:
         substeps.append(None)
         if len(substeps) == 10:
-            time.sleep(COMMAND_DEADLINE_S + 0.2)  # the process stands still here (the fault, not a wait)
+            time.sleep(
+                PUSHER_COMMAND_DEADLINE_S + 0.2
+            )  # the process stands still here (the fault, not a wait)
         mj_step(model, data)
 
     monkeypatch.setattr(mujoco, "mj_step", stalling)
@@ -223,7 +225,7 @@ def test_a_step_the_simulator_was_frozen_in_the_middle_of_is_undone_not_finished
     """Found by a freeze campaign: the simulator frozen (SIGSTOP) for 4 s in the middle of a step, then
     woken, finished that step, and the pusher moved after the client had its error result for it. The
     freeze is played in this process, deterministically: the command's tenth physics substep stalls
-    past ``COMMAND_DEADLINE_S``. The step is undone and refused as stale; no state goes out."""
+    past ``PUSHER_COMMAND_DEADLINE_S``. The step is undone and refused as stale; no state goes out."""
     import rclpy
     from geometry_msgs.msg import Vector3Stamped
 

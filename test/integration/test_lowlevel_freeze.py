@@ -14,10 +14,11 @@ import time
 import pytest
 
 from r3.graph import names
+from r3.graph.node_params import STATE_TIMEOUT_MIN_S
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
-STATE_TIMEOUT_S = 1.0
+STATE_TIMEOUT_S = STATE_TIMEOUT_MIN_S  # the shortest the node takes, so the freeze is short
 #: The command the node is frozen after (while it waits for that command's state).
 FROZEN_AT_COMMAND = 3
 

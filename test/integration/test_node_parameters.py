@@ -241,6 +241,40 @@ def test_an_invalid_value_at_launch_ends_the_node_with_its_reason(ros_env):
     )
 
 
+def test_a_state_timeout_within_the_simulators_command_deadline_is_refused_at_launch(ros, ros_env):
+    """r3_lowlevel_node took ``state_timeout_s`` 0.01..1.0, within which a stopped instruction could
+    end while the simulator still took its last command. It is refused when the node starts and by
+    ``r3 launch --set``; while the node runs it is read-only, so no change is taken then either."""
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+
+    from r3.graph.names import PUSHER_COMMAND_DEADLINE_S
+    from r3.graph.node_params import STATE_TIMEOUT_MIN_S
+    from r3_ros.params import declare_parameters
+
+    err = launch_refused("r3_lowlevel_node", f"state_timeout_s:={PUSHER_COMMAND_DEADLINE_S}", ros_env)
+    assert f"state_timeout_s out of range Min: {STATE_TIMEOUT_MIN_S}" in err, err
+    why = f"state_timeout_s: {PUSHER_COMMAND_DEADLINE_S} is outside [{STATE_TIMEOUT_MIN_S}, 600.0]"
+    done = subprocess.run(
+        [sys.executable, "-m", "r3.cli", "launch", "--check"]
+        + ["--set", f"r3_lowlevel_node.state_timeout_s={PUSHER_COMMAND_DEADLINE_S}"],
+        env=ros_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2 and why in done.stderr and "Traceback" not in done.stderr, done.stderr
+    node = Node("state_timeout_probe")
+    try:
+        values = declare_parameters(node, NODE_PARAMETERS["r3_lowlevel_node"])
+        refused = node.set_parameters([Parameter("state_timeout_s", value=PUSHER_COMMAND_DEADLINE_S)])[0]
+        assert not refused.successful and "read-only" in refused.reason, refused.reason
+        assert values["state_timeout_s"] == 2.0
+    finally:
+        node.destroy_node()
+
+
 #: A package whose parts are each chosen by a node's parameter and each wrong: ``broken`` fails to
 #: import, ``three`` loads no part of its kind (3), ``unbound`` does not take the arguments r3 calls it with,
 #: ``half`` builds what is not of its kind (a policy without ``act``, a segmenter that is 3).

@@ -127,6 +127,17 @@ def test_no_watchdog_timeout_is_shorter_than_two_heartbeats():
     assert reasoner["heartbeat_timeout_s"].check(0.1) == "heartbeat_timeout_s: 0.1 is outside [0.5, 3600.0]"
 
 
+def test_the_lowlevel_nodes_state_wait_outlasts_the_simulators_command_deadline():
+    """A stopped instruction ends once its last command is answered or ``state_timeout_s`` is past;
+    with 0.01..1.0 s it could end while the simulator still took that command (commit 05ea595's
+    guarantee rests on the wait outlasting the deadline)."""
+    spec = NODE_PARAMETERS["r3_lowlevel_node"]["state_timeout_s"]
+    deadline = names.PUSHER_COMMAND_DEADLINE_S
+    assert spec.range[0] > deadline and spec.check(spec.range[0]) is None
+    assert spec.check(deadline) == f"state_timeout_s: {deadline} is outside [{spec.range[0]}, 600.0]"
+    assert f"command deadline ({deadline} s)" in spec.description
+
+
 def _r3_members():
     for profile in profile_names():
         for member in load_profile(profile).members:

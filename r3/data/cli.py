@@ -10,7 +10,7 @@ from pathlib import Path
 
 from r3.cli_args import checked_path, folder, integer, word
 from r3.files import write_text_atomically
-from r3.safety.goals import INTERFACE_ANSWERS, interfaces_help
+from r3.safety.goals import INTERFACE_ANSWERS, UINT32_MAX, interfaces_help
 from r3.suites import DEFAULT_SUITE, get_suite
 
 
@@ -101,8 +101,8 @@ def collect_main(argv: list[str]) -> int:
         "--frame-every",
         type=integer(),
         default=0,
-        help="also record a camera image every N control steps (0: only at decision points; 1 for "
-        "per-step video, e.g. for the LeRobot export) (default: %(default)s)",
+        help=f"also record a camera image every N control steps, 0..{UINT32_MAX} (0: only at decision "
+        "points; 1 for per-step video, e.g. for the LeRobot export) (default: %(default)s)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)

@@ -141,8 +141,10 @@ class CollectConfig:
         for name in ("width", "height"):
             if not IMAGE_SIDES[0] <= (side := getattr(self, name)) <= IMAGE_SIDES[1]:
                 raise ValueError(f"CollectConfig.{name} must be in {list(IMAGE_SIDES)}, got {side}")
-        if self.frame_every < 0:
-            raise ValueError(f"CollectConfig.frame_every must be >= 0, got {self.frame_every}")
+        if not 0 <= self.frame_every <= UINT32_MAX:  # as r3 sim demo's --frame-every
+            raise ValueError(
+                f"CollectConfig.frame_every must be in [0, {UINT32_MAX}], got {self.frame_every}"
+            )
         from r3.reasoning.backends import check_backend
 
         check_backend(self.backend)  # a bad spec, a missing model or GPU fails here, before any worker

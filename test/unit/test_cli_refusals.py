@@ -397,6 +397,9 @@ def test_eval_compare_refuses_foreign_folders(tmp_path, capsys):
         (["--height", "100000"], "CollectConfig.height must be in [16, 4096]"),
         (["--max-steps", str(10**12)], "CollectConfig.max_steps must be in [1, 4294967295]"),  # RunTask's
         (["--steps-per-instruction", str(2**32)], "CollectConfig.steps_per_instruction must be in [1, "),
+        # No upper bound took --frame-every 10^22, which r3 sim demo refuses.
+        (["--frame-every", str(10**22)], "CollectConfig.frame_every must be in [0, 4294967295]"),
+        (["--frame-every", "-1"], "CollectConfig.frame_every must be in [0, 4294967295]"),
         (["--out", ""], "argument --out: expected a folder"),
     ],
 )

@@ -195,7 +195,10 @@ class LowLevelNode(R3Node):
         stamped ``stamp_ns`` was refused. Stamps never go back (not even across resets), so a state
         from another episode can never be taken for the answer to this one's command. Without a
         ``handle`` only the answer or the timeout ends the wait: ``state_timeout_s`` is above the
-        simulator's command deadline, so a command unanswered that long can no longer be carried out."""
+        simulator's command deadline, so a command unanswered that long can no longer be carried out.
+        An answer this node heard only after the timeout counts as none, however soon this thread
+        looks: which of the two a node that stood still through its wait saw first (its timeout or the
+        answer that came as it woke) was a race of its threads."""
         deadline = time.monotonic() + self.state_timeout_s
         with self.state_cv:
             while (latest := self.states.get(self.simulator)) is None or stamp_to_ns(
@@ -207,7 +210,7 @@ class LowLevelNode(R3Node):
                 if left <= 0 or (handle is not None and self.guard.stopping(handle)):
                     return None
                 self.state_cv.wait(min(left, 0.01))
-            return latest[0]
+            return latest[0] if latest[1] <= deadline else None
 
     def wait_for_simulator(self, handle) -> str:
         """Until one participant both publishes states and, in the graph view, subscribes to the

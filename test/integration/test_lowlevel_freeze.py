@@ -26,9 +26,10 @@ FROZEN_AT_COMMAND = 3
 def test_a_lowlevel_node_frozen_through_its_state_timeout_names_its_own_freeze(private_ros_env):
     """This probe plays the simulator (it answers each command with a state stamped 1 ms after it)
     and the reasoner (its heartbeat). At the third command it freezes the low-level node (SIGSTOP)
-    for longer than its ``state_timeout_s``, and answers that command only once the node runs again:
+    for longer than its ``state_timeout_s``, and answers that command while the node stands still:
     the simulator was never late in the node's running time, so the instruction must not end
-    blaming it."""
+    blaming it, nor go on with the answer it finds as it wakes (which of the two its threads saw
+    first was a race: a clean-clone run ended the instruction at its step budget)."""
     import rclpy
     from geometry_msgs.msg import Vector3Stamped
     from rclpy.action import ActionClient
@@ -95,10 +96,11 @@ def test_a_lowlevel_node_frozen_through_its_state_timeout_names_its_own_freeze(p
         os.kill(lowlevel.pid, signal.SIGSTOP)
         try:
             spin(STATE_TIMEOUT_S + 1.5)  # frozen through its whole state timeout
+            # The answer waits for it as it wakes: its timeout and the answer are both there then.
+            state_pub.publish(state(commands[FROZEN_AT_COMMAND - 1] + 1_000_000))
+            spin(0.2)
         finally:
             os.kill(lowlevel.pid, signal.SIGCONT)
-        spin(0.2)
-        state_pub.publish(state(commands[FROZEN_AT_COMMAND - 1] + 1_000_000))
         spin(STATE_TIMEOUT_S + 10, result.done)
         assert result.done(), "no result"
         reason = result.result().result.reason
@@ -110,3 +112,28 @@ def test_a_lowlevel_node_frozen_through_its_state_timeout_names_its_own_freeze(p
     print(f"\nlow-level node frozen {STATE_TIMEOUT_S + 1.5:.1f} s mid-wait: {reason!r}")
     assert "simulator" not in reason, reason
     assert reason.startswith("error: /r3_lowlevel_node was frozen or starved"), reason
+
+
+def test_an_answer_heard_only_after_the_state_timeout_counts_as_none():
+    """The same race, made certain: the node's state wait is woken by an answer that came in only
+    after its timeout (its executor ran before the waiting thread looked again). That answer went on
+    as if on time, so whether a node frozen through its wait ended the goal was up to its threads."""
+    import threading
+    from types import SimpleNamespace
+
+    from r3_lowlevel_node.main import LowLevelNode
+    from r3_msgs.msg import PrivilegedState
+    from r3_ros.conversions import ns_to_stamp
+
+    answer = PrivilegedState()
+    answer.header.stamp = ns_to_stamp(2_000_000)
+
+    class LateAnswer(threading.Condition):
+        def wait(self, timeout=None):
+            time.sleep(node.state_timeout_s + 0.05)  # the waiting thread stood still past its timeout
+            node.states["sim"] = (answer, time.monotonic())  # meanwhile the answer came in
+            return True
+
+    node = SimpleNamespace(state_cv=LateAnswer(), states={}, simulator="sim", refusal=(None, ""))
+    node.state_timeout_s = 0.05
+    assert LowLevelNode.wait_for_state_after(node, 1_000_000) is None

@@ -10,7 +10,7 @@ run: setup
 
 # Three test processes, each with its own ROS domain (test/ros_domains.py) and one compute thread, a
 # test file each at a time (a file's module fixtures, e.g. a served model, start once), the longest
-# files first (test/conftest.py, LONGEST_FILES): 15 min 27 s to 16 min 35 s for 3,045-3,050 tests on 2
+# files first (test/conftest.py, LONGEST_FILES): 14 min 22 s to 17 min 17 s for 3,045-3,140 tests on 2
 # idle cores (22 min 31 s for 2,994 before the longest went first); 27 min 20 s in one process (a smaller suite).
 test: setup
 	.venv/bin/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder

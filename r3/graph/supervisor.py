@@ -40,6 +40,8 @@ from r3.workers import die_with_parent
 MEMBER_EXITS_ENV = "R3_MEMBER_EXITS"
 #: How a node's one line begins that says why it could not configure itself (``r3_ros.spin``).
 FATAL = "fatal: "
+#: How much of a member's log is read for why it exited.
+SAID_LAST_BYTES = 64 * 1024
 
 
 def describe_exit(code: int) -> str:
@@ -211,13 +213,16 @@ class Supervisor:
 
     def said_last(self, member: str) -> str:
         """Why ``member`` exited, in its own words: the ``fatal:`` line of a node that could not configure
-        itself (a part its parameter chose that cannot be loaded), else the last line of its log."""
+        itself (a part its parameter chose that cannot be loaded), else the last line of its log; read
+        from the log's last :data:`SAID_LAST_BYTES` (a node that ran for hours wrote megabytes before)."""
         log = self.log_dir / f"{member}.log"
-        lines = (
-            [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
-            if log.is_file()
-            else []
-        )
+        try:
+            with log.open("rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - SAID_LAST_BYTES))
+                tail = f.read().decode(errors="replace")
+        except OSError:
+            tail = ""
+        lines = [line for line in tail.splitlines() if line.strip()]
         fatal = [line for line in lines if line.startswith(FATAL)]
         return (fatal[-1].removeprefix(FATAL) if fatal else (lines[-1] if lines else "no output")).strip()
 

@@ -385,21 +385,6 @@ UNBINDABLE = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(UNBINDABLE))
-def test_a_part_that_cannot_be_called_so_is_refused_naming_its_package(
-    kind, tmp_path, monkeypatch, fresh_registries
-):
-    """It ended in the TypeError's traceback, which named neither the part nor its package."""
-    build, group, attr, code, reason = UNBINDABLE[kind]
-    fake_distribution(tmp_path, group, f"mine = unbindable:{attr}", "unbindable", code, "odd")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "unbindable", raising=False)
-    REGISTRIES[kind].reload()
-    said = rf"{kind} 'mine' \({group} entry point 'unbindable:{attr}' of package 'odd'\): "
-    with pytest.raises(ValueError, match=said + reason):
-        build()
-
-
 #: A part that binds its call but builds what is not of its kind: the builder that calls it, the
 #: part's entry point and code, and the refusal.
 WRONGLY_BUILT = {
@@ -428,17 +413,26 @@ WRONGLY_BUILT = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(WRONGLY_BUILT))
-def test_a_part_that_builds_what_is_not_of_its_kind_is_refused_naming_its_package(
-    kind, tmp_path, monkeypatch, fresh_registries
+#: The module each table's parts are written into (one per table: a test leaves its module imported).
+REFUSED_AT_THE_CALL = {"unbindable": UNBINDABLE, "wrongly_built": WRONGLY_BUILT}
+
+
+@pytest.mark.parametrize(
+    ("module", "kind"),
+    [(module, kind) for module, parts in REFUSED_AT_THE_CALL.items() for kind in sorted(parts)],
+)
+def test_a_part_refused_at_its_call_is_refused_naming_its_package(
+    module, kind, tmp_path, monkeypatch, fresh_registries
 ):
-    """It was built, and the node it started failed later, in a callback, with an AttributeError."""
-    build, group, attr, code, reason = WRONGLY_BUILT[kind]
-    fake_distribution(tmp_path, group, f"mine = wrongly_built:{attr}", "wrongly_built", code, "odd")
+    """A call that did not bind ended in the TypeError's traceback, which named neither the part nor
+    its package; a part that built what is not of its kind was built, and the node it started failed
+    later, in a callback, with an AttributeError."""
+    build, group, attr, code, reason = REFUSED_AT_THE_CALL[module][kind]
+    fake_distribution(tmp_path, group, f"mine = {module}:{attr}", module, code, "odd")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "wrongly_built", raising=False)
+    monkeypatch.delitem(sys.modules, module, raising=False)
     REGISTRIES[kind].reload()
-    said = rf"^{kind} 'mine' \({group} entry point 'wrongly_built:{attr}' of package 'odd'\): "
+    said = rf"^{kind} 'mine' \({group} entry point '{module}:{attr}' of package 'odd'\): "
     with pytest.raises(ValueError, match=said + reason):
         build()
 
